@@ -1,0 +1,23 @@
+import { Elysia } from "elysia";
+import { z } from "zod";
+import type { AppDeps } from "../app";
+import { createSession, endSession, SESSION_COOKIE } from "../auth/service";
+
+const SessionCreate = z.strictObject({ token: z.string().min(1).max(1000) });
+
+/** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
+export const adminRoutes = (deps: AppDeps) =>
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
+    .post("/session", ({ body, set }) => {
+      const s = createSession(deps, body.token);
+      set.headers["set-cookie"] = `${SESSION_COOKIE}=${s.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.maxAgeSeconds}`;
+      return { ok: true };
+    }, { body: SessionCreate, detail: { summary: "Sign in to the dashboard with the admin token (sets an HttpOnly cookie)" } })
+    .delete("/session", ({ request, set }) => {
+      endSession(deps, request);
+      set.headers["set-cookie"] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`;
+      set.status = 204;
+    }, { detail: { summary: "Sign out" } })
+    .get("/info", () => ({ version: deps.version, data_dir: deps.config.dataDir, started_at: deps.startedAt }), {
+      detail: { summary: "What this server is" },
+    });

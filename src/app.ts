@@ -1,0 +1,65 @@
+import { Elysia } from "elysia";
+import { openapi } from "@elysiajs/openapi";
+import { z } from "zod";
+import type { Config } from "./config";
+import type { Db } from "./db";
+import { errorPlugin } from "./errors";
+import { parseJsonBody } from "./http";
+import { authenticateRequest } from "./auth/service";
+import type { UsageRecorder } from "./keys/service";
+import { projectRoutes } from "./projects/routes";
+import { keyRoutes } from "./keys/routes";
+import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
+import { adminRoutes } from "./admin/routes";
+import { dataRoutes } from "./dataplane/routes";
+import type { Workload } from "./workloads/service";
+
+/** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
+export interface AppEvents {
+  workloadsChanged(): void;
+}
+
+/** Everything the HTTP app needs, injected so tests build it exactly as `serve` does. */
+export interface AppDeps {
+  db: Db;
+  config: Config;
+  adminToken: string;
+  usage: UsageRecorder;
+  events: AppEvents;
+  version: string;
+  startedAt: string;
+  /** The admin view of a workload: the stored fields plus what the serving side knows. */
+  describeWorkload(w: Workload): unknown;
+}
+
+const JSON_PLANES = /^\/(api|admin)(\/|$)/;
+
+/** Builds the inferd HTTP app (no listen): error mapping, the auth gate, body parsing, every route. */
+export function createApp(deps: AppDeps) {
+  return new Elysia()
+    .use(errorPlugin)
+    .onRequest(({ request }) => {
+      const path = new URL(request.url).pathname;
+      authenticateRequest(deps, request, path);
+    })
+    .onParse({ as: "global" }, ({ request, path }) => {
+      if (JSON_PLANES.test(path)) return parseJsonBody(request, deps.config.maxBodyBytes);
+    })
+    .use(
+      openapi({
+        path: "/docs",
+        mapJsonSchema: { zod: z.toJSONSchema },
+        documentation: { info: { title: "inferd", version: deps.version, description: "Workloads, inference endpoints and async jobs on your own GPUs." } },
+      }),
+    )
+    .get("/healthz", () => ({ status: "ok", version: deps.version }))
+    .use(adminRoutes(deps))
+    .use(projectRoutes(deps))
+    .use(keyRoutes(deps))
+    .use(adminWorkloadRoutes(deps))
+    .use(controlRoutes(deps))
+    .use(dataRoutes(deps));
+}
+
+/** The app's type, for tests and the server. */
+export type App = ReturnType<typeof createApp>;

@@ -1,0 +1,170 @@
+import { and, eq, gt, lt } from "drizzle-orm";
+import type { Db } from "../db";
+import { sessions } from "../db/schema";
+import { forbidden, unauthorized } from "../errors";
+import { newSecret, nowIso, safeEqual, sha256 } from "../ids";
+import { findKeyBySecret, KEY_PREFIX, type KeyRecord, type UsageRecorder } from "../keys/service";
+
+/** What authentication needs: the store, the admin token and the usage counter. */
+export interface AuthDeps {
+  db: Db;
+  adminToken: string;
+  usage: UsageRecorder;
+}
+
+/** Name of the dashboard's session cookie. */
+export const SESSION_COOKIE = "inferd_session";
+/** How long a dashboard session lasts. */
+const SESSION_MS = 7 * 24 * 3600 * 1000;
+
+/** The bearer token of a request, or the `x-api-key` header where the Anthropic SDK puts it. */
+export function presentedToken(request: Request, allowApiKeyHeader = false): string | undefined {
+  const h = request.headers.get("authorization");
+  if (h) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+    if (m) return m[1];
+  }
+  if (allowApiKeyHeader) return request.headers.get("x-api-key")?.trim() || undefined;
+  return undefined;
+}
+
+const isAdminToken = (deps: AuthDeps, token: string) => safeEqual(sha256(token), sha256(deps.adminToken));
+
+/** Resolves a token to a key, or throws 401. The admin token is reported so planes can say 403. */
+function resolveKey(deps: AuthDeps, token: string | undefined, plane: string): KeyRecord | "admin" {
+  if (!token) throw unauthorized("missing_token", `this ${plane} route needs "Authorization: Bearer <token>"`);
+  if (isAdminToken(deps, token)) return "admin";
+  const key = token.startsWith("ik_") ? findKeyBySecret(deps.db, token) : undefined;
+  if (!key) throw unauthorized("invalid_token", "the token is unknown or has been revoked");
+  deps.usage.record(key.id, { requests: 1 });
+  return key;
+}
+
+/**
+ * Control plane (`/api`): only an `ik_sdk_` key, of the project in the path when there is one.
+ * An `endpoints`-scoped key may only touch its listed workloads (see `canTouchWorkload`).
+ */
+export function authControl(deps: AuthDeps, request: Request, projectSlug?: string): KeyRecord {
+  const key = resolveKey(deps, presentedToken(request), "control-plane");
+  if (key === "admin" || key.type !== "sdk") {
+    throw forbidden("wrong_credential_type", `the control plane (/api) takes an ${KEY_PREFIX.sdk} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.live} data-plane key`}`);
+  }
+  if (projectSlug !== undefined && projectSlug !== key.projectSlug) {
+    throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
+  }
+  return key;
+}
+
+/** True when the key's scope covers the workload `<project_slug>/<workload_slug>`. */
+export function canTouchWorkload(key: KeyRecord, projectSlug: string, workloadSlug: string): boolean {
+  if (key.scope === "project") return key.projectSlug === projectSlug;
+  return (JSON.parse(key.endpoints) as string[]).includes(`${projectSlug}/${workloadSlug}`);
+}
+
+/** Throws scope_insufficient unless the key covers the workload. */
+export function requireWorkloadScope(key: KeyRecord, projectSlug: string, workloadSlug: string): void {
+  if (!canTouchWorkload(key, projectSlug, workloadSlug)) {
+    throw forbidden("scope_insufficient", `this key is limited to specific endpoints and "${projectSlug}/${workloadSlug}" is not one of them`);
+  }
+}
+
+/**
+ * Data plane (`/endpoint/<project>/<workload>/...`): only an `ik_live_` key of that project whose
+ * scope covers the workload. The Messages-style route also accepts `x-api-key`.
+ */
+export function authData(deps: AuthDeps, request: Request, projectSlug: string, workloadSlug: string, allowApiKeyHeader = false): KeyRecord {
+  const key = resolveKey(deps, presentedToken(request, allowApiKeyHeader), "data-plane");
+  if (key === "admin" || key.type !== "live") {
+    throw forbidden("wrong_credential_type", `the data plane (/endpoint) takes an ${KEY_PREFIX.live} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.sdk} control-plane key`}`);
+  }
+  if (key.projectSlug !== projectSlug) {
+    throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
+  }
+  requireWorkloadScope(key, projectSlug, workloadSlug);
+  return key;
+}
+
+function cookieValue(request: Request, name: string): string | undefined {
+  const header = request.headers.get("cookie");
+  if (!header) return undefined;
+  for (const part of header.split(";")) {
+    const i = part.indexOf("=");
+    if (i > 0 && part.slice(0, i).trim() === name) return decodeURIComponent(part.slice(i + 1).trim());
+  }
+  return undefined;
+}
+
+/**
+ * Admin API (`/admin`): the admin token as Bearer, or the dashboard's session cookie. A request
+ * riding on the cookie that changes state must come from our own origin (CSRF guard on top of
+ * SameSite=Strict).
+ */
+export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "session" } {
+  const token = presentedToken(request);
+  if (token) {
+    if (isAdminToken(deps, token)) return { via: "token" };
+    if (token.startsWith(KEY_PREFIX.sdk) || token.startsWith(KEY_PREFIX.live)) {
+      if (findKeyBySecret(deps.db, token)) throw forbidden("wrong_credential_type", "the admin API takes the admin token, not a project key");
+    }
+    throw unauthorized("invalid_token", "the admin token is wrong");
+  }
+  const sid = cookieValue(request, SESSION_COOKIE);
+  if (sid) {
+    const live = deps.db.select().from(sessions).where(and(eq(sessions.hash, sha256(sid)), gt(sessions.expiresAt, nowIso()))).get();
+    if (!live) throw unauthorized("invalid_session", "the session has expired; sign in again");
+    if (!["GET", "HEAD", "OPTIONS"].includes(request.method)) {
+      const origin = request.headers.get("origin");
+      const host = request.headers.get("host");
+      if (origin && host && new URL(origin).host !== host) throw forbidden("csrf_rejected", "cross-site request refused");
+    }
+    return { via: "session" };
+  }
+  throw unauthorized("missing_token", "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session");
+}
+
+/** Starts a dashboard session for the admin token; returns the cookie value. */
+export function createSession(deps: AuthDeps, token: string): { id: string; maxAgeSeconds: number } {
+  if (!isAdminToken(deps, token)) throw unauthorized("invalid_token", "the admin token is wrong");
+  const id = newSecret("");
+  const now = Date.now();
+  deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString())).run();
+  deps.db.insert(sessions).values({ hash: sha256(id), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MS).toISOString() }).run();
+  return { id, maxAgeSeconds: SESSION_MS / 1000 };
+}
+
+/** Ends the session the request carries, if any. */
+export function endSession(deps: AuthDeps, request: Request): void {
+  const sid = cookieValue(request, SESSION_COOKIE);
+  if (sid) deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid))).run();
+}
+
+const keys = new WeakMap<Request, KeyRecord>();
+
+/** The key that authenticated this request (set by `authenticateRequest`). */
+export function keyOf(request: Request): KeyRecord {
+  const k = keys.get(request);
+  if (!k) throw new Error("keyOf() on a request that was not authenticated with a key");
+  return k;
+}
+
+/** Paths that need no credential. */
+const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/];
+
+/**
+ * The one authentication gate, run before any body is read: picks the plane from the path and
+ * applies its rule, so a request without the right credential is refused before anything else.
+ */
+export function authenticateRequest(deps: AuthDeps, request: Request, path: string): void {
+  if (OPEN.some((re) => re.test(path))) return;
+  if (path === "/admin" || path.startsWith("/admin/")) {
+    authAdmin(deps, request);
+  } else if (path === "/api" || path.startsWith("/api/")) {
+    const m = /^\/api\/projects\/([^/]+)/.exec(path);
+    keys.set(request, authControl(deps, request, m ? decodeURIComponent(m[1]) : undefined));
+  } else if (path.startsWith("/endpoint/")) {
+    const m = /^\/endpoint\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
+    if (!m) return;
+    const allowApiKey = /^\/v1\/messages\/?$/.test(m[3] ?? "");
+    keys.set(request, authData(deps, request, decodeURIComponent(m[1]), decodeURIComponent(m[2]), allowApiKey));
+  }
+}

@@ -1,0 +1,176 @@
+import { ConfigError, describeConfig, loadConfig, type Config } from "./config";
+import { openStore } from "./db";
+import { dataPaths, ensureDataDir, DataDirLocked } from "./datadir";
+import { AppError, fromSchemaIssue } from "./errors";
+import { createProject, getProject, listProjects } from "./projects/service";
+import { ProjectCreate } from "./projects/schema";
+import { createKey, listKeys, revokeKey } from "./keys/service";
+import { KeyCreate } from "./keys/schema";
+import { setLogLevel } from "./log";
+import { startServer } from "./server";
+import { VERSION } from "./version";
+import type { z } from "zod";
+
+const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
+
+usage:
+  inferd [serve] [settings]            run the server, dashboard and local GPU agent
+  inferd project create <name> [--slug S] [--json]
+  inferd project list [--json]
+  inferd key create --project P --name N --type sdk|live [--scope project|endpoints] [--endpoint P/W]... [--json]
+  inferd key list --project P [--json]
+  inferd key revoke <key-id> [--json]
+  inferd config                        print every setting with its value in force
+  inferd version
+
+project and key commands work on the data dir directly, whether or not a server is running.
+
+settings (flag, environment variable):
+`;
+
+/** Wrong command-line usage: the CLI prints the message and exits 2. */
+class UsageError extends Error {}
+
+/** Splits subcommand arguments into positionals, repeatable `--name value` options and `--json`. */
+function parseArgs(args: string[], valued: string[]): { pos: string[]; opt: Record<string, string[]>; json: boolean } {
+  const pos: string[] = [];
+  const opt: Record<string, string[]> = {};
+  let json = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a === "--json") json = true;
+    else if (a.startsWith("--")) {
+      const [name, inline] = a.includes("=") ? [a.slice(2, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a.slice(2), undefined];
+      if (!valued.includes(name)) throw new UsageError(`unknown option --${name}`);
+      const v = inline ?? args[++i];
+      if (v === undefined) throw new UsageError(`--${name} needs a value`);
+      (opt[name] ??= []).push(v);
+    } else pos.push(a);
+  }
+  return { pos, opt, json };
+}
+
+/** Validates CLI input with the same schema the API uses, reporting in the API's words. */
+function check<T>(schema: z.ZodType<T>, value: unknown): T {
+  const r = schema.safeParse(value);
+  if (!r.success) throw fromSchemaIssue("input", r.error.issues[0] as never);
+  return r.data;
+}
+
+function table(rows: Record<string, unknown>[], cols: string[]): string {
+  if (rows.length === 0) return "(none)";
+  const cells = rows.map((r) => cols.map((c) => String(r[c] ?? "")));
+  const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)));
+  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i])).join("  ").trimEnd();
+  return [line(cols), ...cells.map(line)].join("\n");
+}
+
+function withStore<T>(config: Config, fn: (db: ReturnType<typeof openStore>["db"]) => T): T {
+  ensureDataDir(config.dataDir);
+  const store = openStore(dataPaths(config.dataDir).db);
+  try {
+    return fn(store.db);
+  } finally {
+    store.close();
+  }
+}
+
+function projectCommand(config: Config, args: string[], out: (s: string) => void): void {
+  const [verb, ...rest] = args;
+  const { pos, opt, json } = parseArgs(rest, ["slug"]);
+  if (verb === "create") {
+    if (pos.length !== 1) throw new UsageError("usage: inferd project create <name> [--slug S] [--json]");
+    const p = withStore(config, (db) => createProject(db, check(ProjectCreate, { name: pos[0], slug: opt.slug?.[0] })));
+    out(json ? JSON.stringify(p) : `created project ${p.slug} (${p.id})`);
+  } else if (verb === "list") {
+    const list = withStore(config, (db) => listProjects(db));
+    out(json ? JSON.stringify(list) : table(list, ["id", "slug", "name", "created_at"]));
+  } else throw new UsageError("usage: inferd project create|list");
+}
+
+function keyCommand(config: Config, args: string[], out: (s: string) => void): void {
+  const [verb, ...rest] = args;
+  const { pos, opt, json } = parseArgs(rest, ["project", "name", "type", "scope", "endpoint"]);
+  if (verb === "create") {
+    if (!opt.project?.[0]) throw new UsageError("--project is required");
+    const input = check(KeyCreate, { name: opt.name?.[0], type: opt.type?.[0], scope: opt.scope?.[0], endpoints: opt.endpoint });
+    const k = withStore(config, (db) => createKey(db, getProject(db, opt.project[0]), input));
+    out(json ? JSON.stringify(k) : `created ${k.type} key ${k.id} (${k.scope}${k.endpoints.length ? `: ${k.endpoints.join(", ")}` : ""})\nsecret (shown once, keep it safe): ${k.secret}`);
+  } else if (verb === "list") {
+    if (!opt.project?.[0]) throw new UsageError("--project is required");
+    const list = withStore(config, (db) => listKeys(db, getProject(db, opt.project[0]).id));
+    if (json) out(JSON.stringify(list));
+    else out(table(list.map((k) => ({ ...k, requests: k.usage.requests, tokens: k.usage.total_tokens, last_used: k.usage.last_used_at ?? "never", revoked: k.revoked_at ?? "" })), ["id", "name", "type", "scope", "prefix", "requests", "tokens", "last_used", "revoked"]));
+  } else if (verb === "revoke") {
+    if (pos.length !== 1) throw new UsageError("usage: inferd key revoke <key-id>");
+    const k = withStore(config, (db) => revokeKey(db, pos[0]));
+    out(json ? JSON.stringify(k) : `revoked key ${k.id} (${k.name})`);
+  } else throw new UsageError("usage: inferd key create|list|revoke");
+}
+
+async function serve(config: Config): Promise<void> {
+  const running = await startServer(config);
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    console.log(`\n${signal}: stopping inferd…`);
+    await running.stop();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+/**
+ * Runs the command line: `serve` (the default), `project`, `key`, `config`, `version`, `help`.
+ * Returns the exit code for commands that finish; `serve` keeps running.
+ */
+export async function runCli(argv: string[], env: Record<string, string | undefined>, out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number | "running"> {
+  try {
+    const { config, rest } = loadConfig(argv, env);
+    setLogLevel(config.logLevel);
+    const [cmd = "serve", ...args] = rest;
+    switch (cmd) {
+      case "serve":
+        if (args.length) throw new UsageError(`unknown argument for serve: ${args[0]} (see inferd help)`);
+        await serve(config);
+        return "running";
+      case "project":
+        projectCommand(config, args, out);
+        return 0;
+      case "key":
+        keyCommand(config, args, out);
+        return 0;
+      case "config":
+        out(describeConfig(config));
+        return 0;
+      case "version":
+      case "--version":
+        out(VERSION);
+        return 0;
+      case "help":
+      case "--help":
+      case "-h":
+        out(HELP + describeConfig(config));
+        return 0;
+      default:
+        throw new UsageError(`unknown command "${cmd}" (see inferd help)`);
+    }
+  } catch (e) {
+    if (e instanceof UsageError || e instanceof ConfigError) {
+      err(`inferd: ${e.message}`);
+      return 2;
+    }
+    if (e instanceof AppError || e instanceof DataDirLocked) {
+      err(`inferd: ${e.message}`);
+      return 1;
+    }
+    if ((e as NodeJS.ErrnoException)?.code === "EADDRINUSE") {
+      err(`inferd: the port is already in use (${(e as Error).message}); pick another with --port`);
+      return 1;
+    }
+    err(`inferd: ${e instanceof Error ? e.message : String(e)}`);
+    return 1;
+  }
+}

@@ -1,0 +1,102 @@
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+/** The kinds of value a setting can hold. */
+type Kind = "string" | "int" | "bool" | "list";
+
+/** One setting, named once: its flag, its environment variable, its type, default and meaning. */
+interface Setting {
+  flag: string;
+  env: string;
+  kind: Kind;
+  default: string | number | boolean | string[] | undefined;
+  description: string;
+  secret?: boolean;
+}
+
+/** Every setting of `inferd serve`; `inferd config` prints this table with the values in force. */
+export const SETTINGS = {
+  host: { flag: "--host", env: "INFERD_HOST", kind: "string", default: "127.0.0.1", description: "Address to listen on (0.0.0.0 for LAN clients)." },
+  port: { flag: "--port", env: "INFERD_PORT", kind: "int", default: 8420, description: "HTTP port (0 picks a free one)." },
+  dataDir: { flag: "--data-dir", env: "INFERD_DATA_DIR", kind: "string", default: join(homedir(), ".inferd"), description: "Where the SQLite store, logs, runtimes and the admin token live." },
+  adminToken: { flag: "--admin-token", env: "INFERD_ADMIN_TOKEN", kind: "string", default: undefined, description: "Admin token for /admin and the dashboard; generated and saved in the data dir when unset.", secret: true },
+  maxBodyBytes: { flag: "--max-body-bytes", env: "INFERD_MAX_BODY_BYTES", kind: "int", default: 1 << 20, description: "Largest JSON body accepted on /api and /admin." },
+  maxDataBodyBytes: { flag: "--max-data-body-bytes", env: "INFERD_MAX_DATA_BODY_BYTES", kind: "int", default: 100 << 20, description: "Largest request body accepted on the data plane (/endpoint, including uploads and jobs)." },
+  localAgent: { flag: "--local-agent", env: "INFERD_LOCAL_AGENT", kind: "bool", default: true, description: "Run a GPU agent for this machine inside serve (--no-local-agent to disable)." },
+  logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
+} satisfies Record<string, Setting>;
+
+/** The resolved value of every setting. */
+export type Config = {
+  host: string;
+  port: number;
+  dataDir: string;
+  adminToken: string | undefined;
+  maxBodyBytes: number;
+  maxDataBodyBytes: number;
+  localAgent: boolean;
+  logLevel: string;
+};
+
+/** A command-line or environment value that cannot be used; the CLI prints its message and exits 2. */
+export class ConfigError extends Error {}
+
+function convert(name: string, kind: Kind, raw: string): string | number | boolean | string[] {
+  switch (kind) {
+    case "int": {
+      const n = Number(raw);
+      if (!Number.isInteger(n) || n < 0) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+      return n;
+    }
+    case "bool":
+      if (/^(1|true|yes|on)$/i.test(raw)) return true;
+      if (/^(0|false|no|off)$/i.test(raw)) return false;
+      throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+    case "list":
+      return raw.split(",").map((s) => s.trim()).filter(Boolean);
+    default:
+      return raw;
+  }
+}
+
+/**
+ * Resolves settings: flag beats environment beats default. Returns the config and the arguments
+ * that were not settings (the subcommand's own).
+ * @example loadConfig(["--port", "0", "serve"], {}) // → { config: {port: 0, …}, rest: ["serve"] }
+ */
+export function loadConfig(argv: string[], env: Record<string, string | undefined>): { config: Config; rest: string[] } {
+  const values: Record<string, unknown> = {};
+  for (const [key, s] of Object.entries(SETTINGS) as [string, Setting][]) {
+    const fromEnv = env[s.env];
+    values[key] = fromEnv !== undefined && fromEnv !== "" ? convert(s.env, s.kind, fromEnv) : s.default;
+  }
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const [flag, inline] = arg.startsWith("--") && arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const entry = (Object.entries(SETTINGS) as [string, Setting][]).find(([, s]) => s.flag === flag || (s.kind === "bool" && flag === `--no-${s.flag.slice(2)}`));
+    if (!entry) {
+      rest.push(arg);
+      continue;
+    }
+    const [key, s] = entry;
+    if (s.kind === "bool") {
+      values[key] = flag.startsWith("--no-") ? false : inline === undefined ? true : convert(s.flag, s.kind, inline);
+      continue;
+    }
+    const raw = inline ?? argv[++i];
+    if (raw === undefined) throw new ConfigError(`${s.flag} needs a value`);
+    values[key] = convert(s.flag, s.kind, raw);
+  }
+  return { config: values as Config, rest };
+}
+
+/** The settings table with the values in force, secrets hidden, for `inferd config`. */
+export function describeConfig(config: Config): string {
+  const rows = (Object.entries(SETTINGS) as [keyof Config, Setting][]).map(([key, s]) => {
+    const v = config[key];
+    const shown = s.secret ? (v ? "(set)" : "(unset)") : JSON.stringify(v);
+    return `${s.flag.padEnd(22)} ${s.env.padEnd(28)} ${String(shown).padEnd(24)} ${s.description}`;
+  });
+  return ["flag                   env                          value                    meaning", ...rows].join("\n");
+}

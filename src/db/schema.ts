@@ -1,0 +1,61 @@
+import { sqliteTable, text, integer, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+
+/** A project groups workloads and keys; its slug appears in endpoint paths. */
+export const projects = sqliteTable("projects", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  slug: text("slug").notNull().unique(),
+  createdAt: text("created_at").notNull(),
+});
+
+/** A model served by a backend; `config` and `endpoints` hold JSON text. */
+export const workloads = sqliteTable(
+  "workloads",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    slug: text("slug").notNull(),
+    taskType: text("task_type").notNull(),
+    backend: text("backend").notNull(),
+    modelName: text("model_name").notNull(),
+    config: text("config").notNull().default("{}"),
+    workerId: text("worker_id"),
+    gpuResourceId: text("gpu_resource_id"),
+    executionPolicy: text("execution_policy").notNull().default("fixed"),
+    endpoints: text("endpoints").notNull(),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("workloads_project_slug").on(t.projectId, t.slug)],
+);
+
+/** An API key: only the SHA-256 of the secret is kept, plus a visible prefix. */
+export const apiKeys = sqliteTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    type: text("type", { enum: ["sdk", "live"] }).notNull(),
+    scope: text("scope", { enum: ["project", "endpoints"] }).notNull(),
+    endpoints: text("endpoints").notNull().default("[]"),
+    prefix: text("prefix").notNull(),
+    hash: text("hash").notNull().unique(),
+    createdAt: text("created_at").notNull(),
+    revokedAt: text("revoked_at"),
+    requests: integer("requests").notNull().default(0),
+    inputTokens: integer("input_tokens").notNull().default(0),
+    outputTokens: integer("output_tokens").notNull().default(0),
+    lastUsedAt: text("last_used_at"),
+  },
+  (t) => [index("api_keys_project").on(t.projectId)],
+);
+
+/** Dashboard sessions: the cookie holds the id, only its hash is stored. */
+export const sessions = sqliteTable("sessions", {
+  hash: text("hash").primaryKey(),
+  createdAt: text("created_at").notNull(),
+  expiresAt: text("expires_at").notNull(),
+});

@@ -1,0 +1,121 @@
+import { Elysia } from "elysia";
+import { log } from "./log";
+
+/** The one error family of inferd: an HTTP status, a stable machine code and a human message. */
+export class AppError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly headers: Record<string, string> = {},
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** 400 with `validation_error`, naming the offending field. */
+export const validation = (field: string, message: string) => new AppError(400, "validation_error", `${field}: ${message}`, {}, field);
+/** 400 with a specific code. */
+export const badRequest = (code: string, message: string) => new AppError(400, code, message);
+/** 401: no credential, or one that is unknown or revoked. */
+export const unauthorized = (code: string, message: string) => new AppError(401, code, message);
+/** 403 with one of the contract's codes: wrong_credential_type, project_scope_mismatch, scope_insufficient. */
+export const forbidden = (code: string, message: string) => new AppError(403, code, message);
+/** 404 for a resource that does not exist (or is not visible to this credential). */
+export const notFound = (what: string) => new AppError(404, "not_found", `${what} not found`);
+/** 409 for a slug or name that is taken, or a state that forbids the operation. */
+export const conflict = (message: string, code = "conflict") => new AppError(409, code, message);
+
+/** Anthropic error `type` for each status, used on the Messages-style route. */
+const ANTHROPIC_TYPES: Record<number, string> = {
+  400: "invalid_request_error",
+  401: "authentication_error",
+  403: "permission_error",
+  404: "not_found_error",
+  409: "invalid_request_error",
+  413: "request_too_large",
+  415: "invalid_request_error",
+  429: "rate_limit_error",
+  503: "overloaded_error",
+};
+
+/** OpenAI-style error `type` for the data plane, so the OpenAI SDK's error classes carry it. */
+function openAiType(status: number): string {
+  if (status === 401) return "authentication_error";
+  if (status === 403) return "permission_error";
+  if (status === 404) return "not_found_error";
+  if (status === 429) return "rate_limit_error";
+  if (status >= 500) return "server_error";
+  return "invalid_request_error";
+}
+
+/** True for paths answered in the Anthropic Messages error shape. */
+export const isMessagesPath = (path: string) => /^\/endpoint\/[^/]+\/[^/]+\/v1\/messages\/?$/.test(path);
+
+/**
+ * The body of an error response in the shape the route family promises:
+ * `{type:"error", error:{type, message}}` on `/v1/messages`, `{error:{code, message, …}}` elsewhere
+ * (the data plane adds OpenAI's `type` so its SDK reports the error well).
+ */
+export function errorBody(path: string, err: AppError): unknown {
+  if (isMessagesPath(path)) {
+    return { type: "error", error: { type: ANTHROPIC_TYPES[err.status] ?? "api_error", message: err.message } };
+  }
+  const body: Record<string, unknown> = { code: err.code, message: err.message };
+  if (err.field) body.field = err.field;
+  if (path.startsWith("/endpoint/")) body.type = openAiType(err.status);
+  return { error: body };
+}
+
+/** Builds the JSON response for an AppError on the given path. */
+export function errorResponse(path: string, err: AppError): Response {
+  return Response.json(errorBody(path, err), { status: err.status, headers: err.headers });
+}
+
+interface SchemaIssue {
+  code?: string;
+  path?: (string | number)[];
+  message?: string;
+  keys?: string[];
+}
+
+/** Turns a schema issue (zod through Elysia's Standard Schema support) into a validation AppError. */
+export function fromSchemaIssue(where: string, issue: SchemaIssue | undefined): AppError {
+  if (!issue) return validation(where, "invalid value");
+  const path = (issue.path ?? []).map(String);
+  if (issue.code === "unrecognized_keys" && issue.keys?.length) {
+    const field = [...path, issue.keys[0]].join(".");
+    return validation(field, `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`);
+  }
+  const field = path.length ? path.join(".") : where;
+  const message = (issue.message ?? "invalid value").replace(/^Invalid input: /, "");
+  return validation(field, path.length ? message : `must be a JSON object (${message})`);
+}
+
+/** Maps SQLite constraint failures to 409, everything else unknown to a logged 500 with no details. */
+function fromUnknown(error: unknown): AppError {
+  const msg = error instanceof Error ? error.message : String(error);
+  if (/UNIQUE constraint failed/.test(msg)) return conflict("a resource with that identity already exists");
+  if (/FOREIGN KEY constraint failed/.test(msg)) return conflict("the resource is referenced by or refers to another that does not allow this");
+  log.error("unhandled error", error);
+  return new AppError(500, "internal_error", "internal error; the server log has the details");
+}
+
+/**
+ * The single error mapper: AppError, validation, parse and not-found errors and anything unknown
+ * become the contract's shapes. Elysia's default body (which echoes schemas) never reaches a client.
+ */
+export const errorPlugin = new Elysia({ name: "inferd/errors" }).onError({ as: "global" }, ({ code, error, request, path }) => {
+  const p = path ?? new URL(request.url).pathname;
+  let err: AppError;
+  if (error instanceof AppError) err = error;
+  else if (code === "VALIDATION") {
+    const v = error as unknown as { type?: string; valueError?: SchemaIssue };
+    err = fromSchemaIssue(v.type === "body" ? "body" : (v.type ?? "request"), v.valueError);
+  } else if (code === "PARSE") err = badRequest("invalid_json", "the request body is not valid JSON");
+  else if (code === "NOT_FOUND") err = new AppError(404, "not_found", `no route for ${request.method} ${p}`);
+  else if (code === "INVALID_COOKIE_SIGNATURE") err = unauthorized("invalid_session", "the session cookie is not valid");
+  else err = fromUnknown(error);
+  return errorResponse(p, err);
+});

@@ -1,0 +1,53 @@
+import { randomBytes, createHash, timingSafeEqual } from "node:crypto";
+
+/**
+ * A new server-assigned id: a short type prefix and 20 random base32 characters. The underscore
+ * keeps ids apart from slugs (which never contain one), so routes can take either.
+ * @example newId("wl") // → "wl_k3j9…"
+ */
+export function newId(prefix: string): string {
+  const alphabet = "abcdefghijklmnopqrstuvwxyz234567";
+  const bytes = randomBytes(20);
+  let out = "";
+  for (const b of bytes) out += alphabet[b & 31];
+  return `${prefix}_${out}`;
+}
+
+/** A secret: the prefix plus 32 random bytes in base64url (43 characters). */
+export function newSecret(prefix: string): string {
+  return prefix + randomBytes(32).toString("base64url");
+}
+
+/** Hex SHA-256, used to store secrets (which carry 256 random bits, so no slow hash is needed). */
+export function sha256(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+/** Constant-time string comparison. */
+export function safeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+/** Slugs: lower-case letters, digits and inner hyphens, 1 to 63 characters. */
+export const SLUG_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/**
+ * Derives a slug from a human name.
+ * @example slugify("My Llama 3 (8B)!") // → "my-llama-3-8b"
+ */
+export function slugify(name: string): string {
+  const s = name
+    .normalize("NFKD")
+    .replace(/[\u0300-\u036f]/g, "")
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 63)
+    .replace(/-+$/g, "");
+  return s || "x";
+}
+
+/** The current time as an ISO 8601 UTC timestamp. */
+export const nowIso = () => new Date().toISOString();

@@ -1,0 +1,20 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app";
+import { getProject } from "../projects/service";
+import { KeyCreate } from "./schema";
+import { createKey, listKeys, revokeKey } from "./service";
+
+/** Admin routes for API keys: create (secret shown once), list with usage, revoke. */
+export const keyRoutes = (deps: AppDeps) =>
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
+    .post("/projects/:project/keys", ({ params, body, set }) => {
+      const project = getProject(deps.db, params.project);
+      set.status = 201;
+      return createKey(deps.db, project, body);
+    }, { body: KeyCreate, detail: { summary: "Create a key; the secret is in this response only" } })
+    .get("/projects/:project/keys", ({ params }) => {
+      const project = getProject(deps.db, params.project);
+      deps.usage.flush();
+      return listKeys(deps.db, project.id);
+    }, { detail: { summary: "List a project's keys with usage (no secrets)" } })
+    .delete("/keys/:id", ({ params }) => revokeKey(deps.db, params.id), { detail: { summary: "Revoke a key" } });

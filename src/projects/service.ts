@@ -1,0 +1,62 @@
+import { asc, eq, or } from "drizzle-orm";
+import type { Db } from "../db";
+import { projects } from "../db/schema";
+import { conflict, notFound } from "../errors";
+import { newId, nowIso, slugify } from "../ids";
+import type { ProjectCreate } from "./schema";
+
+/** A project as the API shows it. */
+export type ProjectView = { id: string; name: string; slug: string; created_at: string };
+
+const view = (p: typeof projects.$inferSelect): ProjectView => ({ id: p.id, name: p.name, slug: p.slug, created_at: p.createdAt });
+
+/**
+ * Picks a free slug: the explicit one (409 when taken) or one derived from the name, suffixed
+ * `-2`, `-3`… until free. `taken` answers whether a candidate is in use.
+ * @example uniqueSlug("Chat Bot", undefined, (s) => s === "chat-bot") // → "chat-bot-2"
+ */
+export function uniqueSlug(name: string, explicit: string | undefined, taken: (slug: string) => boolean, what: string): string {
+  if (explicit !== undefined) {
+    if (taken(explicit)) throw conflict(`${what} slug "${explicit}" is already taken`, "slug_taken");
+    return explicit;
+  }
+  const base = slugify(name);
+  for (let i = 1; ; i++) {
+    const suffix = i === 1 ? "" : `-${i}`;
+    const candidate = base.slice(0, 63 - suffix.length).replace(/-+$/, "") + suffix;
+    if (!taken(candidate)) return candidate;
+  }
+}
+
+/** Creates a project; its slug comes from the name unless given. */
+export function createProject(db: Db, input: ProjectCreate): ProjectView {
+  const slug = uniqueSlug(input.name, input.slug, (s) => !!db.select({ id: projects.id }).from(projects).where(eq(projects.slug, s)).get(), "project");
+  const row = { id: newId("prj"), name: input.name, slug, createdAt: nowIso() };
+  db.insert(projects).values(row).run();
+  return view(row);
+}
+
+/** All projects, oldest first. */
+export function listProjects(db: Db): ProjectView[] {
+  return db.select().from(projects).orderBy(asc(projects.createdAt)).all().map(view);
+}
+
+/** A project by id or slug, or 404. */
+export function getProject(db: Db, idOrSlug: string): ProjectView {
+  const row = db.select().from(projects).where(or(eq(projects.id, idOrSlug), eq(projects.slug, idOrSlug))).get();
+  if (!row) throw notFound(`project "${idOrSlug}"`);
+  return view(row);
+}
+
+/** A project by slug, or undefined. */
+export function findProjectBySlug(db: Db, slug: string): ProjectView | undefined {
+  const row = db.select().from(projects).where(eq(projects.slug, slug)).get();
+  return row && view(row);
+}
+
+/** Deletes a project with its workloads and keys (the keys stop working at once). */
+export function deleteProject(db: Db, idOrSlug: string): ProjectView {
+  const p = getProject(db, idOrSlug);
+  db.delete(projects).where(eq(projects.id, p.id)).run();
+  return p;
+}

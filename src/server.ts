@@ -1,0 +1,85 @@
+import type { Config } from "./config";
+import { openStore, type Store } from "./db";
+import { adminToken, dataPaths, ensureDataDir, lockDataDir } from "./datadir";
+import { createApp, type AppDeps, type AppEvents } from "./app";
+import { UsageRecorder } from "./keys/service";
+import { log } from "./log";
+import { VERSION } from "./version";
+
+/** A running server: its URL, the admin token in force, and a clean stop. */
+export interface Running {
+  url: string;
+  port: number;
+  adminToken: string;
+  store: Store;
+  stop(): Promise<void>;
+}
+
+/** How often usage counters are written to SQLite. */
+const USAGE_FLUSH_MS = 1000;
+
+/**
+ * Starts `inferd serve` in a fixed order: data dir → lock → SQLite (pragmas, embedded migrations)
+ * → admin token → app → listen. Nothing runs on import; `main.ts` calls this.
+ */
+export async function startServer(config: Config, out: (line: string) => void = (l) => console.log(l)): Promise<Running> {
+  ensureDataDir(config.dataDir);
+  const lock = lockDataDir(config.dataDir);
+  let store: Store | undefined;
+  try {
+    store = openStore(dataPaths(config.dataDir).db);
+    const token = adminToken(config.dataDir, config.adminToken);
+    const usage = new UsageRecorder(store.db);
+    const events: AppEvents = { workloadsChanged: () => {} };
+    const deps: AppDeps = {
+      db: store.db,
+      config,
+      adminToken: token.token,
+      usage,
+      events,
+      version: VERSION,
+      startedAt: new Date().toISOString(),
+      describeWorkload: (w) => w,
+    };
+    const app = createApp(deps).listen({
+      hostname: config.host,
+      port: config.port,
+      idleTimeout: 255,
+      maxRequestBodySize: Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024,
+    });
+    const server = app.server!;
+    const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
+    const url = `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${server.port}`;
+    lock.update(url);
+    const flusher = setInterval(() => {
+      try {
+        usage.flush();
+      } catch (e) {
+        log.warn("could not write usage counters", e);
+      }
+    }, USAGE_FLUSH_MS);
+    out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
+    out(`dashboard: ${url}/`);
+    if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
+    const openedStore = store;
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      port: server.port!,
+      adminToken: token.token,
+      store: openedStore,
+      stop: () =>
+        (stopping ??= (async () => {
+          clearInterval(flusher);
+          await app.stop(true);
+          usage.flush();
+          openedStore.close();
+          lock.release();
+        })()),
+    };
+  } catch (e) {
+    store?.close();
+    lock.release();
+    throw e;
+  }
+}

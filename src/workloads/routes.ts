@@ -1,0 +1,79 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app";
+import { forbidden } from "../errors";
+import { getProject } from "../projects/service";
+import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
+import { TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
+import { createWorkload, deleteWorkload, listWorkloads, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
+
+/**
+ * The control plane (`/api`, `ik_sdk_` keys): create, update, list, get and delete workloads of the
+ * key's project. A key scoped to specific endpoints sees and changes only those, and cannot create.
+ */
+export const controlRoutes = (deps: AppDeps) => {
+  /** The workload `:id` names, checked against the key's project and scope. */
+  const owned = (request: Request, id: string): Workload => {
+    const key = keyOf(request);
+    const w = resolveWorkload(deps.db, id, key.projectId);
+    if (w.project_id !== key.projectId) {
+      throw forbidden("project_scope_mismatch", `workload "${id}" belongs to project "${w.project_slug}", not to this key's project "${key.projectSlug}"`);
+    }
+    requireWorkloadScope(key, w.project_slug, w.slug);
+    return w;
+  };
+  return new Elysia({ prefix: "/api", detail: { tags: ["control plane"] } })
+    .post("/projects/:project_id/workloads", ({ params, body, request, set }) => {
+      const key = keyOf(request);
+      if (key.scope !== "project") throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
+      const w = createWorkload(deps.db, getProject(deps.db, params.project_id), body);
+      deps.events.workloadsChanged();
+      set.status = 201;
+      return publicView(w);
+    }, { body: WorkloadCreate, detail: { summary: "Create a workload" } })
+    .get("/projects/:project_id/workloads", ({ params, request }) => {
+      const key = keyOf(request);
+      return listWorkloads(deps.db, getProject(deps.db, params.project_id).id)
+        .filter((w) => canTouchWorkload(key, w.project_slug, w.slug))
+        .map(publicView);
+    }, { detail: { summary: "List the project's workloads" } })
+    .get("/workloads/:id", ({ params, request }) => publicView(owned(request, params.id)), { detail: { summary: "Get a workload by id or slug" } })
+    .patch("/workloads/:id", ({ params, body, request }) => {
+      const w = updateWorkload(deps.db, owned(request, params.id), body);
+      deps.events.workloadsChanged();
+      return publicView(w);
+    }, { body: WorkloadUpdate, detail: { summary: "Update a workload (only the sent fields change)" } })
+    .delete("/workloads/:id", ({ params, request, set }) => {
+      deleteWorkload(deps.db, owned(request, params.id).id);
+      deps.events.workloadsChanged();
+      set.status = 204;
+    }, { detail: { summary: "Delete a workload" } });
+};
+
+/** Admin routes for workloads (the dashboard's), including the endpoint toggles. */
+export const adminWorkloadRoutes = (deps: AppDeps) =>
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
+    .get("/projects/:project/workloads", ({ params }) => listWorkloads(deps.db, getProject(deps.db, params.project).id), {
+      detail: { summary: "List a project's workloads" },
+    })
+    .post("/projects/:project/workloads", ({ params, body, set }) => {
+      const w = createWorkload(deps.db, getProject(deps.db, params.project), body);
+      deps.events.workloadsChanged();
+      set.status = 201;
+      return w;
+    }, { body: WorkloadCreate, detail: { summary: "Create a workload" } })
+    .get("/workloads/:id", ({ params }) => deps.describeWorkload(resolveWorkload(deps.db, params.id)), { detail: { summary: "Get a workload" } })
+    .patch("/workloads/:id", ({ params, body }) => {
+      const w = updateWorkload(deps.db, resolveWorkload(deps.db, params.id), body);
+      deps.events.workloadsChanged();
+      return w;
+    }, { body: WorkloadUpdate, detail: { summary: "Update a workload" } })
+    .delete("/workloads/:id", ({ params, set }) => {
+      deleteWorkload(deps.db, resolveWorkload(deps.db, params.id).id);
+      deps.events.workloadsChanged();
+      set.status = 204;
+    }, { detail: { summary: "Delete a workload" } })
+    .patch("/workloads/:id/endpoints", ({ params, body }) => {
+      const map = setToggles(deps.db, resolveWorkload(deps.db, params.id), body);
+      deps.events.workloadsChanged();
+      return map;
+    }, { body: TogglePatch, detail: { summary: "Switch endpoint toggles; answers the whole map" } });

@@ -1,0 +1,87 @@
+import { z } from "zod";
+import { Slug } from "../projects/schema";
+import { CommandSyntaxError, splitCommand } from "../../agent/command";
+
+/** Backends a workload can run on. */
+export const BACKENDS = ["ollama", "vllm", "vllm-omni", "sglang", "llamacpp"] as const;
+export type Backend = (typeof BACKENDS)[number];
+
+/**
+ * The 12 modalities. The contract names the first eight; inferd adds `image2text` (vision chat),
+ * `image2image` (image edits and variations), `text2video` (video generation, e.g. on vLLM-Omni) and
+ * `forecast` (time-series forecasting on a custom backend).
+ */
+export const TASK_TYPES = [
+  "text2text", "embedding", "text2image", "text2audio", "audio2text", "reranker", "classification", "reward",
+  "image2text", "image2image", "text2video", "forecast",
+] as const;
+
+/** Modalities served only through async jobs, never on the synchronous routes. */
+export const JOB_ONLY_TASK_TYPES = ["reranker", "classification", "reward"] as const;
+
+/** Execution policies a workload may carry. */
+export const EXECUTION_POLICIES = ["fixed", "scheduled", "autoscaling"] as const;
+
+/** Endpoint toggles: `jobs` is the async master switch, the rest one per modality. */
+export const TOGGLES = ["jobs", "chat", "embeddings", "rerank", "audio", "images", "forecast"] as const;
+export type Toggle = (typeof TOGGLES)[number];
+export type ToggleMap = Record<Toggle, boolean>;
+
+const Command = z
+  .string()
+  .trim()
+  .min(1, "must not be empty")
+  .max(8192)
+  .superRefine((cmd, ctx) => {
+    try {
+      splitCommand(cmd);
+    } catch (e) {
+      if (e instanceof CommandSyntaxError) ctx.addIssue({ code: "custom", message: e.message });
+      else throw e;
+    }
+  });
+const Version = z.string().regex(/^[0-9A-Za-z][0-9A-Za-z.+\-_]{0,63}$/, "must be a version such as 0.11.0");
+
+/** `config` shape of each backend. */
+export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown>>> = {
+  ollama: z.strictObject({}),
+  vllm: z.strictObject({ command: Command, vllm_version: Version.optional() }),
+  "vllm-omni": z.strictObject({ command: Command, vllm_version: Version.optional() }),
+  sglang: z.strictObject({ command: Command, sglang_version: Version.optional() }),
+  llamacpp: z.strictObject({ command: Command }),
+};
+
+const fields = {
+  name: z.string().trim().min(1).max(200),
+  description: z.string().max(10_000),
+  slug: Slug,
+  task_type: z.enum(TASK_TYPES),
+  backend: z.enum(BACKENDS),
+  model_name: z.string().trim().min(1).max(500),
+  config: z.record(z.string(), z.unknown()),
+  worker_id: z.string().min(1).max(128).nullable(),
+  gpu_resource_id: z.string().min(1).max(128).nullable(),
+  execution_policy: z.enum(EXECUTION_POLICIES),
+};
+
+/** Body of workload create: name, backend and model_name required; `config` checked per backend. */
+export const WorkloadCreate = z.strictObject({
+  name: fields.name,
+  description: fields.description.optional(),
+  slug: fields.slug.optional(),
+  task_type: fields.task_type.optional(),
+  backend: fields.backend,
+  model_name: fields.model_name,
+  config: fields.config.optional(),
+  worker_id: fields.worker_id.optional(),
+  gpu_resource_id: fields.gpu_resource_id.optional(),
+  execution_policy: fields.execution_policy.optional(),
+});
+export type WorkloadCreate = z.infer<typeof WorkloadCreate>;
+
+/** Body of workload update: any subset of the create fields; only the sent ones change. */
+export const WorkloadUpdate = WorkloadCreate.partial();
+export type WorkloadUpdate = z.infer<typeof WorkloadUpdate>;
+
+/** Body of `PATCH /admin/workloads/:id/endpoints`: any of the toggles. */
+export const TogglePatch = z.strictObject(Object.fromEntries(TOGGLES.map((t) => [t, z.boolean().optional()])) as Record<Toggle, z.ZodOptional<z.ZodBoolean>>);

@@ -1,0 +1,185 @@
+import { and, asc, eq, ne } from "drizzle-orm";
+import type { Db } from "../db";
+import { projects, workloads } from "../db/schema";
+import { fromSchemaIssue, notFound, validation } from "../errors";
+import { newId, nowIso } from "../ids";
+import { uniqueSlug } from "../projects/service";
+import { CONFIG_BY_BACKEND, TOGGLES, type Backend, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
+
+/** A workload as the control plane returns it (the contract's response fields). */
+export interface WorkloadView {
+  id: string;
+  name: string;
+  description: string;
+  slug: string;
+  project_id: string;
+  project_slug: string;
+  workload_slug: string;
+  task_type: string;
+  backend: string;
+  model_name: string;
+  config: Record<string, unknown>;
+  worker_id: string | null;
+  gpu_resource_id: string | null;
+  execution_policy: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A stored workload with its project slug and parsed JSON columns: what the serving side uses. */
+export interface Workload extends WorkloadView {
+  endpoints: ToggleMap;
+}
+
+type Row = typeof workloads.$inferSelect;
+
+function toWorkload(r: Row, projectSlug: string): Workload {
+  return {
+    id: r.id,
+    name: r.name,
+    description: r.description,
+    slug: r.slug,
+    project_id: r.projectId,
+    project_slug: projectSlug,
+    workload_slug: r.slug,
+    task_type: r.taskType,
+    backend: r.backend,
+    model_name: r.modelName,
+    config: JSON.parse(r.config),
+    worker_id: r.workerId,
+    gpu_resource_id: r.gpuResourceId,
+    execution_policy: r.executionPolicy,
+    created_at: r.createdAt,
+    updated_at: r.updatedAt,
+    endpoints: { ...allToggles(true), ...JSON.parse(r.endpoints) },
+  };
+}
+
+/** The control-plane view: a workload without its dashboard-only toggle map. */
+export function publicView(w: Workload): WorkloadView {
+  const { endpoints: _toggles, ...rest } = w;
+  return rest;
+}
+
+const allToggles = (on: boolean) => Object.fromEntries(TOGGLES.map((t) => [t, on])) as ToggleMap;
+
+/** Checks `config` against the backend's shape; errors name the field under `config`. */
+export function checkConfig(backend: Backend, config: Record<string, unknown>): Record<string, unknown> {
+  const r = CONFIG_BY_BACKEND[backend].safeParse(config);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const err = fromSchemaIssue("config", { ...issue, path: ["config", ...(issue.path as (string | number)[])] });
+    if (issue.code === "invalid_type" && issue.path.length === 1 && issue.path[0] === "command") {
+      throw validation("config.command", `is required for backend "${backend}"`);
+    }
+    throw err;
+  }
+  return r.data;
+}
+
+const slugTaken = (db: Db, projectId: string, exceptId?: string) => (slug: string) =>
+  !!db
+    .select({ id: workloads.id })
+    .from(workloads)
+    .where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))
+    .get();
+
+/** Creates a workload in a project; every endpoint toggle starts on. */
+export function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate): Workload {
+  const config = checkConfig(input.backend, input.config ?? {});
+  const now = nowIso();
+  const row: Row = {
+    id: newId("wl"),
+    projectId: project.id,
+    name: input.name,
+    description: input.description ?? "",
+    slug: uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload"),
+    taskType: input.task_type ?? "text2text",
+    backend: input.backend,
+    modelName: input.model_name,
+    config: JSON.stringify(config),
+    workerId: input.worker_id ?? null,
+    gpuResourceId: input.gpu_resource_id ?? null,
+    executionPolicy: input.execution_policy ?? "fixed",
+    endpoints: JSON.stringify(allToggles(true)),
+    createdAt: now,
+    updatedAt: now,
+  };
+  db.insert(workloads).values(row).run();
+  return toWorkload(row, project.slug);
+}
+
+/** Applies the sent fields only; `updated_at` moves only when something changed. */
+export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate): Workload {
+  const backend = (patch.backend ?? current.backend) as Backend;
+  const configSent = patch.config !== undefined;
+  const config = configSent || patch.backend !== undefined ? checkConfig(backend, patch.config ?? current.config) : current.config;
+  const set: Partial<Row> = {};
+  if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
+  if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;
+  if (patch.slug !== undefined && patch.slug !== current.slug) set.slug = uniqueSlug(patch.slug, patch.slug, slugTaken(db, current.project_id, current.id), "workload");
+  if (patch.task_type !== undefined && patch.task_type !== current.task_type) set.taskType = patch.task_type;
+  if (backend !== current.backend) set.backend = backend;
+  if (patch.model_name !== undefined && patch.model_name !== current.model_name) set.modelName = patch.model_name;
+  if (JSON.stringify(config) !== JSON.stringify(current.config)) set.config = JSON.stringify(config);
+  if (patch.worker_id !== undefined && patch.worker_id !== current.worker_id) set.workerId = patch.worker_id;
+  if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id) set.gpuResourceId = patch.gpu_resource_id;
+  if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;
+  if (Object.keys(set).length === 0) return current;
+  set.updatedAt = nowIso();
+  db.update(workloads).set(set).where(eq(workloads.id, current.id)).run();
+  return getWorkloadById(db, current.id)!;
+}
+
+/** Sets some endpoint toggles and returns the whole map. */
+export function setToggles(db: Db, current: Workload, patch: Partial<ToggleMap>): ToggleMap {
+  const next = { ...current.endpoints };
+  for (const t of TOGGLES) if (patch[t] !== undefined) next[t] = patch[t]!;
+  db.update(workloads).set({ endpoints: JSON.stringify(next), updatedAt: nowIso() }).where(eq(workloads.id, current.id)).run();
+  return next;
+}
+
+const joined = (db: Db) =>
+  db.select({ w: workloads, projectSlug: projects.slug }).from(workloads).innerJoin(projects, eq(projects.id, workloads.projectId));
+
+/** A workload by its id, or undefined. */
+export function getWorkloadById(db: Db, id: string): Workload | undefined {
+  const r = joined(db).where(eq(workloads.id, id)).get();
+  return r && toWorkload(r.w, r.projectSlug);
+}
+
+/** A workload by project slug and workload slug, or undefined: the data plane's lookup. */
+export function findWorkload(db: Db, projectSlug: string, workloadSlug: string): Workload | undefined {
+  const r = joined(db).where(and(eq(projects.slug, projectSlug), eq(workloads.slug, workloadSlug))).get();
+  return r && toWorkload(r.w, r.projectSlug);
+}
+
+/** Every workload of a project, oldest first. */
+export function listWorkloads(db: Db, projectId: string): Workload[] {
+  return joined(db)
+    .where(eq(workloads.projectId, projectId))
+    .orderBy(asc(workloads.createdAt), asc(workloads.id))
+    .all()
+    .map((r) => toWorkload(r.w, r.projectSlug));
+}
+
+/** Every workload of every project: what the agents reconcile against. */
+export function listAllWorkloads(db: Db): Workload[] {
+  return joined(db).orderBy(asc(workloads.createdAt)).all().map((r) => toWorkload(r.w, r.projectSlug));
+}
+
+/** A workload by id (or by slug within `projectId`), or 404. */
+export function resolveWorkload(db: Db, idOrSlug: string, projectId?: string): Workload {
+  const byId = getWorkloadById(db, idOrSlug);
+  if (byId) return byId;
+  if (projectId) {
+    const r = joined(db).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, idOrSlug))).get();
+    if (r) return toWorkload(r.w, r.projectSlug);
+  }
+  throw notFound(`workload "${idOrSlug}"`);
+}
+
+/** Deletes a workload; its runtimes are stopped by the agents' next reconcile. */
+export function deleteWorkload(db: Db, id: string): void {
+  db.delete(workloads).where(eq(workloads.id, id)).run();
+}

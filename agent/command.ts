@@ -32,7 +32,8 @@ export function splitCommand(command: string): string[] {
     } else if (c === "\\") {
       if (i + 1 >= command.length) throw new CommandSyntaxError("the command ends with a lone backslash");
       const next = command[++i];
-      if (next !== "\n") cur += next;
+      if (next === "\n") continue; // line continuation
+      cur += next;
       inWord = true;
     } else if (/\s/.test(c)) {
       if (inWord) words.push(cur);

@@ -42,9 +42,9 @@ export function createApp(deps: AppDeps) {
       const path = new URL(request.url).pathname;
       authenticateRequest(deps, request, path);
     })
-    .onParse({ as: "global" }, ({ request, path }) => {
-      if (JSON_PLANES.test(path)) return parseJsonBody(request, deps.config.maxBodyBytes);
-    })
+    // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
+    // plane) the body is left unread (null marks it handled) for the route to stream or forward.
+    .onParse({ as: "global" }, ({ request, path }) => (JSON_PLANES.test(path) ? parseJsonBody(request, deps.config.maxBodyBytes) : null))
     .use(
       openapi({
         path: "/docs",

@@ -35,6 +35,9 @@ function alive(pid: number, start: string | null): boolean {
   return start === null || processStart(pid) === null || processStart(pid) === start;
 }
 
+/** Lock files held by this process (a second server in one process is refused too). */
+const heldHere = new Set<string>();
+
 /** A second server on one data dir; the message says which process holds it. */
 export class DataDirLocked extends Error {}
 
@@ -45,6 +48,7 @@ export class DataDirLocked extends Error {}
  */
 export function lockDataDir(dir: string): { release(): void; update(info: string): void } {
   const path = dataPaths(dir).lock;
+  if (heldHere.has(path)) throw new DataDirLocked(`this inferd is already serving the data dir ${dir}`);
   let info = "starting";
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
@@ -52,8 +56,10 @@ export function lockDataDir(dir: string): { release(): void; update(info: string
       const body = () => JSON.stringify({ pid: process.pid, start: processStart(process.pid), info });
       writeSync(fd, body());
       closeSync(fd);
+      heldHere.add(path);
       return {
         release: () => {
+          heldHere.delete(path);
           try {
             const held = JSON.parse(readFileSync(path, "utf8"));
             if (held.pid === process.pid) unlinkSync(path);

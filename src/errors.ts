@@ -113,7 +113,10 @@ export const errorPlugin = new Elysia({ name: "inferd/errors" }).onError({ as: "
   else if (code === "VALIDATION") {
     const v = error as unknown as { type?: string; valueError?: SchemaIssue };
     err = fromSchemaIssue(v.type === "body" ? "body" : (v.type ?? "request"), v.valueError);
-  } else if (code === "PARSE") err = badRequest("invalid_json", "the request body is not valid JSON");
+  } else if (code === "PARSE") {
+    const cause = (error as Error).cause;
+    err = cause instanceof AppError ? cause : badRequest("invalid_json", "the request body is not valid JSON");
+  }
   else if (code === "NOT_FOUND") err = new AppError(404, "not_found", `no route for ${request.method} ${p}`);
   else if (code === "INVALID_COOKIE_SIGNATURE") err = unauthorized("invalid_session", "the session cookie is not valid");
   else err = fromUnknown(error);

@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
 import type { AppDeps } from "../app";
+import { jsonBody } from "../http";
 import { createSession, endSession, SESSION_COOKIE } from "../auth/service";
 
 const SessionCreate = z.strictObject({ token: z.string().min(1).max(1000) });
@@ -12,7 +13,7 @@ export const adminRoutes = (deps: AppDeps) =>
       const s = createSession(deps, body.token);
       set.headers["set-cookie"] = `${SESSION_COOKIE}=${s.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.maxAgeSeconds}`;
       return { ok: true };
-    }, { body: SessionCreate, detail: { summary: "Sign in to the dashboard with the admin token (sets an HttpOnly cookie)" } })
+    }, { ...jsonBody(SessionCreate), detail: { summary: "Sign in to the dashboard with the admin token (sets an HttpOnly cookie)" } })
     .delete("/session", ({ request, set }) => {
       endSession(deps, request);
       set.headers["set-cookie"] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`;

@@ -1,7 +1,7 @@
 import { and, eq, gt, lt } from "drizzle-orm";
 import type { Db } from "../db";
 import { sessions } from "../db/schema";
-import { forbidden, unauthorized } from "../errors";
+import { AppError, forbidden, unauthorized } from "../errors";
 import { newSecret, nowIso, safeEqual, sha256 } from "../ids";
 import { findKeyBySecret, KEY_PREFIX, type KeyRecord, type UsageRecorder } from "../keys/service";
 
@@ -147,6 +147,15 @@ export function keyOf(request: Request): KeyRecord {
   return k;
 }
 
+/** Decodes a path segment; a malformed escape is the client's error, not ours. */
+function segment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new AppError(400, "invalid_path", "the URL path has a malformed percent-escape");
+  }
+}
+
 /** Paths that need no credential. */
 const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/];
 
@@ -160,11 +169,11 @@ export function authenticateRequest(deps: AuthDeps, request: Request, path: stri
     authAdmin(deps, request);
   } else if (path === "/api" || path.startsWith("/api/")) {
     const m = /^\/api\/projects\/([^/]+)/.exec(path);
-    keys.set(request, authControl(deps, request, m ? decodeURIComponent(m[1]) : undefined));
+    keys.set(request, authControl(deps, request, m ? segment(m[1]) : undefined));
   } else if (path.startsWith("/endpoint/")) {
     const m = /^\/endpoint\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
     if (!m) return;
     const allowApiKey = /^\/v1\/messages\/?$/.test(m[3] ?? "");
-    keys.set(request, authData(deps, request, decodeURIComponent(m[1]), decodeURIComponent(m[2]), allowApiKey));
+    keys.set(request, authData(deps, request, segment(m[1]), segment(m[2]), allowApiKey));
   }
 }

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app";
+import { jsonBody } from "../http";
 import { getProject } from "../projects/service";
 import { KeyCreate } from "./schema";
 import { createKey, listKeys, revokeKey } from "./service";
@@ -11,7 +12,7 @@ export const keyRoutes = (deps: AppDeps) =>
       const project = getProject(deps.db, params.project);
       set.status = 201;
       return createKey(deps.db, project, body);
-    }, { body: KeyCreate, detail: { summary: "Create a key; the secret is in this response only" } })
+    }, { ...jsonBody(KeyCreate), detail: { summary: "Create a key; the secret is in this response only" } })
     .get("/projects/:project/keys", ({ params }) => {
       const project = getProject(deps.db, params.project);
       deps.usage.flush();

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app";
+import { jsonBody } from "../http";
 import { forbidden } from "../errors";
 import { getProject } from "../projects/service";
 import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
@@ -29,7 +30,7 @@ export const controlRoutes = (deps: AppDeps) => {
       deps.events.workloadsChanged();
       set.status = 201;
       return publicView(w);
-    }, { body: WorkloadCreate, detail: { summary: "Create a workload" } })
+    }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
     .get("/projects/:project_id/workloads", ({ params, request }) => {
       const key = keyOf(request);
       return listWorkloads(deps.db, getProject(deps.db, params.project_id).id)
@@ -41,7 +42,7 @@ export const controlRoutes = (deps: AppDeps) => {
       const w = updateWorkload(deps.db, owned(request, params.id), body);
       deps.events.workloadsChanged();
       return publicView(w);
-    }, { body: WorkloadUpdate, detail: { summary: "Update a workload (only the sent fields change)" } })
+    }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload (only the sent fields change)" } })
     .delete("/workloads/:id", ({ params, request, set }) => {
       deleteWorkload(deps.db, owned(request, params.id).id);
       deps.events.workloadsChanged();
@@ -60,13 +61,13 @@ export const adminWorkloadRoutes = (deps: AppDeps) =>
       deps.events.workloadsChanged();
       set.status = 201;
       return w;
-    }, { body: WorkloadCreate, detail: { summary: "Create a workload" } })
+    }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
     .get("/workloads/:id", ({ params }) => deps.describeWorkload(resolveWorkload(deps.db, params.id)), { detail: { summary: "Get a workload" } })
     .patch("/workloads/:id", ({ params, body }) => {
       const w = updateWorkload(deps.db, resolveWorkload(deps.db, params.id), body);
       deps.events.workloadsChanged();
       return w;
-    }, { body: WorkloadUpdate, detail: { summary: "Update a workload" } })
+    }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload" } })
     .delete("/workloads/:id", ({ params, set }) => {
       deleteWorkload(deps.db, resolveWorkload(deps.db, params.id).id);
       deps.events.workloadsChanged();
@@ -76,4 +77,4 @@ export const adminWorkloadRoutes = (deps: AppDeps) =>
       const map = setToggles(deps.db, resolveWorkload(deps.db, params.id), body);
       deps.events.workloadsChanged();
       return map;
-    }, { body: TogglePatch, detail: { summary: "Switch endpoint toggles; answers the whole map" } });
+    }, { ...jsonBody(TogglePatch), detail: { summary: "Switch endpoint toggles; answers the whole map" } });

@@ -1,0 +1,103 @@
+/**
+ * The one test command (`bun run test [args]`): runs `bun test` over test/ with its output live,
+ * counts results from Bun's JUnit report, and ends with exactly one line `N passed, M failed`
+ * (`, K skipped` when there are any). Exits non-zero when anything failed or no test ran.
+ * Extra arguments go to `bun test`; when one names files, test/ is not added.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const ROOT = join(import.meta.dir, "..");
+const TEST_DIR = import.meta.dir;
+
+/** `bun test` flags that take their value as the next argument (so it is not a file filter). */
+const VALUED_FLAGS = new Set(["-t", "--test-name-pattern", "--timeout", "--rerun-each", "--retry", "--seed", "--max-concurrency", "--shard", "--path-ignore-patterns", "--coverage-reporter", "--coverage-dir", "--preload", "--timings"]);
+
+/** Result counts of one run. */
+export interface Counts {
+  passed: number;
+  failed: number;
+  skipped: number;
+}
+
+/** The final line: `N passed, M failed`, with `, K skipped` only when K > 0. */
+export function summaryLine(c: Counts): string {
+  return `${c.passed} passed, ${c.failed} failed${c.skipped ? `, ${c.skipped} skipped` : ""}`;
+}
+
+/**
+ * Reads the totals from the `<testsuites>` element of Bun's JUnit report (todo counts as skipped).
+ * @example parseJunit('<testsuites name="bun test" tests="3" failures="1" skipped="1">') // → {passed: 1, failed: 1, skipped: 1}
+ */
+export function parseJunit(xml: string): Counts | null {
+  const head = /<testsuites\b([^>]*)>/.exec(xml)?.[1];
+  if (head === undefined) return null;
+  const attr = (name: string) => Number(new RegExp(`\\b${name}="(\\d+)"`).exec(head)?.[1] ?? 0);
+  const tests = attr("tests");
+  const failed = attr("failures") + attr("errors");
+  const skipped = attr("skipped");
+  return { passed: Math.max(0, tests - failed - skipped), failed, skipped };
+}
+
+/** The `bun test` arguments: the caller's, plus ./test/ unless they already name files or filters. */
+export function bunTestArgs(extra: string[], reportFile: string): string[] {
+  const namesFiles = extra.some((a, i) => !a.startsWith("-") && !VALUED_FLAGS.has(extra[i - 1] ?? ""));
+  return ["test", ...(namesFiles ? [] : ["./test/"]), ...extra, "--reporter=junit", `--reporter-outfile=${reportFile}`];
+}
+
+/** Whether some test file under test/ drives a browser (imports playwright-core). */
+function needsBrowser(): boolean {
+  for (const file of new Bun.Glob("**/*.ts").scanSync({ cwd: TEST_DIR })) {
+    if (file.includes("node_modules") || file === "run.ts") continue;
+    if (readFileSync(join(TEST_DIR, file), "utf8").includes("playwright-core")) return true;
+  }
+  return false;
+}
+
+/**
+ * Installs Debian's `chromium` for the browser tests when a test needs it, /usr/bin/chromium is
+ * missing and we are root on Debian; otherwise does nothing (says why when a browser is missing).
+ */
+export function ensureChromium(): void {
+  if (!needsBrowser() || existsSync("/usr/bin/chromium")) return;
+  if (process.getuid?.() !== 0 || !existsSync("/etc/debian_version")) {
+    console.error("test/run: browser tests need /usr/bin/chromium (Debian: apt-get install chromium); not root on Debian, so not installing it");
+    return;
+  }
+  console.error("test/run: installing chromium for the browser tests (apt-get)…");
+  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+  for (const cmd of [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]]) {
+    const r = Bun.spawnSync(cmd, { env, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
+    if (r.exitCode !== 0) {
+      console.error(`test/run: "${cmd.join(" ")}" exited with ${r.exitCode}; browser tests will fail`);
+      return;
+    }
+  }
+}
+
+/** Runs the suite and returns the exit code; the last line printed is the summary line. */
+export async function main(extra: string[]): Promise<number> {
+  ensureChromium();
+  const reportDir = mkdtempSync(join(tmpdir(), "inferd-junit-"));
+  const reportFile = join(reportDir, "junit.xml");
+  try {
+    const proc = Bun.spawn([process.execPath, ...bunTestArgs(extra, reportFile)], { cwd: ROOT, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
+    const code = await proc.exited;
+    const counts = existsSync(reportFile) ? parseJunit(readFileSync(reportFile, "utf8")) : null;
+    const result = counts ?? { passed: 0, failed: 0, skipped: 0 };
+    if (!counts) console.error(`test/run: bun test wrote no JUnit report (exit code ${code})`);
+    if (code !== 0 && result.failed === 0) {
+      console.error(`test/run: bun test exited with code ${code} outside any test (an error in a file or hook); counted as one failure`);
+      result.failed = 1;
+    }
+    const ran = result.passed + result.failed;
+    if (ran === 0) console.error("test/run: no test ran");
+    console.log(summaryLine(result));
+    return result.failed > 0 || ran === 0 ? 1 : 0;
+  } finally {
+    rmSync(reportDir, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.main) process.exit(await main(process.argv.slice(2)));

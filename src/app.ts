@@ -12,11 +12,18 @@ import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
 import { adminRoutes } from "./admin/routes";
 import { dataRoutes } from "./dataplane/routes";
+import { workerRoutes } from "./workers/routes";
 import type { Workload } from "./workloads/service";
+import type { Fleet } from "./workers/fleet";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
   workloadsChanged(): void;
+}
+
+/** Request metrics for telemetry (latency, tokens, errors per workload). */
+export interface Metrics {
+  observe(workloadId: string, ms: number, usage: { inputTokens: number; outputTokens: number }, ok: boolean): void;
 }
 
 /** Everything the HTTP app needs, injected so tests build it exactly as `serve` does. */
@@ -26,6 +33,8 @@ export interface AppDeps {
   adminToken: string;
   usage: UsageRecorder;
   events: AppEvents;
+  fleet: Fleet;
+  metrics?: Metrics;
   version: string;
   startedAt: string;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
@@ -58,6 +67,7 @@ export function createApp(deps: AppDeps) {
     .use(keyRoutes(deps))
     .use(adminWorkloadRoutes(deps))
     .use(controlRoutes(deps))
+    .use(workerRoutes(deps))
     .use(dataRoutes(deps));
 }
 

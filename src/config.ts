@@ -23,6 +23,13 @@ export const SETTINGS = {
   maxBodyBytes: { flag: "--max-body-bytes", env: "INFERD_MAX_BODY_BYTES", kind: "int", default: 1 << 20, description: "Largest JSON body accepted on /api and /admin." },
   maxDataBodyBytes: { flag: "--max-data-body-bytes", env: "INFERD_MAX_DATA_BODY_BYTES", kind: "int", default: 100 << 20, description: "Largest request body accepted on the data plane (/endpoint, including uploads and jobs)." },
   localAgent: { flag: "--local-agent", env: "INFERD_LOCAL_AGENT", kind: "bool", default: true, description: "Run a GPU agent for this machine inside serve (--no-local-agent to disable)." },
+  queueWaitMs: { flag: "--queue-wait-ms", env: "INFERD_QUEUE_WAIT_MS", kind: "int", default: 300_000, description: "How long a request may wait for a free slot before 503 (Retry-After)." },
+  queueMax: { flag: "--queue-max", env: "INFERD_QUEUE_MAX", kind: "int", default: 1000, description: "How many requests may wait per workload before 429 (Retry-After)." },
+  telemetryMs: { flag: "--telemetry-interval-ms", env: "INFERD_TELEMETRY_INTERVAL_MS", kind: "int", default: 5000, description: "How often agents probe GPUs and report telemetry." },
+  startTimeoutMs: { flag: "--runtime-start-timeout-ms", env: "INFERD_RUNTIME_START_TIMEOUT_MS", kind: "int", default: 1_800_000, description: "Longest a runtime may take to become ready." },
+  stallTimeoutMs: { flag: "--runtime-stall-timeout-ms", env: "INFERD_RUNTIME_STALL_TIMEOUT_MS", kind: "int", default: 300_000, description: "A starting runtime silent this long counts as failed." },
+  restartBackoffMs: { flag: "--restart-backoff-ms", env: "INFERD_RESTART_BACKOFF_MS", kind: "int", default: 1000, description: "First delay before restarting a crashed runtime (doubles per crash, up to 60 s)." },
+  maxCrashes: { flag: "--max-crashes", env: "INFERD_MAX_CRASHES", kind: "int", default: 5, description: "Crashes within 10 minutes after which a runtime is marked failed." },
   logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
 } satisfies Record<string, Setting>;
 
@@ -35,6 +42,13 @@ export type Config = {
   maxBodyBytes: number;
   maxDataBodyBytes: number;
   localAgent: boolean;
+  queueWaitMs: number;
+  queueMax: number;
+  telemetryMs: number;
+  startTimeoutMs: number;
+  stallTimeoutMs: number;
+  restartBackoffMs: number;
+  maxCrashes: number;
   logLevel: string;
 };
 

@@ -5,6 +5,9 @@ import { createApp, type AppDeps, type AppEvents } from "./app";
 import { UsageRecorder } from "./keys/service";
 import { log } from "./log";
 import { VERSION } from "./version";
+import { Fleet } from "./workers/fleet";
+import { startLocalAgent } from "./workers/local";
+import type { Agent } from "../agent/agent";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -12,6 +15,7 @@ export interface Running {
   port: number;
   adminToken: string;
   store: Store;
+  fleet: Fleet;
   stop(): Promise<void>;
 }
 
@@ -30,7 +34,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
     store = openStore(dataPaths(config.dataDir).db);
     const token = adminToken(config.dataDir, config.adminToken);
     const usage = new UsageRecorder(store.db);
-    const events: AppEvents = { workloadsChanged: () => {} };
+    const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax });
+    const events: AppEvents = { workloadsChanged: () => fleet.reconcile() };
     const deps: AppDeps = {
       db: store.db,
       config,
@@ -39,7 +44,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
       events,
       version: VERSION,
       startedAt: new Date().toISOString(),
-      describeWorkload: (w) => w,
+      fleet,
+      describeWorkload: (w) => fleet.describe(w),
     };
     const app = createApp(deps).listen({
       hostname: config.host,
@@ -58,6 +64,23 @@ export async function startServer(config: Config, out: (line: string) => void = 
         log.warn("could not write usage counters", e);
       }
     }, USAGE_FLUSH_MS);
+    fleet.reconcile();
+    const placer = setInterval(() => fleet.reconcile(), 10_000);
+    let agent: Agent | undefined;
+    if (config.localAgent) {
+      agent = await startLocalAgent({
+        db: store.db,
+        fleet,
+        dataDir: config.dataDir,
+        version: VERSION,
+        telemetryMs: config.telemetryMs,
+        supervisor: {
+          startTimeoutMs: config.startTimeoutMs,
+          stallTimeoutMs: config.stallTimeoutMs,
+          restart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
+        },
+      });
+    }
     out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
     out(`dashboard: ${url}/`);
     if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
@@ -68,9 +91,12 @@ export async function startServer(config: Config, out: (line: string) => void = 
       port: server.port!,
       adminToken: token.token,
       store: openedStore,
+      fleet,
       stop: () =>
         (stopping ??= (async () => {
           clearInterval(flusher);
+          clearInterval(placer);
+          await agent?.stop();
           await app.stop(true);
           usage.flush();
           openedStore.close();

@@ -1,16 +1,131 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../app";
-import { notFound } from "../errors";
-import { findWorkload } from "../workloads/service";
+import { keyOf } from "../auth/service";
+import { AppError, badRequest, notFound } from "../errors";
+import { readBodyLimited } from "../http";
+import { findWorkload, type Workload } from "../workloads/service";
+import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
+import { dispatch, relay, type Accounting } from "./forward";
+import { messagesRoute } from "./messages";
+
+/** One synchronous route: its path under `/v1`, the toggle that governs it and its body kind. */
+export interface RouteSpec {
+  path: string;
+  toggle: Toggle;
+  body: "json" | "raw";
+}
+
+/** The synchronous inference routes, forwarded to the runtime's route of the same name. */
+export const SYNC_ROUTES: RouteSpec[] = [
+  { path: "chat/completions", toggle: "chat", body: "json" },
+  { path: "completions", toggle: "chat", body: "json" },
+  { path: "embeddings", toggle: "embeddings", body: "json" },
+  { path: "rerank", toggle: "rerank", body: "json" },
+  { path: "audio/speech", toggle: "audio", body: "json" },
+  { path: "audio/generate", toggle: "audio", body: "json" },
+  { path: "audio/transcriptions", toggle: "audio", body: "raw" },
+  { path: "images/generations", toggle: "images", body: "json" },
+  { path: "images/edits", toggle: "images", body: "raw" },
+  { path: "images/variations", toggle: "images", body: "raw" },
+  { path: "forecast", toggle: "forecast", body: "json" },
+];
+
+/** The workload of a data-plane path, or 404. */
+export function workloadOf(deps: AppDeps, project: string, workload: string): Workload {
+  const w = findWorkload(deps.db, project, workload);
+  if (!w) throw notFound(`workload "${project}/${workload}"`);
+  return w;
+}
+
+/** Refuses a route whose toggle is off (409) or whose workload only takes async jobs (400). */
+export function checkRoute(w: Workload, toggle: Toggle, what: string): void {
+  if (!w.endpoints[toggle]) throw new AppError(409, "endpoint_disabled", `the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off (${what})`);
+  if ((JOB_ONLY_TASK_TYPES as readonly string[]).includes(w.task_type)) {
+    throw badRequest("async_only", `${w.task_type} workloads are served only through async jobs: POST /endpoint/${w.project_slug}/${w.slug}/jobs`);
+  }
+}
+
+/**
+ * Accepts `model` when it is absent, `default`, the workload slug or its model name; otherwise the
+ * contract's model_not_available error, naming the queue and suggesting `default`.
+ */
+export function checkModel(w: Workload, model: unknown): void {
+  if (model === undefined || model === null || model === "default" || model === w.slug || model === w.model_name) return;
+  throw badRequest(
+    "model_not_available",
+    `model is not available on this endpoint: "${String(model)}" is not served by the queue ${w.project_slug}/${w.slug}, which serves "${w.model_name}"; use "default" (or "${w.slug}")`,
+  );
+}
+
+/** Reads a JSON object body of the data plane (up to the data-plane body limit). */
+export async function readJsonObject(deps: AppDeps, request: Request): Promise<Record<string, unknown>> {
+  const bytes = await readBodyLimited(request, deps.config.maxDataBodyBytes);
+  let body: unknown;
+  try {
+    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch {
+    throw badRequest("invalid_json", "the request body is not valid JSON");
+  }
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("invalid_request", "the request body must be a JSON object");
+  return body as Record<string, unknown>;
+}
+
+/** Counts a forwarded request's tokens for its key and its workload. */
+export function accounting(deps: AppDeps, request: Request, w: Workload): Accounting {
+  const key = keyOf(request);
+  const started = performance.now();
+  return {
+    record: (u, ok) => {
+      deps.usage.record(key.id, { inputTokens: u.inputTokens, outputTokens: u.outputTokens });
+      deps.usage.recordWorkload(w.id, { requests: 1, errors: ok ? 0 : 1, inputTokens: u.inputTokens, outputTokens: u.outputTokens });
+      deps.metrics?.observe(w.id, performance.now() - started, u, ok);
+    },
+  };
+}
+
+async function forwardRoute(deps: AppDeps, spec: RouteSpec, request: Request, params: { project: string; workload: string }): Promise<Response> {
+  const w = workloadOf(deps, params.project, params.workload);
+  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`);
+  const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
+  let json: Record<string, unknown> | undefined;
+  let body: Uint8Array | null = null;
+  let injectedUsage = false;
+  if (spec.body === "json") {
+    json = await readJsonObject(deps, request);
+    checkModel(w, json.model);
+    headers["content-type"] = "application/json";
+    const so = json.stream_options as Record<string, unknown> | undefined;
+    if (json.stream === true && (spec.path === "chat/completions" || spec.path === "completions") && !so?.include_usage) {
+      json = { ...json, stream_options: { ...(so ?? {}), include_usage: true } };
+      injectedUsage = true;
+    }
+  } else {
+    body = await readBodyLimited(request, deps.config.maxDataBodyBytes);
+    headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
+  }
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body, json }, request.signal);
+  return relay(got, accounting(deps, request, w), { dropUsageOnlyChunks: injectedUsage });
+}
 
 /** Data-plane routes (`/endpoint/<project_slug>/<workload_slug>/v1/...`, `ik_live_` keys). */
-export const dataRoutes = (deps: AppDeps) =>
-  new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["data plane"] } })
+export const dataRoutes = (deps: AppDeps) => {
+  let app = new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["data plane"] } })
     .get("/v1/models", ({ params }) => {
-      const w = findWorkload(deps.db, params.project, params.workload);
-      if (!w) throw notFound(`workload "${params.project}/${params.workload}"`);
+      const w = workloadOf(deps, params.project, params.workload);
       return {
         object: "list",
         data: [{ id: w.model_name, object: "model", created: Math.floor(Date.parse(w.created_at) / 1000), owned_by: w.project_slug }],
       };
-    }, { detail: { summary: "The model this endpoint serves (OpenAI models.list)" } });
+    }, { detail: { summary: "The model this endpoint serves (OpenAI models.list)" } })
+    .post("/v1/messages", ({ request, params }) => messagesRoute(deps, request, params), {
+      parse: "none",
+      detail: { summary: "Anthropic Messages-style chat" },
+    });
+  for (const spec of SYNC_ROUTES) {
+    app = app.post(`/v1/${spec.path}`, ({ request, params }) => forwardRoute(deps, spec, request, params), {
+      parse: "none",
+      detail: { summary: `Forwarded to the runtime's /v1/${spec.path}` },
+    });
+  }
+  return app;
+};

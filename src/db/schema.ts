@@ -59,3 +59,49 @@ export const sessions = sqliteTable("sessions", {
   createdAt: text("created_at").notNull(),
   expiresAt: text("expires_at").notNull(),
 });
+
+/** A GPU host: the local machine or a remote agent. GPUs and telemetry are JSON text. */
+export const workers = sqliteTable("workers", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  kind: text("kind", { enum: ["local", "remote"] }).notNull(),
+  hostname: text("hostname"),
+  credentialHash: text("credential_hash"),
+  joinTokenHash: text("join_token_hash"),
+  version: text("version"),
+  cpuCores: integer("cpu_cores").notNull().default(0),
+  ramBytes: integer("ram_bytes").notNull().default(0),
+  gpus: text("gpus").notNull().default("[]"),
+  telemetry: text("telemetry").notNull().default("{}"),
+  lastSeenAt: text("last_seen_at"),
+  createdAt: text("created_at").notNull(),
+});
+
+/** A workload placed on a worker with its slot count and GPUs; `state` is what the agent reports. */
+export const assignments = sqliteTable(
+  "assignments",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    workerId: text("worker_id").notNull().references(() => workers.id, { onDelete: "cascade" }),
+    concurrency: integer("concurrency").notNull().default(20),
+    gpus: integer("gpus").notNull().default(1),
+    gpuIndices: text("gpu_indices").notNull().default("[]"),
+    auto: integer("auto", { mode: "boolean" }).notNull().default(false),
+    state: text("state").notNull().default("pending"),
+    reason: text("reason"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("assignments_workload").on(t.workloadId), index("assignments_worker").on(t.workerId)],
+);
+
+/** Usage counted per workload (requests and tokens), written in batches like key usage. */
+export const workloadUsage = sqliteTable("workload_usage", {
+  workloadId: text("workload_id").primaryKey().references(() => workloads.id, { onDelete: "cascade" }),
+  requests: integer("requests").notNull().default(0),
+  errors: integer("errors").notNull().default(0),
+  inputTokens: integer("input_tokens").notNull().default(0),
+  outputTokens: integer("output_tokens").notNull().default(0),
+  lastUsedAt: text("last_used_at"),
+});

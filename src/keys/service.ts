@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableColumns, sql } from "drizzle-orm";
 import type { Db } from "../db";
-import { apiKeys, projects } from "../db/schema";
+import { apiKeys, projects, workloadUsage } from "../db/schema";
 import { newId, newSecret, nowIso, sha256 } from "../ids";
 import { notFound, validation } from "../errors";
 import type { KeyCreate } from "./schema";
@@ -113,39 +113,55 @@ export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined {
     .get();
 }
 
-/** Usage to add to one key. */
+/** Usage to add to one key or workload. */
 export interface UsageDelta {
   requests?: number;
+  errors?: number;
   inputTokens?: number;
   outputTokens?: number;
 }
 
+type Counter = { requests: number; errors: number; inputTokens: number; outputTokens: number; lastUsedAt: string };
+
+function add(map: Map<string, Counter>, id: string, delta: UsageDelta): void {
+  const cur = map.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: "" };
+  cur.requests += delta.requests ?? 0;
+  cur.errors += delta.errors ?? 0;
+  cur.inputTokens += delta.inputTokens ?? 0;
+  cur.outputTokens += delta.outputTokens ?? 0;
+  cur.lastUsedAt = nowIso();
+  map.set(id, cur);
+}
+
 /**
- * Per-key usage, counted in memory and written in one transaction per flush, so the request path
- * never waits for a disk write. `flush()` runs on a timer, before usage is read, and at shutdown.
+ * Usage per key and per workload, counted in memory and written in one transaction per flush, so
+ * the request path never waits for a disk write. `flush()` runs on a timer, before usage is read,
+ * and at shutdown.
  */
 export class UsageRecorder {
-  private pending = new Map<string, { requests: number; inputTokens: number; outputTokens: number; lastUsedAt: string }>();
+  private keys = new Map<string, Counter>();
+  private workloads = new Map<string, Counter>();
 
   constructor(private readonly db: Db) {}
 
   /** Adds usage to a key; cheap, no I/O. */
   record(keyId: string, delta: UsageDelta): void {
-    const cur = this.pending.get(keyId) ?? { requests: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: "" };
-    cur.requests += delta.requests ?? 0;
-    cur.inputTokens += delta.inputTokens ?? 0;
-    cur.outputTokens += delta.outputTokens ?? 0;
-    cur.lastUsedAt = nowIso();
-    this.pending.set(keyId, cur);
+    add(this.keys, keyId, delta);
+  }
+
+  /** Adds usage to a workload; cheap, no I/O. */
+  recordWorkload(workloadId: string, delta: UsageDelta): void {
+    add(this.workloads, workloadId, delta);
   }
 
   /** Writes what was counted since the last flush. */
   flush(): void {
-    if (this.pending.size === 0) return;
-    const batch = this.pending;
-    this.pending = new Map();
+    if (this.keys.size === 0 && this.workloads.size === 0) return;
+    const [keys, wls] = [this.keys, this.workloads];
+    this.keys = new Map();
+    this.workloads = new Map();
     this.db.transaction((tx) => {
-      for (const [id, d] of batch) {
+      for (const [id, d] of keys) {
         tx.update(apiKeys)
           .set({
             requests: sql`${apiKeys.requests} + ${d.requests}`,
@@ -156,6 +172,26 @@ export class UsageRecorder {
           .where(eq(apiKeys.id, id))
           .run();
       }
+      for (const [id, d] of wls) {
+        // The workload may have been deleted since: insert only while it exists.
+        tx.run(sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
+          SELECT ${id}, ${d.requests}, ${d.errors}, ${d.inputTokens}, ${d.outputTokens}, ${d.lastUsedAt} WHERE EXISTS (SELECT 1 FROM workloads WHERE id = ${id})
+          ON CONFLICT(workload_id) DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,
+            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, last_used_at = excluded.last_used_at`);
+      }
     });
   }
+}
+
+/** A workload's recorded usage (zeros when never used). */
+export function workloadUsageOf(db: Db, workloadId: string) {
+  const u = db.select().from(workloadUsage).where(eq(workloadUsage.workloadId, workloadId)).get();
+  return {
+    requests: u?.requests ?? 0,
+    errors: u?.errors ?? 0,
+    input_tokens: u?.inputTokens ?? 0,
+    output_tokens: u?.outputTokens ?? 0,
+    total_tokens: (u?.inputTokens ?? 0) + (u?.outputTokens ?? 0),
+    last_used_at: u?.lastUsedAt ?? null,
+  };
 }

@@ -1,0 +1,161 @@
+import { createServer } from "node:net";
+import { probeMachine, realExec, type Exec } from "./gpu";
+import { LogRing } from "./ring";
+import { Replica, type ReplicaHost } from "./replica";
+import { Supervisor, type SupervisorOptions } from "./supervisor";
+import type { MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
+import type { LaunchPlan } from "./runtimes/types";
+
+/**
+ * How an agent talks to its host. The local agent calls the host in-process; a remote agent
+ * implements the same calls over HTTPS.
+ */
+export interface HostLink {
+  /** Registers (or re-registers) this machine; returns the worker id. */
+  register(machine: MachineInfo): Promise<string>;
+  heartbeat(workerId: string, machine: MachineInfo): Promise<void>;
+  desired(workerId: string): Promise<ReplicaSpec[]>;
+  report(workerId: string, r: ReplicaReport): void;
+  /** The ring a replica's output goes to (the host reads logs from it). */
+  ringFor(assignmentId: string): LogRing;
+  /** Calls `cb` when the desired state may have changed; returns an unsubscribe. */
+  subscribe(cb: () => void): () => void;
+}
+
+/** Settings of an agent; side effects default to the real ones. */
+export interface AgentOptions {
+  host: HostLink;
+  dataDir: string;
+  env?: Record<string, string | undefined>;
+  exec?: Exec;
+  telemetryMs?: number;
+  builtinLlama: () => { argv: string[]; env: Record<string, string> };
+  supervisor?: Partial<SupervisorOptions>;
+}
+
+/** A free TCP port on loopback, found by binding port 0. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * The GPU agent: registers the machine, sends telemetry, and reconciles the replicas it runs with
+ * what the host wants (start new ones, restart edited ones, stop removed ones).
+ */
+export class Agent {
+  workerId?: string;
+  private replicas = new Map<string, Replica>();
+  private daemons = new Map<string, Supervisor>();
+  private timer?: ReturnType<typeof setInterval>;
+  private unsubscribe?: () => void;
+  private reconciling?: Promise<void>;
+  private again = false;
+  private stopped = false;
+  private readonly env: Record<string, string | undefined>;
+
+  constructor(private opts: AgentOptions) {
+    this.env = opts.env ?? process.env;
+  }
+
+  /** Registers, starts telemetry and runs the first reconcile. */
+  async start(): Promise<void> {
+    const exec = this.opts.exec ?? realExec;
+    this.workerId = await this.opts.host.register(await probeMachine(exec));
+    this.timer = setInterval(() => {
+      probeMachine(exec)
+        .then((m) => (this.stopped ? undefined : this.opts.host.heartbeat(this.workerId!, m)))
+        .catch(() => {});
+    }, this.opts.telemetryMs ?? 5000);
+    this.unsubscribe = this.opts.host.subscribe(() => void this.reconcile());
+    await this.reconcile();
+  }
+
+  /** Brings running replicas in line with the host's wishes; concurrent calls coalesce. */
+  reconcile(): Promise<void> {
+    if (this.reconciling) {
+      this.again = true;
+      return this.reconciling;
+    }
+    this.reconciling = (async () => {
+      do {
+        this.again = false;
+        await this.reconcileOnce().catch(() => {});
+      } while (this.again && !this.stopped);
+      this.reconciling = undefined;
+    })();
+    return this.reconciling;
+  }
+
+  private async reconcileOnce(): Promise<void> {
+    if (this.stopped || !this.workerId) return;
+    const wanted = await this.opts.host.desired(this.workerId);
+    const ids = new Set(wanted.map((s) => s.assignment_id));
+    for (const [id, r] of this.replicas) {
+      if (!ids.has(id)) {
+        this.replicas.delete(id);
+        await r.stop();
+      }
+    }
+    for (const spec of wanted) {
+      const existing = this.replicas.get(spec.assignment_id);
+      if (existing) {
+        await existing.update(spec);
+        continue;
+      }
+      const r = new Replica(spec, this.opts.host.ringFor(spec.assignment_id), this.replicaHost());
+      this.replicas.set(spec.assignment_id, r);
+      void r.start();
+    }
+  }
+
+  private replicaHost(): ReplicaHost {
+    return {
+      dataDir: this.opts.dataDir,
+      env: this.env,
+      which: (cmd) => (cmd.includes("/") ? cmd : Bun.which(cmd, { PATH: this.env.PATH ?? "" })),
+      freePort,
+      builtinLlama: this.opts.builtinLlama,
+      ensureDaemon: (d) => this.ensureDaemon(d),
+      report: (r) => this.workerId && !this.stopped && this.opts.host.report(this.workerId, r),
+      supervisor: this.opts.supervisor,
+    };
+  }
+
+  /** Starts a shared daemon (e.g. `ollama serve`) unless one already answers; waits until it does. */
+  private async ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>): Promise<void> {
+    const up = () => fetch(d.healthUrl, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false);
+    if (await up()) return;
+    let sup = this.daemons.get(d.key);
+    if (!sup || sup.state === "failed" || sup.state === "stopped") {
+      const env = { ...(Object.fromEntries(Object.entries(this.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...d.env };
+      sup = new Supervisor({ ...this.opts.supervisor, argv: d.argv, env, healthUrls: [d.healthUrl], ring: this.opts.host.ringFor(`daemon:${d.key}`) });
+      this.daemons.set(d.key, sup);
+      sup.start();
+    }
+    const deadline = Date.now() + 60_000;
+    while (sup.state !== "ready") {
+      if (sup.state === "failed") throw new Error(`${d.argv.join(" ")} failed: ${sup.reason}`);
+      if (Date.now() > deadline) throw new Error(`${d.argv.join(" ")} did not become ready within 60 s`);
+      await Bun.sleep(100);
+    }
+  }
+
+  /** Stops every runtime and daemon it started (process groups; nothing is left behind). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.unsubscribe?.();
+    await this.reconciling;
+    await Promise.all([...this.replicas.values()].map((r) => r.stop()));
+    this.replicas.clear();
+    await Promise.all([...this.daemons.values()].map((d) => d.stop()));
+    this.daemons.clear();
+  }
+}

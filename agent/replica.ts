@@ -1,0 +1,163 @@
+import { join } from "node:path";
+import { LogFile } from "./logfile";
+import type { LogRing } from "./ring";
+import { runPrep } from "./prep";
+import { Supervisor, type SupervisorOptions, type SupervisorState } from "./supervisor";
+import type { ReplicaReport, ReplicaSpec, ReplicaState } from "./protocol";
+import { LAUNCHERS } from "./runtimes";
+import type { LaunchContext, LaunchPlan } from "./runtimes/types";
+
+/** What a replica needs from its agent. */
+export interface ReplicaHost {
+  dataDir: string;
+  env: Record<string, string | undefined>;
+  which(cmd: string): string | null;
+  freePort(): Promise<number>;
+  builtinLlama(): { argv: string[]; env: Record<string, string> };
+  /** Keeps a shared daemon (Ollama) running; resolves when it answers health. */
+  ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>): Promise<void>;
+  report(r: ReplicaReport): void;
+  /** Supervisor timing overrides (tests shorten them). */
+  supervisor?: Partial<SupervisorOptions>;
+}
+
+const toReplicaState = (s: SupervisorState): ReplicaState => (s === "restarting" ? "starting" : s);
+
+/** The model name a ready runtime serves, from its /v1/models (falling back to the workload's). */
+async function servedModel(baseUrl: string, fallback: string): Promise<string> {
+  try {
+    const r = await fetch(`${baseUrl}/v1/models`, { signal: AbortSignal.timeout(5000) });
+    const body = (await r.json()) as { data?: { id?: string }[] };
+    return body.data?.[0]?.id ?? fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+/**
+ * One assignment's runtime on this machine: builds the launch plan from the backend's launcher,
+ * supervises the process (or, for Ollama, the shared daemon and the model pull), and reports each
+ * state change with the runtime's URL and served model once ready.
+ */
+export class Replica {
+  private supervisor?: Supervisor;
+  private plan?: LaunchPlan;
+  private logFile: LogFile;
+  private abort = new AbortController();
+  private stopped = false;
+  state: ReplicaState = "pending";
+
+  constructor(
+    public spec: ReplicaSpec,
+    readonly ring: LogRing,
+    private host: ReplicaHost,
+  ) {
+    this.logFile = new LogFile(join(host.dataDir, "logs", spec.workload.project_slug, spec.workload.slug, `${spec.assignment_id}.log`));
+  }
+
+  private async emit(state: ReplicaState, reason?: string): Promise<void> {
+    if (this.stopped && state !== "stopped") return;
+    this.state = state;
+    const r: ReplicaReport = { assignment_id: this.spec.assignment_id, state, ...(reason ? { reason } : {}) };
+    if (state === "ready" && this.plan) {
+      const fallback = this.spec.workload.model_name;
+      r.base_url = this.plan.baseUrl;
+      r.served_model = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback) : fallback;
+      if (this.stopped || this.state !== "ready") return;
+    }
+    this.host.report(r);
+  }
+
+  private async makePlan(): Promise<LaunchPlan> {
+    const launcher = LAUNCHERS[this.spec.workload.backend];
+    if (!launcher) throw new Error(`unknown backend "${this.spec.workload.backend}"`);
+    const ctx: LaunchContext = {
+      spec: this.spec,
+      freePort: await this.host.freePort(),
+      dataDir: this.host.dataDir,
+      env: this.host.env,
+      which: this.host.which,
+      builtinLlama: this.host.builtinLlama,
+    };
+    return launcher(ctx);
+  }
+
+  /** Starts (or, after an edit, restarts) the runtime. */
+  async start(): Promise<void> {
+    this.abort = new AbortController();
+    try {
+      this.plan = await this.makePlan();
+    } catch (e) {
+      return this.emit("failed", `cannot launch: ${(e as Error).message}`);
+    }
+    const plan = this.plan;
+    const env = { ...(Object.fromEntries(Object.entries(this.host.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...plan.env };
+    if (plan.builtin) this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
+    if (!plan.argv) return this.startExternal(plan, env);
+    this.supervisor = new Supervisor({
+      ...this.host.supervisor,
+      argv: plan.argv,
+      env,
+      healthUrls: plan.healthUrls,
+      ring: this.ring,
+      logFile: this.logFile,
+      beforeStart: plan.prep.length ? (signal) => runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal) : undefined,
+      onState: (s, reason) => void this.emit(toReplicaState(s), reason),
+    });
+    this.supervisor.start();
+  }
+
+  /** A replica served by a shared daemon: keep the daemon up, pull the model, wait for health. */
+  private async startExternal(plan: LaunchPlan, env: Record<string, string>): Promise<void> {
+    const signal = this.abort.signal;
+    try {
+      await this.emit("starting");
+      if (plan.daemon) await this.host.ensureDaemon(plan.daemon);
+      await this.emit("installing");
+      await runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal);
+      await this.emit("starting");
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        if (signal.aborted) return;
+        const ok = await Promise.any(plan.healthUrls.map((u) => fetch(u, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok))).catch(() => false);
+        if (ok) break;
+        if (Date.now() > deadline) throw new Error(`the runtime at ${plan.baseUrl} did not answer within 60 s`);
+        await Bun.sleep(250);
+      }
+      await this.emit("ready");
+    } catch (e) {
+      if (!signal.aborted) await this.emit("failed", (e as Error).message);
+    }
+  }
+
+  /** Applies a changed spec: a new revision restarts the runtime; a new slot count only re-reports. */
+  async update(spec: ReplicaSpec): Promise<void> {
+    const restart = spec.revision !== this.spec.revision;
+    this.spec = spec;
+    if (!restart) return;
+    this.ring.push("\r\n\x1b[1m[inferd] the workload changed: restarting the runtime\x1b[0m\r\n");
+    await this.stopProcess();
+    this.stopped = false;
+    await this.start();
+  }
+
+  /** Reports the current state again (after the host restarts or forgets). */
+  async resend(): Promise<void> {
+    await this.emit(this.state);
+  }
+
+  private async stopProcess(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await this.supervisor?.stop();
+    this.supervisor = undefined;
+  }
+
+  /** Stops the runtime (process group, grace period, then SIGKILL) and reports `stopped`. */
+  async stop(): Promise<void> {
+    await this.stopProcess();
+    this.logFile.close();
+    this.state = "stopped";
+    this.host.report({ assignment_id: this.spec.assignment_id, state: "stopped" });
+  }
+}

@@ -1,0 +1,98 @@
+import { AppError } from "../errors";
+import type { Dispatcher, Slot, Upstream } from "../dispatch/queue";
+import { meteredStream, usageOf, type Usage } from "./meter";
+
+/** Where a forwarded request's usage and outcome are counted. */
+export interface Accounting {
+  record(usage: Usage, ok: boolean): void;
+}
+
+/** Headers of a runtime response worth passing to the client. */
+const PASS_HEADERS = ["content-type", "cache-control", "x-request-id"];
+
+function responseHeaders(upstream: Response, extra: Record<string, string> = {}): Headers {
+  const h = new Headers(extra);
+  for (const name of PASS_HEADERS) {
+    const v = upstream.headers.get(name);
+    if (v) h.set(name, v);
+  }
+  return h;
+}
+
+/** A 502 for a runtime that could not be reached or broke off. */
+export const upstreamFailed = (e: unknown) =>
+  new AppError(502, "upstream_unavailable", `the model runtime did not answer: ${e instanceof Error ? e.message : String(e)}`);
+
+/** A request sent on a granted slot: the runtime's response to relay. */
+export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<Response>;
+
+/**
+ * Sends a request through the workload's queue: waits for a slot, runs `attempt` on that replica,
+ * and gives the slot back when the response (or stream) is over or the client leaves. The slot
+ * holds for the whole stream, so `concurrency` bounds what a replica runs at once.
+ */
+export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, kind: "sync" | "job" = "sync"): Promise<{ slot: Slot; upstream: Response; abort: AbortController }> {
+  const slot = await dispatcher.acquire(workloadId, signal, kind);
+  const abort = new AbortController();
+  const onClientGone = () => abort.abort(signal.reason);
+  if (signal.aborted) onClientGone();
+  signal.addEventListener("abort", onClientGone, { once: true });
+  try {
+    const upstream = await attempt(slot.target, abort.signal);
+    return { slot, upstream, abort };
+  } catch (e) {
+    slot.release();
+    signal.removeEventListener("abort", onClientGone);
+    if (signal.aborted) throw new AppError(499, "client_closed", "the client went away");
+    if (e instanceof AppError) throw e;
+    throw upstreamFailed(e);
+  }
+}
+
+/** `dispatchWith` for a single upstream request. */
+export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstream, signal: AbortSignal, kind: "sync" | "job" = "sync") =>
+  dispatchWith(dispatcher, workloadId, signal, (t, s) => t.send(req, s), kind);
+
+/** True for an SSE response. */
+export const isEventStream = (r: Response) => (r.headers.get("content-type") ?? "").includes("text/event-stream");
+
+/**
+ * Turns a runtime response into the client's: streams pass through event by event (metered), other
+ * bodies are read, metered and answered with the runtime's status and content type. The slot is
+ * released when the body is done.
+ */
+export async function relay(
+  got: { slot: Slot; upstream: Response; abort: AbortController },
+  acct: Accounting,
+  opts: { dropUsageOnlyChunks?: boolean } = {},
+): Promise<Response> {
+  const { slot, upstream, abort } = got;
+  if (isEventStream(upstream) && upstream.body) {
+    const body = meteredStream(upstream.body, {
+      dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
+      abort: () => abort.abort(),
+      onEnd: (usage, outcome) => {
+        slot.release();
+        acct.record(usage, outcome === "done" && upstream.ok);
+      },
+    });
+    return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, { "cache-control": "no-cache", "x-accel-buffering": "no" }) });
+  }
+  let bytes: ArrayBuffer;
+  try {
+    bytes = await upstream.arrayBuffer();
+  } catch (e) {
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false);
+    throw upstreamFailed(e);
+  } finally {
+    slot.release();
+  }
+  let usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  if ((upstream.headers.get("content-type") ?? "").includes("json")) {
+    try {
+      usage = usageOf(JSON.parse(new TextDecoder().decode(bytes))) ?? usage;
+    } catch {}
+  }
+  acct.record(usage, upstream.ok);
+  return new Response(bytes, { status: upstream.status, headers: responseHeaders(upstream) });
+}

@@ -1,0 +1,65 @@
+import type { AppDeps } from "../app";
+import { badRequest } from "../errors";
+import { accounting, checkModel, checkRoute, readJsonObject, workloadOf } from "./routes";
+import { dispatchWith, isEventStream, relay } from "./forward";
+import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
+import { translateChatStream } from "./anthropic-stream";
+
+/** Replicas whose runtime has no `/v1/messages` (learnt from a 404), so requests are translated. */
+const noMessagesRoute = new Set<string>();
+
+const isAnthropicError = (b: unknown) => !!b && typeof b === "object" && (b as { type?: unknown }).type === "error";
+
+/** Re-shapes a runtime error into the Messages error shape, status and message unchanged. */
+async function anthropicError(r: Response): Promise<Response> {
+  const text = await r.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {}
+  if (isAnthropicError(body)) return Response.json(body, { status: r.status });
+  const e = chatErrorToAnthropic(r.status, body);
+  return Response.json(e.body, { status: e.status });
+}
+
+/**
+ * `POST /v1/messages`: checks toggle and model, then passes the request through to the runtime's
+ * own `/v1/messages`; a runtime without that route (404) gets it translated to chat completions
+ * and the answer (or stream) translated back. Errors always come back in the Messages shape.
+ */
+export async function messagesRoute(deps: AppDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
+  const w = workloadOf(deps, params.project, params.workload);
+  checkRoute(w, "chat", "POST /v1/messages");
+  const json = await readJsonObject(deps, request);
+  checkModel(w, json.model);
+  const requestedModel = typeof json.model === "string" && json.model !== "default" ? json.model : w.model_name;
+  const translated = messagesToChat(json, w.model_name);
+  const stream = json.stream === true;
+  let viaChat = false;
+  const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {
+    if (!noMessagesRoute.has(target.id)) {
+      const headers = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json", "anthropic-version": request.headers.get("anthropic-version") ?? "2023-06-01" };
+      const r = await target.send({ path: "/v1/messages", method: "POST", headers, body: null, json }, signal);
+      if (r.status !== 404) return r;
+      await r.body?.cancel();
+      noMessagesRoute.add(target.id);
+    }
+    if ("error" in translated) throw badRequest("invalid_request", translated.error);
+    viaChat = true;
+    return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
+  });
+  const acct = accounting(deps, request, w);
+  const { upstream } = got;
+  if (!upstream.ok) {
+    got.slot.release();
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false);
+    return anthropicError(upstream);
+  }
+  if (!viaChat) return relay(got, acct);
+  if (stream && isEventStream(upstream) && upstream.body) {
+    const body = translateChatStream(upstream.body, requestedModel);
+    return relay({ ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) }, acct);
+  }
+  const message = chatToMessage(await upstream.json().catch(() => ({})), requestedModel);
+  return relay({ ...got, upstream: Response.json(message) }, acct);
+}

@@ -1,0 +1,203 @@
+import { AppError } from "../errors";
+
+/**
+ * A replica that can take requests: `capacity` slots (its assignment's concurrency), `inFlight`
+ * of them busy. `send` runs one request on it; local replicas fetch their loopback runtime, remote
+ * ones hand the request to their agent.
+ */
+export interface Target {
+  id: string;
+  workloadId: string;
+  workerId: string;
+  capacity: number;
+  inFlight: number;
+  send(req: Upstream, signal: AbortSignal): Promise<Response>;
+}
+
+/** A request as it goes to a runtime: path under the runtime's base URL, headers and body. */
+export interface Upstream {
+  path: string;
+  method: string;
+  headers: Record<string, string>;
+  body: Uint8Array | null;
+  /** A JSON body, sent with `model` set to the name the chosen runtime serves. */
+  json?: Record<string, unknown>;
+}
+
+/** A granted slot: the target to use and `release()` to give the slot back (idempotent). */
+export interface Slot {
+  target: Target;
+  release(): void;
+}
+
+interface Waiter {
+  workloadId: string;
+  resolve(slot: Slot): void;
+  reject(err: AppError): void;
+  timer: ReturnType<typeof setTimeout>;
+  onAbort: () => void;
+  signal?: AbortSignal;
+  kind: "sync" | "job";
+}
+
+/** Limits of the queue, from settings. */
+export interface QueueLimits {
+  /** How long a request may wait for a slot before 503. */
+  waitMs: number;
+  /** How many requests may wait per workload before 429. */
+  maxWaiting: number;
+}
+
+/** Why a workload cannot take requests at all (answers at once instead of queueing). */
+export type Unservable = (workloadId: string) => string | undefined;
+
+/**
+ * Per-workload queues over the replicas' slots. A request takes a free slot on the least-loaded
+ * ready replica of its workload at once, or waits (FIFO; synchronous requests ahead of async jobs)
+ * until one frees, a replica becomes ready, its wait runs out (503) or the queue is full (429).
+ * One request is served by exactly one replica.
+ */
+export class Dispatcher {
+  private targets = new Map<string, Target>();
+  private waiting = new Map<string, Waiter[]>();
+
+  constructor(
+    private limits: QueueLimits,
+    private unservable: Unservable = () => undefined,
+  ) {}
+
+  /** Adds or replaces a ready replica, then hands it queued requests. */
+  upsertTarget(t: Target): void {
+    const old = this.targets.get(t.id);
+    if (old) t.inFlight = old.inFlight;
+    this.targets.set(t.id, t);
+    this.drain(t.workloadId);
+  }
+
+  /** Removes a replica (not ready any more); requests it is running finish or fail on their own. */
+  removeTarget(id: string): void {
+    const t = this.targets.get(id);
+    this.targets.delete(id);
+    if (t) this.failIfUnservable(t.workloadId);
+  }
+
+  /** Removes every replica of a worker. */
+  removeWorker(workerId: string): void {
+    for (const t of [...this.targets.values()]) if (t.workerId === workerId) this.removeTarget(t.id);
+  }
+
+  /** Every ready replica. */
+  allTargets(): Target[] {
+    return [...this.targets.values()];
+  }
+
+  /** Ready replicas of a workload. */
+  targetsOf(workloadId: string): Target[] {
+    return [...this.targets.values()].filter((t) => t.workloadId === workloadId);
+  }
+
+  /** How many requests wait for a workload. */
+  depth(workloadId: string): number {
+    return this.waiting.get(workloadId)?.length ?? 0;
+  }
+
+  /** Total queued requests per workload id. */
+  depths(): Map<string, number> {
+    return new Map([...this.waiting].map(([k, v]) => [k, v.length]));
+  }
+
+  private freeTarget(workloadId: string): Target | undefined {
+    let best: Target | undefined;
+    for (const t of this.targets.values()) {
+      if (t.workloadId !== workloadId || t.inFlight >= t.capacity) continue;
+      if (!best || t.inFlight / t.capacity < best.inFlight / best.capacity) best = t;
+    }
+    return best;
+  }
+
+  private grant(t: Target): Slot {
+    t.inFlight++;
+    let released = false;
+    return {
+      target: t,
+      release: () => {
+        if (released) return;
+        released = true;
+        t.inFlight--;
+        this.drain(t.workloadId);
+      },
+    };
+  }
+
+  /**
+   * Waits for a slot on the workload. Rejects with 429 when the queue is full, 503 when the wait
+   * runs out or the workload cannot be served, and 499-style abort when the client goes away.
+   */
+  acquire(workloadId: string, signal?: AbortSignal, kind: "sync" | "job" = "sync"): Promise<Slot> {
+    const why = this.unservable(workloadId);
+    if (why) return Promise.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
+    const free = this.freeTarget(workloadId);
+    if (free && this.depth(workloadId) === 0) return Promise.resolve(this.grant(free));
+    const queue = this.waiting.get(workloadId) ?? [];
+    if (queue.length >= this.limits.maxWaiting) {
+      return Promise.reject(new AppError(429, "queue_full", `the queue of this workload is full (${this.limits.maxWaiting} waiting); retry later`, { "retry-after": "1" }));
+    }
+    return new Promise<Slot>((resolve, reject) => {
+      const w: Waiter = {
+        workloadId,
+        resolve,
+        reject,
+        signal,
+        kind,
+        timer: setTimeout(() => {
+          this.dropWaiter(w);
+          reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s`, { "retry-after": "5" }));
+        }, this.limits.waitMs),
+        onAbort: () => {
+          this.dropWaiter(w);
+          reject(new AppError(499, "client_closed", "the client went away while queued"));
+        },
+      };
+      signal?.addEventListener("abort", w.onAbort, { once: true });
+      // Synchronous requests go ahead of async jobs; each kind stays FIFO.
+      const at = kind === "sync" ? queue.findIndex((x) => x.kind === "job") : -1;
+      if (at === -1) queue.push(w);
+      else queue.splice(at, 0, w);
+      this.waiting.set(workloadId, queue);
+      this.drain(workloadId);
+    });
+  }
+
+  private dropWaiter(w: Waiter): void {
+    clearTimeout(w.timer);
+    w.signal?.removeEventListener("abort", w.onAbort);
+    const q = this.waiting.get(w.workloadId);
+    if (!q) return;
+    const i = q.indexOf(w);
+    if (i >= 0) q.splice(i, 1);
+    if (q.length === 0) this.waiting.delete(w.workloadId);
+  }
+
+  /** Hands free slots to waiting requests of a workload, oldest first. */
+  drain(workloadId: string): void {
+    const q = this.waiting.get(workloadId);
+    while (q && q.length > 0) {
+      const t = this.freeTarget(workloadId);
+      if (!t) break;
+      const w = q[0];
+      this.dropWaiter(w);
+      w.resolve(this.grant(t));
+    }
+    this.failIfUnservable(workloadId);
+  }
+
+  /** Fails every waiter of a workload that has become unservable (e.g. all replicas failed). */
+  failIfUnservable(workloadId: string): void {
+    const why = this.unservable(workloadId);
+    if (!why) return;
+    for (const w of [...(this.waiting.get(workloadId) ?? [])]) {
+      this.dropWaiter(w);
+      w.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
+    }
+  }
+}

@@ -1,0 +1,161 @@
+import type { Db } from "../db";
+import { Dispatcher, type QueueLimits, type Target, type Upstream } from "../dispatch/queue";
+import { log } from "../log";
+import { getWorkloadById, type Workload } from "../workloads/service";
+import { workloadUsageOf } from "../keys/service";
+import type { ReplicaReport, ReplicaSpec } from "../../agent/protocol";
+import { LogRing } from "../../agent/ring";
+import { TelemetryHistory } from "./telemetry";
+import { autoAssign, desiredFor, getAssignment, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
+
+/** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */
+export type TargetFactory = (workerId: string, report: ReplicaReport, concurrency: number, workloadId: string) => Target;
+
+/** A target that fetches a runtime on this machine's loopback. */
+export function localTarget(workerId: string, report: ReplicaReport, concurrency: number, workloadId: string): Target {
+  const base = report.base_url!;
+  return {
+    id: report.assignment_id,
+    workloadId,
+    workerId,
+    capacity: concurrency,
+    inFlight: 0,
+    send: (req: Upstream, signal: AbortSignal) => {
+      let body = req.body as BodyInit | null;
+      if (req.json) body = JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model });
+      return fetch(base + req.path, { method: req.method, headers: req.headers, body, signal, decompress: false } as RequestInit);
+    },
+  };
+}
+
+/**
+ * The host's view of where workloads run: places workloads on workers, tells agents what to run,
+ * takes their replica reports and keeps the dispatcher's ready replicas in step with them.
+ */
+export class Fleet {
+  readonly dispatcher: Dispatcher;
+  private unplaced = new Map<string, string>();
+  private reports = new Map<string, ReplicaReport>();
+  private listeners = new Set<() => void>();
+  /** Output of every replica (and shared daemon) by assignment id, for the logs API. */
+  readonly rings = new Map<string, LogRing>();
+  readonly telemetry = new TelemetryHistory();
+
+  constructor(
+    private db: Db,
+    limits: QueueLimits,
+    private makeTarget: TargetFactory = localTarget,
+  ) {
+    this.dispatcher = new Dispatcher(limits, (id) => this.unservable(id));
+  }
+
+  /** Re-places workloads and wakes every agent so it reconciles. */
+  reconcile(): void {
+    try {
+      this.unplaced = autoAssign(this.db);
+    } catch (e) {
+      log.error("placing workloads failed", e);
+    }
+    for (const [id, r] of this.reports) {
+      if (!this.assignmentExists(id)) {
+        this.reports.delete(id);
+        this.rings.delete(id);
+        this.dispatcher.removeTarget(r.assignment_id);
+      }
+    }
+    for (const cb of this.listeners) cb();
+    for (const id of this.unplaced.keys()) this.dispatcher.failIfUnservable(id);
+  }
+
+  private assignmentExists(id: string): boolean {
+    try {
+      getAssignment(this.db, id);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The output ring of an assignment's replica, made on first use. */
+  ringFor(id: string): LogRing {
+    let ring = this.rings.get(id);
+    if (!ring) this.rings.set(id, (ring = new LogRing()));
+    return ring;
+  }
+
+  /** Calls `cb` whenever what agents should run may have changed; returns an unsubscribe. */
+  subscribe(cb: () => void): () => void {
+    this.listeners.add(cb);
+    return () => this.listeners.delete(cb);
+  }
+
+  /** What a worker should run now. */
+  desired(workerId: string): ReplicaSpec[] {
+    return desiredFor(this.db, workerId);
+  }
+
+  /** Takes an agent's report of one replica; ignores replicas that are no longer assigned to it. */
+  report(workerId: string, r: ReplicaReport): void {
+    let a;
+    try {
+      a = getAssignment(this.db, r.assignment_id);
+    } catch {
+      return;
+    }
+    if (a.worker_id !== workerId) return;
+    if (a.state !== r.state || (a.reason ?? undefined) !== r.reason) setAssignmentState(this.db, a.id, r.state, r.reason);
+    this.reports.set(a.id, r);
+    if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget(workerId, r, a.concurrency, a.workload_id));
+    else this.dispatcher.removeTarget(a.id);
+    this.dispatcher.failIfUnservable(a.workload_id);
+  }
+
+  /** Applies a new slot count to a ready replica at once. */
+  setCapacity(assignmentId: string, capacity: number): void {
+    for (const t of this.dispatcher.allTargets()) {
+      if (t.id === assignmentId) {
+        t.capacity = capacity;
+        this.dispatcher.drain(t.workloadId);
+      }
+    }
+  }
+
+  /** The replicas a worker runs, with their workload and state, for the workers page. */
+  replicasOf(workerId: string) {
+    return listAssignmentsOfWorker(this.db, workerId).map((a) => {
+      const w = getWorkloadById(this.db, a.workload_id);
+      return { assignment_id: a.id, workload_id: a.workload_id, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices };
+    });
+  }
+
+  /** Drops every replica of a worker from the dispatcher (the worker went away). */
+  forgetWorker(workerId: string): void {
+    this.dispatcher.removeWorker(workerId);
+  }
+
+  /** Why a workload cannot take requests now (answered at once), or undefined to let them wait. */
+  unservable(workloadId: string): string | undefined {
+    const placed = listAssignments(this.db, workloadId);
+    if (placed.length === 0) return this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined;
+    const failed = placed.filter((a) => a.state === "failed");
+    if (failed.length === placed.length) return `every replica of this workload failed to start: ${failed[0].reason ?? "unknown reason"}`;
+    return undefined;
+  }
+
+  /** The admin view of a workload: stored fields, replicas with their states, queue and usage. */
+  describe(w: Workload): unknown {
+    const fresh = getWorkloadById(this.db, w.id) ?? w;
+    return {
+      ...fresh,
+      assignments: listAssignments(this.db, w.id).map((a) => ({
+        ...a,
+        in_flight: this.dispatcher.targetsOf(w.id).find((t) => t.id === a.id)?.inFlight ?? 0,
+        base_url: this.reports.get(a.id)?.base_url,
+        served_model: this.reports.get(a.id)?.served_model,
+      })),
+      scheduling_error: this.unplaced.get(w.id) ?? null,
+      queue_depth: this.dispatcher.depth(w.id),
+      usage: workloadUsageOf(this.db, w.id),
+    };
+  }
+}

@@ -1,0 +1,39 @@
+import { Agent, type HostLink } from "../../agent/agent";
+import type { SupervisorOptions } from "../../agent/supervisor";
+import { builtinLlama } from "../../agent/runtimes/builtin";
+import type { Db } from "../db";
+import type { Fleet } from "./fleet";
+import { recordMachine, upsertLocalWorker } from "./service";
+
+/** The local agent's link to the host: plain function calls, no network hop. */
+export function localHostLink(db: Db, fleet: Fleet, version: string): HostLink {
+  return {
+    register: async (machine) => {
+      const w = upsertLocalWorker(db, machine, version);
+      fleet.reconcile();
+      return w.id;
+    },
+    heartbeat: async (workerId, machine) => {
+      recordMachine(db, workerId, machine);
+      fleet.telemetry.add(workerId, machine);
+    },
+    desired: async (workerId) => fleet.desired(workerId),
+    report: (workerId, r) => fleet.report(workerId, r),
+    ringFor: (id) => fleet.ringFor(id),
+    subscribe: (cb) => fleet.subscribe(cb),
+  };
+}
+
+/** Starts the agent for this machine inside `serve`. */
+export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions> }): Promise<Agent> {
+  const agent = new Agent({
+    host: localHostLink(opts.db, opts.fleet, opts.version),
+    dataDir: opts.dataDir,
+    env: opts.env,
+    telemetryMs: opts.telemetryMs,
+    builtinLlama: () => builtinLlama(opts.dataDir),
+    supervisor: opts.supervisor,
+  });
+  await agent.start();
+  return agent;
+}

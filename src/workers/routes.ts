@@ -1,0 +1,98 @@
+import { Elysia } from "elysia";
+import { z } from "zod";
+import type { AppDeps } from "../app";
+import { notFound } from "../errors";
+import { jsonBody } from "../http";
+import { resolveWorkload } from "../workloads/service";
+import { createAssignment, deleteAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, workerView } from "./service";
+
+const AssignmentCreate = z.strictObject({
+  worker_id: z.string().min(1).max(128),
+  concurrency: z.number().int().min(1).max(1000).optional(),
+  gpus: z.union([z.literal(1), z.literal(2), z.literal(4), z.literal(8)]).optional(),
+});
+const AssignmentPatch = z.strictObject({ concurrency: z.number().int().min(1).max(1000) });
+
+/** Keep-alive comment interval for live log streams. */
+const KEEPALIVE_MS = 15_000;
+
+/** A live SSE stream of rings: the tail first, then every new chunk, as `{assignment_id, text}`. */
+function followLogs(rings: { id: string; ring: import("../../agent/ring").LogRing }[], tailBytes: number, signal: AbortSignal): Response {
+  const enc = new TextEncoder();
+  const cleanups: (() => void)[] = [];
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const send = (id: string, text: string) => {
+        if (text) controller.enqueue(enc.encode(`data: ${JSON.stringify({ assignment_id: id, text })}\n\n`));
+      };
+      for (const { id, ring } of rings) {
+        const dec = new TextDecoder();
+        send(id, dec.decode(ring.tail(tailBytes), { stream: true }));
+        cleanups.push(ring.subscribe((chunk) => send(id, dec.decode(chunk, { stream: true }))));
+      }
+      const ka = setInterval(() => controller.enqueue(enc.encode(": keep-alive\n\n")), KEEPALIVE_MS);
+      cleanups.push(() => clearInterval(ka));
+      signal.addEventListener("abort", () => {
+        cleanups.forEach((c) => c());
+        try {
+          controller.close();
+        } catch {}
+      });
+    },
+    cancel() {
+      cleanups.forEach((c) => c());
+    },
+  });
+  return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
+}
+
+/** Admin routes for workers, assignments and runtime logs. */
+export const workerRoutes = (deps: AppDeps) =>
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
+    .get("/workers", () =>
+      listWorkers(deps.db).map((w) => ({
+        ...w,
+        replicas: deps.fleet.replicasOf(w.id),
+      })),
+    { detail: { summary: "Workers with their GPUs, telemetry and replicas" } })
+    .get("/workers/:id", ({ params }) => ({
+      ...workerView(getWorker(deps.db, params.id)),
+      replicas: deps.fleet.replicasOf(params.id),
+      history: deps.fleet.telemetry.of(params.id),
+    }), { detail: { summary: "A worker with its telemetry history" } })
+    .post("/workloads/:id/assignments", ({ params, body, set }) => {
+      const a = createAssignment(deps.db, resolveWorkload(deps.db, params.id), body);
+      deps.fleet.reconcile();
+      set.status = 201;
+      return a;
+    }, { ...jsonBody(AssignmentCreate), detail: { summary: "Run a workload on a worker" } })
+    .get("/workloads/:id/assignments", ({ params }) => listAssignments(deps.db, resolveWorkload(deps.db, params.id).id), {
+      detail: { summary: "Where a workload runs" },
+    })
+    .patch("/assignments/:id", ({ params, body }) => {
+      setAssignmentConcurrency(deps.db, params.id, body.concurrency);
+      deps.fleet.setCapacity(params.id, body.concurrency);
+      return getAssignment(deps.db, params.id);
+    }, { ...jsonBody(AssignmentPatch), detail: { summary: "Change an assignment's concurrent request slots" } })
+    .delete("/assignments/:id", ({ params }) => {
+      const a = deleteAssignment(deps.db, params.id);
+      deps.fleet.reconcile();
+      return a;
+    }, { detail: { summary: "Stop running a workload on a worker" } })
+    .get("/workloads/:id/logs", ({ params, query, request }) => {
+      const w = resolveWorkload(deps.db, params.id);
+      const all = listAssignments(deps.db, w.id);
+      const chosen = query.assignment ? all.filter((a) => a.id === query.assignment) : all;
+      if (query.assignment && chosen.length === 0) throw notFound(`assignment "${query.assignment}" of this workload`);
+      const tail = Math.min(Math.max(Number(query.bytes ?? 65536) || 65536, 0), 1 << 20);
+      const rings = chosen.map((a) => ({ id: a.id, ring: deps.fleet.ringFor(a.id) }));
+      if (query.follow === "1" || query.follow === "true") return followLogs(rings, tail, request.signal);
+      return {
+        replicas: rings.map(({ id, ring }) => ({
+          assignment_id: id,
+          state: all.find((a) => a.id === id)?.state,
+          offset: ring.end,
+          text: new TextDecoder().decode(ring.tail(tail)),
+        })),
+      };
+    }, { detail: { summary: "Runtime output of a workload's replicas; ?follow=1 streams it live (SSE)" } });

@@ -1,0 +1,270 @@
+import { and, asc, eq } from "drizzle-orm";
+import type { Db } from "../db";
+import { assignments, workers } from "../db/schema";
+import { notFound, validation } from "../errors";
+import { newId, nowIso, sha256 } from "../ids";
+import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
+import { listAllWorkloads, type Workload } from "../workloads/service";
+
+type WorkerRow = typeof workers.$inferSelect;
+type AssignmentRow = typeof assignments.$inferSelect;
+
+/** An assignment as the admin API shows it. */
+export interface AssignmentView {
+  id: string;
+  workload_id: string;
+  worker_id: string;
+  concurrency: number;
+  gpus: number;
+  gpu_indices: number[];
+  auto: boolean;
+  state: ReplicaState;
+  reason?: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A worker as the admin API shows it. */
+export interface WorkerView {
+  id: string;
+  name: string;
+  kind: "local" | "remote";
+  hostname: string | null;
+  version: string | null;
+  state: "online" | "offline";
+  cpu_cores: number;
+  ram_bytes: number;
+  gpus: GpuInfo[];
+  telemetry: Partial<MachineInfo>;
+  last_seen_at: string | null;
+  created_at: string;
+}
+
+/** Backends that need a GPU to be placed automatically. */
+const GPU_BACKENDS = new Set(["vllm", "vllm-omni", "sglang"]);
+
+/** Workers not heard from for this long are offline. */
+export const OFFLINE_AFTER_MS = 30_000;
+
+const assignmentView = (a: AssignmentRow): AssignmentView => ({
+  id: a.id,
+  workload_id: a.workloadId,
+  worker_id: a.workerId,
+  concurrency: a.concurrency,
+  gpus: a.gpus,
+  gpu_indices: JSON.parse(a.gpuIndices),
+  auto: a.auto,
+  state: a.state as ReplicaState,
+  ...(a.reason ? { reason: a.reason } : {}),
+  created_at: a.createdAt,
+  updated_at: a.updatedAt,
+});
+
+/** The admin view of a worker row. */
+export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
+  const seen = w.lastSeenAt ? Date.parse(w.lastSeenAt) : 0;
+  return {
+    id: w.id,
+    name: w.name,
+    kind: w.kind,
+    hostname: w.hostname,
+    version: w.version,
+    state: now - seen < OFFLINE_AFTER_MS ? "online" : "offline",
+    cpu_cores: w.cpuCores,
+    ram_bytes: w.ramBytes,
+    gpus: JSON.parse(w.gpus),
+    telemetry: JSON.parse(w.telemetry),
+    last_seen_at: w.lastSeenAt,
+    created_at: w.createdAt,
+  };
+}
+
+/** Records the local machine as a worker (one per data dir), creating it on first start. */
+export function upsertLocalWorker(db: Db, machine: MachineInfo, version: string): WorkerRow {
+  const existing = db.select().from(workers).where(eq(workers.kind, "local")).get();
+  const id = existing?.id ?? newId("wk");
+  if (!existing) {
+    db.insert(workers).values({ id, name: machine.hostname, kind: "local", hostname: machine.hostname, createdAt: nowIso() }).run();
+  }
+  recordMachine(db, id, machine, version);
+  return db.select().from(workers).where(eq(workers.id, id)).get()!;
+}
+
+/** Stores a heartbeat: the machine's GPUs and telemetry, and that the worker was seen now. */
+export function recordMachine(db: Db, workerId: string, machine: MachineInfo, version?: string): void {
+  db.update(workers)
+    .set({
+      hostname: machine.hostname,
+      cpuCores: machine.cpu_cores,
+      ramBytes: machine.ram_bytes,
+      gpus: JSON.stringify(machine.gpus),
+      telemetry: JSON.stringify({ ram_free_bytes: machine.ram_free_bytes, load_avg: machine.load_avg, probed_at: machine.probed_at }),
+      lastSeenAt: nowIso(),
+      ...(version ? { version } : {}),
+    })
+    .where(eq(workers.id, workerId))
+    .run();
+}
+
+/** Every worker, oldest first. */
+export function listWorkers(db: Db): WorkerView[] {
+  return db.select().from(workers).orderBy(asc(workers.createdAt)).all().map((w) => workerView(w));
+}
+
+/** A worker by id, or 404. */
+export function getWorker(db: Db, id: string): WorkerRow {
+  const w = db.select().from(workers).where(eq(workers.id, id)).get();
+  if (!w) throw notFound(`worker "${id}"`);
+  return w;
+}
+
+/** Assignments of a workload. */
+export function listAssignments(db: Db, workloadId: string): AssignmentView[] {
+  return db.select().from(assignments).where(eq(assignments.workloadId, workloadId)).orderBy(asc(assignments.createdAt)).all().map(assignmentView);
+}
+
+/** Assignments on a worker. */
+export function listAssignmentsOfWorker(db: Db, workerId: string): AssignmentView[] {
+  return db.select().from(assignments).where(eq(assignments.workerId, workerId)).orderBy(asc(assignments.createdAt)).all().map(assignmentView);
+}
+
+/** An assignment by id, or 404. */
+export function getAssignment(db: Db, id: string): AssignmentView {
+  const a = db.select().from(assignments).where(eq(assignments.id, id)).get();
+  if (!a) throw notFound(`assignment "${id}"`);
+  return assignmentView(a);
+}
+
+/** Picks `count` GPU indices on a worker: the pinned GPU first, then the least shared ones. */
+function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string | null): number[] {
+  const gpus: GpuInfo[] = JSON.parse(worker.gpus);
+  if (gpus.length === 0) return [];
+  const use = new Map<number, number>(gpus.map((g) => [g.index, 0]));
+  for (const a of db.select().from(assignments).where(eq(assignments.workerId, worker.id)).all()) {
+    for (const i of JSON.parse(a.gpuIndices) as number[]) use.set(i, (use.get(i) ?? 0) + 1);
+  }
+  const pinned = gpus.find((g) => g.uuid === pinnedUuid)?.index;
+  const rest = gpus.map((g) => g.index).filter((i) => i !== pinned).sort((a, b) => use.get(a)! - use.get(b)! || a - b);
+  return (pinned !== undefined ? [pinned, ...rest] : rest).slice(0, count).sort((a, b) => a - b);
+}
+
+/** Input of a manual assignment. */
+export interface AssignmentInput {
+  worker_id: string;
+  concurrency?: number;
+  gpus?: number;
+}
+
+/** Places a workload on a worker with a slot count and a GPU count. */
+export function createAssignment(db: Db, workload: Workload, input: AssignmentInput, auto = false): AssignmentView {
+  const worker = getWorker(db, input.worker_id);
+  const gpuCount = (JSON.parse(worker.gpus) as GpuInfo[]).length;
+  const gpus = input.gpus ?? 1;
+  if (gpuCount > 0 && gpus > gpuCount) throw validation("gpus", `worker "${worker.name}" has only ${gpuCount} GPU${gpuCount === 1 ? "" : "s"}`);
+  const now = nowIso();
+  const row: AssignmentRow = {
+    id: newId("asg"),
+    workloadId: workload.id,
+    workerId: worker.id,
+    concurrency: input.concurrency ?? 20,
+    gpus,
+    gpuIndices: JSON.stringify(pickGpus(db, worker, gpus, workload.gpu_resource_id)),
+    auto,
+    state: "pending",
+    reason: null,
+    createdAt: now,
+    updatedAt: now,
+  };
+  db.insert(assignments).values(row).run();
+  return assignmentView(row);
+}
+
+/** Removes an assignment; its runtime is stopped by the agent's next reconcile. */
+export function deleteAssignment(db: Db, id: string): AssignmentView {
+  const a = getAssignment(db, id);
+  db.delete(assignments).where(eq(assignments.id, id)).run();
+  return a;
+}
+
+/** Changes how many requests an assignment's replica takes at once. */
+export function setAssignmentConcurrency(db: Db, id: string, concurrency: number): void {
+  getAssignment(db, id);
+  db.update(assignments).set({ concurrency, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+}
+
+/** Stores the state an agent reported for an assignment's replica. */
+export function setAssignmentState(db: Db, id: string, state: ReplicaState, reason?: string): void {
+  db.update(assignments).set({ state, reason: reason ?? null, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+}
+
+/** Which worker can host a workload, or why none can. */
+function chooseWorker(db: Db, w: Workload): { worker?: WorkerRow; why?: string } {
+  const all = db.select().from(workers).orderBy(asc(workers.createdAt)).all();
+  const online = all.filter((x) => workerView(x).state === "online");
+  if (w.worker_id) {
+    const pinned = all.find((x) => x.id === w.worker_id || x.name === w.worker_id);
+    return pinned ? { worker: pinned } : { why: `the pinned worker "${w.worker_id}" does not exist` };
+  }
+  if (w.gpu_resource_id) {
+    const owner = all.find((x) => (JSON.parse(x.gpus) as GpuInfo[]).some((g) => g.uuid === w.gpu_resource_id));
+    return owner ? { worker: owner } : { why: `no worker has the pinned GPU "${w.gpu_resource_id}"` };
+  }
+  const withGpu = online.filter((x) => JSON.parse(x.gpus).length > 0);
+  if (GPU_BACKENDS.has(w.backend)) {
+    return withGpu[0] ? { worker: withGpu[0] } : { why: `no online worker has a GPU, which backend "${w.backend}" needs` };
+  }
+  const local = online.find((x) => x.kind === "local");
+  return local ?? online[0] ? { worker: local ?? online[0] } : { why: "no worker is online" };
+}
+
+/**
+ * Gives every workload without assignments one on a worker that can host it (honouring
+ * `worker_id` / `gpu_resource_id` pins), and moves automatic ones whose pin changed.
+ * Returns, per workload that could not be placed, the reason.
+ */
+export function autoAssign(db: Db): Map<string, string> {
+  const unplaced = new Map<string, string>();
+  for (const w of listAllWorkloads(db)) {
+    let current = listAssignments(db, w.id);
+    const stale = current.filter((a) => a.auto && ((w.worker_id && a.worker_id !== w.worker_id) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(db, a.worker_id, w.gpu_resource_id))));
+    for (const a of stale) deleteAssignment(db, a.id);
+    current = current.filter((a) => !stale.includes(a));
+    if (current.length > 0) continue;
+    const { worker, why } = chooseWorker(db, w);
+    if (!worker) {
+      unplaced.set(w.id, why!);
+      continue;
+    }
+    createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
+  }
+  return unplaced;
+}
+
+const ownsGpu = (db: Db, workerId: string, uuid: string) =>
+  (JSON.parse(db.select().from(workers).where(eq(workers.id, workerId)).get()?.gpus ?? "[]") as GpuInfo[]).some((g) => g.uuid === uuid);
+
+/** GPUs for an automatic assignment: an explicit tensor-parallel size in the command, else 1. */
+function defaultGpus(w: Workload, worker: WorkerRow): number {
+  const m = /(?:--tensor-parallel-size|-tp|--tp-size|--tp)[= ](\d+)/.exec(String(w.config.command ?? ""));
+  const want = m ? Number(m[1]) : 1;
+  const have = (JSON.parse(worker.gpus) as GpuInfo[]).length;
+  return have > 0 ? Math.min(want, have) : 1;
+}
+
+/** What a worker should run: one spec per assignment, with a revision that changes on edits. */
+export function desiredFor(db: Db, workerId: string): ReplicaSpec[] {
+  const byId = new Map(listAllWorkloads(db).map((w) => [w.id, w]));
+  return db
+    .select()
+    .from(assignments)
+    .where(and(eq(assignments.workerId, workerId)))
+    .all()
+    .flatMap((a) => {
+      const w = byId.get(a.workloadId);
+      if (!w) return [];
+      const workload = { id: w.id, slug: w.slug, project_slug: w.project_slug, backend: w.backend, model_name: w.model_name, task_type: w.task_type, config: w.config };
+      const gpu_indices = JSON.parse(a.gpuIndices) as number[];
+      const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus])).slice(0, 16);
+      return [{ assignment_id: a.id, workload, concurrency: a.concurrency, gpus: a.gpus, gpu_indices, revision }];
+    });
+}

@@ -219,14 +219,18 @@ function chooseWorker(db: Db, w: Workload): { worker?: WorkerRow; why?: string }
 
 /**
  * Gives every workload without assignments one on a worker that can host it (honouring
- * `worker_id` / `gpu_resource_id` pins), and moves automatic ones whose pin changed.
+ * `worker_id` / `gpu_resource_id` pins), moves automatic ones whose pin changed, and drops the
+ * automatic one once the user has placed the workload by hand.
  * Returns, per workload that could not be placed, the reason.
  */
 export function autoAssign(db: Db): Map<string, string> {
   const unplaced = new Map<string, string>();
   for (const w of listAllWorkloads(db)) {
     let current = listAssignments(db, w.id);
-    const stale = current.filter((a) => a.auto && ((w.worker_id && a.worker_id !== w.worker_id) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(db, a.worker_id, w.gpu_resource_id))));
+    const manual = current.some((a) => !a.auto);
+    const stale = current.filter(
+      (a) => a.auto && (manual || (w.worker_id && a.worker_id !== w.worker_id) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(db, a.worker_id, w.gpu_resource_id))),
+    );
     for (const a of stale) deleteAssignment(db, a.id);
     current = current.filter((a) => !stale.includes(a));
     if (current.length > 0) continue;

@@ -59,6 +59,7 @@ export interface SupervisorOptions {
    * crash restarts; `signal` aborts when a stop or restart makes it moot. Its failure → `failed`.
    */
   beforeStart?: (signal: AbortSignal) => Promise<void>;
+  /** Told of every state change, with the reason for `restarting` and `failed`; must not throw. */
   onState?: (state: SupervisorState, reason?: string) => void;
   spawn?: SpawnFn;
   fetch?: (url: string, init?: RequestInit) => Promise<Response>;
@@ -195,7 +196,7 @@ export class Supervisor {
     return this.stopping;
   }
 
-  /** Stops the process and starts afresh (crash count reset), e.g. after the command was edited. */
+  /** Stops the process and starts afresh with `update` applied (crash count reset), e.g. after the command was edited; starts it even if it was stopped. */
   async restartNow(update: SupervisorUpdate = {}): Promise<void> {
     Object.assign(this.o, update);
     if (this._state !== "stopped" && this._state !== "failed") this.setState("restarting", "restart requested");

@@ -16,7 +16,7 @@ afterAll(async () => {
 });
 
 const starts = () => s.events((e) => e.event === "start");
-const argvOf = (e: { argv?: unknown }) => (e.argv as string[]).join(" ");
+const argvOf = (e: { [k: string]: unknown }) => (e.argv as string[]).join(" ");
 
 describe("the local worker", () => {
   test("is registered with the GPUs nvidia-smi reports, CPU and RAM, and its telemetry refreshes", async () => {

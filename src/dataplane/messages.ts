@@ -8,16 +8,16 @@ import { translateChatStream } from "./anthropic-stream";
 /** Replicas whose runtime has no `/v1/messages` (learnt from a 404), so requests are translated. */
 const noMessagesRoute = new Set<string>();
 
-const isAnthropicError = (b: unknown) => !!b && typeof b === "object" && (b as { type?: unknown }).type === "error";
-
-/** Re-shapes a runtime error into the Messages error shape, status and message unchanged. */
+/**
+ * Re-shapes a runtime error into the Messages error shape: status and message unchanged, `type`
+ * the Anthropic one for the status (runtimes name their own error classes there).
+ */
 async function anthropicError(r: Response): Promise<Response> {
   const text = await r.text();
   let body: unknown = text;
   try {
     body = JSON.parse(text);
   } catch {}
-  if (isAnthropicError(body)) return Response.json(body, { status: r.status });
   const e = chatErrorToAnthropic(r.status, body);
   return Response.json(e.body, { status: e.status });
 }

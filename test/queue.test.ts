@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { cleanup, waitFor } from "./helpers/proc";
-import { startServing, type Serving } from "./helpers/serving";
+import { sseEvents, startServing, type Serving } from "./helpers/serving";
 
 /** Slots, queue limits, cancellation, crash loops and shutdown, with a slow (fake) vLLM. */
 const servers: Serving[] = [];
@@ -116,5 +116,18 @@ describe("failures and shutdown", () => {
       }
     });
     expect(alive).toEqual([]);
+  });
+});
+
+describe("slow first token", () => {
+  test("a stream whose first token takes longer than Bun's default 10 s idle timeout still arrives", async () => {
+    const s = await serve({ FAKE_FIRST_TOKEN_MS: "11000" });
+    const w = await s.createWorkload({ name: "slowpoke", backend: "vllm", model_name: "slowpoke", config: { command: "vllm serve slowpoke" } });
+    await s.waitState(w.id);
+    const r = await s.data(w.slug, "/v1/chat/completions", { body: { stream: true, messages: [{ role: "user", content: "take your time" }] } });
+    const events = await sseEvents(r);
+    expect(events.at(-1)).toBe("[DONE]");
+    const text = (events.slice(0, -1) as { choices: { delta: { content?: string } }[] }[]).map((c) => c.choices[0].delta.content ?? "").join("");
+    expect(text).toBe("You said: take your time");
   });
 });

@@ -43,7 +43,10 @@ export function parseJunit(xml: string): Counts | null {
 /** The `bun test` arguments: the caller's, plus ./test/ unless they already name files or filters. */
 export function bunTestArgs(extra: string[], reportFile: string): string[] {
   const namesFiles = extra.some((a, i) => !a.startsWith("-") && !VALUED_FLAGS.has(extra[i - 1] ?? ""));
-  return ["test", ...(namesFiles ? [] : ["./test/"]), ...extra, "--reporter=junit", `--reporter-outfile=${reportFile}`];
+  // The outer bound per test (suites poll for conditions with their own deadlines); the preload's
+  // setDefaultTimeout does not reach every file when several run in one process.
+  const timeout = extra.includes("--timeout") ? [] : ["--timeout", "90000"];
+  return ["test", ...(namesFiles ? [] : ["./test/"]), ...timeout, ...extra, "--reporter=junit", `--reporter-outfile=${reportFile}`];
 }
 
 /** Whether some test file under test/ drives a browser (imports playwright-core). */

@@ -1,0 +1,362 @@
+/**
+ * Shared helpers for inferd's benchmarks: statistics, a closed-loop load generator, table printing,
+ * a hard time limit, and an `inferd serve` child (local agent, fake GPUs and runtimes) with a
+ * ready vLLM-style workload. Nothing runs on import.
+ *
+ * Bun's `fetch` runs at most 256 requests at once per process (BUN_CONFIG_MAX_HTTP_REQUESTS raises
+ * it); `closedLoop` warns when asked for more workers than that.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fixtureEnv } from "../test/fixtures";
+
+/** The repository root. */
+export const REPO_ROOT = join(import.meta.dir, "..");
+
+/**
+ * The `p`-th percentile (0–100, nearest rank) of `samples`; NaN when there are none.
+ * @example percentile([5, 1, 3, 2, 4], 50) // → 3
+ */
+export function percentile(samples: readonly number[], p: number): number {
+  if (samples.length === 0) return NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const rank = Math.ceil((Math.min(Math.max(p, 0), 100) / 100) * sorted.length);
+  return sorted[Math.max(0, rank - 1)];
+}
+
+/** Count, mean and the usual percentiles of a set of samples. */
+export interface Summary {
+  n: number;
+  mean: number;
+  min: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+/**
+ * Summarizes samples (NaN fields when empty).
+ * @example summarize([1, 2, 3]).p50 // → 2
+ */
+export function summarize(samples: readonly number[]): Summary {
+  const n = samples.length;
+  const mean = n ? samples.reduce((a, b) => a + b, 0) / n : NaN;
+  const at = (p: number) => percentile(samples, p);
+  return { n, mean, min: at(0), p50: at(50), p90: at(90), p99: at(99), max: at(100) };
+}
+
+/** What `closedLoop` runs: `concurrency` workers, each sending its next request when the last ends. */
+export interface LoadOptions {
+  concurrency: number;
+  /** Stop starting requests after this long (ms). At least one of `durationMs` and `requests` is needed. */
+  durationMs?: number;
+  /** Stop after this many requests in all. */
+  requests?: number;
+  /** Give up early after this many failed requests (default 10). */
+  maxErrors?: number;
+  /** One request; resolves when it is fully done, throws when it failed. */
+  fn: (worker: number, seq: number) => Promise<void>;
+}
+
+/** The outcome of a `closedLoop` run; `latencies` are of successful requests, in ms. */
+export interface LoadResult {
+  concurrency: number;
+  completed: number;
+  errors: number;
+  firstError?: string;
+  elapsedMs: number;
+  /** Successful requests per second over the whole run (until the last one finished). */
+  rps: number;
+  latencies: number[];
+}
+
+/**
+ * A closed-loop load generator: `concurrency` workers send requests back to back until the duration
+ * or request count is reached (requests already started finish and count).
+ * @example const r = await closedLoop({ concurrency: 8, durationMs: 2000, fn: () => hit(url) }); r.rps
+ */
+export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
+  if (opts.durationMs === undefined && opts.requests === undefined) throw new Error("closedLoop needs durationMs or requests");
+  if (opts.concurrency > 256 && !process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
+    console.warn(`warning: ${opts.concurrency} workers but Bun's fetch runs at most 256 requests at once (set BUN_CONFIG_MAX_HTTP_REQUESTS)`);
+  }
+  const maxErrors = opts.maxErrors ?? 10;
+  const latencies: number[] = [];
+  let started = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  const t0 = performance.now();
+  const stopAt = opts.durationMs === undefined ? Infinity : t0 + opts.durationMs;
+  const more = () => started < (opts.requests ?? Infinity) && performance.now() < stopAt && errors < maxErrors;
+  const worker = async (w: number) => {
+    while (more()) {
+      const seq = started++;
+      const t = performance.now();
+      try {
+        await opts.fn(w, seq);
+        latencies.push(performance.now() - t);
+      } catch (e) {
+        errors++;
+        firstError ??= e instanceof Error ? e.message : String(e);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency }, (_, w) => worker(w)));
+  const elapsedMs = performance.now() - t0;
+  return { concurrency: opts.concurrency, completed: latencies.length, errors, firstError, elapsedMs, rps: latencies.length / (elapsedMs / 1000), latencies };
+}
+
+/** A table cell: numbers are right-aligned, text left-aligned. */
+export type Cell = string | number;
+
+/**
+ * Lays out rows under a header as aligned plain-text columns, with a rule under the header.
+ * @example formatTable(["what", "ms"], [["direct", 20.4]]) // → "what    ms\n------  ----\ndirect  20.4"
+ */
+export function formatTable(header: string[], rows: Cell[][]): string {
+  const text = (c: Cell) => String(c);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => text(r[i] ?? "").length)));
+  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === "number" || /^[-+]?[\d.]+(%|x| ms)?$/.test(text(r[i] ?? ""))));
+  const line = (cells: Cell[]) => cells.map((c, i) => (numeric[i] ? text(c).padStart(widths[i]) : text(c).padEnd(widths[i]))).join("  ").trimEnd();
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
+}
+
+/** Prints `formatTable(header, rows)`, with an optional title line above it. */
+export function printTable(header: string[], rows: Cell[][], title?: string): void {
+  if (title) console.log(`\n${title}`);
+  console.log(formatTable(header, rows));
+}
+
+/**
+ * A number with `digits` decimals (default 2), or "n/a" for NaN.
+ * @example fmt(1.2345) // → "1.23"
+ */
+export const fmt = (x: number, digits = 2) => (Number.isFinite(x) ? x.toFixed(digits) : "n/a");
+
+/**
+ * Arms a hard time limit: after `ms`, prints why, runs `cleanup` (given up to 20 s) and exits with
+ * code 2. SIGINT/SIGTERM do the same at once. Call `clear()` when the run ends normally.
+ * @example const limit = hardLimit(300_000, () => inferd.stop()); try { … } finally { limit.clear(); }
+ */
+export function hardLimit(ms: number, cleanup: () => Promise<unknown>): { clear(): void } {
+  let fired = false;
+  const bail = (why: string) => {
+    if (fired) return;
+    fired = true;
+    console.error(`\n${why}: stopping everything`);
+    const forced = setTimeout(() => process.exit(2), 20_000);
+    void cleanup()
+      .catch((e) => console.error("cleanup failed:", e))
+      .finally(() => {
+        clearTimeout(forced);
+        process.exit(2);
+      });
+  };
+  const timer = setTimeout(() => bail(`hard time limit of ${Math.round(ms / 1000)} s reached`), ms);
+  const onInt = () => bail("interrupted (SIGINT)");
+  const onTerm = () => bail("terminated (SIGTERM)");
+  process.on("SIGINT", onInt);
+  process.on("SIGTERM", onTerm);
+  return {
+    clear: () => {
+      clearTimeout(timer);
+      process.off("SIGINT", onInt);
+      process.off("SIGTERM", onTerm);
+    },
+  };
+}
+
+/** How much of a child's output `BenchInferd.output()` keeps. */
+const OUTPUT_TAIL_BYTES = 64 * 1024;
+
+/** A non-2xx answer of the admin API, with its status. */
+export class AdminError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A running `inferd serve` child started by `startInferdForBench`. */
+export interface BenchInferd {
+  url: string;
+  adminToken: string;
+  dataDir: string;
+  pid: number;
+  /** The end of what it printed (stdout and stderr interleaved). */
+  output(): string;
+  /** Calls the admin API with the admin token; returns the parsed JSON, throws `AdminError` on non-2xx. */
+  admin<T = any>(path: string, init?: { method?: string; body?: unknown }): Promise<T>;
+  /** Also ends this process group at `stop()` if it outlives inferd (a runtime inferd launched). */
+  track(pid: number): void;
+  /** SIGTERM (SIGKILL after 15 s), then any tracked runtime left, then removes the data dir. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** Options of `startInferdForBench`. */
+export interface BenchInferdOptions {
+  /** Flags for bun before the script, e.g. `["--cpu-prof", "--cpu-prof-dir", dir]`. */
+  bunFlags?: string[];
+  /** Keep the data dir after `stop()` (default: removed). */
+  keepDataDir?: boolean;
+  /** How long to wait for the `listening on` line (default 30 s). */
+  startTimeoutMs?: number;
+}
+
+/** Resolves true when `p` settles within `ms`, false otherwise (the timer does not outlive it). */
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<false>((r) => (timer = setTimeout(() => r(false), ms)));
+  const ok = await Promise.race([p.then(() => true), timeout]);
+  clearTimeout(timer);
+  return ok;
+}
+
+/** SIGKILLs the process group of `pid` if that process still runs one of the fixture programs. */
+function killFixtureGroup(pid: number): void {
+  let cmdline = "";
+  try {
+    cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    return; // gone
+  }
+  if (!cmdline.includes(join("test", "fixtures"))) return;
+  console.error(`runtime ${pid} outlived inferd; killing its process group`);
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {}
+}
+
+/**
+ * Starts `bun src/main.ts serve --port 0 --data-dir <fresh tmp dir>` with the local agent on, the
+ * fake runtimes first on PATH, one fake RTX 4090 and instant model loads (`FAKE_LOAD_MS=0`); `env`
+ * adds or overrides variables (inherited INFERD_* and FAKE_* are dropped). Resolves once it listens.
+ * @example const inferd = await startInferdForBench({ FAKE_DELAY_MS: "20" }); try { … } finally { await inferd.stop(); }
+ */
+export async function startInferdForBench(env: Record<string, string> = {}, opts: BenchInferdOptions = {}): Promise<BenchInferd> {
+  const dataDir = mkdtempSync(join(tmpdir(), "inferd-bench-"));
+  const childEnv = fixtureEnv();
+  for (const k of Object.keys(childEnv)) if (k.startsWith("INFERD_")) delete childEnv[k];
+  Object.assign(childEnv, { INFERD_LOCAL_AGENT: "1", FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564", FAKE_LOAD_MS: "0" }, env);
+  const cmd = [process.execPath, ...(opts.bunFlags ?? []), join(REPO_ROOT, "src/main.ts"), "serve", "--port", "0", "--data-dir", dataDir];
+  const proc = Bun.spawn(cmd, { cwd: REPO_ROOT, env: childEnv, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  let tail = "";
+  let stdout = "";
+  const pump = async (stream: ReadableStream<Uint8Array>, isStdout: boolean) => {
+    const decoder = new TextDecoder();
+    for await (const chunk of stream) {
+      const s = decoder.decode(chunk, { stream: true });
+      tail = (tail + s).slice(-OUTPUT_TAIL_BYTES);
+      if (isStdout && stdout.length < OUTPUT_TAIL_BYTES) stdout += s;
+    }
+  };
+  void pump(proc.stdout, true).catch(() => {});
+  void pump(proc.stderr, false).catch(() => {});
+  const tracked = new Set<number>();
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill("SIGTERM");
+        if (!(await within(proc.exited, 15_000))) {
+          console.error("inferd did not stop within 15 s of SIGTERM; killing it");
+          proc.kill("SIGKILL");
+          await proc.exited;
+        }
+      }
+      if (tracked.size) await Bun.sleep(200); // the runtime's own SIGTERM handling
+      for (const pid of tracked) killFixtureGroup(pid);
+      if (!opts.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
+    })());
+  try {
+    const url = await waitForListening(proc, () => stdout, opts.startTimeoutMs ?? 30_000);
+    const adminToken = /admin token \(.*\): (ik_admin_\S+)/.exec(stdout)?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
+    return { url, adminToken, dataDir, pid: proc.pid, output: () => tail, admin: adminCaller(url, adminToken), track: (pid) => tracked.add(pid), stop };
+  } catch (e) {
+    await stop();
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- inferd output ---\n${tail}`);
+  }
+}
+
+async function waitForListening(proc: Bun.Subprocess, stdout: () => string, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = /listening on (http:\/\/\S+)/.exec(stdout());
+    if (m) return m[1];
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`inferd exited (${proc.exitCode ?? proc.signalCode}) before listening`);
+    if (Date.now() > deadline) throw new Error(`inferd did not print "listening on" within ${timeoutMs} ms`);
+    await Bun.sleep(20);
+  }
+}
+
+function adminCaller(url: string, token: string): BenchInferd["admin"] {
+  return async (path, init = {}) => {
+    const method = init.method ?? (init.body === undefined ? "GET" : "POST");
+    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
+    if (init.body !== undefined) headers["content-type"] = "application/json";
+    const r = await fetch(url + path, { method, headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) });
+    const text = await r.text();
+    if (!r.ok) throw new AdminError(r.status, `${method} ${path}: ${r.status} ${text}`);
+    return text ? JSON.parse(text) : undefined;
+  };
+}
+
+/** A ready workload made by `createBenchWorkload`: where to call it through inferd and directly. */
+export interface BenchWorkload {
+  projectSlug: string;
+  workloadId: string;
+  workloadSlug: string;
+  assignmentId: string;
+  /** An `ik_live_` key of the project. */
+  liveKey: string;
+  /** `<inferd>/endpoint/<project>/<workload>`; append `/v1/...`. */
+  endpoint: string;
+  /** The runtime's own base URL (the assignment's `base_url`): the direct target. */
+  runtimeUrl: string;
+  /** The runtime's pid, when its output named it. */
+  runtimePid?: number;
+}
+
+/**
+ * Through the admin API: a project (created unless it exists), a live key and a vLLM workload
+ * serving `model` (`vllm serve <model>`, the fake on PATH); waits until its replica is ready, then
+ * sets the replica's slots to `concurrency` (default 1000) so inferd's queue never holds requests back.
+ * @example const wl = await createBenchWorkload(inferd, { model: "bench-model" }); fetch(`${wl.endpoint}/v1/models`, …)
+ */
+export async function createBenchWorkload(inferd: BenchInferd, opts: { model: string; project?: string; name?: string; concurrency?: number; readyTimeoutMs?: number }): Promise<BenchWorkload> {
+  const projectSlug = opts.project ?? "bench";
+  await inferd.admin("/admin/projects", { body: { name: projectSlug, slug: projectSlug } }).catch((e) => {
+    if (!(e instanceof AdminError && e.status === 409)) throw e;
+  });
+  const key = await inferd.admin(`/admin/projects/${projectSlug}/keys`, { body: { name: `bench-${Date.now()}`, type: "live" } });
+  const created = await inferd.admin(`/admin/projects/${projectSlug}/workloads`, {
+    body: { name: opts.name ?? opts.model, backend: "vllm", model_name: opts.model, config: { command: `vllm serve ${opts.model}` } },
+  });
+  const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
+  let a: { id: string; state: string; reason?: string; base_url?: string } | undefined;
+  for (;;) {
+    a = (await inferd.admin(`/admin/workloads/${created.id}`)).assignments?.[0];
+    if (a?.state === "ready" && a.base_url) break;
+    if (a?.state === "failed") throw new Error(`workload ${created.slug} failed to start: ${a.reason}\n--- inferd output ---\n${inferd.output()}`);
+    if (Date.now() > deadline) throw new Error(`workload ${created.slug} not ready (state ${a?.state ?? "unplaced"})\n--- inferd output ---\n${inferd.output()}`);
+    await Bun.sleep(50);
+  }
+  await inferd.admin(`/admin/assignments/${a.id}`, { method: "PATCH", body: { concurrency: opts.concurrency ?? 1000 } });
+  const logs = await inferd.admin(`/admin/workloads/${created.id}/logs?assignment=${a.id}`);
+  const pid = Number(/Started server process \[(\d+)\]/.exec(logs.replicas?.[0]?.text ?? "")?.[1]);
+  if (pid > 0) inferd.track(pid);
+  return {
+    projectSlug,
+    workloadId: created.id,
+    workloadSlug: created.slug,
+    assignmentId: a.id,
+    liveKey: key.secret,
+    endpoint: `${inferd.url}/endpoint/${projectSlug}/${created.slug}`,
+    runtimeUrl: a.base_url!,
+    runtimePid: pid > 0 ? pid : undefined,
+  };
+}

@@ -15,6 +15,9 @@ import { dataRoutes } from "./dataplane/routes";
 import { workerRoutes } from "./workers/routes";
 import type { Workload } from "./workloads/service";
 import type { Fleet } from "./workers/fleet";
+import type { AddressPolicy } from "./webhooks/address";
+import { adminJobRoutes, jobRoutes } from "./jobs/routes";
+import { webhookRoutes } from "./webhooks/routes";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -34,6 +37,8 @@ export interface AppDeps {
   usage: UsageRecorder;
   events: AppEvents;
   fleet: Fleet;
+  jobs: { wake(): void };
+  webhooks: { policy: AddressPolicy; ca: string[] };
   metrics?: Metrics;
   version: string;
   startedAt: string;
@@ -68,6 +73,9 @@ export function createApp(deps: AppDeps) {
     .use(adminWorkloadRoutes(deps))
     .use(controlRoutes(deps))
     .use(workerRoutes(deps))
+    .use(webhookRoutes(deps))
+    .use(adminJobRoutes(deps))
+    .use(jobRoutes(deps))
     .use(dataRoutes(deps));
 }
 

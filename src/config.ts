@@ -30,6 +30,12 @@ export const SETTINGS = {
   stallTimeoutMs: { flag: "--runtime-stall-timeout-ms", env: "INFERD_RUNTIME_STALL_TIMEOUT_MS", kind: "int", default: 300_000, description: "A starting runtime silent this long counts as failed." },
   restartBackoffMs: { flag: "--restart-backoff-ms", env: "INFERD_RESTART_BACKOFF_MS", kind: "int", default: 1000, description: "First delay before restarting a crashed runtime (doubles per crash, up to 60 s)." },
   maxCrashes: { flag: "--max-crashes", env: "INFERD_MAX_CRASHES", kind: "int", default: 5, description: "Crashes within 10 minutes after which a runtime is marked failed." },
+  allowPrivateWebhooks: { flag: "--allow-private-webhooks", env: "INFERD_ALLOW_PRIVATE_WEBHOOKS", kind: "bool", default: false, description: "Allow webhook receivers on LAN and loopback addresses (off: public addresses only)." },
+  webhookCaFile: { flag: "--webhook-ca-file", env: "INFERD_WEBHOOK_CA_FILE", kind: "string", default: undefined, description: "Extra CA certificate(s) (PEM) trusted for webhook receivers, e.g. a self-signed one." },
+  webhookRetrySchedule: { flag: "--webhook-retry-schedule", env: "INFERD_WEBHOOK_RETRY_SCHEDULE", kind: "string", default: "1m,5m,15m,1h,6h", description: "Delays before delivery attempts 2 to 6." },
+  webhookDnsServers: { flag: "--webhook-dns-servers", env: "INFERD_WEBHOOK_DNS_SERVERS", kind: "list", default: [], description: "DNS servers (ip[:port], comma-separated) for webhook hosts; default: the system resolver." },
+  webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
+  jobRetentionHours: { flag: "--job-retention-hours", env: "INFERD_JOB_RETENTION_HOURS", kind: "int", default: 168, description: "Finished jobs (with all deliveries over) are deleted after this long." },
   logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
 } satisfies Record<string, Setting>;
 
@@ -49,6 +55,12 @@ export type Config = {
   stallTimeoutMs: number;
   restartBackoffMs: number;
   maxCrashes: number;
+  allowPrivateWebhooks: boolean;
+  webhookCaFile: string | undefined;
+  webhookRetrySchedule: string;
+  webhookDnsServers: string[];
+  webhookConcurrency: number;
+  jobRetentionHours: number;
   logLevel: string;
 };
 

@@ -7,6 +7,11 @@ import { log } from "./log";
 import { VERSION } from "./version";
 import { Fleet } from "./workers/fleet";
 import { startLocalAgent } from "./workers/local";
+import { JobRunner } from "./jobs/runner";
+import { pruneJobs } from "./jobs/service";
+import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
+import { makeResolver } from "./webhooks/address";
+import { caBundle } from "./webhooks/post";
 import type { Agent } from "../agent/agent";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
@@ -35,6 +40,12 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const token = adminToken(config.dataDir, config.adminToken);
     const usage = new UsageRecorder(store.db);
     const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax });
+    const webhooks = {
+      policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
+      ca: caBundle([config.webhookCaFile, process.env.NODE_EXTRA_CA_CERTS]),
+    };
+    const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
+    const jobs = new JobRunner(store.db, fleet, usage, () => deliveries.wake());
     const events: AppEvents = { workloadsChanged: () => fleet.reconcile() };
     const deps: AppDeps = {
       db: store.db,
@@ -45,6 +56,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
       version: VERSION,
       startedAt: new Date().toISOString(),
       fleet,
+      jobs,
+      webhooks,
       describeWorkload: (w) => fleet.describe(w),
     };
     const app = createApp(deps).listen({
@@ -65,7 +78,13 @@ export async function startServer(config: Config, out: (line: string) => void = 
       }
     }, USAGE_FLUSH_MS);
     fleet.reconcile();
-    const placer = setInterval(() => fleet.reconcile(), 10_000);
+    const placer = setInterval(() => {
+      fleet.reconcile();
+      jobs.wake();
+    }, 10_000);
+    const pruner = setInterval(() => pruneJobs(store!.db, config.jobRetentionHours * 3_600_000), 3_600_000);
+    jobs.start();
+    deliveries.start();
     let agent: Agent | undefined;
     if (config.localAgent) {
       agent = await startLocalAgent({
@@ -96,6 +115,9 @@ export async function startServer(config: Config, out: (line: string) => void = 
         (stopping ??= (async () => {
           clearInterval(flusher);
           clearInterval(placer);
+          clearInterval(pruner);
+          await jobs.stop();
+          await deliveries.stop();
           await agent?.stop();
           await app.stop(true);
           usage.flush();

@@ -1,4 +1,4 @@
-import { sqliteTable, text, integer, uniqueIndex, index } from "drizzle-orm/sqlite-core";
+import { sqliteTable, text, integer, uniqueIndex, index, blob } from "drizzle-orm/sqlite-core";
 
 /** A project groups workloads and keys; its slug appears in endpoint paths. */
 export const projects = sqliteTable("projects", {
@@ -105,3 +105,72 @@ export const workloadUsage = sqliteTable("workload_usage", {
   outputTokens: integer("output_tokens").notNull().default(0),
   lastUsedAt: text("last_used_at"),
 });
+
+/** An async job: the request as submitted (`body` holds JSON text or the decoded bytes), its result and run state. */
+export const jobs = sqliteTable(
+  "jobs",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    keyId: text("key_id"),
+    kind: text("kind").notNull(),
+    body: blob("body", { mode: "buffer" }).notNull(),
+    contentType: text("content_type").notNull(),
+    context: text("context"),
+    status: text("status", { enum: ["queued", "running", "completed", "failed"] }).notNull(),
+    data: text("data"),
+    runs: integer("runs").notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    startedAt: text("started_at"),
+    finishedAt: text("finished_at"),
+  },
+  (t) => [index("jobs_status").on(t.status, t.createdAt), index("jobs_workload").on(t.workloadId, t.createdAt)],
+);
+
+/** A webhook destination of a workload; the secret signs every delivery. */
+export const webhooks = sqliteTable(
+  "webhooks",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    url: text("url").notNull(),
+    secret: text("secret").notNull(),
+    secretPrefix: text("secret_prefix").notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [index("webhooks_workload").on(t.workloadId)],
+);
+
+/** One job result to one destination, with its retry schedule. */
+export const deliveries = sqliteTable(
+  "deliveries",
+  {
+    id: text("id").primaryKey(),
+    jobId: text("job_id").notNull().references(() => jobs.id, { onDelete: "cascade" }),
+    webhookId: text("webhook_id").notNull().references(() => webhooks.id, { onDelete: "cascade" }),
+    event: text("event").notNull(),
+    state: text("state", { enum: ["pending", "delivered", "terminal"] }).notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: integer("next_attempt_at"),
+    lastStatusCode: integer("last_status_code"),
+    lastError: text("last_error"),
+    deliveredAt: text("delivered_at"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [index("deliveries_due").on(t.state, t.nextAttemptAt), index("deliveries_job").on(t.jobId)],
+);
+
+/** Every delivery attempt, for the dashboard's history. */
+export const deliveryAttempts = sqliteTable(
+  "delivery_attempts",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    deliveryId: text("delivery_id").notNull().references(() => deliveries.id, { onDelete: "cascade" }),
+    n: integer("n").notNull(),
+    at: text("at").notNull(),
+    statusCode: integer("status_code"),
+    error: text("error"),
+    durationMs: integer("duration_ms").notNull(),
+  },
+  (t) => [index("delivery_attempts_delivery").on(t.deliveryId)],
+);

@@ -34,7 +34,7 @@ interface Waiter {
   workloadId: string;
   resolve(slot: Slot): void;
   reject(err: AppError): void;
-  timer: ReturnType<typeof setTimeout>;
+  timer: ReturnType<typeof setTimeout> | undefined;
   onAbort: () => void;
   signal?: AbortSignal;
   kind: "sync" | "job";
@@ -139,7 +139,8 @@ export class Dispatcher {
     const free = this.freeTarget(workloadId);
     if (free && this.depth(workloadId) === 0) return Promise.resolve(this.grant(free));
     const queue = this.waiting.get(workloadId) ?? [];
-    if (queue.length >= this.limits.maxWaiting) {
+    // Async jobs wait as long as it takes (their runner bounds how many wait); requests are bounded.
+    if (kind === "sync" && queue.filter((x) => x.kind === "sync").length >= this.limits.maxWaiting) {
       return Promise.reject(new AppError(429, "queue_full", `the queue of this workload is full (${this.limits.maxWaiting} waiting); retry later`, { "retry-after": "1" }));
     }
     return new Promise<Slot>((resolve, reject) => {
@@ -149,10 +150,13 @@ export class Dispatcher {
         reject,
         signal,
         kind,
-        timer: setTimeout(() => {
-          this.dropWaiter(w);
-          reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s`, { "retry-after": "5" }));
-        }, this.limits.waitMs),
+        timer:
+          kind === "sync"
+            ? setTimeout(() => {
+                this.dropWaiter(w);
+                reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s`, { "retry-after": "5" }));
+              }, this.limits.waitMs)
+            : undefined,
         onAbort: () => {
           this.dropWaiter(w);
           reject(new AppError(499, "client_closed", "the client went away while queued"));

@@ -1,0 +1,126 @@
+import type { Db } from "../db";
+import { AppError } from "../errors";
+import { dispatchWith } from "../dataplane/forward";
+import type { UsageRecorder } from "../keys/service";
+import { log } from "../log";
+import type { Fleet } from "../workers/fleet";
+import { getWorkloadById } from "../workloads/service";
+import { KINDS } from "./kinds";
+import { buildJobData, type JobData } from "./result";
+import { claimJobs, finishJob, queuedByWorkload, recoverRunningJobs, requeueJob } from "./service";
+
+type JobRow = ReturnType<typeof claimJobs>[number];
+
+/** How often the runner looks for queued jobs even when nothing woke it. */
+const TICK_MS = 250;
+
+/**
+ * Runs queued jobs through the same queue and slots as synchronous requests (behind them). For
+ * each workload it keeps as many jobs in flight as its ready replicas have slots (at least one, so
+ * a job waits for a starting runtime); the rest stay queued in SQLite. A job whose replica dies
+ * is run again, up to `maxRuns`; one the runtime refuses is finished as failed.
+ */
+export class JobRunner {
+  private running = new Map<string, number>();
+  private inflight = new Set<Promise<void>>();
+  private timer?: ReturnType<typeof setInterval>;
+  private abort = new AbortController();
+  private scheduled = false;
+  private stopped = false;
+
+  constructor(
+    private db: Db,
+    private fleet: Fleet,
+    private usage: UsageRecorder,
+    private onFinished: () => void,
+    private maxRuns = 3,
+  ) {}
+
+  /** Puts jobs a crash left running back in the queue, then starts taking jobs. */
+  start(): void {
+    const n = recoverRunningJobs(this.db);
+    if (n > 0) log.info(`${n} job(s) interrupted by a restart will run again`);
+    this.timer = setInterval(() => this.tick(), TICK_MS);
+    this.wake();
+  }
+
+  /** Looks for work soon (coalesced). */
+  wake(): void {
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.tick();
+    });
+  }
+
+  private tick(): void {
+    if (this.stopped) return;
+    for (const [workloadId, queued] of queuedByWorkload(this.db)) {
+      const slots = this.fleet.dispatcher.targetsOf(workloadId).reduce((n, t) => n + t.capacity, 0);
+      const room = Math.max(1, slots) - (this.running.get(workloadId) ?? 0);
+      for (const job of claimJobs(this.db, workloadId, Math.min(room, queued))) this.launch(job);
+    }
+  }
+
+  private launch(job: JobRow): void {
+    this.running.set(job.workloadId, (this.running.get(job.workloadId) ?? 0) + 1);
+    const p = this.run(job)
+      .catch((e) => log.error(`job ${job.id} failed unexpectedly`, e))
+      .finally(() => {
+        this.running.set(job.workloadId, (this.running.get(job.workloadId) ?? 1) - 1);
+        this.inflight.delete(p);
+        this.wake();
+      });
+    this.inflight.add(p);
+  }
+
+  private async run(job: JobRow): Promise<void> {
+    const w = getWorkloadById(this.db, job.workloadId);
+    if (!w) return;
+    const spec = KINDS[job.kind];
+    const started = Date.now();
+    const queueMs = started - Date.parse(job.createdAt);
+    const json = job.contentType === "application/json" ? (JSON.parse(Buffer.from(job.body).toString("utf8")) as Record<string, unknown>) : undefined;
+    const req = {
+      path: `/v1/${spec.route}`,
+      method: "POST",
+      headers: { "content-type": job.contentType, accept: "*/*" },
+      body: json ? null : new Uint8Array(job.body),
+      json,
+    };
+    let data: JobData;
+    try {
+      const got = await dispatchWith(this.fleet.dispatcher, w.id, this.abort.signal, (t, s) => t.send(req, s), "job");
+      let bytes: Uint8Array;
+      try {
+        bytes = new Uint8Array(await got.upstream.arrayBuffer());
+      } finally {
+        got.slot.release();
+      }
+      data = buildJobData(job.id, job.kind, got.upstream.status, got.upstream.headers.get("content-type") ?? "", bytes, { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs });
+    } catch (e) {
+      if (this.stopped) return; // left running: the next start runs it again
+      const err = e instanceof AppError ? e : new AppError(502, "upstream_unavailable", String(e));
+      if (err.status === 502 && job.runs < this.maxRuns) {
+        log.warn(`job ${job.id}: ${err.message}; it will run again`);
+        requeueJob(this.db, job.id);
+        return;
+      }
+      data = { job_id: job.id, status: "error", metrics: { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs }, error: { http_status: err.status, code: err.code, message: err.message } };
+    }
+    finishJob(this.db, job, data.status === "ok", data);
+    const u = data.usage;
+    if (job.keyId) this.usage.record(job.keyId, { inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 });
+    this.usage.recordWorkload(w.id, { requests: 1, errors: data.status === "ok" ? 0 : 1, inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 });
+    this.onFinished();
+  }
+
+  /** Stops taking jobs; jobs in flight are abandoned as running and run again at the next start. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    this.abort.abort();
+    await Promise.allSettled([...this.inflight]);
+  }
+}

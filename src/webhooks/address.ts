@@ -1,0 +1,93 @@
+import { promises as dns } from "node:dns";
+import { isIP } from "node:net";
+import ipaddr from "ipaddr.js";
+import { AppError } from "../errors";
+
+/** A resolved address of a webhook host. */
+export interface Resolved {
+  address: string;
+  family: 4 | 6;
+}
+
+/** Resolves a host name to all its addresses. */
+export type Resolve = (host: string) => Promise<Resolved[]>;
+
+/** How webhook hosts are resolved and which addresses are allowed. */
+export interface AddressPolicy {
+  /** Let LAN and loopback receivers through (`--allow-private-webhooks`). */
+  allowPrivate: boolean;
+  resolve: Resolve;
+}
+
+/** A webhook URL or host that is refused; 400 `invalid_webhook_url` with the reason. */
+export const refused = (message: string) => new AppError(400, "invalid_webhook_url", message);
+
+/**
+ * The system resolver (getaddrinfo, every address), or, with `servers`, those DNS servers asked
+ * directly for A and AAAA records.
+ */
+export function makeResolver(servers: string[] = []): Resolve {
+  if (servers.length === 0) {
+    return async (host) => (await dns.lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family as 4 | 6 }));
+  }
+  const r = new dns.Resolver({ timeout: 2000, tries: 2 });
+  r.setServers(servers);
+  const quiet = (p: Promise<string[]>) => p.catch((e: NodeJS.ErrnoException) => (["ENODATA", "ENOTFOUND", "ENOTIMP"].includes(e.code ?? "") ? [] : Promise.reject(e)));
+  return async (host) => {
+    const [v4, v6] = await Promise.all([quiet(r.resolve4(host)), quiet(r.resolve6(host))]);
+    return [...v4.map((address) => ({ address, family: 4 as const })), ...v6.map((address) => ({ address, family: 6 as const }))];
+  };
+}
+
+/**
+ * Whether an address may receive webhooks: only global unicast, unless private ones are allowed.
+ * Loopback, private, link-local, CGNAT, unspecified, multicast, reserved ranges and IPv4-mapped
+ * IPv6 forms of them are refused (classified by ipaddr.js).
+ * @example isAllowedAddress("10.0.0.5", false) // → false
+ */
+export function isAllowedAddress(address: string, allowPrivate: boolean): boolean {
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    parsed = ipaddr.process(address);
+  } catch {
+    return false;
+  }
+  const range = parsed.range();
+  if (allowPrivate) return !["unspecified", "multicast", "broadcast"].includes(range);
+  return range === "unicast";
+}
+
+/** Checks a webhook URL's shape: https only, a host, no credentials. Returns the parsed URL. */
+export function checkUrlShape(raw: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw refused(`"${raw}" is not a valid URL`);
+  }
+  if (url.protocol !== "https:") throw refused("webhook URLs must use https://");
+  if (url.username || url.password) throw refused("webhook URLs must not carry credentials");
+  if (!url.hostname) throw refused("the webhook URL has no host");
+  return url;
+}
+
+/**
+ * Resolves the URL's host and checks every address; returns the one to connect to. Called at save
+ * and again at each delivery, whose connection then goes to exactly this address.
+ */
+export async function resolveChecked(url: URL, policy: AddressPolicy): Promise<Resolved> {
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  let addrs: Resolved[];
+  if (isIP(host)) addrs = [{ address: host, family: isIP(host) as 4 | 6 }];
+  else {
+    try {
+      addrs = await policy.resolve(host);
+    } catch (e) {
+      throw refused(`the host "${host}" does not resolve (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+  }
+  if (addrs.length === 0) throw refused(`the host "${host}" does not resolve`);
+  const bad = addrs.find((a) => !isAllowedAddress(a.address, policy.allowPrivate));
+  if (bad) throw refused(`the host "${host}" resolves to ${bad.address}, a loopback, private or otherwise non-public address`);
+  return addrs[0];
+}

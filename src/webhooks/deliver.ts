@@ -1,0 +1,133 @@
+import { and, asc, eq, lte, sql } from "drizzle-orm";
+import type { Db } from "../db";
+import { deliveries, deliveryAttempts, jobs, webhooks, workloads } from "../db/schema";
+import { log } from "../log";
+import type { AddressPolicy } from "./address";
+import { postWebhook, type PostResult } from "./post";
+import { deliveryHeaders } from "./sign";
+
+/** The contract's retry delays after attempts 1 to 5: 1 min, 5 min, 15 min, 1 h, 6 h. */
+export const DEFAULT_SCHEDULE_MS = [60_000, 300_000, 900_000, 3_600_000, 21_600_000];
+
+/**
+ * Parses a retry schedule such as `1s,1s,1s,1s,1s` or `1m,5m,15m,1h,6h` (ms, s, m, h).
+ * @example parseSchedule("500ms,2s,1m") // → [500, 2000, 60000]
+ */
+export function parseSchedule(text: string): number[] {
+  return text.split(",").map((part) => {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(part);
+    if (!m) throw new Error(`"${part}" is not a duration (use e.g. 500ms, 1s, 5m, 1h)`);
+    return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? "ms") as "ms"]);
+  });
+}
+
+/** How the delivery loop sends. */
+export interface DeliveryOptions {
+  schedule: number[];
+  concurrency: number;
+  policy: AddressPolicy;
+  ca: string[];
+  /** How often due deliveries are looked for even when nothing woke the loop. */
+  tickMs?: number;
+}
+
+/** The exact body of a job delivery: `context` spliced in as the caller sent it. */
+export function deliveryBody(event: string, jobId: string, context: string | null, data: string): string {
+  return `{"event":${JSON.stringify(event)},"ts":${JSON.stringify(new Date().toISOString())},"job_id":${JSON.stringify(jobId)}${context !== null ? `,"context":${context}` : ""},"data":${data}}`;
+}
+
+/**
+ * The durable delivery loop: takes due deliveries from SQLite (never those of a workload whose
+ * `jobs` toggle is off), sends them concurrently up to a bound, records every attempt, and schedules
+ * the next one per the retry schedule; after the last it is terminal. The schedule lives in SQLite,
+ * so a restart resumes at the stored times.
+ */
+export class DeliveryLoop {
+  private inflight = new Set<string>();
+  private running = new Set<Promise<void>>();
+  private timer?: ReturnType<typeof setInterval>;
+  private stopped = false;
+
+  constructor(
+    private db: Db,
+    private opts: DeliveryOptions,
+  ) {}
+
+  /** Starts looking for due deliveries. */
+  start(): void {
+    this.timer = setInterval(() => this.wake(), this.opts.tickMs ?? 200);
+    this.wake();
+  }
+
+  /** Sends whatever is due now, up to the concurrency bound. */
+  wake(): void {
+    if (this.stopped) return;
+    const room = this.opts.concurrency - this.inflight.size;
+    if (room <= 0) return;
+    const due = this.db
+      .select({ id: deliveries.id })
+      .from(deliveries)
+      .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
+      .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
+      .where(and(eq(deliveries.state, "pending"), lte(deliveries.nextAttemptAt, Date.now()), sql`coalesce(json_extract(${workloads.endpoints}, '$.jobs'), 1) != 0`))
+      .orderBy(asc(deliveries.nextAttemptAt))
+      .limit(room + this.inflight.size)
+      .all()
+      .filter((d) => !this.inflight.has(d.id))
+      .slice(0, room);
+    for (const { id } of due) {
+      this.inflight.add(id);
+      const p = this.attempt(id)
+        .catch((e) => log.error(`delivery ${id} failed unexpectedly`, e))
+        .finally(() => {
+          this.inflight.delete(id);
+          this.running.delete(p);
+          this.wake();
+        });
+      this.running.add(p);
+    }
+  }
+
+  private async attempt(id: string): Promise<void> {
+    const row = this.db
+      .select({ d: deliveries, job: { id: jobs.id, context: jobs.context, data: jobs.data }, hook: { url: webhooks.url, secret: webhooks.secret } })
+      .from(deliveries)
+      .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
+      .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
+      .where(eq(deliveries.id, id))
+      .get();
+    if (!row || row.d.state !== "pending" || !row.job.data) return;
+    const body = deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);
+    const headers = deliveryHeaders({ secret: row.hook.secret, event: "job", jobId: row.job.id, messageId: `msg_${row.d.id}`, body });
+    const result = await postWebhook(row.hook.url, body, headers, this.opts.policy, this.opts.ca);
+    if (this.stopped && !result.ok) return; // shutting down: the attempt is repeated after restart
+    this.record(row.d, result);
+  }
+
+  private record(d: typeof deliveries.$inferSelect, r: PostResult): void {
+    const n = d.attempts + 1;
+    const terminal = !r.ok && n > this.opts.schedule.length;
+    this.db.transaction((tx) => {
+      tx.insert(deliveryAttempts).values({ deliveryId: d.id, n, at: new Date().toISOString(), statusCode: r.status_code, error: r.error, durationMs: r.duration_ms }).run();
+      tx.update(deliveries)
+        .set({
+          attempts: n,
+          lastStatusCode: r.status_code,
+          lastError: r.ok ? null : (r.error ?? `HTTP ${r.status_code}`),
+          state: r.ok ? "delivered" : terminal ? "terminal" : "pending",
+          deliveredAt: r.ok ? new Date().toISOString() : null,
+          nextAttemptAt: r.ok || terminal ? null : Date.now() + this.opts.schedule[n - 1],
+        })
+        .where(eq(deliveries.id, d.id))
+        .run();
+    });
+    if (terminal) log.warn(`delivery ${d.id} of job ${d.jobId} is terminal after ${n} attempts: ${r.error ?? `HTTP ${r.status_code}`}`);
+  }
+
+  /** Stops sending; attempts in flight finish (a failure is not recorded, so it is retried after restart). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await Promise.allSettled([...this.running]);
+  }
+}

@@ -1,0 +1,56 @@
+import { asc, count, eq } from "drizzle-orm";
+import type { Db } from "../db";
+import { webhooks } from "../db/schema";
+import { conflict, notFound } from "../errors";
+import { newId, nowIso } from "../ids";
+import { checkUrlShape, resolveChecked, type AddressPolicy } from "./address";
+import { newSigningSecret } from "./sign";
+
+/** Destinations per workload (the contract's limit). */
+export const MAX_WEBHOOKS = 10;
+
+/** A destination as listed: the secret's prefix only. */
+export interface WebhookView {
+  id: string;
+  workload_id: string;
+  url: string;
+  secret_prefix: string;
+  created_at: string;
+}
+
+type Row = typeof webhooks.$inferSelect;
+const view = (w: Row): WebhookView => ({ id: w.id, workload_id: w.workloadId, url: w.url, secret_prefix: w.secretPrefix, created_at: w.createdAt });
+
+/**
+ * Adds a destination after checking its URL (https, no credentials, a public address unless private
+ * ones are allowed). Returns it with its signing secret — the only time the secret is shown.
+ */
+export async function addWebhook(db: Db, workloadId: string, rawUrl: string, policy: AddressPolicy): Promise<WebhookView & { secret: string }> {
+  const url = checkUrlShape(rawUrl);
+  await resolveChecked(url, policy);
+  const n = db.select({ n: count() }).from(webhooks).where(eq(webhooks.workloadId, workloadId)).get()?.n ?? 0;
+  if (n >= MAX_WEBHOOKS) throw conflict(`a workload has at most ${MAX_WEBHOOKS} webhook destinations`, "webhook_limit");
+  const secret = newSigningSecret();
+  const row: Row = { id: newId("whk"), workloadId, url: url.toString(), secret, secretPrefix: secret.slice(0, 12), createdAt: nowIso() };
+  db.insert(webhooks).values(row).run();
+  return { ...view(row), secret };
+}
+
+/** A workload's destinations, oldest first. */
+export function listWebhooks(db: Db, workloadId: string): WebhookView[] {
+  return db.select().from(webhooks).where(eq(webhooks.workloadId, workloadId)).orderBy(asc(webhooks.createdAt)).all().map(view);
+}
+
+/** A destination with its secret (for signing), or 404. */
+export function webhookRow(db: Db, id: string): Row {
+  const w = db.select().from(webhooks).where(eq(webhooks.id, id)).get();
+  if (!w) throw notFound(`webhook "${id}"`);
+  return w;
+}
+
+/** Removes a destination; its pending deliveries go with it. */
+export function deleteWebhook(db: Db, id: string): WebhookView {
+  const w = webhookRow(db, id);
+  db.delete(webhooks).where(eq(webhooks.id, id)).run();
+  return view(w);
+}

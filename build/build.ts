@@ -8,20 +8,26 @@
  * Cross targets need the target's Bun runtime, which Bun downloads from the npm registry
  * (`@oven/bun-<os>-<arch>`) on first use and caches; a target whose runtime cannot be fetched
  * fails with a message saying so, and the script exits non-zero.
+ *
+ * Each binary embeds the built-in llama.cpp runtime's pack for its platform (build/llama-pack.ts):
+ * the bundled runner plus node-llama-cpp with that platform's prebuilt CPU binaries. npm installs
+ * only the host's binary packages, so a target whose package is missing builds without one (a
+ * warning is printed) and its built-in runtime refuses to start with a message saying so.
  */
 import { rmSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
+import { buildLlamaPack, PACK_FILE, packModules } from "./llama-pack";
 
 /** The repository root (this file lives in build/). */
 export const ROOT = join(import.meta.dir, "..");
 
-/** Every target we ship: its Bun compile target and the file it produces in dist/. */
+/** Every target we ship: its Bun compile target, the file it produces in dist/, and its Node platform/arch. */
 export const TARGETS = {
-  "linux-x64": { bun: "bun-linux-x64", file: "inferd-linux-x64" },
-  "linux-arm64": { bun: "bun-linux-arm64", file: "inferd-linux-arm64" },
-  "darwin-arm64": { bun: "bun-darwin-arm64", file: "inferd-darwin-arm64" },
-  "windows-x64": { bun: "bun-windows-x64", file: "inferd-windows-x64.exe" },
-} satisfies Record<string, { bun: Bun.Build.CompileTarget; file: string }>;
+  "linux-x64": { bun: "bun-linux-x64", file: "inferd-linux-x64", os: "linux", cpu: "x64" },
+  "linux-arm64": { bun: "bun-linux-arm64", file: "inferd-linux-arm64", os: "linux", cpu: "arm64" },
+  "darwin-arm64": { bun: "bun-darwin-arm64", file: "inferd-darwin-arm64", os: "darwin", cpu: "arm64" },
+  "windows-x64": { bun: "bun-windows-x64", file: "inferd-windows-x64.exe", os: "win32", cpu: "x64" },
+} satisfies Record<string, { bun: Bun.Build.CompileTarget; file: string; os: NodeJS.Platform; cpu: NodeJS.Architecture }>;
 
 /** A target name we know how to build. */
 export type TargetName = keyof typeof TARGETS;
@@ -31,6 +37,8 @@ export interface Built {
   target: TargetName;
   path: string;
   bytes: number;
+  /** The embedded built-in llama.cpp runtime: its pack id and size, or why there is none. */
+  llama: { id: string; files: number; packBytes: number } | { unavailable: string };
 }
 
 /** A target that could not be built; the message says why in a user's words. */
@@ -63,16 +71,21 @@ function explain(target: TargetName, error: unknown): string {
 
 /**
  * Compiles src/main.ts into `<outDir>/<target file>`: version stamped in, `.env` and `bunfig.toml`
- * autoload off (the binary must not pick up settings from whatever directory it starts in).
- * Throws BuildFailed with a readable message.
+ * autoload off (the binary must not pick up settings from whatever directory it starts in), the
+ * built-in llama.cpp runtime's pack embedded. Throws BuildFailed with a readable message.
  */
 export async function buildTarget(target: TargetName, opts: { outDir?: string; stamp?: string } = {}): Promise<Built> {
   const outDir = opts.outDir ?? join(ROOT, "dist");
   const path = join(outDir, TARGETS[target].file);
   const stamp = opts.stamp ?? buildStamp();
+  const { os, cpu } = TARGETS[target];
+  let llama: Built["llama"];
   try {
-    await Bun.build({
+    const pack = await buildLlamaPack(ROOT, os, cpu);
+    llama = "unavailable" in pack ? pack : { id: pack.id, files: pack.files, packBytes: pack.bytes.length };
+    const out = await Bun.build({
       entrypoints: [join(ROOT, "src/main.ts")],
+      files: packModules(ROOT, pack),
       compile: {
         target: TARGETS[target].bun,
         outfile: path,
@@ -85,14 +98,18 @@ export async function buildTarget(target: TargetName, opts: { outDir?: string; s
       minify: { whitespace: true, syntax: true, identifiers: false },
       sourcemap: "linked",
       define: { "process.env.INFERD_BUILD_STAMP": JSON.stringify(stamp) },
+      metafile: true,
       throw: true,
     });
+    if (!("unavailable" in pack) && !Object.keys(out.metafile?.inputs ?? {}).some((p) => p.endsWith(PACK_FILE))) {
+      throw new Error(`the built-in llama.cpp runtime's pack was not embedded (the bundler did not use the replacement of agent/runtimes/llama/embedded-pack.ts)`);
+    }
   } catch (e) {
     throw new BuildFailed(explain(target, e));
   }
   // The sourcemap is embedded in the executable (stack traces resolve without it); drop the copy.
   for (const map of new Set([`${path}.map`, `${path.replace(/\.exe$/, "")}.map`])) rmSync(map, { force: true });
-  return { target, path, bytes: statSync(path).size };
+  return { target, path, bytes: statSync(path).size, llama };
 }
 
 /** Reads `--all`, `--target NAME` (repeatable) and `--help`; no target means linux-x64. */
@@ -138,6 +155,8 @@ export async function main(argv: string[]): Promise<number> {
       const built = await buildTarget(target, { stamp });
       const secs = ((performance.now() - started) / 1000).toFixed(1);
       console.log(`${relative(process.cwd(), built.path) || built.path}  ${human(built.bytes)}  (${target}, version stamp "${stamp}", ${secs} s)`);
+      if ("unavailable" in built.llama) console.warn(`build: warning: ${target} has no built-in llama.cpp runtime: ${built.llama.unavailable}`);
+      else console.log(`  built-in llama.cpp runtime ${built.llama.id}: ${built.llama.files} files, ${human(built.llama.packBytes)} packed`);
     } catch (e) {
       failed++;
       console.error(`build: ${(e as Error).message}`);

@@ -2,7 +2,8 @@ import { createServer } from "node:net";
 import { probeMachine, realExec, type Exec } from "./gpu";
 import { LogRing } from "./ring";
 import { Replica, type ReplicaHost } from "./replica";
-import { Supervisor, type SupervisorOptions } from "./supervisor";
+import { Supervisor, type SpawnFn, type SupervisorOptions } from "./supervisor";
+import { reapStale, trackedSpawn } from "./pidfiles";
 import type { MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
 import type { LaunchPlan } from "./runtimes/types";
 
@@ -59,13 +60,17 @@ export class Agent {
   private again = false;
   private stopped = false;
   private readonly env: Record<string, string | undefined>;
+  private readonly spawn: SpawnFn;
 
   constructor(private opts: AgentOptions) {
     this.env = opts.env ?? process.env;
+    this.spawn = trackedSpawn(opts.dataDir);
   }
 
   /** Registers, starts telemetry and runs the first reconcile. */
   async start(): Promise<void> {
+    const reaped = await reapStale(this.opts.dataDir);
+    if (reaped.length) process.stderr.write(`inferd: stopped ${reaped.length} runtime process group(s) left over from a previous run\n`);
     const exec = this.opts.exec ?? realExec;
     this.workerId = await this.opts.host.register(await probeMachine(exec));
     this.timer = setInterval(() => {
@@ -124,7 +129,7 @@ export class Agent {
       builtinLlama: this.opts.builtinLlama,
       ensureDaemon: (d) => this.ensureDaemon(d),
       report: (r) => this.workerId && !this.stopped && this.opts.host.report(this.workerId, r),
-      supervisor: this.opts.supervisor,
+      supervisor: { spawn: this.spawn, ...this.opts.supervisor },
     };
   }
 
@@ -135,7 +140,7 @@ export class Agent {
     let sup = this.daemons.get(d.key);
     if (!sup || sup.state === "failed" || sup.state === "stopped") {
       const env = { ...(Object.fromEntries(Object.entries(this.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...d.env };
-      sup = new Supervisor({ ...this.opts.supervisor, argv: d.argv, env, healthUrls: [d.healthUrl], ring: this.opts.host.ringFor(`daemon:${d.key}`) });
+      sup = new Supervisor({ spawn: this.spawn, ...this.opts.supervisor, argv: d.argv, env, healthUrls: [d.healthUrl], ring: this.opts.host.ringFor(`daemon:${d.key}`) });
       this.daemons.set(d.key, sup);
       sup.start();
     }

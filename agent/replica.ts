@@ -101,7 +101,7 @@ export class Replica {
       healthUrls: plan.healthUrls,
       ring: this.ring,
       logFile: this.logFile,
-      beforeStart: plan.prep.length ? (signal) => runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal) : undefined,
+      beforeStart: plan.prep.length ? (signal) => runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal, this.host.supervisor?.spawn) : undefined,
       onState: (s, reason) => void this.emit(toReplicaState(s), reason),
     });
     this.supervisor.start();
@@ -114,7 +114,7 @@ export class Replica {
       await this.emit("starting");
       if (plan.daemon) await this.host.ensureDaemon(plan.daemon);
       await this.emit("installing");
-      await runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal);
+      await runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal, this.host.supervisor?.spawn);
       await this.emit("starting");
       const deadline = Date.now() + 60_000;
       for (;;) {

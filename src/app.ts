@@ -15,6 +15,8 @@ import { dataRoutes } from "./dataplane/routes";
 import { workerRoutes } from "./workers/routes";
 import type { Workload } from "./workloads/service";
 import type { Fleet } from "./workers/fleet";
+import type { MetricsStore } from "./metrics";
+import { adminExtraRoutes } from "./admin/extras";
 import type { AddressPolicy } from "./webhooks/address";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
@@ -34,12 +36,13 @@ export interface AppDeps {
   db: Db;
   config: Config;
   adminToken: string;
+  metricsToken?: string;
   usage: UsageRecorder;
   events: AppEvents;
   fleet: Fleet;
   jobs: { wake(): void };
   webhooks: { policy: AddressPolicy; ca: string[] };
-  metrics?: Metrics;
+  metrics: MetricsStore;
   version: string;
   startedAt: string;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
@@ -68,6 +71,7 @@ export function createApp(deps: AppDeps) {
     )
     .get("/healthz", () => ({ status: "ok", version: deps.version }))
     .use(adminRoutes(deps))
+    .use(adminExtraRoutes(deps))
     .use(projectRoutes(deps))
     .use(keyRoutes(deps))
     .use(adminWorkloadRoutes(deps))

@@ -6,6 +6,7 @@ import { UsageRecorder } from "./keys/service";
 import { log } from "./log";
 import { VERSION } from "./version";
 import { Fleet } from "./workers/fleet";
+import { MetricsStore } from "./metrics";
 import { startLocalAgent } from "./workers/local";
 import { JobRunner } from "./jobs/runner";
 import { pruneJobs } from "./jobs/service";
@@ -39,23 +40,26 @@ export async function startServer(config: Config, out: (line: string) => void = 
     store = openStore(dataPaths(config.dataDir).db);
     const token = adminToken(config.dataDir, config.adminToken);
     const usage = new UsageRecorder(store.db);
+    const metrics = new MetricsStore();
     const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax });
     const webhooks = {
       policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
       ca: caBundle([config.webhookCaFile, process.env.NODE_EXTRA_CA_CERTS]),
     };
     const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
-    const jobs = new JobRunner(store.db, fleet, usage, () => deliveries.wake());
+    const jobs = new JobRunner(store.db, fleet, usage, metrics, () => deliveries.wake());
     const events: AppEvents = { workloadsChanged: () => fleet.reconcile() };
     const deps: AppDeps = {
       db: store.db,
       config,
       adminToken: token.token,
+      metricsToken: config.metricsToken,
       usage,
       events,
       version: VERSION,
       startedAt: new Date().toISOString(),
       fleet,
+      metrics,
       jobs,
       webhooks,
       describeWorkload: (w) => fleet.describe(w),
@@ -78,6 +82,9 @@ export async function startServer(config: Config, out: (line: string) => void = 
       }
     }, USAGE_FLUSH_MS);
     fleet.reconcile();
+    const sampler = setInterval(() => {
+      for (const [id, depth] of fleet.dispatcher.depths()) metrics.sampleQueue(id, depth);
+    }, 1000);
     const placer = setInterval(() => {
       fleet.reconcile();
       jobs.wake();
@@ -115,6 +122,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
         (stopping ??= (async () => {
           clearInterval(flusher);
           clearInterval(placer);
+          clearInterval(sampler);
           clearInterval(pruner);
           await jobs.stop();
           await deliveries.stop();

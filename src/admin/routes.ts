@@ -18,7 +18,4 @@ export const adminRoutes = (deps: AppDeps) =>
       endSession(deps, request);
       set.headers["set-cookie"] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`;
       set.status = 204;
-    }, { detail: { summary: "Sign out" } })
-    .get("/info", () => ({ version: deps.version, data_dir: deps.config.dataDir, started_at: deps.startedAt }), {
-      detail: { summary: "What this server is" },
-    });
+    }, { detail: { summary: "Sign out" } });

@@ -10,6 +10,8 @@ export interface AuthDeps {
   db: Db;
   adminToken: string;
   usage: UsageRecorder;
+  /** A token that may read /metrics only (for a Prometheus scraper), when set. */
+  metricsToken?: string;
 }
 
 /** Name of the dashboard's session cookie. */
@@ -165,7 +167,11 @@ const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/];
  */
 export function authenticateRequest(deps: AuthDeps, request: Request, path: string): void {
   if (OPEN.some((re) => re.test(path))) return;
-  if (path === "/admin" || path.startsWith("/admin/")) {
+  if (path === "/metrics") {
+    const token = presentedToken(request);
+    if (deps.metricsToken && token && safeEqual(sha256(token), sha256(deps.metricsToken))) return;
+    authAdmin(deps, request);
+  } else if (path === "/admin" || path.startsWith("/admin/")) {
     authAdmin(deps, request);
   } else if (path === "/api" || path.startsWith("/api/")) {
     const m = /^\/api\/projects\/([^/]+)/.exec(path);

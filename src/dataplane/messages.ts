@@ -1,4 +1,5 @@
 import type { AppDeps } from "../app";
+import { keyOf } from "../auth/service";
 import { badRequest } from "../errors";
 import { accounting, checkModel, checkRoute, readJsonObject, workloadOf } from "./routes";
 import { dispatchWith, isEventStream, relay } from "./forward";
@@ -48,7 +49,7 @@ export async function messagesRoute(deps: AppDeps, request: Request, params: { p
     viaChat = true;
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
   });
-  const acct = accounting(deps, request, w);
+  const acct = accounting(deps, keyOf(request).id, w);
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

@@ -70,28 +70,28 @@ export async function readJsonObject(deps: AppDeps, request: Request): Promise<R
   return body as Record<string, unknown>;
 }
 
-/** Counts a forwarded request's tokens for its key and its workload. */
-export function accounting(deps: AppDeps, request: Request, w: Workload): Accounting {
-  const key = keyOf(request);
+/** Counts a forwarded request's tokens for its key (none for the dashboard's playground) and its workload. */
+export function accounting(deps: AppDeps, keyId: string | null, w: Workload): Accounting {
   const started = performance.now();
   return {
     record: (u, ok) => {
-      deps.usage.record(key.id, { inputTokens: u.inputTokens, outputTokens: u.outputTokens });
+      if (keyId) deps.usage.record(keyId, { inputTokens: u.inputTokens, outputTokens: u.outputTokens });
       deps.usage.recordWorkload(w.id, { requests: 1, errors: ok ? 0 : 1, inputTokens: u.inputTokens, outputTokens: u.outputTokens });
-      deps.metrics?.observe(w.id, performance.now() - started, u, ok);
+      deps.metrics.observe(w.id, performance.now() - started, u, ok);
     },
   };
 }
 
-async function forwardRoute(deps: AppDeps, spec: RouteSpec, request: Request, params: { project: string; workload: string }): Promise<Response> {
-  const w = workloadOf(deps, params.project, params.workload);
+/** Forwards one synchronous request to a workload through its queue; `keyId` is charged for it. */
+export async function forwardToWorkload(deps: AppDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
   checkRoute(w, spec.toggle, `POST /v1/${spec.path}`);
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   let json: Record<string, unknown> | undefined;
   let body: Uint8Array | null = null;
   let injectedUsage = false;
   if (spec.body === "json") {
-    json = await readJsonObject(deps, request);
+    if (parsed !== undefined && (!parsed || typeof parsed !== "object" || Array.isArray(parsed))) throw badRequest("invalid_request", "the request body must be a JSON object");
+    json = (parsed as Record<string, unknown> | undefined) ?? (await readJsonObject(deps, request));
     checkModel(w, json.model);
     headers["content-type"] = "application/json";
     const so = json.stream_options as Record<string, unknown> | undefined;
@@ -104,7 +104,7 @@ async function forwardRoute(deps: AppDeps, spec: RouteSpec, request: Request, pa
     headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   }
   const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body, json }, request.signal);
-  return relay(got, accounting(deps, request, w), { dropUsageOnlyChunks: injectedUsage });
+  return relay(got, accounting(deps, keyId, w), { dropUsageOnlyChunks: injectedUsage });
 }
 
 /**
@@ -135,7 +135,7 @@ export const dataRoutes = (deps: AppDeps) => {
   for (const spec of SYNC_ROUTES) {
     app = app.post(`/v1/${spec.path}`, ({ request, params, server }) => {
       noIdleTimeout(server, request);
-      return forwardRoute(deps, spec, request, params);
+      return forwardToWorkload(deps, spec, request, workloadOf(deps, params.project, params.workload), keyOf(request).id);
     }, {
       parse: "none",
       detail: { summary: `Forwarded to the runtime's /v1/${spec.path}` },

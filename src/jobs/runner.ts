@@ -2,6 +2,7 @@ import type { Db } from "../db";
 import { AppError } from "../errors";
 import { dispatchWith } from "../dataplane/forward";
 import type { UsageRecorder } from "../keys/service";
+import type { Metrics } from "../app";
 import { log } from "../log";
 import type { Fleet } from "../workers/fleet";
 import { getWorkloadById } from "../workloads/service";
@@ -32,6 +33,7 @@ export class JobRunner {
     private db: Db,
     private fleet: Fleet,
     private usage: UsageRecorder,
+    private metrics: Metrics,
     private onFinished: () => void,
     private maxRuns = 3,
   ) {}
@@ -112,6 +114,7 @@ export class JobRunner {
     finishJob(this.db, job, data.status === "ok", data);
     const u = data.usage;
     if (job.keyId) this.usage.record(job.keyId, { inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 });
+    this.metrics.observe(w.id, Date.now() - started, { inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 }, data.status === "ok");
     this.usage.recordWorkload(w.id, { requests: 1, errors: data.status === "ok" ? 0 : 1, inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 });
     this.onFinished();
   }

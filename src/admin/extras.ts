@@ -1,0 +1,96 @@
+import { Elysia } from "elysia";
+import { z } from "zod";
+import { hostname } from "node:os";
+import type { AppDeps } from "../app";
+import { jsonBody } from "../http";
+import { flagValue, splitCommand } from "../../agent/command";
+import { LAUNCHERS } from "../../agent/runtimes";
+import { ollamaAddress } from "../../agent/runtimes/ollama";
+import { TP_FLAGS } from "../../agent/runtimes/args";
+import { BACKENDS, type Backend } from "../workloads/schema";
+import { checkConfig, listAllWorkloads, resolveWorkload } from "../workloads/service";
+import { forwardToWorkload, SYNC_ROUTES } from "../dataplane/routes";
+import type { ReplicaSpec } from "../../agent/protocol";
+import { prometheusText } from "./prometheus";
+
+const Preview = z.strictObject({
+  backend: z.enum(BACKENDS),
+  model_name: z.string().min(1).max(500),
+  config: z.record(z.string(), z.unknown()).optional(),
+  gpus: z.union([z.literal(1), z.literal(2), z.literal(4), z.literal(8)]).optional(),
+});
+
+/** A placeholder port shown where the agent will pick a free one at launch. */
+const PORT_PLACEHOLDER = 65535;
+
+/**
+ * The final command the agent would run for a workload form, without launching anything: the
+ * dashboard shows it under the command field.
+ */
+export function launchPreview(input: z.infer<typeof Preview>): { argv: string[]; command: string; builtin: boolean; port_added: boolean; tp_added: boolean } {
+  const config = checkConfig(input.backend as Backend, input.config ?? {});
+  const spec: ReplicaSpec = {
+    assignment_id: "preview",
+    workload: { id: "preview", slug: "preview", project_slug: "preview", backend: input.backend, model_name: input.model_name, task_type: "text2text", config },
+    concurrency: 20,
+    gpus: input.gpus ?? 1,
+    gpu_indices: [],
+    revision: "preview",
+  };
+  const plan = LAUNCHERS[input.backend]({
+    spec,
+    freePort: PORT_PLACEHOLDER,
+    dataDir: "<data-dir>",
+    env: process.env,
+    which: (cmd) => (cmd.includes("/") ? cmd : Bun.which(cmd)),
+    builtinLlama: () => ({ argv: ["inferd", "llama-runner"], env: {} }),
+  });
+  const original = config.command ? splitCommand(String(config.command)) : [];
+  const argv = (plan.argv ?? plan.prep.flatMap((p) => p.argv ?? [])).map((a) => (a === String(PORT_PLACEHOLDER) ? "<free port>" : a));
+  return {
+    argv,
+    command: argv.map((a) => (/[\s'"]/.test(a) ? JSON.stringify(a) : a)).join(" "),
+    builtin: !!plan.builtin,
+    port_added: input.backend !== "ollama" && flagValue(original, ["--port"]) === undefined,
+    tp_added: ["vllm", "vllm-omni"].includes(input.backend) && !original.some((a) => TP_FLAGS.some((f) => a === f || a.startsWith(`${f}=`))),
+  };
+}
+
+/** Whether an Ollama daemon answers at OLLAMA_HOST. */
+async function ollamaStatus(): Promise<{ url: string; running: boolean }> {
+  const a = ollamaAddress(process.env.OLLAMA_HOST);
+  const url = `http://${a.host}:${a.port}`;
+  const running = await fetch(`${url}/api/version`, { signal: AbortSignal.timeout(500) }).then((r) => r.ok, () => false);
+  return { url, running };
+}
+
+/** Admin routes behind the dashboard's extras: server info, launch preview, playground, metrics series. */
+export const adminExtraRoutes = (deps: AppDeps) =>
+  new Elysia({ detail: { tags: ["admin"] } })
+    .get("/admin/info", async () => ({
+      version: deps.version,
+      hostname: hostname(),
+      data_dir: deps.config.dataDir,
+      started_at: deps.startedAt,
+      allow_private_webhooks: deps.config.allowPrivateWebhooks,
+      ollama: await ollamaStatus(),
+      builtin_llama: true,
+      llama_server: Bun.which("llama-server"),
+    }), { detail: { summary: "What this server is and what it can run" } })
+    .post("/admin/launch-preview", ({ body }) => launchPreview(body), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
+    .post("/admin/workloads/:id/chat", ({ params, request, server, body }) => {
+      server?.timeout(request, 0);
+      const spec = SYNC_ROUTES.find((r) => r.path === "chat/completions")!;
+      return forwardToWorkload(deps, spec, request, resolveWorkload(deps.db, params.id), null, body ?? undefined);
+    }, { ...jsonBody(z.looseObject({ messages: z.array(z.unknown()) })), detail: { summary: "The dashboard's playground: chat completions (streaming too) without a data-plane key" } })
+    .get("/admin/metrics/series", ({ query }) => {
+      const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
+      return {
+        interval_s: 10,
+        workloads: listAllWorkloads(deps.db).map((w) => ({ id: w.id, name: w.name, project_slug: w.project_slug, slug: w.slug, points: deps.metrics.points(w.id, minutes) })),
+      };
+    }, { detail: { summary: "Requests/s, latency p50/p99, tokens/s and queue depth per workload, 10 s points" } })
+    .get("/metrics", ({ set }) => {
+      set.headers["content-type"] = "text/plain; version=0.0.4; charset=utf-8";
+      return prometheusText(deps.db, deps.fleet, deps.metrics);
+    }, { detail: { summary: "Prometheus metrics (admin token or the metrics token)" } });

@@ -1,0 +1,55 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "../db";
+import { deliveries, jobs } from "../db/schema";
+import type { MetricsStore } from "../metrics";
+import { quantile } from "../metrics";
+import type { Fleet } from "../workers/fleet";
+import { listAssignments, listWorkers } from "../workers/service";
+import { listAllWorkloads } from "../workloads/service";
+
+const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
+const labels = (l: Record<string, string | number>) => `{${Object.entries(l).map(([k, v]) => `${k}="${esc(String(v))}"`).join(",")}}`;
+
+/** Collects metric families as Prometheus text exposition (version 0.0.4). */
+class Exposition {
+  private lines: string[] = [];
+  family(name: string, type: "counter" | "gauge" | "summary", help: string, samples: [Record<string, string | number>, number | null][]): void {
+    this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (const [l, v] of samples) if (v !== null && Number.isFinite(v)) this.lines.push(`${name}${Object.keys(l).length ? labels(l) : ""} ${v}`);
+  }
+  text(): string {
+    return `${this.lines.join("\n")}\n`;
+  }
+}
+
+/** Everything the dashboard charts, as Prometheus metrics: requests, latency, tokens, queues, replicas, GPUs, jobs. */
+export function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore): string {
+  const e = new Exposition();
+  const wls = listAllWorkloads(db).map((w) => ({ w, l: { workload: `${w.project_slug}/${w.slug}` } }));
+  const tot = (id: string) => metrics.totals.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
+  e.family("inferd_requests_total", "counter", "Inference requests and jobs finished, per workload.", wls.map(({ w, l }) => [l, tot(w.id).requests]));
+  e.family("inferd_request_errors_total", "counter", "Inference requests and jobs that failed, per workload.", wls.map(({ w, l }) => [l, tot(w.id).errors]));
+  e.family("inferd_tokens_total", "counter", "Tokens processed, per workload and direction.", wls.flatMap(({ w, l }) => [[{ ...l, direction: "input" }, tot(w.id).inputTokens], [{ ...l, direction: "output" }, tot(w.id).outputTokens]] as [Record<string, string>, number][]));
+  e.family("inferd_request_duration_seconds", "summary", "Request latency over the last 5 minutes.", wls.flatMap(({ w, l }) => {
+    const lat = metrics.recentLatencies(w.id, 5);
+    return [0.5, 0.99].map((q) => [{ ...l, quantile: String(q) }, lat.length ? quantile(lat, q)! / 1000 : null] as [Record<string, string>, number | null]);
+  }));
+  e.family("inferd_queue_depth", "gauge", "Requests and jobs waiting for a slot, per workload.", wls.map(({ w, l }) => [l, fleet.dispatcher.depth(w.id)]));
+  e.family("inferd_replicas", "gauge", "Replicas per workload and state.", wls.flatMap(({ w, l }) => {
+    const counts = new Map<string, number>();
+    for (const a of listAssignments(db, w.id)) counts.set(a.state, (counts.get(a.state) ?? 0) + 1);
+    return [...counts].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number]);
+  }));
+  const workers = listWorkers(db);
+  e.family("inferd_worker_online", "gauge", "1 when the worker reported recently.", workers.map((w) => [{ worker: w.name }, w.state === "online" ? 1 : 0]));
+  const gpus = workers.flatMap((w) => w.gpus.map((g) => ({ g, l: { worker: w.name, gpu: g.index, name: g.name } })));
+  e.family("inferd_gpu_utilization_percent", "gauge", "GPU utilisation.", gpus.map(({ g, l }) => [l, g.utilization_percent]));
+  e.family("inferd_gpu_memory_used_bytes", "gauge", "GPU memory in use.", gpus.map(({ g, l }) => [l, g.memory_used_mib * 2 ** 20]));
+  e.family("inferd_gpu_memory_total_bytes", "gauge", "GPU memory.", gpus.map(({ g, l }) => [l, g.memory_total_mib * 2 ** 20]));
+  e.family("inferd_gpu_temperature_celsius", "gauge", "GPU temperature.", gpus.map(({ g, l }) => [l, g.temperature_c]));
+  const jobCounts = db.select({ s: jobs.status, n: sql<number>`count(*)` }).from(jobs).groupBy(jobs.status).all();
+  e.family("inferd_jobs", "gauge", "Stored jobs per status.", jobCounts.map((r) => [{ status: r.s }, r.n]));
+  const dlv = db.select({ s: deliveries.state, n: sql<number>`count(*)` }).from(deliveries).groupBy(deliveries.state).all();
+  e.family("inferd_webhook_deliveries", "gauge", "Webhook deliveries per state.", dlv.map((r) => [{ state: r.s }, r.n]));
+  return e.text();
+}

@@ -16,6 +16,9 @@ import { workerRoutes } from "./workers/routes";
 import type { Workload } from "./workloads/service";
 import type { Fleet } from "./workers/fleet";
 import type { MetricsStore } from "./metrics";
+import type { RemoteAgents } from "./agents/remote";
+import type { HostCert } from "./tls/hostcert";
+import { agentRoutes } from "./agents/routes";
 import { adminExtraRoutes } from "./admin/extras";
 import type { AddressPolicy } from "./webhooks/address";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
@@ -43,6 +46,10 @@ export interface AppDeps {
   jobs: { wake(): void };
   webhooks: { policy: AddressPolicy; ca: string[] };
   metrics: MetricsStore;
+  agents: RemoteAgents;
+  hostCert: HostCert;
+  /** The HTTPS URL agents join (for join commands). */
+  joinUrl(): string;
   version: string;
   startedAt: string;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
@@ -79,6 +86,7 @@ export function createApp(deps: AppDeps) {
     .use(workerRoutes(deps))
     .use(webhookRoutes(deps))
     .use(adminJobRoutes(deps))
+    .use(agentRoutes(deps))
     .use(jobRoutes(deps))
     .use(dataRoutes(deps));
 }

@@ -20,6 +20,11 @@ export const SETTINGS = {
   port: { flag: "--port", env: "INFERD_PORT", kind: "int", default: 8420, description: "HTTP port (0 picks a free one)." },
   dataDir: { flag: "--data-dir", env: "INFERD_DATA_DIR", kind: "string", default: join(homedir(), ".inferd"), description: "Where the SQLite store, logs, runtimes and the admin token live." },
   adminToken: { flag: "--admin-token", env: "INFERD_ADMIN_TOKEN", kind: "string", default: undefined, description: "Admin token for /admin and the dashboard; generated and saved in the data dir when unset.", secret: true },
+  tlsPort: { flag: "--tls-port", env: "INFERD_TLS_PORT", kind: "int", default: undefined, description: "HTTPS port, where remote agents join (default: --port + 1, or a free one with --port 0; 0 picks a free one)." },
+  tlsCert: { flag: "--tls-cert", env: "INFERD_TLS_CERT", kind: "string", default: undefined, description: "Certificate (PEM) for HTTPS; default: one generated at first start in the data dir." },
+  tlsKey: { flag: "--tls-key", env: "INFERD_TLS_KEY", kind: "string", default: undefined, description: "Private key (PEM) of --tls-cert." },
+  advertiseHost: { flag: "--advertise-host", env: "INFERD_ADVERTISE_HOST", kind: "string", default: undefined, description: "Host name or address agents use to reach this host (in join commands); default: this machine's name, or 127.0.0.1 when listening on loopback." },
+  workerTimeoutMs: { flag: "--worker-timeout-ms", env: "INFERD_WORKER_TIMEOUT_MS", kind: "int", default: 30_000, description: "A remote worker silent this long is offline: its work goes elsewhere." },
   maxBodyBytes: { flag: "--max-body-bytes", env: "INFERD_MAX_BODY_BYTES", kind: "int", default: 1 << 20, description: "Largest JSON body accepted on /api and /admin." },
   maxDataBodyBytes: { flag: "--max-data-body-bytes", env: "INFERD_MAX_DATA_BODY_BYTES", kind: "int", default: 100 << 20, description: "Largest request body accepted on the data plane (/endpoint, including uploads and jobs)." },
   localAgent: { flag: "--local-agent", env: "INFERD_LOCAL_AGENT", kind: "bool", default: true, description: "Run a GPU agent for this machine inside serve (--no-local-agent to disable)." },
@@ -46,6 +51,11 @@ export type Config = {
   port: number;
   dataDir: string;
   adminToken: string | undefined;
+  tlsPort: number | undefined;
+  tlsCert: string | undefined;
+  tlsKey: string | undefined;
+  advertiseHost: string | undefined;
+  workerTimeoutMs: number;
   maxBodyBytes: number;
   maxDataBodyBytes: number;
   localAgent: boolean;

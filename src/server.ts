@@ -5,7 +5,12 @@ import { createApp, type AppDeps, type AppEvents } from "./app";
 import { UsageRecorder } from "./keys/service";
 import { log } from "./log";
 import { VERSION } from "./version";
-import { Fleet } from "./workers/fleet";
+import { Fleet, localTarget, type TargetFactory } from "./workers/fleet";
+import { getWorker, setOfflineAfter } from "./workers/service";
+import { RemoteAgents } from "./agents/remote";
+import { viaTls } from "./agents/routes";
+import { loadHostCert } from "./tls/hostcert";
+import { hostname } from "node:os";
 import { MetricsStore } from "./metrics";
 import { startLocalAgent } from "./workers/local";
 import { JobRunner } from "./jobs/runner";
@@ -22,7 +27,15 @@ export interface Running {
   adminToken: string;
   store: Store;
   fleet: Fleet;
+  tlsPort: number;
   stop(): Promise<void>;
+}
+
+/** The host name agents use to reach this server. */
+function advertised(config: Config): string {
+  if (config.advertiseHost) return config.advertiseHost;
+  if (config.host === "0.0.0.0" || config.host === "::") return hostname();
+  return config.host.includes(":") ? `[${config.host}]` : config.host;
 }
 
 /** How often usage counters are written to SQLite. */
@@ -41,7 +54,14 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const token = adminToken(config.dataDir, config.adminToken);
     const usage = new UsageRecorder(store.db);
     const metrics = new MetricsStore();
-    const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax });
+    setOfflineAfter(config.workerTimeoutMs);
+    const hostCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
+    let agents: RemoteAgents | undefined;
+    const targets: TargetFactory = (workerId, report, concurrency, workloadId) =>
+      getWorker(store!.db, workerId).kind === "remote" ? agents!.hub.target(workerId, report, concurrency, workloadId) : localTarget(workerId, report, concurrency, workloadId);
+    const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets);
+    agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
+    let tlsPort = 0;
     const webhooks = {
       policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
       ca: caBundle([config.webhookCaFile, process.env.NODE_EXTRA_CA_CERTS]),
@@ -62,6 +82,9 @@ export async function startServer(config: Config, out: (line: string) => void = 
       metrics,
       jobs,
       webhooks,
+      agents,
+      hostCert,
+      joinUrl: () => `https://${advertised(config)}:${tlsPort}`,
       describeWorkload: (w) => fleet.describe(w),
     };
     const app = createApp(deps).listen({
@@ -71,6 +94,18 @@ export async function startServer(config: Config, out: (line: string) => void = 
       maxRequestBodySize: Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024,
     });
     const server = app.server!;
+    const tls = Bun.serve({
+      hostname: config.host,
+      port: config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1),
+      tls: { cert: hostCert.certPem, key: hostCert.keyPem },
+      idleTimeout: 255,
+      maxRequestBodySize: Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024,
+      fetch: (request) => {
+        viaTls.add(request);
+        return app.handle(request);
+      },
+    });
+    tlsPort = tls.port!;
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
     const url = `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${server.port}`;
     lock.update(url);
@@ -92,6 +127,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const pruner = setInterval(() => pruneJobs(store!.db, config.jobRetentionHours * 3_600_000), 3_600_000);
     jobs.start();
     deliveries.start();
+    agents.start();
     let agent: Agent | undefined;
     if (config.localAgent) {
       agent = await startLocalAgent({
@@ -109,6 +145,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     }
     out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
     out(`dashboard: ${url}/`);
+    out(`agents join at https://${advertised(config)}:${tlsPort} (certificate sha256 ${hostCert.fingerprint})`);
     if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
     const openedStore = store;
     let stopping: Promise<void> | undefined;
@@ -118,16 +155,19 @@ export async function startServer(config: Config, out: (line: string) => void = 
       adminToken: token.token,
       store: openedStore,
       fleet,
+      tlsPort,
       stop: () =>
         (stopping ??= (async () => {
           clearInterval(flusher);
           clearInterval(placer);
           clearInterval(sampler);
           clearInterval(pruner);
+          agents!.stop();
           await jobs.stop();
           await deliveries.stop();
           await agent?.stop();
           await app.stop(true);
+          tls.stop(true);
           usage.flush();
           openedStore.close();
           lock.release();

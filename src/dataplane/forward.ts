@@ -32,22 +32,29 @@ export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<R
  * holds for the whole stream, so `concurrency` bounds what a replica runs at once.
  */
 export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, kind: "sync" | "job" = "sync"): Promise<{ slot: Slot; upstream: Response; abort: AbortController }> {
-  const slot = await dispatcher.acquire(workloadId, signal, kind);
-  const abort = new AbortController();
-  const onClientGone = () => abort.abort(signal.reason);
-  if (signal.aborted) onClientGone();
-  signal.addEventListener("abort", onClientGone, { once: true });
-  try {
-    const upstream = await attempt(slot.target, abort.signal);
-    return { slot, upstream, abort };
-  } catch (e) {
-    slot.release();
-    signal.removeEventListener("abort", onClientGone);
-    if (signal.aborted) throw new AppError(499, "client_closed", "the client went away");
-    if (e instanceof AppError) throw e;
-    throw upstreamFailed(e);
+  for (let tries = 1; ; tries++) {
+    const slot = await dispatcher.acquire(workloadId, signal, kind);
+    const abort = new AbortController();
+    const onClientGone = () => abort.abort(signal.reason);
+    if (signal.aborted) onClientGone();
+    signal.addEventListener("abort", onClientGone, { once: true });
+    try {
+      const upstream = await attempt(slot.target, abort.signal);
+      return { slot, upstream, abort };
+    } catch (e) {
+      slot.release();
+      signal.removeEventListener("abort", onClientGone);
+      if (signal.aborted) throw new AppError(499, "client_closed", "the client went away");
+      // Its worker was lost before answering: nothing reached the client, so run it elsewhere.
+      if (e instanceof AppError && e.code === "worker_lost" && tries < MAX_TRIES) continue;
+      if (e instanceof AppError) throw e;
+      throw upstreamFailed(e);
+    }
   }
 }
+
+/** How many replicas a request may be tried on when workers are lost under it. */
+const MAX_TRIES = 3;
 
 /** `dispatchWith` for a single upstream request. */
 export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstream, signal: AbortSignal, kind: "sync" | "job" = "sync") =>

@@ -69,8 +69,9 @@ export class Dispatcher {
   /** Adds or replaces a ready replica, then hands it queued requests. */
   upsertTarget(t: Target): void {
     const old = this.targets.get(t.id);
-    if (old) t.inFlight = old.inFlight;
-    this.targets.set(t.id, t);
+    // Keep the same object: granted slots release on the object they were taken from.
+    if (old) Object.assign(old, { capacity: t.capacity, send: t.send, workerId: t.workerId, workloadId: t.workloadId });
+    else this.targets.set(t.id, t);
     this.drain(t.workloadId);
   }
 

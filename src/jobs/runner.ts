@@ -104,7 +104,7 @@ export class JobRunner {
     } catch (e) {
       if (this.stopped) return; // left running: the next start runs it again
       const err = e instanceof AppError ? e : new AppError(502, "upstream_unavailable", String(e));
-      if (err.status === 502 && job.runs < this.maxRuns) {
+      if ((err.status === 502 || err.code === "worker_lost") && job.runs < this.maxRuns) {
         log.warn(`job ${job.id}: ${err.message}; it will run again`);
         requeueJob(this.db, job.id);
         return;

@@ -4,6 +4,7 @@ import type { AppDeps } from "../app";
 import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
+import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
 import { createAssignment, deleteAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, workerView } from "./service";
 
 const AssignmentCreate = z.strictObject({
@@ -12,6 +13,7 @@ const AssignmentCreate = z.strictObject({
   gpus: z.union([z.literal(1), z.literal(2), z.literal(4), z.literal(8)]).optional(),
 });
 const AssignmentPatch = z.strictObject({ concurrency: z.number().int().min(1).max(1000) });
+const WorkerCreate = z.strictObject({ name: z.string().trim().min(1).max(100).regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, dots, dashes and underscores") });
 
 /** Keep-alive comment interval for live log streams. */
 const KEEPALIVE_MS = 15_000;
@@ -55,6 +57,17 @@ export const workerRoutes = (deps: AppDeps) =>
         replicas: deps.fleet.replicasOf(w.id),
       })),
     { detail: { summary: "Workers with their GPUs, telemetry and replicas" } })
+    .post("/workers", ({ body, set }) => {
+      const { worker, token } = createRemoteWorker(deps.db, body.name, deps.hostCert.fingerprint);
+      set.status = 201;
+      return { ...worker, join_token: token, join_command: `inferd agent join ${deps.joinUrl()} --token ${token}` };
+    }, { ...jsonBody(WorkerCreate), detail: { summary: "Add a remote worker: the join token (shown once) and the command to run on it" } })
+    .delete("/workers/:id", ({ params }) => {
+      const w = deleteRemoteWorker(deps.db, params.id);
+      deps.agents.forget(w.id);
+      deps.fleet.reconcile();
+      return w;
+    }, { detail: { summary: "Delete a remote worker: its credential stops working, its work goes back to the queue" } })
     .get("/workers/:id", ({ params }) => ({
       ...workerView(getWorker(deps.db, params.id)),
       replicas: deps.fleet.replicasOf(params.id),

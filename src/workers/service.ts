@@ -43,8 +43,13 @@ export interface WorkerView {
 /** Backends that need a GPU to be placed automatically. */
 const GPU_BACKENDS = new Set(["vllm", "vllm-omni", "sglang"]);
 
-/** Workers not heard from for this long are offline. */
-export const OFFLINE_AFTER_MS = 30_000;
+/** Workers not heard from for this long are offline (`--worker-timeout-ms`). */
+let offlineAfterMs = 30_000;
+
+/** Sets how long a silent worker stays online. */
+export function setOfflineAfter(ms: number): void {
+  offlineAfterMs = ms;
+}
 
 const assignmentView = (a: AssignmentRow): AssignmentView => ({
   id: a.id,
@@ -69,7 +74,7 @@ export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
     kind: w.kind,
     hostname: w.hostname,
     version: w.version,
-    state: now - seen < OFFLINE_AFTER_MS ? "online" : "offline",
+    state: now - seen < offlineAfterMs ? "online" : "offline",
     cpu_cores: w.cpuCores,
     ram_bytes: w.ramBytes,
     gpus: JSON.parse(w.gpus),

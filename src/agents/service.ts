@@ -1,0 +1,69 @@
+import { eq } from "drizzle-orm";
+import type { Db } from "../db";
+import { workers } from "../db/schema";
+import { AppError, conflict, unauthorized } from "../errors";
+import { newId, newSecret, nowIso, safeEqual, sha256 } from "../ids";
+import { getWorker, recordMachine, workerView } from "../workers/service";
+import type { MachineInfo } from "../../agent/protocol";
+
+/** Prefix of an agent's credential. */
+export const AGENT_CREDENTIAL_PREFIX = "iag_";
+
+/**
+ * A join token: `<worker_id>.<secret>.<sha256 of the host certificate>`. The fingerprint lets the
+ * agent refuse a host whose certificate does not match (like kubeadm's discovery hash).
+ */
+export function parseJoinToken(token: string): { workerId: string; secret: string; fingerprint: string } | undefined {
+  const [workerId, secret, fingerprint, extra] = token.split(".");
+  if (!workerId || !secret || !/^[0-9a-f]{64}$/.test(fingerprint ?? "") || extra !== undefined) return undefined;
+  return { workerId, secret, fingerprint };
+}
+
+/** Registers a remote worker and returns its one-time join token. */
+export function createRemoteWorker(db: Db, name: string, fingerprint: string): { worker: ReturnType<typeof workerView>; token: string } {
+  if (db.select({ id: workers.id }).from(workers).where(eq(workers.name, name)).get()) throw conflict(`a worker named "${name}" exists`, "name_taken");
+  const id = newId("wk");
+  const secret = newSecret("");
+  db.insert(workers).values({ id, name, kind: "remote", joinTokenHash: sha256(secret), createdAt: nowIso() }).run();
+  return { worker: workerView(getWorker(db, id)), token: `${id}.${secret}.${fingerprint}` };
+}
+
+/** Same major.minor: an agent and a host that differ more say so at join instead of failing oddly. */
+export function compatible(a: string, b: string): boolean {
+  const mm = (v: string) => v.split(/[.+-]/).slice(0, 2).join(".");
+  return mm(a) === mm(b);
+}
+
+/**
+ * Redeems a join token (once): checks the agent's version, records its machine, and returns the
+ * credential it will use from now on (stored only as a hash).
+ */
+export function joinWorker(db: Db, token: string, version: string, hostVersion: string, machine: MachineInfo): { workerId: string; credential: string } {
+  const t = parseJoinToken(token);
+  const row = t ? db.select().from(workers).where(eq(workers.id, t.workerId)).get() : undefined;
+  if (!t || !row || !row.joinTokenHash || !safeEqual(row.joinTokenHash, sha256(t.secret))) {
+    throw unauthorized("invalid_join_token", "the join token is unknown, already used, or its worker was deleted");
+  }
+  if (!compatible(version, hostVersion)) {
+    throw new AppError(409, "version_mismatch", `this host runs inferd ${hostVersion} and the agent runs ${version}: run the same version (major.minor) on both`);
+  }
+  const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
+  db.update(workers).set({ credentialHash: sha256(credential), joinTokenHash: null, version }).where(eq(workers.id, row.id)).run();
+  recordMachine(db, row.id, machine, version);
+  return { workerId: row.id, credential };
+}
+
+/** The remote worker an agent credential belongs to, or 401. */
+export function workerByCredential(db: Db, credential: string | undefined): typeof workers.$inferSelect {
+  const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? db.select().from(workers).where(eq(workers.credentialHash, sha256(credential))).get() : undefined;
+  if (!row) throw unauthorized("invalid_agent_credential", "this agent's credential is unknown: its worker was deleted from the host, or it never joined");
+  return row;
+}
+
+/** Deletes a remote worker: its credential stops working at once. The local worker cannot be deleted. */
+export function deleteRemoteWorker(db: Db, id: string): ReturnType<typeof workerView> {
+  const row = getWorker(db, id);
+  if (row.kind === "local") throw conflict("the local worker is this machine; stop it with --no-local-agent instead", "local_worker");
+  db.delete(workers).where(eq(workers.id, id)).run();
+  return workerView(row);
+}

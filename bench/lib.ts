@@ -47,6 +47,40 @@ export function summarize(samples: readonly number[]): Summary {
   return { n, mean, min: at(0), p50: at(50), p90: at(90), p99: at(99), max: at(100) };
 }
 
+/** Linux reports process CPU times in units of 1/100 s (USER_HZ). */
+const USER_HZ = 100;
+
+/**
+ * CPU time (user + system, all threads, ms) process `pid` has used so far, from /proc/<pid>/stat;
+ * undefined where /proc is missing or the process is gone. Resolution: 10 ms.
+ */
+export function cpuMsOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ; // utime, stime (fields 14, 15)
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Runs `fn` and reports the CPU time (ms) each named process used meanwhile, plus `client`: this
+ * process (from `process.cpuUsage`). A process whose CPU cannot be read reports NaN.
+ * @example const { result, cpuMs } = await withCpu({ inferd: inferd.pid }, () => closedLoop(…)); cpuMs.inferd / result.completed
+ */
+export async function withCpu<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>): Promise<{ result: T; cpuMs: Record<string, number> }> {
+  const read = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid === undefined ? undefined : cpuMsOf(pid)]));
+  const before = read();
+  const client = process.cpuUsage();
+  const result = await fn();
+  const used = process.cpuUsage(client);
+  const after = read();
+  const cpuMs: Record<string, number> = { client: (used.user + used.system) / 1000 };
+  for (const name of Object.keys(pids)) cpuMs[name] = before[name] !== undefined && after[name] !== undefined ? after[name]! - before[name]! : NaN;
+  return { result, cpuMs };
+}
+
 /** What `closedLoop` runs: `concurrency` workers, each sending its next request when the last ends. */
 export interface LoadOptions {
   concurrency: number;
@@ -113,12 +147,12 @@ export type Cell = string | number;
 
 /**
  * Lays out rows under a header as aligned plain-text columns, with a rule under the header.
- * @example formatTable(["what", "ms"], [["direct", 20.4]]) // → "what    ms\n------  ----\ndirect  20.4"
+ * @example formatTable(["what", "ms"], [["direct", 20.4]]) // → "what      ms\n------  ----\ndirect  20.4"
  */
 export function formatTable(header: string[], rows: Cell[][]): string {
   const text = (c: Cell) => String(c);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => text(r[i] ?? "").length)));
-  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === "number" || /^[-+]?[\d.]+(%|x| ms)?$/.test(text(r[i] ?? ""))));
+  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === "number" || /^([-+]?[\d.]+(%|x| ms)?)?$/.test(text(r[i] ?? ""))));
   const line = (cells: Cell[]) => cells.map((c, i) => (numeric[i] ? text(c).padStart(widths[i]) : text(c).padEnd(widths[i]))).join("  ").trimEnd();
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
@@ -137,10 +171,11 @@ export const fmt = (x: number, digits = 2) => (Number.isFinite(x) ? x.toFixed(di
 
 /**
  * Arms a hard time limit: after `ms`, prints why, runs `cleanup` (given up to 20 s) and exits with
- * code 2. SIGINT/SIGTERM do the same at once. Call `clear()` when the run ends normally.
+ * code 2. SIGINT/SIGTERM do the same at once. `fired` tells the run that it is being stopped (its
+ * own errors are then expected). Call `clear()` when the run ends normally.
  * @example const limit = hardLimit(300_000, () => inferd.stop()); try { … } finally { limit.clear(); }
  */
-export function hardLimit(ms: number, cleanup: () => Promise<unknown>): { clear(): void } {
+export function hardLimit(ms: number, cleanup: () => Promise<unknown>): { clear(): void; readonly fired: boolean } {
   let fired = false;
   const bail = (why: string) => {
     if (fired) return;
@@ -164,6 +199,9 @@ export function hardLimit(ms: number, cleanup: () => Promise<unknown>): { clear(
       clearTimeout(timer);
       process.off("SIGINT", onInt);
       process.off("SIGTERM", onTerm);
+    },
+    get fired() {
+      return fired;
     },
   };
 }
@@ -282,6 +320,7 @@ export async function startInferdForBench(env: Record<string, string> = {}, opts
   }
 }
 
+/** Waits for the `listening on <url>` line of a starting inferd; fails if it exits or takes too long. */
 async function waitForListening(proc: Bun.Subprocess, stdout: () => string, timeoutMs: number): Promise<string> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -293,6 +332,7 @@ async function waitForListening(proc: Bun.Subprocess, stdout: () => string, time
   }
 }
 
+/** A fetch for the admin API with the admin token: JSON in, parsed JSON out, `AdminError` on non-2xx. */
 function adminCaller(url: string, token: string): BenchInferd["admin"] {
   return async (path, init = {}) => {
     const method = init.method ?? (init.body === undefined ? "GET" : "POST");

@@ -10,6 +10,11 @@ import { setLogLevel } from "./log";
 import { startServer } from "./server";
 import { VERSION } from "./version";
 import type { z } from "zod";
+import { Agent } from "../agent/agent";
+import { AgentFatal, joinHost, loadAgentState, RemoteHostLink } from "../agent/remote";
+import { WorkPuller } from "../agent/puller";
+import { probeMachine } from "../agent/gpu";
+import { builtinLlama } from "../agent/runtimes/builtin";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -20,6 +25,8 @@ usage:
   inferd key create --project P --name N --type sdk|live [--scope project|endpoints] [--endpoint P/W]... [--json]
   inferd key list --project P [--json]
   inferd key revoke <key-id> [--json]
+  inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
+  inferd agent                         run as the remote worker this data dir joined before
   inferd config                        print every setting with its value in force
   inferd version
 
@@ -108,6 +115,52 @@ function keyCommand(config: Config, args: string[], out: (s: string) => void): v
   } else throw new UsageError("usage: inferd key create|list|revoke");
 }
 
+/** `inferd agent [join URL --token T]`: a remote GPU worker that connects out to its host. */
+async function agentCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<void> {
+  const [verb, ...rest] = args;
+  ensureDataDir(config.dataDir);
+  let state = loadAgentState(config.dataDir);
+  if (verb === "join") {
+    const { pos, opt } = parseArgs(rest, ["token"]);
+    if (pos.length !== 1 || !opt.token?.[0]) throw new UsageError("usage: inferd agent join https://HOST:PORT --token <join token>");
+    state = await joinHost(pos[0], opt.token[0], config.dataDir, VERSION, await probeMachine()).catch((e) => {
+      throw e instanceof AgentFatal ? new UsageError(e.message) : new UsageError(`could not reach the host at ${pos[0]}: ${(e as Error).message}`);
+    });
+    out(`joined ${state.host_url} as worker ${state.worker_id}; from now on \`inferd agent --data-dir ${config.dataDir}\` reconnects by itself`);
+  } else if (verb !== undefined) {
+    throw new UsageError("usage: inferd agent [join https://HOST:PORT --token T]");
+  }
+  if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`inferd agent join https://HOST:PORT --token <join token>\` (the dashboard's Workers → Add worker shows it)`);
+  let stopping = false;
+  const shutdown = async (code: number, why: string) => {
+    if (stopping) return;
+    stopping = true;
+    (code === 0 ? out : err)(why);
+    link.stop();
+    await puller.stop();
+    await agent.stop();
+    process.exit(code);
+  };
+  const link = new RemoteHostLink(state, VERSION, (e) => void shutdown(3, `inferd agent: ${e.message}`));
+  const agent = new Agent({
+    host: link,
+    dataDir: config.dataDir,
+    telemetryMs: config.telemetryMs,
+    builtinLlama: () => builtinLlama(config.dataDir),
+    supervisor: {
+      startTimeoutMs: config.startTimeoutMs,
+      stallTimeoutMs: config.stallTimeoutMs,
+      restart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
+    },
+  });
+  const puller = new WorkPuller(link);
+  process.on("SIGINT", () => void shutdown(0, "SIGINT: stopping the agent…"));
+  process.on("SIGTERM", () => void shutdown(0, "SIGTERM: stopping the agent…"));
+  await agent.start();
+  puller.start();
+  out(`inferd agent ${VERSION} running as worker ${state.worker_id} for ${state.host_url}`);
+}
+
 async function serve(config: Config): Promise<void> {
   const running = await startServer(config);
   let stopping = false;
@@ -142,6 +195,9 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "key":
         keyCommand(config, args, out);
         return 0;
+      case "agent":
+        await agentCommand(config, args, out, err);
+        return "running";
       case "config":
         out(describeConfig(config));
         return 0;

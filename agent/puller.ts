@@ -1,0 +1,91 @@
+import type { RemoteHostLink } from "./remote";
+
+/** A request the host handed this agent. */
+interface WorkItem {
+  id: string;
+  assignment_id: string;
+  path: string;
+  method: string;
+  headers: Record<string, string>;
+  body_b64: string | null;
+}
+
+/**
+ * Pulls requests for this agent's replicas from the host (long poll; a new poll goes out as soon as
+ * one returns) and runs each against its runtime on loopback, streaming the answer back as it comes
+ * (the upload is the runtime's body, chunk by chunk). A client that leaves ends the upload, which
+ * aborts the runtime request.
+ */
+export class WorkPuller {
+  private stopped = false;
+  private abort = new AbortController();
+  private running = new Set<Promise<void>>();
+
+  constructor(private link: RemoteHostLink) {}
+
+  /** Starts pulling; returns at once. */
+  start(): void {
+    void this.loop();
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        const r = await this.link.call("/agent/v1/work?wait=25000", { timeoutMs: 40_000, signal: this.abort.signal });
+        const { items } = (await r.json()) as { items: WorkItem[] };
+        for (const item of items) {
+          const p = this.run(item).finally(() => this.running.delete(p));
+          this.running.add(p);
+        }
+      } catch {
+        if (!this.stopped) await Bun.sleep(500);
+      }
+    }
+  }
+
+  private async respond(id: string, status: number, contentType: string, body: BodyInit | null): Promise<number> {
+    const r = await this.link.call(`/agent/v1/work/${id}/response`, {
+      method: "POST",
+      headers: { "x-inferd-status": String(status), "x-inferd-content-type": contentType },
+      body,
+      timeoutMs: 24 * 3600_000,
+    });
+    return ((await r.json().catch(() => ({ status: r.status }))) as { status: number }).status;
+  }
+
+  private async run(item: WorkItem): Promise<void> {
+    const replica = this.link.replica(item.assignment_id);
+    const upstream = new AbortController();
+    this.abort.signal.addEventListener("abort", () => upstream.abort(), { once: true });
+    if (!replica?.base_url || replica.state !== "ready") {
+      await this.respond(item.id, 503, "application/json", JSON.stringify({ error: { code: "replica_not_ready", message: "the replica is not ready on this worker" } })).catch(() => {});
+      return;
+    }
+    let res: Response;
+    try {
+      res = await fetch(replica.base_url + item.path, {
+        method: item.method,
+        headers: item.headers,
+        body: item.body_b64 === null ? undefined : Buffer.from(item.body_b64, "base64"),
+        signal: upstream.signal,
+      });
+    } catch (e) {
+      const msg = JSON.stringify({ error: { code: "upstream_unavailable", message: `the model runtime did not answer: ${(e as Error).message}` } });
+      await this.respond(item.id, 502, "application/json", msg).catch(() => {});
+      return;
+    }
+    try {
+      const outcome = await this.respond(item.id, res.status, res.headers.get("content-type") ?? "application/octet-stream", res.body);
+      if (outcome !== 200) upstream.abort();
+    } catch {
+      upstream.abort();
+    }
+  }
+
+  /** Stops pulling and aborts requests in flight. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await Promise.allSettled([...this.running]);
+  }
+}

@@ -11,6 +11,8 @@ export async function readBodyLimited(request: Request, limit: number): Promise<
   const declared = Number(request.headers.get("content-length") ?? "NaN");
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
   if (!request.body) return new Uint8Array(0);
+  // A declared length within the limit: Bun reads it in one go (faster than iterating chunks).
+  if (Number.isFinite(declared)) return request.bytes();
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {

@@ -129,5 +129,5 @@ describe("slow first token", () => {
     expect(events.at(-1)).toBe("[DONE]");
     const text = (events.slice(0, -1) as { choices: { delta: { content?: string } }[] }[]).map((c) => c.choices[0].delta.content ?? "").join("");
     expect(text).toBe("You said: take your time");
-  });
+  }, 60_000);
 });

@@ -4,7 +4,7 @@ import * as schema from "./schema";
 import { MIGRATIONS } from "./migrations";
 
 /** The typed drizzle handle every feature's service takes. */
-export type Db = BunSQLiteDatabase<typeof schema>;
+export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database };
 
 /** An open store: the drizzle handle and the raw bun:sqlite database under it. */
 export interface Store {

@@ -135,10 +135,10 @@ export class Dispatcher {
    * runs out or the workload cannot be served, and 499-style abort when the client goes away.
    */
   acquire(workloadId: string, signal?: AbortSignal, kind: "sync" | "job" = "sync"): Promise<Slot> {
-    const why = this.unservable(workloadId);
-    if (why) return Promise.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
     const free = this.freeTarget(workloadId);
     if (free && this.depth(workloadId) === 0) return Promise.resolve(this.grant(free));
+    const why = this.unservable(workloadId);
+    if (why) return Promise.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
     const queue = this.waiting.get(workloadId) ?? [];
     // Async jobs wait as long as it takes (their runner bounds how many wait); requests are bounded.
     if (kind === "sync" && queue.filter((x) => x.kind === "sync").length >= this.limits.maxWaiting) {
@@ -198,6 +198,7 @@ export class Dispatcher {
 
   /** Fails every waiter of a workload that has become unservable (e.g. all replicas failed). */
   failIfUnservable(workloadId: string): void {
+    if (!this.waiting.get(workloadId)?.length) return;
     const why = this.unservable(workloadId);
     if (!why) return;
     for (const w of [...(this.waiting.get(workloadId) ?? [])]) {

@@ -1,5 +1,6 @@
 import { and, desc, eq, getTableColumns, sql } from "drizzle-orm";
 import type { Db } from "../db";
+import { memoize } from "../db/memo";
 import { apiKeys, projects, workloadUsage } from "../db/schema";
 import { newId, newSecret, nowIso, sha256 } from "../ids";
 import { notFound, validation } from "../errors";
@@ -103,14 +104,22 @@ export function revokeKey(db: Db, id: string): KeyView {
   return view(row);
 }
 
-/** Finds the live (not revoked) key whose secret is `token`, or undefined. */
+const keyLookups = new WeakMap<Db, (hash: string) => KeyRecord | undefined>();
+
+/** Finds the live (not revoked) key whose secret is `token`, or undefined (memoised until the store changes). */
 export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined {
-  return db
-    .select(keyColumns)
-    .from(apiKeys)
-    .innerJoin(projects, eq(projects.id, apiKeys.projectId))
-    .where(and(eq(apiKeys.hash, sha256(token)), sql`${apiKeys.revokedAt} IS NULL`))
-    .get();
+  let find = keyLookups.get(db);
+  if (!find) {
+    const q = db
+      .select(keyColumns)
+      .from(apiKeys)
+      .innerJoin(projects, eq(projects.id, apiKeys.projectId))
+      .where(and(eq(apiKeys.hash, sql.placeholder("hash")), sql`${apiKeys.revokedAt} IS NULL`))
+      .prepare();
+    find = memoize(db, (hash) => q.get({ hash }));
+    keyLookups.set(db, find);
+  }
+  return find(sha256(token));
 }
 
 /** Usage to add to one key or workload. */

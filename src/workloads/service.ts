@@ -1,5 +1,6 @@
-import { and, asc, eq, ne } from "drizzle-orm";
+import { and, asc, eq, ne, sql } from "drizzle-orm";
 import type { Db } from "../db";
+import { memoize } from "../db/memo";
 import { projects, workloads } from "../db/schema";
 import { fromSchemaIssue, notFound, validation } from "../errors";
 import { newId, nowIso } from "../ids";
@@ -148,10 +149,21 @@ export function getWorkloadById(db: Db, id: string): Workload | undefined {
   return r && toWorkload(r.w, r.projectSlug);
 }
 
-/** A workload by project slug and workload slug, or undefined: the data plane's lookup. */
+const workloadLookups = new WeakMap<Db, (key: string) => Workload | undefined>();
+
+/** A workload by project slug and workload slug, or undefined: the data plane's lookup (memoised until the store changes). */
 export function findWorkload(db: Db, projectSlug: string, workloadSlug: string): Workload | undefined {
-  const r = joined(db).where(and(eq(projects.slug, projectSlug), eq(workloads.slug, workloadSlug))).get();
-  return r && toWorkload(r.w, r.projectSlug);
+  let find = workloadLookups.get(db);
+  if (!find) {
+    const q = joined(db).where(and(eq(projects.slug, sql.placeholder("p")), eq(workloads.slug, sql.placeholder("w")))).prepare();
+    find = memoize(db, (key) => {
+      const [p, w] = JSON.parse(key) as [string, string];
+      const r = q.get({ p, w });
+      return r && toWorkload(r.w, r.projectSlug);
+    });
+    workloadLookups.set(db, find);
+  }
+  return find(JSON.stringify([projectSlug, workloadSlug]));
 }
 
 /** Every workload of a project, oldest first. */

@@ -13,7 +13,7 @@ import { claimJobs, finishJob, queuedByWorkload, recoverRunningJobs, requeueJob 
 type JobRow = ReturnType<typeof claimJobs>[number];
 
 /** How often the runner looks for queued jobs even when nothing woke it. */
-const TICK_MS = 250;
+const TICK_MS = 1000;
 
 /**
  * Runs queued jobs through the same queue and slots as synchronous requests (behind them). For

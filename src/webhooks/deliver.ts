@@ -21,6 +21,9 @@ export function parseSchedule(text: string): number[] {
   });
 }
 
+/** Deliveries of a workload whose `jobs` toggle is off are held. */
+const jobsOn = sql`coalesce(json_extract(${workloads.endpoints}, '$.jobs'), 1) != 0`;
+
 /** How the delivery loop sends. */
 export interface DeliveryOptions {
   schedule: number[];
@@ -46,6 +49,7 @@ export class DeliveryLoop {
   private inflight = new Set<string>();
   private running = new Set<Promise<void>>();
   private timer?: ReturnType<typeof setInterval>;
+  private due?: ReturnType<typeof setTimeout>;
   private stopped = false;
 
   constructor(
@@ -55,8 +59,21 @@ export class DeliveryLoop {
 
   /** Starts looking for due deliveries. */
   start(): void {
-    this.timer = setInterval(() => this.wake(), this.opts.tickMs ?? 200);
+    this.timer = setInterval(() => this.wake(), this.opts.tickMs ?? 1000);
     this.wake();
+  }
+
+  /** Wakes the loop when the next pending delivery falls due (retries of a short schedule). */
+  private scheduleNext(): void {
+    const next = this.db
+      .select({ at: sql<number | null>`min(${deliveries.nextAttemptAt})` })
+      .from(deliveries)
+      .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
+      .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
+      .where(and(eq(deliveries.state, "pending"), jobsOn))
+      .get()?.at;
+    clearTimeout(this.due);
+    if (next != null && !this.stopped) this.due = setTimeout(() => this.wake(), Math.max(20, next - Date.now() + 5));
   }
 
   /** Sends whatever is due now, up to the concurrency bound. */
@@ -64,12 +81,13 @@ export class DeliveryLoop {
     if (this.stopped) return;
     const room = this.opts.concurrency - this.inflight.size;
     if (room <= 0) return;
+    this.scheduleNext();
     const due = this.db
       .select({ id: deliveries.id })
       .from(deliveries)
       .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
       .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
-      .where(and(eq(deliveries.state, "pending"), lte(deliveries.nextAttemptAt, Date.now()), sql`coalesce(json_extract(${workloads.endpoints}, '$.jobs'), 1) != 0`))
+      .where(and(eq(deliveries.state, "pending"), lte(deliveries.nextAttemptAt, Date.now()), jobsOn))
       .orderBy(asc(deliveries.nextAttemptAt))
       .limit(room + this.inflight.size)
       .all()
@@ -128,6 +146,7 @@ export class DeliveryLoop {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    clearTimeout(this.due);
     await Promise.allSettled([...this.running]);
   }
 }

@@ -1,4 +1,4 @@
-import { and, asc, eq, lte, sql } from "drizzle-orm";
+import { and, asc, eq, gt, lte, sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { deliveries, deliveryAttempts, jobs, webhooks, workloads } from "../db/schema";
 import { log } from "../log";
@@ -70,7 +70,7 @@ export class DeliveryLoop {
       .from(deliveries)
       .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
       .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
-      .where(and(eq(deliveries.state, "pending"), jobsOn))
+      .where(and(eq(deliveries.state, "pending"), gt(deliveries.nextAttemptAt, Date.now()), jobsOn))
       .get()?.at;
     clearTimeout(this.due);
     if (next != null && !this.stopped) this.due = setTimeout(() => this.wake(), Math.max(20, next - Date.now() + 5));

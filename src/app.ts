@@ -23,6 +23,7 @@ import { adminExtraRoutes } from "./admin/extras";
 import type { AddressPolicy } from "./webhooks/address";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
+import { uiRoutes } from "./ui/routes";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -58,14 +59,22 @@ export interface AppDeps {
 
 const JSON_PLANES = /^\/(api|admin)(\/|$)/;
 
+/**
+ * The path of a request URL without building a URL object (this runs on every request).
+ * @example pathOf("http://h:1/a/b?x=1") // → "/a/b"
+ */
+export function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const q = url.indexOf("?", start);
+  return url.slice(start, q < 0 ? undefined : q);
+}
+
 /** Builds the inferd HTTP app (no listen): error mapping, the auth gate, body parsing, every route. */
 export function createApp(deps: AppDeps) {
   return new Elysia()
     .use(errorPlugin)
-    .onRequest(({ request }) => {
-      const path = new URL(request.url).pathname;
-      authenticateRequest(deps, request, path);
-    })
+    .onRequest(({ request }) => authenticateRequest(deps, request, pathOf(request.url)))
     // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
     // plane) the body is left unread (null marks it handled) for the route to stream or forward.
     .onParse({ as: "global" }, ({ request, path }) => (JSON_PLANES.test(path) ? parseJsonBody(request, deps.config.maxBodyBytes) : null))
@@ -88,7 +97,8 @@ export function createApp(deps: AppDeps) {
     .use(adminJobRoutes(deps))
     .use(agentRoutes(deps))
     .use(jobRoutes(deps))
-    .use(dataRoutes(deps));
+    .use(dataRoutes(deps))
+    .use(uiRoutes());
 }
 
 /** The app's type, for tests and the server. */

@@ -10,7 +10,7 @@ import type { UsageRecorder } from "./keys/service";
 import { projectRoutes } from "./projects/routes";
 import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
-import { adminRoutes } from "./admin/routes";
+import { adminRoutes, loginRoute } from "./admin/routes";
 import { dataRoutes } from "./dataplane/routes";
 import { workerRoutes } from "./workers/routes";
 import type { Workload } from "./workloads/service";
@@ -87,6 +87,7 @@ export function createApp(deps: AppDeps) {
     )
     .get("/healthz", () => ({ status: "ok", version: deps.version }))
     .use(adminRoutes(deps))
+    .use(loginRoute(deps))
     .use(adminExtraRoutes(deps))
     .use(projectRoutes(deps))
     .use(keyRoutes(deps))

@@ -15,6 +15,7 @@ import { AgentFatal, joinHost, loadAgentState, RemoteHostLink } from "../agent/r
 import { WorkPuller } from "../agent/puller";
 import { probeMachine } from "../agent/gpu";
 import { builtinLlama } from "../agent/runtimes/builtin";
+import { desktop } from "./desktop";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -27,6 +28,7 @@ usage:
   inferd key revoke <key-id> [--json]
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
   inferd agent                         run as the remote worker this data dir joined before
+  inferd desktop                       open the dashboard in an app window (starts the server if needed)
   inferd config                        print every setting with its value in force
   inferd version
 
@@ -197,6 +199,9 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         return 0;
       case "agent":
         await agentCommand(config, args, out, err);
+        return "running";
+      case "desktop":
+        await desktop(config, out);
         return "running";
       case "config":
         out(describeConfig(config));

@@ -93,3 +93,23 @@ describe("with a running workload", () => {
     expect(text).toMatch(/inferd_request_duration_seconds\{workload="[^"]+",quantile="0.5"\} [\d.]+/);
   });
 });
+
+describe("inferd desktop", () => {
+  test("a one-time sign-in link sets the session cookie once; a used or unknown code is refused", async () => {
+    const { loginCode } = await import("../src/desktop");
+    const code = loginCode(t.dataDir);
+    const r = await fetch(`${t.url}/login?code=${code}`, { redirect: "manual" });
+    expect(r.status).toBe(302);
+    expect(r.headers.get("location")).toBe("/");
+    const cookie = r.headers.get("set-cookie")!;
+    expect(cookie).toContain("HttpOnly");
+    expect((await fetch(`${t.url}/admin/projects`, { headers: { cookie: cookie.split(";")[0] } })).status).toBe(200);
+    expect((await fetch(`${t.url}/login?code=${code}`, { redirect: "manual" })).status).toBe(401);
+    expect((await fetch(`${t.url}/login?code=nope`, { redirect: "manual" })).status).toBe(401);
+  });
+
+  test("the window is a chromeless app window of a Chromium-family browser", async () => {
+    const { browserCommand } = await import("../src/desktop");
+    expect(browserCommand("http://x/", { INFERD_BROWSER: "/usr/bin/chromium" })).toEqual(["/usr/bin/chromium", "--app=http://x/", "--new-window", "--window-size=1280,800"]);
+  });
+});

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { z } from "zod";
 import type { AppDeps } from "../app";
 import { jsonBody } from "../http";
-import { createSession, endSession, SESSION_COOKIE } from "../auth/service";
+import { createSession, endSession, redeemLoginCode, SESSION_COOKIE } from "../auth/service";
 
 const SessionCreate = z.strictObject({ token: z.string().min(1).max(1000) });
 
@@ -18,4 +18,14 @@ export const adminRoutes = (deps: AppDeps) =>
       endSession(deps, request);
       set.headers["set-cookie"] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`;
       set.status = 204;
-    }, { detail: { summary: "Sign out" } });
+    }, { detail: { summary: "Sign out" } })
+
+/** `GET /login?code=…`: the one-time sign-in link `inferd desktop` opens; sets the session and goes to the dashboard. */
+export const loginRoute = (deps: AppDeps) =>
+  new Elysia({ detail: { tags: ["admin"], hide: true } }).get("/login", ({ query }) => {
+    const s = redeemLoginCode(deps, String(query.code ?? ""));
+    return new Response(null, {
+      status: 302,
+      headers: { location: "/", "set-cookie": `${SESSION_COOKIE}=${s.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.maxAgeSeconds}` },
+    });
+  });

@@ -134,6 +134,15 @@ export function createSession(deps: AuthDeps, token: string): { id: string; maxA
   return { id, maxAgeSeconds: SESSION_MS / 1000 };
 }
 
+/** Trades a one-time sign-in code (made by `inferd desktop`) for a session; 401 when unknown or expired. */
+export function redeemLoginCode(deps: AuthDeps, code: string): { id: string; maxAgeSeconds: number } {
+  const hash = sha256(`login:${code}`);
+  const row = deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, nowIso()))).get();
+  deps.db.delete(sessions).where(eq(sessions.hash, hash)).run();
+  if (!row) throw unauthorized("invalid_login_code", "this sign-in link has expired or was used; sign in with the admin token");
+  return createSession(deps, deps.adminToken);
+}
+
 /** Ends the session the request carries, if any. */
 export function endSession(deps: AuthDeps, request: Request): void {
   const sid = cookieValue(request, SESSION_COOKIE);
@@ -159,7 +168,7 @@ function segment(raw: string): string {
 }
 
 /** Paths that need no credential. */
-const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/];
+const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/, /^\/login$/];
 
 /**
  * The one authentication gate, run before any body is read: picks the plane from the path and

@@ -1,7 +1,8 @@
+import { hostname } from "node:os";
 import type { Config } from "./config";
 import { openStore, type Store } from "./db";
 import { adminToken, dataPaths, ensureDataDir, lockDataDir } from "./datadir";
-import { createApp, type AppDeps, type AppEvents } from "./app";
+import { createApp, type AppDeps } from "./app";
 import { UsageRecorder } from "./keys/service";
 import { log } from "./log";
 import { VERSION } from "./version";
@@ -10,7 +11,6 @@ import { getWorker, setOfflineAfter } from "./workers/service";
 import { RemoteAgents } from "./agents/remote";
 import { viaTls } from "./agents/routes";
 import { loadHostCert } from "./tls/hostcert";
-import { hostname } from "node:os";
 import { MetricsStore } from "./metrics";
 import { startLocalAgent } from "./workers/local";
 import { JobRunner } from "./jobs/runner";
@@ -38,12 +38,81 @@ function advertised(config: Config): string {
   return config.host.includes(":") ? `[${config.host}]` : config.host;
 }
 
-/** How often usage counters are written to SQLite. */
-const USAGE_FLUSH_MS = 1000;
+/** Background services of the host, started after the listeners and stopped before them. */
+interface Services {
+  deps: AppDeps;
+  jobs: JobRunner;
+  deliveries: DeliveryLoop;
+  agents: RemoteAgents;
+  tlsPort: { value: number };
+}
+
+/** Builds every service and the app's dependencies over an open store. */
+function buildServices(config: Config, store: Store, token: string): Services {
+  const usage = new UsageRecorder(store.db);
+  const metrics = new MetricsStore();
+  setOfflineAfter(config.workerTimeoutMs);
+  const hostCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
+  const tlsPort = { value: 0 };
+  let agents: RemoteAgents | undefined;
+  const targets: TargetFactory = (workerId, report, concurrency, workloadId) =>
+    getWorker(store.db, workerId).kind === "remote" ? agents!.hub.target(workerId, report, concurrency, workloadId) : localTarget(workerId, report, concurrency, workloadId);
+  const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets);
+  agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
+  const webhooks = {
+    policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
+    ca: caBundle([config.webhookCaFile, process.env.NODE_EXTRA_CA_CERTS]),
+  };
+  const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
+  const jobs = new JobRunner(store.db, fleet, usage, metrics, () => deliveries.wake());
+  const deps: AppDeps = {
+    db: store.db,
+    config,
+    adminToken: token,
+    metricsToken: config.metricsToken,
+    usage,
+    events: { workloadsChanged: () => fleet.reconcile() },
+    version: VERSION,
+    startedAt: new Date().toISOString(),
+    fleet,
+    metrics,
+    jobs,
+    webhooks,
+    agents,
+    hostCert,
+    joinUrl: () => `https://${advertised(config)}:${tlsPort.value}`,
+    describeWorkload: (w) => fleet.describe(w),
+  };
+  return { deps, jobs, deliveries, agents, tlsPort };
+}
+
+/** Periodic chores: usage to disk, queue depth samples, placement, pruning. Returns a stop. */
+function startChores(config: Config, s: Services): () => void {
+  const { deps } = s;
+  const timers = [
+    setInterval(() => {
+      try {
+        deps.usage.flush();
+      } catch (e) {
+        log.warn("could not write usage counters", e);
+      }
+    }, 1000),
+    setInterval(() => {
+      for (const [id, depth] of deps.fleet.dispatcher.depths()) deps.metrics.sampleQueue(id, depth);
+    }, 1000),
+    setInterval(() => {
+      deps.fleet.reconcile();
+      s.jobs.wake();
+    }, 10_000),
+    setInterval(() => pruneJobs(deps.db, config.jobRetentionHours * 3_600_000), 3_600_000),
+  ];
+  return () => timers.forEach(clearInterval);
+}
 
 /**
  * Starts `inferd serve` in a fixed order: data dir → lock → SQLite (pragmas, embedded migrations)
- * → admin token → app → listen. Nothing runs on import; `main.ts` calls this.
+ * → admin token → services → HTTP and HTTPS listeners → background loops → local agent.
+ * Nothing runs on import; `main.ts` calls this.
  */
 export async function startServer(config: Config, out: (line: string) => void = (l) => console.log(l)): Promise<Running> {
   ensureDataDir(config.dataDir);
@@ -52,87 +121,35 @@ export async function startServer(config: Config, out: (line: string) => void = 
   try {
     store = openStore(dataPaths(config.dataDir).db);
     const token = adminToken(config.dataDir, config.adminToken);
-    const usage = new UsageRecorder(store.db);
-    const metrics = new MetricsStore();
-    setOfflineAfter(config.workerTimeoutMs);
-    const hostCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
-    let agents: RemoteAgents | undefined;
-    const targets: TargetFactory = (workerId, report, concurrency, workloadId) =>
-      getWorker(store!.db, workerId).kind === "remote" ? agents!.hub.target(workerId, report, concurrency, workloadId) : localTarget(workerId, report, concurrency, workloadId);
-    const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets);
-    agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
-    let tlsPort = 0;
-    const webhooks = {
-      policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
-      ca: caBundle([config.webhookCaFile, process.env.NODE_EXTRA_CA_CERTS]),
-    };
-    const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
-    const jobs = new JobRunner(store.db, fleet, usage, metrics, () => deliveries.wake());
-    const events: AppEvents = { workloadsChanged: () => fleet.reconcile() };
-    const deps: AppDeps = {
-      db: store.db,
-      config,
-      adminToken: token.token,
-      metricsToken: config.metricsToken,
-      usage,
-      events,
-      version: VERSION,
-      startedAt: new Date().toISOString(),
-      fleet,
-      metrics,
-      jobs,
-      webhooks,
-      agents,
-      hostCert,
-      joinUrl: () => `https://${advertised(config)}:${tlsPort}`,
-      describeWorkload: (w) => fleet.describe(w),
-    };
-    const app = createApp(deps).listen({
-      hostname: config.host,
-      port: config.port,
-      idleTimeout: 255,
-      maxRequestBodySize: Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024,
-    });
-    const server = app.server!;
+    const services = buildServices(config, store, token.token);
+    const { deps } = services;
+    const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
+    const app = createApp(deps).listen({ hostname: config.host, port: config.port, idleTimeout: 255, maxRequestBodySize: bodyLimit });
     const tls = Bun.serve({
       hostname: config.host,
       port: config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1),
-      tls: { cert: hostCert.certPem, key: hostCert.keyPem },
+      tls: { cert: deps.hostCert.certPem, key: deps.hostCert.keyPem },
       idleTimeout: 255,
-      maxRequestBodySize: Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024,
+      maxRequestBodySize: bodyLimit,
       fetch: (request) => {
         viaTls.add(request);
         return app.handle(request);
       },
     });
-    tlsPort = tls.port!;
+    services.tlsPort.value = tls.port!;
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
-    const url = `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${server.port}`;
+    const url = `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${app.server!.port}`;
     lock.update(url);
-    const flusher = setInterval(() => {
-      try {
-        usage.flush();
-      } catch (e) {
-        log.warn("could not write usage counters", e);
-      }
-    }, USAGE_FLUSH_MS);
-    fleet.reconcile();
-    const sampler = setInterval(() => {
-      for (const [id, depth] of fleet.dispatcher.depths()) metrics.sampleQueue(id, depth);
-    }, 1000);
-    const placer = setInterval(() => {
-      fleet.reconcile();
-      jobs.wake();
-    }, 10_000);
-    const pruner = setInterval(() => pruneJobs(store!.db, config.jobRetentionHours * 3_600_000), 3_600_000);
-    jobs.start();
-    deliveries.start();
-    agents.start();
+    deps.fleet.reconcile();
+    const stopChores = startChores(config, services);
+    services.jobs.start();
+    services.deliveries.start();
+    services.agents.start();
     let agent: Agent | undefined;
     if (config.localAgent) {
       agent = await startLocalAgent({
         db: store.db,
-        fleet,
+        fleet: deps.fleet,
         dataDir: config.dataDir,
         version: VERSION,
         telemetryMs: config.telemetryMs,
@@ -145,30 +162,27 @@ export async function startServer(config: Config, out: (line: string) => void = 
     }
     out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
     out(`dashboard: ${url}/`);
-    out(`agents join at https://${advertised(config)}:${tlsPort} (certificate sha256 ${hostCert.fingerprint})`);
+    out(`agents join at ${deps.joinUrl()} (certificate sha256 ${deps.hostCert.fingerprint})`);
     if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
     const openedStore = store;
     let stopping: Promise<void> | undefined;
     return {
       url,
-      port: server.port!,
+      port: app.server!.port!,
       adminToken: token.token,
       store: openedStore,
-      fleet,
-      tlsPort,
+      fleet: deps.fleet,
+      tlsPort: tls.port!,
       stop: () =>
         (stopping ??= (async () => {
-          clearInterval(flusher);
-          clearInterval(placer);
-          clearInterval(sampler);
-          clearInterval(pruner);
-          agents!.stop();
-          await jobs.stop();
-          await deliveries.stop();
+          stopChores();
+          services.agents.stop();
+          await services.jobs.stop();
+          await services.deliveries.stop();
           await agent?.stop();
           await app.stop(true);
           tls.stop(true);
-          usage.flush();
+          deps.usage.flush();
           openedStore.close();
           lock.release();
         })()),

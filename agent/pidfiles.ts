@@ -2,8 +2,8 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "nod
 import { join } from "node:path";
 import { ptySpawn, type SpawnFn } from "./supervisor";
 
-/** The kernel's start time of a process (Linux), to tell our runtime from a reused pid. */
-function startTime(pid: number): string | null {
+/** The kernel's start time of a process (Linux), to tell a live process from a reused pid. */
+export function startTime(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;

@@ -63,3 +63,13 @@ export interface ReplicaReport {
   /** The model name the runtime serves (what upstream requests must carry). */
   served_model?: string;
 }
+
+/** One request the host hands a remote agent to run against a replica's runtime. */
+export interface WorkMessage {
+  id: string;
+  assignment_id: string;
+  path: string;
+  method: string;
+  headers: Record<string, string>;
+  body_b64: string | null;
+}

@@ -1,14 +1,5 @@
 import type { RemoteHostLink } from "./remote";
-
-/** A request the host handed this agent. */
-interface WorkItem {
-  id: string;
-  assignment_id: string;
-  path: string;
-  method: string;
-  headers: Record<string, string>;
-  body_b64: string | null;
-}
+import type { WorkMessage } from "./protocol";
 
 /**
  * Pulls requests for this agent's replicas from the host (long poll; a new poll goes out as soon as
@@ -32,7 +23,7 @@ export class WorkPuller {
     while (!this.stopped) {
       try {
         const r = await this.link.call("/agent/v1/work?wait=25000", { timeoutMs: 40_000, signal: this.abort.signal });
-        const { items } = (await r.json()) as { items: WorkItem[] };
+        const { items } = (await r.json()) as { items: WorkMessage[] };
         for (const item of items) {
           const p = this.run(item).finally(() => this.running.delete(p));
           this.running.add(p);
@@ -53,7 +44,7 @@ export class WorkPuller {
     return ((await r.json().catch(() => ({ status: r.status }))) as { status: number }).status;
   }
 
-  private async run(item: WorkItem): Promise<void> {
+  private async run(item: WorkMessage): Promise<void> {
     const replica = this.link.replica(item.assignment_id);
     const upstream = new AbortController();
     this.abort.signal.addEventListener("abort", () => upstream.abort(), { once: true });

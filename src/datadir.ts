@@ -1,6 +1,7 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
+import { startTime } from "../agent/pidfiles";
 
 /** Files inside the data dir. */
 export const dataPaths = (dir: string) => ({
@@ -16,23 +17,13 @@ export function ensureDataDir(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
 }
 
-/** The kernel's start time of a process (Linux), to tell a live owner from a reused pid. */
-function processStart(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
 function alive(pid: number, start: string | null): boolean {
   try {
     process.kill(pid, 0);
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === "EPERM";
   }
-  return start === null || processStart(pid) === null || processStart(pid) === start;
+  return start === null || startTime(pid) === null || startTime(pid) === start;
 }
 
 /** Lock files held by this process (a second server in one process is refused too). */
@@ -53,7 +44,7 @@ export function lockDataDir(dir: string): { release(): void; update(info: string
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const fd = openSync(path, "wx", 0o600);
-      const body = () => JSON.stringify({ pid: process.pid, start: processStart(process.pid), info });
+      const body = () => JSON.stringify({ pid: process.pid, start: startTime(process.pid), info });
       writeSync(fd, body());
       closeSync(fd);
       heldHere.add(path);

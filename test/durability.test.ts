@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { cleanup, startInferd, tempDir, waitFor, type Inferd } from "./helpers/proc";
+import { cleanup, isAlive, startInferd, tempDir, waitFor, type Inferd } from "./helpers/proc";
 import { join } from "node:path";
 import { fixtureEnv, readRecord } from "./fixtures";
 import { makeTestPki } from "./fixtures/tls";
@@ -81,14 +81,7 @@ describe("crash safety", () => {
     const after = await Promise.all(ids.map(async (id) => (await (await fetch(`${server!.url}/endpoint/durable/jobs/jobs/${id}`, { headers: { authorization: `Bearer ${live}` } })).json())));
     expect(after.every((j) => j.status === "completed" && j.deliveries[0].state === "delivered")).toBe(true);
     // The runtime the crashed inferd left behind was stopped by the restart.
-    const alive = runtimePids.filter((pid) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    });
+    const alive = runtimePids.filter(isAlive);
     expect(alive).toEqual([]);
   });
 });

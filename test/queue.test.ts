@@ -1,18 +1,13 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { cleanup, waitFor } from "./helpers/proc";
-import { sseEvents, startServing, type Serving } from "./helpers/serving";
+import { cleanup, isAlive, waitFor } from "./helpers/proc";
+import { servingPool, sseEvents, type Serving } from "./helpers/serving";
 
 /** Slots, queue limits, cancellation, crash loops and shutdown, with a slow (fake) vLLM. */
-const servers: Serving[] = [];
+const { serve, stopAll } = servingPool();
 afterAll(async () => {
-  await Promise.all(servers.map((s) => s.stop().catch(() => 0)));
+  await stopAll();
   await cleanup();
 });
-const serve = async (env: Record<string, string>) => {
-  const s = await startServing(env);
-  servers.push(s);
-  return s;
-};
 const ask = (s: Serving, w: string, content: string, signal?: AbortSignal) =>
   s.data(w, "/v1/chat/completions", { body: { messages: [{ role: "user", content }] }, signal });
 
@@ -107,14 +102,7 @@ describe("failures and shutdown", () => {
     const pids = s.events((e) => e.event === "start").map((e) => e.pid as number);
     expect(pids.length).toBeGreaterThan(0);
     expect(await s.stop()).toBe(0);
-    const alive = pids.filter((pid) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    });
+    const alive = pids.filter(isAlive);
     expect(alive).toEqual([]);
   });
 });

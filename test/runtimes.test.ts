@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
-import { sseEvents, startServing, type Serving } from "./helpers/serving";
+import { servingPool, sseEvents, type Serving } from "./helpers/serving";
 import { fixtureEnv, freePort } from "./fixtures";
 import { writeTinyGguf } from "./fixtures/gguf";
 import { parseNvidiaSmi, probeGpus } from "../agent/gpu";
@@ -9,16 +9,11 @@ import { gpuEnv, withPort, withTensorParallel } from "../agent/runtimes/args";
 import { ollamaAddress } from "../agent/runtimes/ollama";
 
 /** Backends other than vLLM (Ollama, SGLang, the built-in llama.cpp runtime) and the pure launch helpers. */
-const servers: Serving[] = [];
+const { serve, stopAll } = servingPool();
 afterAll(async () => {
-  await Promise.all(servers.map((s) => s.stop().catch(() => 0)));
+  await stopAll();
   await cleanup();
 });
-const serve = async (env: Record<string, string>) => {
-  const s = await startServing(env);
-  servers.push(s);
-  return s;
-};
 
 describe("launch flags (pure)", () => {
   test("port: added with --host when absent, explicit one kept, 0.0.0.0 reached on loopback", () => {

@@ -1,22 +1,12 @@
 import { AppError } from "../errors";
 import type { Target, Upstream } from "../dispatch/queue";
-import type { ReplicaReport } from "../../agent/protocol";
+import type { ReplicaReport, WorkMessage } from "../../agent/protocol";
 
 /** A request lost with its worker before any of its answer reached the client: safe to run elsewhere. */
 export class WorkerLost extends AppError {
   constructor(why: string) {
     super(503, "worker_lost", why, { "retry-after": "1" });
   }
-}
-
-/** One request handed to a remote agent, as the agent receives it. */
-export interface WorkMessage {
-  id: string;
-  assignment_id: string;
-  path: string;
-  method: string;
-  headers: Record<string, string>;
-  body_b64: string | null;
 }
 
 interface Item {

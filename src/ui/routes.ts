@@ -7,7 +7,7 @@
  */
 import { Elysia } from "elysia";
 import { join } from "node:path";
-import { AppError, notFound } from "../errors";
+import { AppError } from "../errors";
 import { ASSET_PREFIX, buildUi, type UiFile } from "./bundle";
 import { embeddedUi } from "./embedded";
 
@@ -110,7 +110,7 @@ export function uiRoutes(source: UiSource = {}) {
     .get(`${ASSET_PREFIX}*`, async ({ request }) => {
       const path = new URL(request.url).pathname;
       const file = (await files()).get(path);
-      if (!file) throw notFound(`dashboard file "${path}"`);
+      if (!file) return Response.json({ error: { code: "not_found", message: `dashboard file "${path}" not found` } }, { status: 404, headers: { "cache-control": "no-store" } });
       return respond(request, file, "public, max-age=31536000, immutable");
     });
   // Elysia's route methods register on the instance itself, so the loop needs no reassignment.

@@ -179,3 +179,13 @@ export async function runInferd(opts: InferdOptions & { timeoutMs?: number } = {
   return { code, stdout: text.stdout, stderr: text.stderr, output: text.all };
 }
 
+
+/** Whether a process with this pid exists (zombies count as gone once reaped). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -105,3 +105,16 @@ export async function sseEvents(r: Response): Promise<unknown[]> {
       }
     });
 }
+
+/** Servers a test file starts, stopped together at its end: `serve(env)` and `stopAll()`. */
+export function servingPool() {
+  const servers: Serving[] = [];
+  return {
+    serve: async (env: Record<string, string> = {}) => {
+      const s = await startServing(env);
+      servers.push(s);
+      return s;
+    },
+    stopAll: () => Promise.all(servers.map((s) => s.stop().catch(() => 0))),
+  };
+}

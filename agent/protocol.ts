@@ -62,6 +62,8 @@ export interface ReplicaReport {
   base_url?: string;
   /** The model name the runtime serves (what upstream requests must carry). */
   served_model?: string;
+  /** The runtime's own API key (its command's `--api-key`), sent upstream as Bearer; never shown. */
+  api_key?: string;
 }
 
 /** One request the host hands a remote agent to run against a replica's runtime. */

@@ -56,7 +56,7 @@ export class WorkPuller {
     try {
       res = await fetch(replica.base_url + item.path, {
         method: item.method,
-        headers: item.headers,
+        headers: replica.api_key ? { ...item.headers, authorization: `Bearer ${replica.api_key}` } : item.headers,
         body: item.body_b64 === null ? undefined : Buffer.from(item.body_b64, "base64"),
         signal: upstream.signal,
       });

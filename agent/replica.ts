@@ -5,6 +5,7 @@ import { runPrep } from "./prep";
 import { Supervisor, type SupervisorOptions, type SupervisorState } from "./supervisor";
 import type { ReplicaReport, ReplicaSpec, ReplicaState } from "./protocol";
 import { LAUNCHERS } from "./runtimes";
+import { flagValue } from "./command";
 import type { LaunchContext, LaunchPlan } from "./runtimes/types";
 
 /** What a replica needs from its agent. */
@@ -24,9 +25,9 @@ export interface ReplicaHost {
 const toReplicaState = (s: SupervisorState): ReplicaState => (s === "restarting" ? "starting" : s);
 
 /** The model name a ready runtime serves, from its /v1/models (falling back to the workload's). */
-async function servedModel(baseUrl: string, fallback: string): Promise<string> {
+async function servedModel(baseUrl: string, fallback: string, apiKey?: string): Promise<string> {
   try {
-    const r = await fetch(`${baseUrl}/v1/models`, { signal: AbortSignal.timeout(5000) });
+    const r = await fetch(`${baseUrl}/v1/models`, { signal: AbortSignal.timeout(5000), headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} });
     const body = (await r.json()) as { data?: { id?: string }[] };
     return body.data?.[0]?.id ?? fallback;
   } catch {
@@ -62,7 +63,8 @@ export class Replica {
     if (state === "ready" && this.plan) {
       const fallback = this.spec.workload.model_name;
       r.base_url = this.plan.baseUrl;
-      r.served_model = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback) : fallback;
+      if (this.plan.apiKey) r.api_key = this.plan.apiKey;
+      r.served_model = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey) : fallback;
       if (this.stopped || this.state !== "ready") return;
     }
     this.host.report(r);
@@ -79,7 +81,9 @@ export class Replica {
       which: this.host.which,
       builtinLlama: this.host.builtinLlama,
     };
-    return launcher(ctx);
+    const plan = launcher(ctx);
+    plan.apiKey ??= plan.argv ? flagValue(plan.argv, ["--api-key"]) : undefined;
+    return plan;
   }
 
   /** Starts (or, after an edit, restarts) the runtime. */

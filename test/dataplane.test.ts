@@ -157,3 +157,17 @@ describe("toggles and task types", () => {
     }
   });
 });
+
+describe("runtimes with their own API key", () => {
+  test("a command's --api-key is sent to the runtime, and never shown by the admin API", async () => {
+    const w = await s.createWorkload({ name: "keyed", backend: "vllm", model_name: "keyed", config: { command: "vllm serve keyed --api-key runtime-secret-123" } });
+    const ready = await s.waitState(w.id);
+    expect(ready.assignments[0].served_model).toBe("keyed");
+    const direct = await fetch(`${ready.assignments[0].base_url}/v1/models`);
+    expect(direct.status).toBe(401);
+    const r = await s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "with a key" }] } });
+    expect(r.status).toBe(200);
+    const shown = await (await s.admin(`/admin/workloads/${w.id}`)).text();
+    expect(shown.replace(/"command":"[^"]*"/, "")).not.toContain("runtime-secret-123");
+  });
+});

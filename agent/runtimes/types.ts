@@ -45,6 +45,8 @@ export interface LaunchPlan {
   prep: PrepStep[];
   /** A shared daemon to keep running for this replica (Ollama's `ollama serve`). */
   daemon?: { key: string; argv: string[]; env: Record<string, string>; healthUrl: string };
+  /** The runtime's API key when its command sets `--api-key`. */
+  apiKey?: string;
   /** True when the command ran the built-in llama.cpp runtime instead of llama-server. */
   builtin?: boolean;
 }

@@ -23,7 +23,8 @@ export function localTarget(workerId: string, report: ReplicaReport, concurrency
     send: (req: Upstream, signal: AbortSignal) => {
       let body = req.body as BodyInit | null;
       if (req.json) body = JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model });
-      return fetch(base + req.path, { method: req.method, headers: req.headers, body, signal, decompress: false } as RequestInit);
+      const headers = report.api_key ? { ...req.headers, authorization: `Bearer ${report.api_key}` } : req.headers;
+      return fetch(base + req.path, { method: req.method, headers, body, signal });
     },
   };
 }

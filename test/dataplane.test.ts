@@ -163,7 +163,7 @@ describe("runtimes with their own API key", () => {
     const w = await s.createWorkload({ name: "keyed", backend: "vllm", model_name: "keyed", config: { command: "vllm serve keyed --api-key runtime-secret-123" } });
     const ready = await s.waitState(w.id);
     expect(ready.assignments[0].served_model).toBe("keyed");
-    const direct = await fetch(`${ready.assignments[0].base_url}/v1/models`);
+    const direct = await fetch(`${ready.assignments[0].base_url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: [{ role: "user", content: "x" }] }) });
     expect(direct.status).toBe(401);
     const r = await s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "with a key" }] } });
     expect(r.status).toBe(200);

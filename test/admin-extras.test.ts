@@ -100,7 +100,7 @@ describe("inferd desktop", () => {
     const code = loginCode(t.dataDir);
     const r = await fetch(`${t.url}/login?code=${code}`, { redirect: "manual" });
     expect(r.status).toBe(302);
-    expect(r.headers.get("location")).toBe("/");
+    expect(r.headers.get("location")).toBe("/?signed_in=1");
     const cookie = r.headers.get("set-cookie")!;
     expect(cookie).toContain("HttpOnly");
     expect((await fetch(`${t.url}/admin/projects`, { headers: { cookie: cookie.split(";")[0] } })).status).toBe(200);

@@ -26,6 +26,6 @@ export const loginRoute = (deps: AppDeps) =>
     const s = redeemLoginCode(deps, String(query.code ?? ""));
     return new Response(null, {
       status: 302,
-      headers: { location: "/", "set-cookie": `${SESSION_COOKIE}=${s.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.maxAgeSeconds}` },
+      headers: { location: "/?signed_in=1", "set-cookie": `${SESSION_COOKIE}=${s.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.maxAgeSeconds}` },
     });
   });

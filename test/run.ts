@@ -49,31 +49,39 @@ export function bunTestArgs(extra: string[], reportFile: string): string[] {
   return ["test", ...(namesFiles ? [] : ["./test/"]), ...timeout, ...extra, "--reporter=junit", `--reporter-outfile=${reportFile}`];
 }
 
-/** Whether some test file under test/ drives a browser (imports playwright-core). */
-function needsBrowser(): boolean {
+/** System packages some suites need: a browser for the dashboard tests, an X server for the desktop window. */
+const SYSTEM_PACKAGES = [
+  { pkg: "chromium", file: "/usr/bin/chromium", marker: "playwright-core" },
+  { pkg: "xvfb", file: "/usr/bin/Xvfb", marker: "Xvfb" },
+  { pkg: "openssl", file: "/usr/bin/openssl", marker: "makeTestPki" },
+];
+
+/** Whether some test file under test/ mentions `marker`. */
+function testsMention(marker: string): boolean {
   for (const file of new Bun.Glob("**/*.ts").scanSync({ cwd: TEST_DIR })) {
     if (file.includes("node_modules") || file === "run.ts") continue;
-    if (readFileSync(join(TEST_DIR, file), "utf8").includes("playwright-core")) return true;
+    if (readFileSync(join(TEST_DIR, file), "utf8").includes(marker)) return true;
   }
   return false;
 }
 
 /**
- * Installs Debian's `chromium` for the browser tests when a test needs it, /usr/bin/chromium is
- * missing and we are root on Debian; otherwise does nothing (says why when a browser is missing).
+ * Installs the Debian packages the suites need (chromium, xvfb, openssl) when a test needs one,
+ * it is missing and we are root on Debian; otherwise does nothing (says why when one is missing).
  */
-export function ensureChromium(): void {
-  if (!needsBrowser() || existsSync("/usr/bin/chromium")) return;
+export function ensureSystemPackages(): void {
+  const missing = SYSTEM_PACKAGES.filter((p) => !existsSync(p.file) && testsMention(p.marker)).map((p) => p.pkg);
+  if (missing.length === 0) return;
   if (process.getuid?.() !== 0 || !existsSync("/etc/debian_version")) {
-    console.error("test/run: browser tests need /usr/bin/chromium (Debian: apt-get install chromium); not root on Debian, so not installing it");
+    console.error(`test/run: some tests need ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); not root on Debian, so not installing them`);
     return;
   }
-  console.error("test/run: installing chromium for the browser tests (apt-get)…");
+  console.error(`test/run: installing ${missing.join(", ")} (apt-get)…`);
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  for (const cmd of [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"]]) {
+  for (const cmd of [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", ...missing]]) {
     const r = Bun.spawnSync(cmd, { env, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
     if (r.exitCode !== 0) {
-      console.error(`test/run: "${cmd.join(" ")}" exited with ${r.exitCode}; browser tests will fail`);
+      console.error(`test/run: "${cmd.join(" ")}" exited with ${r.exitCode}; the tests that need ${missing.join(", ")} will fail`);
       return;
     }
   }
@@ -81,7 +89,7 @@ export function ensureChromium(): void {
 
 /** Runs the suite and returns the exit code; the last line printed is the summary line. */
 export async function main(extra: string[]): Promise<number> {
-  ensureChromium();
+  ensureSystemPackages();
   const reportDir = mkdtempSync(join(tmpdir(), "inferd-junit-"));
   const reportFile = join(reportDir, "junit.xml");
   try {

@@ -30,7 +30,14 @@ export function presentedToken(request: Request, allowApiKeyHeader = false): str
   return undefined;
 }
 
-const isAdminToken = (deps: AuthDeps, token: string) => safeEqual(sha256(token), sha256(deps.adminToken));
+const adminHashes = new WeakMap<AuthDeps, string>();
+
+/** Whether `token` is the admin token (compared as hashes, in constant time; the admin hash is computed once). */
+function isAdminToken(deps: AuthDeps, token: string): boolean {
+  let h = adminHashes.get(deps);
+  if (!h) adminHashes.set(deps, (h = sha256(deps.adminToken)));
+  return safeEqual(sha256(token), h);
+}
 
 /** Resolves a token to a key, or throws 401. The admin token is reported so planes can say 403. */
 function resolveKey(deps: AuthDeps, token: string | undefined, plane: string): KeyRecord | "admin" {

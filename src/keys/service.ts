@@ -130,15 +130,15 @@ export interface UsageDelta {
   outputTokens?: number;
 }
 
-type Counter = { requests: number; errors: number; inputTokens: number; outputTokens: number; lastUsedAt: string };
+type Counter = { requests: number; errors: number; inputTokens: number; outputTokens: number; lastUsedAt: number };
 
 function add(map: Map<string, Counter>, id: string, delta: UsageDelta): void {
-  const cur = map.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: "" };
+  const cur = map.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 };
   cur.requests += delta.requests ?? 0;
   cur.errors += delta.errors ?? 0;
   cur.inputTokens += delta.inputTokens ?? 0;
   cur.outputTokens += delta.outputTokens ?? 0;
-  cur.lastUsedAt = nowIso();
+  cur.lastUsedAt = Date.now();
   map.set(id, cur);
 }
 
@@ -176,7 +176,7 @@ export class UsageRecorder {
             requests: sql`${apiKeys.requests} + ${d.requests}`,
             inputTokens: sql`${apiKeys.inputTokens} + ${d.inputTokens}`,
             outputTokens: sql`${apiKeys.outputTokens} + ${d.outputTokens}`,
-            lastUsedAt: d.lastUsedAt,
+            lastUsedAt: new Date(d.lastUsedAt).toISOString(),
           })
           .where(eq(apiKeys.id, id))
           .run();
@@ -184,7 +184,7 @@ export class UsageRecorder {
       for (const [id, d] of wls) {
         // The workload may have been deleted since: insert only while it exists.
         tx.run(sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
-          SELECT ${id}, ${d.requests}, ${d.errors}, ${d.inputTokens}, ${d.outputTokens}, ${d.lastUsedAt} WHERE EXISTS (SELECT 1 FROM workloads WHERE id = ${id})
+          SELECT ${id}, ${d.requests}, ${d.errors}, ${d.inputTokens}, ${d.outputTokens}, ${new Date(d.lastUsedAt).toISOString()} WHERE EXISTS (SELECT 1 FROM workloads WHERE id = ${id})
           ON CONFLICT(workload_id) DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,
             input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, last_used_at = excluded.last_used_at`);
       }

@@ -160,7 +160,7 @@ export function findWorkload(db: Db, projectSlug: string, workloadSlug: string):
       const [p, w] = JSON.parse(key) as [string, string];
       const r = q.get({ p, w });
       return r && toWorkload(r.w, r.projectSlug);
-    });
+    }, false);
     workloadLookups.set(db, find);
   }
   return find(JSON.stringify([projectSlug, workloadSlug]));

@@ -6,8 +6,8 @@
  * Bun's `fetch` runs at most 256 requests at once per process (BUN_CONFIG_MAX_HTTP_REQUESTS raises
  * it); `closedLoop` warns when asked for more workers than that.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fixtureEnv } from "../test/fixtures";
 
@@ -142,6 +142,16 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   return { concurrency: opts.concurrency, completed: latencies.length, errors, firstError, elapsedMs, rps: latencies.length / (elapsedMs / 1000), latencies };
 }
 
+/**
+ * The machine's load average (1 and 5 min) against its CPU count, to print next to the figures: a
+ * load above the CPU count means other work was competing with the benchmark.
+ * @example console.log(machineLoad()) // → "load average 0.42 / 0.30 on 8 CPUs"
+ */
+export function machineLoad(): string {
+  const [one, five] = loadavg();
+  return `load average ${one.toFixed(2)} / ${five.toFixed(2)} (1 / 5 min) on ${availableParallelism()} CPUs`;
+}
+
 /** A table cell: numbers are right-aligned, text left-aligned. */
 export type Cell = string | number;
 
@@ -254,19 +264,91 @@ async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
   return ok;
 }
 
-/** SIGKILLs the process group of `pid` if that process still runs one of the fixture programs. */
-function killFixtureGroup(pid: number): void {
+/** SIGKILLs the process group of `pid` if that process still runs one of the fixture programs; true if it did. */
+function killFixtureGroup(pid: number, why = "outlived inferd"): boolean {
   let cmdline = "";
   try {
     cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
   } catch {
-    return; // gone
+    return false; // gone
   }
-  if (!cmdline.includes(join("test", "fixtures"))) return;
-  console.error(`runtime ${pid} outlived inferd; killing its process group`);
+  if (!cmdline.includes(join("test", "fixtures"))) return false;
+  console.error(`runtime ${pid} ${why}; killing its process group`);
   try {
     process.kill(-pid, "SIGKILL");
   } catch {}
+  return true;
+}
+
+/**
+ * The runtime pids an agent (local or remote) recorded in `<dataDir>/run/<pid>.json` (one file per
+ * runtime process group, removed when it exits), with their command lines; [] when there are none.
+ * @example runtimePids(agent.dataDir).find((r) => r.argv.some((a) => a.includes("vllm")))?.pid
+ */
+export function runtimePids(dataDir: string): { pid: number; argv: string[] }[] {
+  let files: string[];
+  try {
+    files = readdirSync(join(dataDir, "run")).filter((f) => f.endsWith(".json"));
+  } catch {
+    return [];
+  }
+  return files.flatMap((f) => {
+    try {
+      const { pid, argv } = JSON.parse(readFileSync(join(dataDir, "run", f), "utf8")) as { pid: number; argv?: string[] };
+      return Number.isInteger(pid) && pid > 0 ? [{ pid, argv: argv ?? [] }] : [];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** SIGKILLs every fixture runtime process group still listed in `<dataDir>/run` (left behind by its agent). */
+export function reapRuntimes(dataDir: string, why = "outlived its agent"): number {
+  return runtimePids(dataDir).filter(({ pid }) => killFixtureGroup(pid, why)).length;
+}
+
+/** A child process started by `spawnWithTail`: the end of its output, and a stop that always ends it. */
+export interface TailedChild {
+  proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
+  pid: number;
+  /** The end of what it printed (stdout and stderr interleaved). */
+  output(): string;
+  /** The start of its stdout (up to 64 KiB): where start-up lines such as `listening on` are. */
+  stdoutHead(): string;
+  /** SIGTERM, then SIGKILL after `graceMs` (default 15 s); resolves when it has exited. Idempotent. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/**
+ * Spawns `cmd` with piped output kept as a bounded tail, and a stop that escalates to SIGKILL.
+ * @example const child = spawnWithTail([process.execPath, "src/main.ts", "agent"], { env }); … await child.stop();
+ */
+export function spawnWithTail(cmd: string[], opts: { env: Record<string, string>; cwd?: string; name?: string }): TailedChild {
+  const proc = Bun.spawn(cmd, { cwd: opts.cwd ?? REPO_ROOT, env: opts.env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  let tail = "";
+  let stdout = "";
+  const pump = async (stream: ReadableStream<Uint8Array>, isStdout: boolean) => {
+    const decoder = new TextDecoder();
+    for await (const chunk of stream) {
+      const s = decoder.decode(chunk, { stream: true });
+      tail = (tail + s).slice(-OUTPUT_TAIL_BYTES);
+      if (isStdout && stdout.length < OUTPUT_TAIL_BYTES) stdout += s;
+    }
+  };
+  void pump(proc.stdout, true).catch(() => {});
+  void pump(proc.stderr, false).catch(() => {});
+  let stopping: Promise<void> | undefined;
+  const stop = (graceMs = 15_000) =>
+    (stopping ??= (async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.kill("SIGTERM");
+      if (!(await within(proc.exited, graceMs))) {
+        console.error(`${opts.name ?? cmd.join(" ")} did not stop within ${Math.round(graceMs / 1000)} s of SIGTERM; killing it`);
+        proc.kill("SIGKILL");
+        await proc.exited;
+      }
+    })());
+  return { proc, pid: proc.pid, output: () => tail, stdoutHead: () => stdout, stop };
 }
 
 /**
@@ -281,42 +363,24 @@ export async function startInferdForBench(env: Record<string, string> = {}, opts
   for (const k of Object.keys(childEnv)) if (k.startsWith("INFERD_")) delete childEnv[k];
   Object.assign(childEnv, { INFERD_LOCAL_AGENT: "1", FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564", FAKE_LOAD_MS: "0" }, env);
   const cmd = [process.execPath, ...(opts.bunFlags ?? []), join(REPO_ROOT, "src/main.ts"), "serve", "--port", "0", "--data-dir", dataDir];
-  const proc = Bun.spawn(cmd, { cwd: REPO_ROOT, env: childEnv, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  let tail = "";
-  let stdout = "";
-  const pump = async (stream: ReadableStream<Uint8Array>, isStdout: boolean) => {
-    const decoder = new TextDecoder();
-    for await (const chunk of stream) {
-      const s = decoder.decode(chunk, { stream: true });
-      tail = (tail + s).slice(-OUTPUT_TAIL_BYTES);
-      if (isStdout && stdout.length < OUTPUT_TAIL_BYTES) stdout += s;
-    }
-  };
-  void pump(proc.stdout, true).catch(() => {});
-  void pump(proc.stderr, false).catch(() => {});
+  const child = spawnWithTail(cmd, { env: childEnv, name: "inferd" });
   const tracked = new Set<number>();
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
-      if (proc.exitCode === null && proc.signalCode === null) {
-        proc.kill("SIGTERM");
-        if (!(await within(proc.exited, 15_000))) {
-          console.error("inferd did not stop within 15 s of SIGTERM; killing it");
-          proc.kill("SIGKILL");
-          await proc.exited;
-        }
-      }
+      await child.stop(15_000);
       if (tracked.size) await Bun.sleep(200); // the runtime's own SIGTERM handling
       for (const pid of tracked) killFixtureGroup(pid);
+      reapRuntimes(dataDir, "outlived inferd");
       if (!opts.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
     })());
   try {
-    const url = await waitForListening(proc, () => stdout, opts.startTimeoutMs ?? 30_000);
-    const adminToken = /admin token \(.*\): (ik_admin_\S+)/.exec(stdout)?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
-    return { url, adminToken, dataDir, pid: proc.pid, output: () => tail, admin: adminCaller(url, adminToken), track: (pid) => tracked.add(pid), stop };
+    const url = await waitForListening(child.proc, child.stdoutHead, opts.startTimeoutMs ?? 30_000);
+    const adminToken = /admin token \(.*\): (ik_admin_\S+)/.exec(child.stdoutHead())?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
+    return { url, adminToken, dataDir, pid: child.pid, output: child.output, admin: adminCaller(url, adminToken), track: (pid) => tracked.add(pid), stop };
   } catch (e) {
     await stop();
-    throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- inferd output ---\n${tail}`);
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- inferd output ---\n${child.output()}`);
   }
 }
 
@@ -361,6 +425,103 @@ export interface BenchWorkload {
   runtimePid?: number;
 }
 
+/** An assignment as `GET /admin/workloads/:id` lists it. */
+export interface BenchAssignment {
+  id: string;
+  worker_id: string;
+  concurrency: number;
+  state: string;
+  reason?: string;
+  in_flight?: number;
+  base_url?: string;
+}
+
+/**
+ * Creates the project `slug` unless it exists, and a new `ik_live_` key of it; returns the key's secret.
+ * @example const liveKey = await benchProjectKey(inferd, "bench");
+ */
+export async function benchProjectKey(inferd: BenchInferd, slug = "bench"): Promise<string> {
+  await inferd.admin("/admin/projects", { body: { name: slug, slug } }).catch((e) => {
+    if (!(e instanceof AdminError && e.status === 409)) throw e;
+  });
+  const key = await inferd.admin(`/admin/projects/${slug}/keys`, { body: { name: `bench-${Date.now()}`, type: "live" } });
+  return key.secret;
+}
+
+/**
+ * Creates a vLLM workload (`vllm serve <model>`, the fake on PATH) in project `project`; inferd
+ * places it automatically unless it is placed by hand. Returns its id and slug.
+ */
+export async function createVllmWorkload(inferd: BenchInferd, opts: { model: string; project?: string; name?: string }): Promise<{ id: string; slug: string }> {
+  const created = await inferd.admin(`/admin/projects/${opts.project ?? "bench"}/workloads`, {
+    body: { name: opts.name ?? opts.model, backend: "vllm", model_name: opts.model, config: { command: `vllm serve ${opts.model}` } },
+  });
+  return { id: created.id, slug: created.slug };
+}
+
+/**
+ * Polls `GET /admin/workloads/:id` until `ready(assignments)` holds, then returns the assignments;
+ * fails at once when one is `failed`, and after `timeoutMs` (default 60 s) with the states seen.
+ * @example await waitAssignments(inferd, wl.id, (as) => as.length === 2 && as.every((a) => a.state === "ready"))
+ */
+export async function waitAssignments(inferd: BenchInferd, workloadId: string, ready: (as: BenchAssignment[]) => boolean, timeoutMs = 60_000): Promise<BenchAssignment[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const as: BenchAssignment[] = (await inferd.admin(`/admin/workloads/${workloadId}`)).assignments ?? [];
+    if (ready(as)) return as;
+    const failed = as.find((a) => a.state === "failed");
+    if (failed) throw new Error(`assignment ${failed.id} of workload ${workloadId} failed: ${failed.reason}\n--- inferd output ---\n${inferd.output()}`);
+    if (Date.now() > deadline) {
+      const states = as.map((a) => `${a.id}@${a.worker_id}: ${a.state}`).join(", ") || "unplaced";
+      throw new Error(`workload ${workloadId} not ready within ${timeoutMs} ms (${states})\n--- inferd output ---\n${inferd.output()}`);
+    }
+    await Bun.sleep(50);
+  }
+}
+
+/** Every assignment is ready with a runtime URL (and there is at least one). */
+export const allReady = (as: BenchAssignment[]) => as.length > 0 && as.every((a) => a.state === "ready" && !!a.base_url);
+
+/**
+ * A fake runtime's counters (`GET <baseUrl>/fake/stats`): `total` requests served so far, and more.
+ * @example const before = (await fakeStats(a.base_url!)).total;
+ */
+export async function fakeStats(baseUrl: string): Promise<{ total: number; in_flight: number; max_in_flight: number; [k: string]: number }> {
+  const r = await fetch(`${baseUrl}/fake/stats`);
+  if (!r.ok) throw new Error(`GET ${baseUrl}/fake/stats: HTTP ${r.status}`);
+  return r.json() as never;
+}
+
+/**
+ * A last-in-first-out list of clean-up steps (stop a receiver, an agent, inferd…), run once by
+ * `run()` even when some fail, each given `stepTimeoutMs` (default 30 s). Share one with `hardLimit`.
+ * @example const cleanup = new Cleanups(); cleanup.add("inferd", () => inferd.stop()); … await cleanup.run();
+ */
+export class Cleanups {
+  private steps: { name: string; fn: () => unknown }[] = [];
+  private running?: Promise<void>;
+
+  constructor(private stepTimeoutMs = 30_000) {}
+
+  /** Adds a step; steps run in the reverse order of adding. */
+  add(name: string, fn: () => unknown): void {
+    this.steps.push({ name, fn });
+  }
+
+  /** Runs every step (once; later calls wait for the first), logging the ones that fail or hang. */
+  run(): Promise<void> {
+    return (this.running ??= (async () => {
+      for (const step of this.steps.splice(0).reverse()) {
+        try {
+          if (!(await within(Promise.resolve(step.fn()), this.stepTimeoutMs))) console.error(`cleanup of ${step.name} took over ${this.stepTimeoutMs} ms; going on`);
+        } catch (e) {
+          console.error(`cleanup of ${step.name} failed:`, e instanceof Error ? e.message : e);
+        }
+      }
+    })());
+  }
+}
+
 /**
  * Through the admin API: a project (created unless it exists), a live key and a vLLM workload
  * serving `model` (`vllm serve <model>`, the fake on PATH); waits until its replica is ready, then
@@ -369,22 +530,9 @@ export interface BenchWorkload {
  */
 export async function createBenchWorkload(inferd: BenchInferd, opts: { model: string; project?: string; name?: string; concurrency?: number; readyTimeoutMs?: number }): Promise<BenchWorkload> {
   const projectSlug = opts.project ?? "bench";
-  await inferd.admin("/admin/projects", { body: { name: projectSlug, slug: projectSlug } }).catch((e) => {
-    if (!(e instanceof AdminError && e.status === 409)) throw e;
-  });
-  const key = await inferd.admin(`/admin/projects/${projectSlug}/keys`, { body: { name: `bench-${Date.now()}`, type: "live" } });
-  const created = await inferd.admin(`/admin/projects/${projectSlug}/workloads`, {
-    body: { name: opts.name ?? opts.model, backend: "vllm", model_name: opts.model, config: { command: `vllm serve ${opts.model}` } },
-  });
-  const deadline = Date.now() + (opts.readyTimeoutMs ?? 60_000);
-  let a: { id: string; state: string; reason?: string; base_url?: string } | undefined;
-  for (;;) {
-    a = (await inferd.admin(`/admin/workloads/${created.id}`)).assignments?.[0];
-    if (a?.state === "ready" && a.base_url) break;
-    if (a?.state === "failed") throw new Error(`workload ${created.slug} failed to start: ${a.reason}\n--- inferd output ---\n${inferd.output()}`);
-    if (Date.now() > deadline) throw new Error(`workload ${created.slug} not ready (state ${a?.state ?? "unplaced"})\n--- inferd output ---\n${inferd.output()}`);
-    await Bun.sleep(50);
-  }
+  const liveKey = await benchProjectKey(inferd, projectSlug);
+  const created = await createVllmWorkload(inferd, { model: opts.model, project: projectSlug, name: opts.name });
+  const [a] = await waitAssignments(inferd, created.id, (as) => as[0]?.state === "ready" && !!as[0].base_url, opts.readyTimeoutMs ?? 60_000);
   await inferd.admin(`/admin/assignments/${a.id}`, { method: "PATCH", body: { concurrency: opts.concurrency ?? 1000 } });
   const logs = await inferd.admin(`/admin/workloads/${created.id}/logs?assignment=${a.id}`);
   const pid = Number(/Started server process \[(\d+)\]/.exec(logs.replicas?.[0]?.text ?? "")?.[1]);
@@ -394,7 +542,7 @@ export async function createBenchWorkload(inferd: BenchInferd, opts: { model: st
     workloadId: created.id,
     workloadSlug: created.slug,
     assignmentId: a.id,
-    liveKey: key.secret,
+    liveKey,
     endpoint: `${inferd.url}/endpoint/${projectSlug}/${created.slug}`,
     runtimeUrl: a.base_url!,
     runtimePid: pid > 0 ? pid : undefined,

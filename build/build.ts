@@ -13,10 +13,14 @@
  * the bundled runner plus node-llama-cpp with that platform's prebuilt CPU binaries. npm installs
  * only the host's binary packages, so a target whose package is missing builds without one (a
  * warning is printed) and its built-in runtime refuses to start with a message saying so.
+ *
+ * The dashboard (ui/) is bundled with Bun's HTML bundler and embedded the same way: the stub
+ * src/ui/embedded.ts is replaced by a module importing every built file (src/ui/bundle.ts).
  */
 import { rmSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { buildLlamaPack, PACK_FILE, packModules } from "./llama-pack";
+import { buildUi, UI_EMBED_DIR, uiModules } from "../src/ui/bundle";
 
 /** The repository root (this file lives in build/). */
 export const ROOT = join(import.meta.dir, "..");
@@ -83,9 +87,10 @@ export async function buildTarget(target: TargetName, opts: { outDir?: string; s
   try {
     const pack = await buildLlamaPack(ROOT, os, cpu);
     llama = "unavailable" in pack ? pack : { id: pack.id, files: pack.files, packBytes: pack.bytes.length };
+    const ui = uiModules(ROOT, await buildUi(ROOT));
     const out = await Bun.build({
       entrypoints: [join(ROOT, "src/main.ts")],
-      files: packModules(ROOT, pack),
+      files: { ...packModules(ROOT, pack), ...ui },
       compile: {
         target: TARGETS[target].bun,
         outfile: path,
@@ -103,6 +108,9 @@ export async function buildTarget(target: TargetName, opts: { outDir?: string; s
     });
     if (!("unavailable" in pack) && !Object.keys(out.metafile?.inputs ?? {}).some((p) => p.endsWith(PACK_FILE))) {
       throw new Error(`the built-in llama.cpp runtime's pack was not embedded (the bundler did not use the replacement of agent/runtimes/llama/embedded-pack.ts)`);
+    }
+    if (!Object.keys(out.metafile?.inputs ?? {}).some((p) => p.includes(UI_EMBED_DIR))) {
+      throw new Error(`the dashboard was not embedded (the bundler did not use the replacement of src/ui/embedded.ts)`);
     }
   } catch (e) {
     throw new BuildFailed(explain(target, e));

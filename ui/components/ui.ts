@@ -1,0 +1,119 @@
+/** Small building blocks shared by the pages: notes, badges, copy buttons, secrets, confirm dialogs. */
+import { html } from "htm/preact";
+import type { ComponentChildren } from "preact";
+import { useEffect, useId, useRef, useState } from "preact/hooks";
+import type { ApiError } from "../lib/api";
+
+/** An error from the API (or any message) announced to screen readers. */
+export function ErrorNote({ error }: { error?: ApiError | string | null }) {
+  if (!error) return null;
+  const text = typeof error === "string" ? error : error.message;
+  return html`<p class="note error" role="alert">${text}</p>`;
+}
+
+/** A replica or worker state as a coloured badge. */
+export function StateBadge({ state }: { state: string }) {
+  return html`<span class=${`badge state-${state}`}>${state}</span>`;
+}
+
+/** Copies text to the clipboard (also on plain-http LAN pages, where the Clipboard API is missing). */
+export async function copyText(text: string): Promise<void> {
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      return await navigator.clipboard.writeText(text);
+    } catch {}
+  }
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.className = "offscreen";
+  document.body.appendChild(area);
+  area.select();
+  document.execCommand("copy");
+  area.remove();
+}
+
+/** A button that copies `text` and says so. */
+export function CopyButton({ text, label = "Copy", name }: { text: string; label?: string; name?: string }) {
+  const [done, setDone] = useState(false);
+  useEffect(() => {
+    if (!done) return;
+    const t = setTimeout(() => setDone(false), 2000);
+    return () => clearTimeout(t);
+  }, [done]);
+  const copy = async () => {
+    await copyText(text);
+    setDone(true);
+  };
+  return html`<button type="button" class="small" onClick=${copy} aria-label=${done ? "Copied" : name} aria-live="polite">${done ? "Copied" : label}</button>`;
+}
+
+/** Code to read and copy, e.g. a command or a snippet. */
+export function CodeBlock({ code, label }: { code: string; label: string }) {
+  return html`<figure class="code">
+    <figcaption><span>${label}</span><${CopyButton} text=${code} name=${`Copy ${label}`} /></figcaption>
+    <pre tabindex="0"><code>${code}</code></pre>
+  </figure>`;
+}
+
+/** A secret shown once, right after it was made, with a copy button and a clear warning. */
+export function SecretOnce({ secret, what, onDone }: { secret: string; what: string; onDone(): void }) {
+  const id = useId();
+  return html`<section class="secret" aria-labelledby=${id}>
+    <h3 id=${id}>Your new ${what}</h3>
+    <p class="warn"><strong>Copy it now: you will not see this again.</strong> inferd keeps only a hash of it.</p>
+    <div class="secret-row"><code class="secret-value" data-testid="secret">${secret}</code><${CopyButton} text=${secret} label="Copy secret" /></div>
+    <button type="button" onClick=${onDone}>I have copied it</button>
+  </section>`;
+}
+
+/** A button that asks for confirmation in a modal dialog before running `onConfirm`. */
+export function ConfirmButton(props: { label: string; title: string; body: ComponentChildren; confirm: string; onConfirm(): unknown; class?: string }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const id = useId();
+  const close = () => dialog.current?.close();
+  const go = async () => {
+    close();
+    await props.onConfirm();
+  };
+  return html`<button type="button" class=${props.class ?? "danger"} onClick=${() => dialog.current?.showModal()}>${props.label}</button>
+    <dialog ref=${dialog} aria-labelledby=${id}>
+      <h2 id=${id}>${props.title}</h2>
+      <div>${props.body}</div>
+      <div class="actions">
+        <button type="button" onClick=${close}>Cancel</button>
+        <button type="button" class="danger" onClick=${go}>${props.confirm}</button>
+      </div>
+    </dialog>`;
+}
+
+/** A horizontal bar for a share of something (GPU utilisation, memory). */
+export function Bar({ value, max, label, text }: { value: number; max: number; label: string; text: string }) {
+  const pct = max > 0 ? Math.min(100, Math.max(0, (value / max) * 100)) : 0;
+  return html`<div class="bar-row">
+    <span class="bar-label">${label}</span>
+    <div class="bar" role="meter" aria-label=${label} aria-valuemin="0" aria-valuemax=${max} aria-valuenow=${value} aria-valuetext=${text}>
+      <div class=${`bar-fill ${pct > 85 ? "hot" : ""}`} style=${{ width: `${pct}%` }}></div>
+    </div>
+    <span class="bar-text">${text}</span>
+  </div>`;
+}
+
+/** Links between the views of one thing, the current one marked. */
+export function Tabs({ items, current }: { items: { href: string; label: string }[]; current: string }) {
+  return html`<nav class="tabs" aria-label="Sections">
+    ${items.map((i) => html`<a href=${i.href} aria-current=${i.href === current ? "page" : undefined}>${i.label}</a>`)}
+  </nav>`;
+}
+
+/** The page heading (focused after navigation so screen readers announce the page). */
+export function PageTitle({ children, sub }: { children: ComponentChildren; sub?: ComponentChildren }) {
+  const ref = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    document.title = `${ref.current?.textContent ?? ""} · inferd`;
+  });
+  return html`<header class="page-head"><h1 ref=${ref} tabindex="-1">${children}</h1>${sub ? html`<p class="sub">${sub}</p>` : null}</header>`;
+}
+
+/** A placeholder while the first answer is on its way. */
+export const Loading = () => html`<p class="muted" aria-busy="true">Loading…</p>`;

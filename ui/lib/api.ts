@@ -1,0 +1,96 @@
+/** The dashboard's only way to the server: the admin API, authenticated by the session cookie. */
+
+/** An error answer of the admin API: `{error: {code, message, field?}}`. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
+}
+
+const FLAG = "inferd.signedIn";
+let onUnauthorized = () => {};
+
+/** Called when the server says the session is gone (the app shows sign-in). */
+export function setUnauthorizedHandler(fn: () => void): void {
+  onUnauthorized = fn;
+}
+
+/** Options of one admin API call. */
+export interface CallOptions {
+  method?: string;
+  body?: unknown;
+  signal?: AbortSignal;
+}
+
+/** Sends a request with the session cookie; a JSON body when `body` is given. */
+export function send(path: string, opts: CallOptions = {}): Promise<Response> {
+  const hasBody = opts.body !== undefined;
+  return fetch(path, {
+    method: opts.method ?? (hasBody ? "POST" : "GET"),
+    headers: hasBody ? { "content-type": "application/json" } : {},
+    body: hasBody ? JSON.stringify(opts.body) : undefined,
+    credentials: "same-origin",
+    signal: opts.signal,
+  });
+}
+
+/** Turns a non-2xx answer into an ApiError (and a 401 into "signed out"). */
+export async function failure(res: Response): Promise<ApiError> {
+  let err: { code?: string; message?: string; field?: string } = {};
+  try {
+    err = ((await res.json()) as { error?: typeof err }).error ?? {};
+  } catch {}
+  if (res.status === 401) {
+    localStorage.removeItem(FLAG);
+    onUnauthorized();
+  }
+  return new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? `the server answered ${res.status}`, err.field);
+}
+
+/**
+ * Calls the admin API and returns its JSON (undefined for 204); throws ApiError on an error answer.
+ * @example const projects = await api<Project[]>("/admin/projects");
+ */
+export async function api<T>(path: string, opts: CallOptions = {}): Promise<T> {
+  const res = await send(path, opts);
+  if (!res.ok) throw await failure(res);
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  return (text ? JSON.parse(text) : undefined) as T;
+}
+
+/**
+ * Whether this browser signed in and has not signed out since. The session cookie is HttpOnly,
+ * so a flag remembers it; without one the app shows sign-in instead of asking (and logging a 401).
+ */
+export const signedIn = (): boolean => localStorage.getItem(FLAG) === "1";
+
+/**
+ * Takes note of a sign-in the server did itself: `/login?code=…` (the desktop window's one-time
+ * link) sets the cookie and lands on `/?signed_in=1`. Drops the marker from the address.
+ */
+export function adoptServerSignIn(): void {
+  const url = new URL(location.href);
+  if (url.searchParams.get("signed_in") !== "1") return;
+  localStorage.setItem(FLAG, "1");
+  url.searchParams.delete("signed_in");
+  history.replaceState(null, "", url.pathname + url.search + url.hash);
+}
+
+/** Exchanges the admin token for the HttpOnly session cookie. */
+export async function signIn(token: string): Promise<void> {
+  const res = await send("/admin/session", { body: { token: token.trim() } });
+  if (!res.ok) throw await failure(res);
+  localStorage.setItem(FLAG, "1");
+}
+
+/** Ends the session on the server and forgets it here. */
+export async function signOut(): Promise<void> {
+  localStorage.removeItem(FLAG);
+  await send("/admin/session", { method: "DELETE" }).catch(() => undefined);
+}

@@ -1,0 +1,60 @@
+/** The admin API's choices, with the words the dashboard shows for them (the server checks them). */
+
+/** Backends, in the order the form offers them. */
+export const BACKENDS = [
+  { id: "llamacpp", label: "llama.cpp", hint: "A GGUF file on this machine. Without llama-server installed, inferd's built-in llama.cpp runtime serves it." },
+  { id: "ollama", label: "Ollama", hint: "A model from the Ollama library; inferd pulls it and serves it through the Ollama daemon." },
+  { id: "vllm", label: "vLLM", hint: "A Hugging Face model on NVIDIA or AMD GPUs." },
+  { id: "vllm-omni", label: "vLLM-Omni", hint: "vLLM for image, audio and video generation models." },
+  { id: "sglang", label: "SGLang", hint: "A Hugging Face model served by SGLang." },
+] as const;
+
+/** The backend ids. */
+export type Backend = (typeof BACKENDS)[number]["id"];
+
+/** Task types with their labels. */
+export const TASK_TYPES: [string, string][] = [
+  ["text2text", "Chat / text generation"],
+  ["embedding", "Embeddings"],
+  ["image2text", "Vision chat"],
+  ["text2image", "Image generation"],
+  ["image2image", "Image editing"],
+  ["text2audio", "Speech / audio generation"],
+  ["audio2text", "Transcription"],
+  ["text2video", "Video generation"],
+  ["reranker", "Reranking (jobs only)"],
+  ["classification", "Classification (jobs only)"],
+  ["reward", "Reward model (jobs only)"],
+  ["forecast", "Time-series forecasting"],
+];
+
+/** Endpoint toggles with what each switches. */
+export const TOGGLES: [string, string][] = [
+  ["chat", "Chat completions and Messages"],
+  ["embeddings", "Embeddings"],
+  ["rerank", "Rerank"],
+  ["audio", "Audio (speech, transcription)"],
+  ["images", "Images"],
+  ["forecast", "Forecast"],
+  ["jobs", "Async jobs (and their webhook deliveries)"],
+];
+
+/** The command a backend starts from, before the user edits it. */
+export function defaultCommand(backend: string, model: string, gguf = ""): string {
+  const m = model.trim() || "<model>";
+  switch (backend) {
+    case "llamacpp":
+      return `llama-server -m ${gguf.trim() || "/path/to/model.gguf"} -c 4096`;
+    case "sglang":
+      return `python3 -m sglang.launch_server --model-path ${m}`;
+    case "vllm-omni":
+      return `vllm serve ${m} --omni`;
+    case "vllm":
+      return `vllm serve ${m}`;
+    default:
+      return "";
+  }
+}
+
+/** The name of a model file without folders and the .gguf ending, e.g. "qwen2.5-0.5b-q4". */
+export const ggufName = (path: string) => (path.split(/[\\/]/).pop() ?? "").replace(/\.gguf$/i, "");

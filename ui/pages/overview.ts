@@ -1,0 +1,41 @@
+/** The start page: what runs where, and the way in for a fresh server. */
+import { html } from "htm/preact";
+import { useApi } from "../lib/hooks";
+import type { Info, Project, Worker } from "../lib/types";
+import { ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
+
+/** The overview (or the first-run invitation when there is no project yet). */
+export function Overview() {
+  const info = useApi<Info>("/admin/info");
+  const projects = useApi<Project[]>("/admin/projects");
+  const workers = useApi<Worker[]>("/admin/workers", 3000);
+  if (projects.error) return html`<${ErrorNote} error=${projects.error} />`;
+  if (!projects.data || !workers.data) return html`<${Loading} />`;
+  const replicas = workers.data.flatMap((w) => w.replicas.map((r) => ({ ...r, worker: w.name })));
+  const gpus = workers.data.reduce((n, w) => n + w.gpus.length, 0);
+  const online = workers.data.filter((w) => w.state === "online").length;
+  return html`<${PageTitle} sub=${info.data ? `inferd ${info.data.version} on ${info.data.hostname}` : null}>Overview<//>
+    ${projects.data.length === 0
+      ? html`<section class="card welcome" aria-labelledby="welcome">
+          <h2 id="welcome">Welcome to inferd</h2>
+          <p>Serve a model on this machine and call it with the OpenAI SDK in four short steps.</p>
+          <a class="button primary" href="/setup">Get started</a>
+        </section>`
+      : null}
+    <div class="stats">
+      <a class="stat" href="/projects"><strong>${projects.data.length}</strong> project${projects.data.length === 1 ? "" : "s"}</a>
+      <a class="stat" href="/workers"><strong>${online}/${workers.data.length}</strong> workers online</a>
+      <a class="stat" href="/workers"><strong>${gpus}</strong> GPU${gpus === 1 ? "" : "s"}</a>
+      <span class="stat"><strong>${replicas.filter((r) => r.state === "ready").length}/${replicas.length}</strong> replicas ready</span>
+    </div>
+    <section aria-labelledby="running"><h2 id="running">Replicas</h2>
+      ${replicas.length === 0
+        ? html`<p class="muted">Nothing is running yet. ${projects.data.length ? html`Add a workload to a <a href="/projects">project</a>.` : null}</p>`
+        : html`<div class="table-wrap"><table>
+            <thead><tr><th scope="col">Workload</th><th scope="col">Worker</th><th scope="col">GPUs</th><th scope="col">State</th></tr></thead>
+            <tbody>${replicas.map((r) => html`<tr>
+              <td><a href=${`/workloads/${r.workload_id}`}>${r.workload}</a></td><td>${r.worker}</td>
+              <td>${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</td><td><${StateBadge} state=${r.state} /></td></tr>`)}</tbody>
+          </table></div>`}
+    </section>`;
+}

@@ -1,0 +1,75 @@
+/** Workers: GPUs with live utilisation and memory, replicas, adding (join command) and deleting. */
+import { html } from "htm/preact";
+import { useState } from "preact/hooks";
+import { api } from "../lib/api";
+import { useAction, useApi } from "../lib/hooks";
+import { ago, bytes, mib } from "../lib/format";
+import type { Worker } from "../lib/types";
+import { Bar, CodeBlock, ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
+
+type Joined = { id: string; name: string; join_token: string; join_command: string };
+
+/** The add-worker form, then its join command. */
+function AddWorker({ onAdded }: { onAdded(): void }) {
+  const [name, setName] = useState("");
+  const [joined, setJoined] = useState<Joined>();
+  const add = useAction((n: string) => api<Joined>("/admin/workers", { body: { name: n } }));
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const j = await add.run(name.trim());
+    if (j) {
+      setJoined(j);
+      setName("");
+      onAdded();
+    }
+  };
+  return html`<details class="card" open=${!!joined}>
+    <summary>Add a worker</summary>
+    <p class="muted">Another GPU machine on your network runs only inferd's agent and joins this server.</p>
+    <form class="form inline" onSubmit=${submit} aria-label="Add a worker">
+      <label>Worker name<input name="worker" required value=${name} onInput=${(e: Event) => setName((e.target as HTMLInputElement).value)} placeholder="gpu-box-2" /></label>
+      <${ErrorNote} error=${add.error} />
+      <div class="actions"><button type="submit" class="primary" disabled=${add.busy || !name.trim()}>Add worker</button></div>
+    </form>
+    ${joined ? html`<div class="joined" data-testid="join">
+      <p>Run this on <strong>${joined.name}</strong> (with the same inferd executable). <strong>The command holds a join token shown only now.</strong></p>
+      <${CodeBlock} label="Join command" code=${joined.join_command} />
+    </div>` : null}
+  </details>`;
+}
+
+/** One worker's card. */
+function WorkerCard({ w, onDeleted }: { w: Worker; onDeleted(): void }) {
+  const del = useAction(() => api(`/admin/workers/${w.id}`, { method: "DELETE" }).then(() => true));
+  const ram = w.telemetry?.ram_free_bytes;
+  return html`<li class="card worker" aria-label=${`Worker ${w.name}`}>
+    <div class="worker-head">
+      <h2>${w.name}</h2><${StateBadge} state=${w.state} />
+      ${w.last_seen_at
+        ? html`<span class="muted">${w.kind === "local" ? "this machine" : w.hostname} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`
+        : html`<span class="muted">waiting for its agent to join</span>`}
+    </div>
+    ${!w.last_seen_at ? null : w.gpus.length === 0 ? html`<p class="muted">No GPU: runs llama.cpp and Ollama on the CPU.</p>` : html`<ul class="gpus">
+      ${w.gpus.map((g) => html`<li class="gpu" data-testid="gpu">
+        <div class="gpu-name">GPU ${g.index} · ${g.name ?? "GPU"}${g.temperature_c !== undefined ? html` · <span>${g.temperature_c} °C</span>` : null}</div>
+        <${Bar} label="Utilisation" value=${g.utilization_percent} max=${100} text=${`${g.utilization_percent}%`} />
+        <${Bar} label="Memory" value=${g.memory_used_mib} max=${g.memory_total_mib} text=${`${mib(g.memory_used_mib)} / ${mib(g.memory_total_mib)}`} />
+      </li>`)}</ul>`}
+    <h3>Replicas</h3>
+    ${w.replicas.length === 0 ? html`<p class="muted">None.</p>` : html`<ul class="replicas">${w.replicas.map((r) => html`<li>
+      <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <${StateBadge} state=${r.state} /> <span class="muted">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</span></li>`)}</ul>`}
+    ${w.kind === "local" ? null : html`<div class="actions">
+      <${ErrorNote} error=${del.error} />
+      <${ConfirmButton} label="Delete worker" title=${`Delete worker ${w.name}?`} confirm="Delete worker" body=${html`<p>Its replicas move elsewhere and its agent can no longer connect.</p>`}
+        onConfirm=${async () => (await del.run()) && onDeleted()} /></div>`}
+  </li>`;
+}
+
+/** The workers page. */
+export function Workers() {
+  const list = useApi<Worker[]>("/admin/workers", 2000);
+  return html`<${PageTitle} sub="Machines that run your workloads, refreshed every 2 s.">Workers<//>
+    <${AddWorker} onAdded=${() => list.reload()} />
+    ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />`
+      : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} onDeleted=${() => list.reload()} />`)}</ul>`}`;
+}

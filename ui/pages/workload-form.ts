@@ -1,0 +1,72 @@
+/** Create and edit a workload: the form per backend, saved through the admin API. */
+import { html } from "htm/preact";
+import { useEffect, useState } from "preact/hooks";
+import { api } from "../lib/api";
+import { useAction, useApi } from "../lib/hooks";
+import { navigate } from "../lib/router";
+import type { Info, Workload, Worker } from "../lib/types";
+import { bodyOf, emptyDraft, WorkloadFields, type Draft } from "../components/workload-fields";
+import { ErrorNote, Loading, PageTitle } from "../components/ui";
+
+/** The form for a new workload in `project`. */
+export function WorkloadNew({ project }: { project: string }) {
+  const info = useApi<Info>("/admin/info");
+  const workers = useApi<Worker[]>("/admin/workers");
+  const [d, setD] = useState<Draft>(emptyDraft());
+  const save = useAction((body: Record<string, unknown>) => api<Workload>(`/admin/projects/${encodeURIComponent(project)}/workloads`, { body }));
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const w = await save.run(bodyOf(d));
+    if (w) navigate(`/workloads/${w.id}`);
+  };
+  return html`<${PageTitle} sub=${html`in project <a href=${`/projects/${project}`}>${project}</a>`}>New workload<//>
+    ${info.data?.ollama.running ? html`<p class="note">An Ollama daemon answers at <code>${info.data.ollama.url}</code>.</p>` : null}
+    <form class="card form" onSubmit=${submit} aria-label="New workload">
+      <${WorkloadFields} d=${d} onChange=${setD} error=${save.error} workers=${workers.data} />
+      <${ErrorNote} error=${save.error} />
+      <div class="actions"><a class="button" href=${`/projects/${project}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Create workload</button></div>
+    </form>`;
+}
+
+/** A draft holding an existing workload's values. */
+function draftOf(w: Workload): Draft {
+  const command = String(w.config.command ?? "");
+  return {
+    ...emptyDraft(w.backend),
+    name: w.name,
+    slug: w.slug,
+    description: w.description,
+    task_type: w.task_type,
+    backend: w.backend,
+    model_name: w.model_name,
+    gguf: /(?:^|\s)(?:-m|--model)\s+(\S+)/.exec(command)?.[1] ?? "",
+    command,
+    version: String(w.config.vllm_version ?? w.config.sglang_version ?? ""),
+    worker_id: w.worker_id ?? "",
+    commandTouched: true,
+  };
+}
+
+/** The form for an existing workload. */
+export function WorkloadEdit({ id }: { id: string }) {
+  const wl = useApi<Workload>(`/admin/workloads/${id}`);
+  const workers = useApi<Worker[]>("/admin/workers");
+  const [d, setD] = useState<Draft>();
+  useEffect(() => {
+    if (wl.data && !d) setD(draftOf(wl.data));
+  }, [wl.data]);
+  const save = useAction((body: Record<string, unknown>) => api<Workload>(`/admin/workloads/${id}`, { method: "PATCH", body }));
+  if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
+  if (!d || !wl.data) return html`<${Loading} />`;
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const { slug: _slug, ...body } = bodyOf(d);
+    if (await save.run(body)) navigate(`/workloads/${id}`);
+  };
+  return html`<${PageTitle} sub="Changing the command, model, backend or placement restarts its runtime.">Edit ${wl.data.name}<//>
+    <form class="card form" onSubmit=${submit} aria-label="Edit workload">
+      <${WorkloadFields} d=${d} onChange=${setD} error=${save.error} workers=${workers.data} editing=${true} />
+      <${ErrorNote} error=${save.error} />
+      <div class="actions"><a class="button" href=${`/workloads/${id}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Save</button></div>
+    </form>`;
+}

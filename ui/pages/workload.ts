@@ -1,0 +1,102 @@
+/** A workload: its replicas and their states, placement, endpoint toggles, usage and snippets. */
+import { html } from "htm/preact";
+import { useState } from "preact/hooks";
+import { api } from "../lib/api";
+import { useAction, useApi } from "../lib/hooks";
+import { navigate } from "../lib/router";
+import { count } from "../lib/format";
+import { TOGGLES } from "../lib/constants";
+import type { Workload, Worker } from "../lib/types";
+import { ConfirmButton, ErrorNote, Loading, StateBadge } from "../components/ui";
+import { WorkloadHead } from "../components/workload-head";
+import { Snippets } from "../components/snippets";
+
+/** The replicas table with a remove button per replica. */
+function Replicas({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
+  const remove = useAction((id: string) => api(`/admin/assignments/${id}`, { method: "DELETE" }).then(() => true));
+  const name = (id: string) => workers.find((x) => x.id === id)?.name ?? id;
+  const list = w.assignments ?? [];
+  return html`<section aria-labelledby="replicas"><h2 id="replicas">Replicas</h2>
+    ${w.scheduling_error ? html`<p class="note error" role="alert">${w.scheduling_error}</p>` : null}
+    <${ErrorNote} error=${remove.error} />
+    ${list.length === 0 ? html`<p class="muted">No replica yet.</p>` : html`<div class="table-wrap"><table>
+      <thead><tr><th scope="col">Worker</th><th scope="col">GPUs</th><th scope="col">State</th><th scope="col">In flight</th><th scope="col"><span class="offscreen">Actions</span></th></tr></thead>
+      <tbody>${list.map((a) => html`<tr>
+        <td>${name(a.worker_id)}${a.auto ? html` <span class="muted">(automatic)</span>` : null}</td>
+        <td>${a.gpu_indices.length ? `GPU ${a.gpu_indices.join(", ")}` : "CPU"}</td>
+        <td><${StateBadge} state=${a.state} />${a.reason ? html`<div class="reason">${a.reason}</div>` : null}</td>
+        <td>${a.in_flight} / ${a.concurrency}</td>
+        <td>${a.auto ? null : html`<${ConfirmButton} label="Remove" title="Remove this replica?" confirm="Remove replica" onConfirm=${async () => (await remove.run(a.id)) && onChange()} body=${html`<p>Its runtime on ${name(a.worker_id)} stops.</p>`} />`}</td>
+      </tr>`)}</tbody></table></div>`}
+  </section>`;
+}
+
+/** Run the workload on a chosen worker (replacing the automatic placement). */
+function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
+  const [worker, setWorker] = useState("");
+  const [gpus, setGpus] = useState("1");
+  const [concurrency, setConcurrency] = useState("20");
+  const place = useAction((body: Record<string, unknown>) => api(`/admin/workloads/${w.id}/assignments`, { body }).then(() => true));
+  const chosen = worker || workers[0]?.id || "";
+  const hasGpus = (workers.find((x) => x.id === chosen)?.gpus.length ?? 0) > 0;
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (await place.run({ worker_id: chosen, concurrency: Number(concurrency), ...(hasGpus ? { gpus: Number(gpus) } : {}) })) onChange();
+  };
+  return html`<details class="card"><summary>Run on a specific worker</summary>
+    <form class="form" onSubmit=${submit} aria-label="Place the workload">
+      <div class="grid3">
+        <label>Worker<select value=${chosen} onChange=${(e: Event) => setWorker((e.target as HTMLSelectElement).value)}>${workers.map((x) => html`<option value=${x.id}>${x.name}</option>`)}</select></label>
+        <label>GPUs<select value=${gpus} disabled=${!hasGpus} onChange=${(e: Event) => setGpus((e.target as HTMLSelectElement).value)}>${["1", "2", "4", "8"].map((n) => html`<option>${n}</option>`)}</select></label>
+        <label>Concurrent requests<input type="number" min="1" max="1000" value=${concurrency} onInput=${(e: Event) => setConcurrency((e.target as HTMLInputElement).value)} /></label>
+      </div>
+      <${ErrorNote} error=${place.error} />
+      <div class="actions"><button type="submit" disabled=${place.busy || !chosen}>Add replica</button></div>
+    </form></details>`;
+}
+
+/** The endpoint switches; each change is saved at once (shown at once, undone if refused). */
+function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
+  const [pending, setPending] = useState<Record<string, boolean>>({});
+  const save = useAction((patch: Record<string, boolean>) => api(`/admin/workloads/${w.id}/endpoints`, { method: "PATCH", body: patch }).then(() => true));
+  const flip = async (id: string, on: boolean) => {
+    setPending((p) => ({ ...p, [id]: on }));
+    if (await save.run({ [id]: on })) await onChange();
+    setPending(({ [id]: _, ...rest }) => rest);
+  };
+  return html`<section aria-labelledby="toggles"><h2 id="toggles">Endpoints</h2>
+    <p class="muted">A switched-off endpoint answers 409 <code>endpoint_disabled</code>.</p>
+    <ul class="toggles">${TOGGLES.map(([id, label]) => html`<li><label class="switch">
+      <input type="checkbox" role="switch" name=${id} checked=${id in pending ? pending[id] : w.endpoints[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
+      <span>${label}</span></label></li>`)}</ul>
+    <${ErrorNote} error=${save.error} />
+  </section>`;
+}
+
+/** The workload overview page. */
+export function WorkloadPage({ id }: { id: string }) {
+  const wl = useApi<Workload>(`/admin/workloads/${id}`, 2000);
+  const workers = useApi<Worker[]>("/admin/workers", 5000);
+  const del = useAction(() => api(`/admin/workloads/${id}`, { method: "DELETE" }).then(() => true));
+  if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
+  const w = wl.data;
+  if (!w) return html`<${Loading} />`;
+  const reload = () => wl.reload();
+  const u = w.usage;
+  return html`<${WorkloadHead} w=${w} current=${`/workloads/${id}`} />
+    <div class="stats">
+      <span class="stat"><strong>${count(u?.requests)}</strong> requests</span>
+      <span class="stat"><strong>${count(u?.total_tokens)}</strong> tokens</span>
+      <span class="stat"><strong>${count(u?.errors)}</strong> errors</span>
+      <span class="stat"><strong>${w.queue_depth ?? 0}</strong> waiting</span>
+    </div>
+    <${Replicas} w=${w} workers=${workers.data ?? []} onChange=${reload} />
+    ${workers.data?.length ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
+    <${Toggles} w=${w} onChange=${reload} />
+    <section aria-labelledby="use"><h2 id="use">Use it</h2><${Snippets} workload=${w} /></section>
+    <section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete workload</h2>
+      <${ErrorNote} error=${del.error} />
+      <${ConfirmButton} label="Delete workload" title=${`Delete ${w.name}?`} confirm="Delete workload" body=${html`<p>Its runtimes stop and its endpoint goes away.</p>`}
+        onConfirm=${async () => (await del.run()) && navigate(`/projects/${w.project_slug}`)} />
+    </section>`;
+}

@@ -44,7 +44,7 @@ export interface AppDeps {
   usage: UsageRecorder;
   events: AppEvents;
   fleet: Fleet;
-  jobs: { wake(): void };
+  jobs: { wake(workloadId?: string): void };
   webhooks: { policy: AddressPolicy; ca: string[] };
   metrics: MetricsStore;
   agents: RemoteAgents;

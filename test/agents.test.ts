@@ -155,3 +155,29 @@ describe("serving from two agents", () => {
     expect(local).toBeUndefined();
   });
 });
+
+describe("the only worker goes away", () => {
+  test("its replica shows the worker is offline; requests get 503 at once, jobs wait and run when it is back", async () => {
+    const solo = await joinAgent(host, "solo", { FAKE_DELAY_MS: "50" });
+    agents.push(solo);
+    const w = await (await host.admin("/admin/projects/fleet/workloads", { name: "solo-wl", backend: "vllm", model_name: "solo", config: { command: "vllm serve solo" } })).json();
+    await placeOn(w.id, [solo.workerId], 4);
+    await solo.kill9();
+    const d = await waitFor(async () => {
+      const x = await detail(w.id);
+      return x.assignments[0].state === "pending" ? x : undefined;
+    }, { what: "the replica no longer ready", timeoutMs: 20_000 });
+    expect(d.assignments[0].reason).toContain("offline");
+    const started = Date.now();
+    const r = await chat(w.slug, "anyone?");
+    expect(r.status).toBe(503);
+    expect(r.headers.get("retry-after")).toBeTruthy();
+    expect((await r.json()).error.message).toContain("offline");
+    expect(Date.now() - started).toBeLessThan(5000);
+    const sub = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ kind: "embeddings", body: { input: "later" } }) });
+    const { job_id } = await sub.json();
+    const back = await rerunAgent(host, solo, { FAKE_DELAY_MS: "50" });
+    agents[agents.indexOf(solo)] = back;
+    await waitFor(async () => (await (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, { headers: { authorization: `Bearer ${live}` } })).json()).status === "completed" || undefined, { what: "the job run once the worker is back", timeoutMs: 30_000 });
+  });
+});

@@ -259,3 +259,14 @@ describe("destination URL rules", () => {
     }
   });
 });
+
+describe("receivers addressed by IP", () => {
+  test("a destination written as an IP address is tested and delivered to (certificate for the IP)", async () => {
+    const rcv = await receiver();
+    const hook = await addHook(w.id, `https://127.0.0.1:${rcv.port}/by-ip`);
+    const r = await s.admin(`/admin/webhooks/${hook.id}/test`, { method: "POST" });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ ok: true, status_code: 200 });
+    await s.admin(`/admin/webhooks/${hook.id}`, { method: "DELETE" });
+  });
+});

@@ -31,7 +31,10 @@ export class RemoteAgents {
   /** Records a sign of life from an agent. */
   touch(workerId: string): void {
     this.lastSeen.set(workerId, Date.now());
-    if (this.offline.delete(workerId)) log.info(`worker ${workerId} is back online`);
+    if (this.offline.delete(workerId)) {
+      log.info(`worker ${workerId} is back online`);
+      this.fleet.setOffline(workerId, false);
+    }
   }
 
   private check(): void {
@@ -41,6 +44,7 @@ export class RemoteAgents {
       this.offline.add(id);
       log.warn(`worker ${id} is offline (silent for ${Math.round((now - seen) / 1000)} s): its work goes to other replicas`);
       this.lose(id, `worker ${id} went offline`);
+      this.fleet.setOffline(id, true);
     }
   }
 

@@ -1,4 +1,5 @@
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
+import { memoize } from "../db/memo";
 import type { Db } from "../db";
 import { workers } from "../db/schema";
 import { AppError, conflict, unauthorized } from "../errors";
@@ -53,9 +54,17 @@ export function joinWorker(db: Db, token: string, version: string, hostVersion: 
   return { workerId: row.id, credential };
 }
 
-/** The remote worker an agent credential belongs to, or 401. */
+const credentialLookups = new WeakMap<Db, (hash: string) => typeof workers.$inferSelect | undefined>();
+
+/** The remote worker an agent credential belongs to, or 401 (memoised until the store changes). */
 export function workerByCredential(db: Db, credential: string | undefined): typeof workers.$inferSelect {
-  const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? db.select().from(workers).where(eq(workers.credentialHash, sha256(credential))).get() : undefined;
+  let find = credentialLookups.get(db);
+  if (!find) {
+    const q = db.select().from(workers).where(eq(workers.credentialHash, sql.placeholder("hash"))).prepare();
+    find = memoize(db, (hash) => q.get({ hash }));
+    credentialLookups.set(db, find);
+  }
+  const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? find(sha256(credential)) : undefined;
   if (!row) throw unauthorized("invalid_agent_credential", "this agent's credential is unknown: its worker was deleted from the host, or it never joined");
   return row;
 }

@@ -2,10 +2,12 @@
 import m0 from "./migrations/0000_breezy_deathbird.sql" with { type: "text" };
 import m1 from "./migrations/0001_serving.sql" with { type: "text" };
 import m2 from "./migrations/0002_jobs.sql" with { type: "text" };
+import m3 from "./migrations/0003_jobs_claim_index.sql" with { type: "text" };
 
 /** Every migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0000_breezy_deathbird", sql: m0 },
   { tag: "0001_serving", sql: m1 },
   { tag: "0002_jobs", sql: m2 },
+  { tag: "0003_jobs_claim_index", sql: m3 },
 ];

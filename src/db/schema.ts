@@ -124,7 +124,11 @@ export const jobs = sqliteTable(
     startedAt: text("started_at"),
     finishedAt: text("finished_at"),
   },
-  (t) => [index("jobs_status").on(t.status, t.createdAt), index("jobs_workload").on(t.workloadId, t.createdAt)],
+  (t) => [
+    index("jobs_status").on(t.status, t.createdAt),
+    index("jobs_workload").on(t.workloadId, t.createdAt),
+    index("jobs_workload_status").on(t.workloadId, t.status, t.createdAt),
+  ],
 );
 
 /** A webhook destination of a workload; the secret signs every delivery. */

@@ -49,7 +49,7 @@ export interface QueueLimits {
 }
 
 /** Why a workload cannot take requests at all (answers at once instead of queueing). */
-export type Unservable = (workloadId: string) => string | undefined;
+export type Unservable = (workloadId: string, kind: "sync" | "job") => string | undefined;
 
 /**
  * Per-workload queues over the replicas' slots. A request takes a free slot on the least-loaded
@@ -137,7 +137,7 @@ export class Dispatcher {
   acquire(workloadId: string, signal?: AbortSignal, kind: "sync" | "job" = "sync"): Promise<Slot> {
     const free = this.freeTarget(workloadId);
     if (free && this.depth(workloadId) === 0) return Promise.resolve(this.grant(free));
-    const why = this.unservable(workloadId);
+    const why = this.unservable(workloadId, kind);
     if (why) return Promise.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
     const queue = this.waiting.get(workloadId) ?? [];
     // Async jobs wait as long as it takes (their runner bounds how many wait); requests are bounded.
@@ -199,9 +199,9 @@ export class Dispatcher {
   /** Fails every waiter of a workload that has become unservable (e.g. all replicas failed). */
   failIfUnservable(workloadId: string): void {
     if (!this.waiting.get(workloadId)?.length) return;
-    const why = this.unservable(workloadId);
-    if (!why) return;
     for (const w of [...(this.waiting.get(workloadId) ?? [])]) {
+      const why = this.unservable(workloadId, w.kind);
+      if (!why) continue;
       this.dropWaiter(w);
       w.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
     }

@@ -22,7 +22,7 @@ export const jobRoutes = (deps: AppDeps) =>
       const toggle = KINDS[job.kind].toggle;
       if (!w.endpoints[toggle]) throw disabled(`the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off, so ${job.kind} jobs are refused`);
       const id = insertJob(deps.db, w.id, keyOf(request).id, job);
-      deps.jobs.wake();
+      deps.jobs.wake(w.id);
       set.status = 202;
       return { job_id: id };
     }, { parse: "none", detail: { summary: "Submit an async job; answers 202 with its job_id once it is stored" } })

@@ -8,7 +8,7 @@ import type { Fleet } from "../workers/fleet";
 import { getWorkloadById } from "../workloads/service";
 import { KINDS } from "./kinds";
 import { buildJobData, type JobData } from "./result";
-import { claimJobs, finishJob, queuedByWorkload, recoverRunningJobs, requeueJob } from "./service";
+import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueuedJobs } from "./service";
 
 type JobRow = ReturnType<typeof claimJobs>[number];
 
@@ -23,6 +23,8 @@ const TICK_MS = 1000;
  */
 export class JobRunner {
   private running = new Map<string, number>();
+  /** Workloads that may have queued jobs: set on submit and requeue, cleared when a claim comes up short. */
+  private pending = new Set<string>();
   private inflight = new Set<Promise<void>>();
   private timer?: ReturnType<typeof setInterval>;
   private abort = new AbortController();
@@ -42,12 +44,14 @@ export class JobRunner {
   start(): void {
     const n = recoverRunningJobs(this.db);
     if (n > 0) log.info(`${n} job(s) interrupted by a restart will run again`);
+    for (const w of workloadsWithQueuedJobs(this.db)) this.pending.add(w);
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.wake();
   }
 
-  /** Looks for work soon (coalesced). */
-  wake(): void {
+  /** Looks for work soon (coalesced); `workloadId` names a workload that just got a job. */
+  wake(workloadId?: string): void {
+    if (workloadId) this.pending.add(workloadId);
     if (this.scheduled || this.stopped) return;
     this.scheduled = true;
     queueMicrotask(() => {
@@ -58,10 +62,13 @@ export class JobRunner {
 
   private tick(): void {
     if (this.stopped) return;
-    for (const [workloadId, queued] of queuedByWorkload(this.db)) {
+    for (const workloadId of [...this.pending]) {
       const slots = this.fleet.dispatcher.targetsOf(workloadId).reduce((n, t) => n + t.capacity, 0);
       const room = Math.max(1, slots) - (this.running.get(workloadId) ?? 0);
-      for (const job of claimJobs(this.db, workloadId, Math.min(room, queued))) this.launch(job);
+      if (room <= 0) continue;
+      const claimed = claimJobs(this.db, workloadId, room);
+      if (claimed.length < room) this.pending.delete(workloadId);
+      for (const job of claimed) this.launch(job);
     }
   }
 
@@ -107,6 +114,7 @@ export class JobRunner {
       if ((err.status === 502 || err.code === "worker_lost") && job.runs < this.maxRuns) {
         log.warn(`job ${job.id}: ${err.message}; it will run again`);
         requeueJob(this.db, job.id);
+        this.pending.add(job.workloadId);
         return;
       }
       data = { job_id: job.id, status: "error", metrics: { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs }, error: { http_status: err.status, code: err.code, message: err.message } };

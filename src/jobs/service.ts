@@ -103,10 +103,9 @@ export function listJobs(db: Db, workloadId: string, limit = 50, status?: JobRow
   return rows.map((r) => view(r, ds.get(r.id) ?? []));
 }
 
-/** Workloads that have queued jobs, with how many. */
-export function queuedByWorkload(db: Db): Map<string, number> {
-  const rows = db.select({ w: jobs.workloadId, n: sql<number>`count(*)` }).from(jobs).where(eq(jobs.status, "queued")).groupBy(jobs.workloadId).all();
-  return new Map(rows.map((r) => [r.w, r.n]));
+/** Workloads that have queued jobs (read once at start; the runner keeps track after that). */
+export function workloadsWithQueuedJobs(db: Db): string[] {
+  return db.selectDistinct({ w: jobs.workloadId }).from(jobs).where(eq(jobs.status, "queued")).all().map((r) => r.w);
 }
 
 /** Takes the oldest queued jobs of a workload and marks them running. */

@@ -1,6 +1,7 @@
 import { request } from "node:https";
 import { rootCertificates } from "node:tls";
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { checkUrlShape, resolveChecked, type AddressPolicy } from "./address";
 
 /** What a receiver answered (or why there was no answer). */
@@ -54,7 +55,7 @@ export async function postWebhook(rawUrl: string, body: string, headers: Record<
         path: `${url.pathname}${url.search}`,
         method: "POST",
         headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
-        servername: url.hostname,
+        ...(isIP(url.hostname.replace(/^\[|\]$/g, "")) ? {} : { servername: url.hostname }),
         ca,
         agent: false,
         lookup: (_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) =>

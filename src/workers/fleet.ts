@@ -38,6 +38,8 @@ export class Fleet {
   private unplaced = new Map<string, string>();
   private reports = new Map<string, ReplicaReport>();
   private listeners = new Set<() => void>();
+  private offline = new Set<string>();
+  private verdicts = new Map<string, { always?: string; offline?: string }>();
   /** Output of every replica (and shared daemon) by assignment id, for the logs API. */
   readonly rings = new Map<string, LogRing>();
   readonly telemetry = new TelemetryHistory();
@@ -47,11 +49,12 @@ export class Fleet {
     limits: QueueLimits,
     private makeTarget: TargetFactory = localTarget,
   ) {
-    this.dispatcher = new Dispatcher(limits, (id) => this.unservable(id));
+    this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind));
   }
 
   /** Re-places workloads and wakes every agent so it reconciles. */
   reconcile(): void {
+    this.verdicts.clear();
     try {
       this.unplaced = autoAssign(this.db);
     } catch (e) {
@@ -104,7 +107,10 @@ export class Fleet {
       return;
     }
     if (a.worker_id !== workerId) return;
-    if (a.state !== r.state || (a.reason ?? undefined) !== r.reason) setAssignmentState(this.db, a.id, r.state, r.reason);
+    if (a.state !== r.state || (a.reason ?? undefined) !== r.reason) {
+      setAssignmentState(this.db, a.id, r.state, r.reason);
+      this.verdicts.delete(a.workload_id);
+    }
     this.reports.set(a.id, r);
     if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget(workerId, r, a.concurrency, a.workload_id));
     else this.dispatcher.removeTarget(a.id);
@@ -134,13 +140,39 @@ export class Fleet {
     this.dispatcher.removeWorker(workerId);
   }
 
-  /** Why a workload cannot take requests now (answered at once), or undefined to let them wait. */
-  unservable(workloadId: string): string | undefined {
+  /**
+   * Why a workload cannot take requests now (answered at once), or undefined to let them wait.
+   * Computed from the store once per change (a report, a placement), not per request.
+   */
+  unservable(workloadId: string, kind: "sync" | "job" = "sync"): string | undefined {
+    let v = this.verdicts.get(workloadId);
+    if (!v) {
+      v = this.judge(workloadId);
+      this.verdicts.set(workloadId, v);
+    }
+    // Jobs wait for a worker to come back; a client is told at once.
+    return kind === "job" ? v.always : (v.always ?? v.offline);
+  }
+
+  private judge(workloadId: string): { always?: string; offline?: string } {
     const placed = listAssignments(this.db, workloadId);
-    if (placed.length === 0) return this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined;
+    if (placed.length === 0) return { always: this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined };
     const failed = placed.filter((a) => a.state === "failed");
-    if (failed.length === placed.length) return `every replica of this workload failed to start: ${failed[0].reason ?? "unknown reason"}`;
-    return undefined;
+    if (failed.length === placed.length) return { always: `every replica of this workload failed to start: ${failed[0].reason ?? "unknown reason"}` };
+    const down = placed.filter((a) => a.state === "failed" || this.offline.has(a.worker_id));
+    if (down.length === placed.length) return { offline: "every worker of this workload is offline; retry when one is back" };
+    return {};
+  }
+
+  /** Marks a worker offline or back online, and what that means for its workloads. */
+  setOffline(workerId: string, offline: boolean): void {
+    if (offline) this.offline.add(workerId);
+    else this.offline.delete(workerId);
+    this.verdicts.clear();
+    for (const a of listAssignmentsOfWorker(this.db, workerId)) {
+      if (offline && a.state !== "failed") setAssignmentState(this.db, a.id, "pending", "its worker is offline");
+      this.dispatcher.failIfUnservable(a.workload_id);
+    }
   }
 
   /** The admin view of a workload: stored fields, replicas with their states, queue and usage. */

@@ -1,0 +1,1 @@
+CREATE INDEX `jobs_workload_status` ON `jobs` (`workload_id`,`status`,`created_at`);

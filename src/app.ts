@@ -45,7 +45,7 @@ export interface AppDeps {
   events: AppEvents;
   fleet: Fleet;
   jobs: { wake(workloadId?: string): void };
-  webhooks: { policy: AddressPolicy; ca: string[] };
+  webhooks: { policy: AddressPolicy; ca: string[] | undefined };
   metrics: MetricsStore;
   agents: RemoteAgents;
   hostCert: HostCert;

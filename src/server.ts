@@ -61,7 +61,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
   agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
   const webhooks = {
     policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
-    ca: caBundle([config.webhookCaFile, process.env.NODE_EXTRA_CA_CERTS]),
+    ca: caBundle(config.webhookCaFile),
   };
   const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
   const jobs = new JobRunner(store.db, fleet, usage, metrics, () => deliveries.wake());

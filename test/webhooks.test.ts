@@ -270,3 +270,18 @@ describe("receivers addressed by IP", () => {
     await s.admin(`/admin/webhooks/${hook.id}`, { method: "DELETE" });
   });
 });
+
+describe("extra CAs", () => {
+  test("NODE_EXTRA_CA_CERTS alone makes a self-signed receiver trusted", async () => {
+    const other = await startServing({ INFERD_ALLOW_PRIVATE_WEBHOOKS: "1", NODE_EXTRA_CA_CERTS: pki.caFile });
+    try {
+      const ow = await other.createWorkload({ name: "ca", backend: "ollama", model_name: "m" });
+      const rcv = await receiver();
+      const hook = await (await other.admin(`/admin/workloads/${ow.id}/webhooks`, { body: { url: rcv.url("/ca") } })).json();
+      const r = await (await other.admin(`/admin/webhooks/${hook.id}/test`, { method: "POST" })).json();
+      expect(r).toMatchObject({ ok: true, status_code: 200 });
+    } finally {
+      await other.stop();
+    }
+  });
+});

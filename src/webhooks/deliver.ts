@@ -29,7 +29,7 @@ export interface DeliveryOptions {
   schedule: number[];
   concurrency: number;
   policy: AddressPolicy;
-  ca: string[];
+  ca: string[] | undefined;
   /** How often due deliveries are looked for even when nothing woke the loop. */
   tickMs?: number;
 }

@@ -18,10 +18,13 @@ export const RECEIVER_TIMEOUT_MS = 3000;
 /** How much of a receiver's answer is kept. */
 const KEEP_BODY = 1024;
 
-/** The CA list for receivers: the system roots plus any extra CA files (`--webhook-ca-file`, NODE_EXTRA_CA_CERTS). */
-export function caBundle(files: (string | undefined)[]): string[] {
-  const extra = files.filter((f): f is string => !!f).map((f) => readFileSync(f, "utf8"));
-  return [...rootCertificates, ...extra];
+/**
+ * The CA list for receivers: undefined (the runtime's own roots, which already include
+ * NODE_EXTRA_CA_CERTS) unless `--webhook-ca-file` adds CAs, then the system roots plus those.
+ * Passing no list keeps each connection from building a trust store of its own.
+ */
+export function caBundle(extraFile: string | undefined): string[] | undefined {
+  return extraFile ? [...rootCertificates, readFileSync(extraFile, "utf8")] : undefined;
 }
 
 /**
@@ -29,7 +32,7 @@ export function caBundle(files: (string | undefined)[]): string[] {
  * connects to exactly that address (no second lookup) with TLS verified for the host name. Redirects
  * are not followed; no answer within 3 s is a failure. Never throws.
  */
-export async function postWebhook(rawUrl: string, body: string, headers: Record<string, string>, policy: AddressPolicy, ca: string[], timeoutMs = RECEIVER_TIMEOUT_MS): Promise<PostResult> {
+export async function postWebhook(rawUrl: string, body: string, headers: Record<string, string>, policy: AddressPolicy, ca: string[] | undefined, timeoutMs = RECEIVER_TIMEOUT_MS): Promise<PostResult> {
   const started = performance.now();
   const done = (r: Omit<PostResult, "duration_ms">): PostResult => ({ ...r, duration_ms: Math.round(performance.now() - started) });
   let url: URL;
@@ -56,7 +59,7 @@ export async function postWebhook(rawUrl: string, body: string, headers: Record<
         method: "POST",
         headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
         ...(isIP(url.hostname.replace(/^\[|\]$/g, "")) ? {} : { servername: url.hostname }),
-        ca,
+        ...(ca ? { ca } : {}),
         agent: false,
         lookup: (_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) =>
           opts?.all ? cb(null, [{ address: target.address, family: target.family }]) : cb(null, target.address, target.family),

@@ -1,12 +1,23 @@
 /** Shapes of the admin API's answers, as far as the dashboard reads them. */
+import type { ProjectView } from "../../src/projects/service";
+import type { KeyView } from "../../src/keys/service";
+import type { WebhookView } from "../../src/webhooks/service";
+import type { PostResult } from "../../src/webhooks/post";
+import type { DeliveryView, JobView } from "../../src/jobs/service";
 
-/** A project. */
-export interface Project {
-  id: string;
-  name: string;
-  slug: string;
-  created_at: string;
-}
+/** A project (the server's own type). */
+export type Project = ProjectView;
+/** An API key as listed; the secret only in the create answer. */
+export type Key = KeyView & { secret?: string };
+/** A webhook destination; the secret only in the create answer. */
+export type Webhook = WebhookView & { secret?: string };
+/** The receiver's answer to a test ping. */
+export type PingResult = PostResult;
+/** One destination's delivery of a job result. */
+export type Delivery = DeliveryView;
+/** An async job with its deliveries. */
+export type Job = JobView;
+
 
 /** Request and token counters of a key or a workload. */
 export interface Usage {
@@ -18,20 +29,6 @@ export interface Usage {
   last_used_at: string | null;
 }
 
-/** An API key as listed (the secret only in the create answer). */
-export interface Key {
-  id: string;
-  name: string;
-  type: "sdk" | "live";
-  scope: "project" | "endpoints";
-  endpoints: string[];
-  prefix: string;
-  project_slug: string;
-  created_at: string;
-  revoked_at: string | null;
-  usage: Usage;
-  secret?: string;
-}
 
 /** Where a workload runs and how that replica is doing. */
 export interface Assignment {
@@ -124,46 +121,9 @@ export interface Info {
   llama_server?: string | null;
 }
 
-/** A webhook destination (secret only in the create answer). */
-export interface Webhook {
-  id: string;
-  url: string;
-  secret?: string;
-  secret_prefix: string;
-  created_at: string;
-}
 
-/** The receiver's answer to a test ping. */
-export interface PingResult {
-  ok: boolean;
-  status_code: number | null;
-  body: string | null;
-  error: string | null;
-  duration_ms: number;
-}
 
-/** One destination's delivery of a job result. */
-export interface Delivery {
-  id: string;
-  url: string;
-  event: string;
-  state: "pending" | "delivered" | "terminal";
-  attempts: number;
-  last_status_code: number | null;
-  last_error: string | null;
-  next_attempt_at: string | null;
-  delivered_at: string | null;
-}
 
-/** An async job with its deliveries. */
-export interface Job {
-  job_id: string;
-  kind: string;
-  status: string;
-  created_at: string;
-  finished_at: string | null;
-  deliveries: Delivery[];
-}
 
 /** One try of a delivery. */
 export interface Attempt {

@@ -72,7 +72,8 @@ export interface GeneratedCert {
 export function selfSignedCert(names: string[], days = 3650, commonName = "inferd"): GeneratedCert {
   const { publicKey, privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
   const serial = randomBytes(16);
-  serial[0] &= 0x7f;
+  // A positive INTEGER in minimal DER: top bit clear (not negative) and first byte non-zero (no padding).
+  serial[0] = (serial[0] & 0x7f) | 0x40;
   const algo = seq(oid("1.2.840.10045.4.3.2"));
   const name = seq(tlv(0x31, seq(oid("2.5.4.3"), utf8(commonName))));
   const now = Date.now();

@@ -24,7 +24,6 @@ import {
   createVllmWorkload,
   fakeStats,
   fmt,
-  hardLimit,
   machineLoad,
   printTable,
   reapRuntimes,
@@ -39,25 +38,13 @@ import {
   type BenchInferd,
   type Cell,
   type LoadResult,
+  parseQuickArgs,
+  runBenchmark,
 } from "./lib";
 
 const USAGE = "usage: bun bench/agents.ts [--quick] [--cpu-prof-dir DIR]";
 
-/** The command line: `--quick`, `--cpu-prof-dir DIR`; anything else is a usage error (exit 2). */
-function parseArgs(argv: string[]): { quick: boolean; profileDir?: string } {
-  const out: { quick: boolean; profileDir?: string } = { quick: false };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--quick") out.quick = true;
-    else if (argv[i] === "--cpu-prof-dir" && argv[i + 1]) out.profileDir = argv[++i];
-    else {
-      console.error(`unknown argument "${argv[i]}"\n${USAGE}`);
-      process.exit(2);
-    }
-  }
-  return out;
-}
-
-const { quick: QUICK, profileDir: PROFILE_DIR } = parseArgs(process.argv.slice(2));
+const { quick: QUICK, profileDir: PROFILE_DIR } = parseQuickArgs(process.argv.slice(2), USAGE);
 
 /** The runtime's answer delay (ms), each agent's slots for the workload, and the client's concurrency. */
 const DELAY_MS = 50;
@@ -207,10 +194,8 @@ function report(phases: Phase[], agents: BenchAgent[], seq: { host: number[]; di
   printTable(["configuration", ...names, "total", "CPUs busy"], rows, "CPU time per request (µs, user+system; 10 ms resolution per process and phase)");
 }
 
-async function main(): Promise<number> {
-  const cleanup = new Cleanups();
-  const limit = hardLimit(HARD_LIMIT_MS, () => cleanup.run());
-  try {
+process.exit(
+  await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
     console.log(`agents benchmark${QUICK ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms, ${SLOTS} slots per agent; ${machineLoad()}`);
     if (PROFILE_DIR) console.log(`the host runs under the CPU profiler (slower); its profile goes to ${PROFILE_DIR}`);
     const bunFlags = PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
@@ -246,15 +231,5 @@ async function main(): Promise<number> {
     phases.push(await measure("1 agent (again)", send, [{ agent: one, a: byId(a1) }], host, [one, two]));
     console.log(`done; ${machineLoad()}`);
     report(phases, [one, two], seq);
-    return 0;
-  } catch (e) {
-    if (limit.fired) return 2;
-    console.error(`\nbenchmark failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-    return 1;
-  } finally {
-    await cleanup.run();
-    limit.clear();
-  }
-}
-
-process.exit(await main());
+  }),
+);

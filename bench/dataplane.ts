@@ -10,25 +10,11 @@
  * `--cpu-prof-dir` runs inferd under `bun --cpu-prof` and leaves its profile in DIR.
  * Direct and through-inferd phases alternate (ABBA) so drift on a shared machine hits both alike.
  */
-import { closedLoop, createBenchWorkload, fmt, hardLimit, printTable, startInferdForBench, summarize, withCpu, type BenchInferd, type Cell, type LoadResult } from "./lib";
+import { closedLoop, createBenchWorkload, fmt, hardLimit, printTable, startInferdForBench, summarize, withCpu, type BenchInferd, type Cell, type LoadResult, parseQuickArgs } from "./lib";
 
 const USAGE = "usage: bun bench/dataplane.ts [--quick] [--cpu-prof-dir DIR]";
 
-/** The command line: `--quick`, `--cpu-prof-dir DIR`; anything else is a usage error (exit 2). */
-function parseArgs(argv: string[]): { quick: boolean; profileDir?: string } {
-  const out: { quick: boolean; profileDir?: string } = { quick: false };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--quick") out.quick = true;
-    else if (argv[i] === "--cpu-prof-dir" && argv[i + 1]) out.profileDir = argv[++i];
-    else {
-      console.error(`unknown argument "${argv[i]}"\n${USAGE}`);
-      process.exit(2);
-    }
-  }
-  return out;
-}
-
-const { quick: QUICK, profileDir: PROFILE_DIR } = parseArgs(process.argv.slice(2));
+const { quick: QUICK, profileDir: PROFILE_DIR } = parseQuickArgs(process.argv.slice(2), USAGE);
 
 /** The runtime's floor: non-stream answer delay, first-token delay and per-token delay (ms). */
 const DELAY_MS = 20;

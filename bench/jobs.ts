@@ -23,7 +23,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startReceiver, type Receiver } from "../test/fixtures/receiver";
 import { makeTestPki } from "../test/fixtures/tls";
-import { Cleanups, closedLoop, createBenchWorkload, fmt, hardLimit, machineLoad, printTable, startInferdForBench, summarize, withCpu, type BenchInferd, type BenchWorkload, type Cell, type LoadResult } from "./lib";
+import { Cleanups, closedLoop, createBenchWorkload, fmt, machineLoad, printTable, runBenchmark, startInferdForBench, summarize, withCpu, type BenchInferd, type BenchWorkload, type Cell, type LoadResult } from "./lib";
 
 const USAGE = "usage: bun bench/jobs.ts [--quick] [--only a|b] [--jobs N] [--rate JOBS_PER_S] [--cpu-prof-dir DIR]";
 
@@ -343,11 +343,9 @@ function reportHooks(h: HookRun): void {
   console.log(`deliveries/s ${fmt(h.deliveriesPerS, 0)} (offered ${fmt(offered, 0)}; first submission to last arrival), duplicates ${h.duplicates}, inferd CPU ${fmt((h.inferdCpuMs * 1000) / (h.jobs * DESTINATIONS), 0)} µs per delivery (its share of the job included)`);
 }
 
-async function main(): Promise<number> {
-  const cleanup = new Cleanups();
-  const limit = hardLimit(HARD_LIMIT_MS, () => cleanup.run());
-  const reports: (() => void)[] = [];
-  try {
+process.exit(
+  await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
+    const reports: (() => void)[] = [];
     console.log(`jobs benchmark${ARGS.quick ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms, ${SLOTS} slots, webhook retries after ${RETRY_SCHEDULE}; ${machineLoad()}`);
     const dir = mkdtempSync(join(tmpdir(), "inferd-bench-jobs-"));
     cleanup.add("temp dir", () => rmSync(dir, { recursive: true, force: true }));
@@ -378,15 +376,5 @@ async function main(): Promise<number> {
     }
     console.log(`done; ${machineLoad()}`);
     for (const r of reports) r();
-    return 0;
-  } catch (e) {
-    if (limit.fired) return 2;
-    console.error(`\nbenchmark failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
-    return 1;
-  } finally {
-    await cleanup.run();
-    limit.clear();
-  }
-}
-
-process.exit(await main());
+  }),
+);

@@ -548,3 +548,40 @@ export async function createBenchWorkload(inferd: BenchInferd, opts: { model: st
     runtimePid: pid > 0 ? pid : undefined,
   };
 }
+
+/**
+ * The command line of a benchmark that takes `--quick` and `--cpu-prof-dir DIR`; anything else
+ * prints `usage` and exits 2.
+ */
+export function parseQuickArgs(argv: string[], usage: string): { quick: boolean; profileDir?: string } {
+  const out: { quick: boolean; profileDir?: string } = { quick: false };
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--quick") out.quick = true;
+    else if (argv[i] === "--cpu-prof-dir" && argv[i + 1]) out.profileDir = argv[++i];
+    else {
+      console.error(`unknown argument "${argv[i]}"\n${usage}`);
+      process.exit(2);
+    }
+  }
+  return out;
+}
+
+/**
+ * Runs a benchmark's body under a hard time limit with its clean-up steps: exit code 0 when it
+ * finished, 1 when it failed, 2 when the limit fired. Clean-up always runs.
+ */
+export async function runBenchmark(limitMs: number, body: (cleanup: Cleanups) => Promise<void>): Promise<number> {
+  const cleanup = new Cleanups();
+  const limit = hardLimit(limitMs, () => cleanup.run());
+  try {
+    await body(cleanup);
+    return 0;
+  } catch (e) {
+    if (limit.fired) return 2;
+    console.error(`\nbenchmark failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+    return 1;
+  } finally {
+    await cleanup.run();
+    limit.clear();
+  }
+}

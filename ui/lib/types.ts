@@ -4,6 +4,7 @@ import type { KeyView } from "../../src/keys/service";
 import type { WebhookView } from "../../src/webhooks/service";
 import type { PostResult } from "../../src/webhooks/post";
 import type { DeliveryView, JobView } from "../../src/jobs/service";
+import type { Workload as ServerWorkload } from "../../src/workloads/service";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
@@ -45,27 +46,13 @@ export interface Assignment {
   served_model?: string;
 }
 
-/** A workload, with the serving view when fetched one by one. */
-export interface Workload {
-  id: string;
-  name: string;
-  description: string;
-  slug: string;
-  project_id: string;
-  project_slug: string;
-  task_type: string;
-  backend: string;
-  model_name: string;
-  config: Record<string, unknown>;
-  worker_id: string | null;
-  execution_policy: string;
-  created_at: string;
-  endpoints: Record<string, boolean>;
+/** A workload (the server's own type), with the serving view when fetched one by one. */
+export type Workload = ServerWorkload & {
   assignments?: Assignment[];
   scheduling_error?: string | null;
   queue_depth?: number;
   usage?: Usage;
-}
+};
 
 /** One GPU of a worker with its latest probe. */
 export interface Gpu {

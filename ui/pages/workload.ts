@@ -67,7 +67,7 @@ function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
   return html`<section aria-labelledby="toggles"><h2 id="toggles">Endpoints</h2>
     <p class="muted">A switched-off endpoint answers 409 <code>endpoint_disabled</code>.</p>
     <ul class="toggles">${TOGGLES.map(([id, label]) => html`<li><label class="switch">
-      <input type="checkbox" role="switch" name=${id} checked=${id in pending ? pending[id] : w.endpoints[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
+      <input type="checkbox" role="switch" name=${id} checked=${id in pending ? pending[id] : (w.endpoints as Record<string, boolean>)[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
       <span>${label}</span></label></li>`)}</ul>
     <${ErrorNote} error=${save.error} />
   </section>`;

@@ -87,9 +87,24 @@ export function ensureSystemPackages(): void {
   }
 }
 
+/**
+ * Type-checks the whole project (`tsc --noEmit`), printing what it reports; true when clean.
+ * Run before the suite on a whole-suite run, so a type error fails CI like a failing test.
+ */
+export function typecheck(): boolean {
+  const tsc = join(ROOT, "node_modules", ".bin", "tsc");
+  const r = Bun.spawnSync([tsc, "--noEmit", "-p", join(ROOT, "tsconfig.json")], { cwd: ROOT, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
+  if (r.exitCode !== 0) console.error(`test/run: tsc --noEmit found type errors (exit code ${r.exitCode}); counted as one failure`);
+  else console.log("test/run: tsc --noEmit: no type errors");
+  return r.exitCode === 0;
+}
+
 /** Runs the suite and returns the exit code; the last line printed is the summary line. */
 export async function main(extra: string[]): Promise<number> {
   ensureSystemPackages();
+  // A whole-suite run (no file named) also type-checks; a single file's run stays quick.
+  const wholeSuite = !extra.some((a, i) => !a.startsWith("-") && !VALUED_FLAGS.has(extra[i - 1] ?? ""));
+  const typesOk = wholeSuite ? typecheck() : true;
   const reportDir = mkdtempSync(join(tmpdir(), "inferd-junit-"));
   const reportFile = join(reportDir, "junit.xml");
   try {
@@ -102,6 +117,7 @@ export async function main(extra: string[]): Promise<number> {
       console.error(`test/run: bun test exited with code ${code} outside any test (an error in a file or hook); counted as one failure`);
       result.failed = 1;
     }
+    if (!typesOk) result.failed += 1;
     const ran = result.passed + result.failed;
     if (ran === 0) console.error("test/run: no test ran");
     console.log(summaryLine(result));

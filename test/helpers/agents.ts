@@ -53,7 +53,8 @@ export async function joinAgent(host: Host, name: string, env: Record<string, st
   await waitFor(async () => {
     if (proc.exitCode !== null) throw new Error(`agent ${name} exited ${proc.exitCode}: ${output()}`);
     const workers = await (await host.admin("/admin/workers")).json();
-    return workers.some((w: { id: string; state: string }) => w.id === created.id && w.state === "online") || undefined;
+    // Online on the host and past the join on the agent (its credential is written before it runs).
+    return (output().includes("running as worker") && workers.some((w: { id: string; state: string }) => w.id === created.id && w.state === "online")) || undefined;
   }, { what: `agent ${name} online`, timeoutMs: 20_000, detail: output });
   return agentHandle(created.id, dataDir, proc, output);
 }

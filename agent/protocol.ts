@@ -1,3 +1,5 @@
+import type { LaunchPolicy } from "./launch-policy";
+
 /**
  * The protocol shared by the host (src/) and agents (agent/): what an agent reports about its
  * machine and replicas, and what the host asks it to run. Plain data, JSON-serialisable, so the
@@ -51,6 +53,8 @@ export interface ReplicaSpec {
   gpus: number;
   gpu_indices: number[];
   revision: string;
+  /** The launch policy to enforce before launching (a tenant set the command); absent when trusted. */
+  policy?: LaunchPolicy;
 }
 
 /** An agent's report of one replica's state. */

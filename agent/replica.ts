@@ -1,4 +1,6 @@
+import { realpathSync } from "node:fs";
 import { join } from "node:path";
+import { checkLaunch } from "./launch-policy";
 import { LogFile } from "./logfile";
 import type { LogRing } from "./ring";
 import { runPrep } from "./prep";
@@ -23,6 +25,15 @@ export interface ReplicaHost {
 }
 
 const toReplicaState = (s: SupervisorState): ReplicaState => (s === "restarting" ? "starting" : s);
+
+/** The real path of a file (symlinks resolved), or null when it does not exist. */
+function realpathOrNull(path: string): string | null {
+  try {
+    return realpathSync(path);
+  } catch {
+    return null;
+  }
+}
 
 /** The model name a ready runtime serves, from its /v1/models (falling back to the workload's). */
 async function servedModel(baseUrl: string, fallback: string, apiKey?: string): Promise<string> {
@@ -89,6 +100,15 @@ export class Replica {
   /** Starts (or, after an edit, restarts) the runtime. */
   async start(): Promise<void> {
     this.abort = new AbortController();
+    const { policy, workload } = this.spec;
+    const refused = policy && checkLaunch(policy, workload.backend, workload.config, { realpath: realpathOrNull });
+    if (refused) {
+      const reason = `refused by the launch policy: ${refused.message}`;
+      const line = `\x1b[1;31m[inferd] ${reason}\x1b[0m\r\n`;
+      this.ring.push(line);
+      this.logFile.write(line);
+      return this.emit("failed", reason);
+    }
     try {
       this.plan = await this.makePlan();
     } catch (e) {

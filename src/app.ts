@@ -24,6 +24,7 @@ import type { AddressPolicy } from "./webhooks/address";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
 import { uiRoutes } from "./ui/routes";
+import type { LaunchPolicy } from "../agent/launch-policy";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -53,6 +54,8 @@ export interface AppDeps {
   joinUrl(): string;
   version: string;
   startedAt: string;
+  /** The launch policy for tenants' workloads (from the `--policy-*` settings). */
+  policy: LaunchPolicy;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): unknown;
 }

@@ -1,5 +1,6 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { DEFAULT_FORBIDDEN_FLAGS, DEFAULT_PROGRAMS, POLICY_SETTINGS as P } from "../agent/launch-policy";
 
 /** The kinds of value a setting can hold. */
 type Kind = "string" | "int" | "bool" | "list";
@@ -42,6 +43,12 @@ export const SETTINGS = {
   webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
   jobRetentionHours: { flag: "--job-retention-hours", env: "INFERD_JOB_RETENTION_HOURS", kind: "int", default: 168, description: "Finished jobs (with all deliveries over) are deleted after this long." },
   metricsToken: { flag: "--metrics-token", env: "INFERD_METRICS_TOKEN", kind: "string", default: undefined, description: "A token that may read GET /metrics only (besides the admin token).", secret: true },
+  policyVllmPrograms: { ...P.vllm, kind: "list", default: DEFAULT_PROGRAMS.vllm, description: "Launch policy: command prefixes a tenant's (control-plane key's) vLLM / vLLM-Omni workload may start with." },
+  policySglangPrograms: { ...P.sglang, kind: "list", default: DEFAULT_PROGRAMS.sglang, description: "Launch policy: command prefixes a tenant's SGLang workload may start with." },
+  policyLlamacppPrograms: { ...P.llamacpp, kind: "list", default: DEFAULT_PROGRAMS.llamacpp, description: "Launch policy: command prefixes a tenant's llama.cpp workload may start with." },
+  policyForbiddenFlags: { ...P.forbidden_flags, kind: "list", default: DEFAULT_FORBIDDEN_FLAGS, description: "Launch policy: flags tenants may not pass (`--flag:path`: only with a file path as its value)." },
+  policyModelPaths: { ...P.model_paths, kind: "list", default: [], description: "Launch policy: directories tenants' commands may read model files from (default: <data-dir>/models)." },
+  policyTenantInstalls: { ...P.tenant_installs, kind: "bool", default: false, description: "Launch policy: let tenants set vllm_version / sglang_version (package installs)." },
   logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
 } satisfies Record<string, Setting>;
 
@@ -73,6 +80,12 @@ export type Config = {
   webhookConcurrency: number;
   jobRetentionHours: number;
   metricsToken: string | undefined;
+  policyVllmPrograms: string[];
+  policySglangPrograms: string[];
+  policyLlamacppPrograms: string[];
+  policyForbiddenFlags: string[];
+  policyModelPaths: string[];
+  policyTenantInstalls: boolean;
   logLevel: string;
 };
 

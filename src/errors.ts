@@ -9,6 +9,8 @@ export class AppError extends Error {
     message: string,
     readonly headers: Record<string, string> = {},
     readonly field?: string,
+    /** More machine-readable detail for the body (e.g. the refused word and the setting that allows it). */
+    readonly extra?: Record<string, string>,
   ) {
     super(message);
   }
@@ -64,6 +66,7 @@ export function errorBody(path: string, err: AppError): unknown {
   }
   const body: Record<string, unknown> = { code: err.code, message: err.message };
   if (err.field) body.field = err.field;
+  if (err.extra) Object.assign(body, err.extra);
   if (path.startsWith("/endpoint/")) body.type = openAiType(err.status);
   return { error: body };
 }

@@ -19,6 +19,7 @@ import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
 import { makeResolver } from "./webhooks/address";
 import { caBundle } from "./webhooks/post";
 import type { Agent } from "../agent/agent";
+import { policyOf } from "./workloads/launch-policy";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -57,7 +58,8 @@ function buildServices(config: Config, store: Store, token: string): Services {
   let agents: RemoteAgents | undefined;
   const targets: TargetFactory = (workerId, report, concurrency, workloadId) =>
     getWorker(store.db, workerId).kind === "remote" ? agents!.hub.target(workerId, report, concurrency, workloadId) : localTarget(workerId, report, concurrency, workloadId);
-  const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets);
+  const policy = policyOf(config);
+  const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets, policy);
   agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
   const webhooks = {
     policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
@@ -74,6 +76,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
     events: { workloadsChanged: () => fleet.reconcile() },
     version: VERSION,
     startedAt: new Date().toISOString(),
+    policy,
     fleet,
     metrics,
     jobs,

@@ -8,7 +8,9 @@ let ctx: Awaited<ReturnType<typeof seedProject>>;
 const create = (body: unknown) => s.call(`/api/projects/${ctx.project.slug}/workloads`, ctx.sdk, { body });
 
 beforeAll(async () => {
-  s = await startTestServer();
+  // The contract's examples as an operator who lets tenants install versions and read /models
+  // (the launch policy's defaults are tested in launch-policy.test.ts).
+  s = await startTestServer({ INFERD_POLICY_TENANT_INSTALLS: "1", INFERD_POLICY_MODEL_PATHS: "/models" });
   ctx = await seedProject(s, "Acme", "acme");
 });
 afterAll(() => s.close());
@@ -121,7 +123,7 @@ describe("control plane: read, update, delete", () => {
     const bad = await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { backend: "vllm" } });
     expect(bad.status).toBe(400);
     expect((await bad.json()).error.field).toBe("config.command");
-    const good = await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { backend: "llamacpp", config: { command: "llama-server -m x.gguf" } } });
+    const good = await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { backend: "llamacpp", config: { command: "llama-server -m /models/x.gguf" } } });
     expect(good.status).toBe(200);
     const unchanged = await (await s.call(`/api/workloads/${w.id}`, ctx.sdk)).json();
     expect(unchanged.backend).toBe("llamacpp");

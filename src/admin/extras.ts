@@ -12,6 +12,8 @@ import { checkConfig, listAllWorkloads, resolveWorkload } from "../workloads/ser
 import { forwardToWorkload, SYNC_ROUTES } from "../dataplane/routes";
 import type { ReplicaSpec } from "../../agent/protocol";
 import { prometheusText } from "./prometheus";
+import { tenantVerdict } from "../workloads/launch-policy";
+import type { LaunchPolicy } from "../../agent/launch-policy";
 
 const Preview = z.strictObject({
   backend: z.enum(BACKENDS),
@@ -27,7 +29,7 @@ const PORT_PLACEHOLDER = 65535;
  * The final command the agent would run for a workload form, without launching anything: the
  * dashboard shows it under the command field.
  */
-export function launchPreview(input: z.infer<typeof Preview>): { argv: string[]; command: string; builtin: boolean; port_added: boolean; tp_added: boolean } {
+export function launchPreview(input: z.infer<typeof Preview>, policy: LaunchPolicy) {
   const config = checkConfig(input.backend as Backend, input.config ?? {});
   const spec: ReplicaSpec = {
     assignment_id: "preview",
@@ -53,6 +55,8 @@ export function launchPreview(input: z.infer<typeof Preview>): { argv: string[];
     builtin: !!plan.builtin,
     port_added: input.backend !== "ollama" && flagValue(original, ["--port"]) === undefined,
     tp_added: ["vllm", "vllm-omni"].includes(input.backend) && !original.some((a) => TP_FLAGS.some((f) => a === f || a.startsWith(`${f}=`))),
+    /** Whether a tenant (control-plane key) could save this command under the launch policy. */
+    tenant: tenantVerdict(policy, input.backend, config),
   };
 }
 
@@ -77,7 +81,7 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       builtin_llama: true,
       llama_server: Bun.which("llama-server"),
     }), { detail: { summary: "What this server is and what it can run" } })
-    .post("/admin/launch-preview", ({ body }) => launchPreview(body), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
+    .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
     .post("/admin/workloads/:id/chat", ({ params, request, server, body }) => {
       server?.timeout(request, 0);
       const spec = SYNC_ROUTES.find((r) => r.path === "chat/completions")!;

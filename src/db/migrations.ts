@@ -3,6 +3,7 @@ import m0 from "./migrations/0000_breezy_deathbird.sql" with { type: "text" };
 import m1 from "./migrations/0001_serving.sql" with { type: "text" };
 import m2 from "./migrations/0002_jobs.sql" with { type: "text" };
 import m3 from "./migrations/0003_jobs_claim_index.sql" with { type: "text" };
+import m4 from "./migrations/0004_workload_config_origin.sql" with { type: "text" };
 
 /** Every migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -10,4 +11,5 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0001_serving", sql: m1 },
   { tag: "0002_jobs", sql: m2 },
   { tag: "0003_jobs_claim_index", sql: m3 },
+  { tag: "0004_workload_config_origin", sql: m4 },
 ];

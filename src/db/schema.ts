@@ -25,6 +25,8 @@ export const workloads = sqliteTable(
     gpuResourceId: text("gpu_resource_id"),
     executionPolicy: text("execution_policy").notNull().default("fixed"),
     endpoints: text("endpoints").notNull(),
+    /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key: the launch policy applies). */
+    configOrigin: text("config_origin", { enum: ["admin", "tenant"] }).notNull().default("admin"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },

@@ -6,6 +6,7 @@ import { workloadUsageOf } from "../keys/service";
 import type { ReplicaReport, ReplicaSpec } from "../../agent/protocol";
 import { LogRing } from "../../agent/ring";
 import { TelemetryHistory } from "./telemetry";
+import type { LaunchPolicy } from "../../agent/launch-policy";
 import { autoAssign, desiredFor, getAssignment, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
 
 /** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */
@@ -48,6 +49,7 @@ export class Fleet {
     private db: Db,
     limits: QueueLimits,
     private makeTarget: TargetFactory = localTarget,
+    private policy?: LaunchPolicy,
   ) {
     this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind));
   }
@@ -95,7 +97,7 @@ export class Fleet {
 
   /** What a worker should run now. */
   desired(workerId: string): ReplicaSpec[] {
-    return desiredFor(this.db, workerId);
+    return desiredFor(this.db, workerId, this.policy);
   }
 
   /** Takes an agent's report of one replica; ignores replicas that are no longer assigned to it. */

@@ -5,6 +5,7 @@ import { notFound, validation } from "../errors";
 import { newId, nowIso, sha256 } from "../ids";
 import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
 import { listAllWorkloads, type Workload } from "../workloads/service";
+import { checkLaunch, type LaunchPolicy } from "../../agent/launch-policy";
 
 type WorkerRow = typeof workers.$inferSelect;
 type AssignmentRow = typeof assignments.$inferSelect;
@@ -260,8 +261,12 @@ function defaultGpus(w: Workload, worker: WorkerRow): number {
   return have > 0 ? Math.min(want, have) : 1;
 }
 
-/** What a worker should run: one spec per assignment, with a revision that changes on edits. */
-export function desiredFor(db: Db, workerId: string): ReplicaSpec[] {
+/**
+ * What a worker should run: one spec per assignment, with a revision that changes on edits. A
+ * workload whose command a tenant set carries the launch policy, and its verdict is part of the
+ * revision, so a policy tightened after launch restarts (and so stops) a runtime it no longer allows.
+ */
+export function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy): ReplicaSpec[] {
   const byId = new Map(listAllWorkloads(db).map((w) => [w.id, w]));
   return db
     .select()
@@ -273,7 +278,9 @@ export function desiredFor(db: Db, workerId: string): ReplicaSpec[] {
       if (!w) return [];
       const workload = { id: w.id, slug: w.slug, project_slug: w.project_slug, backend: w.backend, model_name: w.model_name, task_type: w.task_type, config: w.config };
       const gpu_indices = JSON.parse(a.gpuIndices) as number[];
-      const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus])).slice(0, 16);
-      return [{ assignment_id: a.id, workload, concurrency: a.concurrency, gpus: a.gpus, gpu_indices, revision }];
+      const guarded = policy && w.config_origin === "tenant" ? policy : undefined;
+      const verdict = guarded ? [checkLaunch(guarded, w.backend, w.config)?.message ?? "allowed"] : [];
+      const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus, ...verdict])).slice(0, 16);
+      return [{ assignment_id: a.id, workload, concurrency: a.concurrency, gpus: a.gpus, gpu_indices, revision, ...(guarded ? { policy: guarded } : {}) }];
     });
 }

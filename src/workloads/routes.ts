@@ -5,7 +5,8 @@ import { forbidden } from "../errors";
 import { getProject } from "../projects/service";
 import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
 import { TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { createWorkload, deleteWorkload, listWorkloads, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
+import { checkConfig, createWorkload, deleteWorkload, listWorkloads, patchedLaunch, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
+import { policyView, requireTenantLaunch } from "./launch-policy";
 
 /**
  * The control plane (`/api`, `ik_sdk_` keys): create, update, list, get and delete workloads of the
@@ -23,10 +24,13 @@ export const controlRoutes = (deps: AppDeps) => {
     return w;
   };
   return new Elysia({ prefix: "/api", detail: { tags: ["control plane"] } })
+    .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy: which commands this key's workloads may run" } })
     .post("/projects/:project_id/workloads", ({ params, body, request, set }) => {
       const key = keyOf(request);
       if (key.scope !== "project") throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
-      const w = createWorkload(deps.db, getProject(deps.db, params.project_id), body);
+      const project = getProject(deps.db, params.project_id);
+      requireTenantLaunch(deps.policy, body.backend, checkConfig(body.backend, body.config ?? {}));
+      const w = createWorkload(deps.db, project, body, "tenant");
       deps.events.workloadsChanged();
       set.status = 201;
       return publicView(w);
@@ -39,7 +43,11 @@ export const controlRoutes = (deps: AppDeps) => {
     }, { detail: { summary: "List the project's workloads" } })
     .get("/workloads/:id", ({ params, request }) => publicView(owned(request, params.id)), { detail: { summary: "Get a workload by id or slug" } })
     .patch("/workloads/:id", ({ params, body, request }) => {
-      const w = updateWorkload(deps.db, owned(request, params.id), body);
+      const current = owned(request, params.id);
+      const next = patchedLaunch(current, body);
+      const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config);
+      if (changed) requireTenantLaunch(deps.policy, next.backend, next.config);
+      const w = updateWorkload(deps.db, current, body, "tenant");
       deps.events.workloadsChanged();
       return publicView(w);
     }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload (only the sent fields change)" } })
@@ -53,6 +61,7 @@ export const controlRoutes = (deps: AppDeps) => {
 /** Admin routes for workloads (the dashboard's), including the endpoint toggles. */
 export const adminWorkloadRoutes = (deps: AppDeps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
+    .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy for workloads saved with control-plane keys" } })
     .get("/projects/:project/workloads", ({ params }) => listWorkloads(deps.db, getProject(deps.db, params.project).id), {
       detail: { summary: "List a project's workloads" },
     })

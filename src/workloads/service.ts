@@ -30,6 +30,8 @@ export interface WorkloadView {
 /** A stored workload with its project slug and parsed JSON columns: what the serving side uses. */
 export interface Workload extends WorkloadView {
   endpoints: ToggleMap;
+  /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key; the launch policy applies). */
+  config_origin: Origin;
 }
 
 type Row = typeof workloads.$inferSelect;
@@ -50,15 +52,16 @@ function toWorkload(r: Row, projectSlug: string): Workload {
     worker_id: r.workerId,
     gpu_resource_id: r.gpuResourceId,
     execution_policy: r.executionPolicy,
+    config_origin: r.configOrigin,
     created_at: r.createdAt,
     updated_at: r.updatedAt,
     endpoints: { ...allToggles(true), ...JSON.parse(r.endpoints) },
   };
 }
 
-/** The control-plane view: a workload without its dashboard-only toggle map. */
+/** The control-plane view: a workload without its dashboard-only fields (toggle map, origin). */
 export function publicView(w: Workload): WorkloadView {
-  const { endpoints: _toggles, ...rest } = w;
+  const { endpoints: _toggles, config_origin: _origin, ...rest } = w;
   return rest;
 }
 
@@ -85,8 +88,11 @@ const slugTaken = (db: Db, projectId: string, exceptId?: string) => (slug: strin
     .where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))
     .get();
 
+/** Who is saving a workload: the operator (trusted) or a tenant's control-plane key. */
+export type Origin = "admin" | "tenant";
+
 /** Creates a workload in a project; every endpoint toggle starts on. */
-export function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate): Workload {
+export function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Workload {
   const config = checkConfig(input.backend, input.config ?? {});
   const now = nowIso();
   const row: Row = {
@@ -103,6 +109,7 @@ export function createWorkload(db: Db, project: { id: string; slug: string }, in
     gpuResourceId: input.gpu_resource_id ?? null,
     executionPolicy: input.execution_policy ?? "fixed",
     endpoints: JSON.stringify(allToggles(true)),
+    configOrigin: origin,
     createdAt: now,
     updatedAt: now,
   };
@@ -110,11 +117,22 @@ export function createWorkload(db: Db, project: { id: string; slug: string }, in
   return toWorkload(row, project.slug);
 }
 
-/** Applies the sent fields only; `updated_at` moves only when something changed. */
-export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate): Workload {
+/**
+ * The backend and config a patch would leave (checked against the backend's shape), for callers
+ * that must judge them before saving (the launch policy).
+ */
+export function patchedLaunch(current: Workload, patch: WorkloadUpdate): { backend: Backend; config: Record<string, unknown> } {
   const backend = (patch.backend ?? current.backend) as Backend;
-  const configSent = patch.config !== undefined;
-  const config = configSent || patch.backend !== undefined ? checkConfig(backend, patch.config ?? current.config) : current.config;
+  const config = patch.config !== undefined || patch.backend !== undefined ? checkConfig(backend, patch.config ?? current.config) : current.config;
+  return { backend, config };
+}
+
+/**
+ * Applies the sent fields only; `updated_at` moves only when something changed. A change of
+ * backend or config records `origin` as who set the command.
+ */
+export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Workload {
+  const { backend, config } = patchedLaunch(current, patch);
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;
@@ -123,6 +141,7 @@ export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate)
   if (backend !== current.backend) set.backend = backend;
   if (patch.model_name !== undefined && patch.model_name !== current.model_name) set.modelName = patch.model_name;
   if (JSON.stringify(config) !== JSON.stringify(current.config)) set.config = JSON.stringify(config);
+  if ((set.backend !== undefined || set.config !== undefined) && origin !== current.config_origin) set.configOrigin = origin;
   if (patch.worker_id !== undefined && patch.worker_id !== current.worker_id) set.workerId = patch.worker_id;
   if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id) set.gpuResourceId = patch.gpu_resource_id;
   if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;

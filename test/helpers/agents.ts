@@ -17,9 +17,12 @@ export interface Host extends Inferd {
   admin(path: string, body?: unknown, method?: string): Promise<Response>;
 }
 
-/** Starts a host for remote agents; workers are offline after `timeoutMs` of silence. */
-export async function startHost(env: Record<string, string> = {}, timeoutMs = 2500): Promise<Host> {
-  const srv = await startInferd({ env: { INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: String(timeoutMs), INFERD_LOG_LEVEL: "warn", ...env } });
+/**
+ * Starts a host for remote agents; workers are offline after `timeoutMs` of silence. `opts` can
+ * reuse a data dir and add arguments (e.g. fixed `--port`/`--tls-port`, to restart the same host).
+ */
+export async function startHost(env: Record<string, string> = {}, timeoutMs = 2500, opts: { dataDir?: string; args?: string[] } = {}): Promise<Host> {
+  const srv = await startInferd({ env: { INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: String(timeoutMs), INFERD_LOG_LEVEL: "warn", ...env }, ...opts });
   return {
     ...srv,
     admin: (path, body, method) =>

@@ -43,6 +43,11 @@ describe("workloads in the browser", () => {
     const cmd = await textMatching(page.getByTestId("launch-command"), /--port/, "the launch preview");
     expect(cmd).toBe(`vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 --host 127.0.0.1 --port "<free port>"`);
     await page.getByText("--tensor-parallel-size is set to the replica's GPU count").waitFor();
+    await page.getByTestId("launch-policy").filter({ hasText: "a project's control-plane key could save this command too" }).waitFor();
+    await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve Qwen/Qwen3-8B --trust-remote-code");
+    await page.getByTestId("launch-policy").filter({ hasText: "would be refused" }).filter({ hasText: "--trust-remote-code" }).waitFor();
+    await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve Qwen/Qwen3-8B");
+    await textMatching(page.getByTestId("launch-command"), /Qwen3-8B --tensor-parallel-size/, "the preview again");
     await ui.checkWidths("workload-new");
     await page.getByRole("button", { name: "Create workload" }).click();
     await page.getByRole("heading", { name: "Qwen chat" }).waitFor();

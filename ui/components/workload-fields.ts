@@ -3,7 +3,7 @@ import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError } from "../lib/api";
 import { BACKENDS, defaultCommand, ggufName, TASK_TYPES } from "../lib/constants";
-import type { Worker } from "../lib/types";
+import type { LaunchPreview, Worker } from "../lib/types";
 
 /** What the form edits. */
 export interface Draft {
@@ -57,7 +57,7 @@ export function edit(d: Draft, patch: Partial<Draft>): Draft {
   return next;
 }
 
-type Preview = { command: string; builtin: boolean; port_added: boolean; tp_added: boolean };
+type Preview = LaunchPreview;
 
 /** Asks the server for the command the agent would run, a moment after the user stops typing. */
 function useLaunchPreview(d: Draft): { preview?: Preview; error?: ApiError } {
@@ -95,6 +95,11 @@ export function PreviewBox({ d }: { d: Draft }) {
     <span class="label">The agent will run</span>
     <pre data-testid="launch-command"><code>${preview.command}</code></pre>
     ${notes.length ? html`<ul class="muted">${notes.map((n) => html`<li>${n}</li>`)}</ul>` : null}
+    ${preview.tenant.applies
+      ? html`<p class=${`note ${preview.tenant.allowed ? "ok" : "warn"}`} data-testid="launch-policy">${preview.tenant.allowed
+          ? "Launch policy: a project's control-plane key could save this command too."
+          : html`Launch policy: only you (the operator) can save this; a project's control-plane key would be refused — ${preview.tenant.violation?.message}`}</p>`
+      : null}
   </div>`;
 }
 

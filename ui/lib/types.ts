@@ -5,6 +5,7 @@ import type { WebhookView } from "../../src/webhooks/service";
 import type { PostResult } from "../../src/webhooks/post";
 import type { DeliveryView, JobView } from "../../src/jobs/service";
 import type { Workload as ServerWorkload } from "../../src/workloads/service";
+import type { launchPreview } from "../../src/admin/extras";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
@@ -18,6 +19,8 @@ export type PingResult = PostResult;
 export type Delivery = DeliveryView;
 /** An async job with its deliveries. */
 export type Job = JobView;
+/** The launch preview of a workload form: the final command and the tenant policy's verdict. */
+export type LaunchPreview = ReturnType<typeof launchPreview>;
 
 
 /** Request and token counters of a key or a workload. */

@@ -1,0 +1,1 @@
+ALTER TABLE `workloads` ADD `config_origin` text DEFAULT 'admin' NOT NULL;

@@ -6,6 +6,7 @@ import { Supervisor, type SpawnFn, type SupervisorOptions } from "./supervisor";
 import { reapStale, trackedSpawn } from "./pidfiles";
 import type { MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
 import type { LaunchPlan } from "./runtimes/types";
+import { runtimeEnv } from "./env";
 
 /**
  * How an agent talks to its host. The local agent calls the host in-process; a remote agent
@@ -32,6 +33,8 @@ export interface AgentOptions {
   telemetryMs?: number;
   builtinLlama: () => { argv: string[]; env: Record<string, string> };
   supervisor?: Partial<SupervisorOptions>;
+  /** Variables (`NAME` or `PREFIX*`) runtimes get beyond the allow-list (`--runtime-env`). */
+  runtimeEnv?: string[];
 }
 
 /** A free TCP port on loopback, found by binding port 0. */
@@ -60,10 +63,13 @@ export class Agent {
   private again = false;
   private stopped = false;
   private readonly env: Record<string, string | undefined>;
+  /** What runtimes and daemons get: the allow-listed part of the agent's environment. */
+  private readonly runtimeBase: Record<string, string>;
   private readonly spawn: SpawnFn;
 
   constructor(private opts: AgentOptions) {
     this.env = opts.env ?? process.env;
+    this.runtimeBase = runtimeEnv(this.env, opts.runtimeEnv);
     this.spawn = trackedSpawn(opts.dataDir);
   }
 
@@ -123,7 +129,7 @@ export class Agent {
   private replicaHost(): ReplicaHost {
     return {
       dataDir: this.opts.dataDir,
-      env: this.env,
+      env: this.runtimeBase,
       which: (cmd) => (cmd.includes("/") ? cmd : Bun.which(cmd, { PATH: this.env.PATH ?? "" })),
       freePort,
       builtinLlama: this.opts.builtinLlama,
@@ -139,7 +145,7 @@ export class Agent {
     if (await up()) return;
     let sup = this.daemons.get(d.key);
     if (!sup || sup.state === "failed" || sup.state === "stopped") {
-      const env = { ...(Object.fromEntries(Object.entries(this.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...d.env };
+      const env = { ...this.runtimeBase, ...d.env };
       sup = new Supervisor({ spawn: this.spawn, ...this.opts.supervisor, argv: d.argv, env, healthUrls: [d.healthUrl], ring: this.opts.host.ringFor(`daemon:${d.key}`) });
       this.daemons.set(d.key, sup);
       sup.start();

@@ -4,7 +4,8 @@ import { z } from "zod";
 import type { Config } from "./config";
 import type { Db } from "./db";
 import { errorPlugin } from "./errors";
-import { parseJsonBody } from "./http";
+import { parseJsonBody, type ByteBudget } from "./http";
+import type { JobQuota } from "./jobs/quota";
 import { authenticateRequest } from "./auth/service";
 import type { UsageRecorder } from "./keys/service";
 import { projectRoutes } from "./projects/routes";
@@ -56,6 +57,10 @@ export interface AppDeps {
   startedAt: string;
   /** The launch policy for tenants' workloads (from the `--policy-*` settings). */
   policy: LaunchPolicy;
+  /** Request-body bytes the data plane may hold at once (`--max-buffered-bytes`). */
+  bodyBudget: ByteBudget;
+  /** Stored job bytes per project (`--max-job-bytes-per-project`). */
+  jobQuota: JobQuota;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): unknown;
 }

@@ -16,6 +16,7 @@ import { WorkPuller } from "../agent/puller";
 import { probeMachine } from "../agent/gpu";
 import { builtinLlama } from "../agent/runtimes/builtin";
 import { desktop } from "./desktop";
+import { restrictUmask, tightenDataDir } from "./perms";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -120,7 +121,9 @@ function keyCommand(config: Config, args: string[], out: (s: string) => void): v
 /** `inferd agent [join URL --token T]`: a remote GPU worker that connects out to its host. */
 async function agentCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<void> {
   const [verb, ...rest] = args;
+  restrictUmask();
   ensureDataDir(config.dataDir);
+  for (const line of tightenDataDir(config.dataDir)) err(`inferd agent: file permissions: ${line}`);
   let state = loadAgentState(config.dataDir);
   if (verb === "join") {
     const { pos, opt } = parseArgs(rest, ["token"]);
@@ -149,6 +152,7 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
     dataDir: config.dataDir,
     telemetryMs: config.telemetryMs,
     builtinLlama: () => builtinLlama(config.dataDir),
+    runtimeEnv: config.runtimeEnv,
     supervisor: {
       startTimeoutMs: config.startTimeoutMs,
       stallTimeoutMs: config.stallTimeoutMs,

@@ -28,6 +28,8 @@ export const SETTINGS = {
   workerTimeoutMs: { flag: "--worker-timeout-ms", env: "INFERD_WORKER_TIMEOUT_MS", kind: "int", default: 30_000, description: "A remote worker silent this long is offline: its work goes elsewhere." },
   maxBodyBytes: { flag: "--max-body-bytes", env: "INFERD_MAX_BODY_BYTES", kind: "int", default: 1 << 20, description: "Largest JSON body accepted on /api and /admin." },
   maxDataBodyBytes: { flag: "--max-data-body-bytes", env: "INFERD_MAX_DATA_BODY_BYTES", kind: "int", default: 100 << 20, description: "Largest request body accepted on the data plane (/endpoint, including uploads and jobs)." },
+  maxBufferedBytes: { flag: "--max-buffered-bytes", env: "INFERD_MAX_BUFFERED_BYTES", kind: "int", default: 256 << 20, description: "Request-body bytes the data plane holds at once across all requests (503 with Retry-After past it; at least --max-data-body-bytes)." },
+  maxJobBytesPerProject: { flag: "--max-job-bytes-per-project", env: "INFERD_MAX_JOB_BYTES_PER_PROJECT", kind: "int", default: 1 << 30, description: "Stored async-job bytes (bodies and results) per project; past it new jobs get 429." },
   localAgent: { flag: "--local-agent", env: "INFERD_LOCAL_AGENT", kind: "bool", default: true, description: "Run a GPU agent for this machine inside serve (--no-local-agent to disable)." },
   queueWaitMs: { flag: "--queue-wait-ms", env: "INFERD_QUEUE_WAIT_MS", kind: "int", default: 300_000, description: "How long a request may wait for a free slot before 503 (Retry-After)." },
   queueMax: { flag: "--queue-max", env: "INFERD_QUEUE_MAX", kind: "int", default: 1000, description: "How many requests may wait per workload before 429 (Retry-After)." },
@@ -43,6 +45,7 @@ export const SETTINGS = {
   webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
   jobRetentionHours: { flag: "--job-retention-hours", env: "INFERD_JOB_RETENTION_HOURS", kind: "int", default: 168, description: "Finished jobs (with all deliveries over) are deleted after this long." },
   metricsToken: { flag: "--metrics-token", env: "INFERD_METRICS_TOKEN", kind: "string", default: undefined, description: "A token that may read GET /metrics only (besides the admin token).", secret: true },
+  runtimeEnv: { flag: "--runtime-env", env: "INFERD_RUNTIME_ENV", kind: "list", default: [], description: "Environment variables runtimes get beyond the allow-list (NAME or PREFIX*, comma-separated); INFERD_* never." },
   policyVllmPrograms: { ...P.vllm, kind: "list", default: DEFAULT_PROGRAMS.vllm, description: "Launch policy: command prefixes a tenant's (control-plane key's) vLLM / vLLM-Omni workload may start with." },
   policySglangPrograms: { ...P.sglang, kind: "list", default: DEFAULT_PROGRAMS.sglang, description: "Launch policy: command prefixes a tenant's SGLang workload may start with." },
   policyLlamacppPrograms: { ...P.llamacpp, kind: "list", default: DEFAULT_PROGRAMS.llamacpp, description: "Launch policy: command prefixes a tenant's llama.cpp workload may start with." },
@@ -65,6 +68,8 @@ export type Config = {
   workerTimeoutMs: number;
   maxBodyBytes: number;
   maxDataBodyBytes: number;
+  maxBufferedBytes: number;
+  maxJobBytesPerProject: number;
   localAgent: boolean;
   queueWaitMs: number;
   queueMax: number;
@@ -80,6 +85,7 @@ export type Config = {
   webhookConcurrency: number;
   jobRetentionHours: number;
   metricsToken: string | undefined;
+  runtimeEnv: string[];
   policyVllmPrograms: string[];
   policySglangPrograms: string[];
   policyLlamacppPrograms: string[];

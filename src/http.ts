@@ -4,23 +4,110 @@ import { AppError, badRequest } from "./errors";
 export const tooLarge = (limit: number) => new AppError(413, "payload_too_large", `the request body is larger than the ${limit}-byte limit`);
 
 /**
+ * The bytes of request bodies inferd may hold at once across all requests (`--max-buffered-bytes`):
+ * past it a request is answered 503 `server_busy` with `Retry-After` instead of growing memory.
+ */
+export class ByteBudget {
+  private used = 0;
+  private held = new WeakMap<Request, number>();
+  constructor(readonly limit: number) {}
+
+  /** Bytes held now. */
+  get inUse(): number {
+    return this.used;
+  }
+
+  /** Counts `n` more bytes against `request`, or throws 503 when they do not fit. */
+  take(request: Request, n: number): void {
+    if (this.used + n > this.limit) {
+      throw new AppError(503, "server_busy", `inferd is holding as many request bodies as it may (${Math.round(this.limit / 1048576)} MiB, --max-buffered-bytes); retry shortly`, { "retry-after": "1" });
+    }
+    this.used += n;
+    this.held.set(request, (this.held.get(request) ?? 0) + n);
+  }
+
+  /** Gives back what `request` held (call when its body is no longer needed; twice is harmless). */
+  release(request: Request): void {
+    this.used -= this.held.get(request) ?? 0;
+    this.held.delete(request);
+  }
+}
+
+/**
  * Reads a request body as bytes, refusing (413) as soon as it passes `limit` — by its
  * Content-Length when sent, else while it streams in — so a huge body is never held in memory.
+ * With a `budget`, the bytes are counted against it (503 past it) until `budget.release(request)`.
  */
-export async function readBodyLimited(request: Request, limit: number): Promise<Uint8Array> {
+export async function readBodyLimited(request: Request, limit: number, budget?: ByteBudget): Promise<Uint8Array> {
   const declared = Number(request.headers.get("content-length") ?? "NaN");
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
   if (!request.body) return new Uint8Array(0);
   // A declared length within the limit: Bun reads it in one go (faster than iterating chunks).
-  if (Number.isFinite(declared)) return request.bytes();
+  if (Number.isFinite(declared)) {
+    budget?.take(request, declared);
+    return request.bytes();
+  }
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
     size += chunk.byteLength;
     if (size > limit) throw tooLarge(limit);
+    budget?.take(request, chunk.byteLength);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
+}
+
+/** How deeply JSON request bodies may nest (objects and arrays); deeper ones are refused before parsing. */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The nesting depth of JSON text, stopping early once it passes `limit` (strings are skipped, so
+ * brackets inside them do not count). A linear scan: far cheaper than parsing a hostile body.
+ * @example jsonDepth('{"a":[1,"]"]}') // → 2
+ */
+export function jsonDepth(text: string, limit = Infinity): number {
+  let depth = 0;
+  let max = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      // a string: skip to its closing quote, past escapes
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 92) i++;
+        else if (d === 34) break;
+      }
+    } else if (c === 123 || c === 91) {
+      if (++depth > max && (max = depth) > limit) return max;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return max;
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A JSON body's text, strictly decoded: bytes that are not UTF-8 are a 400 `invalid_json`. */
+export function utf8Text(bytes: Uint8Array): string {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    throw badRequest("invalid_json", "the request body is not valid UTF-8");
+  }
+}
+
+/**
+ * Decodes (strict UTF-8) and parses a JSON body, refusing one nested deeper than MAX_JSON_DEPTH
+ * before `JSON.parse` sees it; every failure is a 400 `invalid_json` that never echoes the body.
+ */
+export function parseJsonBytes(bytes: Uint8Array | string): unknown {
+  const text = typeof bytes === "string" ? bytes : utf8Text(bytes);
+  if (jsonDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw badRequest("invalid_json", `the request body nests JSON deeper than ${MAX_JSON_DEPTH} levels, the limit`);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw badRequest("invalid_json", "the request body is not valid JSON");
+  }
 }
 
 /**
@@ -35,11 +122,7 @@ export async function parseJsonBody(request: Request, limit: number): Promise<un
   if (type !== "application/json" && !type.endsWith("+json")) {
     throw new AppError(415, "unsupported_media_type", `send the body as JSON with "Content-Type: application/json" (got "${type || "none"}")`);
   }
-  try {
-    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
-  } catch {
-    throw badRequest("invalid_json", "the request body is not valid JSON");
-  }
+  return parseJsonBytes(bytes);
 }
 
 /**

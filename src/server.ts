@@ -15,11 +15,15 @@ import { MetricsStore } from "./metrics";
 import { startLocalAgent } from "./workers/local";
 import { JobRunner } from "./jobs/runner";
 import { pruneJobs } from "./jobs/service";
+import { pruneDeletedWebhooks } from "./webhooks/service";
 import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
 import { makeResolver } from "./webhooks/address";
 import { caBundle } from "./webhooks/post";
 import type { Agent } from "../agent/agent";
 import { policyOf } from "./workloads/launch-policy";
+import { ByteBudget } from "./http";
+import { restrictUmask, tightenDataDir } from "./perms";
+import { JobQuota } from "./jobs/quota";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -77,6 +81,8 @@ function buildServices(config: Config, store: Store, token: string): Services {
     version: VERSION,
     startedAt: new Date().toISOString(),
     policy,
+    bodyBudget: new ByteBudget(Math.max(config.maxBufferedBytes, config.maxDataBodyBytes)),
+    jobQuota: new JobQuota(store.db, config.maxJobBytesPerProject),
     fleet,
     metrics,
     jobs,
@@ -107,7 +113,10 @@ function startChores(config: Config, s: Services): () => void {
       deps.fleet.reconcile();
       s.jobs.wake();
     }, 10_000),
-    setInterval(() => pruneJobs(deps.db, config.jobRetentionHours * 3_600_000), 3_600_000),
+    setInterval(() => {
+      pruneJobs(deps.db, config.jobRetentionHours * 3_600_000);
+      pruneDeletedWebhooks(deps.db);
+    }, 3_600_000),
   ];
   return () => timers.forEach(clearInterval);
 }
@@ -118,7 +127,9 @@ function startChores(config: Config, s: Services): () => void {
  * Nothing runs on import; `main.ts` calls this.
  */
 export async function startServer(config: Config, out: (line: string) => void = (l) => console.log(l)): Promise<Running> {
+  restrictUmask();
   ensureDataDir(config.dataDir);
+  for (const line of tightenDataDir(config.dataDir)) log.warn(`file permissions: ${line} (the data dir holds secrets and job payloads)`);
   const lock = lockDataDir(config.dataDir);
   let store: Store | undefined;
   try {
@@ -156,6 +167,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
         dataDir: config.dataDir,
         version: VERSION,
         telemetryMs: config.telemetryMs,
+        runtimeEnv: config.runtimeEnv,
         supervisor: {
           startTimeoutMs: config.startTimeoutMs,
           stallTimeoutMs: config.stallTimeoutMs,

@@ -21,9 +21,9 @@ describe("launch preview", () => {
     expect(p.argv).toEqual(["vllm", "serve", "m", "--max-model-len", "4096", "--tensor-parallel-size", "2", "--host", "127.0.0.1", "--port", "<free port>"]);
     expect(p).toMatchObject({ port_added: true, tp_added: true, builtin: false });
   });
-  test("an explicit port and TP are kept as written", async () => {
-    const p = await (await t.admin("/admin/launch-preview", { body: { backend: "vllm", model_name: "m", config: { command: "vllm serve m --port 9000 -tp 4" } } })).json();
-    expect(p.argv).toEqual(["vllm", "serve", "m", "--port", "9000", "-tp", "4"]);
+  test("an explicit port and TP are kept as written; the runtime still listens on loopback only", async () => {
+    const p = await (await t.admin("/admin/launch-preview", { body: { backend: "vllm", model_name: "m", config: { command: "vllm serve m --port 9000 -tp 4 --host 0.0.0.0" } } })).json();
+    expect(p.argv).toEqual(["vllm", "serve", "m", "--port", "9000", "-tp", "4", "--host", "127.0.0.1"]);
     expect(p).toMatchObject({ port_added: false, tp_added: false });
   });
   test("llama.cpp without llama-server installed says the built-in runtime will serve it", async () => {

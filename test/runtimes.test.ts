@@ -16,10 +16,12 @@ afterAll(async () => {
 });
 
 describe("launch flags (pure)", () => {
-  test("port: added with --host when absent, explicit one kept, 0.0.0.0 reached on loopback", () => {
+  test("port: added when absent, an explicit one kept; the runtime always listens on loopback only", () => {
     expect(withPort(["vllm", "serve", "m"], 9001)).toEqual({ args: ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "9001"], host: "127.0.0.1", port: 9001 });
-    expect(withPort(["vllm", "serve", "m", "--port=8123"], 9001)).toEqual({ args: ["vllm", "serve", "m", "--port=8123"], host: "127.0.0.1", port: 8123 });
-    expect(withPort(["llama-server", "--host", "0.0.0.0"], 7)).toEqual({ args: ["llama-server", "--host", "0.0.0.0", "--port", "7"], host: "127.0.0.1", port: 7 });
+    expect(withPort(["vllm", "serve", "m", "--port=8123"], 9001)).toEqual({ args: ["vllm", "serve", "m", "--port=8123", "--host", "127.0.0.1"], host: "127.0.0.1", port: 8123 });
+    // A command cannot expose the runtime on the LAN, nor make inferd forward to another machine.
+    expect(withPort(["llama-server", "--host", "0.0.0.0"], 7)).toEqual({ args: ["llama-server", "--host", "127.0.0.1", "--port", "7"], host: "127.0.0.1", port: 7 });
+    expect(withPort(["vllm", "serve", "m", "--host=10.9.8.7", "--port", "80"], 7)).toEqual({ args: ["vllm", "serve", "m", "--port", "80", "--host", "127.0.0.1"], host: "127.0.0.1", port: 80 });
   });
   test("tensor parallel: added with the assignment's GPUs unless the command has it", () => {
     expect(withTensorParallel(["vllm", "serve", "m"], 4)).toEqual(["vllm", "serve", "m", "--tensor-parallel-size", "4"]);

@@ -69,7 +69,7 @@ describe("vLLM workloads", () => {
     }, { what: "2-GPU replica ready", timeoutMs: 30_000 });
     expect(ready.assignments[0].base_url).toBe(`http://127.0.0.1:${port}`);
     const start = starts().filter((e) => argvOf(e).includes("serve big")).at(-1)!;
-    expect(argvOf(start)).toBe(`vllm serve big --port ${port} -tp 2`);
+    expect(argvOf(start)).toBe(`vllm serve big --port ${port} -tp 2 --host 127.0.0.1`);
     expect((start.env as Record<string, string>).CUDA_VISIBLE_DEVICES).toBe("0,1");
     const bad = await s.admin(`/admin/workloads/${w.id}/assignments`, { body: { worker_id: worker.id, gpus: 8 } });
     expect(bad.status).toBe(400);

@@ -112,8 +112,12 @@ describe("control plane: read, update, delete", () => {
     expect(u.updated_at > w.updated_at).toBe(true);
     const same = await (await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { description: "second" } })).json();
     expect(same.updated_at).toBe(u.updated_at);
-    const cfg = await (await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { config: { command: "vllm serve m2" }, model_name: "m2", worker_id: "wk_x" } })).json();
-    expect(cfg).toMatchObject({ model_name: "m2", config: { command: "vllm serve m2" }, worker_id: "wk_x", description: "second" });
+    const cfg = await (await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { config: { command: "vllm serve m2" }, model_name: "m2" } })).json();
+    expect(cfg).toMatchObject({ model_name: "m2", config: { command: "vllm serve m2" }, worker_id: null, description: "second" });
+    // A tenant may pin only to a worker the operator opened to the project (none here).
+    const pinned = await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { worker_id: "wk_x" } });
+    expect(pinned.status).toBe(403);
+    expect((await pinned.json()).error).toMatchObject({ code: "worker_not_allowed", field: "worker_id" });
     const cleared = await (await s.call(`/api/workloads/${w.id}`, ctx.sdk, { method: "PATCH", body: { worker_id: null } })).json();
     expect(cleared.worker_id).toBeNull();
   });

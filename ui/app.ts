@@ -56,7 +56,7 @@ function routePage(path: string) {
 const isCurrent = (href: string, path: string) => (href === "/" ? path === "/" : path === href || path.startsWith(`${href}/`));
 
 /** The navigation: a sidebar on wide screens, a menu button on phones. */
-function Shell({ path, children, onSignOut }: { path: string; children: unknown; onSignOut(): void }) {
+function Shell({ path, children, onSignOut }: { path: string; children: unknown; onSignOut(everywhere: boolean): void }) {
   const [open, setOpen] = useState(false);
   useEffect(() => setOpen(false), [path]);
   return html`<a class="skip" href="#main">Skip to content</a>
@@ -69,7 +69,8 @@ function Shell({ path, children, onSignOut }: { path: string; children: unknown;
         <ul>
           ${NAV.map((n) => html`<li><a href=${n.href} aria-current=${isCurrent(n.href, path) ? "page" : undefined}>${n.label}</a></li>`)}
         </ul>
-        <button type="button" class="signout" onClick=${onSignOut}>Sign out</button>
+        <button type="button" class="signout" onClick=${() => onSignOut(false)}>Sign out</button>
+        <button type="button" class="signout" title="Ends every dashboard session, on every browser" onClick=${() => onSignOut(true)}>Sign out everywhere</button>
       </nav>
       <main id="main" tabindex="-1">${children}</main>
     </div>`;
@@ -84,8 +85,8 @@ export function App() {
   });
   useEffect(() => setUnauthorizedHandler(() => setAuthed(false)), []);
   if (!authed) return html`<${SignIn} onSignedIn=${() => setAuthed(true)} />`;
-  const out = async () => {
-    await signOut();
+  const out = async (everywhere: boolean) => {
+    await signOut(everywhere);
     setAuthed(false);
     navigate("/", { replace: true });
   };

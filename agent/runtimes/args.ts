@@ -5,16 +5,21 @@ const PORT = ["--port"];
 const HOST = ["--host"];
 
 /**
- * Adds `--host 127.0.0.1 --port <port>` when the command sets no port (and `--host` only when it
- * sets none); an explicit port is kept. Returns the new args and where the runtime will listen.
- * @example withPort(["vllm", "serve", "m"], 9001) // → {args: [..., "--host", "127.0.0.1", "--port", "9001"], host: "127.0.0.1", port: 9001}
+ * Makes the runtime listen on loopback only: any `--host` is replaced by `--host 127.0.0.1`, so a
+ * command can neither expose the runtime on the LAN nor point inferd at another machine; adds
+ * `--port <port>` when the command sets none (an explicit port is kept, on loopback). Returns the
+ * new args and where the runtime will listen.
+ * @example withPort(["vllm", "serve", "m", "--host", "10.0.0.9"], 9001) // → {args: ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "9001"], host: "127.0.0.1", port: 9001}
  */
 export function withPort(args: string[], port: number): { args: string[]; host: string; port: number } {
   const explicit = flagValue(args, PORT);
-  const hostFlag = flagValue(args, HOST);
-  const host = !hostFlag || hostFlag === "0.0.0.0" || hostFlag === "::" ? "127.0.0.1" : hostFlag;
-  if (explicit !== undefined) return { args, host, port: Number(explicit) };
-  return { args: [...args, ...(hostFlag ? [] : ["--host", "127.0.0.1"]), "--port", String(port)], host, port };
+  const rest: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (HOST.includes(args[i])) i++;
+    else if (!HOST.some((h) => args[i].startsWith(`${h}=`))) rest.push(args[i]);
+  }
+  const chosen = explicit !== undefined && /^\d+$/.test(explicit) ? Number(explicit) : port;
+  return { args: [...rest, "--host", "127.0.0.1", ...(explicit !== undefined ? [] : ["--port", String(port)])], host: "127.0.0.1", port: chosen };
 }
 
 /** vLLM's tensor-parallel flag names. */

@@ -2,30 +2,39 @@ import { Elysia } from "elysia";
 import { z } from "zod";
 import type { AppDeps } from "../app";
 import { jsonBody } from "../http";
-import { createSession, endSession, redeemLoginCode, SESSION_COOKIE } from "../auth/service";
+import { createSession, endAllSessions, endSession, redeemLoginCode, sessionCookie } from "../auth/service";
+import { viaTls } from "../agents/routes";
+
+/** Whether the browser reached us over HTTPS (our TLS port, or a TLS-terminating proxy saying so). */
+const overHttps = (request: Request) => viaTls.has(request) || request.headers.get("x-forwarded-proto") === "https";
 
 const SessionCreate = z.strictObject({ token: z.string().min(1).max(1000) });
 
 /** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
 export const adminRoutes = (deps: AppDeps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .post("/session", ({ body, set }) => {
+    .post("/session", ({ body, set, request }) => {
       const s = createSession(deps, body.token);
-      set.headers["set-cookie"] = `${SESSION_COOKIE}=${s.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.maxAgeSeconds}`;
+      set.headers["set-cookie"] = sessionCookie(s.id, s.maxAgeSeconds, overHttps(request));
       return { ok: true };
     }, { ...jsonBody(SessionCreate), detail: { summary: "Sign in to the dashboard with the admin token (sets an HttpOnly cookie)" } })
     .delete("/session", ({ request, set }) => {
       endSession(deps, request);
-      set.headers["set-cookie"] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0`;
+      set.headers["set-cookie"] = sessionCookie("", 0, overHttps(request));
       set.status = 204;
     }, { detail: { summary: "Sign out" } })
+    .delete("/sessions", ({ request, set }) => {
+      const ended = endAllSessions(deps);
+      set.headers["set-cookie"] = sessionCookie("", 0, overHttps(request));
+      return { ended };
+    }, { detail: { summary: "Sign out everywhere: ends every dashboard session" } })
 
 /** `GET /login?code=…`: the one-time sign-in link `inferd desktop` opens; sets the session and goes to the dashboard. */
 export const loginRoute = (deps: AppDeps) =>
-  new Elysia({ detail: { tags: ["admin"], hide: true } }).get("/login", ({ query }) => {
+  new Elysia({ detail: { tags: ["admin"], hide: true } }).get("/login", ({ query, request }) => {
     const s = redeemLoginCode(deps, String(query.code ?? ""));
     return new Response(null, {
       status: 302,
-      headers: { location: "/?signed_in=1", "set-cookie": `${SESSION_COOKIE}=${s.id}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${s.maxAgeSeconds}` },
+      headers: { location: "/?signed_in=1", "set-cookie": sessionCookie(s.id, s.maxAgeSeconds, overHttps(request)) },
     });
   });

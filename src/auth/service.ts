@@ -1,7 +1,8 @@
 import { and, eq, gt, lt } from "drizzle-orm";
 import type { Db } from "../db";
 import { sessions } from "../db/schema";
-import { AppError, forbidden, unauthorized } from "../errors";
+import { AppError, forbidden, notFound, unauthorized } from "../errors";
+import { CLIENT_SECTIONS } from "../ui/routes";
 import { newSecret, nowIso, safeEqual, sha256 } from "../ids";
 import { findKeyBySecret, KEY_PREFIX, type KeyRecord, type UsageRecorder } from "../keys/service";
 
@@ -16,8 +17,12 @@ export interface AuthDeps {
 
 /** Name of the dashboard's session cookie. */
 export const SESSION_COOKIE = "inferd_session";
-/** How long a dashboard session lasts. */
+/** How long a dashboard session lasts at most. */
 const SESSION_MS = 7 * 24 * 3600 * 1000;
+/** A session unused this long ends (the dashboard polls while open, so only an idle one does). */
+export const SESSION_IDLE_MS = 12 * 3600 * 1000;
+/** How often a session's last use is written (not on every request). */
+const TOUCH_MS = 60_000;
 
 /** The bearer token of a request, or the `x-api-key` header where the Anthropic SDK puts it. */
 export function presentedToken(request: Request, allowApiKeyHeader = false): string | undefined {
@@ -32,11 +37,16 @@ export function presentedToken(request: Request, allowApiKeyHeader = false): str
 
 const adminHashes = new WeakMap<AuthDeps, string>();
 
-/** Whether `token` is the admin token (compared as hashes, in constant time; the admin hash is computed once). */
-function isAdminToken(deps: AuthDeps, token: string): boolean {
+/** The SHA-256 of the admin token in force (computed once). */
+function adminHash(deps: AuthDeps): string {
   let h = adminHashes.get(deps);
   if (!h) adminHashes.set(deps, (h = sha256(deps.adminToken)));
-  return safeEqual(sha256(token), h);
+  return h;
+}
+
+/** Whether `token` is the admin token (compared as hashes, in constant time). */
+function isAdminToken(deps: AuthDeps, token: string): boolean {
+  return safeEqual(sha256(token), adminHash(deps));
 }
 
 /** Resolves a token to a key, or throws 401. The admin token is reported so planes can say 403. */
@@ -93,6 +103,46 @@ export function authData(deps: AuthDeps, request: Request, projectSlug: string, 
   return key;
 }
 
+/** The host of an Origin header, or null when it is not a URL (a malformed Origin is refused, not a 500). */
+function originHost(origin: string): string | null {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Accepts a dashboard session that exists, has not expired, was opened with the admin token in
+ * force (a changed token ends every session) and was used within SESSION_IDLE_MS; notes its use.
+ */
+function checkSession(deps: AuthDeps, sid: string): void {
+  const now = Date.now();
+  const hash = sha256(sid);
+  const row = deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, new Date(now).toISOString()))).get();
+  if (!row) throw unauthorized("invalid_session", "the session has expired; sign in again");
+  if (row.tokenHash !== adminHash(deps)) {
+    deps.db.delete(sessions).where(eq(sessions.hash, hash)).run();
+    throw unauthorized("invalid_session", "the admin token has changed since this session began; sign in again");
+  }
+  const seen = Date.parse(row.lastSeenAt ?? row.createdAt);
+  if (now - seen > SESSION_IDLE_MS) {
+    deps.db.delete(sessions).where(eq(sessions.hash, hash)).run();
+    throw unauthorized("invalid_session", "the session ended after a time without use; sign in again");
+  }
+  if (now - seen > TOUCH_MS) deps.db.update(sessions).set({ lastSeenAt: new Date(now).toISOString() }).where(eq(sessions.hash, hash)).run();
+}
+
+/** Ends every dashboard session and unused sign-in link (sign out everywhere); returns how many there were. */
+export function endAllSessions(deps: AuthDeps): number {
+  return deps.db.$client.query("DELETE FROM sessions").run().changes;
+}
+
+/** The Set-Cookie value of a session (`Secure` when the request came over HTTPS). */
+export function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
+  return `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`;
+}
+
 function cookieValue(request: Request, name: string): string | undefined {
   const header = request.headers.get("cookie");
   if (!header) return undefined;
@@ -119,12 +169,11 @@ export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "s
   }
   const sid = cookieValue(request, SESSION_COOKIE);
   if (sid) {
-    const live = deps.db.select().from(sessions).where(and(eq(sessions.hash, sha256(sid)), gt(sessions.expiresAt, nowIso()))).get();
-    if (!live) throw unauthorized("invalid_session", "the session has expired; sign in again");
+    checkSession(deps, sid);
     if (!["GET", "HEAD", "OPTIONS"].includes(request.method)) {
       const origin = request.headers.get("origin");
       const host = request.headers.get("host");
-      if (origin && host && new URL(origin).host !== host) throw forbidden("csrf_rejected", "cross-site request refused");
+      if (origin && host && originHost(origin) !== host) throw forbidden("csrf_rejected", "cross-site request refused");
     }
     return { via: "session" };
   }
@@ -137,7 +186,7 @@ export function createSession(deps: AuthDeps, token: string): { id: string; maxA
   const id = newSecret("");
   const now = Date.now();
   deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString())).run();
-  deps.db.insert(sessions).values({ hash: sha256(id), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MS).toISOString() }).run();
+  deps.db.insert(sessions).values({ hash: sha256(id), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MS).toISOString(), tokenHash: adminHash(deps), lastSeenAt: new Date(now).toISOString() }).run();
   return { id, maxAgeSeconds: SESSION_MS / 1000 };
 }
 
@@ -174,28 +223,50 @@ function segment(raw: string): string {
   }
 }
 
-/** Paths that need no credential. */
+/**
+ * A request path as routing sees it, for deciding access: empty and `.` segments dropped, `..`
+ * resolved, no trailing slash (so `/metrics/`, `/metrics/.` and `//metrics` are all `/metrics`).
+ * @example normalisePath("//admin/./projects/") // → "/admin/projects"
+ */
+export function normalisePath(path: string): string {
+  const out: string[] = [];
+  for (const seg of path.split("/")) {
+    if (seg === "" || seg === ".") continue;
+    if (seg === "..") out.pop();
+    else out.push(seg);
+  }
+  return `/${out.join("/")}`;
+}
+
+/** Paths that need no credential: health, API docs, sign-in, and the dashboard's own page and files. */
 const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/, /^\/login$/];
+/** The dashboard's page and assets (GET only): public, they hold no data. */
+const UI_PATHS = [/^\/$/, /^\/assets\//, new RegExp(`^/(${CLIENT_SECTIONS.join("|")})(/|$)`)];
 
 /**
- * The one authentication gate, run before any body is read: picks the plane from the path and
- * applies its rule, so a request without the right credential is refused before anything else.
+ * The one authentication gate, run before any body is read: picks the plane from the normalised
+ * path and applies its rule, so a request without the right credential is refused before anything
+ * else. Deny by default: a path that is neither public nor of a known plane needs the admin token.
  */
-export function authenticateRequest(deps: AuthDeps, request: Request, path: string): void {
+export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: string): void {
+  const path = normalisePath(rawPath);
   if (OPEN.some((re) => re.test(path))) return;
+  if ((request.method === "GET" || request.method === "HEAD") && UI_PATHS.some((re) => re.test(path))) return;
   if (path === "/metrics") {
     const token = presentedToken(request);
     if (deps.metricsToken && token && safeEqual(sha256(token), sha256(deps.metricsToken))) return;
-    authAdmin(deps, request);
-  } else if (path === "/admin" || path.startsWith("/admin/")) {
     authAdmin(deps, request);
   } else if (path === "/api" || path.startsWith("/api/")) {
     const m = /^\/api\/projects\/([^/]+)/.exec(path);
     keys.set(request, authControl(deps, request, m ? segment(m[1]) : undefined));
   } else if (path.startsWith("/endpoint/")) {
     const m = /^\/endpoint\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
-    if (!m) return;
-    const allowApiKey = /^\/v1\/messages\/?$/.test(m[3] ?? "");
+    if (!m) throw notFound(`no route for ${request.method} ${path}`);
+    const allowApiKey = /^\/v1\/messages$/.test(m[3] ?? "");
     keys.set(request, authData(deps, request, segment(m[1]), segment(m[2]), allowApiKey));
+  } else if (path.startsWith("/agent/")) {
+    // Agents authenticate with their own credential over the pinned HTTPS link (agents/routes.ts).
+  } else {
+    authAdmin(deps, request);
   }
 }

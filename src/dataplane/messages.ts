@@ -29,6 +29,14 @@ async function anthropicError(r: Response): Promise<Response> {
  * and the answer (or stream) translated back. Errors always come back in the Messages shape.
  */
 export async function messagesRoute(deps: AppDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
+  try {
+    return await messagesHeld(deps, request, params);
+  } finally {
+    deps.bodyBudget.release(request);
+  }
+}
+
+async function messagesHeld(deps: AppDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
   const w = workloadOf(deps, params.project, params.workload);
   checkRoute(w, "chat", "POST /v1/messages");
   const json = await readJsonObject(deps, request);

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app";
 import { keyOf } from "../auth/service";
 import { AppError, badRequest, notFound } from "../errors";
-import { readBodyLimited } from "../http";
+import { parseJsonBytes, readBodyLimited } from "../http";
 import { findWorkload, type Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { dispatch, relay, type Accounting } from "./forward";
@@ -59,13 +59,7 @@ export function checkModel(w: Workload, model: unknown): void {
 
 /** Reads a JSON object body of the data plane (up to the data-plane body limit). */
 export async function readJsonObject(deps: AppDeps, request: Request): Promise<Record<string, unknown>> {
-  const bytes = await readBodyLimited(request, deps.config.maxDataBodyBytes);
-  let body: unknown;
-  try {
-    body = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
-  } catch {
-    throw badRequest("invalid_json", "the request body is not valid JSON");
-  }
+  const body = parseJsonBytes(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
   if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("invalid_request", "the request body must be a JSON object");
   return body as Record<string, unknown>;
 }
@@ -82,8 +76,19 @@ export function accounting(deps: AppDeps, keyId: string | null, w: Workload): Ac
   };
 }
 
-/** Forwards one synchronous request to a workload through its queue; `keyId` is charged for it. */
+/**
+ * Forwards one synchronous request to a workload through its queue; `keyId` is charged for it.
+ * The body counts against the buffered-bytes budget until the runtime has answered.
+ */
 export async function forwardToWorkload(deps: AppDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
+  try {
+    return await forwardHeld(deps, spec, request, w, keyId, parsed);
+  } finally {
+    deps.bodyBudget.release(request);
+  }
+}
+
+async function forwardHeld(deps: AppDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
   checkRoute(w, spec.toggle, `POST /v1/${spec.path}`);
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   let json: Record<string, unknown> | undefined;
@@ -100,7 +105,7 @@ export async function forwardToWorkload(deps: AppDeps, spec: RouteSpec, request:
       injectedUsage = true;
     }
   } else {
-    body = await readBodyLimited(request, deps.config.maxDataBodyBytes);
+    body = await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget);
     headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   }
   const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body, json }, request.signal);

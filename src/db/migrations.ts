@@ -4,6 +4,9 @@ import m1 from "./migrations/0001_serving.sql" with { type: "text" };
 import m2 from "./migrations/0002_jobs.sql" with { type: "text" };
 import m3 from "./migrations/0003_jobs_claim_index.sql" with { type: "text" };
 import m4 from "./migrations/0004_workload_config_origin.sql" with { type: "text" };
+import m5 from "./migrations/0005_session_token_idle.sql" with { type: "text" };
+import m6 from "./migrations/0006_webhook_soft_delete.sql" with { type: "text" };
+import m7 from "./migrations/0007_worker_open_to.sql" with { type: "text" };
 
 /** Every migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -12,4 +15,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0002_jobs", sql: m2 },
   { tag: "0003_jobs_claim_index", sql: m3 },
   { tag: "0004_workload_config_origin", sql: m4 },
+  { tag: "0005_session_token_idle", sql: m5 },
+  { tag: "0006_webhook_soft_delete", sql: m6 },
+  { tag: "0007_worker_open_to", sql: m7 },
 ];

@@ -60,6 +60,10 @@ export const sessions = sqliteTable("sessions", {
   hash: text("hash").primaryKey(),
   createdAt: text("created_at").notNull(),
   expiresAt: text("expires_at").notNull(),
+  /** SHA-256 of the admin token the session was opened with: a changed token ends it. */
+  tokenHash: text("token_hash"),
+  /** Last use (updated at most once a minute), for the idle expiry. */
+  lastSeenAt: text("last_seen_at"),
 });
 
 /** A GPU host: the local machine or a remote agent. GPUs and telemetry are JSON text. */
@@ -77,6 +81,8 @@ export const workers = sqliteTable("workers", {
   telemetry: text("telemetry").notNull().default("{}"),
   lastSeenAt: text("last_seen_at"),
   createdAt: text("created_at").notNull(),
+  /** Projects whose tenants may pin workloads here (JSON list of project ids, or `"*"` for all). */
+  openTo: text("open_to").notNull().default("[]"),
 });
 
 /** A workload placed on a worker with its slot count and GPUs; `state` is what the agent reports. */
@@ -143,6 +149,8 @@ export const webhooks = sqliteTable(
     secret: text("secret").notNull(),
     secretPrefix: text("secret_prefix").notNull(),
     createdAt: text("created_at").notNull(),
+    /** Set when the destination is deleted: kept (secret wiped) so its deliveries show `cancelled`. */
+    deletedAt: text("deleted_at"),
   },
   (t) => [index("webhooks_workload").on(t.workloadId)],
 );
@@ -155,7 +163,7 @@ export const deliveries = sqliteTable(
     jobId: text("job_id").notNull().references(() => jobs.id, { onDelete: "cascade" }),
     webhookId: text("webhook_id").notNull().references(() => webhooks.id, { onDelete: "cascade" }),
     event: text("event").notNull(),
-    state: text("state", { enum: ["pending", "delivered", "terminal"] }).notNull(),
+    state: text("state", { enum: ["pending", "delivered", "terminal", "cancelled"] }).notNull(),
     attempts: integer("attempts").notNull().default(0),
     nextAttemptAt: integer("next_attempt_at"),
     lastStatusCode: integer("last_status_code"),

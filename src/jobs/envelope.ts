@@ -4,6 +4,7 @@ import type { Workload } from "../workloads/service";
 import { checkModel } from "../dataplane/routes";
 import { ACCEPTED_KINDS, canonicalKind } from "./kinds";
 import { rawField } from "./raw";
+import { parseJsonBytes } from "../http";
 
 /** The chat body a `chat` job must carry (the synchronous route's shape), checked at submission. */
 export const ChatBody = z.looseObject({
@@ -34,12 +35,7 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
  * body_b64, chat validated against the chat schema (and its `stream` dropped: jobs never stream).
  */
 export function acceptEnvelope(text: string, w: Workload): AcceptedJob {
-  let env: unknown;
-  try {
-    env = JSON.parse(text);
-  } catch {
-    throw badRequest("invalid_json", "the request body is not valid JSON");
-  }
+  const env = parseJsonBytes(text);
   if (!env || typeof env !== "object" || Array.isArray(env)) throw validation("body", "the job envelope must be a JSON object");
   const e = env as Record<string, unknown>;
   const unknown = Object.keys(e).find((k) => !ENVELOPE_FIELDS.has(k));

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app";
 import { keyOf } from "../auth/service";
 import { AppError, notFound } from "../errors";
-import { readBodyLimited } from "../http";
+import { readBodyLimited, utf8Text } from "../http";
 import { resolveWorkload } from "../workloads/service";
 import { workloadOf } from "../dataplane/routes";
 import { acceptEnvelope } from "./envelope";
@@ -15,16 +15,21 @@ const disabled = (what: string) => new AppError(409, "endpoint_disabled", what);
 export const jobRoutes = (deps: AppDeps) =>
   new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["async jobs"] } })
     .post("/jobs", async ({ request, params, set }) => {
-      const w = workloadOf(deps, params.project, params.workload);
-      const text = new TextDecoder().decode(await readBodyLimited(request, deps.config.maxDataBodyBytes));
-      const job = acceptEnvelope(text, w);
-      if (!w.endpoints.jobs) throw disabled(`the jobs endpoint of ${w.project_slug}/${w.slug} is switched off`);
-      const toggle = KINDS[job.kind].toggle;
-      if (!w.endpoints[toggle]) throw disabled(`the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off, so ${job.kind} jobs are refused`);
-      const id = insertJob(deps.db, w.id, keyOf(request).id, job);
-      deps.jobs.wake(w.id);
-      set.status = 202;
-      return { job_id: id };
+      try {
+        const w = workloadOf(deps, params.project, params.workload);
+        const text = utf8Text(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
+        const job = acceptEnvelope(text, w);
+        if (!w.endpoints.jobs) throw disabled(`the jobs endpoint of ${w.project_slug}/${w.slug} is switched off`);
+        const toggle = KINDS[job.kind].toggle;
+        if (!w.endpoints[toggle]) throw disabled(`the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off, so ${job.kind} jobs are refused`);
+        deps.jobQuota.admit(w.project_id, job.body.byteLength);
+        const id = insertJob(deps.db, w.id, keyOf(request).id, job);
+        deps.jobs.wake(w.id);
+        set.status = 202;
+        return { job_id: id };
+      } finally {
+        deps.bodyBudget.release(request);
+      }
     }, { parse: "none", detail: { summary: "Submit an async job; answers 202 with its job_id once it is stored" } })
     .get("/jobs/:job_id", ({ params }) => {
       const w = workloadOf(deps, params.project, params.workload);

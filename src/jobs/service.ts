@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { deliveries, jobs, webhooks } from "../db/schema";
+import { live } from "../webhooks/service";
 import { newId, nowIso } from "../ids";
 import type { AcceptedJob } from "./envelope";
 
@@ -25,7 +26,7 @@ export interface DeliveryView {
   webhook_id: string;
   url: string;
   event: string;
-  state: "pending" | "delivered" | "terminal";
+  state: (typeof deliveries.$inferSelect)["state"];
   attempts: number;
   last_status_code: number | null;
   last_error: string | null;
@@ -136,7 +137,7 @@ export function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown): void
   const now = nowIso();
   db.transaction((tx) => {
     tx.update(jobs).set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: now }).where(eq(jobs.id, job.id)).run();
-    const dests = tx.select({ id: webhooks.id }).from(webhooks).where(eq(webhooks.workloadId, job.workloadId)).all();
+    const dests = tx.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, job.workloadId))).all();
     for (const d of dests) {
       tx.insert(deliveries)
         .values({ id: newId("dlv"), jobId: job.id, webhookId: d.id, event: ok ? "job.completed" : "job.failed", state: "pending", nextAttemptAt: Date.now(), createdAt: now })

@@ -52,9 +52,25 @@ export function isAllowedAddress(address: string, allowPrivate: boolean): boolea
   } catch {
     return false;
   }
-  const range = parsed.range();
-  if (allowPrivate) return !["unspecified", "multicast", "broadcast"].includes(range);
-  return range === "unicast";
+  const allowed = (range: string) => (allowPrivate ? !["unspecified", "multicast", "broadcast"].includes(range) : range === "unicast");
+  if (!allowed(parsed.range())) return false;
+  // An IPv6 form that carries an IPv4 address (IPv4-compatible ::/96, NAT64, SIIT, 6to4, Teredo)
+  // is judged by that address too, so ::7f00:1 is loopback however it is written.
+  const embedded = parsed.kind() === "ipv6" ? embeddedIpv4(parsed as ipaddr.IPv6) : null;
+  return embedded === null || allowed(embedded.range());
+}
+
+/** The IPv4 address an IPv6 address embeds, by its prefix, or null. */
+function embeddedIpv4(v6: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const w = v6.parts;
+  const v4 = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
+  const zero = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
+  if (zero(0, 6) && !(w[6] === 0 && w[7] <= 1)) return v4(w[6], w[7]); // ::a.b.c.d (not :: or ::1)
+  if (w[0] === 0x64 && w[1] === 0xff9b && (zero(2, 6) || w[2] === 1)) return v4(w[6], w[7]); // NAT64 64:ff9b::/96, 64:ff9b:1::/48
+  if (zero(0, 4) && w[4] === 0xffff && w[5] === 0) return v4(w[6], w[7]); // SIIT ::ffff:0:a.b.c.d
+  if (w[0] === 0x2002) return v4(w[1], w[2]); // 6to4
+  if (w[0] === 0x2001 && w[1] === 0) return v4(w[6] ^ 0xffff, w[7] ^ 0xffff); // Teredo client (obfuscated)
+  return null;
 }
 
 /** Checks a webhook URL's shape: https only, a host, no credentials. Returns the parsed URL. */

@@ -122,10 +122,16 @@ export class DeliveryLoop {
     this.record(row.d, result);
   }
 
+  /**
+   * Stores an attempt's outcome. A delivery that ended meanwhile (its destination deleted, its job
+   * or workload removed) is left as it is: nothing to record, nothing to log.
+   */
   private record(d: typeof deliveries.$inferSelect, r: PostResult): void {
     const n = d.attempts + 1;
     const terminal = !r.ok && n > this.opts.schedule.length;
-    this.db.transaction((tx) => {
+    const recorded = this.db.transaction((tx) => {
+      const still = tx.select({ id: deliveries.id }).from(deliveries).where(and(eq(deliveries.id, d.id), eq(deliveries.state, "pending"))).get();
+      if (!still) return false;
       tx.insert(deliveryAttempts).values({ deliveryId: d.id, n, at: new Date().toISOString(), statusCode: r.status_code, error: r.error, durationMs: r.duration_ms }).run();
       tx.update(deliveries)
         .set({
@@ -138,8 +144,9 @@ export class DeliveryLoop {
         })
         .where(eq(deliveries.id, d.id))
         .run();
+      return true;
     });
-    if (terminal) log.warn(`delivery ${d.id} of job ${d.jobId} is terminal after ${n} attempts: ${r.error ?? `HTTP ${r.status_code}`}`);
+    if (recorded && terminal) log.warn(`delivery ${d.id} of job ${d.jobId} is terminal after ${n} attempts: ${r.error ?? `HTTP ${r.status_code}`}`);
   }
 
   /** Stops sending; attempts in flight finish (a failure is not recorded, so it is retried after restart). */

@@ -1,6 +1,6 @@
-import { asc, count, eq } from "drizzle-orm";
+import { and, asc, count, eq, isNull } from "drizzle-orm";
 import type { Db } from "../db";
-import { webhooks } from "../db/schema";
+import { deliveries, webhooks } from "../db/schema";
 import { conflict, notFound } from "../errors";
 import { newId, nowIso } from "../ids";
 import { checkUrlShape, resolveChecked, type AddressPolicy } from "./address";
@@ -19,6 +19,9 @@ export interface WebhookView {
 }
 
 type Row = typeof webhooks.$inferSelect;
+
+/** A condition on destinations that have not been deleted. */
+export const live = (cond: ReturnType<typeof eq>) => and(cond, isNull(webhooks.deletedAt));
 const view = (w: Row): WebhookView => ({ id: w.id, workload_id: w.workloadId, url: w.url, secret_prefix: w.secretPrefix, created_at: w.createdAt });
 
 /**
@@ -28,29 +31,43 @@ const view = (w: Row): WebhookView => ({ id: w.id, workload_id: w.workloadId, ur
 export async function addWebhook(db: Db, workloadId: string, rawUrl: string, policy: AddressPolicy): Promise<WebhookView & { secret: string }> {
   const url = checkUrlShape(rawUrl);
   await resolveChecked(url, policy);
-  const n = db.select({ n: count() }).from(webhooks).where(eq(webhooks.workloadId, workloadId)).get()?.n ?? 0;
+  const n = db.select({ n: count() }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId))).get()?.n ?? 0;
   if (n >= MAX_WEBHOOKS) throw conflict(`a workload has at most ${MAX_WEBHOOKS} webhook destinations`, "webhook_limit");
   const secret = newSigningSecret();
-  const row: Row = { id: newId("whk"), workloadId, url: url.toString(), secret, secretPrefix: secret.slice(0, 12), createdAt: nowIso() };
+  const row: Row = { id: newId("whk"), workloadId, url: url.toString(), secret, secretPrefix: secret.slice(0, 12), createdAt: nowIso(), deletedAt: null };
   db.insert(webhooks).values(row).run();
   return { ...view(row), secret };
 }
 
 /** A workload's destinations, oldest first. */
 export function listWebhooks(db: Db, workloadId: string): WebhookView[] {
-  return db.select().from(webhooks).where(eq(webhooks.workloadId, workloadId)).orderBy(asc(webhooks.createdAt)).all().map(view);
+  return db.select().from(webhooks).where(live(eq(webhooks.workloadId, workloadId))).orderBy(asc(webhooks.createdAt)).all().map(view);
 }
 
 /** A destination with its secret (for signing), or 404. */
 export function webhookRow(db: Db, id: string): Row {
-  const w = db.select().from(webhooks).where(eq(webhooks.id, id)).get();
+  const w = db.select().from(webhooks).where(live(eq(webhooks.id, id))).get();
   if (!w) throw notFound(`webhook "${id}"`);
   return w;
 }
 
-/** Removes a destination; its pending deliveries go with it. */
+/**
+ * Removes a destination: its secret is wiped and its pending deliveries end as `cancelled` (a
+ * delivery in flight finishes quietly). The row stays, so jobs still show where results went.
+ */
 export function deleteWebhook(db: Db, id: string): WebhookView {
   const w = webhookRow(db, id);
-  db.delete(webhooks).where(eq(webhooks.id, id)).run();
+  db.transaction((tx) => {
+    tx.update(webhooks).set({ deletedAt: nowIso(), secret: "" }).where(eq(webhooks.id, id)).run();
+    tx.update(deliveries)
+      .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
+      .where(and(eq(deliveries.webhookId, id), eq(deliveries.state, "pending")))
+      .run();
+  });
   return view(w);
+}
+
+/** Removes deleted destinations no delivery refers to any more (their jobs were pruned). */
+export function pruneDeletedWebhooks(db: Db): number {
+  return db.$client.query("DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.webhook_id = webhooks.id)").run().changes;
 }

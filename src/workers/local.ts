@@ -25,7 +25,7 @@ export function localHostLink(db: Db, fleet: Fleet, version: string): HostLink {
 }
 
 /** Starts the agent for this machine inside `serve`. */
-export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions> }): Promise<Agent> {
+export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[] }): Promise<Agent> {
   const agent = new Agent({
     host: localHostLink(opts.db, opts.fleet, opts.version),
     dataDir: opts.dataDir,
@@ -33,6 +33,7 @@ export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: str
     telemetryMs: opts.telemetryMs,
     builtinLlama: () => builtinLlama(opts.dataDir),
     supervisor: opts.supervisor,
+    runtimeEnv: opts.runtimeEnv,
   });
   await agent.start();
   return agent;

@@ -5,7 +5,8 @@ import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
 import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
-import { createAssignment, deleteAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, workerView } from "./service";
+import { createAssignment, deleteAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, setWorkerOpenTo, workerView } from "./service";
+import { getProject } from "../projects/service";
 
 const AssignmentCreate = z.strictObject({
   worker_id: z.string().min(1).max(128),
@@ -13,6 +14,7 @@ const AssignmentCreate = z.strictObject({
   gpus: z.union([z.literal(1), z.literal(2), z.literal(4), z.literal(8)]).optional(),
 });
 const AssignmentPatch = z.strictObject({ concurrency: z.number().int().min(1).max(1000) });
+const WorkerPatch = z.strictObject({ open_to: z.union([z.literal("*"), z.array(z.string().min(1).max(128)).max(1000)]) });
 const WorkerCreate = z.strictObject({ name: z.string().trim().min(1).max(100).regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, "letters, digits, dots, dashes and underscores") });
 
 /** Keep-alive comment interval for live log streams. */
@@ -68,6 +70,10 @@ export const workerRoutes = (deps: AppDeps) =>
       deps.fleet.reconcile();
       return w;
     }, { detail: { summary: "Delete a remote worker: its credential stops working, its work goes back to the queue" } })
+    .patch("/workers/:id", ({ params, body }) => {
+      const openTo = body.open_to === "*" ? "*" : [...new Set(body.open_to.map((p) => getProject(deps.db, p).id))];
+      return setWorkerOpenTo(deps.db, params.id, openTo);
+    }, { ...jsonBody(WorkerPatch), detail: { summary: "Open a worker to projects (ids or slugs, or \"*\"): their tenants may pin workloads to it" } })
     .get("/workers/:id", ({ params }) => ({
       ...workerView(getWorker(deps.db, params.id)),
       replicas: deps.fleet.replicasOf(params.id),

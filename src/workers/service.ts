@@ -1,7 +1,7 @@
 import { and, asc, eq } from "drizzle-orm";
 import type { Db } from "../db";
 import { assignments, workers } from "../db/schema";
-import { notFound, validation } from "../errors";
+import { AppError, notFound, validation } from "../errors";
 import { newId, nowIso, sha256 } from "../ids";
 import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
 import { listAllWorkloads, type Workload } from "../workloads/service";
@@ -39,6 +39,8 @@ export interface WorkerView {
   telemetry: Partial<MachineInfo>;
   last_seen_at: string | null;
   created_at: string;
+  /** Projects (ids) whose tenants may pin workloads to this worker, or `"*"` for every project. */
+  open_to: string[] | "*";
 }
 
 /** Backends that need a GPU to be placed automatically. */
@@ -82,7 +84,31 @@ export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
     telemetry: JSON.parse(w.telemetry),
     last_seen_at: w.lastSeenAt,
     created_at: w.createdAt,
+    open_to: JSON.parse(w.openTo),
   };
+}
+
+/** Sets which projects' tenants may pin workloads to a worker (`"*"`: all). */
+export function setWorkerOpenTo(db: Db, id: string, openTo: string[] | "*"): WorkerView {
+  getWorker(db, id);
+  db.update(workers).set({ openTo: JSON.stringify(openTo) }).where(eq(workers.id, id)).run();
+  return workerView(getWorker(db, id));
+}
+
+/**
+ * Refuses (403 `worker_not_allowed`) a tenant's pin — `worker_id` (id or name) or `gpu_resource_id`
+ * (a GPU uuid) — unless it names a worker the operator opened to the tenant's project. An unknown
+ * worker is refused the same way, so tenants learn nothing about the fleet.
+ */
+export function requireOpenWorker(db: Db, projectId: string, pin: { worker_id?: string | null; gpu_resource_id?: string | null }): void {
+  const all = db.select().from(workers).all();
+  const check = (field: string, value: string, w: WorkerRow | undefined) => {
+    const open: string[] | "*" = w ? JSON.parse(w.openTo) : [];
+    if (open === "*" || open.includes(projectId)) return;
+    throw new AppError(403, "worker_not_allowed", `${field}: "${value}" is not a worker open to this project; the operator opens one with PATCH /admin/workers/:id {"open_to": [...]}`, {}, field);
+  };
+  if (pin.worker_id) check("worker_id", pin.worker_id, all.find((x) => x.id === pin.worker_id || x.name === pin.worker_id));
+  if (pin.gpu_resource_id) check("gpu_resource_id", pin.gpu_resource_id, all.find((x) => (JSON.parse(x.gpus) as GpuInfo[]).some((g) => g.uuid === pin.gpu_resource_id)));
 }
 
 /** Records the local machine as a worker (one per data dir), creating it on first start. */

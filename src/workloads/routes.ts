@@ -7,6 +7,7 @@ import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
 import { TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
 import { checkConfig, createWorkload, deleteWorkload, listWorkloads, patchedLaunch, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
 import { policyView, requireTenantLaunch } from "./launch-policy";
+import { requireOpenWorker } from "../workers/service";
 
 /**
  * The control plane (`/api`, `ik_sdk_` keys): create, update, list, get and delete workloads of the
@@ -30,6 +31,7 @@ export const controlRoutes = (deps: AppDeps) => {
       if (key.scope !== "project") throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
       const project = getProject(deps.db, params.project_id);
       requireTenantLaunch(deps.policy, body.backend, checkConfig(body.backend, body.config ?? {}));
+      requireOpenWorker(deps.db, project.id, body);
       const w = createWorkload(deps.db, project, body, "tenant");
       deps.events.workloadsChanged();
       set.status = 201;
@@ -47,6 +49,10 @@ export const controlRoutes = (deps: AppDeps) => {
       const next = patchedLaunch(current, body);
       const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config);
       if (changed) requireTenantLaunch(deps.policy, next.backend, next.config);
+      requireOpenWorker(deps.db, current.project_id, {
+        worker_id: body.worker_id !== current.worker_id ? body.worker_id : undefined,
+        gpu_resource_id: body.gpu_resource_id !== current.gpu_resource_id ? body.gpu_resource_id : undefined,
+      });
       const w = updateWorkload(deps.db, current, body, "tenant");
       deps.events.workloadsChanged();
       return publicView(w);

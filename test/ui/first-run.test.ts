@@ -136,7 +136,7 @@ describe("first run in the browser", () => {
   test("sign-out ends the session on the server", async () => {
     const { page } = ui;
     const cookie = (await ui.context.cookies()).find((c) => c.name === "inferd_session")!;
-    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.getByRole("button", { name: "Sign out", exact: true }).click();
     await page.getByRole("heading", { name: "Sign in to inferd" }).waitFor();
     const r = await fetch(`${srv.url}/admin/info`, { headers: { cookie: `inferd_session=${cookie.value}` } });
     expect(r.status).toBe(401);

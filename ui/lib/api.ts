@@ -89,8 +89,8 @@ export async function signIn(token: string): Promise<void> {
   localStorage.setItem(FLAG, "1");
 }
 
-/** Ends the session on the server and forgets it here. */
-export async function signOut(): Promise<void> {
+/** Ends the session (or, `everywhere`, every dashboard session) on the server and forgets it here. */
+export async function signOut(everywhere = false): Promise<void> {
   localStorage.removeItem(FLAG);
-  await send("/admin/session", { method: "DELETE" }).catch(() => undefined);
+  await send(everywhere ? "/admin/sessions" : "/admin/session", { method: "DELETE" }).catch(() => undefined);
 }

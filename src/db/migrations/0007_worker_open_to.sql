@@ -1,0 +1,1 @@
+ALTER TABLE `workers` ADD `open_to` text DEFAULT '[]' NOT NULL;

@@ -1,6 +1,6 @@
 /**
  * sha256 of a download as its bytes go by: in this thread for small files, in a worker thread for
- * large ones on machines with cores to spare (see `DEFAULT_HASH_WORKER_MIN_BYTES` in download.ts),
+ * large ones (see `DEFAULT_HASH_WORKER_MIN_BYTES` in download.ts),
  * so hashing (≈1.7 GB/s a core) overlaps the network and the disk instead of adding to them, and
  * the agent's event loop stays free for the requests it proxies. The worker is made from an inline script (a Blob URL), so it needs no file of its own in
  * the compiled binary. Chunks are transferred to it when they own their buffer (copied otherwise);

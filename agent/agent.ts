@@ -7,6 +7,7 @@ import { reapStale, trackedSpawn } from "./pidfiles";
 import type { MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
 import type { LaunchPlan } from "./runtimes/types";
 import { runtimeEnv } from "./env";
+import { directPuller, type ModelPuller } from "./replica-models";
 
 /**
  * How an agent talks to its host. The local agent calls the host in-process; a remote agent
@@ -35,6 +36,8 @@ export interface AgentOptions {
   supervisor?: Partial<SupervisorOptions>;
   /** Variables (`NAME` or `PREFIX*`) runtimes get beyond the allow-list (`--runtime-env`). */
   runtimeEnv?: string[];
+  /** How models named by commands are pulled; default: into `<dataDir>/models` on this machine. */
+  pullModel?: ModelPuller;
 }
 
 /** A free TCP port on loopback, found by binding port 0. */
@@ -66,10 +69,12 @@ export class Agent {
   /** What runtimes and daemons get: the allow-listed part of the agent's environment. */
   private readonly runtimeBase: Record<string, string>;
   private readonly spawn: SpawnFn;
+  private readonly pullModel: ModelPuller;
 
   constructor(private opts: AgentOptions) {
     this.env = opts.env ?? process.env;
     this.runtimeBase = runtimeEnv(this.env, opts.runtimeEnv);
+    this.pullModel = opts.pullModel ?? directPuller(opts.dataDir, this.env);
     this.spawn = trackedSpawn(opts.dataDir);
   }
 
@@ -79,13 +84,16 @@ export class Agent {
     if (reaped.length) process.stderr.write(`inferd: stopped ${reaped.length} runtime process group(s) left over from a previous run\n`);
     const exec = this.opts.exec ?? realExec;
     this.workerId = await this.opts.host.register(await probeMachine(exec));
-    this.timer = setInterval(() => {
-      probeMachine(exec)
-        .then((m) => (this.stopped ? undefined : this.opts.host.heartbeat(this.workerId!, m)))
-        .catch(() => {});
-    }, this.opts.telemetryMs ?? 5000);
+    this.timer = setInterval(() => void this.probe(), this.opts.telemetryMs ?? 5000);
     this.unsubscribe = this.opts.host.subscribe(() => void this.reconcile());
     await this.reconcile();
+  }
+
+  /** Probes the machine and sends the telemetry now. */
+  private probe(): Promise<void> {
+    return probeMachine(this.opts.exec ?? realExec)
+      .then((m) => (this.stopped ? undefined : this.opts.host.heartbeat(this.workerId!, m)))
+      .catch(() => {});
   }
 
   /** Brings running replicas in line with the host's wishes; concurrent calls coalesce. */
@@ -108,12 +116,16 @@ export class Agent {
     if (this.stopped || !this.workerId) return;
     const wanted = await this.opts.host.desired(this.workerId);
     const ids = new Set(wanted.map((s) => s.assignment_id));
+    let stopped = 0;
     for (const [id, r] of this.replicas) {
       if (!ids.has(id)) {
         this.replicas.delete(id);
         await r.stop();
+        stopped++;
       }
     }
+    // Memory a stopped runtime freed shows at once (the host may be waiting for it to start another).
+    if (stopped) await this.probe();
     for (const spec of wanted) {
       const existing = this.replicas.get(spec.assignment_id);
       if (existing) {
@@ -136,6 +148,7 @@ export class Agent {
       ensureDaemon: (d) => this.ensureDaemon(d),
       report: (r) => this.workerId && !this.stopped && this.opts.host.report(this.workerId, r),
       supervisor: { spawn: this.spawn, ...this.opts.supervisor },
+      pullModel: this.pullModel,
     };
   }
 

@@ -1,11 +1,12 @@
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import { checkLaunch } from "./launch-policy";
+import { resolveModels, type ModelPuller } from "./replica-models";
 import { LogFile } from "./logfile";
 import type { LogRing } from "./ring";
 import { runPrep } from "./prep";
 import { Supervisor, type SupervisorOptions, type SupervisorState } from "./supervisor";
-import type { ReplicaReport, ReplicaSpec, ReplicaState } from "./protocol";
+import type { ReplicaReport, ReplicaSpec, ReplicaState, TransferProgress } from "./protocol";
 import { LAUNCHERS } from "./runtimes";
 import { flagValue } from "./command";
 import type { LaunchContext, LaunchPlan } from "./runtimes/types";
@@ -22,7 +23,12 @@ export interface ReplicaHost {
   report(r: ReplicaReport): void;
   /** Supervisor timing overrides (tests shorten them). */
   supervisor?: Partial<SupervisorOptions>;
+  /** Pulls a model the command names into the store (progress reported, same model pulled once). */
+  pullModel: ModelPuller;
 }
+
+/** How often download progress is reported (the host shows it; more often is noise). */
+const PROGRESS_EVERY_MS = 500;
 
 const toReplicaState = (s: SupervisorState): ReplicaState => (s === "restarting" ? "starting" : s);
 
@@ -58,6 +64,7 @@ export class Replica {
   private abort = new AbortController();
   private stopped = false;
   state: ReplicaState = "pending";
+  private reason?: string;
 
   constructor(
     public spec: ReplicaSpec,
@@ -67,25 +74,29 @@ export class Replica {
     this.logFile = new LogFile(join(host.dataDir, "logs", spec.workload.project_slug, spec.workload.slug, `${spec.assignment_id}.log`));
   }
 
-  private async emit(state: ReplicaState, reason?: string): Promise<void> {
+  private lastProgressAt = 0;
+
+  private async emit(state: ReplicaState, reason?: string, progress?: TransferProgress): Promise<void> {
     if (this.stopped && state !== "stopped") return;
     this.state = state;
-    const r: ReplicaReport = { assignment_id: this.spec.assignment_id, state, ...(reason ? { reason } : {}) };
+    this.reason = reason;
+    const r: ReplicaReport = { assignment_id: this.spec.assignment_id, state, ...(reason ? { reason } : {}), ...(progress ? { progress } : {}) };
     if (state === "ready" && this.plan) {
       const fallback = this.spec.workload.model_name;
       r.base_url = this.plan.baseUrl;
       if (this.plan.apiKey) r.api_key = this.plan.apiKey;
+      if (this.plan.slots) r.slots = this.plan.slots;
       r.served_model = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey) : fallback;
       if (this.stopped || this.state !== "ready") return;
     }
     this.host.report(r);
   }
 
-  private async makePlan(): Promise<LaunchPlan> {
-    const launcher = LAUNCHERS[this.spec.workload.backend];
-    if (!launcher) throw new Error(`unknown backend "${this.spec.workload.backend}"`);
+  private async makePlan(spec: ReplicaSpec): Promise<LaunchPlan> {
+    const launcher = LAUNCHERS[spec.workload.backend];
+    if (!launcher) throw new Error(`unknown backend "${spec.workload.backend}"`);
     const ctx: LaunchContext = {
-      spec: this.spec,
+      spec,
       freePort: await this.host.freePort(),
       dataDir: this.host.dataDir,
       env: this.host.env,
@@ -102,20 +113,33 @@ export class Replica {
     this.abort = new AbortController();
     const { policy, workload } = this.spec;
     const refused = policy && checkLaunch(policy, workload.backend, workload.config, { realpath: realpathOrNull });
-    if (refused) {
-      const reason = `refused by the launch policy: ${refused.message}`;
-      const line = `\x1b[1;31m[inferd] ${reason}\x1b[0m\r\n`;
-      this.ring.push(line);
-      this.logFile.write(line);
-      return this.emit("failed", reason);
+    if (refused) return this.fail(`refused by the launch policy: ${refused.message}`);
+    const signal = this.abort.signal;
+    let models;
+    try {
+      models = await resolveModels(this.spec, this.host.env, this.host.pullModel, {
+        onDownloading: (what) => {
+          this.note(`[inferd] downloading ${what}`);
+          void this.emit("downloading", `downloading ${what}`);
+        },
+        onProgress: (p) => {
+          if (Date.now() - this.lastProgressAt < PROGRESS_EVERY_MS && p.bytes_done < p.bytes_total) return;
+          this.lastProgressAt = Date.now();
+          void this.emit("downloading", this.reason, p);
+        },
+        signal,
+      });
+    } catch (e) {
+      if (signal.aborted) return;
+      return this.fail(`cannot get the model: ${(e as Error).message}`);
     }
     try {
-      this.plan = await this.makePlan();
+      this.plan = await this.makePlan(models.spec);
     } catch (e) {
-      return this.emit("failed", `cannot launch: ${(e as Error).message}`);
+      return this.fail(`cannot launch: ${(e as Error).message}`);
     }
     const plan = this.plan;
-    const env = { ...(Object.fromEntries(Object.entries(this.host.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...plan.env };
+    const env = { ...(Object.fromEntries(Object.entries(this.host.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...plan.env, ...models.env };
     if (plan.builtin) this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
     if (!plan.argv) return this.startExternal(plan, env);
     this.supervisor = new Supervisor({
@@ -129,6 +153,19 @@ export class Replica {
       onState: (s, reason) => void this.emit(toReplicaState(s), reason),
     });
     this.supervisor.start();
+  }
+
+  /** Writes an inferd line into the replica's log (ring and file), as the runtime's output is. */
+  private note(text: string, colour = "1"): void {
+    const line = `\x1b[${colour}m${text}\x1b[0m\r\n`;
+    this.ring.push(line);
+    this.logFile.write(line);
+  }
+
+  /** Reports `failed` with the reason, which also goes into the replica's log. */
+  private fail(reason: string): Promise<void> {
+    this.note(`[inferd] ${reason}`, "1;31");
+    return this.emit("failed", reason);
   }
 
   /** A replica served by a shared daemon: keep the daemon up, pull the model, wait for health. */
@@ -150,7 +187,7 @@ export class Replica {
       }
       await this.emit("ready");
     } catch (e) {
-      if (!signal.aborted) await this.emit("failed", (e as Error).message);
+      if (!signal.aborted) await this.fail((e as Error).message);
     }
   }
 

@@ -6,6 +6,10 @@ import type { Db } from "./db";
 import { errorPlugin } from "./errors";
 import { parseJsonBody, type ByteBudget } from "./http";
 import type { JobQuota } from "./jobs/quota";
+import type { ModelManager } from "./models/manager";
+import { modelRoutes } from "./models/routes";
+import type { Scaler } from "./scaling/scaler";
+import { controlRoutes as replicaControlRoutes } from "./scaling/routes";
 import { authenticateRequest } from "./auth/service";
 import type { UsageRecorder } from "./keys/service";
 import { projectRoutes } from "./projects/routes";
@@ -61,6 +65,10 @@ export interface AppDeps {
   bodyBudget: ByteBudget;
   /** Stored job bytes per project (`--max-job-bytes-per-project`). */
   jobQuota: JobQuota;
+  /** The model store: pulls, progress, removal. */
+  models: ModelManager;
+  /** Execution policies made real: replicas started, stopped and swapped. */
+  scaler: Scaler;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): unknown;
 }
@@ -102,6 +110,8 @@ export function createApp(deps: AppDeps) {
     .use(adminWorkloadRoutes(deps))
     .use(controlRoutes(deps))
     .use(workerRoutes(deps))
+    .use(modelRoutes(deps))
+    .use(replicaControlRoutes(deps))
     .use(webhookRoutes(deps))
     .use(adminJobRoutes(deps))
     .use(agentRoutes(deps))

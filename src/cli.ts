@@ -17,6 +17,7 @@ import { probeMachine } from "../agent/gpu";
 import { builtinLlama } from "../agent/runtimes/builtin";
 import { desktop } from "./desktop";
 import { restrictUmask, tightenDataDir } from "./perms";
+import { modelCommand } from "./models/cli";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -27,6 +28,8 @@ usage:
   inferd key create --project P --name N --type sdk|live [--scope project|endpoints] [--endpoint P/W]... [--json]
   inferd key list --project P [--json]
   inferd key revoke <key-id> [--json]
+  inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]
+                                       get models into the store (hf:owner/repo[:QUANT], hf:owner/repo/file.gguf, https://…, a local path)
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
   inferd agent                         run as the remote worker this data dir joined before
   inferd desktop                       open the dashboard in an app window (starts the server if needed)
@@ -201,6 +204,8 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "key":
         keyCommand(config, args, out);
         return 0;
+      case "model":
+        return await modelCommand(config, args, out, err);
       case "agent":
         await agentCommand(config, args, out, err);
         return "running";

@@ -45,6 +45,7 @@ export const SETTINGS = {
   webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
   jobRetentionHours: { flag: "--job-retention-hours", env: "INFERD_JOB_RETENTION_HOURS", kind: "int", default: 168, description: "Finished jobs (with all deliveries over) are deleted after this long." },
   metricsToken: { flag: "--metrics-token", env: "INFERD_METRICS_TOKEN", kind: "string", default: undefined, description: "A token that may read GET /metrics only (besides the admin token).", secret: true },
+  modelDownloadConcurrency: { flag: "--model-download-concurrency", env: "INFERD_MODEL_DOWNLOAD_CONCURRENCY", kind: "int", default: 4, description: "Model files downloaded at once across all pulls." },
   runtimeEnv: { flag: "--runtime-env", env: "INFERD_RUNTIME_ENV", kind: "list", default: [], description: "Environment variables runtimes get beyond the allow-list (NAME or PREFIX*, comma-separated); INFERD_* never." },
   policyVllmPrograms: { ...P.vllm, kind: "list", default: DEFAULT_PROGRAMS.vllm, description: "Launch policy: command prefixes a tenant's (control-plane key's) vLLM / vLLM-Omni workload may start with." },
   policySglangPrograms: { ...P.sglang, kind: "list", default: DEFAULT_PROGRAMS.sglang, description: "Launch policy: command prefixes a tenant's SGLang workload may start with." },
@@ -85,6 +86,7 @@ export type Config = {
   webhookConcurrency: number;
   jobRetentionHours: number;
   metricsToken: string | undefined;
+  modelDownloadConcurrency: number;
   runtimeEnv: string[];
   policyVllmPrograms: string[];
   policySglangPrograms: string[];

@@ -11,7 +11,7 @@ import { startServer } from "./server";
 const BROWSERS = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge", "brave-browser", "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome", "/Applications/Chromium.app/Contents/MacOS/Chromium"];
 
 /** The URL of a server already running on this data dir, if it answers. */
-async function runningServer(dataDir: string): Promise<string | undefined> {
+export async function runningServer(dataDir: string): Promise<string | undefined> {
   const lock = dataPaths(dataDir).lock;
   if (!existsSync(lock)) return undefined;
   try {

@@ -24,6 +24,8 @@ import { policyOf } from "./workloads/launch-policy";
 import { ByteBudget } from "./http";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { JobQuota } from "./jobs/quota";
+import { ModelManager } from "./models/manager";
+import { Scaler } from "./scaling/scaler";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -64,6 +66,9 @@ function buildServices(config: Config, store: Store, token: string): Services {
     getWorker(store.db, workerId).kind === "remote" ? agents!.hub.target(workerId, report, concurrency, workloadId) : localTarget(workerId, report, concurrency, workloadId);
   const policy = policyOf(config);
   const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets, policy);
+  const scaler = new Scaler(store.db, fleet);
+  fleet.scaling = scaler;
+  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, onReady: () => fleet.reconcile() });
   agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
   const webhooks = {
     policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
@@ -83,6 +88,8 @@ function buildServices(config: Config, store: Store, token: string): Services {
     policy,
     bodyBudget: new ByteBudget(Math.max(config.maxBufferedBytes, config.maxDataBodyBytes)),
     jobQuota: new JobQuota(store.db, config.maxJobBytesPerProject),
+    models,
+    scaler,
     fleet,
     metrics,
     jobs,
@@ -159,6 +166,9 @@ export async function startServer(config: Config, out: (line: string) => void = 
     services.jobs.start();
     services.deliveries.start();
     services.agents.start();
+    deps.scaler.start();
+    const resumed = deps.models.resume();
+    if (resumed) out(`resuming ${resumed} model download(s)`);
     let agent: Agent | undefined;
     if (config.localAgent) {
       agent = await startLocalAgent({
@@ -168,6 +178,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
         version: VERSION,
         telemetryMs: config.telemetryMs,
         runtimeEnv: config.runtimeEnv,
+        pullModel: deps.models.puller(),
         supervisor: {
           startTimeoutMs: config.startTimeoutMs,
           stallTimeoutMs: config.stallTimeoutMs,
@@ -191,8 +202,10 @@ export async function startServer(config: Config, out: (line: string) => void = 
       stop: () =>
         (stopping ??= (async () => {
           stopChores();
+          deps.scaler.stop();
           services.agents.stop();
           await services.jobs.stop();
+          await deps.models.stop();
           await services.deliveries.stop();
           await agent?.stop();
           await app.stop(true);

@@ -44,7 +44,8 @@ describe("vLLM workloads", () => {
     const w = await s.createWorkload({ name: "auto", backend: "vllm", model_name: "meta/llama-3", config: { command: "vllm serve meta/llama-3 --max-model-len 4096" } });
     const ready = await s.waitState(w.id);
     const a = ready.assignments[0];
-    expect(a).toMatchObject({ concurrency: 20, gpu_indices: [0], served_model: "meta/llama-3" });
+    // An automatic replica takes as many requests at once as the runtime batches (vLLM's --max-num-seqs, 256 by default).
+    expect(a).toMatchObject({ concurrency: 256, concurrency_set: false, gpu_indices: [0], served_model: "meta/llama-3" });
     const start = starts().find((e) => argvOf(e).includes("meta/llama-3 "))!;
     expect(argvOf(start)).toContain("--tensor-parallel-size 1");
     expect(argvOf(start)).toMatch(/--host 127\.0\.0\.1 --port \d+/);

@@ -21,7 +21,7 @@ describe("control plane: create", () => {
     expect(r.status).toBe(201);
     const w = await r.json();
     expect(Object.keys(w).sort()).toEqual(
-      ["backend", "config", "created_at", "description", "execution_policy", "gpu_resource_id", "id", "model_name", "name", "project_id", "project_slug", "slug", "task_type", "updated_at", "worker_id", "workload_slug"].sort(),
+      ["backend", "config", "created_at", "description", "execution_params", "execution_policy", "gpu_resource_id", "id", "model_name", "name", "project_id", "project_slug", "slug", "task_type", "updated_at", "worker_id", "workload_slug"].sort(),
     );
     expect(w).toMatchObject({
       name: "Llama 3 8B",

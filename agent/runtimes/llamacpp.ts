@@ -1,4 +1,4 @@
-import { splitCommand } from "../command";
+import { flagValue, splitCommand } from "../command";
 import { baseUrlOf, gpuEnv, withPort } from "./args";
 import type { Launcher } from "./types";
 
@@ -12,7 +12,9 @@ export const llamacpp: Launcher = (ctx) => {
   const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices);
   const base = baseUrlOf(host, port);
   const health = [`${base}/health`, `${base}/v1/models`];
-  if (ctx.which(args[0])) return { argv: args, env, baseUrl: base, healthUrls: health, prep: [] };
+  // -np: llama-server serves 4 sequences at once by default, the built-in runtime 1.
+  const np = Number(flagValue(args, ["-np", "--parallel"])) || 0;
+  if (ctx.which(args[0])) return { argv: args, env, baseUrl: base, healthUrls: health, prep: [], slots: np || 4 };
   const builtin = ctx.builtinLlama();
-  return { argv: [...builtin.argv, ...args.slice(1)], env: { ...env, ...builtin.env }, baseUrl: base, healthUrls: health, prep: [], builtin: true };
+  return { argv: [...builtin.argv, ...args.slice(1)], env: { ...env, ...builtin.env }, baseUrl: base, healthUrls: health, prep: [], builtin: true, slots: np || 1 };
 };

@@ -33,5 +33,7 @@ export const ollama: Launcher = (ctx) => {
         : { title: `ollama pull ${model}`, ollamaPull: { baseUrl: base, model } },
     ],
     daemon: bin ? { key: `ollama@${base}`, argv: [bin, "serve"], env, healthUrl: `${base}/api/version` } : undefined,
+    // The daemon's OLLAMA_NUM_PARALLEL (requests per model at once), as set for the agent; else 1.
+    slots: Number(ctx.env.OLLAMA_NUM_PARALLEL) || 1,
   };
 };

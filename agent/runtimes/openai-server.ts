@@ -1,4 +1,4 @@
-import { splitCommand } from "../command";
+import { flagValue, splitCommand } from "../command";
 import { baseUrlOf, gpuEnv, withPort, withTensorParallel } from "./args";
 import { versionInstall } from "./install";
 import type { LaunchContext, LaunchPlan } from "./types";
@@ -20,5 +20,7 @@ export function pythonServer(ctx: LaunchContext, opts: { kind: string; tensorPar
     env.VIRTUAL_ENV = install.binDir.replace(/\/bin$/, "");
   }
   const base = baseUrlOf(host, port);
-  return { argv: args, env, baseUrl: base, healthUrls: [`${base}/health`, `${base}/v1/models`], prep: install?.steps ?? [] };
+  // vLLM's --max-num-seqs and SGLang's --max-running-requests (256 when not given).
+  const slots = Number(flagValue(args, [opts.kind === "vllm" ? "--max-num-seqs" : "--max-running-requests"])) || 256;
+  return { argv: args, env, baseUrl: base, healthUrls: [`${base}/health`, `${base}/v1/models`], prep: install?.steps ?? [], slots };
 }

@@ -49,6 +49,8 @@ export interface LaunchPlan {
   apiKey?: string;
   /** True when the command ran the built-in llama.cpp runtime instead of llama-server. */
   builtin?: boolean;
+  /** Requests the runtime serves at once (its batch capacity: -np, --max-num-seqs, …). */
+  slots?: number;
 }
 
 /** A backend's launcher: turns a replica spec into a launch plan. Pure apart from `ctx`. */

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
+import { MachineInfoSchema, ReplicaReportSchema } from "../../agent/protocol";
 import type { AppDeps } from "../app";
 import { AppError, forbidden, fromSchemaIssue } from "../errors";
 import { readBodyLimited } from "../http";
@@ -12,16 +13,8 @@ import type { ReplicaReport } from "../../agent/protocol";
 /** Requests that arrived on the HTTPS listener (agents must use it). */
 export const viaTls = new WeakSet<Request>();
 
-const Machine = z.looseObject({
-  hostname: z.string(),
-  cpu_cores: z.number(),
-  ram_bytes: z.number(),
-  ram_free_bytes: z.number(),
-  gpus: z.array(z.looseObject({ index: z.number(), uuid: z.string(), name: z.string() })),
-  load_avg: z.array(z.number()),
-  probed_at: z.string(),
-});
-const Report = z.looseObject({ assignment_id: z.string(), state: z.enum(["pending", "installing", "starting", "ready", "failed", "stopped"]), reason: z.string().optional(), base_url: z.string().optional(), served_model: z.string().optional() });
+const Machine = MachineInfoSchema;
+const Report = ReplicaReportSchema;
 const Join = z.strictObject({ token: z.string().min(1), version: z.string().min(1), machine: Machine });
 const Heartbeat = z.strictObject({ version: z.string(), machine: Machine, replicas: z.array(Report) });
 const Logs = z.strictObject({ chunks: z.array(z.strictObject({ assignment_id: z.string(), data_b64: z.string() })) });

@@ -7,6 +7,7 @@ import m4 from "./migrations/0004_workload_config_origin.sql" with { type: "text
 import m5 from "./migrations/0005_session_token_idle.sql" with { type: "text" };
 import m6 from "./migrations/0006_webhook_soft_delete.sql" with { type: "text" };
 import m7 from "./migrations/0007_worker_open_to.sql" with { type: "text" };
+import m8 from "./migrations/0008_models_and_scaling.sql" with { type: "text" };
 
 /** Every migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -18,4 +19,5 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0005_session_token_idle", sql: m5 },
   { tag: "0006_webhook_soft_delete", sql: m6 },
   { tag: "0007_worker_open_to", sql: m7 },
+  { tag: "0008_models_and_scaling", sql: m8 },
 ];

@@ -27,6 +27,10 @@ export const workloads = sqliteTable(
     endpoints: text("endpoints").notNull(),
     /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key: the launch policy applies). */
     configOrigin: text("config_origin", { enum: ["admin", "tenant"] }).notNull().default("admin"),
+    /** The execution policy's parameters, JSON (shape per policy: src/scaling/schema.ts). */
+    executionParams: text("execution_params").notNull().default("{}"),
+    /** Stopped by the operator (`POST …/stop`): no replica runs until `POST …/start`. */
+    paused: integer("paused", { mode: "boolean" }).notNull().default(false),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -100,6 +104,12 @@ export const assignments = sqliteTable(
     reason: text("reason"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
+    /** `run`: the agent keeps the runtime up; `idle`: stopped by the scaler (scale to zero, swapped out). */
+    desired: text("desired", { enum: ["run", "idle"] }).notNull().default("run"),
+    /** True when `concurrency` was set by hand; otherwise the runtime's own batch capacity is used. */
+    concurrencySet: integer("concurrency_set", { mode: "boolean" }).notNull().default(true),
+    /** Bumped by a restart or a retry: part of the replica's revision, so the agent starts it anew. */
+    generation: integer("generation").notNull().default(0),
   },
   (t) => [index("assignments_workload").on(t.workloadId), index("assignments_worker").on(t.workerId)],
 );
@@ -187,4 +197,38 @@ export const deliveryAttempts = sqliteTable(
     durationMs: integer("duration_ms").notNull(),
   },
   (t) => [index("delivery_attempts_delivery").on(t.deliveryId)],
+);
+
+/**
+ * A model in the store: pulled from a hub or a URL into `<data-dir>/models`, or a local file or
+ * folder registered in place. Progress columns are written while it downloads (about once a second).
+ */
+export const models = sqliteTable(
+  "models",
+  {
+    id: text("id").primaryKey(),
+    /** What the user asked for, as they wrote it (`hf:owner/repo:Q4_K_M`, a URL, a path). */
+    source: text("source").notNull(),
+    /** The source normalised (one row per model: concurrent pulls of it meet here). */
+    sourceKey: text("source_key").notNull(),
+    kind: text("kind", { enum: ["hf-repo", "hf-file", "hf-quant", "url", "local"] }).notNull(),
+    repo: text("repo"),
+    revision: text("revision"),
+    state: text("state", { enum: ["downloading", "ready", "failed", "cancelled"] }).notNull(),
+    reason: text("reason"),
+    /** The path a runtime is given (GGUF file, first part of a split one, or the snapshot folder). */
+    entry: text("entry"),
+    /** The folder the files are in (snapshot, URL download folder, or the local path's). */
+    dir: text("dir"),
+    /** The files, JSON: [{path, size, sha256}]. */
+    files: text("files").notNull().default("[]"),
+    bytesTotal: integer("bytes_total").notNull().default(0),
+    bytesDone: integer("bytes_done").notNull().default(0),
+    /** What the model is, JSON (architecture, parameters, quantisation, context, layers, heads, KV size). */
+    metadata: text("metadata"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    lastUsedAt: text("last_used_at"),
+  },
+  (t) => [uniqueIndex("models_source_key").on(t.sourceKey)],
 );

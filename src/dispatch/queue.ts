@@ -64,6 +64,8 @@ export class Dispatcher {
   constructor(
     private limits: QueueLimits,
     private unservable: Unservable = () => undefined,
+    /** Told when a request has to wait for a workload (a replica may need starting: scale from zero, scale up). */
+    private onWait: (workloadId: string) => void = () => {},
   ) {}
 
   /** Adds or replaces a ready replica, then hands it queued requests. */
@@ -170,6 +172,7 @@ export class Dispatcher {
       else queue.splice(at, 0, w);
       this.waiting.set(workloadId, queue);
       this.drain(workloadId);
+      if (this.depth(workloadId) > 0) this.onWait(workloadId);
     });
   }
 

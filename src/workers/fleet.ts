@@ -7,6 +7,7 @@ import type { ReplicaReport, ReplicaSpec } from "../../agent/protocol";
 import { LogRing } from "../../agent/ring";
 import { TelemetryHistory } from "./telemetry";
 import type { LaunchPolicy } from "../../agent/launch-policy";
+import { initialDesired } from "../scaling/decide";
 import { autoAssign, desiredFor, getAssignment, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
 
 /** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */
@@ -41,6 +42,8 @@ export class Fleet {
   private listeners = new Set<() => void>();
   private offline = new Set<string>();
   private verdicts = new Map<string, { always?: string; offline?: string }>();
+  /** The scaler, once started: wakes on demand and shows its decisions (src/scaling). */
+  scaling?: { wake(workloadId?: string): void; view(w: Workload): unknown };
   /** Output of every replica (and shared daemon) by assignment id, for the logs API. */
   readonly rings = new Map<string, LogRing>();
   readonly telemetry = new TelemetryHistory();
@@ -51,7 +54,7 @@ export class Fleet {
     private makeTarget: TargetFactory = localTarget,
     private policy?: LaunchPolicy,
   ) {
-    this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind));
+    this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id));
   }
 
   /** Re-places workloads and wakes every agent so it reconciles. */
@@ -109,12 +112,23 @@ export class Fleet {
       return;
     }
     if (a.worker_id !== workerId) return;
+    if (a.desired === "idle") {
+      // Told to stop (scaled to zero, swapped out, stopped): it shows `idle` once it has.
+      this.dispatcher.removeTarget(a.id);
+      this.reports.delete(a.id);
+      if (r.state === "stopped" || r.state === "failed" || r.state === "pending") {
+        setAssignmentState(this.db, a.id, "idle", a.reason);
+        this.verdicts.delete(a.workload_id);
+      }
+      return;
+    }
     if (a.state !== r.state || (a.reason ?? undefined) !== r.reason) {
       setAssignmentState(this.db, a.id, r.state, r.reason);
       this.verdicts.delete(a.workload_id);
     }
     this.reports.set(a.id, r);
-    if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget(workerId, r, a.concurrency, a.workload_id));
+    const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
+    if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget(workerId, r, slots, a.workload_id));
     else this.dispatcher.removeTarget(a.id);
     this.dispatcher.failIfUnservable(a.workload_id);
   }
@@ -157,6 +171,9 @@ export class Fleet {
   }
 
   private judge(workloadId: string): { always?: string; offline?: string } {
+    const w = getWorkloadById(this.db, workloadId);
+    if (w?.paused) return { offline: "this workload is stopped by the operator; async jobs wait until it is started again" };
+    if (w?.execution_policy === "scheduled" && initialDesired(w, Date.now()).desired === "idle") return { offline: "this workload runs on a schedule and no window is open now; async jobs wait for the next window" };
     const placed = listAssignments(this.db, workloadId);
     if (placed.length === 0) return { always: this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined };
     const failed = placed.filter((a) => a.state === "failed");
@@ -184,11 +201,14 @@ export class Fleet {
       ...fresh,
       assignments: listAssignments(this.db, w.id).map((a) => ({
         ...a,
+        concurrency: a.concurrency_set ? a.concurrency : (this.reports.get(a.id)?.slots ?? a.concurrency),
         in_flight: this.dispatcher.targetsOf(w.id).find((t) => t.id === a.id)?.inFlight ?? 0,
         base_url: this.reports.get(a.id)?.base_url,
         served_model: this.reports.get(a.id)?.served_model,
+        progress: a.state === "downloading" ? this.reports.get(a.id)?.progress : undefined,
       })),
       scheduling_error: this.unplaced.get(w.id) ?? null,
+      scaling: this.scaling?.view(fresh) ?? null,
       queue_depth: this.dispatcher.depth(w.id),
       usage: workloadUsageOf(this.db, w.id),
     };

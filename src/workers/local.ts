@@ -1,6 +1,7 @@
 import { Agent, type HostLink } from "../../agent/agent";
 import type { SupervisorOptions } from "../../agent/supervisor";
 import { builtinLlama } from "../../agent/runtimes/builtin";
+import type { ModelPuller } from "../../agent/replica-models";
 import type { Db } from "../db";
 import type { Fleet } from "./fleet";
 import { recordMachine, upsertLocalWorker } from "./service";
@@ -25,7 +26,7 @@ export function localHostLink(db: Db, fleet: Fleet, version: string): HostLink {
 }
 
 /** Starts the agent for this machine inside `serve`. */
-export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[] }): Promise<Agent> {
+export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[]; pullModel?: ModelPuller }): Promise<Agent> {
   const agent = new Agent({
     host: localHostLink(opts.db, opts.fleet, opts.version),
     dataDir: opts.dataDir,
@@ -34,6 +35,7 @@ export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: str
     builtinLlama: () => builtinLlama(opts.dataDir),
     supervisor: opts.supervisor,
     runtimeEnv: opts.runtimeEnv,
+    pullModel: opts.pullModel,
   });
   await agent.start();
   return agent;

@@ -12,6 +12,7 @@ const AssignmentCreate = z.strictObject({
   worker_id: z.string().min(1).max(128),
   concurrency: z.number().int().min(1).max(1000).optional(),
   gpus: z.union([z.literal(1), z.literal(2), z.literal(4), z.literal(8)]).optional(),
+  force: z.boolean().optional(),
 });
 const AssignmentPatch = z.strictObject({ concurrency: z.number().int().min(1).max(1000) });
 const WorkerPatch = z.strictObject({ open_to: z.union([z.literal("*"), z.array(z.string().min(1).max(128)).max(1000)]) });

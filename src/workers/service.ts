@@ -1,7 +1,10 @@
 import { and, asc, eq } from "drizzle-orm";
 import type { Db } from "../db";
 import { assignments, workers } from "../db/schema";
-import { AppError, notFound, validation } from "../errors";
+import { AppError, conflict, notFound, validation } from "../errors";
+import { estimate, fitOnGpus, gib, type FreeGpu } from "../models/fit";
+import { modelOfWorkload } from "../models/service";
+import { initialDesired } from "../scaling/decide";
 import { newId, nowIso, sha256 } from "../ids";
 import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
 import { listAllWorkloads, type Workload } from "../workloads/service";
@@ -19,8 +22,13 @@ export interface AssignmentView {
   gpus: number;
   gpu_indices: number[];
   auto: boolean;
-  state: ReplicaState;
+  state: ReplicaState | "idle";
   reason?: string;
+  /** `run` or `idle` (the scaler's wish; agents run only `run` replicas). */
+  desired: "run" | "idle";
+  /** Whether `concurrency` was set by hand (else the runtime's own slots are used once known). */
+  concurrency_set: boolean;
+  generation: number;
   created_at: string;
   updated_at: string;
 }
@@ -64,6 +72,9 @@ const assignmentView = (a: AssignmentRow): AssignmentView => ({
   auto: a.auto,
   state: a.state as ReplicaState,
   ...(a.reason ? { reason: a.reason } : {}),
+  desired: a.desired,
+  concurrency_set: a.concurrencySet,
+  generation: a.generation,
   created_at: a.createdAt,
   updated_at: a.updatedAt,
 });
@@ -167,10 +178,19 @@ export function getAssignment(db: Db, id: string): AssignmentView {
   return assignmentView(a);
 }
 
-/** Picks `count` GPU indices on a worker: the pinned GPU first, then the least shared ones. */
-function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string | null): number[] {
+/** A worker's GPUs with their free memory (from its last telemetry). */
+export function freeGpus(worker: WorkerRow): FreeGpu[] {
+  return (JSON.parse(worker.gpus) as GpuInfo[]).map((g) => ({ index: g.index, name: g.name, total_mib: g.memory_total_mib, free_mib: Math.max(0, g.memory_total_mib - g.memory_used_mib) }));
+}
+
+/**
+ * Picks `count` GPU indices on a worker: the pinned GPU first; when the model's need is known, the
+ * GPUs with the most free memory; otherwise the least shared ones.
+ */
+function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string | null, needBytes?: number): number[] {
   const gpus: GpuInfo[] = JSON.parse(worker.gpus);
   if (gpus.length === 0) return [];
+  if (needBytes !== undefined && !pinnedUuid) return fitOnGpus(needBytes, freeGpus(worker), count).gpus;
   const use = new Map<number, number>(gpus.map((g) => [g.index, 0]));
   for (const a of db.select().from(assignments).where(eq(assignments.workerId, worker.id)).all()) {
     for (const i of JSON.parse(a.gpuIndices) as number[]) use.set(i, (use.get(i) ?? 0) + 1);
@@ -185,6 +205,26 @@ export interface AssignmentInput {
   worker_id: string;
   concurrency?: number;
   gpus?: number;
+  /** Place it even when the model's estimate does not fit the worker's free GPU memory. */
+  force?: boolean;
+}
+
+/** The memory a workload's model needs with its command's context, when the store knows the model. */
+export function workloadNeed(db: Db, w: Workload): { bytes: number; text: string } | undefined {
+  const m = modelOfWorkload(db, w);
+  if (!m) return undefined;
+  const e = estimate(m.info, { context: m.context });
+  return { bytes: e.total_bytes, text: `${m.model} needs ~${gib(e.total_bytes)} (weights ${gib(e.weights_bytes)} + KV cache ${gib(e.kv_bytes)} for ${e.context} tokens + overhead ${gib(e.overhead_bytes)})` };
+}
+
+/** Refuses (409 `does_not_fit`) a placement whose GPUs lack the memory the model needs, with the numbers. */
+function requireFit(worker: WorkerRow, need: { bytes: number; text: string }, count: number): void {
+  const gpus = freeGpus(worker);
+  if (gpus.length === 0) return;
+  const fit = fitOnGpus(need.bytes, gpus, count);
+  if (fit.fits) return;
+  const free = fit.gpus.map((i, k) => `GPU ${i} has ${gib(fit.free_mib[k] * 1048576)} free`).join(", ");
+  throw conflict(`${need.text}${count > 1 ? `, ${gib(fit.need_per_gpu_mib * 1048576)} on each of ${count} GPUs` : ""}; on worker "${worker.name}" ${free}. Free memory, pick another worker, or pass "force": true`, "does_not_fit");
 }
 
 /** Places a workload on a worker with a slot count and a GPU count. */
@@ -193,14 +233,19 @@ export function createAssignment(db: Db, workload: Workload, input: AssignmentIn
   const gpuCount = (JSON.parse(worker.gpus) as GpuInfo[]).length;
   const gpus = input.gpus ?? 1;
   if (gpuCount > 0 && gpus > gpuCount) throw validation("gpus", `worker "${worker.name}" has only ${gpuCount} GPU${gpuCount === 1 ? "" : "s"}`);
+  const need = workloadNeed(db, workload);
+  if (need && !auto && !input.force) requireFit(worker, need, gpus);
   const now = nowIso();
   const row: AssignmentRow = {
     id: newId("asg"),
     workloadId: workload.id,
     workerId: worker.id,
     concurrency: input.concurrency ?? 20,
+    concurrencySet: input.concurrency !== undefined,
+    desired: "run",
+    generation: 0,
     gpus,
-    gpuIndices: JSON.stringify(pickGpus(db, worker, gpus, workload.gpu_resource_id)),
+    gpuIndices: JSON.stringify(pickGpus(db, worker, gpus, workload.gpu_resource_id, need?.bytes)),
     auto,
     state: "pending",
     reason: null,
@@ -224,8 +269,28 @@ export function setAssignmentConcurrency(db: Db, id: string, concurrency: number
   db.update(assignments).set({ concurrency, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
 }
 
+/** Replica states in which a runtime may be up (an idled one stays in them until its agent reports it stopped). */
+const ACTIVE = ["ready", "starting", "downloading", "installing"];
+
+/**
+ * Tells the agents to run an assignment's replica or to stop it (`idle`: scaled to zero, swapped
+ * out, stopped by the operator), with the reason shown. An idled replica whose runtime may be up
+ * keeps its state until the agent reports it stopped; `state` overrides the shown state.
+ */
+export function setAssignmentDesired(db: Db, id: string, desired: "run" | "idle", reason: string, state?: string): void {
+  const a = getAssignment(db, id);
+  const next = state ?? (desired === "run" ? "pending" : ACTIVE.includes(a.state) ? a.state : "idle");
+  db.update(assignments).set({ desired, state: next, reason, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+}
+
+/** Makes an assignment's replica start anew (restart, retry): its generation is part of the revision. */
+export function bumpGeneration(db: Db, id: string): void {
+  const a = getAssignment(db, id);
+  db.update(assignments).set({ generation: a.generation + 1, desired: "run", state: "pending", reason: null, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+}
+
 /** Stores the state an agent reported for an assignment's replica. */
-export function setAssignmentState(db: Db, id: string, state: ReplicaState, reason?: string): void {
+export function setAssignmentState(db: Db, id: string, state: ReplicaState | "idle", reason?: string): void {
   db.update(assignments).set({ state, reason: reason ?? null, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
 }
 
@@ -243,7 +308,13 @@ function chooseWorker(db: Db, w: Workload): { worker?: WorkerRow; why?: string }
   }
   const withGpu = online.filter((x) => JSON.parse(x.gpus).length > 0);
   if (GPU_BACKENDS.has(w.backend)) {
-    return withGpu[0] ? { worker: withGpu[0] } : { why: `no online worker has a GPU, which backend "${w.backend}" needs` };
+    if (!withGpu[0]) return { why: `no online worker has a GPU, which backend "${w.backend}" needs` };
+    const need = workloadNeed(db, w);
+    if (!need) return { worker: withGpu[0] };
+    const fitting = withGpu.find((x) => fitOnGpus(need.bytes, freeGpus(x), defaultGpus(w, x)).fits);
+    if (fitting) return { worker: fitting };
+    const best = withGpu.flatMap((x) => freeGpus(x).map((g) => ({ x, g }))).sort((a, b) => b.g.free_mib - a.g.free_mib)[0];
+    return { why: `${need.text}; the most free GPU memory is ${gib(best.g.free_mib * 1048576)} on GPU ${best.g.index} of "${best.x.name}"` };
   }
   const local = online.find((x) => x.kind === "local");
   return local ?? online[0] ? { worker: local ?? online[0] } : { why: "no worker is online" };
@@ -271,7 +342,9 @@ export function autoAssign(db: Db): Map<string, string> {
       unplaced.set(w.id, why!);
       continue;
     }
-    createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
+    const a = createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
+    const start = initialDesired(w, Date.now());
+    if (start.desired === "idle") setAssignmentDesired(db, a.id, "idle", start.reason);
   }
   return unplaced;
 }
@@ -301,12 +374,13 @@ export function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy): Rep
     .all()
     .flatMap((a) => {
       const w = byId.get(a.workloadId);
-      if (!w) return [];
+      if (!w || a.desired !== "run" || w.paused) return [];
       const workload = { id: w.id, slug: w.slug, project_slug: w.project_slug, backend: w.backend, model_name: w.model_name, task_type: w.task_type, config: w.config };
       const gpu_indices = JSON.parse(a.gpuIndices) as number[];
       const guarded = policy && w.config_origin === "tenant" ? policy : undefined;
       const verdict = guarded ? [checkLaunch(guarded, w.backend, w.config)?.message ?? "allowed"] : [];
-      const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus, ...verdict])).slice(0, 16);
+      const fresh = a.generation ? [`generation ${a.generation}`] : [];
+      const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus, ...verdict, ...fresh])).slice(0, 16);
       return [{ assignment_id: a.id, workload, concurrency: a.concurrency, gpus: a.gpus, gpu_indices, revision, ...(guarded ? { policy: guarded } : {}) }];
     });
 }

@@ -21,6 +21,7 @@ export const JOB_ONLY_TASK_TYPES = ["reranker", "classification", "reward"] as c
 
 /** Execution policies a workload may carry. */
 export const EXECUTION_POLICIES = ["fixed", "scheduled", "autoscaling"] as const;
+export type ExecutionPolicy = (typeof EXECUTION_POLICIES)[number];
 
 /** Endpoint toggles: `jobs` is the async master switch, the rest one per modality. */
 export const TOGGLES = ["jobs", "chat", "embeddings", "rerank", "audio", "images", "forecast"] as const;
@@ -62,6 +63,7 @@ const fields = {
   worker_id: z.string().min(1).max(128).nullable(),
   gpu_resource_id: z.string().min(1).max(128).nullable(),
   execution_policy: z.enum(EXECUTION_POLICIES),
+  execution_params: z.record(z.string(), z.unknown()),
 };
 
 /** Body of workload create: name, backend and model_name required; `config` checked per backend. */
@@ -76,6 +78,8 @@ export const WorkloadCreate = z.strictObject({
   worker_id: fields.worker_id.optional(),
   gpu_resource_id: fields.gpu_resource_id.optional(),
   execution_policy: fields.execution_policy.optional(),
+  /** The policy's parameters (checked per policy; see src/scaling/schema.ts). */
+  execution_params: fields.execution_params.optional(),
 });
 export type WorkloadCreate = z.infer<typeof WorkloadCreate>;
 

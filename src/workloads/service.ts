@@ -5,7 +5,9 @@ import { projects, workloads } from "../db/schema";
 import { fromSchemaIssue, notFound, validation } from "../errors";
 import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
-import { CONFIG_BY_BACKEND, TOGGLES, type Backend, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
+import { CONFIG_BY_BACKEND, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
+import { DEFAULTS, PARAMS_BY_POLICY } from "../scaling/schema";
+
 
 /** A workload as the control plane returns it (the contract's response fields). */
 export interface WorkloadView {
@@ -23,6 +25,8 @@ export interface WorkloadView {
   worker_id: string | null;
   gpu_resource_id: string | null;
   execution_policy: string;
+  /** The policy's parameters with defaults filled in. */
+  execution_params: Record<string, unknown>;
   created_at: string;
   updated_at: string;
 }
@@ -32,6 +36,8 @@ export interface Workload extends WorkloadView {
   endpoints: ToggleMap;
   /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key; the launch policy applies). */
   config_origin: Origin;
+  /** Stopped by the operator: no replica runs until started again. */
+  paused: boolean;
 }
 
 type Row = typeof workloads.$inferSelect;
@@ -52,7 +58,9 @@ function toWorkload(r: Row, projectSlug: string): Workload {
     worker_id: r.workerId,
     gpu_resource_id: r.gpuResourceId,
     execution_policy: r.executionPolicy,
+    execution_params: JSON.parse(r.executionParams),
     config_origin: r.configOrigin,
+    paused: r.paused,
     created_at: r.createdAt,
     updated_at: r.updatedAt,
     endpoints: { ...allToggles(true), ...JSON.parse(r.endpoints) },
@@ -61,7 +69,7 @@ function toWorkload(r: Row, projectSlug: string): Workload {
 
 /** The control-plane view: a workload without its dashboard-only fields (toggle map, origin). */
 export function publicView(w: Workload): WorkloadView {
-  const { endpoints: _toggles, config_origin: _origin, ...rest } = w;
+  const { endpoints: _toggles, config_origin: _origin, paused: _paused, ...rest } = w;
   return rest;
 }
 
@@ -79,6 +87,19 @@ export function checkConfig(backend: Backend, config: Record<string, unknown>): 
     throw err;
   }
   return r.data;
+}
+
+/**
+ * Checks a policy's parameters against its schema and fills in the defaults; errors name the field
+ * under `execution_params`.
+ */
+export function checkParams(policy: ExecutionPolicy, params: Record<string, unknown>): Record<string, unknown> {
+  const r = PARAMS_BY_POLICY[policy].safeParse(params);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw fromSchemaIssue("execution_params", { ...issue, path: ["execution_params", ...(issue.path as (string | number)[])] });
+  }
+  return { ...DEFAULTS[policy], ...r.data };
 }
 
 const slugTaken = (db: Db, projectId: string, exceptId?: string) => (slug: string) =>
@@ -108,6 +129,8 @@ export function createWorkload(db: Db, project: { id: string; slug: string }, in
     workerId: input.worker_id ?? null,
     gpuResourceId: input.gpu_resource_id ?? null,
     executionPolicy: input.execution_policy ?? "fixed",
+    executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
+    paused: false,
     endpoints: JSON.stringify(allToggles(true)),
     configOrigin: origin,
     createdAt: now,
@@ -145,6 +168,12 @@ export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate,
   if (patch.worker_id !== undefined && patch.worker_id !== current.worker_id) set.workerId = patch.worker_id;
   if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id) set.gpuResourceId = patch.gpu_resource_id;
   if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;
+  if (patch.execution_policy !== undefined || patch.execution_params !== undefined) {
+    const policy = (patch.execution_policy ?? current.execution_policy) as ExecutionPolicy;
+    // A new policy without parameters starts from its defaults; the same one keeps what it had.
+    const params = checkParams(policy, patch.execution_params ?? (policy === current.execution_policy ? current.execution_params : {}));
+    if (JSON.stringify(params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(params);
+  }
   if (Object.keys(set).length === 0) return current;
   set.updatedAt = nowIso();
   db.update(workloads).set(set).where(eq(workloads.id, current.id)).run();

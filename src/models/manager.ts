@@ -1,0 +1,252 @@
+import { realpathSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import type { Db } from "../db";
+import { conflict } from "../errors";
+import { log } from "../log";
+import { nowIso } from "../ids";
+import { DownloadLimiter } from "../../agent/models/download";
+import { HubClient } from "../../agent/models/hub";
+import { pullModel } from "../../agent/models/pull";
+import { hfHome } from "../../agent/models/store";
+import { parseSource, SourceError, type ModelSource } from "../../agent/models/source";
+import { describeSource, toTransfer, type ModelPuller } from "../../agent/replica-models";
+import type { TransferProgress } from "../../agent/protocol";
+import { validation } from "../errors";
+import { inspectModel } from "./inspect";
+import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
+
+/** A file's real path (a snapshot entry links to a blob), or null when it is gone. */
+function realOrNull(path: string): string | null {
+  try {
+    return realpathSync(path);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Deletes a pulled model's files from the store: each snapshot link or downloaded file, and the
+ * blob behind a link unless another model still uses it (two quant pulls may share one).
+ */
+function removeFiles(dir: string, files: { path: string }[], stillUsed: Set<string | null>): void {
+  for (const f of files) {
+    const p = join(dir, f.path);
+    const blob = realOrNull(p);
+    rmSync(p, { force: true });
+    rmSync(`${p}.sha256`, { force: true });
+    if (blob && blob !== p && !stillUsed.has(blob)) rmSync(blob, { force: true });
+  }
+}
+
+/** How often a download's progress is written to the store (the API reads live progress from memory). */
+const PERSIST_EVERY_MS = 1000;
+
+/** A pull under way in this process. */
+interface Running {
+  done: Promise<void>;
+  abort: AbortController;
+  progress: TransferProgress | null;
+  listeners: Set<(v: ModelView) => void>;
+  persistedAt: number;
+}
+
+/** Settings of the model manager; side effects injectable for tests. */
+export interface ModelManagerOptions {
+  dataDir: string;
+  env: Record<string, string | undefined>;
+  /** Files downloaded at once across all pulls. */
+  concurrency?: number;
+  /** Called when a model becomes ready (placement may now know its size). */
+  onReady?: () => void;
+}
+
+/**
+ * The model store of this machine: pulls (deduplicated: a model is pulled once however many ask),
+ * progress for the API and SSE, resumption after a restart, cancellation and removal.
+ */
+export class ModelManager {
+  private running = new Map<string, Running>();
+  private stopping = false;
+  readonly hub: HubClient;
+  private limiter: DownloadLimiter;
+  readonly modelsDir: string;
+
+  constructor(
+    private db: Db,
+    private opts: ModelManagerOptions,
+  ) {
+    this.hub = new HubClient({ endpoint: opts.env.HF_ENDPOINT || undefined, token: opts.env.HF_TOKEN || undefined });
+    this.limiter = new DownloadLimiter(opts.concurrency ?? 4);
+    this.modelsDir = join(opts.dataDir, "models");
+  }
+
+  /** Parses a source as the user wrote it; a bad one is a 400 naming `source`. */
+  static parse(spec: string): ModelSource {
+    try {
+      return parseSource(spec.trim());
+    } catch (e) {
+      if (e instanceof SourceError) throw validation("source", e.message);
+      throw e;
+    }
+  }
+
+  /** Starts pulling a model (or joins the pull under way); returns its view at once. */
+  pull(spec: string): ModelView {
+    const source = ModelManager.parse(spec);
+    let row = upsertModel(this.db, spec.trim(), source);
+    if (row.state === "failed" || row.state === "cancelled") {
+      updateModel(this.db, row.id, { state: "downloading", reason: null });
+      row = getModelRow(this.db, row.id);
+    }
+    if (row.state === "downloading") this.start(row.id, source);
+    return this.view(row.id);
+  }
+
+  /** Restarts pulls a stopped or killed inferd left `downloading` (their `.part` files resume). */
+  resume(): number {
+    const left = listModelRows(this.db).filter((r) => r.state === "downloading");
+    for (const r of left) this.start(r.id, parseSource(r.source));
+    return left.length;
+  }
+
+  /** The puller the local agent uses: the same store, the same pulls, rows in the same table. */
+  puller(): ModelPuller {
+    return async (source, onProgress, signal) => {
+      const view = this.pull(describeSource(source));
+      const unsubscribe = this.subscribe(view.id, (v) => v.progress && onProgress(v.progress));
+      const onAbort = () => unsubscribe();
+      signal.addEventListener("abort", onAbort, { once: true });
+      try {
+        await this.running.get(view.id)?.done;
+      } finally {
+        signal.removeEventListener("abort", onAbort);
+        unsubscribe();
+      }
+      const row = getModelRow(this.db, view.id);
+      if (row.state !== "ready" || !row.entry) throw new Error(row.reason ?? `the model ${row.source} is ${row.state}`);
+      updateModel(this.db, row.id, { lastUsedAt: nowIso() });
+      return { entry: row.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(this.modelsDir) } : {}) };
+    };
+  }
+
+  private start(id: string, source: ModelSource): void {
+    if (this.running.has(id)) return;
+    const run: Running = { abort: new AbortController(), progress: null, listeners: new Set(), persistedAt: 0, done: Promise.resolve() };
+    this.running.set(id, run);
+    run.done = this.download(id, source, run)
+      .catch((e) => {
+        if (this.stopping) return; // left `downloading`: resumed at the next start
+        const cancelled = run.abort.signal.aborted;
+        updateModel(this.db, id, { state: cancelled ? "cancelled" : "failed", reason: cancelled ? "cancelled" : (e as Error).message });
+        if (!cancelled) log.warn(`model pull failed: ${(e as Error).message}`);
+      })
+      .finally(() => {
+        this.running.delete(id);
+        this.emit(id, run);
+      });
+  }
+
+  private async download(id: string, source: ModelSource, run: Running): Promise<void> {
+    const plan = await this.hub.plan(source);
+    updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0) });
+    const pulled = await pullModel(plan, {
+      modelsDir: this.modelsDir,
+      hub: this.hub,
+      limiter: this.limiter,
+      signal: run.abort.signal,
+      onProgress: (p) => {
+        run.progress = toTransfer(p);
+        if (Date.now() - run.persistedAt >= PERSIST_EVERY_MS) {
+          run.persistedAt = Date.now();
+          updateModel(this.db, id, { bytesDone: p.bytes_done, bytesTotal: p.bytes_total });
+        }
+        this.emit(id, run);
+      },
+    });
+    const info = await inspectModel(pulled.entry).catch(() => null);
+    updateModel(this.db, id, {
+      state: "ready",
+      reason: null,
+      entry: pulled.entry,
+      dir: pulled.dir,
+      revision: pulled.revision || null,
+      files: JSON.stringify(pulled.files),
+      bytesTotal: pulled.bytes,
+      bytesDone: pulled.bytes,
+      metadata: info ? JSON.stringify(info) : null,
+    });
+    this.opts.onReady?.();
+  }
+
+  private emit(id: string, run: Running): void {
+    if (run.listeners.size === 0) return;
+    const v = this.view(id);
+    for (const l of run.listeners) l(v);
+  }
+
+  /** Calls `cb` with the model's view on each progress step and when its pull ends; returns an unsubscribe. */
+  subscribe(id: string, cb: (v: ModelView) => void): () => void {
+    const run = this.running.get(id);
+    if (!run) return () => {};
+    run.listeners.add(cb);
+    return () => run.listeners.delete(cb);
+  }
+
+  /** Resolves when this model's pull under way (if any) has ended. */
+  async wait(id: string): Promise<void> {
+    await this.running.get(id)?.done;
+  }
+
+  /** Whether a pull of this model runs in this process. */
+  isRunning(id: string): boolean {
+    return this.running.has(id);
+  }
+
+  /** One model's view with live progress and its users. */
+  view(id: string): ModelView {
+    const row = getModelRow(this.db, id);
+    return modelView(row, { progress: this.running.get(id)?.progress, usedBy: usersOfModels(this.db, [row]).get(id) ?? [] });
+  }
+
+  /** Every model's view. */
+  list(): ModelView[] {
+    const rows = listModelRows(this.db);
+    const users = usersOfModels(this.db, rows);
+    return rows.map((r) => modelView(r, { progress: this.running.get(r.id)?.progress, usedBy: users.get(r.id) ?? [] }));
+  }
+
+  /** Stops a pull under way (its `.part` files stay, so pulling again resumes). */
+  async cancel(id: string): Promise<ModelView> {
+    const run = this.running.get(id);
+    if (!run) throw conflict(`model "${id}" is not downloading`, "not_downloading");
+    run.abort.abort();
+    await run.done;
+    return this.view(id);
+  }
+
+  /**
+   * Removes a model: refused (409 `model_in_use`) while a workload uses it, naming them. A pull under
+   * way is stopped; pulled files are deleted from the store; a registered local file is only forgotten.
+   */
+  async remove(id: string): Promise<ModelView> {
+    const v = this.view(id);
+    if (v.used_by.length) throw conflict(`model ${v.source} is used by ${v.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ")}; change or delete those workloads first`, "model_in_use");
+    if (this.running.has(id)) await this.cancel(id);
+    const row = getModelRow(this.db, id);
+    deleteModelRow(this.db, id);
+    if (v.kind !== "local" && row.dir) removeFiles(row.dir, v.files, new Set(listModelRows(this.db).flatMap((r) => (r.dir ? (JSON.parse(r.files) as { path: string }[]).map((f) => realOrNull(join(r.dir!, f.path))) : []))));
+    return v;
+  }
+
+  /** The model row of a source, if any (for the CLI). */
+  find(spec: string) {
+    return findBySource(this.db, ModelManager.parse(spec));
+  }
+
+  /** Stops every pull (they resume at the next start). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const run of this.running.values()) run.abort.abort();
+    await Promise.allSettled([...this.running.values()].map((r) => r.done));
+  }
+}

@@ -1,0 +1,86 @@
+import { Elysia } from "elysia";
+import { z } from "zod";
+import type { AppDeps } from "../app";
+import { jsonBody } from "../http";
+import { listWorkers } from "../workers/service";
+import { discoverLocalModels } from "./discover";
+import { fitOnGpus, type Estimate } from "./fit";
+import type { ModelView } from "./service";
+
+const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000) });
+
+/** Keep-alive comment interval for progress streams. */
+const KEEPALIVE_MS = 15_000;
+
+/** Where a model fits: per worker, its GPUs' free memory against the estimate, or its free RAM. */
+export function fitPerWorker(deps: Pick<AppDeps, "db">, est: Estimate | null) {
+  if (!est) return [];
+  return listWorkers(deps.db).map((w) => {
+    const gpus = w.gpus.map((g) => ({ index: g.index, name: g.name, total_mib: g.memory_total_mib, free_mib: Math.max(0, g.memory_total_mib - g.memory_used_mib) }));
+    const onGpu = gpus.length ? fitOnGpus(est.total_bytes, gpus, 1) : null;
+    const ramFree = (w.telemetry as { ram_free_bytes?: number }).ram_free_bytes ?? w.ram_bytes;
+    return {
+      worker_id: w.id,
+      worker: w.name,
+      state: w.state,
+      needs_mib: Math.ceil(est.total_bytes / 1048576),
+      gpus: gpus.map((g) => ({ ...g, fits: g.free_mib * 1048576 >= est.total_bytes })),
+      fits_on_gpu: onGpu?.fits ?? false,
+      ram_free_mib: Math.floor(ramFree / 1048576),
+      fits_in_ram: ramFree >= est.total_bytes,
+    };
+  });
+}
+
+/** A live SSE stream of one model's pull: its view now, at each step, and when it ends. */
+function progressStream(deps: AppDeps, id: string, signal: AbortSignal): Response {
+  const enc = new TextEncoder();
+  let cleanup = () => {};
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const send = (v: ModelView) => controller.enqueue(enc.encode(`data: ${JSON.stringify({ id: v.id, state: v.state, reason: v.reason, progress: v.progress, size_bytes: v.size_bytes })}\n\n`));
+      const close = () => {
+        cleanup();
+        try {
+          controller.close();
+        } catch {}
+      };
+      send(deps.models.view(id));
+      if (!deps.models.isRunning(id)) return close();
+      const unsubscribe = deps.models.subscribe(id, (v) => {
+        send(v);
+        if (!deps.models.isRunning(id)) close();
+      });
+      const ka = setInterval(() => controller.enqueue(enc.encode(": keep-alive\n\n")), KEEPALIVE_MS);
+      cleanup = () => {
+        unsubscribe();
+        clearInterval(ka);
+      };
+      signal.addEventListener("abort", close);
+    },
+    cancel: () => cleanup(),
+  });
+  return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
+}
+
+/** Admin routes of the model store: pull, list, show with fit, progress, cancel, remove, discover. */
+export const modelRoutes = (deps: AppDeps) =>
+  new Elysia({ prefix: "/admin", detail: { tags: ["models"] } })
+    .get("/models", () => deps.models.list(), { detail: { summary: "Models in the store (pulled, downloading, registered), with size, shape and users" } })
+    .post("/models", ({ body, set }) => {
+      const v = deps.models.pull(body.source);
+      set.status = v.state === "ready" ? 200 : 202;
+      return v;
+    }, { ...jsonBody(ModelCreate), detail: { summary: "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register)" } })
+    .get("/models/discover", () => discoverLocalModels(process.env), { detail: { summary: "GGUF files already on this machine (Hugging Face cache, LM Studio, llama.cpp cache, Ollama)" } })
+    .get("/models/:id", ({ params }) => {
+      const v = deps.models.view(params.id);
+      return { ...v, fit: fitPerWorker(deps, v.estimate) };
+    }, { detail: { summary: "A model with its memory estimate against each worker's free GPU memory" } })
+    .get("/models/:id/progress", ({ params, request, server }) => {
+      server?.timeout(request, 0);
+      deps.models.view(params.id);
+      return progressStream(deps, params.id, request.signal);
+    }, { detail: { summary: "The pull's progress as server-sent events (bytes, %, rate, ETA), ending with its state" } })
+    .post("/models/:id/cancel", ({ params }) => deps.models.cancel(params.id), { detail: { summary: "Stop a pull (pulling again resumes it)" } })
+    .delete("/models/:id", ({ params }) => deps.models.remove(params.id), { detail: { summary: "Remove a model (refused while a workload uses it)" } });

@@ -1,0 +1,154 @@
+import type { Db } from "../db";
+import { log } from "../log";
+import { listAllWorkloads, type Workload } from "../workloads/service";
+import type { Fleet } from "../workers/fleet";
+import { listAssignments, setAssignmentDesired } from "../workers/service";
+import { decideAutoscaling, decideScheduled, type Decision, type Memory } from "./decide";
+import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScheduledParams } from "./schema";
+import { Room } from "./room";
+
+/** What the workload view shows of its scaling. */
+export interface ScalingView {
+  policy: string;
+  desired: number;
+  /** Replicas ready now. */
+  current: number;
+  /** Replicas the agents are running or starting. */
+  running: number;
+  last_decision: { at: string; action: string; reason: string } | null;
+  reason: string;
+}
+
+/** How often the scaler looks at every workload (demand wakes it at once in between). */
+const TICK_MS = 1000;
+
+/**
+ * Makes execution policies real: decides, per workload, how many replicas should run (pure
+ * functions in decide.ts), and changes assignments to match — starting idle ones or placing new
+ * ones where the GPUs have room (swapping out least-recently-used idle replicas of other workloads
+ * that may go to zero when they must), idling or removing surplus ones. Agents do the rest.
+ */
+export class Scaler {
+  private memory = new Map<string, Memory>();
+  private views = new Map<string, ScalingView>();
+  private busyAt = new Map<string, number>();
+  private held = new Map<string, number>();
+  private timer?: ReturnType<typeof setInterval>;
+  private scheduled = false;
+  private stopped = false;
+  readonly room: Room;
+
+  constructor(
+    private db: Db,
+    private fleet: Fleet,
+    private now: () => number = Date.now,
+  ) {
+    this.room = new Room(db, fleet);
+  }
+
+  /** Starts looking every second. */
+  start(): void {
+    this.timer = setInterval(() => this.tick(), TICK_MS);
+    this.tick();
+  }
+
+  /** Stops looking. */
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.timer);
+  }
+
+  /** A request or job for `workloadId` is waiting: look now (a cold start should not wait a tick). */
+  wake(workloadId?: string): void {
+    if (workloadId) this.busyAt.set(workloadId, this.now());
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.tick();
+    });
+  }
+
+  /**
+   * Keeps the scaler from stopping replicas of a workload (a rolling restart runs one extra for a
+   * while); returns the release.
+   */
+  hold(workloadId: string): () => void {
+    this.held.set(workloadId, (this.held.get(workloadId) ?? 0) + 1);
+    return () => {
+      const n = (this.held.get(workloadId) ?? 1) - 1;
+      if (n > 0) this.held.set(workloadId, n);
+      else this.held.delete(workloadId);
+    };
+  }
+
+  /** The scaling view of a workload. */
+  view(w: Workload): ScalingView {
+    return this.views.get(w.id) ?? { policy: w.execution_policy, desired: 0, current: 0, running: 0, last_decision: null, reason: "not evaluated yet" };
+  }
+
+  /** When a workload last had work (for LRU eviction and idle timeouts). */
+  lastBusy(workloadId: string): number {
+    return this.busyAt.get(workloadId) ?? 0;
+  }
+
+  /** Looks at every workload once. */
+  tick(): void {
+    if (this.stopped) return;
+    let changed = false;
+    for (const w of listAllWorkloads(this.db)) {
+      try {
+        changed = this.evaluate(w) || changed;
+      } catch (e) {
+        log.error(`scaling ${w.project_slug}/${w.slug} failed`, e);
+      }
+    }
+    if (changed) this.fleet.reconcile();
+  }
+
+  /** The decision for one workload now; `manual` counts the replicas placed by hand. */
+  decide(w: Workload, running: number, manual = 0): Decision {
+    if (w.paused) return { desired: 0, reason: "stopped by the operator (POST …/start to run it again)", onDemand: false };
+    const now = this.now();
+    if (w.execution_policy === "scheduled") return decideScheduled(w.execution_params as ScheduledParams, now);
+    if (w.execution_policy === "autoscaling") {
+      const targets = this.fleet.dispatcher.targetsOf(w.id);
+      const inFlight = targets.reduce((s, t) => s + t.inFlight, 0);
+      const queued = this.fleet.dispatcher.depth(w.id);
+      if (queued + inFlight > 0 || !this.busyAt.has(w.id)) this.busyAt.set(w.id, now);
+      const slots = targets.length ? Math.round(targets.reduce((s, t) => s + t.capacity, 0) / targets.length) : 1;
+      const load = { queued, inFlight, lastBusyAt: this.busyAt.get(w.id)!, slots };
+      const r = decideAutoscaling(w.execution_params as AutoscalingParams, load, running, this.memory.get(w.id) ?? { pressureSince: null }, now);
+      this.memory.set(w.id, r.memory);
+      return r.decision;
+    }
+    // Replicas placed by hand are the fixed set when there are any.
+    if (manual > 0) return { desired: manual, reason: "fixed policy: the replicas placed by hand", onDemand: false };
+    return { desired: (w.execution_params as FixedParams).replicas ?? DEFAULTS.fixed.replicas, reason: "fixed policy", onDemand: false };
+  }
+
+  /** Decides and acts for one workload; true when assignments changed. */
+  private evaluate(w: Workload): boolean {
+    const rows = listAssignments(this.db, w.id);
+    const running = rows.filter((a) => a.desired === "run");
+    const d = this.decide(w, running.length, rows.filter((a) => !a.auto).length);
+    let action = "";
+    if (d.desired > running.length) action = this.room.startMore(w, rows, d.desired - running.length, d.reason, (id) => this.lastBusy(id));
+    else if (d.desired < running.length && !this.held.has(w.id)) action = this.stopSome(w, running, running.length - d.desired, d.reason);
+    const prev = this.views.get(w.id);
+    const ready = rows.filter((a) => a.desired === "run" && a.state === "ready").length;
+    const last = action ? { at: new Date(this.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
+    if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
+    this.views.set(w.id, { policy: w.execution_policy, desired: d.desired, current: ready, running: running.length, last_decision: last, reason: d.reason });
+    return action !== "";
+  }
+
+  /** Idles (or, beyond the first, removes) `count` running replicas, those without requests first. */
+  private stopSome(w: Workload, running: ReturnType<typeof listAssignments>, count: number, reason: string): string {
+    const inFlight = new Map(this.fleet.dispatcher.targetsOf(w.id).map((t) => [t.id, t.inFlight]));
+    const quiet = running.filter((a) => !(inFlight.get(a.id) ?? 0)).slice(0, count);
+    if (quiet.length === 0) return "";
+    for (const a of quiet) setAssignmentDesired(this.db, a.id, "idle", reason);
+    return `stopped ${quiet.length} replica(s)`;
+  }
+}

@@ -139,7 +139,14 @@ interface Run {
   exited: boolean;
   ending: boolean;
   reaped?: Promise<void>;
+  /** A health probe is under way. */
+  checking?: boolean;
+  /** Output arrived during the probe: probe again soon rather than after the interval. */
+  outputSinceCheck?: boolean;
 }
+
+/** How soon after new output a starting runtime is probed (runtimes print as they become ready). */
+const PROBE_AFTER_OUTPUT_MS = 10;
 
 /**
  * Supervises ONE runtime process. Call `start()`, follow `onState`, `stop()` to end it.
@@ -255,7 +262,16 @@ export class Supervisor {
     let run: Run | undefined;
     const outputFrom = this.o.ring.end;
     const onData = (chunk: Uint8Array) => {
-      if (run) run.lastOutputAt = this.now();
+      if (run) {
+        run.lastOutputAt = this.now();
+        // "Application startup complete", "server is listening": look now, not at the next interval.
+        if (run.checking) run.outputSinceCheck = true;
+        else if (this.live(gen, run)) {
+          this.clearTimer(this.timer);
+          const current = run;
+          this.timer = this.setTimer(() => void this.check(gen, current), PROBE_AFTER_OUTPUT_MS);
+        }
+      }
       this.o.ring.push(chunk);
       this.o.logFile?.write(chunk);
     };
@@ -280,10 +296,13 @@ export class Supervisor {
     const secs = (ms: number) => `${Math.round(ms / 100) / 10} s`;
     if (t - run.spawnedAt >= this.o.startTimeoutMs) return this.giveUp(gen, run, `not ready within ${secs(this.o.startTimeoutMs)} (start timeout)`);
     if (t - run.lastOutputAt >= this.o.stallTimeoutMs) return this.giveUp(gen, run, `no output for ${secs(this.o.stallTimeoutMs)} and not ready (stall timeout)`);
+    run.checking = true;
+    run.outputSinceCheck = false;
     const healthy = await this.probe(run);
+    run.checking = false;
     if (!this.live(gen, run)) return;
     if (healthy) return this.setState("ready");
-    this.timer = this.setTimer(() => void this.check(gen, run), this.o.healthIntervalMs);
+    this.timer = this.setTimer(() => void this.check(gen, run), run.outputSinceCheck ? PROBE_AFTER_OUTPUT_MS : this.o.healthIntervalMs);
   }
 
   /** Whether `run` is still the current, starting, unexited run of generation `gen`. */

@@ -63,6 +63,7 @@ export const agentRoutes = (deps: AppDeps) =>
       const w = agentOf(deps, request);
       const b = await body(deps, request, Heartbeat);
       recordMachine(deps.db, w.id, b.machine as never, b.version);
+      deps.fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
       deps.fleet.telemetry.add(w.id, b.machine as never);
       for (const r of b.replicas) deps.fleet.report(w.id, r as ReplicaReport);
       return { ok: true };

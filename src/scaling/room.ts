@@ -5,10 +5,16 @@ import { flagValue, splitCommand } from "../../agent/command";
 import type { GpuInfo } from "../../agent/protocol";
 import { listAllWorkloads, type Workload } from "../workloads/service";
 import type { Fleet } from "../workers/fleet";
-import { createAssignment, listAssignmentsOfWorker, setAssignmentDesired, workerView, workloadNeed, type AssignmentView } from "../workers/service";
+import { createAssignment, listAssignmentsOfWorker, moveAssignment, setAssignmentDesired, workerView, workloadNeed, type AssignmentView } from "../workers/service";
 import { gib } from "../models/fit";
 
 type WorkerRow = typeof workers.$inferSelect;
+
+/** Where a replica could run: a worker and GPU indices on it. */
+interface Placement {
+  worker: WorkerRow;
+  gpus: number[];
+}
 
 const MiB = 1048576;
 
@@ -66,43 +72,80 @@ export class Room {
     return free;
   }
 
-  /** Whether `a`'s GPUs have room for it now; else how much is missing per GPU. */
-  private deficit(w: Workload, a: AssignmentView, worker: WorkerRow, byId: Map<string, Workload>): Map<number, number> {
+  /** How much memory each of `gpuIdx` on `worker` lacks for a replica of `w` now (empty: room). */
+  private deficit(w: Workload, worker: WorkerRow, gpuIdx: number[], byId: Map<string, Workload>): Map<number, number> {
     const gpus = JSON.parse(worker.gpus) as GpuInfo[];
     const free = this.freeMiB(worker, byId);
     const missing = new Map<number, number>();
-    for (const i of a.gpu_indices) {
+    for (const i of gpuIdx) {
       const g = gpus.find((x) => x.index === i);
       if (!g) continue;
-      const need = replicaNeedMiB(this.db, w, g, a.gpu_indices.length);
+      const need = replicaNeedMiB(this.db, w, g, gpuIdx.length);
       if (need > (free.get(i) ?? 0)) missing.set(i, need - (free.get(i) ?? 0));
     }
     return missing;
   }
 
+  /** Where an automatic replica could go: its own GPUs first, then each other GPU (set) of a candidate worker. */
+  private placements(w: Workload, a: AssignmentView, own: WorkerRow): Placement[] {
+    const count = a.gpu_indices.length || 1;
+    const out: Placement[] = [{ worker: own, gpus: a.gpu_indices }];
+    if (!a.auto) return out;
+    for (const worker of this.candidates(w)) {
+      const gpus = (JSON.parse(worker.gpus) as GpuInfo[]).map((g) => g.index);
+      const sets = count === 1 ? gpus.map((i) => [i]) : gpus.length >= count ? [gpus.slice(0, count)] : [];
+      for (const set of sets) if (!(worker.id === own.id && set.join() === a.gpu_indices.join())) out.push({ worker, gpus: set });
+    }
+    return out;
+  }
+
   /**
-   * Starts up to `count` more replicas of `w`: idle ones first, where their GPUs have room, then new
-   * ones on a worker with room. Where there is none, swaps out idle replicas of other workloads and
-   * leaves the replica waiting (it starts on a later look, once the memory shows free). Returns what it did.
+   * Starts one idle replica if it can: where there is room now (its own GPUs, else elsewhere), else
+   * where swapping out idle replicas of other workloads makes room (it waits there for the memory).
+   */
+  private startOne(w: Workload, a: AssignmentView, reason: string, byId: Map<string, Workload>, lastBusy: (id: string) => number): string {
+    const own = this.db.select().from(workers).where(eq(workers.id, a.worker_id)).get();
+    if (!own) return "";
+    const options = this.placements(w, a, own);
+    const place = (p: Placement) => {
+      if (p.worker.id !== a.worker_id || p.gpus.join() !== a.gpu_indices.join()) moveAssignment(this.db, a.id, p.worker.id, p.gpus);
+    };
+    for (const p of options) {
+      if (this.deficit(w, p.worker, p.gpus, byId).size > 0) continue;
+      place(p);
+      setAssignmentDesired(this.db, a.id, "run", `starting: ${reason}`);
+      return `started replica ${a.id} on ${p.worker.name} (GPU ${p.gpus.join(", ") || "none"})`;
+    }
+    if (options.some((p) => this.freeing(p.worker, w.id))) {
+      setAssignmentDesired(this.db, a.id, "idle", "waiting for GPU memory being freed", "pending");
+      return "";
+    }
+    for (const p of options) {
+      const missing = this.deficit(w, p.worker, p.gpus, byId);
+      const plan = this.evictionPlan(w, p.worker, missing, byId, lastBusy);
+      if (!plan.covers) continue;
+      place(p);
+      for (const x of plan.rows) setAssignmentDesired(this.db, x.id, "idle", `swapped out for ${w.project_slug}/${w.slug}`);
+      const short = [...missing].map(([i, m]) => `GPU ${i} lacks ${gib(m * MiB)}`).join(", ");
+      setAssignmentDesired(this.db, a.id, "idle", `waiting for GPU memory (${short}): swapping out ${plan.names.join(", ")}`, "pending");
+      return `swapping out ${plan.names.join(", ")} for replica ${a.id}`;
+    }
+    const first = this.deficit(w, own, a.gpu_indices, byId);
+    const short = [...first].map(([i, m]) => `GPU ${i} lacks ${gib(m * MiB)}`).join(", ");
+    setAssignmentDesired(this.db, a.id, "idle", `waiting for GPU memory (${short}); no idle replica can be swapped out`, "pending");
+    return "";
+  }
+
+  /**
+   * Starts up to `count` more replicas of `w`: idle ones first (see `startOne`), then new ones on a
+   * worker with room. Returns what it did.
    */
   startMore(w: Workload, rows: AssignmentView[], count: number, reason: string, lastBusy: (id: string) => number): string {
     const byId = this.workloadsById();
     const done: string[] = [];
-    const idle = rows.filter((a) => a.desired === "idle");
-    for (const a of idle.slice(0, count)) {
-      const worker = this.db.select().from(workers).where(eq(workers.id, a.worker_id)).get();
-      if (!worker) continue;
-      const missing = this.deficit(w, a, worker, byId);
-      if (missing.size === 0) {
-        setAssignmentDesired(this.db, a.id, "run", `starting: ${reason}`);
-        done.push(`started replica ${a.id}`);
-        count--;
-        continue;
-      }
-      const evicted = this.evict(w, worker, missing, byId, lastBusy);
-      const short = [...missing].map(([i, m]) => `GPU ${i} lacks ${gib(m * MiB)}`).join(", ");
-      setAssignmentDesired(this.db, a.id, "idle", evicted.length ? `waiting for GPU memory (${short}): swapping out ${evicted.join(", ")}` : `waiting for GPU memory (${short}); no idle replica can be swapped out`, "pending");
-      if (evicted.length) done.push(`swapping out ${evicted.join(", ")}`);
+    for (const a of rows.filter((x) => x.desired === "idle").slice(0, count)) {
+      const did = this.startOne(w, a, reason, byId, lastBusy);
+      if (did) done.push(did);
       count--;
     }
     // Replicas placed by hand replace automatic ones: more are not added beside them.
@@ -110,17 +153,21 @@ export class Room {
       const worker = this.placeNew(w);
       if (!worker) break;
       const a = createAssignment(this.db, w, { worker_id: worker.id, gpus: 1 }, true);
-      setAssignmentDesired(this.db, a.id, "idle", "placed: waiting for room", "pending");
-      done.push(`placed replica ${a.id} on ${worker.name}`);
+      setAssignmentDesired(this.db, a.id, "idle", "placed", "pending");
+      done.push(`placed replica ${a.id} on ${worker.name}`, this.startOne(w, { ...a, desired: "idle" }, reason, this.workloadsById(), lastBusy));
     }
-    return done.join("; ");
+    return done.filter(Boolean).join("; ");
+  }
+
+  /** Online workers a workload could run on: those with GPUs for GPU backends, any otherwise. */
+  private candidates(w: Workload): WorkerRow[] {
+    const all = this.db.select().from(workers).orderBy(asc(workers.createdAt)).all().filter((x) => workerView(x).state === "online");
+    return ["vllm", "vllm-omni", "sglang"].includes(w.backend) ? all.filter((x) => (JSON.parse(x.gpus) as GpuInfo[]).length > 0) : all;
   }
 
   /** A worker for another replica: online, a GPU for GPU backends (the local worker otherwise). */
   private placeNew(w: Workload): WorkerRow | undefined {
-    const all = this.db.select().from(workers).orderBy(asc(workers.createdAt)).all().filter((x) => workerView(x).state === "online");
-    const gpuBackend = ["vllm", "vllm-omni", "sglang"].includes(w.backend);
-    const candidates = gpuBackend ? all.filter((x) => (JSON.parse(x.gpus) as GpuInfo[]).length > 0) : all;
+    const candidates = this.candidates(w);
     const byId = this.workloadsById();
     const withRoom = candidates.find((x) => {
       const free = this.freeMiB(x, byId);
@@ -130,13 +177,12 @@ export class Room {
   }
 
   /**
-   * Swaps out least-recently-used replicas of other workloads on `worker` whose policy allows zero
-   * replicas and that have nothing in flight or queued — never a `fixed` one — until the missing
-   * memory is covered. Returns the workloads swapped out (empty when nothing could be).
+   * Which replicas of other workloads on `worker` to swap out to cover the missing memory: least
+   * recently used first, only of workloads whose policy allows zero replicas and with nothing in
+   * flight or queued — never a `fixed` one. `covers` says whether they would be enough.
    */
-  private evict(w: Workload, worker: WorkerRow, missing: Map<number, number>, byId: Map<string, Workload>, lastBusy: (id: string) => number): string[] {
+  private evictionPlan(w: Workload, worker: WorkerRow, missing: Map<number, number>, byId: Map<string, Workload>, lastBusy: (id: string) => number): { rows: AssignmentView[]; names: string[]; covers: boolean } {
     const gpus = JSON.parse(worker.gpus) as GpuInfo[];
-    if (this.freeing(worker, w.id)) return []; // memory is being freed already: wait for the next report
     const candidates = listAssignmentsOfWorker(this.db, worker.id)
       .filter((a) => a.desired === "run" && a.workload_id !== w.id && a.gpu_indices.some((i) => missing.has(i)))
       .filter((a) => {
@@ -147,7 +193,7 @@ export class Room {
       })
       .sort((x, y) => lastBusy(x.workload_id) - lastBusy(y.workload_id));
     const left = new Map(missing);
-    const out: string[] = [];
+    const rows: AssignmentView[] = [];
     for (const a of candidates) {
       if ([...left.values()].every((m) => m <= 0)) break;
       const o = byId.get(a.workload_id)!;
@@ -155,10 +201,9 @@ export class Room {
         const g = gpus.find((x) => x.index === i);
         if (g && left.has(i)) left.set(i, left.get(i)! - replicaNeedMiB(this.db, o, g, a.gpu_indices.length));
       }
-      setAssignmentDesired(this.db, a.id, "idle", `swapped out for ${w.project_slug}/${w.slug}`);
-      out.push(`${o.project_slug}/${o.slug}`);
+      rows.push(a);
     }
-    return out;
+    return { rows, names: rows.map((a) => `${byId.get(a.workload_id)!.project_slug}/${byId.get(a.workload_id)!.slug}`), covers: [...left.values()].every((m) => m <= 0) };
   }
 
   /**

@@ -119,6 +119,7 @@ export class Fleet {
       if (r.state === "stopped" || r.state === "failed" || r.state === "pending") {
         setAssignmentState(this.db, a.id, "idle", a.reason);
         this.verdicts.delete(a.workload_id);
+        this.scaling?.wake(); // its GPU memory may be what another replica waits for
       }
       return;
     }

@@ -17,6 +17,7 @@ export function localHostLink(db: Db, fleet: Fleet, version: string): HostLink {
     heartbeat: async (workerId, machine) => {
       recordMachine(db, workerId, machine);
       fleet.telemetry.add(workerId, machine);
+      fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
     },
     desired: async (workerId) => fleet.desired(workerId),
     report: (workerId, r) => fleet.report(workerId, r),

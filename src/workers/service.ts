@@ -185,7 +185,7 @@ export function freeGpus(worker: WorkerRow): FreeGpu[] {
 
 /**
  * Picks `count` GPU indices on a worker: the pinned GPU first; when the model's need is known, the
- * GPUs with the most free memory; otherwise the least shared ones.
+ * GPUs with the most free memory; otherwise the least shared ones, the freest among equals.
  */
 function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string | null, needBytes?: number): number[] {
   const gpus: GpuInfo[] = JSON.parse(worker.gpus);
@@ -196,7 +196,8 @@ function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string |
     for (const i of JSON.parse(a.gpuIndices) as number[]) use.set(i, (use.get(i) ?? 0) + 1);
   }
   const pinned = gpus.find((g) => g.uuid === pinnedUuid)?.index;
-  const rest = gpus.map((g) => g.index).filter((i) => i !== pinned).sort((a, b) => use.get(a)! - use.get(b)! || a - b);
+  const free = new Map(freeGpus(worker).map((g) => [g.index, g.free_mib]));
+  const rest = gpus.map((g) => g.index).filter((i) => i !== pinned).sort((a, b) => use.get(a)! - use.get(b)! || free.get(b)! - free.get(a)! || a - b);
   return (pinned !== undefined ? [pinned, ...rest] : rest).slice(0, count).sort((a, b) => a - b);
 }
 
@@ -281,6 +282,11 @@ export function setAssignmentDesired(db: Db, id: string, desired: "run" | "idle"
   const a = getAssignment(db, id);
   const next = state ?? (desired === "run" ? "pending" : ACTIVE.includes(a.state) ? a.state : "idle");
   db.update(assignments).set({ desired, state: next, reason, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+}
+
+/** Moves a replica that is not running to other GPUs (of the same or another worker). */
+export function moveAssignment(db: Db, id: string, workerId: string, gpuIndices: number[]): void {
+  db.update(assignments).set({ workerId, gpuIndices: JSON.stringify(gpuIndices), updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
 }
 
 /** Makes an assignment's replica start anew (restart, retry): its generation is part of the revision. */

@@ -34,8 +34,11 @@ export interface WorkloadDetail {
   [k: string]: unknown;
 }
 
-/** Starts inferd serve with the local agent on; `env` adds settings and FAKE_* knobs. */
-export async function startServing(env: Record<string, string> = {}, args: string[] = []): Promise<Serving> {
+/**
+ * Starts inferd serve with the local agent on; `env` adds settings and FAKE_* knobs. With `dataDir`
+ * (a restart), the project is the one already there and fresh keys are made for it.
+ */
+export async function startServing(env: Record<string, string> = {}, args: string[] = [], dataDir?: string): Promise<Serving> {
   const record = join(tempDir("record"), "events.jsonl");
   const srv = await startInferd({
     env: fixtureEnv({
@@ -49,6 +52,7 @@ export async function startServing(env: Record<string, string> = {}, args: strin
       ...env,
     }),
     args,
+    dataDir,
   });
   const call = (path: string, token: string | null, init: { method?: string; body?: unknown; raw?: BodyInit; headers?: Record<string, string>; signal?: AbortSignal } = {}) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
@@ -61,7 +65,8 @@ export async function startServing(env: Record<string, string> = {}, args: strin
     return fetch(srv.url + path, { method: init.method ?? (body !== undefined ? "POST" : "GET"), headers, body, signal: init.signal });
   };
   const admin = (path: string, init?: { method?: string; body?: unknown }) => call(path, srv.adminToken, init);
-  const project = await (await admin("/admin/projects", { body: { name: "Serving", slug: "serving" } })).json();
+  const made = await admin("/admin/projects", { body: { name: "Serving", slug: "serving" } });
+  const project = made.status === 409 ? await (await admin("/admin/projects")).json().then((l: { slug: string }[]) => l.find((p) => p.slug === "serving")) : await made.json();
   const sdk = (await (await admin(`/admin/projects/${project.slug}/keys`, { body: { name: "sdk", type: "sdk" } })).json()).secret;
   const live = (await (await admin(`/admin/projects/${project.slug}/keys`, { body: { name: "live", type: "live" } })).json()).secret;
   const workload = async (id: string) => (await (await admin(`/admin/workloads/${id}`)).json()) as WorkloadDetail;

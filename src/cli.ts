@@ -1,6 +1,6 @@
 import { ConfigError, describeConfig, loadConfig, type Config } from "./config";
 import { openStore } from "./db";
-import { dataPaths, ensureDataDir, DataDirLocked } from "./datadir";
+import { dataPaths, ensureDataDir, DataDirLocked, lockDataDir } from "./datadir";
 import { AppError, fromSchemaIssue } from "./errors";
 import { createProject, getProject, listProjects } from "./projects/service";
 import { ProjectCreate } from "./projects/schema";
@@ -133,6 +133,7 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
     throw new UsageError("usage: inferd agent [join https://HOST:PORT --token T]");
   }
   if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`inferd agent join https://HOST:PORT --token <join token>\` (the dashboard's Workers → Add worker shows it)`);
+  lockDataDir(config.dataDir).update(`agent for ${state.host_url}`);
   let stopping = false;
   const shutdown = async (code: number, why: string) => {
     if (stopping) return;

@@ -16,6 +16,7 @@ import { WorkPuller } from "../agent/puller";
 import { probeMachine } from "../agent/gpu";
 import { builtinLlama } from "../agent/runtimes/builtin";
 import { desktop } from "./desktop";
+import { backupCommand, doctorCommand, restoreCommand } from "./store/commands";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -28,6 +29,9 @@ usage:
   inferd key revoke <key-id> [--json]
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
   inferd agent                         run as the remote worker this data dir joined before
+  inferd backup [<file>]               a verified copy of the store (default: <data-dir>/backups/), also while serving
+  inferd restore <file>                put a backup in place of the store (the server must be stopped)
+  inferd doctor [--json]               check the data dir, store, backups, disk, GPUs, runtimes, ports, certificate
   inferd desktop                       open the dashboard in an app window (starts the server if needed)
   inferd config                        print every setting with its value in force
   inferd version
@@ -179,7 +183,8 @@ async function serve(config: Config): Promise<void> {
 }
 
 /**
- * Runs the command line: `serve` (the default), `project`, `key`, `config`, `version`, `help`.
+ * Runs the command line: `serve` (the default), `project`, `key`, `agent`, `backup`, `restore`,
+ * `doctor`, `desktop`, `config`, `version`, `help`.
  * Returns the exit code for commands that finish; `serve` keeps running.
  */
 export async function runCli(argv: string[], env: Record<string, string | undefined>, out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number | "running"> {
@@ -201,6 +206,15 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "agent":
         await agentCommand(config, args, out, err);
         return "running";
+      case "backup":
+      case "restore": {
+        const { pos } = parseArgs(args, []);
+        if (pos.length > 1 || (cmd === "restore" && pos.length !== 1)) throw new UsageError(`usage: inferd ${cmd === "backup" ? "backup [<file>]" : "restore <file>"}`);
+        out(cmd === "backup" ? backupCommand(config, pos[0]) : restoreCommand(config, pos[0]));
+        return 0;
+      }
+      case "doctor":
+        return await doctorCommand(config, parseArgs(args, []).json, out);
       case "desktop":
         await desktop(config, out);
         return "running";

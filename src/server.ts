@@ -19,6 +19,8 @@ import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
 import { makeResolver } from "./webhooks/address";
 import { caBundle } from "./webhooks/post";
 import type { Agent } from "../agent/agent";
+import { assertFreeDisk } from "./store/check";
+import { AutoBackups } from "./store/auto";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -110,12 +112,13 @@ function startChores(config: Config, s: Services): () => void {
 }
 
 /**
- * Starts `inferd serve` in a fixed order: data dir → lock → SQLite (pragmas, embedded migrations)
+ * Starts `inferd serve` in a fixed order: data dir (enough free space) → lock → SQLite (pragmas, embedded migrations)
  * → admin token → services → HTTP and HTTPS listeners → background loops → local agent.
  * Nothing runs on import; `main.ts` calls this.
  */
 export async function startServer(config: Config, out: (line: string) => void = (l) => console.log(l)): Promise<Running> {
   ensureDataDir(config.dataDir);
+  assertFreeDisk(config.dataDir, config.minFreeDiskMb);
   const lock = lockDataDir(config.dataDir);
   let store: Store | undefined;
   try {
@@ -142,6 +145,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
     lock.update(url);
     deps.fleet.reconcile();
     const stopChores = startChores(config, services);
+    const backups = new AutoBackups({ dataDir: config.dataDir, intervalMs: config.backupIntervalHours * 3_600_000, keep: config.backupKeep });
+    backups.start();
     services.jobs.start();
     services.deliveries.start();
     services.agents.start();
@@ -176,6 +181,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
       stop: () =>
         (stopping ??= (async () => {
           stopChores();
+          backups.stop();
           services.agents.stop();
           await services.jobs.stop();
           await services.deliveries.stop();

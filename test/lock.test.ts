@@ -74,6 +74,7 @@ describe("data dir lock", () => {
     const srv = await startInferd({ dataDir });
     expect(readFileSync(join(dataDir, "inferd.lock"), "utf8")).not.toContain(String(holder.pid));
     expect(JSON.parse(readFileSync(join(dataDir, "inferd.pid"), "utf8"))).toMatchObject({ pid: srv.proc.pid, info: srv.url });
+    expect((await fetch(`${srv.url}/healthz`)).status).toBe(200); // past start: its SIGTERM handler is in place
     expect(await srv.stop()).toBe(0);
   });
 

@@ -1,6 +1,6 @@
 import { ConfigError, describeConfig, loadConfig, type Config } from "./config";
 import { openStore } from "./db";
-import { dataPaths, ensureDataDir, DataDirLocked } from "./datadir";
+import { dataPaths, ensureDataDir, DataDirLocked, lockDataDir } from "./datadir";
 import { AppError, fromSchemaIssue } from "./errors";
 import { createProject, getProject, listProjects } from "./projects/service";
 import { ProjectCreate } from "./projects/schema";
@@ -18,6 +18,7 @@ import { builtinLlama } from "../agent/runtimes/builtin";
 import { desktop } from "./desktop";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { modelCommand } from "./models/cli";
+import { backupCommand, doctorCommand, restoreCommand } from "./store/commands";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -32,6 +33,9 @@ usage:
                                        get models into the store (hf:owner/repo[:QUANT], hf:owner/repo/file.gguf, https://…, a local path)
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
   inferd agent                         run as the remote worker this data dir joined before
+  inferd backup [<file>]               a verified copy of the store (default: <data-dir>/backups/), also while serving
+  inferd restore <file>                put a backup in place of the store (the server must be stopped)
+  inferd doctor [--json]               check the data dir, store, backups, disk, GPUs, runtimes, ports, certificate
   inferd desktop                       open the dashboard in an app window (starts the server if needed)
   inferd config                        print every setting with its value in force
   inferd version
@@ -139,6 +143,7 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
     throw new UsageError("usage: inferd agent [join https://HOST:PORT --token T]");
   }
   if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`inferd agent join https://HOST:PORT --token <join token>\` (the dashboard's Workers → Add worker shows it)`);
+  lockDataDir(config.dataDir).update(`agent for ${state.host_url}`);
   let stopping = false;
   const shutdown = async (code: number, why: string) => {
     if (stopping) return;
@@ -171,10 +176,13 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
 }
 
 async function serve(config: Config): Promise<void> {
-  const running = await startServer(config);
+  // Signals are handled from the start: one during start-up stops the server as soon as it is up.
+  let running: Awaited<ReturnType<typeof startServer>> | undefined;
+  let asked: string | undefined;
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    asked = signal;
+    if (stopping || !running) return;
     stopping = true;
     console.log(`\n${signal}: stopping inferd…`);
     await running.stop();
@@ -182,10 +190,13 @@ async function serve(config: Config): Promise<void> {
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+  running = await startServer(config);
+  if (asked) await stop(asked);
 }
 
 /**
- * Runs the command line: `serve` (the default), `project`, `key`, `config`, `version`, `help`.
+ * Runs the command line: `serve` (the default), `project`, `key`, `agent`, `backup`, `restore`,
+ * `doctor`, `desktop`, `config`, `version`, `help`.
  * Returns the exit code for commands that finish; `serve` keeps running.
  */
 export async function runCli(argv: string[], env: Record<string, string | undefined>, out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number | "running"> {
@@ -209,6 +220,15 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "agent":
         await agentCommand(config, args, out, err);
         return "running";
+      case "backup":
+      case "restore": {
+        const { pos } = parseArgs(args, []);
+        if (pos.length > 1 || (cmd === "restore" && pos.length !== 1)) throw new UsageError(`usage: inferd ${cmd === "backup" ? "backup [<file>]" : "restore <file>"}`);
+        out(cmd === "backup" ? backupCommand(config, pos[0]) : restoreCommand(config, pos[0]));
+        return 0;
+      }
+      case "doctor":
+        return await doctorCommand(config, parseArgs(args, []).json, out);
       case "desktop":
         await desktop(config, out);
         return "running";

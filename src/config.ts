@@ -44,6 +44,9 @@ export const SETTINGS = {
   webhookDnsServers: { flag: "--webhook-dns-servers", env: "INFERD_WEBHOOK_DNS_SERVERS", kind: "list", default: [], description: "DNS servers (ip[:port], comma-separated) for webhook hosts; default: the system resolver." },
   webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
   jobRetentionHours: { flag: "--job-retention-hours", env: "INFERD_JOB_RETENTION_HOURS", kind: "int", default: 168, description: "Finished jobs (with all deliveries over) are deleted after this long." },
+  backupIntervalHours: { flag: "--backup-interval-hours", env: "INFERD_BACKUP_INTERVAL_HOURS", kind: "int", default: 24, description: "Hours between automatic backups of the store into <data-dir>/backups while serving (0: off)." },
+  backupKeep: { flag: "--backup-keep", env: "INFERD_BACKUP_KEEP", kind: "int", default: 3, description: "Backups kept in <data-dir>/backups; older ones are removed (0 keeps all)." },
+  minFreeDiskMb: { flag: "--min-free-disk-mb", env: "INFERD_MIN_FREE_DISK_MB", kind: "int", default: 64, description: "Least free space (MiB) on the data dir's file system for serve to start." },
   metricsToken: { flag: "--metrics-token", env: "INFERD_METRICS_TOKEN", kind: "string", default: undefined, description: "A token that may read GET /metrics only (besides the admin token).", secret: true },
   modelDownloadConcurrency: { flag: "--model-download-concurrency", env: "INFERD_MODEL_DOWNLOAD_CONCURRENCY", kind: "int", default: 4, description: "Model files downloaded at once across all pulls." },
   runtimeEnv: { flag: "--runtime-env", env: "INFERD_RUNTIME_ENV", kind: "list", default: [], description: "Environment variables runtimes get beyond the allow-list (NAME or PREFIX*, comma-separated); INFERD_* never." },
@@ -85,6 +88,9 @@ export type Config = {
   webhookDnsServers: string[];
   webhookConcurrency: number;
   jobRetentionHours: number;
+  backupIntervalHours: number;
+  backupKeep: number;
+  minFreeDiskMb: number;
   metricsToken: string | undefined;
   modelDownloadConcurrency: number;
   runtimeEnv: string[];

@@ -12,10 +12,10 @@ const BROWSERS = ["chromium", "chromium-browser", "google-chrome", "google-chrom
 
 /** The URL of a server already running on this data dir, if it answers. */
 export async function runningServer(dataDir: string): Promise<string | undefined> {
-  const lock = dataPaths(dataDir).lock;
-  if (!existsSync(lock)) return undefined;
+  const holder = dataPaths(dataDir).pid;
+  if (!existsSync(holder)) return undefined;
   try {
-    const info = JSON.parse(readFileSync(lock, "utf8")).info as string;
+    const info = JSON.parse(readFileSync(holder, "utf8")).info as string;
     if (!/^http:\/\//.test(info)) return undefined;
     const r = await fetch(`${info}/healthz`, { signal: AbortSignal.timeout(2000) });
     return r.ok ? info : undefined;

@@ -96,11 +96,24 @@ export function fromSchemaIssue(where: string, issue: SchemaIssue | undefined): 
   return validation(field, path.length ? message : `must be a JSON object (${message})`);
 }
 
-/** Maps SQLite constraint failures to 409, everything else unknown to a logged 500 with no details. */
+/** When "storage full" was last logged: once, then at most every 10 minutes while it lasts. */
+let storageFullLoggedAt = -Infinity;
+
+/** 503 `storage_full` with Retry-After for SQLite's "database or disk is full"; logged at most every 10 minutes, not per request. */
+function storageFull(error: unknown): AppError {
+  if (Date.now() - storageFullLoggedAt > 600_000) {
+    storageFullLoggedAt = Date.now();
+    log.error("the store cannot grow: the disk (or the database's size limit) is full; writes answer 503 storage_full until space is freed", error instanceof Error ? error.message : error);
+  }
+  return new AppError(503, "storage_full", "the server's storage is full, so nothing can be saved; try again later (the operator must free disk space)", { "retry-after": "60" });
+}
+
+/** Maps SQLite constraint failures to 409, a full disk to 503, everything else unknown to a logged 500 with no details. */
 function fromUnknown(error: unknown): AppError {
   const msg = error instanceof Error ? error.message : String(error);
   if (/UNIQUE constraint failed/.test(msg)) return conflict("a resource with that identity already exists");
   if (/FOREIGN KEY constraint failed/.test(msg)) return conflict("the resource is referenced by or refers to another that does not allow this");
+  if ((error as { code?: unknown })?.code === "SQLITE_FULL" || /database or disk is full/.test(msg)) return storageFull(error);
   log.error("unhandled error", error);
   return new AppError(500, "internal_error", "internal error; the server log has the details");
 }

@@ -26,6 +26,8 @@ import { restrictUmask, tightenDataDir } from "./perms";
 import { JobQuota } from "./jobs/quota";
 import { ModelManager } from "./models/manager";
 import { Scaler } from "./scaling/scaler";
+import { assertFreeDisk } from "./store/check";
+import { AutoBackups } from "./store/auto";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -129,7 +131,7 @@ function startChores(config: Config, s: Services): () => void {
 }
 
 /**
- * Starts `inferd serve` in a fixed order: data dir → lock → SQLite (pragmas, embedded migrations)
+ * Starts `inferd serve` in a fixed order: data dir (enough free space) → lock → SQLite (pragmas, embedded migrations)
  * → admin token → services → HTTP and HTTPS listeners → background loops → local agent.
  * Nothing runs on import; `main.ts` calls this.
  */
@@ -137,6 +139,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
   restrictUmask();
   ensureDataDir(config.dataDir);
   for (const line of tightenDataDir(config.dataDir)) log.warn(`file permissions: ${line} (the data dir holds secrets and job payloads)`);
+  assertFreeDisk(config.dataDir, config.minFreeDiskMb);
   const lock = lockDataDir(config.dataDir);
   let store: Store | undefined;
   try {
@@ -163,6 +166,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
     lock.update(url);
     deps.fleet.reconcile();
     const stopChores = startChores(config, services);
+    const backups = new AutoBackups({ dataDir: config.dataDir, intervalMs: config.backupIntervalHours * 3_600_000, keep: config.backupKeep });
+    backups.start();
     services.jobs.start();
     services.deliveries.start();
     services.agents.start();
@@ -203,6 +208,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
         (stopping ??= (async () => {
           stopChores();
           deps.scaler.stop();
+          backups.stop();
           services.agents.stop();
           await services.jobs.stop();
           await deps.models.stop();

@@ -2,6 +2,7 @@ import { Database } from "bun:sqlite";
 import { drizzle, type BunSQLiteDatabase } from "drizzle-orm/bun-sqlite";
 import * as schema from "./schema";
 import { MIGRATIONS } from "./migrations";
+import { asDamaged, prepareStoreFile } from "../store/check";
 
 /** The typed drizzle handle every feature's service takes. */
 export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database };
@@ -16,15 +17,23 @@ export interface Store {
 /**
  * Opens (creating if needed) the SQLite file with the pragmas inferd relies on: WAL so readers never
  * block the writer, NORMAL sync (durable at each WAL checkpoint, one fsync per commit avoided),
- * a busy timeout so the CLI and the server can share the file, and foreign keys on.
+ * a busy timeout so the CLI and the server can share the file, and foreign keys on. A new file is
+ * made owner-only; a damaged one (bad header, truncated, or SQLite finding corruption while
+ * migrating) throws StoreDamaged naming the last good backup.
  */
 export function openStore(path: string): Store {
+  prepareStoreFile(path);
   const sqlite = new Database(path, { create: true, strict: true });
-  sqlite.exec("PRAGMA busy_timeout = 5000");
-  sqlite.exec("PRAGMA journal_mode = WAL");
-  sqlite.exec("PRAGMA synchronous = NORMAL");
-  sqlite.exec("PRAGMA foreign_keys = ON");
-  migrate(sqlite);
+  try {
+    sqlite.exec("PRAGMA busy_timeout = 5000");
+    sqlite.exec("PRAGMA journal_mode = WAL");
+    sqlite.exec("PRAGMA synchronous = NORMAL");
+    sqlite.exec("PRAGMA foreign_keys = ON");
+    migrate(sqlite);
+  } catch (e) {
+    sqlite.close();
+    throw asDamaged(path, e);
+  }
   const db = drizzle({ client: sqlite, schema });
   return { db, sqlite, close: () => sqlite.close() };
 }

@@ -10,8 +10,12 @@ import type { ModelManager } from "./models/manager";
 import { modelRoutes } from "./models/routes";
 import type { Scaler } from "./scaling/scaler";
 import { controlRoutes as replicaControlRoutes } from "./scaling/routes";
-import { authenticateRequest } from "./auth/service";
-import type { UsageRecorder } from "./keys/service";
+import { actorOf, authenticateRequest, keyOf } from "./auth/service";
+import { actAs } from "./audit/service";
+import { auditRoutes } from "./audit/routes";
+import { usageRoutes } from "./usage/routes";
+import type { Limiter } from "./limits/limiter";
+import type { UsageRecorder } from "./usage/recorder";
 import { projectRoutes } from "./projects/routes";
 import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
@@ -20,7 +24,8 @@ import { dataRoutes } from "./dataplane/routes";
 import { workerRoutes } from "./workers/routes";
 import type { Workload } from "./workloads/service";
 import type { Fleet } from "./workers/fleet";
-import type { MetricsStore } from "./metrics";
+import type { MetricsStore } from "./usage/series";
+import type { Metering } from "./usage/meter";
 import type { RemoteAgents } from "./agents/remote";
 import type { HostCert } from "./tls/hostcert";
 import { agentRoutes } from "./agents/routes";
@@ -29,6 +34,7 @@ import type { AddressPolicy } from "./webhooks/address";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
 import { uiRoutes } from "./ui/routes";
+import { noteArrival } from "./usage/arrival";
 import type { LaunchPolicy } from "../agent/launch-policy";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
@@ -36,10 +42,6 @@ export interface AppEvents {
   workloadsChanged(): void;
 }
 
-/** Request metrics for telemetry (latency, tokens, errors per workload). */
-export interface Metrics {
-  observe(workloadId: string, ms: number, usage: { inputTokens: number; outputTokens: number }, ok: boolean): void;
-}
 
 /** Everything the HTTP app needs, injected so tests build it exactly as `serve` does. */
 export interface AppDeps {
@@ -53,6 +55,10 @@ export interface AppDeps {
   jobs: { wake(workloadId?: string): void };
   webhooks: { policy: AddressPolicy; ca: string[] | undefined };
   metrics: MetricsStore;
+  /** The one metering path: a meter per request, recorded once where it ends. */
+  metering: Metering;
+  /** Per-key limits and quotas on the data plane. */
+  limiter: Limiter;
   agents: RemoteAgents;
   hostCert: HostCert;
   /** The HTTPS URL agents join (for join commands). */
@@ -90,7 +96,24 @@ export function pathOf(url: string): string {
 export function createApp(deps: AppDeps) {
   return new Elysia()
     .use(errorPlugin)
-    .onRequest(({ request }) => authenticateRequest(deps, request, pathOf(request.url)))
+    .onRequest(({ request }) => {
+      const path = pathOf(request.url);
+      const data = path.startsWith("/endpoint/");
+      if (data) noteArrival(request);
+      authenticateRequest(deps, request, path);
+      if (!data) actAs(actorOf(request)); // who changes what, for the audit log
+      // The key's limits, next to authentication: inference and job submissions count.
+      if (data && request.method === "POST") deps.limiter.admit(keyOf(request), request);
+    })
+    // A limited key's x-ratelimit-* headers go on every answer it gets.
+    .onAfterHandle({ as: "global" }, ({ request, response, set }) => {
+      const t = deps.limiter.ticketOf(request);
+      if (!t) return;
+      if (response instanceof Response) for (const [k, v] of Object.entries(t.headers)) response.headers.set(k, v);
+      else Object.assign(set.headers, t.headers);
+    })
+    // A request that fails before it ends in a meter gives its concurrency slot back here.
+    .onError({ as: "global" }, ({ request }) => void deps.limiter.ticketOf(request)?.release())
     // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
     // plane) the body is left unread (null marks it handled) for the route to stream or forward.
     .onParse({ as: "global" }, ({ request, path }) => (JSON_PLANES.test(path) ? parseJsonBody(request, deps.config.maxBodyBytes) : null))
@@ -112,6 +135,8 @@ export function createApp(deps: AppDeps) {
     .use(workerRoutes(deps))
     .use(modelRoutes(deps))
     .use(replicaControlRoutes(deps))
+    .use(auditRoutes(deps))
+    .use(usageRoutes(deps))
     .use(webhookRoutes(deps))
     .use(adminJobRoutes(deps))
     .use(agentRoutes(deps))

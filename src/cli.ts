@@ -4,7 +4,19 @@ import { dataPaths, ensureDataDir, DataDirLocked, lockDataDir } from "./datadir"
 import { AppError, fromSchemaIssue } from "./errors";
 import { createProject, getProject, listProjects } from "./projects/service";
 import { ProjectCreate } from "./projects/schema";
-import { createKey, listKeys, revokeKey } from "./keys/service";
+import { createKey, listKeys, revokeKey, setKeyLimits } from "./keys/service";
+import { KeyLimits } from "./limits/schema";
+import { withActor, type Actor } from "./audit/service";
+import { userInfo } from "node:os";
+
+/** Who the audit log says made a change from the command line. */
+const CLI_ACTOR: Actor = { type: "cli", label: `inferd CLI (${(() => {
+  try {
+    return userInfo().username;
+  } catch {
+    return "unknown user";
+  }
+})()})` };
 import { KeyCreate } from "./keys/schema";
 import { setLogLevel } from "./log";
 import { startServer } from "./server";
@@ -26,9 +38,10 @@ usage:
   inferd [serve] [settings]            run the server, dashboard and local GPU agent
   inferd project create <name> [--slug S] [--json]
   inferd project list [--json]
-  inferd key create --project P --name N --type sdk|live [--scope project|endpoints] [--endpoint P/W]... [--json]
+  inferd key create --project P --name N --type sdk|live [--scope project|endpoints] [--endpoint P/W]... [limits] [--json]
   inferd key list --project P [--json]
   inferd key revoke <key-id> [--json]
+  inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N]   (N or none)
   inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]
                                        get models into the store (hf:owner/repo[:QUANT], hf:owner/repo/file.gguf, https://…, a local path)
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
@@ -107,10 +120,11 @@ function projectCommand(config: Config, args: string[], out: (s: string) => void
 
 function keyCommand(config: Config, args: string[], out: (s: string) => void): void {
   const [verb, ...rest] = args;
-  const { pos, opt, json } = parseArgs(rest, ["project", "name", "type", "scope", "endpoint"]);
+  const { pos, opt, json } = parseArgs(rest, ["project", "name", "type", "scope", "endpoint", ...LIMIT_OPTIONS]);
+  const limits = limitsOf(opt);
   if (verb === "create") {
     if (!opt.project?.[0]) throw new UsageError("--project is required");
-    const input = check(KeyCreate, { name: opt.name?.[0], type: opt.type?.[0], scope: opt.scope?.[0], endpoints: opt.endpoint });
+    const input = check(KeyCreate, { name: opt.name?.[0], type: opt.type?.[0], scope: opt.scope?.[0], endpoints: opt.endpoint, ...(Object.keys(limits).length ? { limits } : {}) });
     const k = withStore(config, (db) => createKey(db, getProject(db, opt.project[0]), input));
     out(json ? JSON.stringify(k) : `created ${k.type} key ${k.id} (${k.scope}${k.endpoints.length ? `: ${k.endpoints.join(", ")}` : ""})\nsecret (shown once, keep it safe): ${k.secret}`);
   } else if (verb === "list") {
@@ -122,7 +136,27 @@ function keyCommand(config: Config, args: string[], out: (s: string) => void): v
     if (pos.length !== 1) throw new UsageError("usage: inferd key revoke <key-id>");
     const k = withStore(config, (db) => revokeKey(db, pos[0]));
     out(json ? JSON.stringify(k) : `revoked key ${k.id} (${k.name})`);
-  } else throw new UsageError("usage: inferd key create|list|revoke");
+  } else if (verb === "limits") {
+    if (pos.length !== 1) throw new UsageError("usage: inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] (none: removes that limit)");
+    const k = withStore(config, (db) => setKeyLimits(db, pos[0], check(KeyLimits, limits)));
+    out(json ? JSON.stringify(k) : `limits of key ${k.id} (${k.name}): ${Object.entries(k.limits).map(([n, v]) => `${n}=${v ?? "none"}`).join(" ")}`);
+  } else throw new UsageError("usage: inferd key create|list|revoke|limits");
+}
+
+/** The CLI options that set a key's limits. */
+const LIMIT_OPTIONS = ["rpm", "tpm", "max-concurrent", "tokens-per-day", "tokens-per-month"];
+
+/** Limits from `--rpm 60 --tokens-per-day none` style options (`none` removes one). */
+function limitsOf(opt: Record<string, string[]>): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const name of LIMIT_OPTIONS) {
+    const v = opt[name]?.[0];
+    if (v === undefined) continue;
+    const n = Number(v);
+    if (v !== "none" && !(Number.isInteger(n) && n > 0)) throw new UsageError(`--${name} takes a positive whole number or "none", not "${v}"`);
+    out[name.replace(/-/g, "_")] = v === "none" ? null : n;
+  }
+  return out;
 }
 
 /** `inferd agent [join URL --token T]`: a remote GPU worker that connects out to its host. */
@@ -210,13 +244,13 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         await serve(config);
         return "running";
       case "project":
-        projectCommand(config, args, out);
+        withActor(CLI_ACTOR, () => projectCommand(config, args, out));
         return 0;
       case "key":
-        keyCommand(config, args, out);
+        withActor(CLI_ACTOR, () => keyCommand(config, args, out));
         return 0;
       case "model":
-        return await modelCommand(config, args, out, err);
+        return await withActor(CLI_ACTOR, () => modelCommand(config, args, out, err));
       case "agent":
         await agentCommand(config, args, out, err);
         return "running";

@@ -43,6 +43,7 @@ export const SETTINGS = {
   webhookRetrySchedule: { flag: "--webhook-retry-schedule", env: "INFERD_WEBHOOK_RETRY_SCHEDULE", kind: "string", default: "1m,5m,15m,1h,6h", description: "Delays before delivery attempts 2 to 6." },
   webhookDnsServers: { flag: "--webhook-dns-servers", env: "INFERD_WEBHOOK_DNS_SERVERS", kind: "list", default: [], description: "DNS servers (ip[:port], comma-separated) for webhook hosts; default: the system resolver." },
   webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
+  auditRetentionDays: { flag: "--audit-retention-days", env: "INFERD_AUDIT_RETENTION_DAYS", kind: "int", default: 90, description: "Audit log entries are deleted after this many days." },
   jobRetentionHours: { flag: "--job-retention-hours", env: "INFERD_JOB_RETENTION_HOURS", kind: "int", default: 168, description: "Finished jobs (with all deliveries over) are deleted after this long." },
   backupIntervalHours: { flag: "--backup-interval-hours", env: "INFERD_BACKUP_INTERVAL_HOURS", kind: "int", default: 24, description: "Hours between automatic backups of the store into <data-dir>/backups while serving (0: off)." },
   backupKeep: { flag: "--backup-keep", env: "INFERD_BACKUP_KEEP", kind: "int", default: 3, description: "Backups kept in <data-dir>/backups; older ones are removed (0 keeps all)." },
@@ -88,6 +89,7 @@ export type Config = {
   webhookDnsServers: string[];
   webhookConcurrency: number;
   jobRetentionHours: number;
+  auditRetentionDays: number;
   backupIntervalHours: number;
   backupKeep: number;
   minFreeDiskMb: number;

@@ -3,7 +3,7 @@ import type { Config } from "./config";
 import { openStore, type Store } from "./db";
 import { adminToken, dataPaths, ensureDataDir, lockDataDir } from "./datadir";
 import { createApp, type AppDeps } from "./app";
-import { UsageRecorder } from "./keys/service";
+import { UsageRecorder } from "./usage/recorder";
 import { log } from "./log";
 import { VERSION } from "./version";
 import { Fleet, localTarget, type TargetFactory } from "./workers/fleet";
@@ -11,11 +11,15 @@ import { getWorker, setOfflineAfter } from "./workers/service";
 import { RemoteAgents } from "./agents/remote";
 import { viaTls } from "./agents/routes";
 import { loadHostCert } from "./tls/hostcert";
-import { MetricsStore } from "./metrics";
+import { MetricsStore } from "./usage/series";
+import { Metering } from "./usage/meter";
+import { Limiter } from "./limits/limiter";
+import { storeQuotas } from "./limits/quotas";
 import { startLocalAgent } from "./workers/local";
 import { JobRunner } from "./jobs/runner";
 import { pruneJobs } from "./jobs/service";
 import { pruneDeletedWebhooks } from "./webhooks/service";
+import { pruneAudit } from "./audit/service";
 import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
 import { makeResolver } from "./webhooks/address";
 import { caBundle } from "./webhooks/post";
@@ -60,6 +64,8 @@ interface Services {
 function buildServices(config: Config, store: Store, token: string): Services {
   const usage = new UsageRecorder(store.db);
   const metrics = new MetricsStore();
+  const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()));
+  const metering = new Metering({ usage, series: metrics, limits: limiter });
   setOfflineAfter(config.workerTimeoutMs);
   const hostCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
   const tlsPort = { value: 0 };
@@ -77,7 +83,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
     ca: caBundle(config.webhookCaFile),
   };
   const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
-  const jobs = new JobRunner(store.db, fleet, usage, metrics, () => deliveries.wake());
+  const jobs = new JobRunner(store.db, fleet, metering, () => deliveries.wake());
   const deps: AppDeps = {
     db: store.db,
     config,
@@ -94,6 +100,8 @@ function buildServices(config: Config, store: Store, token: string): Services {
     scaler,
     fleet,
     metrics,
+    metering,
+    limiter,
     jobs,
     webhooks,
     agents,
@@ -125,6 +133,7 @@ function startChores(config: Config, s: Services): () => void {
     setInterval(() => {
       pruneJobs(deps.db, config.jobRetentionHours * 3_600_000);
       pruneDeletedWebhooks(deps.db);
+      pruneAudit(deps.db, config.auditRetentionDays);
     }, 3_600_000),
   ];
   return () => timers.forEach(clearInterval);

@@ -90,7 +90,8 @@ describe("with a running workload", () => {
     expect(text).toMatch(new RegExp(`inferd_requests_total\\{workload="${s.project}/${w.slug}"\\} [3-9]`));
     expect(text).toMatch(/inferd_gpu_utilization_percent\{worker="[^"]+",gpu="0",name="NVIDIA GeForce RTX 4090"\} \d+/);
     expect(text).toContain(`inferd_replicas{workload="${s.project}/${w.slug}",state="ready"} 1`);
-    expect(text).toMatch(/inferd_request_duration_seconds\{workload="[^"]+",quantile="0.5"\} [\d.]+/);
+    expect(text).toMatch(new RegExp(`inferd_request_duration_seconds_bucket\\{workload="${s.project}/${w.slug}",kind="sync",le="\\+Inf"\\} [3-9]`));
+    expect(text).toMatch(new RegExp(`inferd_time_to_first_token_seconds_count\\{workload="${s.project}/${w.slug}",kind="sync"\\} [3-9]`));
   });
 });
 

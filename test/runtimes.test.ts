@@ -109,7 +109,9 @@ describe("the built-in llama.cpp runtime", () => {
     const body = await r.json();
     expect(body.object).toBe("chat.completion");
     expect(body.choices[0].message.content.length).toBeGreaterThan(0);
-    expect(body.usage.completion_tokens).toBe(8);
+    // Random weights may pick the end-of-sequence token before max_tokens.
+    expect(body.usage.completion_tokens).toBeGreaterThan(0);
+    expect(body.usage.completion_tokens).toBeLessThanOrEqual(8);
 
     const stream = await s.data(w.slug, "/v1/chat/completions", { body: { max_tokens: 6, stream: true, messages: [{ role: "user", content: "hello" }] } });
     const events = await sseEvents(stream);

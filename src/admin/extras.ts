@@ -96,5 +96,5 @@ export const adminExtraRoutes = (deps: AppDeps) =>
     }, { detail: { summary: "Requests/s, latency p50/p99, tokens/s and queue depth per workload, 10 s points" } })
     .get("/metrics", ({ set }) => {
       set.headers["content-type"] = "text/plain; version=0.0.4; charset=utf-8";
-      return prometheusText(deps.db, deps.fleet, deps.metrics);
+      return prometheusText(deps.db, deps.fleet, deps.metrics, deps.metering);
     }, { detail: { summary: "Prometheus metrics (admin token or the metrics token)" } });

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { deliveries, jobs } from "../db/schema";
-import type { MetricsStore } from "../metrics";
-import { quantile } from "../metrics";
+import type { MetricsStore } from "../usage/series";
+import type { Metering } from "../usage/meter";
 import type { Fleet } from "../workers/fleet";
 import { listAssignments, listWorkers } from "../workers/service";
 import { listAllWorkloads } from "../workloads/service";
@@ -17,23 +17,27 @@ class Exposition {
     this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (const [l, v] of samples) if (v !== null && Number.isFinite(v)) this.lines.push(`${name}${Object.keys(l).length ? labels(l) : ""} ${v}`);
   }
+  /** Lines already in exposition format (a histogram family). */
+  raw(lines: string[]): void {
+    this.lines.push(...lines);
+  }
   text(): string {
     return `${this.lines.join("\n")}\n`;
   }
 }
 
 /** Everything the dashboard charts, as Prometheus metrics: requests, latency, tokens, queues, replicas, GPUs, jobs. */
-export function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore): string {
+export function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore, metering: Metering): string {
   const e = new Exposition();
   const wls = listAllWorkloads(db).map((w) => ({ w, l: { workload: `${w.project_slug}/${w.slug}` } }));
   const tot = (id: string) => metrics.totals.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
   e.family("inferd_requests_total", "counter", "Inference requests and jobs finished, per workload.", wls.map(({ w, l }) => [l, tot(w.id).requests]));
   e.family("inferd_request_errors_total", "counter", "Inference requests and jobs that failed, per workload.", wls.map(({ w, l }) => [l, tot(w.id).errors]));
   e.family("inferd_tokens_total", "counter", "Tokens processed, per workload and direction.", wls.flatMap(({ w, l }) => [[{ ...l, direction: "input" }, tot(w.id).inputTokens], [{ ...l, direction: "output" }, tot(w.id).outputTokens]] as [Record<string, string>, number][]));
-  e.family("inferd_request_duration_seconds", "summary", "Request latency over the last 5 minutes.", wls.flatMap(({ w, l }) => {
-    const lat = metrics.recentLatencies(w.id, 5);
-    return [0.5, 0.99].map((q) => [{ ...l, quantile: String(q) }, lat.length ? quantile(lat, q)! / 1000 : null] as [Record<string, string>, number | null]);
-  }));
+  // Histograms, measured from each request's arrival: labelled by workload (project/slug) and kind.
+  const names = new Map(wls.map(({ w, l }) => [w.id, l.workload]));
+  const relabel = (x: Record<string, string>) => (names.has(x.workload) ? { workload: names.get(x.workload)!, kind: x.kind } : null);
+  for (const h of [metering.duration, metering.firstToken, metering.queueWait, metering.tokenRate]) e.raw(h.exposition(relabel));
   e.family("inferd_queue_depth", "gauge", "Requests and jobs waiting for a slot, per workload.", wls.map(({ w, l }) => [l, fleet.dispatcher.depth(w.id)]));
   e.family("inferd_replicas", "gauge", "Replicas per workload and state.", wls.flatMap(({ w, l }) => {
     const counts = new Map<string, number>();

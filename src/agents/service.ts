@@ -6,6 +6,7 @@ import { AppError, conflict, unauthorized } from "../errors";
 import { newId, newSecret, nowIso, safeEqual, sha256 } from "../ids";
 import { getWorker, recordMachine, workerView } from "../workers/service";
 import type { MachineInfo } from "../../agent/protocol";
+import { audit } from "../audit/service";
 
 /** Prefix of an agent's credential. */
 export const AGENT_CREDENTIAL_PREFIX = "iag_";
@@ -26,6 +27,7 @@ export function createRemoteWorker(db: Db, name: string, fingerprint: string): {
   const id = newId("wk");
   const secret = newSecret("");
   db.insert(workers).values({ id, name, kind: "remote", joinTokenHash: sha256(secret), createdAt: nowIso() }).run();
+  audit(db, "worker.create", { type: "worker", id, label: name }, { name, kind: "remote" });
   return { worker: workerView(getWorker(db, id)), token: `${id}.${secret}.${fingerprint}` };
 }
 
@@ -74,5 +76,6 @@ export function deleteRemoteWorker(db: Db, id: string): ReturnType<typeof worker
   const row = getWorker(db, id);
   if (row.kind === "local") throw conflict("the local worker is this machine; stop it with --no-local-agent instead", "local_worker");
   db.delete(workers).where(eq(workers.id, id)).run();
+  audit(db, "worker.delete", { type: "worker", id, label: row.name });
   return workerView(row);
 }

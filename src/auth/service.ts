@@ -4,7 +4,10 @@ import { sessions } from "../db/schema";
 import { AppError, forbidden, notFound, unauthorized } from "../errors";
 import { CLIENT_SECTIONS } from "../ui/routes";
 import { newSecret, nowIso, safeEqual, sha256 } from "../ids";
-import { findKeyBySecret, KEY_PREFIX, type KeyRecord, type UsageRecorder } from "../keys/service";
+import { findKeyBySecret, KEY_PREFIX, type KeyRecord } from "../keys/service";
+import type { UsageRecorder } from "../usage/recorder";
+import type { Actor } from "../audit/service";
+import { audit } from "../audit/service";
 
 /** What authentication needs: the store, the admin token and the usage counter. */
 export interface AuthDeps {
@@ -135,7 +138,9 @@ function checkSession(deps: AuthDeps, sid: string): void {
 
 /** Ends every dashboard session and unused sign-in link (sign out everywhere); returns how many there were. */
 export function endAllSessions(deps: AuthDeps): number {
-  return deps.db.$client.query("DELETE FROM sessions").run().changes;
+  const ended = deps.db.$client.query("DELETE FROM sessions").run().changes;
+  audit(deps.db, "session.end_all", { type: "session" }, { ended });
+  return ended;
 }
 
 /** The Set-Cookie value of a session (`Secure` when the request came over HTTPS). */
@@ -161,7 +166,10 @@ function cookieValue(request: Request, name: string): string | undefined {
 export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "session" } {
   const token = presentedToken(request);
   if (token) {
-    if (isAdminToken(deps, token)) return { via: "token" };
+    if (isAdminToken(deps, token)) {
+      actors.set(request, { type: "admin", label: "admin token" });
+      return { via: "token" };
+    }
     if (token.startsWith(KEY_PREFIX.sdk) || token.startsWith(KEY_PREFIX.live)) {
       if (findKeyBySecret(deps.db, token)) throw forbidden("wrong_credential_type", "the admin API takes the admin token, not a project key");
     }
@@ -170,6 +178,7 @@ export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "s
   const sid = cookieValue(request, SESSION_COOKIE);
   if (sid) {
     checkSession(deps, sid);
+    actors.set(request, { type: "session", id: `ses_${sha256(sid).slice(0, 12)}`, label: "dashboard session" });
     if (!["GET", "HEAD", "OPTIONS"].includes(request.method)) {
       const origin = request.headers.get("origin");
       const host = request.headers.get("host");
@@ -182,8 +191,13 @@ export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "s
 
 /** Starts a dashboard session for the admin token; returns the cookie value. */
 export function createSession(deps: AuthDeps, token: string): { id: string; maxAgeSeconds: number } {
-  if (!isAdminToken(deps, token)) throw unauthorized("invalid_token", "the admin token is wrong");
+  if (!isAdminToken(deps, token)) {
+    audit(deps.db, "session.denied", { type: "session" }, {}, { type: "anonymous", label: "a sign-in with a wrong admin token" });
+    throw unauthorized("invalid_token", "the admin token is wrong");
+  }
   const id = newSecret("");
+  const sessionId = `ses_${sha256(id).slice(0, 12)}`;
+  audit(deps.db, "session.create", { type: "session", id: sessionId }, {}, { type: "session", id: sessionId, label: "dashboard session" });
   const now = Date.now();
   deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString())).run();
   deps.db.insert(sessions).values({ hash: sha256(id), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MS).toISOString(), tokenHash: adminHash(deps), lastSeenAt: new Date(now).toISOString() }).run();
@@ -202,10 +216,21 @@ export function redeemLoginCode(deps: AuthDeps, code: string): { id: string; max
 /** Ends the session the request carries, if any. */
 export function endSession(deps: AuthDeps, request: Request): void {
   const sid = cookieValue(request, SESSION_COOKIE);
-  if (sid) deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid))).run();
+  if (!sid) return;
+  deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid))).run();
+  audit(deps.db, "session.end", { type: "session", id: `ses_${sha256(sid).slice(0, 12)}` });
 }
 
 const keys = new WeakMap<Request, KeyRecord>();
+const actors = new WeakMap<Request, Actor>();
+
+/** Who a request acts as, for the audit log (set by `authenticateRequest`); anonymous when none. */
+export function actorOf(request: Request): Actor {
+  const a = actors.get(request);
+  if (a) return a;
+  const k = keys.get(request);
+  return k ? { type: "key", id: k.id, label: `${k.name} (${k.prefix}…)` } : { type: "anonymous", label: "anonymous" };
+}
 
 /** The key that authenticated this request (set by `authenticateRequest`). */
 export function keyOf(request: Request): KeyRecord {

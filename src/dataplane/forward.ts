@@ -2,8 +2,12 @@ import { AppError } from "../errors";
 import type { Dispatcher, Slot, Upstream } from "../dispatch/queue";
 import { meteredStream, usageOf, type Usage } from "./meter";
 
-/** Where a forwarded request's usage and outcome are counted. */
+/** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
 export interface Accounting {
+  /** The wait for a slot, once a replica took the request. */
+  waited(ms: number): void;
+  /** The first token of a stream, or the response headers. */
+  firstByte(): void;
   record(usage: Usage, ok: boolean): void;
 }
 
@@ -31,16 +35,18 @@ export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<R
  * and gives the slot back when the response (or stream) is over or the client leaves. The slot
  * holds for the whole stream, so `concurrency` bounds what a replica runs at once.
  */
-export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, kind: "sync" | "job" = "sync"): Promise<{ slot: Slot; upstream: Response; abort: AbortController }> {
+export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, kind: "sync" | "job" = "sync"): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
+  const queuedAt = performance.now();
   for (let tries = 1; ; tries++) {
     const slot = await dispatcher.acquire(workloadId, signal, kind);
+    const waitedMs = performance.now() - queuedAt;
     const abort = new AbortController();
     const onClientGone = () => abort.abort(signal.reason);
     if (signal.aborted) onClientGone();
     signal.addEventListener("abort", onClientGone, { once: true });
     try {
       const upstream = await attempt(slot.target, abort.signal);
-      return { slot, upstream, abort };
+      return { slot, upstream, abort, waitedMs };
     } catch (e) {
       slot.release();
       signal.removeEventListener("abort", onClientGone);
@@ -69,15 +75,17 @@ export const isEventStream = (r: Response) => (r.headers.get("content-type") ?? 
  * released when the body is done.
  */
 export async function relay(
-  got: { slot: Slot; upstream: Response; abort: AbortController },
+  got: { slot: Slot; upstream: Response; abort: AbortController; waitedMs: number },
   acct: Accounting,
   opts: { dropUsageOnlyChunks?: boolean } = {},
 ): Promise<Response> {
   const { slot, upstream, abort } = got;
+  acct.waited(got.waitedMs);
   if (isEventStream(upstream) && upstream.body) {
     const body = meteredStream(upstream.body, {
       dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
       abort: () => abort.abort(),
+      onFirst: () => acct.firstByte(),
       onEnd: (usage, outcome) => {
         slot.release();
         acct.record(usage, outcome === "done" && upstream.ok);
@@ -85,6 +93,7 @@ export async function relay(
     });
     return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, { "cache-control": "no-cache", "x-accel-buffering": "no" }) });
   }
+  acct.firstByte();
   let bytes: ArrayBuffer;
   try {
     bytes = await upstream.arrayBuffer();

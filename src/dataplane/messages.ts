@@ -57,7 +57,7 @@ async function messagesHeld(deps: AppDeps, request: Request, params: { project: 
     viaChat = true;
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
   });
-  const acct = accounting(deps, keyOf(request).id, w);
+  const acct = accounting(deps, request, keyOf(request).id, w);
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

@@ -26,6 +26,8 @@ export interface MeterOptions {
   onEnd(usage: Usage, outcome: "done" | "cancelled" | "error"): void;
   /** Called when the client goes away, to abort the upstream request. */
   abort(): void;
+  /** Called once, when the first event carrying data goes to the client (time to first token). */
+  onFirst?(): void;
 }
 
 const enc = new TextEncoder();
@@ -41,6 +43,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
   const usage: Usage = { inputTokens: 0, outputTokens: 0 };
   let pending = "";
   let ended = false;
+  let first = false;
   const end = (outcome: "done" | "cancelled" | "error") => {
     if (ended) return;
     ended = true;
@@ -82,6 +85,10 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
             if (scan(event)) out += event;
           }
           if (out) {
+            if (!first) {
+              first = true;
+              opts.onFirst?.();
+            }
             controller.enqueue(enc.encode(out));
             return;
           }

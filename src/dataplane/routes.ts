@@ -3,6 +3,7 @@ import type { AppDeps } from "../app";
 import { keyOf } from "../auth/service";
 import { AppError, badRequest, notFound } from "../errors";
 import { parseJsonBytes, readBodyLimited } from "../http";
+import { arrivalOf } from "../usage/arrival";
 import { findWorkload, type Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { dispatch, relay, type Accounting } from "./forward";
@@ -64,16 +65,12 @@ export async function readJsonObject(deps: AppDeps, request: Request): Promise<R
   return body as Record<string, unknown>;
 }
 
-/** Counts a forwarded request's tokens for its key (none for the dashboard's playground) and its workload. */
-export function accounting(deps: AppDeps, keyId: string | null, w: Workload): Accounting {
-  const started = performance.now();
-  return {
-    record: (u, ok) => {
-      if (keyId) deps.usage.record(keyId, { inputTokens: u.inputTokens, outputTokens: u.outputTokens });
-      deps.usage.recordWorkload(w.id, { requests: 1, errors: ok ? 0 : 1, inputTokens: u.inputTokens, outputTokens: u.outputTokens });
-      deps.metrics.observe(w.id, performance.now() - started, u, ok);
-    },
-  };
+/**
+ * The meter of a forwarded request: its clock started when the request arrived (the auth gate
+ * notes the time); its key (none for the dashboard's playground) and workload are charged at its end.
+ */
+export function accounting(deps: AppDeps, request: Request, keyId: string | null, w: Workload): Accounting {
+  return deps.metering.begin(w, keyId, "sync", arrivalOf(request), deps.limiter.ticketOf(request)?.release);
 }
 
 /**
@@ -108,8 +105,12 @@ async function forwardHeld(deps: AppDeps, spec: RouteSpec, request: Request, w: 
     body = await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget);
     headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   }
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body, json }, request.signal);
-  return relay(got, accounting(deps, keyId, w), { dropUsageOnlyChunks: injectedUsage });
+  const meter = accounting(deps, request, keyId, w);
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body, json }, request.signal).catch((e) => {
+    meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
+    throw e;
+  });
+  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage });
 }
 
 /**

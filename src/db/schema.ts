@@ -1,4 +1,4 @@
-import { sqliteTable, text, integer, uniqueIndex, index, blob } from "drizzle-orm/sqlite-core";
+import { sqliteTable, text, integer, uniqueIndex, index, blob, primaryKey } from "drizzle-orm/sqlite-core";
 
 /** A project groups workloads and keys; its slug appears in endpoint paths. */
 export const projects = sqliteTable("projects", {
@@ -6,6 +6,9 @@ export const projects = sqliteTable("projects", {
   name: text("name").notNull(),
   slug: text("slug").notNull().unique(),
   createdAt: text("created_at").notNull(),
+  /** Token quotas of the whole project (null: none), per UTC day and calendar month. */
+  tokensPerDay: integer("tokens_per_day"),
+  tokensPerMonth: integer("tokens_per_month"),
 });
 
 /** A model served by a backend; `config` and `endpoints` hold JSON text. */
@@ -55,6 +58,12 @@ export const apiKeys = sqliteTable(
     inputTokens: integer("input_tokens").notNull().default(0),
     outputTokens: integer("output_tokens").notNull().default(0),
     lastUsedAt: text("last_used_at"),
+    /** Limits (null: none): requests and tokens per minute, requests at once, token quotas per day and month. */
+    rpm: integer("rpm"),
+    tpm: integer("tpm"),
+    maxConcurrent: integer("max_concurrent"),
+    tokensPerDay: integer("tokens_per_day"),
+    tokensPerMonth: integer("tokens_per_month"),
   },
   (t) => [index("api_keys_project").on(t.projectId)],
 );
@@ -231,4 +240,45 @@ export const models = sqliteTable(
     lastUsedAt: text("last_used_at"),
   },
   (t) => [uniqueIndex("models_source_key").on(t.sourceKey)],
+);
+
+/**
+ * Usage per UTC day, key and workload (inference requests and jobs as they end): what the usage
+ * export sums and the daily/monthly token quotas read. Not tied to the key or workload rows, so
+ * history stays when they are deleted (`key_id` is "" for the dashboard's playground).
+ */
+export const usageDaily = sqliteTable(
+  "usage_daily",
+  {
+    day: text("day").notNull(),
+    keyId: text("key_id").notNull(),
+    workloadId: text("workload_id").notNull(),
+    projectId: text("project_id").notNull(),
+    requests: integer("requests").notNull().default(0),
+    errors: integer("errors").notNull().default(0),
+    inputTokens: integer("input_tokens").notNull().default(0),
+    outputTokens: integer("output_tokens").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.day, t.keyId, t.workloadId] }), index("usage_daily_project").on(t.projectId, t.day)],
+);
+
+/** Who changed what: every admin and control-plane change, with a diff of the changed fields (never secrets). */
+export const auditLog = sqliteTable(
+  "audit_log",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    at: text("at").notNull(),
+    /** `admin` (the token), `session` (the dashboard), `key` (a control-plane key), `cli`, `system`. */
+    actorType: text("actor_type").notNull(),
+    actorId: text("actor_id"),
+    /** How a person recognises the actor: "admin token", "dashboard session", a key's name and prefix. */
+    actorLabel: text("actor_label").notNull(),
+    action: text("action").notNull(),
+    targetType: text("target_type").notNull(),
+    targetId: text("target_id"),
+    targetLabel: text("target_label"),
+    /** JSON: {field: {from, to}} for updates, the new fields for creations. */
+    diff: text("diff").notNull().default("{}"),
+  },
+  (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at)],
 );

@@ -29,6 +29,7 @@ export const jobRoutes = (deps: AppDeps) =>
         return { job_id: id };
       } finally {
         deps.bodyBudget.release(request);
+        deps.limiter.ticketOf(request)?.release(); // a submission holds no slot; its tokens count when it ends
       }
     }, { parse: "none", detail: { summary: "Submit an async job; answers 202 with its job_id once it is stored" } })
     .get("/jobs/:job_id", ({ params }) => {

@@ -1,8 +1,7 @@
 import type { Db } from "../db";
 import { AppError } from "../errors";
 import { dispatchWith } from "../dataplane/forward";
-import type { UsageRecorder } from "../keys/service";
-import type { Metrics } from "../app";
+import type { Metering } from "../usage/meter";
 import { log } from "../log";
 import type { Fleet } from "../workers/fleet";
 import { getWorkloadById } from "../workloads/service";
@@ -34,8 +33,7 @@ export class JobRunner {
   constructor(
     private db: Db,
     private fleet: Fleet,
-    private usage: UsageRecorder,
-    private metrics: Metrics,
+    private metering: Metering,
     private onFinished: () => void,
     private maxRuns = 3,
   ) {}
@@ -88,6 +86,7 @@ export class JobRunner {
     const w = getWorkloadById(this.db, job.workloadId);
     if (!w) return;
     const spec = KINDS[job.kind];
+    const meter = this.metering.begin(w, job.keyId, "job");
     const started = Date.now();
     const queueMs = started - Date.parse(job.createdAt);
     const json = job.contentType === "application/json" ? (JSON.parse(Buffer.from(job.body).toString("utf8")) as Record<string, unknown>) : undefined;
@@ -101,6 +100,8 @@ export class JobRunner {
     let data: JobData;
     try {
       const got = await dispatchWith(this.fleet.dispatcher, w.id, this.abort.signal, (t, s) => t.send(req, s), "job");
+      meter.waited(got.waitedMs);
+      meter.firstByte();
       let bytes: Uint8Array;
       try {
         bytes = new Uint8Array(await got.upstream.arrayBuffer());
@@ -121,9 +122,7 @@ export class JobRunner {
     }
     finishJob(this.db, job, data.status === "ok", data);
     const u = data.usage;
-    if (job.keyId) this.usage.record(job.keyId, { inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 });
-    this.metrics.observe(w.id, Date.now() - started, { inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 }, data.status === "ok");
-    this.usage.recordWorkload(w.id, { requests: 1, errors: data.status === "ok" ? 0 : 1, inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 });
+    meter.record({ inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 }, data.status === "ok");
     this.onFinished();
   }
 

@@ -3,7 +3,8 @@ import type { AppDeps } from "../app";
 import { jsonBody } from "../http";
 import { getProject } from "../projects/service";
 import { KeyCreate } from "./schema";
-import { createKey, listKeys, revokeKey } from "./service";
+import { createKey, listKeys, revokeKey, setKeyLimits } from "./service";
+import { KeyPatch } from "../limits/schema";
 
 /** Admin routes for API keys: create (secret shown once), list with usage, revoke. */
 export const keyRoutes = (deps: AppDeps) =>
@@ -18,4 +19,8 @@ export const keyRoutes = (deps: AppDeps) =>
       deps.usage.flush();
       return listKeys(deps.db, project.id);
     }, { detail: { summary: "List a project's keys with usage (no secrets)" } })
-    .delete("/keys/:id", ({ params }) => revokeKey(deps.db, params.id), { detail: { summary: "Revoke a key" } });
+    .delete("/keys/:id", ({ params }) => revokeKey(deps.db, params.id), { detail: { summary: "Revoke a key" } })
+    .patch("/keys/:id", ({ params, body }) => setKeyLimits(deps.db, params.id, body.limits), {
+      ...jsonBody(KeyPatch),
+      detail: { summary: "Set a key's limits (rpm, tpm, max_concurrent, tokens_per_day, tokens_per_month; null removes one)" },
+    });

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { KeyLimits } from "../limits/schema";
 
 /** Body of `POST /admin/projects/:project/keys`. */
 export const KeyCreate = z.strictObject({
@@ -6,5 +7,7 @@ export const KeyCreate = z.strictObject({
   type: z.enum(["sdk", "live"]),
   scope: z.enum(["project", "endpoints"]).optional(),
   endpoints: z.array(z.string().min(3).max(200)).max(1000).optional(),
+  /** Optional limits: rpm, tpm, max_concurrent, tokens_per_day, tokens_per_month. */
+  limits: KeyLimits.optional(),
 });
 export type KeyCreate = z.infer<typeof KeyCreate>;

@@ -5,6 +5,8 @@ import { apiKeys, projects, workloadUsage } from "../db/schema";
 import { newId, newSecret, nowIso, sha256 } from "../ids";
 import { notFound, validation } from "../errors";
 import type { KeyCreate } from "./schema";
+import type { KeyLimits, LimitsView } from "../limits/schema";
+import { audit, diffOf, fieldsOf } from "../audit/service";
 
 /** Secret prefixes by key type: the prefix alone tells which plane a token belongs to. */
 export const KEY_PREFIX = { sdk: "ik_sdk_", live: "ik_live_" } as const;
@@ -25,6 +27,7 @@ export interface KeyView {
   created_at: string;
   revoked_at: string | null;
   usage: { requests: number; input_tokens: number; output_tokens: number; total_tokens: number; last_used_at: string | null };
+  limits: LimitsView;
 }
 
 /** A key row joined with its project's slug: what authentication works with. */
@@ -49,7 +52,31 @@ function view(k: KeyRecord): KeyView {
       total_tokens: k.inputTokens + k.outputTokens,
       last_used_at: k.lastUsedAt,
     },
+    limits: { rpm: k.rpm, tpm: k.tpm, max_concurrent: k.maxConcurrent, tokens_per_day: k.tokensPerDay, tokens_per_month: k.tokensPerMonth },
   };
+}
+
+/** The columns of some limits (only the fields given; `null` clears one). */
+function limitColumns(l: KeyLimits): Partial<typeof apiKeys.$inferInsert> {
+  const out: Partial<typeof apiKeys.$inferInsert> = {};
+  if (l.rpm !== undefined) out.rpm = l.rpm;
+  if (l.tpm !== undefined) out.tpm = l.tpm;
+  if (l.max_concurrent !== undefined) out.maxConcurrent = l.max_concurrent;
+  if (l.tokens_per_day !== undefined) out.tokensPerDay = l.tokens_per_day;
+  if (l.tokens_per_month !== undefined) out.tokensPerMonth = l.tokens_per_month;
+  return out;
+}
+
+/** Sets (or, with `null`, removes) some of a key's limits; they apply from the next request. */
+export function setKeyLimits(db: Db, id: string, limits: KeyLimits): KeyView {
+  const before = db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)).get();
+  if (!before) throw notFound(`key "${id}"`);
+  const set = limitColumns(limits);
+  if (Object.keys(set).length) db.update(apiKeys).set(set).where(eq(apiKeys.id, id)).run();
+  const row = db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)).get();
+  if (!row) throw notFound(`key "${id}"`);
+  audit(db, "key.limits", { type: "key", id, label: `${row.name} (${row.prefix}…)` }, diffOf(view(before).limits, view(row).limits));
+  return view(row);
 }
 
 const keyColumns = { ...getTableColumns(apiKeys), projectSlug: projects.slug };
@@ -79,8 +106,15 @@ export function createKey(db: Db, project: { id: string; slug: string }, input: 
     prefix: secret.slice(0, KEY_PREFIX[input.type].length + VISIBLE - 4),
     hash: sha256(secret),
     createdAt: nowIso(),
+    rpm: null,
+    tpm: null,
+    maxConcurrent: null,
+    tokensPerDay: null,
+    tokensPerMonth: null,
+    ...limitColumns(input.limits ?? {}),
   } as const;
   db.insert(apiKeys).values(row).run();
+  audit(db, "key.create", { type: "key", id: row.id, label: `${row.name} (${row.prefix}…)` }, { project: project.slug, ...fieldsOf(row, ["name", "type", "scope", "prefix"]), endpoints, limits: input.limits ?? {} });
   return { ...view({ ...row, revokedAt: null, requests: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: null, projectSlug: project.slug }), secret };
 }
 
@@ -101,6 +135,7 @@ export function revokeKey(db: Db, id: string): KeyView {
   db.update(apiKeys).set({ revokedAt: sql`coalesce(${apiKeys.revokedAt}, ${nowIso()})` }).where(eq(apiKeys.id, id)).run();
   const row = db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)).get();
   if (!row) throw notFound(`key "${id}"`);
+  audit(db, "key.revoke", { type: "key", id, label: `${row.name} (${row.prefix}…)` });
   return view(row);
 }
 
@@ -120,76 +155,6 @@ export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined {
     keyLookups.set(db, find);
   }
   return find(sha256(token));
-}
-
-/** Usage to add to one key or workload. */
-export interface UsageDelta {
-  requests?: number;
-  errors?: number;
-  inputTokens?: number;
-  outputTokens?: number;
-}
-
-type Counter = { requests: number; errors: number; inputTokens: number; outputTokens: number; lastUsedAt: number };
-
-function add(map: Map<string, Counter>, id: string, delta: UsageDelta): void {
-  const cur = map.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 };
-  cur.requests += delta.requests ?? 0;
-  cur.errors += delta.errors ?? 0;
-  cur.inputTokens += delta.inputTokens ?? 0;
-  cur.outputTokens += delta.outputTokens ?? 0;
-  cur.lastUsedAt = Date.now();
-  map.set(id, cur);
-}
-
-/**
- * Usage per key and per workload, counted in memory and written in one transaction per flush, so
- * the request path never waits for a disk write. `flush()` runs on a timer, before usage is read,
- * and at shutdown.
- */
-export class UsageRecorder {
-  private keys = new Map<string, Counter>();
-  private workloads = new Map<string, Counter>();
-
-  constructor(private readonly db: Db) {}
-
-  /** Adds usage to a key; cheap, no I/O. */
-  record(keyId: string, delta: UsageDelta): void {
-    add(this.keys, keyId, delta);
-  }
-
-  /** Adds usage to a workload; cheap, no I/O. */
-  recordWorkload(workloadId: string, delta: UsageDelta): void {
-    add(this.workloads, workloadId, delta);
-  }
-
-  /** Writes what was counted since the last flush. */
-  flush(): void {
-    if (this.keys.size === 0 && this.workloads.size === 0) return;
-    const [keys, wls] = [this.keys, this.workloads];
-    this.keys = new Map();
-    this.workloads = new Map();
-    this.db.transaction((tx) => {
-      for (const [id, d] of keys) {
-        tx.update(apiKeys)
-          .set({
-            requests: sql`${apiKeys.requests} + ${d.requests}`,
-            inputTokens: sql`${apiKeys.inputTokens} + ${d.inputTokens}`,
-            outputTokens: sql`${apiKeys.outputTokens} + ${d.outputTokens}`,
-            lastUsedAt: new Date(d.lastUsedAt).toISOString(),
-          })
-          .where(eq(apiKeys.id, id))
-          .run();
-      }
-      for (const [id, d] of wls) {
-        // The workload may have been deleted since: insert only while it exists.
-        tx.run(sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
-          SELECT ${id}, ${d.requests}, ${d.errors}, ${d.inputTokens}, ${d.outputTokens}, ${new Date(d.lastUsedAt).toISOString()} WHERE EXISTS (SELECT 1 FROM workloads WHERE id = ${id})
-          ON CONFLICT(workload_id) DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,
-            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, last_used_at = excluded.last_used_at`);
-      }
-    });
-  }
 }
 
 /** A workload's recorded usage (zeros when never used). */

@@ -14,6 +14,7 @@ import type { TransferProgress } from "../../agent/protocol";
 import { validation } from "../errors";
 import { inspectModel } from "./inspect";
 import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
+import { audit } from "../audit/service";
 
 /** A file's real path (a snapshot entry links to a blob), or null when it is gone. */
 function realOrNull(path: string): string | null {
@@ -93,7 +94,9 @@ export class ModelManager {
   /** Starts pulling a model (or joins the pull under way); returns its view at once. */
   pull(spec: string): ModelView {
     const source = ModelManager.parse(spec);
+    const known = findBySource(this.db, source);
     let row = upsertModel(this.db, spec.trim(), source);
+    if (!known) audit(this.db, "model.pull", { type: "model", id: row.id, label: row.source }, { source: row.source });
     if (row.state === "failed" || row.state === "cancelled") {
       updateModel(this.db, row.id, { state: "downloading", reason: null });
       row = getModelRow(this.db, row.id);
@@ -221,7 +224,9 @@ export class ModelManager {
     if (!run) throw conflict(`model "${id}" is not downloading`, "not_downloading");
     run.abort.abort();
     await run.done;
-    return this.view(id);
+    const v = this.view(id);
+    audit(this.db, "model.cancel", { type: "model", id, label: v.source });
+    return v;
   }
 
   /**
@@ -234,6 +239,7 @@ export class ModelManager {
     if (this.running.has(id)) await this.cancel(id);
     const row = getModelRow(this.db, id);
     deleteModelRow(this.db, id);
+    audit(this.db, "model.delete", { type: "model", id, label: v.source });
     if (v.kind !== "local" && row.dir) removeFiles(row.dir, v.files, new Set(listModelRows(this.db).flatMap((r) => (r.dir ? (JSON.parse(r.files) as { path: string }[]).map((f) => realOrNull(join(r.dir!, f.path))) : []))));
     return v;
   }

@@ -2,7 +2,8 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../app";
 import { jsonBody } from "../http";
 import { ProjectCreate } from "./schema";
-import { createProject, deleteProject, listProjects } from "./service";
+import { createProject, deleteProject, getProject, listProjects, setProjectLimits } from "./service";
+import { ProjectPatch } from "../limits/schema";
 
 /** Admin routes for projects. */
 export const projectRoutes = (deps: AppDeps) =>
@@ -12,6 +13,11 @@ export const projectRoutes = (deps: AppDeps) =>
       return createProject(deps.db, body);
     }, { ...jsonBody(ProjectCreate), detail: { summary: "Create a project" } })
     .get("", () => listProjects(deps.db), { detail: { summary: "List projects" } })
+    .get("/:project", ({ params }) => getProject(deps.db, params.project), { detail: { summary: "A project with its token quotas" } })
+    .patch("/:project", ({ params, body }) => setProjectLimits(deps.db, params.project, body.limits), {
+      ...jsonBody(ProjectPatch),
+      detail: { summary: "Set the project's token quotas per day and month (null removes one)" },
+    })
     .delete("/:project", ({ params }) => deleteProject(deps.db, params.project), {
       detail: { summary: "Delete a project with its workloads and keys" },
     });

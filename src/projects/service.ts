@@ -4,11 +4,24 @@ import { projects } from "../db/schema";
 import { conflict, notFound } from "../errors";
 import { newId, nowIso, slugify } from "../ids";
 import type { ProjectCreate } from "./schema";
+import { audit, diffOf, fieldsOf } from "../audit/service";
 
-/** A project as the API shows it. */
-export type ProjectView = { id: string; name: string; slug: string; created_at: string };
+/** A project as the API shows it, with its token quotas. */
+export type ProjectView = { id: string; name: string; slug: string; created_at: string; limits: { tokens_per_day: number | null; tokens_per_month: number | null } };
 
-const view = (p: typeof projects.$inferSelect): ProjectView => ({ id: p.id, name: p.name, slug: p.slug, created_at: p.createdAt });
+const view = (p: typeof projects.$inferSelect): ProjectView => ({ id: p.id, name: p.name, slug: p.slug, created_at: p.createdAt, limits: { tokens_per_day: p.tokensPerDay, tokens_per_month: p.tokensPerMonth } });
+
+/** Sets (or, with `null`, removes) a project's token quotas. */
+export function setProjectLimits(db: Db, idOrSlug: string, limits: { tokens_per_day?: number | null; tokens_per_month?: number | null }): ProjectView {
+  const p = getProject(db, idOrSlug);
+  const set: Partial<typeof projects.$inferInsert> = {};
+  if (limits.tokens_per_day !== undefined) set.tokensPerDay = limits.tokens_per_day;
+  if (limits.tokens_per_month !== undefined) set.tokensPerMonth = limits.tokens_per_month;
+  if (Object.keys(set).length) db.update(projects).set(set).where(eq(projects.id, p.id)).run();
+  const after = getProject(db, p.id);
+  audit(db, "project.limits", { type: "project", id: p.id, label: p.slug }, diffOf(p.limits, after.limits));
+  return after;
+}
 
 /**
  * Picks a free slug: the explicit one (409 when taken) or one derived from the name, suffixed
@@ -31,8 +44,9 @@ export function uniqueSlug(name: string, explicit: string | undefined, taken: (s
 /** Creates a project; its slug comes from the name unless given. */
 export function createProject(db: Db, input: ProjectCreate): ProjectView {
   const slug = uniqueSlug(input.name, input.slug, (s) => !!db.select({ id: projects.id }).from(projects).where(eq(projects.slug, s)).get(), "project");
-  const row = { id: newId("prj"), name: input.name, slug, createdAt: nowIso() };
+  const row = { id: newId("prj"), name: input.name, slug, createdAt: nowIso(), tokensPerDay: null, tokensPerMonth: null };
   db.insert(projects).values(row).run();
+  audit(db, "project.create", { type: "project", id: row.id, label: slug }, fieldsOf(row, ["name", "slug"]));
   return view(row);
 }
 
@@ -58,5 +72,6 @@ export function findProjectBySlug(db: Db, slug: string): ProjectView | undefined
 export function deleteProject(db: Db, idOrSlug: string): ProjectView {
   const p = getProject(db, idOrSlug);
   db.delete(projects).where(eq(projects.id, p.id)).run();
+  audit(db, "project.delete", { type: "project", id: p.id, label: p.slug });
   return p;
 }

@@ -7,6 +7,7 @@ import { nowIso } from "../ids";
 import { log } from "../log";
 import { getWorkloadById, resolveWorkload, type Workload } from "../workloads/service";
 import { bumpGeneration, createAssignment, deleteAssignment, getAssignment, listAssignments, setAssignmentDesired } from "../workers/service";
+import { audit } from "../audit/service";
 
 /** How long a rolling restart waits for one replica to be ready before it gives up. */
 const READY_WAIT_MS = 30 * 60_000;
@@ -78,6 +79,7 @@ export const controlRoutes = (deps: AppDeps) =>
     .post("/workloads/:id/stop", ({ params }) => {
       const w = resolveWorkload(deps.db, params.id);
       setPaused(deps, w, true);
+      audit(deps.db, "workload.stop", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
       for (const a of listAssignments(deps.db, w.id)) if (a.desired === "run") setAssignmentDesired(deps.db, a.id, "idle", "stopped by the operator");
       deps.fleet.reconcile();
       return deps.describeWorkload(getWorkloadById(deps.db, w.id)!);
@@ -85,6 +87,7 @@ export const controlRoutes = (deps: AppDeps) =>
     .post("/workloads/:id/start", ({ params }) => {
       const w = resolveWorkload(deps.db, params.id);
       setPaused(deps, w, false);
+      audit(deps.db, "workload.start", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
       deps.fleet.reconcile();
       deps.fleet.scaling?.wake(w.id);
       return deps.describeWorkload(getWorkloadById(deps.db, w.id)!);
@@ -92,6 +95,7 @@ export const controlRoutes = (deps: AppDeps) =>
     .post("/workloads/:id/restart", ({ params, set }) => {
       const w = resolveWorkload(deps.db, params.id);
       if (w.paused) throw conflict("the workload is stopped; start it instead", "workload_stopped");
+      audit(deps.db, "workload.restart", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
       void rollingRestart(deps, w).catch((e) => log.error(`restart of ${w.project_slug}/${w.slug} failed`, e));
       set.status = 202;
       return { restarting: true };
@@ -100,6 +104,7 @@ export const controlRoutes = (deps: AppDeps) =>
       const a = getAssignment(deps.db, params.id);
       if (a.state !== "failed") throw conflict(`replica ${a.id} is ${a.state}, not failed`, "not_failed");
       bumpGeneration(deps.db, a.id);
+      audit(deps.db, "assignment.retry", { type: "assignment", id: a.id, label: a.workload_id });
       deps.fleet.reconcile();
       return getAssignment(deps.db, a.id);
     }, { detail: { summary: "Start a failed replica again" } });

@@ -5,6 +5,7 @@ import { conflict, notFound } from "../errors";
 import { newId, nowIso } from "../ids";
 import { checkUrlShape, resolveChecked, type AddressPolicy } from "./address";
 import { newSigningSecret } from "./sign";
+import { audit } from "../audit/service";
 
 /** Destinations per workload (the contract's limit). */
 export const MAX_WEBHOOKS = 10;
@@ -36,6 +37,7 @@ export async function addWebhook(db: Db, workloadId: string, rawUrl: string, pol
   const secret = newSigningSecret();
   const row: Row = { id: newId("whk"), workloadId, url: url.toString(), secret, secretPrefix: secret.slice(0, 12), createdAt: nowIso(), deletedAt: null };
   db.insert(webhooks).values(row).run();
+  audit(db, "webhook.create", { type: "webhook", id: row.id, label: row.url }, { workload_id: workloadId, url: row.url, secret_prefix: row.secretPrefix });
   return { ...view(row), secret };
 }
 
@@ -64,6 +66,7 @@ export function deleteWebhook(db: Db, id: string): WebhookView {
       .where(and(eq(deliveries.webhookId, id), eq(deliveries.state, "pending")))
       .run();
   });
+  audit(db, "webhook.delete", { type: "webhook", id, label: w.url }, { workload_id: w.workloadId });
   return view(w);
 }
 

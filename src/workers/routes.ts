@@ -5,7 +5,7 @@ import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
 import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
-import { createAssignment, deleteAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, setWorkerOpenTo, workerView } from "./service";
+import { createAssignment, removeAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, setWorkerOpenTo, workerView } from "./service";
 import { getProject } from "../projects/service";
 
 const AssignmentCreate = z.strictObject({
@@ -95,7 +95,7 @@ export const workerRoutes = (deps: AppDeps) =>
       return getAssignment(deps.db, params.id);
     }, { ...jsonBody(AssignmentPatch), detail: { summary: "Change an assignment's concurrent request slots" } })
     .delete("/assignments/:id", ({ params }) => {
-      const a = deleteAssignment(deps.db, params.id);
+      const a = removeAssignment(deps.db, params.id);
       deps.fleet.reconcile();
       return a;
     }, { detail: { summary: "Stop running a workload on a worker" } })

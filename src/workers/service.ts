@@ -9,6 +9,7 @@ import { newId, nowIso, sha256 } from "../ids";
 import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
 import { listAllWorkloads, type Workload } from "../workloads/service";
 import { checkLaunch, type LaunchPolicy } from "../../agent/launch-policy";
+import { audit, diffOf } from "../audit/service";
 
 type WorkerRow = typeof workers.$inferSelect;
 type AssignmentRow = typeof assignments.$inferSelect;
@@ -101,9 +102,11 @@ export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
 
 /** Sets which projects' tenants may pin workloads to a worker (`"*"`: all). */
 export function setWorkerOpenTo(db: Db, id: string, openTo: string[] | "*"): WorkerView {
-  getWorker(db, id);
+  const before = workerView(getWorker(db, id));
   db.update(workers).set({ openTo: JSON.stringify(openTo) }).where(eq(workers.id, id)).run();
-  return workerView(getWorker(db, id));
+  const after = workerView(getWorker(db, id));
+  audit(db, "worker.update", { type: "worker", id, label: after.name }, diffOf(before, after, ["open_to"]));
+  return after;
 }
 
 /**
@@ -254,6 +257,8 @@ export function createAssignment(db: Db, workload: Workload, input: AssignmentIn
     updatedAt: now,
   };
   db.insert(assignments).values(row).run();
+  // Placements by hand are audited; automatic ones are the system's own bookkeeping.
+  if (!auto) audit(db, "assignment.create", { type: "assignment", id: row.id, label: `${workload.project_slug}/${workload.slug} on ${worker.name}` }, { worker_id: worker.id, concurrency: row.concurrency, gpus, gpu_indices: JSON.parse(row.gpuIndices), force: !!input.force });
   return assignmentView(row);
 }
 
@@ -264,10 +269,18 @@ export function deleteAssignment(db: Db, id: string): AssignmentView {
   return a;
 }
 
-/** Changes how many requests an assignment's replica takes at once. */
+/** Removes a replica placed by hand (the operator's request; audited). */
+export function removeAssignment(db: Db, id: string): AssignmentView {
+  const a = deleteAssignment(db, id);
+  audit(db, "assignment.delete", { type: "assignment", id, label: a.workload_id }, { worker_id: a.worker_id });
+  return a;
+}
+
+/** Changes how many requests an assignment's replica takes at once (set by hand from now on). */
 export function setAssignmentConcurrency(db: Db, id: string, concurrency: number): void {
-  getAssignment(db, id);
-  db.update(assignments).set({ concurrency, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+  const a = getAssignment(db, id);
+  db.update(assignments).set({ concurrency, concurrencySet: true, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+  audit(db, "assignment.update", { type: "assignment", id, label: a.workload_id }, { concurrency: { from: a.concurrency, to: concurrency } });
 }
 
 /** Replica states in which a runtime may be up (an idled one stays in them until its agent reports it stopped). */

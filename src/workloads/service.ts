@@ -7,6 +7,7 @@ import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
 import { CONFIG_BY_BACKEND, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
 import { DEFAULTS, PARAMS_BY_POLICY } from "../scaling/schema";
+import { audit, diffOf, fieldsOf } from "../audit/service";
 
 
 /** A workload as the control plane returns it (the contract's response fields). */
@@ -137,7 +138,9 @@ export function createWorkload(db: Db, project: { id: string; slug: string }, in
     updatedAt: now,
   };
   db.insert(workloads).values(row).run();
-  return toWorkload(row, project.slug);
+  const w = toWorkload(row, project.slug);
+  audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
+  return w;
 }
 
 /**
@@ -177,7 +180,9 @@ export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate,
   if (Object.keys(set).length === 0) return current;
   set.updatedAt = nowIso();
   db.update(workloads).set(set).where(eq(workloads.id, current.id)).run();
-  return getWorkloadById(db, current.id)!;
+  const after = getWorkloadById(db, current.id)!;
+  audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
+  return after;
 }
 
 /** Sets some endpoint toggles and returns the whole map. */
@@ -185,6 +190,7 @@ export function setToggles(db: Db, current: Workload, patch: Partial<ToggleMap>)
   const next = { ...current.endpoints };
   for (const t of TOGGLES) if (patch[t] !== undefined) next[t] = patch[t]!;
   db.update(workloads).set({ endpoints: JSON.stringify(next), updatedAt: nowIso() }).where(eq(workloads.id, current.id)).run();
+  audit(db, "workload.endpoints", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, diffOf(current.endpoints, next));
   return next;
 }
 
@@ -241,5 +247,7 @@ export function resolveWorkload(db: Db, idOrSlug: string, projectId?: string): W
 
 /** Deletes a workload; its runtimes are stopped by the agents' next reconcile. */
 export function deleteWorkload(db: Db, id: string): void {
+  const w = getWorkloadById(db, id);
   db.delete(workloads).where(eq(workloads.id, id)).run();
+  if (w) audit(db, "workload.delete", { type: "workload", id, label: `${w.project_slug}/${w.slug}` });
 }

@@ -1,4 +1,4 @@
-import type { Metrics } from "./app";
+import type { Finished } from "./meter";
 
 /** Width of one time bucket of the per-workload series. */
 export const BUCKET_MS = 10_000;
@@ -14,6 +14,7 @@ interface Bucket {
   inputTokens: number;
   outputTokens: number;
   latencies: number[];
+  firstTokens: number[];
   seen: number;
   queueDepth: number;
 }
@@ -24,7 +25,11 @@ export interface SeriesPoint {
   rps: number;
   p50_ms: number | null;
   p99_ms: number | null;
+  /** Time to first token (or to the response headers), p50 and p99. */
+  ttft_p50_ms: number | null;
+  ttft_p99_ms: number | null;
   tokens_per_s: number;
+  errors_per_s: number;
   error_rate: number;
   queue_depth: number;
 }
@@ -39,12 +44,22 @@ export function quantile(values: number[], q: number): number | null {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
+/** Keeps at most SAMPLES of a bucket's values (a uniform reservoir beyond). */
+function sample(list: number[], seen: number, v: number): void {
+  if (list.length < SAMPLES) list.push(v);
+  else {
+    const i = Math.floor(Math.random() * seen);
+    if (i < SAMPLES) list[i] = v;
+  }
+}
+
 /**
  * Request figures per workload in 10-second buckets for the last hour, in memory: requests,
- * errors, tokens, latency samples and the queue depth seen at each bucket's end. Totals since start
- * feed the Prometheus counters.
+ * errors, tokens, latency and time-to-first-token samples (from the request's arrival, as the
+ * histograms measure) and the queue depth seen at each bucket's end. Totals since start feed the
+ * Prometheus counters.
  */
-export class MetricsStore implements Metrics {
+export class MetricsStore {
   private series = new Map<string, Bucket[]>();
   readonly totals = new Map<string, { requests: number; errors: number; inputTokens: number; outputTokens: number }>();
 
@@ -54,32 +69,29 @@ export class MetricsStore implements Metrics {
     if (!list) this.series.set(workloadId, (list = []));
     let last = list[list.length - 1];
     if (!last || last.t !== t) {
-      last = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], seen: 0, queueDepth: 0 };
+      last = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], firstTokens: [], seen: 0, queueDepth: 0 };
       list.push(last);
       if (list.length > KEEP) list.splice(0, list.length - KEEP);
     }
     return last;
   }
 
-  /** Counts one finished request (sync or job). */
-  observe(workloadId: string, ms: number, usage: { inputTokens: number; outputTokens: number }, ok: boolean): void {
-    const b = this.bucket(workloadId);
+  /** Counts one finished request (sync or job) in its bucket and the totals. */
+  observe(f: Finished): void {
+    const b = this.bucket(f.workloadId);
     b.requests++;
-    if (!ok) b.errors++;
-    b.inputTokens += usage.inputTokens;
-    b.outputTokens += usage.outputTokens;
+    if (!f.ok) b.errors++;
+    b.inputTokens += f.usage.inputTokens;
+    b.outputTokens += f.usage.outputTokens;
     b.seen++;
-    if (b.latencies.length < SAMPLES) b.latencies.push(ms);
-    else {
-      const i = Math.floor(Math.random() * b.seen);
-      if (i < SAMPLES) b.latencies[i] = ms;
-    }
-    const tot = this.totals.get(workloadId) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
+    sample(b.latencies, b.seen, f.durationMs);
+    if (f.firstByteMs !== null) sample(b.firstTokens, b.seen, f.firstByteMs);
+    const tot = this.totals.get(f.workloadId) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
     tot.requests++;
-    if (!ok) tot.errors++;
-    tot.inputTokens += usage.inputTokens;
-    tot.outputTokens += usage.outputTokens;
-    this.totals.set(workloadId, tot);
+    if (!f.ok) tot.errors++;
+    tot.inputTokens += f.usage.inputTokens;
+    tot.outputTokens += f.usage.outputTokens;
+    this.totals.set(f.workloadId, tot);
   }
 
   /** Records a workload's queue depth now (called on a timer); a bucket keeps the deepest seen. */
@@ -103,18 +115,15 @@ export class MetricsStore implements Metrics {
         rps: (b?.requests ?? 0) / secs,
         p50_ms: b ? quantile(b.latencies, 0.5) : null,
         p99_ms: b ? quantile(b.latencies, 0.99) : null,
+        ttft_p50_ms: b ? quantile(b.firstTokens, 0.5) : null,
+        ttft_p99_ms: b ? quantile(b.firstTokens, 0.99) : null,
         tokens_per_s: ((b?.inputTokens ?? 0) + (b?.outputTokens ?? 0)) / secs,
+        errors_per_s: (b?.errors ?? 0) / secs,
         error_rate: b && b.requests ? b.errors / b.requests : 0,
         queue_depth: b?.queueDepth ?? 0,
       });
     }
     return out;
-  }
-
-  /** Latency samples of the last `minutes` (for summary quantiles). */
-  recentLatencies(workloadId: string, minutes: number, now = Date.now()): number[] {
-    const since = now - minutes * 60_000;
-    return (this.series.get(workloadId) ?? []).filter((b) => b.t >= since - BUCKET_MS).flatMap((b) => b.latencies);
   }
 
   /** Forgets a deleted workload. */

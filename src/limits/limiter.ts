@@ -1,0 +1,172 @@
+/**
+ * Per-key limits on the data plane, checked next to authentication: requests and tokens per minute
+ * (in-memory token buckets), requests in flight, and token quotas per UTC day and month for keys and
+ * projects (counted from the stored daily usage, so they hold across restarts). Over a limit: 429
+ * with `Retry-After` (and `retry-after-ms`) and OpenAI's `x-ratelimit-*` headers, which the official
+ * SDKs read to wait before retrying.
+ */
+import { AppError } from "../errors";
+import type { Finished } from "../usage/meter";
+
+/** What the limiter needs of a key (its row). */
+export interface LimitedKey {
+  id: string;
+  projectId: string;
+  rpm: number | null;
+  tpm: number | null;
+  maxConcurrent: number | null;
+  tokensPerDay: number | null;
+  tokensPerMonth: number | null;
+}
+
+/** Stored token counts (the daily usage table) and project quotas. */
+export interface QuotaSource {
+  /** Tokens used by a key (or a project) on a UTC day (`2026-11-22`) or in a month (`2026-11`). */
+  tokensUsed(scope: "key" | "project", id: string, period: string): number;
+  projectQuotas(projectId: string): { tokensPerDay: number | null; tokensPerMonth: number | null };
+}
+
+/** A token bucket: `capacity` at most, refilled at capacity per minute. */
+interface Bucket {
+  level: number;
+  at: number;
+}
+
+/** What an admitted request holds until it ends. */
+export interface Ticket {
+  headers: Record<string, string>;
+  release(): void;
+}
+
+const MINUTE = 60_000;
+
+/**
+ * A reset time as OpenAI writes it (`1s`, `6m0s`, `20ms`).
+ * @example resetText(361_000) // → "6m1s"
+ */
+export function resetText(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.ceil(ms))}ms`;
+  const s = Math.ceil(ms / 1000);
+  return s < 60 ? `${s}s` : `${Math.floor(s / 60)}m${s % 60}s`;
+}
+
+/** The start of the next UTC day and month after `now` (ms). */
+function nextPeriods(now: number): { day: number; month: number } {
+  const d = new Date(now);
+  return { day: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1), month: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) };
+}
+
+/** Per-key limits and quotas; `now` injectable for tests. */
+export class Limiter {
+  private requests = new Map<string, Bucket>();
+  private tokens = new Map<string, Bucket>();
+  private inFlight = new Map<string, number>();
+  /** Tokens counted per `scope:id:period` since loaded from the store. */
+  private used = new Map<string, number>();
+  private tickets = new WeakMap<Request, Ticket>();
+
+  constructor(
+    private quotas: QuotaSource,
+    private now: () => number = Date.now,
+  ) {}
+
+  private fill(map: Map<string, Bucket>, id: string, capacity: number, t: number): Bucket {
+    let b = map.get(id);
+    if (!b) map.set(id, (b = { level: capacity, at: t }));
+    b.level = Math.min(capacity, b.level + ((t - b.at) * capacity) / MINUTE);
+    b.at = t;
+    return b;
+  }
+
+  private usedTokens(scope: "key" | "project", id: string, period: string): number {
+    const k = `${scope}:${id}:${period}`;
+    let n = this.used.get(k);
+    if (n === undefined) this.used.set(k, (n = this.quotas.tokensUsed(scope, id, period)));
+    return n;
+  }
+
+  /** 429 with the retry time and the headers. */
+  private refuse(code: string, message: string, waitMs: number, headers: Record<string, string>): never {
+    throw new AppError(429, code, message, { ...headers, "retry-after": String(Math.max(1, Math.ceil(waitMs / 1000))), "retry-after-ms": String(Math.max(1, Math.ceil(waitMs))) });
+  }
+
+  /**
+   * Admits a request of `key` or throws 429; the ticket's headers go on the response and its
+   * `release()` (also called by `finished`) gives back the concurrency slot. Keys without limits
+   * pass at once.
+   */
+  admit(key: LimitedKey, request?: Request): Ticket {
+    const t = this.now();
+    const headers: Record<string, string> = {};
+    if (key.maxConcurrent !== null && (this.inFlight.get(key.id) ?? 0) >= key.maxConcurrent) {
+      this.refuse("rate_limited", `this key may have ${key.maxConcurrent} request(s) in flight at once`, 1000, headers);
+    }
+    if (key.rpm !== null) {
+      const b = this.fill(this.requests, key.id, key.rpm, t);
+      const reset = ((key.rpm - Math.max(0, b.level - 1)) * MINUTE) / key.rpm;
+      Object.assign(headers, { "x-ratelimit-limit-requests": String(key.rpm), "x-ratelimit-remaining-requests": String(Math.max(0, Math.floor(b.level - 1))), "x-ratelimit-reset-requests": resetText(reset) });
+      if (b.level < 1) this.refuse("rate_limited", `this key may make ${key.rpm} requests per minute`, ((1 - b.level) * MINUTE) / key.rpm, { ...headers, "x-ratelimit-remaining-requests": "0" });
+      b.level -= 1;
+    }
+    if (key.tpm !== null) {
+      const b = this.fill(this.tokens, key.id, key.tpm, t);
+      Object.assign(headers, { "x-ratelimit-limit-tokens": String(key.tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, Math.floor(b.level))), "x-ratelimit-reset-tokens": resetText(((key.tpm - Math.max(0, b.level)) * MINUTE) / key.tpm) });
+      if (b.level <= 0) this.refuse("rate_limited", `this key may use ${key.tpm} tokens per minute`, ((1 - b.level) * MINUTE) / key.tpm, headers);
+    }
+    this.checkQuotas(key, t, headers);
+    if (key.maxConcurrent !== null) this.inFlight.set(key.id, (this.inFlight.get(key.id) ?? 0) + 1);
+    let released = key.maxConcurrent === null;
+    const ticket: Ticket = {
+      headers,
+      release: () => {
+        if (released) return;
+        released = true;
+        this.inFlight.set(key.id, Math.max(0, (this.inFlight.get(key.id) ?? 1) - 1));
+      },
+    };
+    if (request) this.tickets.set(request, ticket);
+    return ticket;
+  }
+
+  /** Token quotas of the key and its project, per day and per month. */
+  private checkQuotas(key: LimitedKey, t: number, headers: Record<string, string>): void {
+    const day = new Date(t).toISOString().slice(0, 10);
+    const month = day.slice(0, 7);
+    const next = nextPeriods(t);
+    const project = this.quotas.projectQuotas(key.projectId);
+    const checks: [string, "key" | "project", string, number | null, string, number][] = [
+      ["this key's daily", "key", key.id, key.tokensPerDay, day, next.day],
+      ["this key's monthly", "key", key.id, key.tokensPerMonth, month, next.month],
+      ["the project's daily", "project", key.projectId, project.tokensPerDay, day, next.day],
+      ["the project's monthly", "project", key.projectId, project.tokensPerMonth, month, next.month],
+    ];
+    for (const [what, scope, id, quota, period, resetAt] of checks) {
+      if (quota === null) continue;
+      const used = this.usedTokens(scope, id, period);
+      if (used >= quota) this.refuse("quota_exceeded", `${what} token quota of ${quota} is used up (${used} used); it renews at ${new Date(resetAt).toISOString()}`, resetAt - t, headers);
+    }
+  }
+
+  /** The ticket a request was admitted with, if any. */
+  ticketOf(request: Request): Ticket | undefined {
+    return this.tickets.get(request);
+  }
+
+  /** A request or job ended: its tokens are charged to the key's per-minute bucket and to the quotas. */
+  finished(f: Finished): void {
+    if (!f.keyId) return;
+    const tokens = f.usage.inputTokens + f.usage.outputTokens;
+    const b = this.tokens.get(f.keyId);
+    if (b) b.level -= tokens;
+    const day = new Date(this.now()).toISOString().slice(0, 10);
+    for (const k of [`key:${f.keyId}:${day}`, `key:${f.keyId}:${day.slice(0, 7)}`, `project:${f.projectId}:${day}`, `project:${f.projectId}:${day.slice(0, 7)}`]) {
+      const n = this.used.get(k);
+      if (n !== undefined) this.used.set(k, n + tokens);
+    }
+  }
+
+  /** Forgets cached quota counts (after a day rolls over they are keyed anew anyway). */
+  forget(): void {
+    this.used.clear();
+  }
+}

@@ -1,0 +1,35 @@
+import { z } from "zod";
+
+const Count = z.number().int().min(1).max(1_000_000_000).nullable();
+
+/** A key's limits; each optional, `null` removes one. */
+export const KeyLimits = z.strictObject({
+  /** Requests per minute (a token bucket: bursts up to this, refilled evenly). */
+  rpm: Count.optional(),
+  /** Tokens (input + output) per minute. */
+  tpm: Count.optional(),
+  /** Requests in flight at once. */
+  max_concurrent: Count.optional(),
+  /** Tokens per UTC day and per calendar month (UTC), kept across restarts. */
+  tokens_per_day: Count.optional(),
+  tokens_per_month: Count.optional(),
+});
+export type KeyLimits = z.infer<typeof KeyLimits>;
+
+/** A project's token quotas (every key of the project together). */
+export const ProjectLimits = KeyLimits.pick({ tokens_per_day: true, tokens_per_month: true });
+export type ProjectLimits = z.infer<typeof ProjectLimits>;
+
+/** Body of `PATCH /admin/keys/:id`. */
+export const KeyPatch = z.strictObject({ limits: KeyLimits });
+/** Body of `PATCH /admin/projects/:project`. */
+export const ProjectPatch = z.strictObject({ limits: ProjectLimits });
+
+/** The limits of a key as views show them: every field, `null` when unset. */
+export interface LimitsView {
+  rpm: number | null;
+  tpm: number | null;
+  max_concurrent: number | null;
+  tokens_per_day: number | null;
+  tokens_per_month: number | null;
+}

@@ -1,0 +1,106 @@
+/**
+ * The one metering path: every inference request and job gets a `RequestMeter` when it is accepted
+ * (its clock starts there), marks what happens to it (the wait for a slot, the first token or the
+ * response headers) and ends exactly once; `Metering.finish` then records it everywhere — the key's
+ * and the workload's usage, the daily usage, the limits, the Prometheus histograms and the
+ * dashboard's series.
+ */
+import type { Usage } from "../dataplane/meter";
+import { Histogram, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
+
+/** A request or job as it ended. Times in milliseconds from its acceptance. */
+export interface Finished {
+  workloadId: string;
+  projectId: string;
+  keyId: string | null;
+  kind: "sync" | "job";
+  ok: boolean;
+  usage: Usage;
+  durationMs: number;
+  queueMs: number;
+  /** To the first token of a stream, or to the response headers; null when no response came. */
+  firstByteMs: number | null;
+}
+
+/** Where a finished request is counted (besides the histograms). */
+export interface MeterSinks {
+  /** Key and workload usage, and the daily usage table. */
+  usage: { record(keyId: string, delta: { inputTokens: number; outputTokens: number }): void; recordWorkload(workloadId: string, delta: { requests: number; errors: number; inputTokens: number; outputTokens: number }): void; recordDaily(f: Finished): void };
+  /** The dashboard's time series. */
+  series: { observe(f: Finished): void };
+  /** Limits: concurrency slots given back, tokens charged. */
+  limits?: { finished(f: Finished): void };
+}
+
+/** One request's clock: started when it was accepted; marks; ends once. */
+export class RequestMeter {
+  private queueMs = 0;
+  private firstByteMs: number | null = null;
+  private ended = false;
+
+  constructor(
+    private metering: Metering,
+    readonly workloadId: string,
+    readonly projectId: string,
+    readonly keyId: string | null,
+    readonly kind: "sync" | "job",
+    private now: () => number = performance.now.bind(performance),
+    readonly startedAt = now(),
+    /** Given back when the request ends (the key's concurrency slot). */
+    private release?: () => void,
+  ) {}
+
+  /** The wait for a slot (ms), once a replica took the request. */
+  waited(ms: number): void {
+    this.queueMs = ms;
+  }
+
+  /** The first token of a stream, or the response headers of any other answer (the first call counts). */
+  firstByte(): void {
+    this.firstByteMs ??= this.now() - this.startedAt;
+  }
+
+  /** Ends the request with its usage and outcome; later calls do nothing. */
+  record(usage: Usage, ok: boolean): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.release?.();
+    this.metering.finish({ workloadId: this.workloadId, projectId: this.projectId, keyId: this.keyId, kind: this.kind, ok, usage, durationMs: this.now() - this.startedAt, queueMs: this.queueMs, firstByteMs: this.firstByteMs });
+  }
+}
+
+/** The histograms every request ends in, and the sinks it is counted in. */
+export class Metering {
+  readonly duration = new Histogram("inferd_request_duration_seconds", "Time from a request's arrival (a job's start) to its last byte, per workload and kind.", LATENCY_BUCKETS);
+  readonly firstToken = new Histogram("inferd_time_to_first_token_seconds", "Time from arrival to the first token of a stream, or to the response headers.", TTFT_BUCKETS);
+  readonly queueWait = new Histogram("inferd_queue_wait_seconds", "Time a request waited in its workload's queue for a slot.", LATENCY_BUCKETS);
+  readonly tokenRate = new Histogram("inferd_output_tokens_per_second", "Output tokens per second of generation (after the first token).", RATE_BUCKETS);
+
+  constructor(private sinks: MeterSinks) {}
+
+  /** A meter for a request accepted now (or at `startedAt`, a `performance.now()` time). */
+  begin(w: { id: string; project_id: string }, keyId: string | null, kind: "sync" | "job", startedAt?: number, release?: () => void): RequestMeter {
+    return new RequestMeter(this, w.id, w.project_id, keyId, kind, undefined, startedAt, release);
+  }
+
+  /** Records a finished request everywhere. */
+  finish(f: Finished): void {
+    const labels = { workload: f.workloadId, kind: f.kind };
+    this.duration.observe(labels, f.durationMs / 1000);
+    this.queueWait.observe(labels, f.queueMs / 1000);
+    if (f.firstByteMs !== null) this.firstToken.observe(labels, f.firstByteMs / 1000);
+    const genMs = f.durationMs - (f.firstByteMs ?? f.queueMs);
+    if (f.usage.outputTokens > 0 && genMs > 0) this.tokenRate.observe(labels, f.usage.outputTokens / (genMs / 1000));
+    const { usage } = this.sinks;
+    if (f.keyId) usage.record(f.keyId, f.usage);
+    usage.recordWorkload(f.workloadId, { requests: 1, errors: f.ok ? 0 : 1, inputTokens: f.usage.inputTokens, outputTokens: f.usage.outputTokens });
+    usage.recordDaily(f);
+    this.sinks.series.observe(f);
+    this.sinks.limits?.finished(f);
+  }
+
+  /** Forgets a deleted workload's histograms. */
+  drop(workloadId: string): void {
+    for (const h of [this.duration, this.firstToken, this.queueWait, this.tokenRate]) h.drop((l) => l.workload === workloadId);
+  }
+}

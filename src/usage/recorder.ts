@@ -1,0 +1,95 @@
+import { eq, sql } from "drizzle-orm";
+import type { Db } from "../db";
+import { apiKeys } from "../db/schema";
+import type { Finished } from "./meter";
+
+/** Usage to add to one key or workload. */
+export interface UsageDelta {
+  requests?: number;
+  errors?: number;
+  inputTokens?: number;
+  outputTokens?: number;
+}
+
+type Counter = { requests: number; errors: number; inputTokens: number; outputTokens: number; lastUsedAt: number };
+
+function add(map: Map<string, Counter>, id: string, delta: UsageDelta): void {
+  const cur = map.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 };
+  cur.requests += delta.requests ?? 0;
+  cur.errors += delta.errors ?? 0;
+  cur.inputTokens += delta.inputTokens ?? 0;
+  cur.outputTokens += delta.outputTokens ?? 0;
+  cur.lastUsedAt = Date.now();
+  map.set(id, cur);
+}
+
+/**
+ * Usage per key and per workload, counted in memory and written in one transaction per flush, so
+ * the request path never waits for a disk write. `flush()` runs on a timer, before usage is read,
+ * and at shutdown.
+ */
+export class UsageRecorder {
+  private keys = new Map<string, Counter>();
+  private workloads = new Map<string, Counter>();
+  private daily = new Map<string, { day: string; keyId: string; workloadId: string; projectId: string; c: Counter }>();
+
+  constructor(private readonly db: Db) {}
+
+  /** Adds usage to a key; cheap, no I/O. */
+  record(keyId: string, delta: UsageDelta): void {
+    add(this.keys, keyId, delta);
+  }
+
+  /** Adds usage to a workload; cheap, no I/O. */
+  recordWorkload(workloadId: string, delta: UsageDelta): void {
+    add(this.workloads, workloadId, delta);
+  }
+
+  /** Adds a finished request to its day's row of (key, workload); cheap, no I/O. */
+  recordDaily(f: Finished): void {
+    const day = new Date().toISOString().slice(0, 10);
+    const id = `${day}|${f.keyId ?? ""}|${f.workloadId}`;
+    let d = this.daily.get(id);
+    if (!d) this.daily.set(id, (d = { day, keyId: f.keyId ?? "", workloadId: f.workloadId, projectId: f.projectId, c: { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 } }));
+    d.c.requests++;
+    if (!f.ok) d.c.errors++;
+    d.c.inputTokens += f.usage.inputTokens;
+    d.c.outputTokens += f.usage.outputTokens;
+  }
+
+  /** Writes what was counted since the last flush. */
+  flush(): void {
+    if (this.keys.size === 0 && this.workloads.size === 0 && this.daily.size === 0) return;
+    const [keys, wls, daily] = [this.keys, this.workloads, this.daily];
+    this.keys = new Map();
+    this.workloads = new Map();
+    this.daily = new Map();
+    this.db.transaction((tx) => {
+      for (const d of daily.values()) {
+        tx.run(sql`INSERT INTO usage_daily (day, key_id, workload_id, project_id, requests, errors, input_tokens, output_tokens)
+          VALUES (${d.day}, ${d.keyId}, ${d.workloadId}, ${d.projectId}, ${d.c.requests}, ${d.c.errors}, ${d.c.inputTokens}, ${d.c.outputTokens})
+          ON CONFLICT(day, key_id, workload_id) DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,
+            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`);
+      }
+      for (const [id, d] of keys) {
+        tx.update(apiKeys)
+          .set({
+            requests: sql`${apiKeys.requests} + ${d.requests}`,
+            inputTokens: sql`${apiKeys.inputTokens} + ${d.inputTokens}`,
+            outputTokens: sql`${apiKeys.outputTokens} + ${d.outputTokens}`,
+            lastUsedAt: new Date(d.lastUsedAt).toISOString(),
+          })
+          .where(eq(apiKeys.id, id))
+          .run();
+      }
+      for (const [id, d] of wls) {
+        // The workload may have been deleted since: insert only while it exists.
+        tx.run(sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
+          SELECT ${id}, ${d.requests}, ${d.errors}, ${d.inputTokens}, ${d.outputTokens}, ${new Date(d.lastUsedAt).toISOString()} WHERE EXISTS (SELECT 1 FROM workloads WHERE id = ${id})
+          ON CONFLICT(workload_id) DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,
+            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, last_used_at = excluded.last_used_at`);
+      }
+    });
+  }
+}
+

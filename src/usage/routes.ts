@@ -1,0 +1,63 @@
+import { Elysia } from "elysia";
+import type { AppDeps } from "../app";
+import { validation } from "../errors";
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/** One row of the usage export: a key, project or workload on a day. */
+export interface UsageRow {
+  day: string;
+  id: string;
+  label: string;
+  requests: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** SQL for each grouping: the id column and how a person reads it. */
+const GROUPS = {
+  key: { id: "u.key_id", label: "coalesce(k.name || ' (' || k.prefix || '…)', CASE u.key_id WHEN '' THEN 'dashboard playground' ELSE u.key_id END)" },
+  project: { id: "u.project_id", label: "coalesce(p.slug, u.project_id)" },
+  workload: { id: "u.workload_id", label: "coalesce(p.slug || '/' || w.slug, u.workload_id)" },
+} as const;
+
+/** Usage per day grouped by key, project or workload between two UTC days (inclusive). */
+export function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: keyof typeof GROUPS, from: string, to: string): UsageRow[] {
+  deps.usage.flush();
+  const g = GROUPS[groupBy];
+  return deps.db.$client
+    .query<UsageRow, [string, string]>(
+      `SELECT u.day AS day, ${g.id} AS id, ${g.label} AS label, SUM(u.requests) AS requests, SUM(u.errors) AS errors,
+         SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens
+       FROM usage_daily u LEFT JOIN api_keys k ON k.id = u.key_id LEFT JOIN projects p ON p.id = u.project_id LEFT JOIN workloads w ON w.id = u.workload_id
+       WHERE u.day >= ? AND u.day <= ? GROUP BY u.day, ${g.id} ORDER BY u.day, label`,
+    )
+    .all(from, to);
+}
+
+/** CSV with a header line; fields quoted when they need it. */
+export function toCsv(rows: UsageRow[], groupBy: string): string {
+  const q = (v: string | number) => (typeof v === "number" || !/[",\n]/.test(v) ? String(v) : `"${v.replace(/"/g, '""')}"`);
+  const head = ["day", `${groupBy}_id`, groupBy, "requests", "errors", "input_tokens", "output_tokens"];
+  return [head.join(","), ...rows.map((r) => [r.day, r.id, r.label, r.requests, r.errors, r.input_tokens, r.output_tokens].map(q).join(","))].join("\n") + "\n";
+}
+
+/** `GET /admin/usage`: requests, errors and tokens per key, project or workload and day, as JSON or CSV. */
+export const usageRoutes = (deps: AppDeps) =>
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/usage", ({ query, request, set }) => {
+    const q = query as Record<string, string | undefined>;
+    const groupBy = (q.group_by ?? "workload") as keyof typeof GROUPS;
+    if (!(groupBy in GROUPS)) throw validation("group_by", "must be key, project or workload");
+    const today = new Date().toISOString().slice(0, 10);
+    const from = q.from ?? new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
+    const to = q.to ?? today;
+    for (const [f, v] of [["from", from], ["to", to]] as const) if (!DAY.test(v)) throw validation(f, "must be a UTC day as YYYY-MM-DD");
+    const rows = usageExport(deps, groupBy, from, to);
+    if (q.format === "csv" || (!q.format && (request.headers.get("accept") ?? "").includes("text/csv"))) {
+      set.headers["content-type"] = "text/csv; charset=utf-8";
+      set.headers["content-disposition"] = `attachment; filename="inferd-usage-${groupBy}-${from}-${to}.csv"`;
+      return toCsv(rows, groupBy);
+    }
+    return { group_by: groupBy, from, to, rows };
+  }, { detail: { summary: "Usage per key, project or workload and day (?group_by, ?from, ?to as YYYY-MM-DD, ?format=csv or Accept: text/csv)" } });

@@ -12,7 +12,7 @@ import { userInfo } from "node:os";
 /** Who the audit log says made a change from the command line. */
 const CLI_ACTOR: Actor = { type: "cli", label: `inferd CLI (${(() => {
   try {
-    return userInfo().username;
+    return process.env.USER || userInfo().username;
   } catch {
     return "unknown user";
   }

@@ -71,6 +71,7 @@ export function fieldsOf(o: object, fields: string[]): Record<string, unknown> {
 
 /** Records one change by the current actor. */
 export function audit(db: Db, action: string, target: Target, diff: Record<string, unknown> = {}, actor = actorNow()): void {
+  diff = Object.fromEntries(Object.entries(diff).map(([k, v]) => [k, safe(k, v)]));
   db.insert(auditLog)
     .values({ at: new Date().toISOString(), actorType: actor.type, actorId: actor.id ?? null, actorLabel: actor.label, action, targetType: target.type, targetId: target.id ?? null, targetLabel: target.label ?? null, diff: JSON.stringify(diff) })
     .run();

@@ -104,7 +104,7 @@ export const controlRoutes = (deps: AppDeps) =>
       const a = getAssignment(deps.db, params.id);
       if (a.state !== "failed") throw conflict(`replica ${a.id} is ${a.state}, not failed`, "not_failed");
       bumpGeneration(deps.db, a.id);
-      audit(deps.db, "assignment.retry", { type: "assignment", id: a.id, label: a.workload_id });
+      audit(deps.db, "assignment.retry", { type: "assignment", id: a.id }, { workload_id: a.workload_id });
       deps.fleet.reconcile();
       return getAssignment(deps.db, a.id);
     }, { detail: { summary: "Start a failed replica again" } });

@@ -258,7 +258,7 @@ export function createAssignment(db: Db, workload: Workload, input: AssignmentIn
   };
   db.insert(assignments).values(row).run();
   // Placements by hand are audited; automatic ones are the system's own bookkeeping.
-  if (!auto) audit(db, "assignment.create", { type: "assignment", id: row.id, label: `${workload.project_slug}/${workload.slug} on ${worker.name}` }, { worker_id: worker.id, concurrency: row.concurrency, gpus, gpu_indices: JSON.parse(row.gpuIndices), force: !!input.force });
+  if (!auto) audit(db, "assignment.create", { type: "assignment", id: row.id, label: `${workload.project_slug}/${workload.slug}` }, { workload_id: workload.id, worker_id: worker.id, worker: worker.name, concurrency: row.concurrency, gpus, gpu_indices: JSON.parse(row.gpuIndices), force: !!input.force });
   return assignmentView(row);
 }
 
@@ -269,10 +269,16 @@ export function deleteAssignment(db: Db, id: string): AssignmentView {
   return a;
 }
 
+/** How the audit log names an assignment: its workload as project/slug. */
+function assignmentLabel(db: Db, workloadId: string): string {
+  const w = listAllWorkloads(db).find((x) => x.id === workloadId);
+  return w ? `${w.project_slug}/${w.slug}` : workloadId;
+}
+
 /** Removes a replica placed by hand (the operator's request; audited). */
 export function removeAssignment(db: Db, id: string): AssignmentView {
   const a = deleteAssignment(db, id);
-  audit(db, "assignment.delete", { type: "assignment", id, label: a.workload_id }, { worker_id: a.worker_id });
+  audit(db, "assignment.delete", { type: "assignment", id, label: assignmentLabel(db, a.workload_id) }, { workload_id: a.workload_id, worker_id: a.worker_id });
   return a;
 }
 
@@ -280,7 +286,7 @@ export function removeAssignment(db: Db, id: string): AssignmentView {
 export function setAssignmentConcurrency(db: Db, id: string, concurrency: number): void {
   const a = getAssignment(db, id);
   db.update(assignments).set({ concurrency, concurrencySet: true, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
-  audit(db, "assignment.update", { type: "assignment", id, label: a.workload_id }, { concurrency: { from: a.concurrency, to: concurrency } });
+  audit(db, "assignment.update", { type: "assignment", id, label: assignmentLabel(db, a.workload_id) }, { concurrency: { from: a.concurrency, to: concurrency } });
 }
 
 /** Replica states in which a runtime may be up (an idled one stays in them until its agent reports it stopped). */

@@ -60,50 +60,14 @@ export const SETTINGS = {
   logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
 } satisfies Record<string, Setting>;
 
-/** The resolved value of every setting. */
-export type Config = {
-  host: string;
-  port: number;
-  dataDir: string;
-  adminToken: string | undefined;
-  tlsPort: number | undefined;
-  tlsCert: string | undefined;
-  tlsKey: string | undefined;
-  advertiseHost: string | undefined;
-  workerTimeoutMs: number;
-  maxBodyBytes: number;
-  maxDataBodyBytes: number;
-  maxBufferedBytes: number;
-  maxJobBytesPerProject: number;
-  localAgent: boolean;
-  queueWaitMs: number;
-  queueMax: number;
-  telemetryMs: number;
-  startTimeoutMs: number;
-  stallTimeoutMs: number;
-  restartBackoffMs: number;
-  maxCrashes: number;
-  allowPrivateWebhooks: boolean;
-  webhookCaFile: string | undefined;
-  webhookRetrySchedule: string;
-  webhookDnsServers: string[];
-  webhookConcurrency: number;
-  jobRetentionHours: number;
-  auditRetentionDays: number;
-  backupIntervalHours: number;
-  backupKeep: number;
-  minFreeDiskMb: number;
-  metricsToken: string | undefined;
-  modelDownloadConcurrency: number;
-  runtimeEnv: string[];
-  policyVllmPrograms: string[];
-  policySglangPrograms: string[];
-  policyLlamacppPrograms: string[];
-  policyForbiddenFlags: string[];
-  policyModelPaths: string[];
-  policyTenantInstalls: boolean;
-  logLevel: string;
-};
+/** The value type of each kind of setting. */
+type KindValue = { string: string; int: number; bool: boolean; list: string[] };
+
+/** A setting's resolved value: its kind's type, or undefined when it has no default. */
+type ValueOf<S> = S extends { kind: infer K extends Kind; default: infer D } ? KindValue[K] | (undefined extends D ? undefined : never) : never;
+
+/** The resolved value of every setting: derived from SETTINGS, so each setting is named once. */
+export type Config = { -readonly [K in keyof typeof SETTINGS]: ValueOf<(typeof SETTINGS)[K]> };
 
 /** A command-line or environment value that cannot be used; the CLI prints its message and exits 2. */
 export class ConfigError extends Error {}

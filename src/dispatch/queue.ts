@@ -34,7 +34,7 @@ interface Waiter {
   workloadId: string;
   resolve(slot: Slot): void;
   reject(err: AppError): void;
-  timer: ReturnType<typeof setTimeout> | undefined;
+  timer: unknown;
   onAbort: () => void;
   signal?: AbortSignal;
   kind: "sync" | "job";
@@ -47,6 +47,14 @@ export interface QueueLimits {
   /** How many requests may wait per workload before 429. */
   maxWaiting: number;
 }
+
+/** How the queue waits: real timers by default, fake ones in unit tests. */
+export interface Timers {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+const REAL_TIMERS: Timers = { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) };
 
 /** Why a workload cannot take requests at all (answers at once instead of queueing). */
 export type Unservable = (workloadId: string, kind: "sync" | "job") => string | undefined;
@@ -66,6 +74,7 @@ export class Dispatcher {
     private unservable: Unservable = () => undefined,
     /** Told when a request has to wait for a workload (a replica may need starting: scale from zero, scale up). */
     private onWait: (workloadId: string) => void = () => {},
+    private timers: Timers = REAL_TIMERS,
   ) {}
 
   /** Adds or replaces a ready replica, then hands it queued requests. */
@@ -155,7 +164,7 @@ export class Dispatcher {
         kind,
         timer:
           kind === "sync"
-            ? setTimeout(() => {
+            ? this.timers.set(() => {
                 this.dropWaiter(w);
                 reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s`, { "retry-after": "5" }));
               }, this.limits.waitMs)
@@ -177,7 +186,7 @@ export class Dispatcher {
   }
 
   private dropWaiter(w: Waiter): void {
-    clearTimeout(w.timer);
+    if (w.timer !== undefined) this.timers.clear(w.timer);
     w.signal?.removeEventListener("abort", w.onAbort);
     const q = this.waiting.get(w.workloadId);
     if (!q) return;

@@ -36,6 +36,15 @@ async function placeOn(workloadId: string, workers: string[], concurrency: numbe
   }, { what: "replicas ready on the agents", timeoutMs: 30_000 });
 }
 
+/** Joins a new agent and places a new workload on it alone (4 slots). */
+async function soloWorkload(agentName: string, env: Record<string, string>, name: string, model: string) {
+  const agent = await joinAgent(host, agentName, env);
+  agents.push(agent);
+  const w = await (await host.admin("/admin/projects/fleet/workloads", { name, backend: "vllm", model_name: model, config: { command: `vllm serve ${model}` } })).json();
+  await placeOn(w.id, [agent.workerId], 4);
+  return { agent, w };
+}
+
 describe("joining", () => {
   test("an agent joins with the join command, stores its credential (0600) and shows its GPUs", async () => {
     const a = await joinAgent(host, "gpu-a", { FAKE_DELAY_MS: "300" });
@@ -158,10 +167,7 @@ describe("serving from two agents", () => {
 
 describe("the only worker goes away", () => {
   test("its replica shows the worker is offline; requests get 503 at once, jobs wait and run when it is back", async () => {
-    const solo = await joinAgent(host, "solo", { FAKE_DELAY_MS: "50" });
-    agents.push(solo);
-    const w = await (await host.admin("/admin/projects/fleet/workloads", { name: "solo-wl", backend: "vllm", model_name: "solo", config: { command: "vllm serve solo" } })).json();
-    await placeOn(w.id, [solo.workerId], 4);
+    const { agent: solo, w } = await soloWorkload("solo", { FAKE_DELAY_MS: "50" }, "solo-wl", "solo");
     await solo.kill9();
     const d = await waitFor(async () => {
       const x = await detail(w.id);
@@ -179,5 +185,25 @@ describe("the only worker goes away", () => {
     const back = await rerunAgent(host, solo, { FAKE_DELAY_MS: "50" });
     agents[agents.indexOf(solo)] = back;
     await waitFor(async () => (await (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, { headers: { authorization: `Bearer ${live}` } })).json()).status === "completed" || undefined, { what: "the job run once the worker is back", timeoutMs: 30_000 });
+  });
+});
+
+describe("a worker lost mid-stream", () => {
+  test("kill -9 of the agent while it streams: the client's stream ends cleanly with a worker_lost error event", async () => {
+    const { agent: slow, w } = await soloWorkload("slow-streamer", { FAKE_TOKEN_MS: "300" }, "lost-stream", "lost");
+    const r = await chat(w.slug, "one two three four five six seven eight", { stream: true, max_tokens: 8 });
+    expect(r.status).toBe(200);
+    const reader = r.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    while (!text.includes('"content":"')) text += decoder.decode((await reader.read()).value, { stream: true });
+    await slow.kill9();
+    // Read to the end: a reset connection would throw here instead of ending the body.
+    for (let next = await reader.read(); !next.done; next = await reader.read()) text += decoder.decode(next.value, { stream: true });
+    const events = text.split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
+    expect(events).not.toContain("[DONE]");
+    expect(JSON.parse(events.at(-1)!).error).toMatchObject({ code: "worker_lost", type: "server_error" });
+    // Run it again so it stops the runtime its killed process left behind.
+    agents[agents.indexOf(slow)] = await rerunAgent(host, slow);
   });
 });

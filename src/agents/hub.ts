@@ -136,8 +136,10 @@ export class AgentHub {
       if (!clientGone && contentType.includes("text/event-stream")) {
         const err = { error: { message: `the worker running this request went away mid-answer (${(e as Error).message})`, type: "server_error", code: "worker_lost" } };
         await writer.write(enc.encode(`data: ${JSON.stringify(err)}\n\n`)).catch(() => {});
-      }
-      await writer.abort(e).catch(() => {});
+        // End the stream cleanly after its error event: aborting it would discard the event unread
+        // and reset the client's connection instead.
+        await writer.close().catch(() => {});
+      } else await writer.abort(e).catch(() => {});
       return clientGone ? 499 : 502;
     } finally {
       this.items.delete(id);

@@ -26,7 +26,7 @@ afterAll(async () => {
 const chat = (w: string, content: string, extra: Record<string, unknown> = {}) =>
   fetch(`${host.url}/endpoint/fleet/${w}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content }], ...extra }) });
 const detail = async (id: string) => (await host.admin(`/admin/workloads/${id}`)).json();
-const stats = async (url: string) => (await fetch(`${url}/fake/stats`)).json() as Promise<{ total: number; max_in_flight: number }>;
+const stats = async (url: string) => (await fetch(`${url}/fake/stats`)).json() as Promise<{ total: number; in_flight: number; max_in_flight: number }>;
 async function placeOn(workloadId: string, workers: string[], concurrency: number) {
   for (const worker_id of workers) expect((await host.admin(`/admin/workloads/${workloadId}/assignments`, { worker_id, concurrency })).status).toBe(201);
   return waitFor(async () => {
@@ -205,5 +205,22 @@ describe("a worker lost mid-stream", () => {
     expect(JSON.parse(events.at(-1)!).error).toMatchObject({ code: "worker_lost", type: "server_error" });
     // Run it again so it stops the runtime its killed process left behind.
     agents[agents.indexOf(slow)] = await rerunAgent(host, slow);
+  });
+});
+
+describe("a runtime lost under a job on a remote worker", () => {
+  test("its runtime crashes while it runs a job: the job runs again and completes instead of failing with the agent's 502", async () => {
+    const { w } = await soloWorkload("crashy", { FAKE_DELAY_MS: "1500" }, "crash-job", "crashy");
+    const base = (await detail(w.id)).assignments[0].base_url;
+    const r = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ kind: "embeddings", body: { input: "survive" } }) });
+    const { job_id } = await r.json();
+    await waitFor(async () => (await stats(base)).in_flight > 0 || undefined, { what: "the job running on the runtime" });
+    await fetch(`${base}/fake/crash`, { method: "POST" }).catch(() => undefined);
+    const job = await waitFor(async () => {
+      const j = await (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, { headers: { authorization: `Bearer ${live}` } })).json();
+      return j.status === "completed" || j.status === "failed" ? j : undefined;
+    }, { what: "the job finished", timeoutMs: 30_000 });
+    expect({ status: job.status, error: job.data?.error }).toEqual({ status: "completed", error: undefined });
+    expect(job.runs).toBe(2);
   });
 });

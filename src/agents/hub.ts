@@ -147,6 +147,25 @@ export class AgentHub {
   }
 
   /**
+   * The agent could not run a request (`failure`: its runtime did not answer, or the replica is not
+   * ready there): the request fails as a lost run — 502 `upstream_unavailable`, or WorkerLost so it
+   * runs on another replica — rather than passing the agent's own error on as the runtime's answer
+   * (which would fail an async job for good). Returns the status for the agent, as `respond` does.
+   */
+  fail(workerId: string, id: string, failure: string, body: string): number {
+    const item = this.items.get(id);
+    if (!item || item.workerId !== workerId) return 404;
+    if (item.cancelled) return 499;
+    this.drop(item);
+    let message = `the worker could not run this request (${failure})`;
+    try {
+      message = (JSON.parse(body) as { error?: { message?: string } }).error?.message ?? message;
+    } catch {}
+    item.reject(failure === "upstream_unavailable" ? new AppError(502, "upstream_unavailable", message) : new WorkerLost(message));
+    return 200;
+  }
+
+  /**
    * A worker is gone (offline, deleted): requests it had not begun answering fail with WorkerLost
    * (the caller runs them elsewhere); answers it was streaming are cut with a clear error.
    */

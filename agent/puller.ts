@@ -2,6 +2,13 @@ import type { RemoteHostLink } from "./remote";
 import type { WorkMessage } from "./protocol";
 
 /**
+ * Why the agent answered a request itself (the `x-inferd-failure` header): the runtime could not be
+ * reached, or the replica is not ready here. The host then treats it as a lost run, not as the
+ * runtime's own answer, so the request or job can run again.
+ */
+export type AgentFailure = "upstream_unavailable" | "replica_not_ready";
+
+/**
  * Pulls requests for this agent's replicas from the host (long poll; a new poll goes out as soon as
  * one returns) and runs each against its runtime on loopback, streaming the answer back as it comes
  * (the upload is the runtime's body, chunk by chunk). A client that leaves ends the upload, which
@@ -34,10 +41,11 @@ export class WorkPuller {
     }
   }
 
-  private async respond(id: string, status: number, contentType: string, body: BodyInit | null): Promise<number> {
+  /** Streams an answer to the host; `failure` marks one the agent made itself because the runtime gave none. */
+  private async respond(id: string, status: number, contentType: string, body: BodyInit | null, failure?: AgentFailure): Promise<number> {
     const r = await this.link.call(`/agent/v1/work/${id}/response`, {
       method: "POST",
-      headers: { "x-inferd-status": String(status), "x-inferd-content-type": contentType },
+      headers: { "x-inferd-status": String(status), "x-inferd-content-type": contentType, ...(failure ? { "x-inferd-failure": failure } : {}) },
       body,
       timeoutMs: 24 * 3600_000,
     });
@@ -49,7 +57,7 @@ export class WorkPuller {
     const upstream = new AbortController();
     this.abort.signal.addEventListener("abort", () => upstream.abort(), { once: true });
     if (!replica?.base_url || replica.state !== "ready") {
-      await this.respond(item.id, 503, "application/json", JSON.stringify({ error: { code: "replica_not_ready", message: "the replica is not ready on this worker" } })).catch(() => {});
+      await this.respond(item.id, 503, "application/json", JSON.stringify({ error: { code: "replica_not_ready", message: "the replica is not ready on this worker" } }), "replica_not_ready").catch(() => {});
       return;
     }
     let res: Response;
@@ -62,7 +70,7 @@ export class WorkPuller {
       });
     } catch (e) {
       const msg = JSON.stringify({ error: { code: "upstream_unavailable", message: `the model runtime did not answer: ${(e as Error).message}` } });
-      await this.respond(item.id, 502, "application/json", msg).catch(() => {});
+      await this.respond(item.id, 502, "application/json", msg, "upstream_unavailable").catch(() => {});
       return;
     }
     try {

@@ -385,7 +385,7 @@ export async function startInferdForBench(env: Record<string, string> = {}, opts
 }
 
 /** Waits for the `listening on <url>` line of a starting inferd; fails if it exits or takes too long. */
-async function waitForListening(proc: Bun.Subprocess, stdout: () => string, timeoutMs: number): Promise<string> {
+export async function waitForListening(proc: Bun.Subprocess, stdout: () => string, timeoutMs: number): Promise<string> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const m = /listening on (http:\/\/\S+)/.exec(stdout());
@@ -397,7 +397,7 @@ async function waitForListening(proc: Bun.Subprocess, stdout: () => string, time
 }
 
 /** A fetch for the admin API with the admin token: JSON in, parsed JSON out, `AdminError` on non-2xx. */
-function adminCaller(url: string, token: string): BenchInferd["admin"] {
+export function adminCaller(url: string, token: string): BenchInferd["admin"] {
   return async (path, init = {}) => {
     const method = init.method ?? (init.body === undefined ? "GET" : "POST");
     const headers: Record<string, string> = { authorization: `Bearer ${token}` };

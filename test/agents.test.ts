@@ -26,7 +26,7 @@ afterAll(async () => {
 const chat = (w: string, content: string, extra: Record<string, unknown> = {}) =>
   fetch(`${host.url}/endpoint/fleet/${w}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content }], ...extra }) });
 const detail = async (id: string) => (await host.admin(`/admin/workloads/${id}`)).json();
-const stats = async (url: string) => (await fetch(`${url}/fake/stats`)).json() as Promise<{ total: number; max_in_flight: number }>;
+const stats = async (url: string) => (await fetch(`${url}/fake/stats`)).json() as Promise<{ total: number; in_flight: number; max_in_flight: number }>;
 async function placeOn(workloadId: string, workers: string[], concurrency: number) {
   for (const worker_id of workers) expect((await host.admin(`/admin/workloads/${workloadId}/assignments`, { worker_id, concurrency })).status).toBe(201);
   return waitFor(async () => {
@@ -34,6 +34,15 @@ async function placeOn(workloadId: string, workers: string[], concurrency: numbe
     const mine = d.assignments.filter((a: { worker_id: string }) => workers.includes(a.worker_id));
     return mine.length === workers.length && mine.every((a: { state: string }) => a.state === "ready") ? d : undefined;
   }, { what: "replicas ready on the agents", timeoutMs: 30_000 });
+}
+
+/** Joins a new agent and places a new workload on it alone (4 slots). */
+async function soloWorkload(agentName: string, env: Record<string, string>, name: string, model: string) {
+  const agent = await joinAgent(host, agentName, env);
+  agents.push(agent);
+  const w = await (await host.admin("/admin/projects/fleet/workloads", { name, backend: "vllm", model_name: model, config: { command: `vllm serve ${model}` } })).json();
+  await placeOn(w.id, [agent.workerId], 4);
+  return { agent, w };
 }
 
 describe("joining", () => {
@@ -158,10 +167,7 @@ describe("serving from two agents", () => {
 
 describe("the only worker goes away", () => {
   test("its replica shows the worker is offline; requests get 503 at once, jobs wait and run when it is back", async () => {
-    const solo = await joinAgent(host, "solo", { FAKE_DELAY_MS: "50" });
-    agents.push(solo);
-    const w = await (await host.admin("/admin/projects/fleet/workloads", { name: "solo-wl", backend: "vllm", model_name: "solo", config: { command: "vllm serve solo" } })).json();
-    await placeOn(w.id, [solo.workerId], 4);
+    const { agent: solo, w } = await soloWorkload("solo", { FAKE_DELAY_MS: "50" }, "solo-wl", "solo");
     await solo.kill9();
     const d = await waitFor(async () => {
       const x = await detail(w.id);
@@ -179,5 +185,42 @@ describe("the only worker goes away", () => {
     const back = await rerunAgent(host, solo, { FAKE_DELAY_MS: "50" });
     agents[agents.indexOf(solo)] = back;
     await waitFor(async () => (await (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, { headers: { authorization: `Bearer ${live}` } })).json()).status === "completed" || undefined, { what: "the job run once the worker is back", timeoutMs: 30_000 });
+  });
+});
+
+describe("a worker lost mid-stream", () => {
+  test("kill -9 of the agent while it streams: the client's stream ends cleanly with a worker_lost error event", async () => {
+    const { agent: slow, w } = await soloWorkload("slow-streamer", { FAKE_TOKEN_MS: "300" }, "lost-stream", "lost");
+    const r = await chat(w.slug, "one two three four five six seven eight", { stream: true, max_tokens: 8 });
+    expect(r.status).toBe(200);
+    const reader = r.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    while (!text.includes('"content":"')) text += decoder.decode((await reader.read()).value, { stream: true });
+    await slow.kill9();
+    // Read to the end: a reset connection would throw here instead of ending the body.
+    for (let next = await reader.read(); !next.done; next = await reader.read()) text += decoder.decode(next.value, { stream: true });
+    const events = text.split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
+    expect(events).not.toContain("[DONE]");
+    expect(JSON.parse(events.at(-1)!).error).toMatchObject({ code: "worker_lost", type: "server_error" });
+    // Run it again so it stops the runtime its killed process left behind.
+    agents[agents.indexOf(slow)] = await rerunAgent(host, slow);
+  });
+});
+
+describe("a runtime lost under a job on a remote worker", () => {
+  test("its runtime crashes while it runs a job: the job runs again and completes instead of failing with the agent's 502", async () => {
+    const { w } = await soloWorkload("crashy", { FAKE_DELAY_MS: "1500" }, "crash-job", "crashy");
+    const base = (await detail(w.id)).assignments[0].base_url;
+    const r = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ kind: "embeddings", body: { input: "survive" } }) });
+    const { job_id } = await r.json();
+    await waitFor(async () => (await stats(base)).in_flight > 0 || undefined, { what: "the job running on the runtime" });
+    await fetch(`${base}/fake/crash`, { method: "POST" }).catch(() => undefined);
+    const job = await waitFor(async () => {
+      const j = await (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, { headers: { authorization: `Bearer ${live}` } })).json();
+      return j.status === "completed" || j.status === "failed" ? j : undefined;
+    }, { what: "the job finished", timeoutMs: 30_000 });
+    expect({ status: job.status, error: job.data?.error }).toEqual({ status: "completed", error: undefined });
+    expect(job.runs).toBe(2);
   });
 });

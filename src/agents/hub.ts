@@ -136,12 +136,33 @@ export class AgentHub {
       if (!clientGone && contentType.includes("text/event-stream")) {
         const err = { error: { message: `the worker running this request went away mid-answer (${(e as Error).message})`, type: "server_error", code: "worker_lost" } };
         await writer.write(enc.encode(`data: ${JSON.stringify(err)}\n\n`)).catch(() => {});
-      }
-      await writer.abort(e).catch(() => {});
+        // End the stream cleanly after its error event: aborting it would discard the event unread
+        // and reset the client's connection instead.
+        await writer.close().catch(() => {});
+      } else await writer.abort(e).catch(() => {});
       return clientGone ? 499 : 502;
     } finally {
       this.items.delete(id);
     }
+  }
+
+  /**
+   * The agent could not run a request (`failure`: its runtime did not answer, or the replica is not
+   * ready there): the request fails as a lost run — 502 `upstream_unavailable`, or WorkerLost so it
+   * runs on another replica — rather than passing the agent's own error on as the runtime's answer
+   * (which would fail an async job for good). Returns the status for the agent, as `respond` does.
+   */
+  fail(workerId: string, id: string, failure: string, body: string): number {
+    const item = this.items.get(id);
+    if (!item || item.workerId !== workerId) return 404;
+    if (item.cancelled) return 499;
+    this.drop(item);
+    let message = `the worker could not run this request (${failure})`;
+    try {
+      message = (JSON.parse(body) as { error?: { message?: string } }).error?.message ?? message;
+    } catch {}
+    item.reject(failure === "upstream_unavailable" ? new AppError(502, "upstream_unavailable", message) : new WorkerLost(message));
+    return 200;
   }
 
   /**

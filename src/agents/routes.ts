@@ -103,7 +103,8 @@ export const agentRoutes = (deps: AppDeps) =>
       const w = agentOf(deps, request);
       const status = Number(request.headers.get("x-inferd-status") ?? 502);
       const type = request.headers.get("x-inferd-content-type") ?? "application/octet-stream";
-      const code = await deps.agents.hub.respond(w.id, params.id, status, type, request.body);
+      const failure = request.headers.get("x-inferd-failure");
+      const code = failure ? deps.agents.hub.fail(w.id, params.id, failure, await request.text()) : await deps.agents.hub.respond(w.id, params.id, status, type, request.body);
       return new Response(JSON.stringify({ status: code }), { status: code === 404 ? 404 : 200, headers: { "content-type": "application/json" } });
     }, { parse: "none" })
     .post("/logs", async ({ request }) => {

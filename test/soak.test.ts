@@ -1,0 +1,65 @@
+import { expect, test } from "bun:test";
+import { join } from "node:path";
+import type { SoakReport } from "../bench/soak/report";
+import { repoRoot } from "./helpers/proc";
+
+/**
+ * The soak's short mode (`bun bench/soak.ts --short --json`, under 2 minutes): kill -9 of inferd,
+ * of a runtime and of the remote agent, and a webhook receiver down and up, under mixed traffic.
+ * Nothing accepted may be lost, and every 5xx must be explained by a fault.
+ */
+
+/** Planned kills of inferd in short mode (see FAULTS in bench/soak.ts). */
+const PLANNED_KILLS = 5;
+/**
+ * Descriptors of the last inferd after the drain may exceed those of the first one before any
+ * traffic by this many. Sockets come and go with keep-alive connections that are legitimately idle
+ * at the end and were not there at the start: the soak's 6 clients and 8 drain pollers, the remote
+ * agent's polls and uploads, the runtimes' and receivers' pooled connections (about 20 at most).
+ * A leak per request (over a thousand requests) or per fault would be far beyond it.
+ */
+const FD_TOLERANCE = 30;
+/** Descriptors that are not sockets (SQLite files, runtime PTYs and logs, event fds) are fixed by what runs: a runtime restarting may hold a few more for a moment. */
+const NON_SOCKET_FD_TOLERANCE = 4;
+
+test(
+  "soak --short: 5 kills of inferd, runtime, agent and receiver faults; no accepted job or owed delivery lost, no unexplained 5xx, fds flat",
+  async () => {
+    const proc = Bun.spawn([process.execPath, join(repoRoot, "bench/soak.ts"), "--short", "--json"], { cwd: repoRoot, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const line = stdout.trim().split("\n").at(-1) ?? "";
+    if (code !== 0 || !line.startsWith("{")) console.error(stderr.slice(-20_000));
+    const r = JSON.parse(line) as SoakReport;
+    expect(r.failures).toEqual([]);
+    expect(code).toBe(0);
+
+    expect(r.faults.inferdKills).toBeGreaterThanOrEqual(PLANNED_KILLS);
+    expect(r.faults.runtimeKills).toBeGreaterThanOrEqual(1);
+    expect(r.faults.agentKills).toBeGreaterThanOrEqual(1);
+    expect(r.faults.receiverFlaps).toBeGreaterThanOrEqual(1);
+    expect(r.faults.notRecovered).toEqual([]);
+
+    expect(r.jobs.accepted).toBeGreaterThan(0);
+    expect(r.jobs.missing).toEqual([]);
+    expect(r.jobs.unfinished).toEqual([]);
+    expect(r.jobs.completed + r.jobs.failed).toBe(r.jobs.accepted);
+    for (const [name, d] of Object.entries(r.deliveries)) {
+      expect({ name, noRecord: d.noRecord, lost: d.lost }).toEqual({ name, noRecord: [], lost: [] });
+      expect(d.owed).toBe(r.jobs.accepted);
+    }
+    expect(r.deliveries.steady.delivered).toBe(r.deliveries.steady.owed);
+    expect(r.deliveries.flapping.delivered).toBe(r.deliveries.flapping.owed);
+    expect(r.deliveries.failing.terminal).toBe(r.deliveries.failing.owed);
+
+    for (const c of [...Object.values(r.fiveXX), ...Object.values(r.streams.cut)]) expect(c.unexplained).toBe(0);
+    expect(r.unexpected).toEqual({});
+    expect(r.connection.unexplained).toEqual({});
+    expect(r.requests.sent.chat + r.requests.sent.stream).toBeGreaterThan(0);
+
+    expect(r.inferd.processes).toBe(r.faults.inferdKills + 1);
+    expect(r.inferd.fds.idleEnd).toBeLessThanOrEqual(r.inferd.fds.idleStart + FD_TOLERANCE);
+    expect(r.inferd.nonSocketFds.idleEnd).toBeLessThanOrEqual(r.inferd.nonSocketFds.idleStart + NON_SOCKET_FD_TOLERANCE);
+    expect(r.inferd.nonSocketFds.loadEnd).toBeLessThanOrEqual(r.inferd.nonSocketFds.loadStart + NON_SOCKET_FD_TOLERANCE);
+  },
+  150_000,
+);

@@ -6,7 +6,8 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fixtureEnv, freePort, poll, readRecord, startFakeRuntime, waitHealthy } from "./fixtures";
+import { fixtureEnv, freePort, readRecord, startFakeRuntime, waitHealthy } from "./fixtures";
+import { waitFor } from "./helpers/proc";
 
 const TMP = mkdtempSync(join(tmpdir(), "inferd-fixtures-"));
 const procs: Bun.Subprocess[] = [];
@@ -61,18 +62,18 @@ describe("fake vllm", () => {
     toolBase = `http://127.0.0.1:${p2}`;
     plain = run(["vllm", "serve", "org/model-a", "--port", String(p1), "--host", "127.0.0.1", "--max-model-len", "64"], fixtureEnv({ FAKE_LOAD_MS: "600", FAKE_RECORD: record, CUDA_VISIBLE_DEVICES: "0,1" }));
     tools = run(["vllm", "serve", "org/model-b", `--port=${p2}`, "--host", "127.0.0.1", "--served-model-name", "tooly", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"], fixtureEnv({ FAKE_LOAD_MS: "50" }));
-    await poll(async () => {
+    await waitFor(async () => {
       const res = await fetch(`${base}/health`).catch(() => undefined);
       if (res) firstStatuses.push(res.status);
       return res?.status === 200 || undefined;
-    });
+    }, { what: "vLLM healthy" });
     await waitHealthy(toolBase);
   });
 
   test("health answers 503 while loading, then 200; logs and FAKE_RECORD look like a real start", async () => {
     expect(firstStatuses[0]).toBe(503);
     expect(firstStatuses.at(-1)).toBe(200);
-    await poll(() => plain.out.stdout.includes("Uvicorn running on http://127.0.0.1:") || undefined);
+    await waitFor(() => plain.out.stdout.includes("Uvicorn running on http://127.0.0.1:") || undefined, { what: "vLLM's startup line" });
     expect(plain.out.stdout).toContain("\x1b[32mINFO\x1b[0m");
     expect(plain.out.stderr).toContain("\rLoading safetensors checkpoint shards:");
     const start = readRecord(record).find((e) => e.event === "start");
@@ -194,7 +195,7 @@ describe("fake llama-server and SGLang", () => {
     const emb = await fetch(`${base}/v1/embeddings`, json({ input: "x" }));
     expect(emb.status).toBe(501);
     expect((await emb.json()).error.type).toBe("not_supported_error");
-    await poll(() => srv.out.stderr.includes("main: server is listening on http://127.0.0.1:") || undefined);
+    await waitFor(() => srv.out.stderr.includes("main: server is listening on http://127.0.0.1:") || undefined, { what: "llama-server listening" });
     srv.proc.kill("SIGTERM");
     expect(await srv.done).toBe(0);
     const missing = await exec(["llama-server", "-m", join(TMP, "absent.gguf"), "--port", String(await freePort())], fixtureEnv({ FAKE_LOAD_MS: "50" }));
@@ -216,7 +217,7 @@ describe("fake llama-server and SGLang", () => {
     await waitHealthy(`http://127.0.0.1:${port}`);
     const out = await (await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, json({ model: "Qwen/Q", messages: [{ role: "user", content: "yo" }] }))).json();
     expect(out.choices[0].message.content).toBe("You said: yo");
-    await poll(() => srv.out.stderr.includes("The server is fired up and ready to roll!") || undefined);
+    await waitFor(() => srv.out.stderr.includes("The server is fired up and ready to roll!") || undefined, { what: "SGLang ready" });
     srv.proc.kill("SIGTERM");
     expect(await srv.done).toBe(0);
   });
@@ -230,7 +231,7 @@ describe("in-process fake runtime", () => {
       await rt.ready;
       const body = json({ messages: [{ role: "user", content: "a b c d e f g h" }] });
       const all = Promise.all(Array.from({ length: 4 }, () => fetch(`${rt.url}/v1/chat/completions`, body).then((r) => r.json())));
-      await poll(() => (rt.stats().in_flight === 4 ? true : undefined), { what: "4 requests in flight" });
+      await waitFor(() => (rt.stats().in_flight === 4 ? true : undefined), { what: "4 requests in flight" });
       expect(rt.stats()).toMatchObject({ running: 2, waiting: 2 });
       await all;
       expect(rt.stats()).toMatchObject({ in_flight: 0, max_in_flight: 4, total: 4 });
@@ -241,7 +242,7 @@ describe("in-process fake runtime", () => {
       await reader.read();
       expect(performance.now() - asked).toBeGreaterThanOrEqual(100); // FAKE_FIRST_TOKEN_MS delays the first chunk
       ac.abort();
-      await poll(() => readRecord(record).some((e) => e.event === "aborted") || undefined, { what: "aborted event" });
+      await waitFor(() => readRecord(record).some((e) => e.event === "aborted") || undefined, { what: "aborted event" });
       expect(readRecord(record).filter((e) => e.event === "request").map((e) => e.in_flight)).toContain(4);
     } finally {
       await rt.stop();

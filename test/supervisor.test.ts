@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { LogFile } from "../agent/logfile.ts";
 import { LogRing, renderLines } from "../agent/ring.ts";
 import { ptySpawn, Supervisor, type SpawnFn, type SupervisorOptions, type SupervisorState } from "../agent/supervisor.ts";
+import { waitFor as pollFor } from "./helpers/proc";
 
 /** A fake runtime: colours, a `\r` progress bar, optional grandchild, then /health on argv port. */
 const RUNTIME_TS = `
@@ -71,16 +72,8 @@ function freePort(): number {
   return port;
 }
 
-/** Polls `check` until truthy or the deadline passes (then fails naming `what`). */
-async function waitFor<T>(what: string, check: () => T, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = check();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
-  }
-}
+/** The suites' one polling helper, with this file's argument order. */
+const waitFor = <T>(what: string, check: () => T, timeoutMs = 15_000) => pollFor(check, { what, timeoutMs, intervalMs: 20 });
 
 /** Whether a pid no longer runs (gone, or a zombie waiting for a reaper). */
 function isGone(pid: number): boolean {

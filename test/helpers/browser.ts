@@ -6,6 +6,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Locator, type Page } from "playwright-core";
 import { tempDir } from "./proc";
+import { waitFor } from "./proc";
 
 /** Where screenshots go (git-ignored). */
 export const SCREENSHOTS = join(import.meta.dir, "..", "ui", "screenshots");
@@ -106,11 +107,7 @@ export async function signIn(ui: UiPage, token: string): Promise<void> {
  * @example await until(async () => (await rows.count()) === 2, "two rows");
  */
 export async function until(check: () => Promise<boolean> | boolean, what: string, timeoutMs = WAIT_MS): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor(async () => (await check()) || undefined, { what, timeoutMs, intervalMs: 100 });
 }
 
 /** The text of a locator once it matches `re` (polling), for values that change while we watch. */

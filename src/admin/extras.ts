@@ -9,7 +9,7 @@ import { ollamaAddress } from "../../agent/runtimes/ollama";
 import { TP_FLAGS } from "../../agent/runtimes/args";
 import { BACKENDS, type Backend } from "../workloads/schema";
 import { checkConfig, listAllWorkloads, resolveWorkload } from "../workloads/service";
-import { forwardToWorkload, SYNC_ROUTES } from "../dataplane/routes";
+import { forwardToWorkload, SYNC_ROUTES } from "../dataplane/service";
 import type { ReplicaSpec } from "../../agent/protocol";
 import { prometheusText } from "./prometheus";
 import { tenantVerdict } from "../workloads/launch-policy";

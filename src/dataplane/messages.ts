@@ -1,7 +1,7 @@
 import type { AppDeps } from "../app";
 import { keyOf } from "../auth/service";
 import { badRequest } from "../errors";
-import { accounting, checkModel, checkRoute, readJsonObject, workloadOf } from "./routes";
+import { accounting, checkModel, checkRoute, readJsonObject, workloadOf } from "./service";
 import { dispatchWith, isEventStream, relay } from "./forward";
 import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
 import { translateChatStream } from "./anthropic-stream";

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { badRequest, fromSchemaIssue, validation } from "../errors";
 import type { Workload } from "../workloads/service";
-import { checkModel } from "../dataplane/routes";
+import { checkModel } from "../dataplane/service";
 import { ACCEPTED_KINDS, canonicalKind } from "./kinds";
 import { rawField } from "./raw";
 import { parseJsonBytes } from "../http";

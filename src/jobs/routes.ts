@@ -4,7 +4,7 @@ import { keyOf } from "../auth/service";
 import { AppError, notFound } from "../errors";
 import { readBodyLimited, utf8Text } from "../http";
 import { resolveWorkload } from "../workloads/service";
-import { workloadOf } from "../dataplane/routes";
+import { workloadOf } from "../dataplane/service";
 import { acceptEnvelope } from "./envelope";
 import { KINDS } from "./kinds";
 import { getJob, insertJob, listJobs } from "./service";

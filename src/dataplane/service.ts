@@ -1,0 +1,118 @@
+import type { AppDeps } from "../app";
+import { AppError, badRequest, notFound } from "../errors";
+import { parseJsonBytes, readBodyLimited } from "../http";
+import { arrivalOf } from "../usage/arrival";
+import { findWorkload, type Workload } from "../workloads/service";
+import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
+import { dispatch, relay, type Accounting } from "./forward";
+
+/**
+ * The data plane's service functions, used by its routes, the jobs, the admin playground and the
+ * Messages route: finding a path's workload, checking its toggle and model, and forwarding one
+ * request through the workload's queue with its meter.
+ */
+
+/** One synchronous route: its path under `/v1`, the toggle that governs it and its body kind. */
+export interface RouteSpec {
+  path: string;
+  toggle: Toggle;
+  body: "json" | "raw";
+}
+
+/** The synchronous inference routes, forwarded to the runtime's route of the same name. */
+export const SYNC_ROUTES: RouteSpec[] = [
+  { path: "chat/completions", toggle: "chat", body: "json" },
+  { path: "completions", toggle: "chat", body: "json" },
+  { path: "embeddings", toggle: "embeddings", body: "json" },
+  { path: "rerank", toggle: "rerank", body: "json" },
+  { path: "audio/speech", toggle: "audio", body: "json" },
+  { path: "audio/generate", toggle: "audio", body: "json" },
+  { path: "audio/transcriptions", toggle: "audio", body: "raw" },
+  { path: "images/generations", toggle: "images", body: "json" },
+  { path: "images/edits", toggle: "images", body: "raw" },
+  { path: "images/variations", toggle: "images", body: "raw" },
+  { path: "forecast", toggle: "forecast", body: "json" },
+];
+
+/** The workload of a data-plane path, or 404. */
+export function workloadOf(deps: AppDeps, project: string, workload: string): Workload {
+  const w = findWorkload(deps.db, project, workload);
+  if (!w) throw notFound(`workload "${project}/${workload}"`);
+  return w;
+}
+
+/** Refuses a route whose toggle is off (409) or whose workload only takes async jobs (400). */
+export function checkRoute(w: Workload, toggle: Toggle, what: string): void {
+  if (!w.endpoints[toggle]) throw new AppError(409, "endpoint_disabled", `the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off (${what})`);
+  if ((JOB_ONLY_TASK_TYPES as readonly string[]).includes(w.task_type)) {
+    throw badRequest("async_only", `${w.task_type} workloads are served only through async jobs: POST /endpoint/${w.project_slug}/${w.slug}/jobs`);
+  }
+}
+
+/**
+ * Accepts `model` when it is absent, `default`, the workload slug or its model name; otherwise the
+ * contract's model_not_available error, naming the queue and suggesting `default`.
+ */
+export function checkModel(w: Workload, model: unknown): void {
+  if (model === undefined || model === null || model === "default" || model === w.slug || model === w.model_name) return;
+  throw badRequest(
+    "model_not_available",
+    `model is not available on this endpoint: "${String(model)}" is not served by the queue ${w.project_slug}/${w.slug}, which serves "${w.model_name}"; use "default" (or "${w.slug}")`,
+  );
+}
+
+/** Reads a JSON object body of the data plane (up to the data-plane body limit). */
+export async function readJsonObject(deps: AppDeps, request: Request): Promise<Record<string, unknown>> {
+  const body = parseJsonBytes(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("invalid_request", "the request body must be a JSON object");
+  return body as Record<string, unknown>;
+}
+
+/**
+ * The meter of a forwarded request: its clock started when the request arrived (the auth gate
+ * notes the time); its key (none for the dashboard's playground) and workload are charged at its end.
+ */
+export function accounting(deps: AppDeps, request: Request, keyId: string | null, w: Workload): Accounting {
+  return deps.metering.begin(w, keyId, "sync", arrivalOf(request), deps.limiter.ticketOf(request)?.release);
+}
+
+/**
+ * Forwards one synchronous request to a workload through its queue; `keyId` is charged for it.
+ * The body counts against the buffered-bytes budget until the runtime has answered.
+ */
+export async function forwardToWorkload(deps: AppDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
+  try {
+    return await forwardHeld(deps, spec, request, w, keyId, parsed);
+  } finally {
+    deps.bodyBudget.release(request);
+  }
+}
+
+async function forwardHeld(deps: AppDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
+  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`);
+  const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
+  let json: Record<string, unknown> | undefined;
+  let body: Uint8Array | null = null;
+  let injectedUsage = false;
+  if (spec.body === "json") {
+    if (parsed !== undefined && (!parsed || typeof parsed !== "object" || Array.isArray(parsed))) throw badRequest("invalid_request", "the request body must be a JSON object");
+    json = (parsed as Record<string, unknown> | undefined) ?? (await readJsonObject(deps, request));
+    checkModel(w, json.model);
+    headers["content-type"] = "application/json";
+    const so = json.stream_options as Record<string, unknown> | undefined;
+    if (json.stream === true && (spec.path === "chat/completions" || spec.path === "completions") && !so?.include_usage) {
+      json = { ...json, stream_options: { ...(so ?? {}), include_usage: true } };
+      injectedUsage = true;
+    }
+  } else {
+    body = await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget);
+    headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
+  }
+  const meter = accounting(deps, request, keyId, w);
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body, json }, request.signal).catch((e) => {
+    meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
+    throw e;
+  });
+  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage });
+}
+

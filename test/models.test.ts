@@ -3,15 +3,17 @@
  * a user points inferd at a mirror): pulls through the API and the CLI with progress, a workload
  * whose `-hf` model is pulled before the built-in llama.cpp runtime serves it to the OpenAI SDK,
  * kill -9 in the middle of a download, failures reported (not crashed), removal refused while used,
- * and placement judged by the model's memory estimate against the GPUs' free memory.
+ * a model path checked before a workload names it, and placement judged by the model's memory
+ * estimate against the GPUs' free memory.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, statSync, symlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
 import OpenAI from "openai";
 import { startFakeHub, type FakeHub } from "./fixtures/hf-hub";
 import { ggufRepo, ggufRepoFiles } from "./fixtures/hf-repos";
 import { FIXTURE_BIN } from "./fixtures";
+import { writeTinyGguf } from "./fixtures/gguf";
 import { cleanup, runInferd, startInferd, tempDir, waitFor, type Inferd } from "./helpers/proc";
 import { sseEvents } from "./helpers/serving";
 import { blobPath } from "../agent/models/store";
@@ -108,6 +110,19 @@ describe("pulling through the API and the CLI", () => {
     const full = await (await api(srv, "/admin/models", { body: { source: `hf:${REPO}/mmproj-Tiny-F16.gguf` } })).json();
     expect((await waitModel(srv, full.id, "failed")).reason).toMatch(/no space left|ENOSPC/i);
     expect((await fetch(`${srv.url}/healthz`)).status).toBe(200);
+  });
+
+  test("a path is checked before a workload names it: file or folder, size, GGUF or not; a relative one is a 400", async () => {
+    const dir = tempDir("check");
+    const gguf = join(dir, "m.gguf");
+    writeTinyGguf(gguf);
+    const check = async (path: string) => (await api(srv, `/admin/models/file?path=${encodeURIComponent(path)}`)).json();
+    expect(await check(gguf)).toEqual({ path: gguf, kind: "file", size_bytes: statSync(gguf).size, gguf: true });
+    expect(await check(join(dir, "missing.gguf"))).toMatchObject({ kind: null, gguf: false });
+    expect(await check(dir)).toMatchObject({ kind: "folder", gguf: false });
+    const r = await api(srv, "/admin/models/file?path=models/m.gguf");
+    expect(r.status).toBe(400);
+    expect((await r.json()).error.field).toBe("path");
   });
 
   test("bad sources are a 400 naming the field", async () => {

@@ -16,6 +16,7 @@ import { LogsPage } from "./pages/logs";
 import { WebhooksPage } from "./pages/webhooks";
 import { Workers } from "./pages/workers";
 import { Telemetry } from "./pages/telemetry";
+import { ModelsPage } from "./pages/models";
 
 type Page = (params: Record<string, string>) => unknown;
 
@@ -31,6 +32,7 @@ const ROUTES: [string, Page][] = [
   ["/workloads/:id/playground", (p) => html`<${Playground} id=${p.id} />`],
   ["/workloads/:id/logs", (p) => html`<${LogsPage} id=${p.id} />`],
   ["/workloads/:id/webhooks", (p) => html`<${WebhooksPage} id=${p.id} />`],
+  ["/models", () => html`<${ModelsPage} />`],
   ["/workers", () => html`<${Workers} />`],
   ["/telemetry", () => html`<${Telemetry} />`],
 ];
@@ -38,6 +40,7 @@ const ROUTES: [string, Page][] = [
 const NAV = [
   { href: "/", label: "Overview" },
   { href: "/projects", label: "Projects" },
+  { href: "/models", label: "Models" },
   { href: "/workers", label: "Workers" },
   { href: "/telemetry", label: "Telemetry" },
   { href: "/setup", label: "Get started" },

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, join, relative } from "node:path";
 
@@ -93,4 +93,29 @@ export function discoverLocalModels(env: Record<string, string | undefined>): Lo
   found.push(...ollamaModels(env.OLLAMA_MODELS || join(home, ".ollama", "models")));
   const seen = new Set<string>();
   return found.filter((m) => !seen.has(m.path) && seen.add(m.path)).slice(0, MAX_RESULTS);
+}
+
+/** What is at a path on this machine, for forms that name a model file before a workload is saved. */
+export interface LocalFile {
+  path: string;
+  kind: "file" | "folder" | null;
+  size_bytes: number | null;
+  /** Whether the file starts with the GGUF magic bytes. */
+  gguf: boolean;
+}
+
+/** Looks at one path (following links): what it is, its size, and whether it is a GGUF file. */
+export function checkLocalFile(path: string): LocalFile {
+  const st = statSync(path, { throwIfNoEntry: false });
+  if (!st) return { path, kind: null, size_bytes: null, gguf: false };
+  if (st.isDirectory()) return { path, kind: "folder", size_bytes: null, gguf: false };
+  let gguf = false;
+  try {
+    const fd = openSync(path, "r");
+    const head = Buffer.alloc(4);
+    readSync(fd, head, 0, 4, 0);
+    closeSync(fd);
+    gguf = head.toString("latin1") === "GGUF";
+  } catch {}
+  return { path, kind: "file", size_bytes: st.size, gguf };
 }

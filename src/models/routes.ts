@@ -1,9 +1,11 @@
+import { isAbsolute } from "node:path";
 import { Elysia } from "elysia";
 import { z } from "zod";
 import type { AppDeps } from "../app";
 import { jsonBody } from "../http";
 import { listWorkers } from "../workers/service";
-import { discoverLocalModels } from "./discover";
+import { validation } from "../errors";
+import { checkLocalFile, discoverLocalModels } from "./discover";
 import { fitOnGpus, type Estimate } from "./fit";
 import type { ModelView } from "./service";
 
@@ -73,6 +75,11 @@ export const modelRoutes = (deps: AppDeps) =>
       return v;
     }, { ...jsonBody(ModelCreate), detail: { summary: "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register)" } })
     .get("/models/discover", () => discoverLocalModels(process.env), { detail: { summary: "GGUF files already on this machine (Hugging Face cache, LM Studio, llama.cpp cache, Ollama)" } })
+    .get("/models/file", ({ query }) => {
+      const path = typeof query.path === "string" ? query.path : "";
+      if (!isAbsolute(path) || path.length > 4096 || path.includes("\0")) throw validation("path", "must be an absolute path");
+      return checkLocalFile(path);
+    }, { detail: { summary: "What is at a path on this machine (file or folder, size, GGUF or not), to check a model path before saving a workload" } })
     .get("/models/:id", ({ params }) => {
       const v = deps.models.view(params.id);
       return { ...v, fit: fitPerWorker(deps, v.estimate) };

@@ -30,7 +30,7 @@ export const CSP = [
 ].join("; ");
 
 /** Top-level paths the dashboard routes on the client; each (and everything under it) gets index.html. */
-export const CLIENT_SECTIONS = ["signin", "setup", "projects", "workloads", "workers", "telemetry"] as const;
+export const CLIENT_SECTIONS = ["signin", "setup", "projects", "workloads", "models", "workers", "telemetry"] as const;
 
 const SECURITY_HEADERS = {
   "content-security-policy": CSP,

@@ -8,6 +8,7 @@ import { LogRing } from "../../agent/ring";
 import { TelemetryHistory } from "./telemetry";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 import { initialDesired } from "../scaling/decide";
+import type { ScalingView } from "../scaling/scaler";
 import { autoAssign, desiredFor, getAssignment, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
 
 /** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */
@@ -43,7 +44,7 @@ export class Fleet {
   private offline = new Set<string>();
   private verdicts = new Map<string, { always?: string; offline?: string }>();
   /** The scaler, once started: wakes on demand and shows its decisions (src/scaling). */
-  scaling?: { wake(workloadId?: string): void; view(w: Workload): unknown };
+  scaling?: { wake(workloadId?: string): void; view(w: Workload): ScalingView };
   /** Output of every replica (and shared daemon) by assignment id, for the logs API. */
   readonly rings = new Map<string, LogRing>();
   readonly telemetry = new TelemetryHistory();
@@ -144,11 +145,12 @@ export class Fleet {
     }
   }
 
-  /** The replicas a worker runs, with their workload and state, for the workers page. */
+  /** The replicas a worker runs, with their workload, state, download progress and when the state last changed. */
   replicasOf(workerId: string) {
     return listAssignmentsOfWorker(this.db, workerId).map((a) => {
       const w = getWorkloadById(this.db, a.workload_id);
-      return { assignment_id: a.id, workload_id: a.workload_id, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices };
+      const progress = a.state === "downloading" ? this.reports.get(a.id)?.progress : undefined;
+      return { assignment_id: a.id, workload_id: a.workload_id, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices, progress, updated_at: a.updated_at };
     });
   }
 
@@ -196,7 +198,7 @@ export class Fleet {
   }
 
   /** The admin view of a workload: stored fields, replicas with their states, queue and usage. */
-  describe(w: Workload): unknown {
+  describe(w: Workload) {
     const fresh = getWorkloadById(this.db, w.id) ?? w;
     return {
       ...fresh,
@@ -215,3 +217,9 @@ export class Fleet {
     };
   }
 }
+
+/** The admin view of one workload (`GET /admin/workloads/:id`), as `Fleet.describe` builds it. */
+export type WorkloadDetail = ReturnType<Fleet["describe"]>;
+
+/** One replica as a worker lists it (`GET /admin/workers`). */
+export type WorkerReplica = ReturnType<Fleet["replicasOf"]>[number];

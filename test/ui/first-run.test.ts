@@ -9,8 +9,8 @@ import { writeTinyGguf } from "../fixtures/gguf";
 /**
  * A person who never read the docs, on a fresh `inferd serve` (fake GPUs and runtimes): signs in with
  * the printed admin token, follows the guided first run to a project, a llama.cpp workload on a GGUF
- * file, a live key and snippets that really answer, finds the replica ready, uses the keyboard, and
- * signs out. Every page is checked at desktop and phone width with no console errors.
+ * file (a wrong path flagged before saving), a live key and snippets that really answer, finds the
+ * replica ready, uses the keyboard, and signs out. Every page is checked at desktop and phone width with no console errors.
  */
 /** Hooks start (or stop) a server, runtimes and chromium on possibly busy cores. */
 const HOOK_MS = 90_000;
@@ -59,8 +59,16 @@ describe("first run in the browser", () => {
     await page.getByRole("button", { name: "Create project" }).click();
     // Step 2: the built-in llama.cpp path is offered; Ollama says its daemon is not there.
     await page.getByText("No Ollama daemon answers").waitFor();
-    expect(await page.getByRole("radio", { name: /Ollama/ }).isDisabled()).toBe(true);
-    await page.getByRole("textbox", { name: /^GGUF file/ }).fill(gguf);
+    expect(await page.getByRole("radio", { name: /^Ollama/ }).isDisabled()).toBe(true);
+    // A starter download is offered first; this person has a GGUF file already.
+    expect(await page.getByRole("radio", { name: /Download a starter model/ }).isChecked()).toBe(true);
+    await page.getByRole("radio", { name: /A GGUF file on this machine/ }).check();
+    const file = page.getByRole("textbox", { name: /^GGUF file/ });
+    await file.fill(join(gguf, "..", "missing.gguf"));
+    await page.getByTestId("model-note").filter({ hasText: "There is no file at this path on this machine" }).waitFor();
+    expect(await file.getAttribute("aria-invalid")).toBe("true");
+    await file.fill(gguf);
+    await page.getByTestId("model-note").filter({ hasText: /^A GGUF file of \d+ KiB on this machine\.$/ }).waitFor();
     const command = page.getByTestId("launch-command");
     await command.filter({ hasText: "--port" }).waitFor();
     expect(await command.textContent()).toContain(`llama-server -m ${gguf} -c 4096 --host 127.0.0.1 --port`);

@@ -17,7 +17,7 @@ const app = uiRoutes({ files: async () => FILES });
 const get = (path: string, headers: Record<string, string> = {}) => app.handle(new Request(`http://inferd.test${path}`, { headers }));
 
 describe("serving the dashboard", () => {
-  test.each(["/", "/signin", "/projects", "/projects/demo/keys", "/workloads/wl_1/logs", "/workers", "/telemetry", "/setup"])("%s answers index.html, not cached, with the CSP", async (path) => {
+  test.each(["/", "/signin", "/projects", "/projects/demo/keys", "/workloads/wl_1/logs", "/workers", "/telemetry", "/setup", "/models"])("%s answers index.html, not cached, with the CSP", async (path) => {
     const r = await get(path);
     expect(r.status).toBe(200);
     expect(r.headers.get("content-type")).toContain("text/html");

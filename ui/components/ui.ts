@@ -11,6 +11,29 @@ export function ErrorNote({ error }: { error?: ApiError | string | null }) {
   return html`<p class="note error" role="alert">${text}</p>`;
 }
 
+/** The id of the note that explains an error at `field` (for aria-describedby). */
+const errorId = (field: string) => `error-${field.replace(/[^\w-]/g, "-")}`;
+
+/** The server's message for `field` when its error names that field (without the field's name in front). */
+export function messageAt(error: ApiError | undefined, field: string): string | undefined {
+  if (!error?.field || error.field !== field) return undefined;
+  return error.message.startsWith(`${field}: `) ? error.message.slice(field.length + 2) : error.message;
+}
+
+/**
+ * Attributes that mark a control invalid and point it at its error note, when the error names `field`.
+ * @example html`<input ...${invalidAt(save.error, "name")} /><${FieldError} error=${save.error} field="name" />`
+ */
+export function invalidAt(error: ApiError | undefined, field: string): Record<string, unknown> {
+  return messageAt(error, field) ? { "aria-invalid": "true", "aria-describedby": errorId(field) } : {};
+}
+
+/** The server's validation message shown at the field it names (`alert`: announced, where no other note is). */
+export function FieldError({ error, field, alert }: { error?: ApiError; field: string; alert?: boolean }) {
+  const text = messageAt(error, field);
+  return text ? html`<small class="field-error" id=${errorId(field)} role=${alert ? "alert" : undefined}>${text}</small>` : null;
+}
+
 /** A replica or worker state as a coloured badge. */
 export function StateBadge({ state }: { state: string }) {
   return html`<span class=${`badge state-${state}`}>${state}</span>`;

@@ -1,8 +1,9 @@
 /** The admin API's choices, with the words the dashboard shows for them (the server checks them). */
+import { llamaModelArgs } from "./model-ref";
 
 /** Backends, in the order the form offers them. */
 export const BACKENDS = [
-  { id: "llamacpp", label: "llama.cpp", hint: "A GGUF file on this machine. Without llama-server installed, inferd's built-in llama.cpp runtime serves it." },
+  { id: "llamacpp", label: "llama.cpp", hint: "A GGUF model: a file on the worker, or one from Hugging Face that inferd downloads first. Without llama-server installed, inferd's built-in llama.cpp runtime serves it." },
   { id: "ollama", label: "Ollama", hint: "A model from the Ollama library; inferd pulls it and serves it through the Ollama daemon." },
   { id: "vllm", label: "vLLM", hint: "A Hugging Face model on NVIDIA or AMD GPUs." },
   { id: "vllm-omni", label: "vLLM-Omni", hint: "vLLM for image, audio and video generation models." },
@@ -39,12 +40,12 @@ export const TOGGLES: [string, string][] = [
   ["jobs", "Async jobs (and their webhook deliveries)"],
 ];
 
-/** The command a backend starts from, before the user edits it. */
-export function defaultCommand(backend: string, model: string, gguf = ""): string {
+/** The command a backend starts from, before the user edits it; `ref` is a llama.cpp model reference. */
+export function defaultCommand(backend: string, model: string, ref = ""): string {
   const m = model.trim() || "<model>";
   switch (backend) {
     case "llamacpp":
-      return `llama-server -m ${gguf.trim() || "/path/to/model.gguf"} -c 4096`;
+      return `llama-server ${llamaModelArgs(ref)} -c 4096`;
     case "sglang":
       return `python3 -m sglang.launch_server --model-path ${m}`;
     case "vllm-omni":
@@ -55,6 +56,3 @@ export function defaultCommand(backend: string, model: string, gguf = ""): strin
       return "";
   }
 }
-
-/** The name of a model file without folders and the .gguf ending, e.g. "qwen2.5-0.5b-q4". */
-export const ggufName = (path: string) => (path.split(/[\\/]/).pop() ?? "").replace(/\.gguf$/i, "");

@@ -30,3 +30,27 @@ export function ago(iso: string | null | undefined, now = Date.now()): string {
 
 /** An ISO time in the reader's locale. */
 export const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : "–");
+
+/** A span of seconds as e.g. "45 s", "3 min 5 s", "2 h 10 min". */
+export function duration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return "–";
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ""}`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+/** How long ago an ISO time was, as a duration ("3 min 5 s"). */
+export const since = (iso: string | null | undefined, now = Date.now()) => (iso ? duration((now - Date.parse(iso)) / 1000) : "–");
+
+/** A transfer rate as e.g. "5.1 MiB/s". */
+export const rate = (bytesPerSecond: number) => `${bytes(bytesPerSecond)}/s`;
+
+/** A parameter count as e.g. "494M" or "7.6B". */
+export function params(n: number | null | undefined): string {
+  if (!n) return "–";
+  if (n >= 1e9) return `${(n / 1e9).toFixed(1)}B`;
+  if (n >= 1e6) return `${Math.round(n / 1e6)}M`;
+  return n >= 1e3 ? `${Math.round(n / 1e3)}K` : String(n);
+}

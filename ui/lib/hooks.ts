@@ -1,6 +1,6 @@
 /** Data hooks: read an admin API path (optionally polled) with loading and error state. */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError } from "./api";
+import { api, ApiError, type CallOptions } from "./api";
 
 /** The state of one read. */
 export interface Loaded<T> {
@@ -60,4 +60,38 @@ export function useAction<A extends unknown[], R>(fn: (...args: A) => Promise<R>
     }
   };
   return { run, busy, error, setError };
+}
+
+/** The current time, refreshed every `everyMs` (for "for 12 s" texts). */
+export function useNow(everyMs = 1000): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), everyMs);
+    return () => clearInterval(t);
+  }, [everyMs]);
+  return now;
+}
+
+/**
+ * Calls the admin API a moment after its input (`key`) stops changing, dropping a call that is
+ * overtaken; keeps the last answer meanwhile, and forgets it when `path` is null.
+ * @example const { data } = useDebouncedApi<FileCheck>(path && `/admin/models/file?path=${encodeURIComponent(path)}`, {}, path ?? "");
+ */
+export function useDebouncedApi<T>(path: string | null, opts: CallOptions, key: string, delayMs = 300): { data?: T; error?: ApiError } {
+  const [state, setState] = useState<{ data?: T; error?: ApiError }>({});
+  useEffect(() => {
+    if (!path) return setState({});
+    const ctl = new AbortController();
+    const timer = setTimeout(() => {
+      api<T>(path, { ...opts, signal: ctl.signal }).then(
+        (data) => setState({ data }),
+        (error) => ctl.signal.aborted || setState({ error: error instanceof ApiError ? error : new ApiError(0, "network", (error as Error).message) }),
+      );
+    }, delayMs);
+    return () => {
+      clearTimeout(timer);
+      ctl.abort();
+    };
+  }, [path, key]);
+  return state;
 }

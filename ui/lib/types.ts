@@ -6,6 +6,11 @@ import type { PostResult } from "../../src/webhooks/post";
 import type { DeliveryView, JobView } from "../../src/jobs/service";
 import type { Workload as ServerWorkload } from "../../src/workloads/service";
 import type { launchPreview } from "../../src/admin/extras";
+import type { WorkerReplica, WorkloadDetail } from "../../src/workers/fleet";
+import type { ModelView } from "../../src/models/service";
+import type { LocalFile, LocalModel } from "../../src/models/discover";
+import type { fitPerWorker } from "../../src/models/routes";
+import type { TransferProgress } from "../../agent/protocol";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
@@ -21,41 +26,27 @@ export type Delivery = DeliveryView;
 export type Job = JobView;
 /** The launch preview of a workload form: the final command and the tenant policy's verdict. */
 export type LaunchPreview = ReturnType<typeof launchPreview>;
+/** A model in the store (pulled, downloading, registered), with its shape, estimate and users. */
+export type Model = ModelView;
+/** Where a model fits on one worker: its GPUs' free memory (or free RAM) against the estimate. */
+export type ModelFit = ReturnType<typeof fitPerWorker>[number];
+/** One model as `GET /admin/models/:id` shows it, with the fit per worker. */
+export type ModelDetail = Model & { fit: ModelFit[] };
+/** A GGUF file another tool left on this machine (`GET /admin/models/discover`). */
+export type FoundModel = LocalModel;
+/** What is at a path on this machine (`GET /admin/models/file`). */
+export type FileCheck = LocalFile;
+/** How far a download is: bytes, percent, rate and ETA. */
+export type Progress = TransferProgress;
 
+/** Where a workload runs and how that replica is doing (state, reason, download progress). */
+export type Assignment = WorkloadDetail["assignments"][number];
 
-/** Request and token counters of a key or a workload. */
-export interface Usage {
-  requests: number;
-  input_tokens: number;
-  output_tokens: number;
-  total_tokens: number;
-  errors?: number;
-  last_used_at: string | null;
-}
-
-
-/** Where a workload runs and how that replica is doing. */
-export interface Assignment {
-  id: string;
-  worker_id: string;
-  concurrency: number;
-  gpus: number;
-  gpu_indices: number[];
-  auto?: boolean;
-  state: string;
-  reason?: string;
-  in_flight: number;
-  base_url?: string;
-  served_model?: string;
-}
+/** A workload's scaling: policy, replicas wanted against running and ready, the last decision. */
+export type Scaling = NonNullable<WorkloadDetail["scaling"]>;
 
 /** A workload (the server's own type), with the serving view when fetched one by one. */
-export type Workload = ServerWorkload & {
-  assignments?: Assignment[];
-  scheduling_error?: string | null;
-  queue_depth?: number;
-  usage?: Usage;
-};
+export type Workload = ServerWorkload & Partial<Omit<WorkloadDetail, keyof ServerWorkload>>;
 
 /** One GPU of a worker with its latest probe. */
 export interface Gpu {
@@ -69,14 +60,7 @@ export interface Gpu {
 }
 
 /** A replica as a worker lists it. */
-export interface Replica {
-  assignment_id: string;
-  workload_id: string;
-  workload: string;
-  state: string;
-  concurrency: number;
-  gpu_indices: number[];
-}
+export type Replica = WorkerReplica;
 
 /** A machine that runs workloads. */
 export interface Worker {
@@ -110,10 +94,6 @@ export interface Info {
   builtin_llama: boolean;
   llama_server?: string | null;
 }
-
-
-
-
 
 /** One try of a delivery. */
 export interface Attempt {

@@ -3,6 +3,7 @@ import { html } from "htm/preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useApi } from "../lib/hooks";
+import { useLocation } from "../lib/router";
 import type { Workload } from "../lib/types";
 import { ErrorNote, Loading, StateBadge } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
@@ -64,10 +65,11 @@ function ReplicaLog({ w, assignment }: { w: Workload; assignment: string }) {
     }} />`;
 }
 
-/** The logs page of a workload. */
+/** The logs page of a workload (`?replica=<assignment id>` picks the replica shown first). */
 export function LogsPage({ id }: { id: string }) {
   const wl = useApi<Workload>(`/admin/workloads/${id}`, 3000);
-  const [chosen, setChosen] = useState("");
+  const { query } = useLocation();
+  const [chosen, setChosen] = useState(query.get("replica") ?? "");
   if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
   if (!wl.data) return html`<${Loading} />`;
   const list = wl.data.assignments ?? [];

@@ -1,14 +1,16 @@
 /** The start page: what runs where, and the way in for a fresh server. */
 import { html } from "htm/preact";
-import { useApi } from "../lib/hooks";
+import { useApi, useNow } from "../lib/hooks";
 import type { Info, Project, Worker } from "../lib/types";
-import { ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
+import { ErrorNote, Loading, PageTitle } from "../components/ui";
+import { ReplicaStatus } from "../components/replica-status";
 
 /** The overview (or the first-run invitation when there is no project yet). */
 export function Overview() {
   const info = useApi<Info>("/admin/info");
   const projects = useApi<Project[]>("/admin/projects");
   const workers = useApi<Worker[]>("/admin/workers", 3000);
+  const now = useNow();
   if (projects.error) return html`<${ErrorNote} error=${projects.error} />`;
   if (!projects.data || !workers.data) return html`<${Loading} />`;
   const replicas = workers.data.flatMap((w) => w.replicas.map((r) => ({ ...r, worker: w.name })));
@@ -32,10 +34,10 @@ export function Overview() {
       ${replicas.length === 0
         ? html`<p class="muted">Nothing is running yet. ${projects.data.length ? html`Add a workload to a <a href="/projects">project</a>.` : null}</p>`
         : html`<div class="table-wrap"><table>
-            <thead><tr><th scope="col">Workload</th><th scope="col">Worker</th><th scope="col">GPUs</th><th scope="col">State</th></tr></thead>
-            <tbody>${replicas.map((r) => html`<tr>
-              <td><a href=${`/workloads/${r.workload_id}`}>${r.workload}</a></td><td>${r.worker}</td>
-              <td>${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</td><td><${StateBadge} state=${r.state} /></td></tr>`)}</tbody>
+            <thead><tr><th scope="col">Workload</th><th scope="col">Where</th><th scope="col">State</th></tr></thead>
+            <tbody>${replicas.map((r) => html`<tr key=${r.assignment_id}>
+              <td><a href=${`/workloads/${r.workload_id}`}>${r.workload}</a></td>
+              <td>${r.worker}<div class="muted small-text">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</div></td><td><${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></td></tr>`)}</tbody>
           </table></div>`}
     </section>`;
 }

@@ -5,7 +5,8 @@ import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { navigate } from "../lib/router";
 import type { Info, Workload, Worker } from "../lib/types";
-import { bodyOf, emptyDraft, WorkloadFields, type Draft } from "../components/workload-fields";
+import { bodyOf, draftOf, emptyDraft, type Draft } from "../lib/draft";
+import { WorkloadFields } from "../components/workload-fields";
 import { ErrorNote, Loading, PageTitle } from "../components/ui";
 
 /** The form for a new workload in `project`. */
@@ -26,25 +27,6 @@ export function WorkloadNew({ project }: { project: string }) {
       <${ErrorNote} error=${save.error} />
       <div class="actions"><a class="button" href=${`/projects/${project}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Create workload</button></div>
     </form>`;
-}
-
-/** A draft holding an existing workload's values. */
-function draftOf(w: Workload): Draft {
-  const command = String(w.config.command ?? "");
-  return {
-    ...emptyDraft(w.backend),
-    name: w.name,
-    slug: w.slug,
-    description: w.description,
-    task_type: w.task_type,
-    backend: w.backend,
-    model_name: w.model_name,
-    gguf: /(?:^|\s)(?:-m|--model)\s+(\S+)/.exec(command)?.[1] ?? "",
-    command,
-    version: String(w.config.vllm_version ?? w.config.sglang_version ?? ""),
-    worker_id: w.worker_id ?? "",
-    commandTouched: true,
-  };
 }
 
 /** The form for an existing workload. */

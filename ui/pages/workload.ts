@@ -1,4 +1,4 @@
-/** A workload: its replicas and their states, placement, endpoint toggles, usage and snippets. */
+/** A workload: start/stop/restart, its replicas and their states, scaling, placement, endpoint toggles, usage and snippets. */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { api } from "../lib/api";
@@ -7,29 +7,11 @@ import { navigate } from "../lib/router";
 import { count } from "../lib/format";
 import { TOGGLES } from "../lib/constants";
 import type { Workload, Worker } from "../lib/types";
-import { ConfirmButton, ErrorNote, Loading, StateBadge } from "../components/ui";
+import { ConfirmButton, ErrorNote, Loading } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
+import { Replicas } from "../components/replicas";
+import { Controls, ScalingState } from "../components/workload-controls";
 import { Snippets } from "../components/snippets";
-
-/** The replicas table with a remove button per replica. */
-function Replicas({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
-  const remove = useAction((id: string) => api(`/admin/assignments/${id}`, { method: "DELETE" }).then(() => true));
-  const name = (id: string) => workers.find((x) => x.id === id)?.name ?? id;
-  const list = w.assignments ?? [];
-  return html`<section aria-labelledby="replicas"><h2 id="replicas">Replicas</h2>
-    ${w.scheduling_error ? html`<p class="note error" role="alert">${w.scheduling_error}</p>` : null}
-    <${ErrorNote} error=${remove.error} />
-    ${list.length === 0 ? html`<p class="muted">No replica yet.</p>` : html`<div class="table-wrap"><table>
-      <thead><tr><th scope="col">Worker</th><th scope="col">GPUs</th><th scope="col">State</th><th scope="col">In flight</th><th scope="col"><span class="offscreen">Actions</span></th></tr></thead>
-      <tbody>${list.map((a) => html`<tr>
-        <td>${name(a.worker_id)}${a.auto ? html` <span class="muted">(automatic)</span>` : null}</td>
-        <td>${a.gpu_indices.length ? `GPU ${a.gpu_indices.join(", ")}` : "CPU"}</td>
-        <td><${StateBadge} state=${a.state} />${a.reason ? html`<div class="reason">${a.reason}</div>` : null}</td>
-        <td>${a.in_flight} / ${a.concurrency}</td>
-        <td>${a.auto ? null : html`<${ConfirmButton} label="Remove" title="Remove this replica?" confirm="Remove replica" onConfirm=${async () => (await remove.run(a.id)) && onChange()} body=${html`<p>Its runtime on ${name(a.worker_id)} stops.</p>`} />`}</td>
-      </tr>`)}</tbody></table></div>`}
-  </section>`;
-}
 
 /** Run the workload on a chosen worker (replacing the automatic placement). */
 function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
@@ -84,6 +66,7 @@ export function WorkloadPage({ id }: { id: string }) {
   const reload = () => wl.reload();
   const u = w.usage;
   return html`<${WorkloadHead} w=${w} current=${`/workloads/${id}`} />
+    <${Controls} w=${w} onChange=${reload} />
     <div class="stats">
       <span class="stat"><strong>${count(u?.requests)}</strong> requests</span>
       <span class="stat"><strong>${count(u?.total_tokens)}</strong> tokens</span>
@@ -91,6 +74,7 @@ export function WorkloadPage({ id }: { id: string }) {
       <span class="stat"><strong>${w.queue_depth ?? 0}</strong> waiting</span>
     </div>
     <${Replicas} w=${w} workers=${workers.data ?? []} onChange=${reload} />
+    <${ScalingState} w=${w} />
     ${workers.data?.length ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
     <${Toggles} w=${w} onChange=${reload} />
     <section aria-labelledby="use"><h2 id="use">Use it</h2><${Snippets} workload=${w} /></section>

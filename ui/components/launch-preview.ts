@@ -1,0 +1,37 @@
+/** The final launch command of a workload draft, as the server previews it, and what the agent adds. */
+import { html } from "htm/preact";
+import type { ApiError } from "../lib/api";
+import { useDebouncedApi } from "../lib/hooks";
+import { configOf, type Draft } from "../lib/draft";
+import type { LaunchPreview } from "../lib/types";
+
+/** Asks the server for the command the agent would run, a moment after the user stops typing. */
+function useLaunchPreview(d: Draft): { preview?: LaunchPreview; error?: ApiError } {
+  const config = configOf(d);
+  const body = { backend: d.backend, model_name: d.model_name.trim(), config };
+  const ready = !!body.model_name && (d.backend === "ollama" || !!config.command);
+  const { data, error } = useDebouncedApi<LaunchPreview>(ready ? "/admin/launch-preview" : null, { body }, JSON.stringify(body));
+  return { preview: data, error };
+}
+
+/** The final launch command of a draft and what the agent adds to it, in words. */
+export function PreviewBox({ d }: { d: Draft }) {
+  const { preview, error } = useLaunchPreview(d);
+  if (error) return html`<p class="note error" role="alert" data-testid="preview-error">${error.message}</p>`;
+  if (!preview) return null;
+  const notes = [
+    preview.port_added && "--host 127.0.0.1 --port <free port> are added (inferd picks the port)",
+    preview.tp_added && "--tensor-parallel-size is set to the replica's GPU count",
+    preview.builtin && "llama-server is not installed here: inferd's built-in llama.cpp runtime serves these flags",
+  ].filter(Boolean);
+  return html`<div class="preview" aria-live="polite">
+    <span class="label">The agent will run</span>
+    <pre data-testid="launch-command"><code>${preview.command}</code></pre>
+    ${notes.length ? html`<ul class="muted">${notes.map((n) => html`<li>${n}</li>`)}</ul>` : null}
+    ${preview.tenant.applies
+      ? html`<p class=${`note ${preview.tenant.allowed ? "ok" : "warn"}`} data-testid="launch-policy">${preview.tenant.allowed
+          ? "Launch policy: a project's control-plane key could save this command too."
+          : html`Launch policy: only you (the operator) can save this; a project's control-plane key would be refused — ${preview.tenant.violation?.message}`}</p>`
+      : null}
+  </div>`;
+}

@@ -1,0 +1,93 @@
+/** One model of the store: its shape and memory estimate, a live download bar, who uses it, where it fits. */
+import { html } from "htm/preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, failure, send } from "../lib/api";
+import { useAction, useApi } from "../lib/hooks";
+import { sseData } from "../lib/sse";
+import { bytes, mib, params } from "../lib/format";
+import type { Model, ModelDetail, Progress } from "../lib/types";
+import { ConfirmButton, ErrorNote, StateBadge } from "./ui";
+import { DownloadProgress } from "./progress";
+
+/** What the progress stream says of a pull. */
+type Live = Pick<Model, "state" | "reason" | "size_bytes"> & { progress: Progress | null };
+
+/**
+ * The model as its pull's progress stream has it (while it downloads and `stream` is on); `onEnd`
+ * runs when the stream ends, so the caller can read the finished model.
+ */
+function useLiveModel(m: Model, stream: boolean, onEnd: () => unknown): Model {
+  const [live, setLive] = useState<Live>();
+  useEffect(() => {
+    setLive(undefined);
+    if (m.state !== "downloading" || !stream) return;
+    const ctl = new AbortController();
+    void (async () => {
+      try {
+        const res = await send(`/admin/models/${m.id}/progress`, { signal: ctl.signal });
+        if (!res.ok) throw await failure(res);
+        for await (const data of sseData(res)) setLive(JSON.parse(data) as Live);
+        await onEnd();
+      } catch {}
+    })();
+    return () => ctl.abort();
+  }, [m.id, m.state, stream]);
+  return live ? { ...m, ...live } : m;
+}
+
+/** The model's shape in one line, e.g. "llama · 494M parameters · Q4_K_M · context 32768 · 469 MiB". */
+function shape(m: Model): string {
+  const i = m.info;
+  const parts = [i?.architecture, i?.parameters ? `${params(i.parameters)} parameters` : null, i?.quantization, i?.context_length ? `context ${i.context_length}` : null, m.size_bytes ? bytes(m.size_bytes) : null];
+  return parts.filter(Boolean).join(" · ");
+}
+
+/** Each worker's GPUs (or RAM, without GPUs) against the model's need, read when opened. */
+function Fit({ id }: { id: string }) {
+  const detail = useApi<ModelDetail>(`/admin/models/${id}`);
+  if (detail.error) return html`<${ErrorNote} error=${detail.error} />`;
+  if (!detail.data) return html`<p class="muted" aria-busy="true">Loading…</p>`;
+  const fit = detail.data.fit;
+  if (!fit.length) return html`<p class="muted">Its size is not known yet, so it cannot be compared.</p>`;
+  const verdict = (ok: boolean) => html`<span class=${`badge ${ok ? "state-ready" : "state-failed"}`}>${ok ? "fits" : "too small"}</span>`;
+  return html`<div class="table-wrap"><table data-testid="fit">
+    <thead><tr><th scope="col">Worker</th><th scope="col">Where</th><th scope="col">Free</th><th scope="col">Needs</th><th scope="col">Verdict</th></tr></thead>
+    <tbody>${fit.flatMap((f) => (f.gpus.length
+      ? f.gpus.map((g) => html`<tr><td>${f.worker}</td><td>GPU ${g.index} · ${g.name}</td><td>${mib(g.free_mib)} of ${mib(g.total_mib)}</td><td>${mib(f.needs_mib)}</td><td>${verdict(g.fits)}</td></tr>`)
+      : [html`<tr><td>${f.worker}</td><td>RAM (no GPU)</td><td>${mib(f.ram_free_mib)}</td><td>${mib(f.needs_mib)}</td><td>${verdict(f.fits_in_ram)}</td></tr>`]))}
+    </tbody></table></div>`;
+}
+
+/**
+ * A model's card with its actions: cancel a download, pull again, delete (refused while used).
+ * `stream`: follow the download live (else it moves as the list is read again).
+ */
+export function ModelCard({ model, stream, onChange }: { model: Model; stream: boolean; onChange(): unknown }) {
+  const m = useLiveModel(model, stream, onChange);
+  const [fitOpen, setFitOpen] = useState(false);
+  const cancel = useAction(() => api(`/admin/models/${m.id}/cancel`, { method: "POST" }).then(() => true));
+  const again = useAction(() => api(`/admin/models`, { body: { source: m.source } }).then(() => true));
+  const del = useAction(() => api(`/admin/models/${m.id}`, { method: "DELETE" }).then(() => true));
+  const est = m.estimate;
+  const local = m.kind === "local";
+  return html`<li class="card model" aria-label=${`Model ${m.source}`}>
+    <div class="model-head"><h2 class="wrap">${m.source}</h2><span aria-live="polite"><${StateBadge} state=${m.state} /></span></div>
+    ${shape(m) ? html`<p class="muted">${shape(m)}</p>` : null}
+    ${est ? html`<p data-testid="estimate">Needs ~${(est.total_bytes / 1073741824).toFixed(1)} GiB <span class="muted">for ${est.context} tokens of context: weights ${bytes(est.weights_bytes)}, KV cache ${bytes(est.kv_bytes)}, overhead ${bytes(est.overhead_bytes)}</span></p>` : null}
+    ${m.state === "downloading" ? html`<${DownloadProgress} progress=${m.progress} label=${`Downloading ${m.source}`} />` : null}
+    ${m.reason && m.state !== "downloading" ? html`<p class=${m.state === "failed" ? "reason" : "reason reason-quiet"}>${m.reason}</p>` : null}
+    <p>${m.used_by.length
+      ? html`Used by ${m.used_by.map((u, i) => html`${i ? ", " : ""}<a href=${`/workloads/${u.id}`}>${u.project_slug}/${u.slug}</a>`)}`
+      : html`<span class="muted">Not used by any workload.</span>`}</p>
+    ${m.entry ? html`<p class="muted small-text wrap">${local ? "File" : "Stored at"} <code>${m.entry}</code></p>` : null}
+    ${m.state === "ready" ? html`<details class="fit" onToggle=${(e: Event) => setFitOpen((e.target as HTMLDetailsElement).open)}>
+        <summary>Where it fits</summary>${fitOpen ? html`<${Fit} id=${m.id} />` : null}</details>` : null}
+    <${ErrorNote} error=${cancel.error ?? again.error ?? del.error} />
+    <div class="actions">
+      ${m.state === "downloading" ? html`<button type="button" disabled=${cancel.busy} onClick=${async () => (await cancel.run()) && onChange()}>Cancel download</button>` : null}
+      ${m.state === "failed" || m.state === "cancelled" ? html`<button type="button" disabled=${again.busy} onClick=${async () => (await again.run()) && onChange()}>${m.state === "cancelled" ? "Resume download" : "Try again"}</button>` : null}
+      <${ConfirmButton} label="Delete" title=${`Delete ${m.source}?`} confirm="Delete model" onConfirm=${async () => (await del.run()) && onChange()}
+        body=${html`<p>${local ? "inferd forgets this file; the file itself stays where it is." : "Its downloaded files are removed from inferd's models."}</p>`} />
+    </div>
+  </li>`;
+}

@@ -1,0 +1,44 @@
+/** A workload's replicas: where each runs, its state with progress under the badge, retry and remove. */
+import { html } from "htm/preact";
+import { api } from "../lib/api";
+import { useAction, useNow } from "../lib/hooks";
+import type { Assignment, Workload, Worker } from "../lib/types";
+import { ConfirmButton, ErrorNote } from "./ui";
+import { ReplicaStatus } from "./replica-status";
+
+/** Retry a failed replica, with its logs a click away. */
+function RetryFailed({ w, a, onChange }: { w: Workload; a: Assignment; onChange(): unknown }) {
+  const retry = useAction(() => api(`/admin/assignments/${a.id}/retry`, { method: "POST" }).then(() => true));
+  return html`<div class="row-actions">
+    <button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange()}>Retry</button>
+    <a class="small button" href=${`/workloads/${w.id}/logs?replica=${a.id}`}>See its logs</a>
+    <${ErrorNote} error=${retry.error} />
+  </div>`;
+}
+
+/** Remove a replica placed by hand (its runtime stops). */
+function RemoveReplica({ a, worker, onChange }: { a: Assignment; worker: string; onChange(): unknown }) {
+  const remove = useAction(() => api(`/admin/assignments/${a.id}`, { method: "DELETE" }).then(() => true));
+  return html`<${ConfirmButton} class="danger small" label="Remove" title="Remove this replica?" confirm="Remove replica" onConfirm=${async () => (await remove.run()) && onChange()} body=${html`<p>Its runtime on ${worker} stops.</p>`} />
+    <${ErrorNote} error=${remove.error} />`;
+}
+
+/** The replicas table; the state column holds each replica's progress and, when it failed, Retry. */
+export function Replicas({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
+  const now = useNow();
+  const name = (id: string) => workers.find((x) => x.id === id)?.name ?? id;
+  const list = w.assignments ?? [];
+  const manual = list.some((a) => !a.auto);
+  return html`<section aria-labelledby="replicas"><h2 id="replicas">Replicas</h2>
+    ${w.scheduling_error ? html`<p class="note error" role="alert">${w.scheduling_error}</p>` : null}
+    ${list.length === 0 ? html`<p class="muted">No replica yet.</p>` : html`<div class="table-wrap"><table>
+      <thead><tr><th scope="col">Worker</th><th scope="col">State</th><th scope="col">In flight</th>${manual ? html`<th scope="col"><span class="offscreen">Actions</span></th>` : null}</tr></thead>
+      <tbody>${list.map((a) => html`<tr key=${a.id}>
+        <td>${name(a.worker_id)}<div class="muted small-text">${a.gpu_indices.length ? `GPU ${a.gpu_indices.join(", ")}` : "CPU"}${a.auto ? " · automatic" : ""}</div></td>
+        <td><${ReplicaStatus} now=${now} r=${{ workloadId: w.id, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} />
+          ${a.state === "failed" ? html`<${RetryFailed} w=${w} a=${a} onChange=${onChange} />` : null}</td>
+        <td>${a.in_flight} / ${a.concurrency}</td>
+        ${manual ? html`<td>${a.auto ? null : html`<${RemoveReplica} a=${a} worker=${name(a.worker_id)} onChange=${onChange} />`}</td>` : null}
+      </tr>`)}</tbody></table></div>`}
+  </section>`;
+}

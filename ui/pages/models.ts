@@ -1,0 +1,78 @@
+/** Models: pull one (with live progress), see each one's shape, size, need and users, and use files found here. */
+import { html } from "htm/preact";
+import { useState } from "preact/hooks";
+import { api } from "../lib/api";
+import { useAction, useApi } from "../lib/hooks";
+import { bytes } from "../lib/format";
+import { STARTER_MODEL } from "../lib/model-ref";
+import type { FoundModel, Model } from "../lib/types";
+import { ErrorNote, FieldError, invalidAt, Loading, PageTitle } from "../components/ui";
+import { ModelCard } from "../components/model-card";
+
+/** Source forms the pull field takes, with what each means. */
+const EXAMPLES: [string, string][] = [
+  ["hf:owner/repo-GGUF:Q4_K_M", "the GGUF with that quantisation (llama.cpp)"],
+  ["hf:owner/repo/file.gguf", "one file of a repo"],
+  ["hf:owner/repo", "a whole repo (safetensors, for vLLM and SGLang)"],
+  ["https://host/model.gguf", "a file from a URL"],
+  ["/path/on/this/machine.gguf", "a file already here (registered, not copied)"],
+];
+
+/** The pull form, suggesting a small starter model. */
+function PullForm({ onPulled }: { onPulled(): unknown }) {
+  const [source, setSource] = useState(`hf:${STARTER_MODEL}`);
+  const pull = useAction((s: string) => api<Model>("/admin/models", { body: { source: s } }));
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (await pull.run(source.trim())) {
+      setSource("");
+      await onPulled();
+    }
+  };
+  return html`<form class="card form" onSubmit=${submit} aria-label="Pull a model">
+    <h2>Pull a model</h2>
+    <label>Source
+      <input name="source" required value=${source} spellcheck=${false} onInput=${(e: Event) => setSource((e.target as HTMLInputElement).value)}
+        placeholder="hf:owner/repo-GGUF:Q4_K_M" ...${invalidAt(pull.error, "source")} />
+      <small>Suggested to start: <code>hf:${STARTER_MODEL}</code> (a small chat model, about 400 MB). Downloads resume where they stopped.</small>
+      <${FieldError} error=${pull.error} field="source" alert=${true} /></label>
+    <details><summary>What a source can be</summary>
+      <ul class="examples">${EXAMPLES.map(([ex, what]) => html`<li><code>${ex}</code>: ${what}</li>`)}</ul></details>
+    ${pull.error?.field === "source" ? null : html`<${ErrorNote} error=${pull.error} />`}
+    <div class="actions"><button type="submit" class="primary" disabled=${pull.busy || !source.trim()}>Pull</button></div>
+  </form>`;
+}
+
+/** GGUF files other tools left on this machine, each one registered with "Use". */
+function Found({ models, onUsed }: { models: Model[]; onUsed(): unknown }) {
+  const found = useApi<FoundModel[]>("/admin/models/discover");
+  const use = useAction((path: string) => api<Model>("/admin/models", { body: { source: path } }));
+  const known = (path: string) => models.some((m) => m.entry === path || m.source === path);
+  return html`<section aria-labelledby="found"><h2 id="found">Found on this machine</h2>
+    <p class="muted">GGUF files from LM Studio, llama.cpp's cache, the Hugging Face cache and Ollama. Using one registers it: nothing is copied.</p>
+    <${ErrorNote} error=${found.error ?? use.error} />
+    ${!found.data ? html`<${Loading} />` : found.data.length === 0 ? html`<p class="muted">None found.</p>` : html`<ul class="found">
+      ${found.data.map((f) => html`<li key=${f.path} class="card found-item" aria-label=${`Found ${f.name}`}>
+        <div class="found-text"><strong class="wrap">${f.name}</strong>
+          <span class="muted small-text">${f.origin} · ${f.quant ?? "no quantisation in the name"} · ${bytes(f.size_bytes)}</span>
+          <code class="muted small-text wrap">${f.path}</code></div>
+        ${known(f.path) ? html`<span class="muted">In inferd's models</span>` : html`<button type="button" class="small" aria-label=${`Use ${f.name}`} disabled=${use.busy}
+          onClick=${async () => (await use.run(f.path)) && onUsed()}>Use</button>`}</li>`)}</ul>`}
+  </section>`;
+}
+
+/** Downloads followed live at once: each holds a connection, and a browser has six per server. */
+const LIVE_STREAMS = 3;
+
+/** The models page. */
+export function ModelsPage() {
+  const list = useApi<Model[]>("/admin/models", 3000);
+  const reload = () => list.reload();
+  const live = new Set((list.data ?? []).filter((m) => m.state === "downloading").slice(0, LIVE_STREAMS).map((m) => m.id));
+  return html`<${PageTitle} sub="Model files on this machine: pull them from Hugging Face or a URL, see what they need and who uses them.">Models<//>
+    <${PullForm} onPulled=${reload} />
+    ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
+      ? html`<p class="muted">No models yet. Pull one above, use one found below, or name one in a workload's command (it is pulled before launch).</p>`
+      : html`<ul class="models">${list.data.map((m) => html`<${ModelCard} key=${m.id} model=${m} stream=${live.has(m.id)} onChange=${reload} />`)}</ul>`}
+    <${Found} models=${list.data ?? []} onUsed=${reload} />`;
+}

@@ -30,11 +30,11 @@ export class JobQuota {
   }
 
   /**
-   * Admits a job of `size` bytes for a project and counts it: 413 when one job is larger than the
-   * whole quota, 429 (with Retry-After) when the project's stored jobs would pass it.
+   * Admits a job (or a whole batch: `what`) of `size` bytes for a project and counts it: 413 when it
+   * is larger than the whole quota, 429 (with Retry-After) when the project's stored jobs would pass it.
    */
-  admit(projectId: string, size: number): void {
-    if (size > this.limit) throw new AppError(413, "payload_too_large", `the job is larger than a project's job storage (${this.limit} bytes, --max-job-bytes-per-project)`);
+  admit(projectId: string, size: number, what = "the job"): void {
+    if (size > this.limit) throw new AppError(413, "payload_too_large", `${what} is larger than a project's job storage (${this.limit} bytes, --max-job-bytes-per-project)`);
     const used = this.used(projectId);
     if (used + size > this.limit) {
       throw new AppError(429, "job_storage_full", `this project's stored jobs hold ${used} of ${this.limit} bytes (--max-job-bytes-per-project); finished jobs are removed after the retention period, so retry later`, { "retry-after": "60" });

@@ -11,6 +11,9 @@ import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueu
 
 type JobRow = ReturnType<typeof claimJobs>[number];
 
+/** The first pause before a job whose replica was lost runs again (it grows with each run). */
+const RERUN_BACKOFF_MS = 500;
+
 /** How often the runner looks for queued jobs even when nothing woke it. */
 const TICK_MS = 1000;
 
@@ -114,6 +117,10 @@ export class JobRunner {
       const err = e instanceof AppError ? e : new AppError(502, "upstream_unavailable", String(e));
       if ((err.status === 502 || err.code === "worker_lost") && job.runs < this.maxRuns) {
         log.warn(`job ${job.id}: ${err.message}; it will run again`);
+        // A runtime that just died is restarted and reported within moments: run the job again
+        // after a short, growing pause rather than at once on a replica not yet known to be down.
+        await this.pause(RERUN_BACKOFF_MS * job.runs);
+        if (this.stopped) return;
         requeueJob(this.db, job.id);
         this.pending.add(job.workloadId);
         return;
@@ -124,6 +131,14 @@ export class JobRunner {
     const u = data.usage;
     meter.record({ inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 }, data.status === "ok");
     this.onFinished();
+  }
+
+  /** Waits `ms`, or less when the runner stops meanwhile. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.abort.signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    });
   }
 
   /** Stops taking jobs; jobs in flight are abandoned as running and run again at the next start. */

@@ -1,9 +1,8 @@
-import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, getTableColumns, inArray, lt, sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { deliveries, jobs, webhooks } from "../db/schema";
 import { live } from "../webhooks/service";
 import { newId, nowIso } from "../ids";
-import type { AcceptedJob } from "./envelope";
 
 type JobRow = typeof jobs.$inferSelect;
 
@@ -32,15 +31,6 @@ export interface DeliveryView {
   last_error: string | null;
   next_attempt_at: string | null;
   delivered_at: string | null;
-}
-
-/** Stores an accepted job as queued; when this returns, the job is committed to SQLite. */
-export function insertJob(db: Db, workloadId: string, keyId: string | null, job: AcceptedJob): string {
-  const id = crypto.randomUUID();
-  db.insert(jobs)
-    .values({ id, workloadId, keyId, kind: job.kind, body: Buffer.from(job.body), contentType: job.contentType, context: job.context, status: "queued", createdAt: nowIso() })
-    .run();
-  return id;
 }
 
 /** Deliveries of some jobs with their destination URLs. */
@@ -109,19 +99,26 @@ export function workloadsWithQueuedJobs(db: Db): string[] {
   return db.selectDistinct({ w: jobs.workloadId }).from(jobs).where(eq(jobs.status, "queued")).all().map((r) => r.w);
 }
 
-/** Takes the oldest queued jobs of a workload and marks them running. */
+/**
+ * Takes up to `count` of the oldest queued jobs of a workload and marks them running, in one
+ * statement; returned in queue order (creation time, then insertion order).
+ */
 export function claimJobs(db: Db, workloadId: string, count: number): JobRow[] {
   if (count <= 0) return [];
-  return db.transaction((tx) => {
-    const rows = tx.select().from(jobs).where(and(eq(jobs.workloadId, workloadId), eq(jobs.status, "queued"))).orderBy(asc(jobs.createdAt)).limit(count).all();
-    const now = nowIso();
-    for (const r of rows) {
-      tx.update(jobs).set({ status: "running", startedAt: now, runs: sql`${jobs.runs} + 1` }).where(eq(jobs.id, r.id)).run();
-      r.runs += 1;
-      r.startedAt = now;
-    }
-    return rows;
-  });
+  const oldest = db
+    .select({ id: jobs.id })
+    .from(jobs)
+    .where(and(eq(jobs.workloadId, workloadId), eq(jobs.status, "queued")))
+    .orderBy(asc(jobs.createdAt))
+    .limit(count);
+  const rows = db
+    .update(jobs)
+    .set({ status: "running", startedAt: nowIso(), runs: sql`${jobs.runs} + 1` })
+    .where(inArray(jobs.id, oldest))
+    .returning({ ...getTableColumns(jobs), seq: sql<number>`rowid` })
+    .all();
+  rows.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.seq - b.seq));
+  return rows.map(({ seq: _seq, ...job }) => job);
 }
 
 /** Puts a running job back in the queue (its worker died; it will run again). */

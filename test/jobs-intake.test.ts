@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { join } from "node:path";
+import { openStore, type Store } from "../src/db";
+import { AppError } from "../src/errors";
+import { GroupCommit, jobIntake, type BatchTimer, type JobInsert } from "../src/jobs/intake";
+import { claimJobs } from "../src/jobs/service";
+import { cleanup, tempDir } from "./helpers/proc";
+
+/** A timer driven by the test: `fire()` runs what is armed. */
+function fakeTimer() {
+  const armed = new Map<number, { fn: () => void; ms: number }>();
+  let next = 0;
+  const timer: BatchTimer = {
+    set: (fn, ms) => {
+      armed.set(++next, { fn, ms });
+      return next;
+    },
+    clear: (h) => void armed.delete(h as number),
+  };
+  return {
+    timer,
+    armed: () => [...armed.values()].map((a) => a.ms),
+    fire: () => {
+      const all = [...armed.values()];
+      armed.clear();
+      for (const a of all) a.fn();
+    },
+  };
+}
+
+/** Whether a promise has settled (after the microtasks queued so far). */
+async function settled(p: Promise<unknown>): Promise<"resolved" | "rejected" | "pending"> {
+  let state: "resolved" | "rejected" | "pending" = "pending";
+  p.then(() => (state = "resolved"), () => (state = "rejected"));
+  await Promise.resolve();
+  await Promise.resolve();
+  return state;
+}
+
+describe("GroupCommit", () => {
+  test("concurrent callers share one write, closed by the timer; each resolves only after the write", async () => {
+    const t = fakeTimer();
+    const writes: number[][] = [];
+    const g = new GroupCommit<number>((rows) => void writes.push(rows), { maxRows: 10, maxWaitMs: 2, timer: t.timer });
+    const a = g.submit([1]);
+    const b = g.submit([2, 3]);
+    expect(t.armed()).toEqual([2]);
+    expect(await settled(a)).toBe("pending");
+    expect(writes).toEqual([]);
+    t.fire();
+    expect(writes).toEqual([[1, 2, 3]]);
+    expect(await settled(a)).toBe("resolved");
+    expect(await settled(b)).toBe("resolved");
+    expect(g.stats).toEqual({ batches: 1, rows: 3, failed: 0 });
+  });
+
+  test("a batch closes as soon as it holds maxRows rows, without waiting for the timer", async () => {
+    const t = fakeTimer();
+    const writes: number[][] = [];
+    const g = new GroupCommit<number>((rows) => void writes.push(rows), { maxRows: 3, maxWaitMs: 2, timer: t.timer });
+    const a = g.submit([1, 2]);
+    const b = g.submit([3]);
+    expect(writes).toEqual([[1, 2, 3]]);
+    expect(t.armed()).toEqual([]);
+    await Promise.all([a, b]);
+    // A caller larger than a batch is written whole, in one transaction.
+    await g.submit([4, 5, 6, 7, 8]);
+    expect(writes[1]).toEqual([4, 5, 6, 7, 8]);
+  });
+
+  test("a failed write fails every caller in it with the mapped error; the next batch is written", async () => {
+    const t = fakeTimer();
+    let fail = true;
+    const g = new GroupCommit<number>(
+      (rows) => {
+        if (fail) throw Object.assign(new Error("disk I/O error"), { code: "SQLITE_IOERR" });
+        expect(rows).toEqual([9]);
+      },
+      { maxRows: 10, maxWaitMs: 2, timer: t.timer, callerError: (e) => new AppError(503, "job_not_stored", String(e)) },
+    );
+    const a = g.submit([1]);
+    const b = g.submit([2]);
+    t.fire();
+    for (const p of [a, b]) {
+      const e = await p.catch((x) => x);
+      expect(e).toBeInstanceOf(AppError);
+      expect(e.code).toBe("job_not_stored");
+    }
+    fail = false;
+    const c = g.submit([9]);
+    t.fire();
+    await c;
+    expect(g.stats).toMatchObject({ batches: 1, failed: 1 });
+  });
+
+  test("with retryAlone, one caller's bad row fails only that caller", async () => {
+    const t = fakeTimer();
+    const committed: number[] = [];
+    const g = new GroupCommit<number>(
+      (rows) => {
+        if (rows.includes(-1)) throw Object.assign(new Error("constraint"), { code: "SQLITE_CONSTRAINT_FOREIGNKEY" });
+        committed.push(...rows);
+      },
+      { maxRows: 10, maxWaitMs: 0, timer: t.timer, retryAlone: (e) => (e as { code: string }).code.startsWith("SQLITE_CONSTRAINT") },
+    );
+    const good = g.submit([1, 2]);
+    const bad = g.submit([3, -1]);
+    const alsoGood = g.submit([4]);
+    expect(t.armed()).toEqual([0]);
+    t.fire();
+    await good;
+    await alsoGood;
+    expect(await bad.catch((e) => e.code)).toBe("SQLITE_CONSTRAINT_FOREIGNKEY");
+    expect(committed).toEqual([1, 2, 4]); // the bad caller's good row 3 is not half-written
+  });
+});
+
+describe("the job intake on a real store", () => {
+  let store: Store;
+  let path: string;
+  const row = (id: string, workloadId = "wl_1", at = new Date().toISOString()): JobInsert => ({
+    id,
+    workloadId,
+    keyId: null,
+    kind: "embeddings",
+    body: new TextEncoder().encode('{"input":"x"}'),
+    contentType: "application/json",
+    context: '{"n": 1.50}',
+    createdAt: at,
+  });
+  beforeAll(() => {
+    path = join(tempDir("intake"), "inferd.db");
+    store = openStore(path);
+    const now = new Date().toISOString();
+    store.sqlite.run("INSERT INTO projects (id, name, slug, created_at) VALUES ('prj_1', 'P', 'p', ?)", [now]);
+    store.sqlite.run("INSERT INTO workloads (id, project_id, name, slug, task_type, backend, model_name, endpoints, created_at, updated_at) VALUES ('wl_1', 'prj_1', 'W', 'w', 'chat', 'vllm', 'm', '{}', ?, ?)", [now, now]);
+  });
+  afterAll(async () => {
+    store.close();
+    await cleanup();
+  });
+
+  test("committed rows are visible to another connection when the promise resolves; a caller's rows are all or none", async () => {
+    const intake = jobIntake(store.db);
+    const other = new Database(path, { readonly: true });
+    const ok = intake.submit([row("j1"), row("j2")]);
+    const mixed = intake.submit([row("j3"), row("j4", "wl_missing")]);
+    await ok;
+    expect(other.query("SELECT id, status, runs, context FROM jobs ORDER BY rowid").all()).toEqual([
+      { id: "j1", status: "queued", runs: 0, context: '{"n": 1.50}' },
+      { id: "j2", status: "queued", runs: 0, context: '{"n": 1.50}' },
+    ]);
+    const e = await mixed.catch((x) => x);
+    expect(String(e.code)).toStartWith("SQLITE_CONSTRAINT");
+    expect(other.query("SELECT count(*) AS n FROM jobs WHERE id IN ('j3', 'j4')").get()).toEqual({ n: 0 });
+    other.close();
+  });
+
+  test("claimJobs takes the oldest queued jobs in one statement, in queue order", async () => {
+    const intake = jobIntake(store.db);
+    store.sqlite.run("DELETE FROM jobs");
+    const t0 = Date.now();
+    const at = (ms: number) => new Date(t0 + ms).toISOString();
+    await intake.submit([row("c3", "wl_1", at(5)), row("c1", "wl_1", at(0)), row("c2", "wl_1", at(0)), row("c4", "wl_1", at(9))]);
+    const first = claimJobs(store.db, "wl_1", 3);
+    expect(first.map((j) => j.id)).toEqual(["c1", "c2", "c3"]);
+    expect(first.every((j) => j.status === "running" && j.runs === 1 && j.startedAt)).toBe(true);
+    expect(Buffer.from(first[0].body).toString()).toBe('{"input":"x"}');
+    expect(claimJobs(store.db, "wl_1", 5).map((j) => j.id)).toEqual(["c4"]);
+    expect(claimJobs(store.db, "wl_1", 5)).toEqual([]);
+  });
+
+  test("a closed store fails the callers with 503 job_not_stored, not a 500", async () => {
+    const p = join(tempDir("intake-closed"), "inferd.db");
+    const s = openStore(p);
+    const intake = jobIntake(s.db);
+    s.close();
+    const e = await intake.submit([row("x")]).catch((x) => x);
+    expect(e).toBeInstanceOf(AppError);
+    expect(e.status).toBe(503);
+    expect(e.code).toBe("job_not_stored");
+  });
+});

@@ -114,6 +114,11 @@ describe("the auth gate decides on the normalised path and denies by default", (
     for (const unknown of ["/METRICS", "/%6Detrics", "/nothing-here", "/admin%2Fprojects"]) expect(await rawStatus(port, "GET", unknown)).toBe(401);
     // The dashboard's own page stays public, and so does the health check.
     expect(await rawStatus(port, "GET", "/")).toBe(200);
+    // A browser asking for an unknown page gets the dashboard (its "not found" page, no data);
+    // an API path stays JSON and protected even for a browser.
+    expect(await rawStatus(port, "GET", "/no-such-page", { accept: "text/html" })).toBe(200);
+    expect(await rawStatus(port, "GET", "/admin/no-such-thing", { accept: "text/html" })).toBe(401);
+    expect(await rawStatus(port, "POST", "/no-such-page", { accept: "text/html" })).toBe(401);
     expect(await rawStatus(port, "GET", "/healthz/")).toBe(200);
   });
 });

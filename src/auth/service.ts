@@ -2,7 +2,7 @@ import { and, eq, gt, lt } from "drizzle-orm";
 import type { Db } from "../db";
 import { sessions } from "../db/schema";
 import { AppError, forbidden, notFound, unauthorized } from "../errors";
-import { CLIENT_SECTIONS } from "../ui/routes";
+import { CLIENT_SECTIONS, wantsDashboardPage } from "../ui/routes";
 import { newSecret, nowIso, safeEqual, sha256 } from "../ids";
 import { findKeyBySecret, KEY_PREFIX, type KeyRecord } from "../keys/service";
 import type { UsageRecorder } from "../usage/recorder";
@@ -277,6 +277,8 @@ export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: s
   const path = normalisePath(rawPath);
   if (OPEN.some((re) => re.test(path))) return;
   if ((request.method === "GET" || request.method === "HEAD") && UI_PATHS.some((re) => re.test(path))) return;
+  // A browser asking for another page gets the dashboard (it shows "not found"); it holds no data.
+  if (wantsDashboardPage(request, path)) return;
   if (path === "/metrics") {
     const token = presentedToken(request);
     if (deps.metricsToken && token && safeEqual(sha256(token), sha256(deps.metricsToken))) return;

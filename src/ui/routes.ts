@@ -29,6 +29,19 @@ export const CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
+/** Path prefixes of the APIs: a browser that asks for an unknown one gets JSON, never the dashboard page. */
+export const API_PREFIXES = ["/api", "/admin", "/endpoint", "/agent", "/metrics", "/docs", "/healthz", "/login", "/assets"];
+
+/**
+ * Whether a request is a browser asking for a page the dashboard answers (its own not-found page
+ * for an unknown one): a GET of HTML outside the APIs.
+ */
+export function wantsDashboardPage(request: Request, path: string): boolean {
+  if (request.method !== "GET" && request.method !== "HEAD") return false;
+  if (!(request.headers.get("accept") ?? "").includes("text/html")) return false;
+  return !API_PREFIXES.some((p) => path === p || path.startsWith(`${p}/`));
+}
+
 /** Top-level paths the dashboard routes on the client; each (and everything under it) gets index.html. */
 export const CLIENT_SECTIONS = ["signin", "setup", "projects", "workloads", "models", "workers", "telemetry"] as const;
 
@@ -115,5 +128,11 @@ export function uiRoutes(source: UiSource = {}) {
     });
   // Elysia's route methods register on the instance itself, so the loop needs no reassignment.
   for (const section of CLIENT_SECTIONS) app.get(`/${section}`, index).get(`/${section}/*`, index);
+  // Any other page a browser asks for: the dashboard, which shows its own "not found" page.
+  app.get("/*", async ({ request }) => {
+    const path = new URL(request.url).pathname;
+    if (!wantsDashboardPage(request, path)) throw new AppError(404, "not_found", `no route for ${request.method} ${path}`);
+    return index({ request });
+  });
   return app;
 }

@@ -30,6 +30,7 @@ import { restrictUmask, tightenDataDir } from "./perms";
 import { JobQuota } from "./jobs/quota";
 import { ModelManager } from "./models/manager";
 import { Scaler } from "./scaling/scaler";
+import { startCheckpointer, type Checkpointer } from "./db/checkpoint";
 import { assertFreeDisk } from "./store/check";
 import { AutoBackups } from "./store/auto";
 
@@ -151,8 +152,11 @@ export async function startServer(config: Config, out: (line: string) => void = 
   assertFreeDisk(config.dataDir, config.minFreeDiskMb);
   const lock = lockDataDir(config.dataDir);
   let store: Store | undefined;
+  let checkpointer: Checkpointer | undefined;
   try {
     store = openStore(dataPaths(config.dataDir).db);
+    checkpointer = startCheckpointer(store.sqlite, dataPaths(config.dataDir).db);
+    const walCheckpoints = checkpointer;
     const token = adminToken(config.dataDir, config.adminToken);
     const services = buildServices(config, store, token.token);
     const { deps } = services;
@@ -226,11 +230,13 @@ export async function startServer(config: Config, out: (line: string) => void = 
           await app.stop(true);
           tls.stop(true);
           deps.usage.flush();
+          walCheckpoints.stop();
           openedStore.close();
           lock.release();
         })()),
     };
   } catch (e) {
+    checkpointer?.stop();
     store?.close();
     lock.release();
     throw e;

@@ -17,6 +17,7 @@ import { writeTinyGguf } from "./fixtures/gguf";
 import { cleanup, runInferd, startInferd, tempDir, waitFor, type Inferd } from "./helpers/proc";
 import { sseEvents } from "./helpers/serving";
 import { blobPath } from "../agent/models/store";
+import { joinAgent, startHost } from "./helpers/agents";
 
 const REPO = "inferd-test/Tiny-GGUF";
 const GATED = "inferd-test/Gated-GGUF";
@@ -220,4 +221,24 @@ describe("fit and placement", () => {
     const forced = await api(fit, `/admin/workloads/${w.id}/assignments`, { body: { worker_id: worker.id, force: true } });
     expect(forced.status).toBe(201);
   });
+});
+
+test("a remote agent pulls a workload's model on its own machine, into its own store", async () => {
+  const host = await startHost();
+  const agent = await joinAgent(host, "puller", { HF_ENDPOINT: hub.url });
+  try {
+    await host.admin("/admin/projects", { name: "R", slug: "r" });
+    const w = await (await host.admin("/admin/projects/r/workloads", { name: "remote-tiny", backend: "llamacpp", model_name: "t", worker_id: agent.workerId, config: { command: `llama-server -hf ${REPO}:Q8_0` } })).json();
+    const ready = await waitFor(async () => {
+      const d = await (await host.admin(`/admin/workloads/${w.id}`)).json();
+      return d.assignments[0]?.state === "ready" ? d.assignments[0] : undefined;
+    }, { what: "the remote replica ready", timeoutMs: 30_000, detail: agent.output });
+    expect(ready.worker_id).toBe(agent.workerId);
+    expect(existsSync(join(agent.dataDir, "models", "hf", "hub", `models--${REPO.replace("/", "--")}`))).toBe(true);
+    // The download is in the replica's log at the host (remote logs come up in batches).
+    await waitFor(async () => (await (await host.admin(`/admin/workloads/${w.id}/logs`)).text()).includes(`downloading hf:${REPO}:Q8_0`) || undefined, { what: "the download in the remote replica's log" });
+  } finally {
+    await agent.stop();
+    await host.stop();
+  }
 });

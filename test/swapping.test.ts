@@ -126,3 +126,20 @@ describe("the operator's controls", () => {
     expect((await refused.json()).error.code).toBe("not_failed");
   });
 });
+
+test("when nothing can be swapped out the request waits, then gets the queue's 503 with the reason", async () => {
+  const small = await startServing({ FAKE_GPUS: "1x NVIDIA L4:24000", FAKE_GPU_USAGE_DIR: tempDir("usage-1"), FAKE_LOAD_MS: "50", INFERD_QUEUE_WAIT_MS: "1500" });
+  try {
+    const fixed = await small.createWorkload({ name: "holder", backend: "vllm", model_name: "holder", config: { command: "vllm serve holder" } });
+    await small.waitState(fixed.id);
+    const w = await small.createWorkload({ name: "latecomer", backend: "vllm", model_name: "late", config: { command: "vllm serve late" }, execution_policy: "autoscaling", execution_params: { idle_timeout_s: 60 } });
+    const r = await small.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "hi" }] } });
+    expect(r.status).toBe(503);
+    const { error } = await r.json();
+    expect(error.code).toBe("queue_timeout");
+    expect(error.message).toContain("no idle replica can be swapped out");
+    expect((await small.workload(fixed.id)).assignments[0].state).toBe("ready");
+  } finally {
+    await small.stop();
+  }
+});

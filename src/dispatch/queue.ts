@@ -75,6 +75,8 @@ export class Dispatcher {
     /** Told when a request has to wait for a workload (a replica may need starting: scale from zero, scale up). */
     private onWait: (workloadId: string) => void = () => {},
     private timers: Timers = REAL_TIMERS,
+    /** Why a workload has no free slot now (e.g. "waiting for GPU memory"), added to a timeout's message. */
+    private explain: (workloadId: string) => string | undefined = () => undefined,
   ) {}
 
   /** Adds or replaces a ready replica, then hands it queued requests. */
@@ -166,7 +168,8 @@ export class Dispatcher {
           kind === "sync"
             ? this.timers.set(() => {
                 this.dropWaiter(w);
-                reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s`, { "retry-after": "5" }));
+                const why = this.explain(workloadId);
+                reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s${why ? ` (${why})` : ""}`, { "retry-after": "5" }));
               }, this.limits.waitMs)
             : undefined,
         onAbort: () => {

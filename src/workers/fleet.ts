@@ -55,7 +55,7 @@ export class Fleet {
     private makeTarget: TargetFactory = localTarget,
     private policy?: LaunchPolicy,
   ) {
-    this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id));
+    this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id), undefined, (id) => this.waitingBecause(id));
   }
 
   /** Re-places workloads and wakes every agent so it reconciles. */
@@ -184,6 +184,12 @@ export class Fleet {
     const down = placed.filter((a) => a.state === "failed" || this.offline.has(a.worker_id));
     if (down.length === placed.length) return { offline: "every worker of this workload is offline; retry when one is back" };
     return {};
+  }
+
+  /** Why a workload's replicas are not taking requests, from their states' reasons (for a queue timeout). */
+  private waitingBecause(workloadId: string): string | undefined {
+    const notReady = listAssignments(this.db, workloadId).filter((a) => a.state !== "ready" && a.reason);
+    return notReady.length ? notReady.map((a) => `${a.state}: ${a.reason}`).join("; ") : undefined;
   }
 
   /** Marks a worker offline or back online, and what that means for its workloads. */

@@ -1,83 +1,30 @@
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { z } from "zod";
-import type { Config } from "./config";
-import type { Db } from "./db";
 import { errorPlugin } from "./errors";
-import { parseJsonBody, type ByteBudget } from "./http";
-import type { JobQuota } from "./jobs/quota";
-import type { ModelManager } from "./models/manager";
+import { parseJsonBody } from "./http";
 import { modelRoutes } from "./models/routes";
-import type { Scaler } from "./scaling/scaler";
 import { controlRoutes as replicaControlRoutes } from "./scaling/routes";
 import { actorOf, authenticateRequest, keyOf } from "./auth/service";
 import { actAs } from "./audit/service";
 import { auditRoutes } from "./audit/routes";
 import { usageRoutes } from "./usage/routes";
-import type { Limiter } from "./limits/limiter";
-import type { UsageRecorder } from "./usage/recorder";
 import { projectRoutes } from "./projects/routes";
 import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
 import { adminRoutes, loginRoute } from "./admin/routes";
 import { dataRoutes } from "./dataplane/routes";
 import { workerRoutes } from "./workers/routes";
-import type { Workload } from "./workloads/service";
-import type { Fleet } from "./workers/fleet";
-import type { MetricsStore } from "./usage/series";
-import type { Metering } from "./usage/meter";
-import type { RemoteAgents } from "./agents/remote";
-import type { HostCert } from "./tls/hostcert";
 import { agentRoutes } from "./agents/routes";
 import { adminExtraRoutes } from "./admin/extras";
-import type { AddressPolicy } from "./webhooks/address";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
 import { uiRoutes } from "./ui/routes";
 import { noteArrival } from "./usage/arrival";
-import type { LaunchPolicy } from "../agent/launch-policy";
 
-/** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
-export interface AppEvents {
-  workloadsChanged(): void;
-}
+import type { AppDeps } from "./deps";
 
-
-/** Everything the HTTP app needs, injected so tests build it exactly as `serve` does. */
-export interface AppDeps {
-  db: Db;
-  config: Config;
-  adminToken: string;
-  metricsToken?: string;
-  usage: UsageRecorder;
-  events: AppEvents;
-  fleet: Fleet;
-  jobs: { wake(workloadId?: string): void };
-  webhooks: { policy: AddressPolicy; ca: string[] | undefined };
-  metrics: MetricsStore;
-  /** The one metering path: a meter per request, recorded once where it ends. */
-  metering: Metering;
-  /** Per-key limits and quotas on the data plane. */
-  limiter: Limiter;
-  agents: RemoteAgents;
-  hostCert: HostCert;
-  /** The HTTPS URL agents join (for join commands). */
-  joinUrl(): string;
-  version: string;
-  startedAt: string;
-  /** The launch policy for tenants' workloads (from the `--policy-*` settings). */
-  policy: LaunchPolicy;
-  /** Request-body bytes the data plane may hold at once (`--max-buffered-bytes`). */
-  bodyBudget: ByteBudget;
-  /** Stored job bytes per project (`--max-job-bytes-per-project`). */
-  jobQuota: JobQuota;
-  /** The model store: pulls, progress, removal. */
-  models: ModelManager;
-  /** Execution policies made real: replicas started, stopped and swapped. */
-  scaler: Scaler;
-  /** The admin view of a workload: the stored fields plus what the serving side knows. */
-  describeWorkload(w: Workload): unknown;
-}
+export type { AppDeps, AppEvents } from "./deps";
 
 const JSON_PLANES = /^\/(api|admin)(\/|$)/;
 

@@ -1,9 +1,12 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { createSession, endAllSessions, endSession, redeemLoginCode, sessionCookie } from "../auth/service";
 import { viaTls } from "../agents/routes";
+
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db" | "adminToken" | "usage" | "metricsToken">;
 
 /** Whether the browser reached us over HTTPS (our TLS port, or a TLS-terminating proxy saying so). */
 const overHttps = (request: Request) => viaTls.has(request) || request.headers.get("x-forwarded-proto") === "https";
@@ -11,7 +14,7 @@ const overHttps = (request: Request) => viaTls.has(request) || request.headers.g
 const SessionCreate = z.strictObject({ token: z.string().min(1).max(1000) });
 
 /** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
-export const adminRoutes = (deps: AppDeps) =>
+export const adminRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .post("/session", ({ body, set, request }) => {
       const s = createSession(deps, body.token);
@@ -30,7 +33,7 @@ export const adminRoutes = (deps: AppDeps) =>
     }, { detail: { summary: "Sign out everywhere: ends every dashboard session" } })
 
 /** `GET /login?code=…`: the one-time sign-in link `inferd desktop` opens; sets the session and goes to the dashboard. */
-export const loginRoute = (deps: AppDeps) =>
+export const loginRoute = (deps: Deps) =>
   new Elysia({ detail: { tags: ["admin"], hide: true } }).get("/login", ({ query, request }) => {
     const s = redeemLoginCode(deps, String(query.code ?? ""));
     return new Response(null, {

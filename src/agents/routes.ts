@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { MachineInfoSchema, ReplicaReportSchema } from "../../agent/protocol";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { AppError, forbidden, fromSchemaIssue } from "../errors";
 import { readBodyLimited } from "../http";
 import { sha256 } from "../ids";
@@ -9,6 +9,9 @@ import { presentedToken } from "../auth/service";
 import { recordMachine } from "../workers/service";
 import { joinWorker, workerByCredential } from "./service";
 import type { ReplicaReport } from "../../agent/protocol";
+
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "agents" | "config" | "db" | "fleet" | "version">;
 
 /** Requests that arrived on the HTTPS listener (agents must use it). */
 export const viaTls = new WeakSet<Request>();
@@ -20,7 +23,7 @@ const Heartbeat = z.strictObject({ version: z.string(), machine: Machine, replic
 const Logs = z.strictObject({ chunks: z.array(z.strictObject({ assignment_id: z.string(), data_b64: z.string() })) });
 
 /** Reads and checks a JSON body of the agent protocol. */
-async function body<T>(deps: AppDeps, request: Request, schema: z.ZodType<T>): Promise<T> {
+async function body<T>(deps: Deps, request: Request, schema: z.ZodType<T>): Promise<T> {
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder().decode(await readBodyLimited(request, deps.config.maxBodyBytes)));
@@ -34,7 +37,7 @@ async function body<T>(deps: AppDeps, request: Request, schema: z.ZodType<T>): P
 }
 
 /** The remote worker behind a request (HTTPS and a valid credential), and that it was heard from. */
-function agentOf(deps: AppDeps, request: Request) {
+function agentOf(deps: Deps, request: Request) {
   if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");
   const w = workerByCredential(deps.db, presentedToken(request));
   deps.agents.touch(w.id);
@@ -48,7 +51,7 @@ const waitMs = (q: unknown) => Math.min(Math.max(Number(q ?? 25_000) || 25_000, 
  * The agent protocol (HTTPS only): join with a one-time token, then heartbeats with telemetry and
  * replica states, a long poll for what to run, a long poll for requests, streamed answers and logs.
  */
-export const agentRoutes = (deps: AppDeps) =>
+export const agentRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/agent/v1", detail: { tags: ["agents"], hide: true } })
     .post("/join", async ({ request, set }) => {
       if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");

@@ -1,4 +1,4 @@
-import type { AppDeps } from "../app";
+import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { badRequest } from "../errors";
 import { accounting, checkModel, checkRoute, readJsonObject, workloadOf } from "./service";
@@ -28,7 +28,7 @@ async function anthropicError(r: Response): Promise<Response> {
  * own `/v1/messages`; a runtime without that route (404) gets it translated to chat completions
  * and the answer (or stream) translated back. Errors always come back in the Messages shape.
  */
-export async function messagesRoute(deps: AppDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
+export async function messagesRoute(deps: DataplaneDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
   try {
     return await messagesHeld(deps, request, params);
   } finally {
@@ -36,7 +36,7 @@ export async function messagesRoute(deps: AppDeps, request: Request, params: { p
   }
 }
 
-async function messagesHeld(deps: AppDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
+async function messagesHeld(deps: DataplaneDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
   const w = workloadOf(deps, params.project, params.workload);
   checkRoute(w, "chat", "POST /v1/messages");
   const json = await readJsonObject(deps, request);

@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app";
+import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { messagesRoute } from "./messages";
 import { forwardToWorkload, SYNC_ROUTES, workloadOf } from "./service";
@@ -13,7 +13,7 @@ function noIdleTimeout(server: { timeout(req: Request, seconds: number): void } 
 }
 
 /** Data-plane routes (`/endpoint/<project_slug>/<workload_slug>/v1/...`, `ik_live_` keys). */
-export const dataRoutes = (deps: AppDeps) => {
+export const dataRoutes = (deps: DataplaneDeps) => {
   let app = new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["data plane"] } })
     .get("/v1/models", ({ params }) => {
       const w = workloadOf(deps, params.project, params.workload);

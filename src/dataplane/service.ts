@@ -1,10 +1,13 @@
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { AppError, badRequest, notFound } from "../errors";
 import { parseJsonBytes, readBodyLimited } from "../http";
 import { arrivalOf } from "../usage/arrival";
 import { findWorkload, type Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { dispatch, relay, type Accounting } from "./forward";
+
+/** What this module uses of the app's dependencies. */
+export type DataplaneDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "fleet" | "limiter" | "metering">;
 
 /**
  * The data plane's service functions, used by its routes, the jobs, the admin playground and the
@@ -35,7 +38,7 @@ export const SYNC_ROUTES: RouteSpec[] = [
 ];
 
 /** The workload of a data-plane path, or 404. */
-export function workloadOf(deps: AppDeps, project: string, workload: string): Workload {
+export function workloadOf(deps: Pick<AppDeps, "db">, project: string, workload: string): Workload {
   const w = findWorkload(deps.db, project, workload);
   if (!w) throw notFound(`workload "${project}/${workload}"`);
   return w;
@@ -62,7 +65,7 @@ export function checkModel(w: Workload, model: unknown): void {
 }
 
 /** Reads a JSON object body of the data plane (up to the data-plane body limit). */
-export async function readJsonObject(deps: AppDeps, request: Request): Promise<Record<string, unknown>> {
+export async function readJsonObject(deps: DataplaneDeps, request: Request): Promise<Record<string, unknown>> {
   const body = parseJsonBytes(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
   if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("invalid_request", "the request body must be a JSON object");
   return body as Record<string, unknown>;
@@ -72,7 +75,7 @@ export async function readJsonObject(deps: AppDeps, request: Request): Promise<R
  * The meter of a forwarded request: its clock started when the request arrived (the auth gate
  * notes the time); its key (none for the dashboard's playground) and workload are charged at its end.
  */
-export function accounting(deps: AppDeps, request: Request, keyId: string | null, w: Workload): Accounting {
+export function accounting(deps: DataplaneDeps, request: Request, keyId: string | null, w: Workload): Accounting {
   return deps.metering.begin(w, keyId, "sync", arrivalOf(request), deps.limiter.ticketOf(request)?.release);
 }
 
@@ -80,7 +83,7 @@ export function accounting(deps: AppDeps, request: Request, keyId: string | null
  * Forwards one synchronous request to a workload through its queue; `keyId` is charged for it.
  * The body counts against the buffered-bytes budget until the runtime has answered.
  */
-export async function forwardToWorkload(deps: AppDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
+export async function forwardToWorkload(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
   try {
     return await forwardHeld(deps, spec, request, w, keyId, parsed);
   } finally {
@@ -88,7 +91,7 @@ export async function forwardToWorkload(deps: AppDeps, spec: RouteSpec, request:
   }
 }
 
-async function forwardHeld(deps: AppDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
+async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
   checkRoute(w, spec.toggle, `POST /v1/${spec.path}`);
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   let json: Record<string, unknown> | undefined;

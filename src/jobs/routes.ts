@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { keyOf } from "../auth/service";
 import { AppError, notFound } from "../errors";
 import { readBodyLimited, utf8Text } from "../http";
@@ -11,12 +11,15 @@ import { acceptEnvelope, checkJobsOn, checkKindOn, type AcceptedJob } from "./en
 import { jobIntake, type GroupCommit, type JobInsert } from "./intake";
 import { getJob, listJobs } from "./service";
 
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "bodyBudget" | "config" | "db" | "jobQuota" | "jobs" | "limiter">;
+
 /**
  * Commits accepted jobs through the group-commit writer; resolves with their ids once they are on
  * disk. Ids are UUIDv7 (time-ordered, 62 random bits): new rows land at the end of the primary-key
  * index instead of dirtying a random page each, which about halves the pages a commit writes.
  */
-async function store(deps: AppDeps, intake: GroupCommit<JobInsert>, w: Workload, request: Request, accepted: AcceptedJob[]): Promise<string[]> {
+async function store(deps: Deps, intake: GroupCommit<JobInsert>, w: Workload, request: Request, accepted: AcceptedJob[]): Promise<string[]> {
   const keyId = keyOf(request).id;
   const createdAt = nowIso();
   const rows = accepted.map((job) => ({ id: Bun.randomUUIDv7(), workloadId: w.id, keyId, kind: job.kind, body: job.body, contentType: job.contentType, context: job.context, createdAt }));
@@ -26,7 +29,7 @@ async function store(deps: AppDeps, intake: GroupCommit<JobInsert>, w: Workload,
 }
 
 /** Reads a job request's body as text (data-plane limit and buffer budget; the caller releases it). */
-async function bodyText(deps: AppDeps, request: Request): Promise<string> {
+async function bodyText(deps: Deps, request: Request): Promise<string> {
   return utf8Text(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
 }
 
@@ -34,7 +37,7 @@ async function bodyText(deps: AppDeps, request: Request): Promise<string> {
  * The async surface of the data plane: submit a job or a batch of them (202 once they are on disk)
  * and read one back. All submissions go through one group-commit writer per app.
  */
-export const jobRoutes = (deps: AppDeps) => {
+export const jobRoutes = (deps: Deps) => {
   const intake = jobIntake(deps.db);
   return new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["async jobs"] } })
     .post("/jobs", async ({ request, params, set }) => {
@@ -80,7 +83,7 @@ export const jobRoutes = (deps: AppDeps) => {
 };
 
 /** Admin view of a workload's jobs, for the dashboard. */
-export const adminJobRoutes = (deps: AppDeps) =>
+export const adminJobRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/workloads/:id/jobs", ({ params, query }) => {
     const w = resolveWorkload(deps.db, params.id);
     const limit = Math.min(Math.max(Number(query.limit ?? 50) || 50, 1), 500);

@@ -1,13 +1,16 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { getProject } from "../projects/service";
 import { KeyCreate } from "./schema";
 import { createKey, listKeys, revokeKey, setKeyLimits } from "./service";
 import { KeyPatch } from "../limits/schema";
 
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db" | "usage">;
+
 /** Admin routes for API keys: create (secret shown once), list with usage, revoke. */
-export const keyRoutes = (deps: AppDeps) =>
+export const keyRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .post("/projects/:project/keys", ({ params, body, set }) => {
       const project = getProject(deps.db, params.project);

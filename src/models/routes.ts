@@ -1,13 +1,16 @@
 import { isAbsolute } from "node:path";
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { listWorkers } from "../workers/service";
 import { validation } from "../errors";
 import { checkLocalFile, discoverLocalModels } from "./discover";
 import { fitOnGpus, type Estimate } from "./fit";
 import type { ModelView } from "./service";
+
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db" | "models">;
 
 const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000) });
 
@@ -35,7 +38,7 @@ export function fitPerWorker(deps: Pick<AppDeps, "db">, est: Estimate | null) {
 }
 
 /** A live SSE stream of one model's pull: its view now, at each step, and when it ends. */
-function progressStream(deps: AppDeps, id: string, signal: AbortSignal): Response {
+function progressStream(deps: Deps, id: string, signal: AbortSignal): Response {
   const enc = new TextEncoder();
   let cleanup = () => {};
   const body = new ReadableStream<Uint8Array>({
@@ -66,7 +69,7 @@ function progressStream(deps: AppDeps, id: string, signal: AbortSignal): Respons
 }
 
 /** Admin routes of the model store: pull, list, show with fit, progress, cancel, remove, discover. */
-export const modelRoutes = (deps: AppDeps) =>
+export const modelRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["models"] } })
     .get("/models", () => deps.models.list(), { detail: { summary: "Models in the store (pulled, downloading, registered), with size, shape and users" } })
     .post("/models", ({ body, set }) => {

@@ -1,12 +1,15 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { ProjectCreate } from "./schema";
 import { createProject, deleteProject, getProject, listProjects, setProjectLimits } from "./service";
 import { ProjectPatch } from "../limits/schema";
 
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db">;
+
 /** Admin routes for projects. */
-export const projectRoutes = (deps: AppDeps) =>
+export const projectRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin/projects", detail: { tags: ["admin"] } })
     .post("", ({ body, set }) => {
       set.status = 201;

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { eq } from "drizzle-orm";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { workloads } from "../db/schema";
 import { conflict } from "../errors";
 import { nowIso } from "../ids";
@@ -9,11 +9,14 @@ import { getWorkloadById, resolveWorkload, type Workload } from "../workloads/se
 import { bumpGeneration, createAssignment, deleteAssignment, getAssignment, listAssignments, setAssignmentDesired } from "../workers/service";
 import { audit } from "../audit/service";
 
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db" | "describeWorkload" | "fleet" | "scaler">;
+
 /** How long a rolling restart waits for one replica to be ready before it gives up. */
 const READY_WAIT_MS = 30 * 60_000;
 
 /** Waits until an assignment is ready (true), failed or gone (false). */
-async function readyOrNot(deps: AppDeps, id: string, limitMs: number): Promise<boolean> {
+async function readyOrNot(deps: Deps, id: string, limitMs: number): Promise<boolean> {
   const deadline = Date.now() + limitMs;
   while (Date.now() < deadline) {
     let state: string;
@@ -34,7 +37,7 @@ async function readyOrNot(deps: AppDeps, id: string, limitMs: number): Promise<b
  * started first and the old one removed once it is ready; with several, one at a time, each
  * started anew and ready before the next. Runs in the background; its steps are logged.
  */
-export async function rollingRestart(deps: AppDeps, w: Workload): Promise<void> {
+export async function rollingRestart(deps: Deps, w: Workload): Promise<void> {
   const release = deps.scaler.hold(w.id);
   try {
     await restartSteps(deps, w);
@@ -43,7 +46,7 @@ export async function rollingRestart(deps: AppDeps, w: Workload): Promise<void> 
   }
 }
 
-async function restartSteps(deps: AppDeps, w: Workload): Promise<void> {
+async function restartSteps(deps: Deps, w: Workload): Promise<void> {
   const running = listAssignments(deps.db, w.id).filter((a) => a.desired === "run");
   if (running.length === 1 && running[0].auto) {
     const old = running[0];
@@ -69,12 +72,12 @@ async function restartSteps(deps: AppDeps, w: Workload): Promise<void> {
 }
 
 /** Sets or clears a workload's `paused` flag (stopped by the operator). */
-function setPaused(deps: AppDeps, w: Workload, paused: boolean): void {
+function setPaused(deps: Deps, w: Workload, paused: boolean): void {
   deps.db.update(workloads).set({ paused, updatedAt: nowIso() }).where(eq(workloads.id, w.id)).run();
 }
 
 /** Admin routes that control a workload's replicas: start, stop, rolling restart, retry a failed one. */
-export const controlRoutes = (deps: AppDeps) =>
+export const controlRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .post("/workloads/:id/stop", ({ params }) => {
       const w = resolveWorkload(deps.db, params.id);

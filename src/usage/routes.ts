@@ -1,6 +1,9 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { validation } from "../errors";
+
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db" | "usage">;
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -44,7 +47,7 @@ export function toCsv(rows: UsageRow[], groupBy: string): string {
 }
 
 /** `GET /admin/usage`: requests, errors and tokens per key, project or workload and day, as JSON or CSV. */
-export const usageRoutes = (deps: AppDeps) =>
+export const usageRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/usage", ({ query, request, set }) => {
     const q = query as Record<string, string | undefined>;
     const groupBy = (q.group_by ?? "workload") as keyof typeof GROUPS;

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { asc, eq } from "drizzle-orm";
 import { z } from "zod";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { deliveryAttempts } from "../db/schema";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
@@ -10,10 +10,13 @@ import { deliveryHeaders } from "./sign";
 import { addWebhook, deleteWebhook, listWebhooks, webhookRow } from "./service";
 import { randomUUID } from "node:crypto";
 
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db" | "webhooks">;
+
 const WebhookCreate = z.strictObject({ url: z.string().min(1).max(2048) });
 
 /** Admin routes for webhook destinations: add (secret shown once), list, delete, test ping, attempts. */
-export const webhookRoutes = (deps: AppDeps) =>
+export const webhookRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .post("/workloads/:id/webhooks", async ({ params, body, set }) => {
       const w = resolveWorkload(deps.db, params.id);

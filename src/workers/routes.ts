@@ -1,12 +1,15 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
 import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
 import { createAssignment, removeAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, setWorkerOpenTo, workerView } from "./service";
 import { getProject } from "../projects/service";
+
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "hostCert" | "joinUrl">;
 
 const AssignmentCreate = z.strictObject({
   worker_id: z.string().min(1).max(128),
@@ -52,7 +55,7 @@ function followLogs(rings: { id: string; ring: import("../../agent/ring").LogRin
 }
 
 /** Admin routes for workers, assignments and runtime logs. */
-export const workerRoutes = (deps: AppDeps) =>
+export const workerRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get("/workers", () =>
       listWorkers(deps.db).map((w) => ({

@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { forbidden } from "../errors";
 import { getProject } from "../projects/service";
@@ -9,11 +9,14 @@ import { checkConfig, createWorkload, deleteWorkload, listWorkloads, patchedLaun
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { requireOpenWorker } from "../workers/service";
 
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db" | "describeWorkload" | "events" | "policy">;
+
 /**
  * The control plane (`/api`, `ik_sdk_` keys): create, update, list, get and delete workloads of the
  * key's project. A key scoped to specific endpoints sees and changes only those, and cannot create.
  */
-export const controlRoutes = (deps: AppDeps) => {
+export const controlRoutes = (deps: Deps) => {
   /** The workload `:id` names, checked against the key's project and scope. */
   const owned = (request: Request, id: string): Workload => {
     const key = keyOf(request);
@@ -65,7 +68,7 @@ export const controlRoutes = (deps: AppDeps) => {
 };
 
 /** Admin routes for workloads (the dashboard's), including the endpoint toggles. */
-export const adminWorkloadRoutes = (deps: AppDeps) =>
+export const adminWorkloadRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy for workloads saved with control-plane keys" } })
     .get("/projects/:project/workloads", ({ params }) => listWorkloads(deps.db, getProject(deps.db, params.project).id), {

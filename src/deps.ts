@@ -1,0 +1,64 @@
+/**
+ * What the HTTP app's modules may use, declared in this leaf so each module takes a `Pick<AppDeps, …>`
+ * of the parts it needs (the composition root, `server.ts`, builds the whole bag; `app.ts` only
+ * composes routes).
+ */
+import type { Config } from "./config";
+import type { Db } from "./db";
+import type { UsageRecorder } from "./usage/recorder";
+import type { Fleet } from "./workers/fleet";
+import type { MetricsStore } from "./usage/series";
+import type { Metering } from "./usage/meter";
+import type { Limiter } from "./limits/limiter";
+import type { RemoteAgents } from "./agents/remote";
+import type { HostCert } from "./tls/hostcert";
+import type { AddressPolicy } from "./webhooks/address";
+import type { LaunchPolicy } from "../agent/launch-policy";
+import type { ByteBudget } from "./http";
+import type { JobQuota } from "./jobs/quota";
+import type { ModelManager } from "./models/manager";
+import type { Scaler } from "./scaling/scaler";
+import type { Workload } from "./workloads/service";
+
+/** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
+export interface AppEvents {
+  workloadsChanged(): void;
+}
+
+
+/** Everything the HTTP app needs, injected so tests build it exactly as `serve` does. */
+export interface AppDeps {
+  db: Db;
+  config: Config;
+  adminToken: string;
+  metricsToken?: string;
+  usage: UsageRecorder;
+  events: AppEvents;
+  fleet: Fleet;
+  jobs: { wake(workloadId?: string): void };
+  webhooks: { policy: AddressPolicy; ca: string[] | undefined };
+  metrics: MetricsStore;
+  /** The one metering path: a meter per request, recorded once where it ends. */
+  metering: Metering;
+  /** Per-key limits and quotas on the data plane. */
+  limiter: Limiter;
+  agents: RemoteAgents;
+  hostCert: HostCert;
+  /** The HTTPS URL agents join (for join commands). */
+  joinUrl(): string;
+  version: string;
+  startedAt: string;
+  /** The launch policy for tenants' workloads (from the `--policy-*` settings). */
+  policy: LaunchPolicy;
+  /** Request-body bytes the data plane may hold at once (`--max-buffered-bytes`). */
+  bodyBudget: ByteBudget;
+  /** Stored job bytes per project (`--max-job-bytes-per-project`). */
+  jobQuota: JobQuota;
+  /** The model store: pulls, progress, removal. */
+  models: ModelManager;
+  /** Execution policies made real: replicas started, stopped and swapped. */
+  scaler: Scaler;
+  /** The admin view of a workload: the stored fields plus what the serving side knows. */
+  describeWorkload(w: Workload): unknown;
+}
+

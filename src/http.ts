@@ -58,6 +58,52 @@ export async function readBodyLimited(request: Request, limit: number, budget?: 
   return Buffer.concat(chunks);
 }
 
+/**
+ * An upload's body left unread: a local runtime gets it streamed as it arrives (never held whole in
+ * memory, never counted against the buffered-bytes budget); a hop that needs it whole (a remote
+ * agent) reads it once, within the limit and the budget. Past `limit` while streaming, the stream
+ * fails and `failure` holds the 413 to answer.
+ */
+export class UploadSource {
+  private streamed = false;
+  private whole?: Promise<Uint8Array>;
+  failure?: AppError;
+
+  constructor(
+    private request: Request,
+    private limit: number,
+    private budget?: ByteBudget,
+  ) {
+    const declared = Number(request.headers.get("content-length") ?? "NaN");
+    if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
+  }
+
+  /** The body as it arrives, once (or the kept copy when a remote try read it whole); it fails past the limit. */
+  stream(): ReadableStream<Uint8Array> {
+    const whole = this.whole;
+    if (whole) return new ReadableStream({ start: async (c) => (c.enqueue(await whole), c.close()) });
+    if (this.streamed) throw new Error("the upload was already streamed to another runtime");
+    this.streamed = true;
+    let seen = 0;
+    const counter = new TransformStream<Uint8Array, Uint8Array>({
+      transform: (chunk, c) => {
+        seen += chunk.byteLength;
+        if (seen > this.limit) {
+          this.failure = tooLarge(this.limit);
+          c.error(this.failure);
+        } else c.enqueue(chunk);
+      },
+    });
+    return this.request.body ? this.request.body.pipeThrough(counter) : new Response(new Uint8Array(0)).body!;
+  }
+
+  /** The body whole, read on the first call and kept. */
+  bytes(): Promise<Uint8Array> {
+    if (this.streamed) return Promise.reject(new Error("the upload was already streamed to another runtime"));
+    return (this.whole ??= readBodyLimited(this.request, this.limit, this.budget));
+  }
+}
+
 /** How deeply JSON request bodies may nest (objects and arrays); deeper ones are refused before parsing. */
 export const MAX_JSON_DEPTH = 64;
 

@@ -111,6 +111,15 @@ describe("serving from two agents", () => {
     const stream = await chat(w.slug, "stream from afar", { stream: true });
     const events = await sseEvents(stream);
     expect(events.at(-1)).toBe("[DONE]");
+    // An upload reaches a remote runtime byte for byte (read whole for the agent's work message).
+    const form = new FormData();
+    form.append("model", "shared");
+    form.append("file", new Blob([crypto.getRandomValues(new Uint8Array(50_000))]), "clip.wav");
+    const sent = new Uint8Array(await new Response(form).arrayBuffer());
+    const boundary = new TextDecoder().decode(sent.subarray(2, sent.indexOf(13)));
+    const upload = await fetch(`${host.url}/endpoint/fleet/${w.slug}/v1/audio/transcriptions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": `multipart/form-data; boundary=${boundary}` }, body: sent });
+    expect(upload.status).toBe(200);
+    expect((await upload.json()).sha256).toBe(new Bun.CryptoHasher("sha256").update(sent).digest("hex"));
     const logs = await waitFor(async () => {
       const l = await (await host.admin(`/admin/workloads/${w.id}/logs`)).json();
       return l.replicas.length === 2 && l.replicas.every((r: { text: string }) => r.text.includes("Uvicorn running")) ? l : undefined;

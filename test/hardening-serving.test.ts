@@ -92,6 +92,32 @@ test("request bodies held at once are bounded: past the budget a request gets 50
   expect(third.status).toBe(202);
 });
 
+test("uploads stream to a local runtime: several near the body limit at once pass where buffered bodies would be refused; past the limit is 413", async () => {
+  const w = await s.createWorkload({ name: "whisper", backend: "vllm", model_name: "whisper", task_type: "audio2text", config: { command: "vllm serve whisper" } });
+  await s.waitState(w.id);
+  const upload = (bytes: number) => {
+    const form = new FormData();
+    form.append("model", "whisper");
+    form.append("file", new Blob([new Uint8Array(bytes).fill(7)], { type: "audio/wav" }), "speech.wav");
+    return s.data(w.slug, "/v1/audio/transcriptions", { raw: form });
+  };
+  // Four of 900 KB at once: 3.6 MB against a 1 MiB budget for buffered bodies.
+  const answers = await Promise.all([1, 2, 3, 4].map(() => upload(900_000)));
+  expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+  // Each reached the runtime whole: the fake echoes the size it read.
+  for (const r of answers) expect((await r.json()).bytes).toBeGreaterThan(900_000);
+  // Sent without a length (chunked), past the limit: refused with 413 as it streams.
+  const big = new ReadableStream<Uint8Array>({
+    start(c) {
+      for (let i = 0; i < 24; i++) c.enqueue(new Uint8Array(65_536));
+      c.close();
+    },
+  });
+  const r = await fetch(`${s.url}/endpoint/${s.project}/${w.slug}/v1/audio/transcriptions`, { method: "POST", headers: { authorization: `Bearer ${s.live}`, "content-type": "multipart/form-data; boundary=x" }, body: big, duplex: "half" } as RequestInit);
+  expect(r.status).toBe(413);
+  expect((await r.json()).error.code).toBe("payload_too_large");
+});
+
 test("a webhook deleted while its delivery is in flight ends it quietly as cancelled", async () => {
   let release!: () => void;
   const held = new Promise<void>((r) => (release = r));

@@ -48,8 +48,9 @@ export class AgentHub {
     for (const w of this.waiters.get(workerId) ?? []) w();
   }
 
-  private submit(workerId: string, report: ReplicaReport, req: Upstream, signal: AbortSignal): Promise<Response> {
-    const body = req.json ? enc.encode(JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model })) : req.body;
+  private async submit(workerId: string, report: ReplicaReport, req: Upstream, signal: AbortSignal): Promise<Response> {
+    // The agent gets the body inside its work message: an upload is read whole here (and kept).
+    const body = req.json ? enc.encode(JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model })) : (req.body ?? (req.source ? await req.source.bytes() : null));
     return new Promise<Response>((resolve, reject) => {
       const item: Item = {
         msg: { id: crypto.randomUUID(), assignment_id: report.assignment_id, path: req.path, method: req.method, headers: req.headers, body_b64: body ? Buffer.from(body).toString("base64") : null },

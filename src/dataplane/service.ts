@@ -1,6 +1,6 @@
 import type { AppDeps } from "../deps";
 import { AppError, badRequest, notFound } from "../errors";
-import { parseJsonBytes, readBodyLimited } from "../http";
+import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
 import { arrivalOf } from "../usage/arrival";
 import { findWorkload, type Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
@@ -95,7 +95,6 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
   checkRoute(w, spec.toggle, `POST /v1/${spec.path}`);
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   let json: Record<string, unknown> | undefined;
-  let body: Uint8Array | null = null;
   let injectedUsage = false;
   if (spec.body === "json") {
     if (parsed !== undefined && (!parsed || typeof parsed !== "object" || Array.isArray(parsed))) throw badRequest("invalid_request", "the request body must be a JSON object");
@@ -107,14 +106,14 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
       json = { ...json, stream_options: { ...(so ?? {}), include_usage: true } };
       injectedUsage = true;
     }
-  } else {
-    body = await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget);
-    headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   }
+  // An upload goes to a local runtime as it arrives (not held in memory); JSON bodies are small.
+  const source = spec.body === "raw" ? new UploadSource(request, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
+  if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   const meter = accounting(deps, request, keyId, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body, json }, request.signal).catch((e) => {
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source }, request.signal).catch((e) => {
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
-    throw e;
+    throw source?.failure ?? e;
   });
   return relay(got, meter, { dropUsageOnlyChunks: injectedUsage });
 }

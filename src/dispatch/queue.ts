@@ -22,6 +22,16 @@ export interface Upstream {
   body: Uint8Array | null;
   /** A JSON body, sent with `model` set to the name the chosen runtime serves. */
   json?: Record<string, unknown>;
+  /** A body not read yet (an upload): streamed to a local runtime, read whole for a remote agent. */
+  source?: BodySource;
+}
+
+/** An upload's body, passed on as it arrives or, when a hop needs it whole, read once and kept. */
+export interface BodySource {
+  /** The body as a stream: as the client sends it the first time, from the kept copy after `bytes()`. */
+  stream(): ReadableStream<Uint8Array>;
+  /** The body whole (read on first call, then kept, so a request can be tried on another replica). */
+  bytes(): Promise<Uint8Array>;
 }
 
 /** A granted slot: the target to use and `release()` to give the slot back (idempotent). */

@@ -24,10 +24,10 @@ export function localTarget(workerId: string, report: ReplicaReport, concurrency
     capacity: concurrency,
     inFlight: 0,
     send: (req: Upstream, signal: AbortSignal) => {
-      let body = req.body as BodyInit | null;
+      let body = (req.body ?? req.source?.stream() ?? null) as BodyInit | null;
       if (req.json) body = JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model });
       const headers = report.api_key ? { ...req.headers, authorization: `Bearer ${report.api_key}` } : req.headers;
-      return fetch(base + req.path, { method: req.method, headers, body, signal });
+      return fetch(base + req.path, { method: req.method, headers, body, signal, duplex: "half" } as RequestInit);
     },
   };
 }

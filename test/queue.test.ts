@@ -88,6 +88,42 @@ describe("failures and shutdown", () => {
     expect((await r.json()).error.message).toContain("failed to start");
   });
 
+  test("a runtime killed mid-stream: the client's stream ends cleanly with an error event in its own dialect, then the runtime comes back", async () => {
+    const s = await serve({ FAKE_TOKEN_MS: "200" });
+    const w = await s.createWorkload({ name: "breaks-off", backend: "vllm", model_name: "bo", config: { command: "vllm serve bo" } });
+    await s.waitState(w.id);
+    const starts = () => s.events((e) => e.event === "start" && (e.argv as string[]).includes("bo"));
+    /** Waits for the runtime the supervisor starts again after a kill, and for it to be ready. */
+    const backAgain = async (before: number) => {
+      await waitFor(() => starts().length > before || undefined, { what: "the runtime started again" });
+      await s.waitState(w.id);
+    };
+    /** Starts a stream, kills the runtime after its first token and reads the body to its end. */
+    const cutShort = async (path: string, body: Record<string, unknown>) => {
+      const pid = starts().at(-1)!.pid as number;
+      const r = await s.data(w.slug, path, { body: { ...body, stream: true, max_tokens: 8 } });
+      expect(r.status).toBe(200);
+      const reader = r.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      while (!/"(content|text)":"/.test(text)) text += decoder.decode((await reader.read()).value, { stream: true });
+      process.kill(pid, "SIGKILL");
+      // A reset connection would throw here instead of ending the body.
+      for (let next = await reader.read(); !next.done; next = await reader.read()) text += decoder.decode(next.value, { stream: true });
+      return text;
+    };
+    const openai = await cutShort("/v1/chat/completions", { messages: [{ role: "user", content: "one two three four five six seven eight" }] });
+    const events = openai.split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
+    expect(events).not.toContain("[DONE]");
+    expect(JSON.parse(events.at(-1)!).error).toMatchObject({ type: "server_error", message: expect.stringContaining("broke off mid-answer") });
+    await backAgain(1);
+    const anthropic = await cutShort("/v1/messages", { model: "bo", messages: [{ role: "user", content: "one two three four five six seven eight" }] });
+    expect(anthropic).not.toContain("message_stop");
+    expect(anthropic.trimEnd().split("\n\n").at(-1)).toStartWith("event: error\ndata: ");
+    await backAgain(2);
+    expect((await ask(s, w.slug, "are you back?")).status).toBe(200);
+  });
+
   test("a command that cannot be launched fails with a clear reason", async () => {
     const s = await serve({});
     const w = await s.createWorkload({ name: "missing", backend: "sglang", model_name: "m", config: { command: "no-such-sglang-binary --model-path m" } });

@@ -32,6 +32,13 @@ export interface MeterOptions {
 
 const enc = new TextEncoder();
 
+/** The last event of a stream whose runtime broke off: OpenAI's `data: {error}` or Anthropic's `event: error`. */
+function brokenOffEvent(anthropic: boolean, e: unknown): string {
+  const message = `the model runtime broke off mid-answer (${e instanceof Error ? e.message : String(e)})`;
+  if (anthropic) return `event: error\ndata: ${JSON.stringify({ type: "error", error: { type: "api_error", message } })}\n\n`;
+  return `data: ${JSON.stringify({ error: { message, type: "server_error", code: "upstream_unavailable" } })}\n\n`;
+}
+
 /**
  * Passes a runtime's SSE stream to the client event by event, as each arrives (nothing is held
  * back beyond an incomplete event), while reading token usage out of it. Handles both OpenAI
@@ -44,6 +51,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
   let pending = "";
   let ended = false;
   let first = false;
+  let anthropic = false;
   const end = (outcome: "done" | "cancelled" | "error") => {
     if (ended) return;
     ended = true;
@@ -77,6 +85,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
             return;
           }
           pending += decoder.decode(value, { stream: true });
+          anthropic ||= /^event:/m.test(pending);
           let out = "";
           for (let i = pending.search(/\r?\n\r?\n/); i >= 0; i = pending.search(/\r?\n\r?\n/)) {
             const len = pending.slice(i).match(/^\r?\n\r?\n/)![0].length;
@@ -94,7 +103,11 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
           }
         }
       } catch (e) {
-        controller.error(e);
+        // The runtime broke off mid-answer (it crashed or was killed): end the client's stream with an
+        // error event in the stream's own dialect and close it cleanly; erroring it would reset the
+        // connection and the client would not learn why.
+        controller.enqueue(enc.encode(brokenOffEvent(anthropic, e)));
+        controller.close();
         end("error");
       }
     },

@@ -31,6 +31,7 @@ describe("the audit log", () => {
     const live = await json(admin("/admin/projects/audited/keys", { name: "app", type: "live", limits: { rpm: 100 } }));
     secrets.push(tenantKey.secret, live.secret, s.adminToken);
     await admin(`/admin/keys/${live.id}`, { limits: { rpm: 50 } }, "PATCH");
+    await admin(`/admin/keys/${live.id}`, { limits: { tokens_per_day: 5000 } }, "PATCH");
     const created = await fetch(`${s.url}/api/projects/audited/workloads`, { method: "POST", headers: { authorization: `Bearer ${tenantKey.secret}`, "content-type": "application/json" }, body: JSON.stringify({ name: "tenant-w", backend: "vllm", model_name: "tw", config: { command: "vllm serve tw" } }) });
     workloadId = (await created.json()).id;
     await admin(`/admin/workloads/${workloadId}`, { description: "edited by the operator" }, "PATCH");
@@ -67,7 +68,9 @@ describe("the audit log", () => {
     const byAction = (a: string) => entries.filter((e) => e.action === a);
     expect(byAction("workload.create")[0]).toMatchObject({ actor: { type: "key", id: tenantKey.id }, target: { type: "workload", id: workloadId, label: "audited/tenant-w" } });
     expect(byAction("workload.update")[0]).toMatchObject({ actor: { type: "admin", label: "admin token" }, diff: { description: { from: "", to: "edited by the operator" } } });
-    expect(byAction("key.limits")[0].diff).toEqual({ rpm: { from: 100, to: 50 } });
+    // Newest first: the quota change shows its numbers (a token count is not a secret).
+    expect(byAction("key.limits")[0].diff).toEqual({ tokens_per_day: { from: null, to: 5000 } });
+    expect(byAction("key.limits")[1].diff).toEqual({ rpm: { from: 100, to: 50 } });
     expect(byAction("workload.endpoints")[0].diff).toEqual({ audio: { from: true, to: false } });
     expect(byAction("key.create").map((e) => e.actor.type)).toEqual(expect.arrayContaining(["admin", "session", "cli"]));
     expect(byAction("session.denied")[0].actor.type).toBe("anonymous");

@@ -40,8 +40,11 @@ export function actorNow(): Actor {
   return current.getStore() ?? SYSTEM;
 }
 
-/** Field names whose values are never written to the log. */
-const SECRET = /secret|token|hash|password|api_key|credential/i;
+/**
+ * Field names whose values are never written to the log: secrets, hashes and tokens (`join_token`,
+ * `admin_token`), but not token counts (`tokens_per_day`, `max_tokens`), which a reader needs.
+ */
+const SECRET = /secret|token$|hash|password|api_?key|credential/i;
 
 /** A value fit for the log: secrets replaced, long text cut. */
 function safe(field: string, v: unknown): unknown {

@@ -17,6 +17,8 @@ import { WebhooksPage } from "./pages/webhooks";
 import { Workers } from "./pages/workers";
 import { Telemetry } from "./pages/telemetry";
 import { ModelsPage } from "./pages/models";
+import { AuditPageView } from "./pages/audit";
+import { UsagePage } from "./pages/usage";
 
 type Page = (params: Record<string, string>) => unknown;
 
@@ -35,6 +37,8 @@ const ROUTES: [string, Page][] = [
   ["/models", () => html`<${ModelsPage} />`],
   ["/workers", () => html`<${Workers} />`],
   ["/telemetry", () => html`<${Telemetry} />`],
+  ["/usage", () => html`<${UsagePage} />`],
+  ["/audit", () => html`<${AuditPageView} />`],
 ];
 
 const NAV = [
@@ -43,6 +47,8 @@ const NAV = [
   { href: "/models", label: "Models" },
   { href: "/workers", label: "Workers" },
   { href: "/telemetry", label: "Telemetry" },
+  { href: "/usage", label: "Usage" },
+  { href: "/audit", label: "Audit log" },
   { href: "/setup", label: "Get started" },
 ];
 

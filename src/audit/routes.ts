@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../deps";
+import { validation } from "../errors";
 import { listAudit } from "./service";
 
 /** What this module uses of the app's dependencies. */
@@ -9,5 +10,15 @@ type Deps = Pick<AppDeps, "db">;
 export const auditRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/audit", ({ query }) => {
     const q = query as Record<string, string | undefined>;
-    return { entries: listAudit(deps.db, { since: q.since, until: q.until, actor: q.actor, target: q.target, action: q.action, limit: q.limit ? Number(q.limit) : undefined }) };
-  }, { detail: { summary: "The audit log: every admin and control-plane change with its actor and a diff (?since, ?until, ?actor, ?target, ?action, ?limit)" } });
+    const whole = (f: string, v: string | undefined) => {
+      if (v === undefined || v === "") return undefined;
+      if (!/^\d{1,15}$/.test(v)) throw validation(f, "must be a whole number");
+      return Number(v);
+    };
+    const limit = whole("limit", q.limit);
+    const before = whole("before", q.before);
+    const entries = listAudit(deps.db, { since: q.since, until: q.until, actor: q.actor, target: q.target, action: q.action, limit, before });
+    // The cursor for the next (older) page, when this one is full.
+    const next_before = entries.length === Math.min(Math.max(limit ?? 100, 1), 1000) ? entries[entries.length - 1].id : null;
+    return { entries, next_before };
+  }, { detail: { summary: "The audit log: every admin and control-plane change with its actor and a diff, newest first (?since, ?until, ?actor, ?target, ?action, ?limit up to 1000, ?before=<id> for the page after `next_before`)" } });

@@ -90,9 +90,13 @@ export interface AuditEntry {
   diff: Record<string, unknown>;
 }
 
-/** Entries newest first, filtered by time, actor (id or label), target (id or label) and action prefix. */
-export function listAudit(db: Db, q: { since?: string; until?: string; actor?: string; target?: string; action?: string; limit?: number }): AuditEntry[] {
+/**
+ * Entries newest first, filtered by time, actor (id or label), target (id or label) and action prefix;
+ * `before` (an entry's id) pages to older entries without skipping any written in the same millisecond.
+ */
+export function listAudit(db: Db, q: { since?: string; until?: string; actor?: string; target?: string; action?: string; limit?: number; before?: number }): AuditEntry[] {
   const conds: (SQL | undefined)[] = [
+    q.before !== undefined ? lt(auditLog.id, q.before) : undefined,
     q.since ? gte(auditLog.at, q.since) : undefined,
     q.until ? lt(auditLog.at, q.until) : undefined,
     q.actor ? or(eq(auditLog.actorId, q.actor), eq(auditLog.actorLabel, q.actor), eq(auditLog.actorType, q.actor)) : undefined,

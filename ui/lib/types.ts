@@ -112,3 +112,12 @@ export interface WorkloadSeries {
   slug: string;
   points: { t: string; rps: number; p50_ms: number | null; p99_ms: number | null; tokens_per_s: number; queue_depth: number }[];
 }
+
+// Limits, audit and usage (the operations pages).
+export type { LimitsView } from "../../src/limits/schema";
+export type { AuditEntry } from "../../src/audit/service";
+export type { UsageRow } from "../../src/usage/routes";
+/** A page of the audit log with the cursor to the next, older one. */
+export type AuditPage = { entries: import("../../src/audit/service").AuditEntry[]; next_before: number | null };
+/** The usage export's JSON answer. */
+export type UsageExport = { group_by: "key" | "project" | "workload"; from: string; to: string; rows: import("../../src/usage/routes").UsageRow[] };

@@ -6,6 +6,7 @@ import { useAction, useApi } from "../lib/hooks";
 import { ago, count } from "../lib/format";
 import type { Key, Workload } from "../lib/types";
 import { ConfirmButton, ErrorNote, Loading, SecretOnce } from "../components/ui";
+import { KeyLimitsCell } from "../components/limits";
 import { ProjectHead } from "./project";
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
@@ -67,11 +68,12 @@ export function KeysPage({ project }: { project: string }) {
     <${ErrorNote} error=${revoke.error} />
     ${keys.error ? html`<${ErrorNote} error=${keys.error} />` : !keys.data ? html`<${Loading} />` : keys.data.length === 0 ? html`<p class="muted">No keys yet.</p>`
       : html`<div class="table-wrap"><table>
-          <thead><tr><th scope="col">Name</th><th scope="col">Type</th><th scope="col">Scope</th><th scope="col">Requests</th><th scope="col">Tokens</th><th scope="col">Last used</th><th scope="col"><span class="offscreen">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col">Type</th><th scope="col">Scope</th><th scope="col">Requests</th><th scope="col">Tokens</th><th scope="col">Last used</th><th scope="col">Limits</th><th scope="col"><span class="offscreen">Actions</span></th></tr></thead>
           <tbody>${keys.data.map((k) => html`<tr class=${k.revoked_at ? "revoked" : ""}>
             <td>${k.name}<br /><code class="muted">${k.prefix}…</code></td><td>${k.type}</td>
             <td>${k.scope === "project" ? "whole project" : k.endpoints.map((e) => html`<code>${e}</code> `)}</td>
             <td>${count(k.usage.requests)}</td><td>${count(k.usage.total_tokens)}</td><td>${ago(k.usage.last_used_at)}</td>
+            <td class="limits-cell">${k.revoked_at ? html`<span class="muted">–</span>` : html`<${KeyLimitsCell} keyId=${k.id} name=${k.name} limits=${k.limits} onSaved=${keys.reload} />`}</td>
             <td>${k.revoked_at ? html`<span class="badge">revoked</span>` : html`<${ConfirmButton} label="Revoke" title=${`Revoke key ${k.name}?`} confirm="Revoke key"
               onConfirm=${async () => (await revoke.run(k.id)) && keys.reload()} body=${html`<p>Requests with <code>${k.prefix}…</code> fail from the next one on.</p>`} />`}</td>
           </tr>`)}</tbody>

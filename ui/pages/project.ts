@@ -5,7 +5,10 @@ import { useAction, useApi } from "../lib/hooks";
 import { navigate } from "../lib/router";
 import type { Project, Workload, Worker } from "../lib/types";
 import { BACKENDS } from "../lib/constants";
+import type { UsageExport } from "../lib/types";
+import { count } from "../lib/format";
 import { ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge, Tabs } from "../components/ui";
+import { LimitsForm, QUOTA_FIELDS } from "../components/limits";
 
 /** The project's name (from the list) and its section tabs. */
 export function ProjectHead({ project, current }: { project: string; current: string }) {
@@ -19,6 +22,32 @@ export function ProjectHead({ project, current }: { project: string; current: st
 /** The states of a workload's replicas, from the workers' replica lists. */
 function replicaStates(workers: Worker[] | undefined, workloadId: string): string[] {
   return (workers ?? []).flatMap((w) => w.replicas.filter((r) => r.workload_id === workloadId).map((r) => r.state));
+}
+
+/** Tokens (input + output) the project used from `from` to today (UTC days). */
+function useTokensSince(projectId: string | undefined, from: string) {
+  const today = new Date().toISOString().slice(0, 10);
+  const u = useApi<UsageExport>(projectId ? `/admin/usage?group_by=project&from=${from}&to=${today}` : null, 10_000);
+  return u.data?.rows.filter((r) => r.id === projectId).reduce((n, r) => n + r.input_tokens + r.output_tokens, 0);
+}
+
+/** The project's token quotas (all its keys together) with what it used today and this month. */
+function Quotas({ project }: { project: string }) {
+  const p = useApi<Project>(`/admin/projects/${encodeURIComponent(project)}`);
+  const today = new Date().toISOString().slice(0, 10);
+  const day = useTokensSince(p.data?.id, today);
+  const month = useTokensSince(p.data?.id, `${today.slice(0, 8)}01`);
+  const used = (n: number | undefined, of: number | null) => `${count(n)}${of == null ? "" : ` of ${count(of)}`} tokens`;
+  return html`<section class="card quotas" aria-labelledby="quotas" data-testid="quotas">
+    <h2 id="quotas">Token quotas</h2>
+    <p class="muted">Every key of this project together. Past a quota its requests get 429 until the next UTC day or month.</p>
+    ${p.error ? html`<${ErrorNote} error=${p.error} />` : !p.data ? html`<${Loading} />` : html`
+      <dl class="facts">
+        <div><dt>Used today</dt><dd data-testid="used-today">${used(day, p.data.limits.tokens_per_day)}</dd></div>
+        <div><dt>Used this month</dt><dd data-testid="used-month">${used(month, p.data.limits.tokens_per_month)}</dd></div>
+      </dl>
+      <${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${QUOTA_FIELDS} onSaved=${p.reload} />`}
+  </section>`;
 }
 
 /** The project page. */
@@ -42,6 +71,7 @@ export function ProjectPage({ project }: { project: string }) {
               <td class="wrap">${w.model_name}</td><td>${states.length ? states.map((s) => html`<${StateBadge} state=${s} /> `) : html`<span class="muted">none</span>`}</td></tr>`;
           })}</tbody>
         </table></div>`}
+    <${Quotas} project=${project} />
     <section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete project</h2>
       <p class="muted">Removes the project with all its workloads (their runtimes stop) and keys.</p>
       <${ErrorNote} error=${del.error} />

@@ -90,6 +90,22 @@ describe("the audit log", () => {
     expect((await auditLog("&action=key")).every((e) => e.action.startsWith("key."))).toBe(true);
     expect(await auditLog(`&since=${new Date(Date.now() + 60_000).toISOString()}`)).toEqual([]);
   });
+
+  test("pages of 3 with the before cursor list every entry once, in order, and refuse a bad cursor", async () => {
+    const all = await auditLog();
+    const paged: number[] = [];
+    let before: number | null | undefined;
+    do {
+      const r = await s.admin(`/admin/audit?limit=3${before ? `&before=${before}` : ""}`);
+      const page = (await r.json()) as { entries: { id: number }[]; next_before: number | null };
+      paged.push(...page.entries.map((e) => e.id));
+      before = page.next_before;
+    } while (before);
+    expect(paged).toEqual(all.map((e) => e.id));
+    const bad = await s.admin("/admin/audit?before=yesterday");
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error).toMatchObject({ code: "validation_error", field: "before" });
+  });
 });
 
 describe("the usage export", () => {

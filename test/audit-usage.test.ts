@@ -15,7 +15,7 @@ afterAll(async () => {
   await s.stop();
   await cleanup();
 });
-type Entry = { action: string; actor: { type: string; id: string | null; label: string }; target: { type: string; id: string | null; label: string | null }; diff: Record<string, unknown> };
+type Entry = { id: number; action: string; actor: { type: string; id: string | null; label: string }; target: { type: string; id: string | null; label: string | null }; diff: Record<string, unknown> };
 const auditLog = async (query = "") => ((await (await s.admin(`/admin/audit?limit=1000${query}`)).json()).entries as Entry[]);
 const json = async (r: Promise<Response>) => (await r).json();
 

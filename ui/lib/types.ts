@@ -6,6 +6,7 @@ import type { PostResult } from "../../src/webhooks/post";
 import type { DeliveryView, JobView } from "../../src/jobs/service";
 import type { Workload as ServerWorkload } from "../../src/workloads/service";
 import type { launchPreview } from "../../src/admin/extras";
+import type { ListenInfo } from "../../src/admin/listen";
 import type { WorkerReplica, WorkloadDetail } from "../../src/workers/fleet";
 import type { ModelView } from "../../src/models/service";
 import type { LocalFile, LocalModel } from "../../src/models/discover";
@@ -85,10 +86,14 @@ export interface TelemetrySample {
 }
 
 /** What this server is and what it can run. */
+/** Where the server listens and the address the network reaches it by (`GET /admin/info` → listen). */
+export type Listen = ListenInfo;
+
 export interface Info {
   version: string;
   hostname: string;
   data_dir: string;
+  listen: Listen;
   allow_private_webhooks: boolean;
   ollama: { url: string; running: boolean };
   builtin_llama: boolean;

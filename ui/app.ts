@@ -44,6 +44,7 @@ const NAV = [
   { href: "/workers", label: "Workers" },
   { href: "/telemetry", label: "Telemetry" },
   { href: "/setup", label: "Get started" },
+  { href: "/docs", label: "API docs" },
 ];
 
 /** The page for a path, or a not-found note. */

@@ -65,3 +65,26 @@ describe("where inferd listens", () => {
     await other.context.close();
   });
 });
+
+describe("API docs", () => {
+  test("/docs renders the API's operations with every non-loopback request aborted, linked from the sidebar", async () => {
+    const docs = await openPage(browser, srv.url);
+    const outside: string[] = [];
+    await docs.context.route("**/*", (route) => {
+      const host = new URL(route.request().url()).hostname;
+      if (host === "127.0.0.1" || host === "localhost" || host === "[::1]") return route.continue();
+      outside.push(route.request().url());
+      return route.abort();
+    });
+    await signIn(docs, srv.adminToken);
+    await docs.page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "API docs" }).click();
+    await docs.page.waitForURL("**/docs");
+    await docs.page.locator(".opblock").first().waitFor();
+    expect(await docs.page.locator(".opblock-summary-path", { hasText: /^\/admin\/projects$/ }).count()).toBeGreaterThan(0);
+    expect(await docs.page.locator(".opblock").count()).toBeGreaterThan(20);
+    await expect(docs.page.locator(".info .title").textContent()).resolves.toContain("inferd");
+    expect(outside).toEqual([]);
+    await docs.checkWidths("docs-offline");
+    await docs.context.close();
+  });
+});

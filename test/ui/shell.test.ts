@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser } from "playwright-core";
 import { servingPool, type Serving } from "../helpers/serving";
 import { cleanup } from "../helpers/proc";
-import { launchBrowser, openPage, signIn, textMatching, type UiPage } from "../helpers/browser";
+import { SCREENSHOTS } from "../helpers/browser";
+import type { Page } from "playwright-core";
+import { launchBrowser, openPage, PHONE, DESKTOP, signIn, textMatching, until, type UiPage } from "../helpers/browser";
 
 /**
  * The dashboard's shell as a user meets it: where inferd listens (the loopback-only warning with the
@@ -86,5 +88,140 @@ describe("API docs", () => {
     expect(outside).toEqual([]);
     await docs.checkWidths("docs-offline");
     await docs.context.close();
+  });
+});
+
+/** The focused element's tag and text. */
+const focused = (page: Page) => page.evaluate(() => `${document.activeElement?.tagName} ${document.activeElement?.textContent?.trim()}`);
+
+/** Contrast ratio (WCAG) of every badge colour pair on the page, from the computed CSS. */
+const badgeContrasts = (page: Page) =>
+  page.evaluate(() => {
+    const states = new Set<string>();
+    const visit = (rules: CSSRuleList) => {
+      for (const r of rules) {
+        if (r instanceof CSSStyleRule) for (const m of r.selectorText.matchAll(/\.state-([\w-]+)/g)) states.add(m[1]);
+        else if ("cssRules" in r) visit((r as CSSGroupingRule).cssRules);
+      }
+    };
+    for (const sheet of document.styleSheets) visit(sheet.cssRules);
+    const host = document.createElement("div");
+    document.getElementById("main")!.append(host);
+    const rgb = (c: string) => (c.match(/[\d.]+/g) ?? []).slice(0, 4).map(Number);
+    const lum = ([r, g, b]: number[]) => {
+      const f = (v: number) => ((v /= 255) <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const background = (el: Element | null): number[] => {
+      for (; el; el = el.parentElement) {
+        const c = rgb(getComputedStyle(el).backgroundColor);
+        if (c.length === 3 || (c.length === 4 && c[3] > 0)) return c;
+      }
+      return [255, 255, 255];
+    };
+    const out: { state: string; ratio: number; color: string; background: string }[] = [];
+    for (const state of ["", ...states]) {
+      const badge = document.createElement("span");
+      badge.className = `badge ${state ? `state-${state}` : ""}`;
+      badge.textContent = state || "plain";
+      host.append(badge);
+      const fg = rgb(getComputedStyle(badge).color);
+      const bg = background(badge);
+      const [a, b] = [lum(fg), lum(bg)];
+      out.push({ state: state || "(plain)", ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), color: getComputedStyle(badge).color, background: `rgb(${bg.join(", ")})` });
+    }
+    host.remove();
+    return out;
+  });
+
+describe("navigation and accessibility", () => {
+  test("the sidebar marks Projects on a workload's pages; focus moves to the page heading after each navigation", async () => {
+    const { page } = ui;
+    await ui.visit("/");
+    const nav = page.getByRole("navigation", { name: "Main" });
+    await nav.getByRole("link", { name: "Workers" }).click();
+    await until(async () => (await focused(page)) === "H1 Workers", "focus on the Workers heading");
+    const w = await srv.createWorkload({ name: "nav", backend: "vllm", model_name: "nav-model", config: { command: "vllm serve nav-model" } });
+    await nav.getByRole("link", { name: "Projects" }).click();
+    await until(async () => (await focused(page)) === "H1 Projects", "focus on the Projects heading");
+    await page.getByRole("link", { name: "Serving" }).click();
+    await page.getByRole("link", { name: "nav", exact: true }).click();
+    await until(async () => (await focused(page)) === "H1 nav", "focus on the workload's heading");
+    expect(await nav.getByRole("link", { name: "Projects" }).getAttribute("aria-current")).toBe("page");
+    expect(await nav.locator("[aria-current=page]").count()).toBe(1);
+    await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Logs" }).click();
+    await until(async () => (await focused(page)) === "H1 nav", "focus on the heading of the Logs tab");
+    expect(await nav.getByRole("link", { name: "Projects" }).getAttribute("aria-current")).toBe("page");
+    await ui.visit(`/workloads/${w.id}`);
+  });
+
+  test("an unknown URL shows a not-found page, and a missing workload or project offers a way back", async () => {
+    const { page } = ui;
+    await ui.visit("/no/such/page");
+    await page.getByRole("heading", { name: "Not found", level: 1 }).waitFor();
+    expect(await page.getByTestId("not-found").textContent()).toContain("Nothing lives at /no/such/page in the dashboard.");
+    expect(await page.locator("body").textContent()).not.toContain('"error"');
+    await ui.checkWidths("not-found");
+    for (const path of ["/workloads/wl_missing", "/workloads/wl_missing/logs", "/projects/nope/keys"]) {
+      await ui.visit(path);
+      await page.getByRole("heading", { name: "Not found", level: 1 }).waitFor();
+      expect(await page.getByTestId("not-found").textContent()).toMatch(/There is no (workload wl_missing|project nope) \(it may have been deleted\)\./);
+      // The browser logs the 404 answers of the admin API itself; those are expected.
+      expect(ui.errors.splice(0).every((e) => e.includes("404"))).toBe(true);
+    }
+    await ui.checkWidths("not-found-workload");
+    await page.getByRole("link", { name: "All projects" }).click();
+    await until(async () => (await focused(page)) === "H1 Projects", "the projects page after the way back");
+  });
+
+  test("on a phone: workload tabs all show (Edit too), the keys table scrolls in its box with a hint, the page never sideways", async () => {
+    const { page } = ui;
+    const w = (await (await srv.admin(`/admin/projects/${srv.project}/workloads`)).json()).find((x: { slug: string }) => x.slug === "nav");
+    await page.setViewportSize(PHONE);
+    try {
+      await ui.visit(`/workloads/${w.id}`);
+      const edit = page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Edit" });
+      const box = (await edit.boundingBox())!;
+      expect(box.x).toBeGreaterThanOrEqual(0);
+      expect(box.x + box.width).toBeLessThanOrEqual(PHONE.width);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(1);
+      await page.screenshot({ path: `${SCREENSHOTS}/phone-workload-tabs.png` });
+      await ui.visit(`/projects/${srv.project}/keys`);
+      const wrap = page.locator(".table-wrap").filter({ has: page.getByRole("button", { name: "Revoke" }) }).first();
+      await until(async () => (await wrap.getAttribute("class"))?.includes("overflows") ?? false, "the keys table marked as wider than its box");
+      expect(await wrap.evaluate((el) => getComputedStyle(el, "::before").content)).toContain("Scroll sideways for more");
+      expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(1);
+      await page.screenshot({ path: `${SCREENSHOTS}/phone-keys-hint.png` });
+      const revoke = page.getByRole("button", { name: "Revoke" }).first();
+      await revoke.scrollIntoViewIfNeeded();
+      const r = (await revoke.boundingBox())!;
+      expect(r.x + r.width).toBeLessThanOrEqual(PHONE.width);
+      expect(r.x).toBeGreaterThanOrEqual(0);
+    } finally {
+      await page.setViewportSize(DESKTOP);
+    }
+  });
+
+  test("a worker added but never joined says waiting to join, not offline", async () => {
+    const { page } = ui;
+    await ui.visit("/workers");
+    const card = page.getByRole("listitem", { name: "Worker gpu-box-2" });
+    await card.getByText("waiting to join", { exact: true }).waitFor();
+    expect(await card.locator(".badge").first().textContent()).toBe("waiting to join");
+    expect(await card.locator(".state-offline").count()).toBe(0);
+  });
+
+  test("every badge colour pair reaches 4.5:1 contrast, light and dark", async () => {
+    const { page } = ui;
+    for (const scheme of ["light", "dark"] as const) {
+      await page.emulateMedia({ colorScheme: scheme });
+      await ui.visit("/workers");
+      const pairs = await badgeContrasts(page);
+      expect(pairs.length).toBeGreaterThan(10);
+      const low = pairs.filter((p) => p.ratio < 4.5);
+      expect(low).toEqual([]);
+      await page.screenshot({ path: `${SCREENSHOTS}/badges-${scheme}.png` });
+    }
+    await page.emulateMedia({ colorScheme: "light" });
   });
 });

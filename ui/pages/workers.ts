@@ -47,7 +47,7 @@ function WorkerCard({ w, onDeleted }: { w: Worker; onDeleted(): void }) {
   const ram = w.telemetry?.ram_free_bytes;
   return html`<li class="card worker" aria-label=${`Worker ${w.name}`}>
     <div class="worker-head">
-      <h2>${w.name}</h2><${StateBadge} state=${w.state} />
+      <h2>${w.name}</h2>${w.last_seen_at ? html`<${StateBadge} state=${w.state} />` : html`<span class="badge state-waiting">waiting to join</span>`}
       ${w.last_seen_at
         ? html`<span class="muted">${w.kind === "local" ? "this machine" : w.hostname} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`
         : html`<span class="muted">waiting for its agent to join</span>`}

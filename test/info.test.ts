@@ -2,6 +2,9 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { hostname, networkInterfaces, type NetworkInterfaceInfo } from "node:os";
 import { isLoopback, joinUrlOf, lanIPv4, listenInfo } from "../src/admin/listen";
 import { startTestServer, type TestServer } from "./helpers/server";
+import { trafficTotals } from "../ui/components/traffic";
+import { attentionOf } from "../ui/components/attention";
+import type { Worker } from "../ui/lib/types";
 
 /** A fake interface entry. */
 const nic = (address: string, internal = false): NetworkInterfaceInfo => ({ address, netmask: "255.255.255.0", family: "IPv4", mac: "00:00:00:00:00:00", internal, cidr: `${address}/24` });
@@ -81,5 +84,37 @@ describe("GET /admin/info → listen, and the join command", () => {
     const res = await s.call("/admin/info", undefined);
     expect(res.status).toBe(401);
     expect((await res.json()).error.code).toBeString();
+  });
+});
+
+describe("the overview's figures (unit)", () => {
+  test("traffic totals add each rate times the bucket width over every workload", () => {
+    const points = (rps: number, errors: number, tokens: number) => ({ rps, errors_per_s: errors, tokens_per_s: tokens });
+    expect(trafficTotals({ interval_s: 10, workloads: [{ points: [points(0.3, 0.1, 5), points(0, 0, 0)] }, { points: [points(0.1, 0, 2.5)] }] })).toEqual({ requests: 4, errors: 1, tokens: 75 });
+    expect(trafficTotals({ interval_s: 10, workloads: [] })).toEqual({ requests: 0, errors: 0, tokens: 0 });
+  });
+
+  test("attention lists failed replicas and workers that went offline, not workers that never joined", () => {
+    const worker = (name: string, state: "online" | "offline", seen: string | null, replicaStates: string[]) =>
+      ({ id: name, name, state, last_seen_at: seen, replicas: replicaStates.map((s, i) => ({ assignment_id: `${name}-${i}`, state: s, workload: "p/w", workload_id: "wl_1" })) }) as unknown as Worker;
+    const { failed, offline } = attentionOf([worker("a", "online", "2026-01-01T00:00:00Z", ["ready", "failed"]), worker("b", "offline", "2026-01-01T00:00:00Z", []), worker("new", "offline", null, [])]);
+    expect(failed.map((r) => `${r.worker}:${r.assignment_id}`)).toEqual(["a:a-1"]);
+    expect(offline.map((w) => w.name)).toEqual(["b"]);
+  });
+});
+
+describe("GET /admin/projects counts", () => {
+  test("each project has its workload count and live (unrevoked) key count", async () => {
+    const s = await startTestServer({});
+    try {
+      for (const slug of ["empty", "busy"]) expect((await s.admin("/admin/projects", { body: { name: slug, slug } })).status).toBe(201);
+      const keys = await Promise.all([1, 2, 3].map(async (i) => (await s.admin("/admin/projects/busy/keys", { body: { name: `k${i}`, type: "sdk" } })).json()));
+      expect((await s.admin(`/admin/keys/${keys[0].id}`, { method: "DELETE" })).status).toBe(200);
+      for (const name of ["a", "b"]) expect((await s.admin("/admin/projects/busy/workloads", { body: { name, backend: "ollama", model_name: "llama3" } })).status).toBe(201);
+      const list = await (await s.admin("/admin/projects")).json();
+      expect(list.map((p: { slug: string; workload_count: number; key_count: number }) => [p.slug, p.workload_count, p.key_count])).toEqual([["empty", 0, 0], ["busy", 2, 2]]);
+    } finally {
+      await s.close();
+    }
   });
 });

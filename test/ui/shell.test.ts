@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Browser } from "playwright-core";
 import { servingPool, type Serving } from "../helpers/serving";
-import { cleanup } from "../helpers/proc";
+import { cleanup, tempDir, waitFor } from "../helpers/proc";
+import { spawnAgent } from "../helpers/agents";
 import { SCREENSHOTS } from "../helpers/browser";
 import type { Page } from "playwright-core";
 import { launchBrowser, openPage, PHONE, DESKTOP, signIn, textMatching, until, type UiPage } from "../helpers/browser";
@@ -20,7 +21,7 @@ let browser: Browser;
 let ui: UiPage;
 
 beforeAll(async () => {
-  [srv, advertised, browser] = await Promise.all([pool.serve(), pool.serve({ INFERD_ADVERTISE_HOST: "inferd.test", INFERD_LOCAL_AGENT: "0" }), launchBrowser()]);
+  [srv, advertised, browser] = await Promise.all([pool.serve(), pool.serve({ INFERD_ADVERTISE_HOST: "inferd.test", INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: "2500" }), launchBrowser()]);
   ui = await openPage(browser, srv.url);
   await signIn(ui, srv.adminToken);
 }, HOOK_MS);
@@ -144,7 +145,7 @@ describe("navigation and accessibility", () => {
     const w = await srv.createWorkload({ name: "nav", backend: "vllm", model_name: "nav-model", config: { command: "vllm serve nav-model" } });
     await nav.getByRole("link", { name: "Projects" }).click();
     await until(async () => (await focused(page)) === "H1 Projects", "focus on the Projects heading");
-    await page.getByRole("link", { name: "Serving" }).click();
+    await page.getByRole("link", { name: "Serving", exact: true }).click();
     await page.getByRole("link", { name: "nav", exact: true }).click();
     await until(async () => (await focused(page)) === "H1 nav", "focus on the workload's heading");
     expect(await nav.getByRole("link", { name: "Projects" }).getAttribute("aria-current")).toBe("page");
@@ -223,5 +224,82 @@ describe("navigation and accessibility", () => {
       await page.screenshot({ path: `${SCREENSHOTS}/badges-${scheme}.png` });
     }
     await page.emulateMedia({ colorScheme: "light" });
+  });
+});
+
+describe("overview and projects", () => {
+  test("the projects list shows each project's workloads and live keys", async () => {
+    const { page } = ui;
+    const made = await (await srv.admin("/admin/projects", { body: { name: "Counts", slug: "counts" } })).json();
+    const keys = await Promise.all(["a", "b"].map(async (name) => (await srv.admin(`/admin/projects/${made.slug}/keys`, { body: { name, type: "live" } })).json()));
+    expect((await srv.admin(`/admin/keys/${keys[0].id}`, { method: "DELETE" })).status).toBe(200);
+    expect((await srv.admin(`/admin/projects/${made.slug}/workloads`, { body: { name: "one", backend: "ollama", model_name: "llama3" } })).status).toBe(201);
+    const listed = await (await srv.admin("/admin/projects")).json();
+    expect(listed.find((p: { slug: string }) => p.slug === "counts")).toMatchObject({ workload_count: 1, key_count: 1 });
+    await ui.visit("/projects");
+    await page.getByRole("link", { name: "1 workload in Counts" }).waitFor();
+    await page.getByRole("link", { name: "1 live key in Counts" }).click();
+    await page.getByRole("heading", { name: "Counts", level: 1 }).waitFor();
+    expect(page.url()).toEndWith("/projects/counts/keys");
+    const serving = listed.find((p: { slug: string }) => p.slug === srv.project);
+    expect(serving.key_count).toBe(2);
+    await ui.visit("/projects");
+    await page.getByRole("link", { name: `2 live keys in Serving` }).waitFor();
+    await page.getByRole("link", { name: `${serving.workload_count} workload${serving.workload_count === 1 ? "" : "s"} in Serving` }).waitFor();
+    await ui.checkWidths("projects-counts");
+  });
+
+  test("the overview sums the last hour's requests, errors and tokens", async () => {
+    const { page } = ui;
+    const w = await srv.createWorkload({ name: "traffic", backend: "vllm", model_name: "traffic-model", config: { command: "vllm serve traffic-model --max-model-len 64" } });
+    await srv.waitState(w.id);
+    for (let i = 0; i < 3; i++) expect((await srv.data(w.slug, "/v1/chat/completions", { body: { model: "default", messages: [{ role: "user", content: `hello ${i}` }] } })).status).toBe(200);
+    const tooLong = await srv.data(w.slug, "/v1/chat/completions", { body: { model: "default", messages: [{ role: "user", content: "word ".repeat(400) }] } });
+    expect(tooLong.status).toBe(400);
+    const totals = await waitFor(async () => {
+      const s = await (await srv.admin("/admin/metrics/series?minutes=60")).json();
+      const sum = (f: (p: Record<string, number>) => number) => Math.round(s.workloads.flatMap((x: { points: Record<string, number>[] }) => x.points).reduce((n: number, p: Record<string, number>) => n + f(p) * s.interval_s, 0));
+      const t = { requests: sum((p) => p.rps), errors: sum((p) => p.errors_per_s), tokens: sum((p) => p.tokens_per_s) };
+      return t.requests === 4 ? t : undefined;
+    }, { what: "four requests in the series" });
+    expect(totals.errors).toBe(1);
+    expect(totals.tokens).toBeGreaterThan(0);
+    await ui.visit("/");
+    const traffic = page.getByTestId("traffic");
+    await textMatching(traffic, /(^|\D)4 requests/, "the last hour's requests");
+    const text = (await traffic.textContent())!;
+    expect(text).toContain("Last hour");
+    expect(text).toContain("1 error");
+    expect(text).toContain(`${totals.tokens.toLocaleString("en-US")} tokens`);
+    await ui.checkWidths("overview-traffic");
+  });
+
+  test("a failed replica and an offline worker show in a banner with links to act on them", async () => {
+    const other = await openPage(browser, advertised.url);
+    await signIn(other, advertised.adminToken);
+    const { page } = other;
+    const created = await (await advertised.admin("/admin/workers", { body: { name: "flaky" } })).json();
+    const [, , , joinUrl, , token] = (created.join_command as string).split(" ");
+    const agent = spawnAgent(["join", joinUrl.replace("inferd.test", "127.0.0.1"), "--token", token], tempDir("agent-flaky"));
+    try {
+      const broken = await advertised.createWorkload({ name: "broken", backend: "vllm", model_name: "m", config: { command: "no-such-vllm-binary serve m" } });
+      await advertised.waitState(broken.id, "failed", 60_000);
+      await other.visit("/");
+      const banner = page.getByTestId("attention");
+      await textMatching(banner, /broken: a replica failed on flaky/, "the failed replica in the banner");
+      expect(await banner.getByRole("heading", { name: "Needs attention" }).count()).toBe(1);
+      expect(await banner.getByRole("link", { name: "Logs" }).getAttribute("href")).toBe(`/workloads/${broken.id}/logs`);
+      expect(await banner.getByRole("link", { name: "Open workload" }).getAttribute("href")).toBe(`/workloads/${broken.id}`);
+      await other.checkWidths("overview-attention-failed");
+      agent.proc.kill("SIGKILL");
+      await agent.proc.exited;
+      await textMatching(banner, /flaky: worker offline, last seen/, "the offline worker in the banner");
+      await other.checkWidths("overview-attention-offline");
+      await banner.getByRole("link", { name: "Workers" }).click();
+      await page.getByRole("heading", { name: "Workers", level: 1 }).waitFor();
+    } finally {
+      agent.proc.kill("SIGKILL");
+      await other.context.close();
+    }
   });
 });

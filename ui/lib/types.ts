@@ -1,5 +1,5 @@
 /** Shapes of the admin API's answers, as far as the dashboard reads them. */
-import type { ProjectView } from "../../src/projects/service";
+import type { ProjectListed, ProjectView } from "../../src/projects/service";
 import type { KeyView } from "../../src/keys/service";
 import type { WebhookView } from "../../src/webhooks/service";
 import type { PostResult } from "../../src/webhooks/post";
@@ -15,6 +15,8 @@ import type { TransferProgress } from "../../agent/protocol";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
+/** A project in the list, with its workload and live-key counts. */
+export type ProjectRow = ProjectListed;
 /** An API key as listed; the secret only in the create answer. */
 export type Key = KeyView & { secret?: string };
 /** A webhook destination; the secret only in the create answer. */

@@ -36,7 +36,6 @@ export function Projects() {
       : html`<div class="table-wrap"><table>
           <thead><tr><th scope="col">Project</th><th scope="col">Slug</th><th scope="col">Workloads</th><th scope="col">Keys</th><th scope="col">Created</th></tr></thead>
           <tbody>${list.data.map((p) => html`<tr data-testid="project-row"><td><a href=${`/projects/${p.slug}`}>${p.name}</a></td><td><code>${p.slug}</code></td>
-            <td><a href=${`/projects/${p.slug}`} aria-label=${`${p.workload_count} workload${p.workload_count === 1 ? "" : "s"} in ${p.name}`}>${p.workload_count}</a></td>
-            <td><a href=${`/projects/${p.slug}/keys`} aria-label=${`${p.key_count} live key${p.key_count === 1 ? "" : "s"} in ${p.name}`}>${p.key_count}</a></td><td>${when(p.created_at)}</td></tr>`)}</tbody>
+            <td class="num">${p.workload_count}</td><td class="num"><a href=${`/projects/${p.slug}/keys`}>${p.key_count}<span class="offscreen"> live key${p.key_count === 1 ? "" : "s"}</span></a></td><td>${when(p.created_at)}</td></tr>`)}</tbody>
         </table></div>`}`;
 }

@@ -42,10 +42,13 @@ export function useFocusHeading(path: string): void {
 /** Containers that scroll sideways on narrow screens. */
 const SCROLLERS = ".table-wrap";
 
+/** Overflow this small hides nothing worth a hint (a border, a rounding pixel). */
+const SLACK_PX = 8;
+
 /** Marks each scroller whose content is wider than it with `overflows` (the CSS shows a "scroll sideways" hint). */
 function markOverflows(): void {
   for (const el of document.querySelectorAll<HTMLElement>(SCROLLERS)) {
-    el.classList.toggle("overflows", el.scrollWidth > el.clientWidth + 1);
+    el.classList.toggle("overflows", el.scrollWidth > el.clientWidth + SLACK_PX);
   }
 }
 
@@ -58,7 +61,7 @@ export function useOverflowHints(): void {
     };
     const main = document.getElementById("main");
     const watch = new MutationObserver(schedule);
-    if (main) watch.observe(main, { childList: true, subtree: true });
+    if (main) watch.observe(main, { childList: true, characterData: true, subtree: true });
     window.addEventListener("resize", schedule);
     schedule();
     return () => {

@@ -20,6 +20,7 @@ import { adminExtraRoutes } from "./admin/extras";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
 import { uiRoutes } from "./ui/routes";
+import { docsRoutes } from "./docs/routes";
 import { noteArrival } from "./usage/arrival";
 
 import type { AppDeps } from "./deps";
@@ -67,10 +68,13 @@ export function createApp(deps: AppDeps) {
     .use(
       openapi({
         path: "/docs",
+        // The viewer is ours (src/docs): pinned and bundled, no CDN.
+        provider: null,
         mapJsonSchema: { zod: z.toJSONSchema },
         documentation: { info: { title: "inferd", version: deps.version, description: "Workloads, inference endpoints and async jobs on your own GPUs." } },
       }),
     )
+    .use(docsRoutes())
     .get("/healthz", () => ({ status: "ok", version: deps.version }))
     .use(adminRoutes(deps))
     .use(loginRoute(deps))

@@ -19,6 +19,7 @@ import type { JobQuota } from "./jobs/quota";
 import type { ModelManager } from "./models/manager";
 import type { Scaler } from "./scaling/scaler";
 import type { Workload } from "./workloads/service";
+import type { ListenInfo } from "./admin/listen";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -44,6 +45,8 @@ export interface AppDeps {
   limiter: Limiter;
   agents: RemoteAgents;
   hostCert: HostCert;
+  /** Where the HTTP listener is bound and the address the network reaches it by. */
+  listen(): ListenInfo;
   /** The HTTPS URL agents join (for join commands). */
   joinUrl(): string;
   version: string;

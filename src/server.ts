@@ -1,4 +1,3 @@
-import { hostname } from "node:os";
 import type { Config } from "./config";
 import { openStore, type Store } from "./db";
 import { adminToken, dataPaths, ensureDataDir, lockDataDir } from "./datadir";
@@ -33,6 +32,7 @@ import { Scaler } from "./scaling/scaler";
 import { startCheckpointer, type Checkpointer } from "./db/checkpoint";
 import { assertFreeDisk } from "./store/check";
 import { AutoBackups } from "./store/auto";
+import { joinUrlOf, listenInfo } from "./admin/listen";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -45,20 +45,13 @@ export interface Running {
   stop(): Promise<void>;
 }
 
-/** The host name agents use to reach this server. */
-function advertised(config: Config): string {
-  if (config.advertiseHost) return config.advertiseHost;
-  if (config.host === "0.0.0.0" || config.host === "::") return hostname();
-  return config.host.includes(":") ? `[${config.host}]` : config.host;
-}
-
 /** Background services of the host, started after the listeners and stopped before them. */
 interface Services {
   deps: AppDeps;
   jobs: JobRunner;
   deliveries: DeliveryLoop;
   agents: RemoteAgents;
-  tlsPort: { value: number };
+  ports: { http: number; tls: number };
 }
 
 /** Builds every service and the app's dependencies over an open store. */
@@ -69,7 +62,8 @@ function buildServices(config: Config, store: Store, token: string): Services {
   const metering = new Metering({ usage, series: metrics, limits: limiter });
   setOfflineAfter(config.workerTimeoutMs);
   const hostCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
-  const tlsPort = { value: 0 };
+  const ports = { http: 0, tls: 0 };
+  const listen = () => listenInfo({ host: config.host, port: ports.http, tlsPort: ports.tls, advertiseHost: config.advertiseHost });
   let agents: RemoteAgents | undefined;
   const targets: TargetFactory = (workerId, report, concurrency, workloadId) =>
     getWorker(store.db, workerId).kind === "remote" ? agents!.hub.target(workerId, report, concurrency, workloadId) : localTarget(workerId, report, concurrency, workloadId);
@@ -107,10 +101,11 @@ function buildServices(config: Config, store: Store, token: string): Services {
     webhooks,
     agents,
     hostCert,
-    joinUrl: () => `https://${advertised(config)}:${tlsPort.value}`,
+    listen,
+    joinUrl: () => joinUrlOf(listen()),
     describeWorkload: (w) => fleet.describe(w),
   };
-  return { deps, jobs, deliveries, agents, tlsPort };
+  return { deps, jobs, deliveries, agents, ports };
 }
 
 /** Periodic chores: usage to disk, queue depth samples, placement, pruning. Returns a stop. */
@@ -173,7 +168,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
         return app.handle(request);
       },
     });
-    services.tlsPort.value = tls.port!;
+    services.ports.tls = tls.port!;
+    services.ports.http = app.server!.port!;
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
     const url = `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${app.server!.port}`;
     lock.update(url);
@@ -207,6 +203,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
     out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
     out(`dashboard: ${url}/`);
     out(`agents join at ${deps.joinUrl()} (certificate sha256 ${deps.hostCert.fingerprint})`);
+    const listen = deps.listen();
+    if (listen.loopback_only && !listen.url) out(`only this machine can connect (listening on ${listen.host}); to serve your network, restart with ${listen.restart!.flag} (or ${listen.restart!.env})`);
     if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
     const openedStore = store;
     let stopping: Promise<void> | undefined;

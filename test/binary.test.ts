@@ -43,6 +43,17 @@ describe("the compiled binary, alone in an empty directory", () => {
     expect(await res.json()).toEqual({ status: "ok", version: expectedVersion });
   });
 
+  test("serves the API docs viewer (Swagger UI) and the OpenAPI document from inside the binary", async () => {
+    const page = await fetch(`${server.url}/docs`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain(`<script src="/docs/assets/swagger-ui-bundle.js">`);
+    const bundle = await fetch(`${server.url}/docs/assets/swagger-ui-bundle.js`);
+    expect(bundle.status).toBe(200);
+    expect(await bundle.text()).toContain("SwaggerUIBundle");
+    expect((await fetch(`${server.url}/docs/assets/swagger-ui.css`)).status).toBe(200);
+    expect((await (await fetch(`${server.url}/docs/json`)).json()).paths["/admin/projects"]).toBeDefined();
+  });
+
   test("prints the admin token once and saves it owner-only", async () => {
     const line = await waitFor(() => /admin token \(.*\): (ik_admin_\S+)/.exec(server.output()), { what: "the admin token line", detail: server.output });
     expect(line[1]).toBe(server.adminToken);

@@ -19,21 +19,33 @@ import { Telemetry } from "./pages/telemetry";
 import { ModelsPage } from "./pages/models";
 import { AuditPageView } from "./pages/audit";
 import { UsagePage } from "./pages/usage";
+import { Exists, NotFound } from "./components/not-found";
+import { useFocusHeading, useOverflowHints } from "./lib/a11y";
 
 type Page = (params: Record<string, string>) => unknown;
+
+const TO_PROJECTS = { href: "/projects", label: "All projects" };
+
+/** A project's page, or a not-found page with a way back when there is no such project. */
+const inProject = (project: string, page: unknown) =>
+  html`<${Exists} key=${project} path=${`/admin/projects/${encodeURIComponent(project)}`} what=${html`There is no project <code>${project}</code> (it may have been deleted).`} back=${TO_PROJECTS}>${page}<//>`;
+
+/** A workload's page, or a not-found page with a way back when there is no such workload. */
+const ofWorkload = (id: string, page: unknown) =>
+  html`<${Exists} key=${id} path=${`/admin/workloads/${encodeURIComponent(id)}`} what=${html`There is no workload <code>${id}</code> (it may have been deleted).`} back=${TO_PROJECTS}>${page}<//>`;
 
 const ROUTES: [string, Page][] = [
   ["/", () => html`<${Overview} />`],
   ["/setup", () => html`<${Setup} />`],
   ["/projects", () => html`<${Projects} />`],
-  ["/projects/:project", (p) => html`<${ProjectPage} project=${p.project} />`],
-  ["/projects/:project/keys", (p) => html`<${KeysPage} project=${p.project} />`],
-  ["/projects/:project/workloads/new", (p) => html`<${WorkloadNew} project=${p.project} />`],
-  ["/workloads/:id", (p) => html`<${WorkloadPage} id=${p.id} />`],
-  ["/workloads/:id/edit", (p) => html`<${WorkloadEdit} id=${p.id} />`],
-  ["/workloads/:id/playground", (p) => html`<${Playground} id=${p.id} />`],
-  ["/workloads/:id/logs", (p) => html`<${LogsPage} id=${p.id} />`],
-  ["/workloads/:id/webhooks", (p) => html`<${WebhooksPage} id=${p.id} />`],
+  ["/projects/:project", (p) => inProject(p.project, html`<${ProjectPage} project=${p.project} />`)],
+  ["/projects/:project/keys", (p) => inProject(p.project, html`<${KeysPage} project=${p.project} />`)],
+  ["/projects/:project/workloads/new", (p) => inProject(p.project, html`<${WorkloadNew} project=${p.project} />`)],
+  ["/workloads/:id", (p) => ofWorkload(p.id, html`<${WorkloadPage} id=${p.id} />`)],
+  ["/workloads/:id/edit", (p) => ofWorkload(p.id, html`<${WorkloadEdit} id=${p.id} />`)],
+  ["/workloads/:id/playground", (p) => ofWorkload(p.id, html`<${Playground} id=${p.id} />`)],
+  ["/workloads/:id/logs", (p) => ofWorkload(p.id, html`<${LogsPage} id=${p.id} />`)],
+  ["/workloads/:id/webhooks", (p) => ofWorkload(p.id, html`<${WebhooksPage} id=${p.id} />`)],
   ["/models", () => html`<${ModelsPage} />`],
   ["/workers", () => html`<${Workers} />`],
   ["/telemetry", () => html`<${Telemetry} />`],
@@ -50,6 +62,7 @@ const NAV = [
   { href: "/usage", label: "Usage" },
   { href: "/audit", label: "Audit log" },
   { href: "/setup", label: "Get started" },
+  { href: "/docs", label: "API docs" },
 ];
 
 /** The page for a path, or a not-found note. */
@@ -58,16 +71,22 @@ function routePage(path: string) {
     const params = match(pattern, path === "" ? "/" : path);
     if (params) return page(params);
   }
-  return html`<h1>Not found</h1><p>Nothing lives at <code>${path}</code>. <a href="/">Back to the overview</a>.</p>`;
+  return html`<${NotFound} what=${html`Nothing lives at <code>${path}</code> in the dashboard.`} back=${{ href: "/", label: "Back to the overview" }} />`;
 }
 
-/** Whether a nav link is the current section. */
-const isCurrent = (href: string, path: string) => (href === "/" ? path === "/" : path === href || path.startsWith(`${href}/`));
+/** Whether a nav link is the current section (a workload's pages belong to Projects). */
+function isCurrent(href: string, path: string): boolean {
+  if (href === "/") return path === "/";
+  if (href === "/projects" && path.startsWith("/workloads/")) return true;
+  return path === href || path.startsWith(`${href}/`);
+}
 
 /** The navigation: a sidebar on wide screens, a menu button on phones. */
 function Shell({ path, children, onSignOut }: { path: string; children: unknown; onSignOut(everywhere: boolean): void }) {
   const [open, setOpen] = useState(false);
   useEffect(() => setOpen(false), [path]);
+  useFocusHeading(path);
+  useOverflowHints();
   return html`<a class="skip" href="#main">Skip to content</a>
     <div class="shell">
       <header class="topbar">

@@ -75,6 +75,7 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       version: deps.version,
       hostname: hostname(),
       data_dir: deps.config.dataDir,
+      listen: deps.listen(),
       started_at: deps.startedAt,
       allow_private_webhooks: deps.config.allowPrivateWebhooks,
       ollama: await ollamaStatus(),

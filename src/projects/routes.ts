@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { ProjectCreate } from "./schema";
-import { createProject, deleteProject, getProject, listProjects, setProjectLimits } from "./service";
+import { createProject, deleteProject, getProject, listProjectsWithCounts, setProjectLimits } from "./service";
 import { ProjectPatch } from "../limits/schema";
 
 /** What this module uses of the app's dependencies. */
@@ -15,7 +15,7 @@ export const projectRoutes = (deps: Deps) =>
       set.status = 201;
       return createProject(deps.db, body);
     }, { ...jsonBody(ProjectCreate), detail: { summary: "Create a project" } })
-    .get("", () => listProjects(deps.db), { detail: { summary: "List projects" } })
+    .get("", () => listProjectsWithCounts(deps.db), { detail: { summary: "List projects with their workload and live-key counts" } })
     .get("/:project", ({ params }) => getProject(deps.db, params.project), { detail: { summary: "A project with its token quotas" } })
     .patch("/:project", ({ params, body }) => setProjectLimits(deps.db, params.project, body.limits), {
       ...jsonBody(ProjectPatch),

@@ -55,6 +55,17 @@ export function listProjects(db: Db): ProjectView[] {
   return db.select().from(projects).orderBy(asc(projects.createdAt)).all().map(view);
 }
 
+/** A project in the list: its fields plus how many workloads and live (unrevoked) keys it has. */
+export type ProjectListed = ProjectView & { workload_count: number; key_count: number };
+
+/** All projects, oldest first, with their workload and live-key counts (one query each). */
+export function listProjectsWithCounts(db: Db): ProjectListed[] {
+  const count = (sql: string) => new Map(db.$client.query<{ id: string; n: number }, []>(sql).all().map((r) => [r.id, r.n]));
+  const workloadsOf = count("SELECT project_id AS id, COUNT(*) AS n FROM workloads GROUP BY project_id");
+  const keysOf = count("SELECT project_id AS id, COUNT(*) AS n FROM api_keys WHERE revoked_at IS NULL GROUP BY project_id");
+  return listProjects(db).map((p) => ({ ...p, workload_count: workloadsOf.get(p.id) ?? 0, key_count: keysOf.get(p.id) ?? 0 }));
+}
+
 /** A project by id or slug, or 404. */
 export function getProject(db: Db, idOrSlug: string): ProjectView {
   const row = db.select().from(projects).where(or(eq(projects.id, idOrSlug), eq(projects.slug, idOrSlug))).get();

@@ -1,13 +1,14 @@
 /** Ready-to-copy client snippets (curl, OpenAI SDK for Python and JavaScript) for one workload. */
 import { html } from "htm/preact";
 import { CodeBlock } from "./ui";
+import { clientOrigin, ListenNote, useListen } from "./listen-note";
 
-/** The OpenAI-compatible base URL of a workload on this server. */
-export const baseUrl = (project: string, workload: string) => `${location.origin}/endpoint/${project}/${workload}/v1`;
+/** The OpenAI-compatible base URL of a workload on the server at `origin`. */
+export const baseUrl = (origin: string, project: string, workload: string) => `${origin}/endpoint/${project}/${workload}/v1`;
 
-/** The snippets for a workload; `secret` fills in the key, else an environment variable is used. */
-export function snippets(w: { project_slug: string; slug: string; task_type: string }, secret?: string) {
-  const base = baseUrl(w.project_slug, w.slug);
+/** The snippets for a workload; `secret` fills in the key, else an environment variable is used; `origin` is the server's client URL. */
+export function snippets(w: { project_slug: string; slug: string; task_type: string }, secret?: string, origin = location.origin) {
+  const base = baseUrl(origin, w.project_slug, w.slug);
   const embed = w.task_type === "embedding";
   const keyShell = secret ?? "$INFERD_API_KEY";
   const body = embed ? `{"input": "Hello from inferd"}` : `{"messages": [{"role": "user", "content": "Say hello"}]}`;
@@ -25,8 +26,10 @@ export function snippets(w: { project_slug: string; slug: string; task_type: str
 
 /** The three snippets as copyable code blocks. */
 export function Snippets({ workload, secret }: { workload: { project_slug: string; slug: string; task_type: string }; secret?: string }) {
-  const s = snippets(workload, secret);
+  const listen = useListen();
+  const s = snippets(workload, secret, clientOrigin(listen));
   return html`<div class="snippets">
+    <${ListenNote} listen=${listen} lan="Other machines on your network reach inferd at" />
     ${secret ? null : html`<p class="muted">Set <code>INFERD_API_KEY</code> to a live key of this project (create one under Keys).</p>`}
     <${CodeBlock} label="curl" code=${s.curl} />
     <${CodeBlock} label="OpenAI SDK (Python)" code=${s.python} />

@@ -1,11 +1,12 @@
 /** Shapes of the admin API's answers, as far as the dashboard reads them. */
-import type { ProjectView } from "../../src/projects/service";
+import type { ProjectListed, ProjectView } from "../../src/projects/service";
 import type { KeyView } from "../../src/keys/service";
 import type { WebhookView } from "../../src/webhooks/service";
 import type { PostResult } from "../../src/webhooks/post";
 import type { DeliveryView, JobView } from "../../src/jobs/service";
 import type { Workload as ServerWorkload } from "../../src/workloads/service";
 import type { launchPreview } from "../../src/admin/extras";
+import type { ListenInfo } from "../../src/admin/listen";
 import type { WorkerReplica, WorkloadDetail } from "../../src/workers/fleet";
 import type { ModelView } from "../../src/models/service";
 import type { LocalFile, LocalModel } from "../../src/models/discover";
@@ -14,6 +15,8 @@ import type { TransferProgress } from "../../agent/protocol";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
+/** A project in the list, with its workload and live-key counts. */
+export type ProjectRow = ProjectListed;
 /** An API key as listed; the secret only in the create answer. */
 export type Key = KeyView & { secret?: string };
 /** A webhook destination; the secret only in the create answer. */
@@ -85,10 +88,14 @@ export interface TelemetrySample {
 }
 
 /** What this server is and what it can run. */
+/** Where the server listens and the address the network reaches it by (`GET /admin/info` → listen). */
+export type Listen = ListenInfo;
+
 export interface Info {
   version: string;
   hostname: string;
   data_dir: string;
+  listen: Listen;
   allow_private_webhooks: boolean;
   ollama: { url: string; running: boolean };
   builtin_llama: boolean;

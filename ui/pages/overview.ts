@@ -4,6 +4,8 @@ import { useApi, useNow } from "../lib/hooks";
 import type { Info, Project, Worker } from "../lib/types";
 import { ErrorNote, Loading, PageTitle } from "../components/ui";
 import { ReplicaStatus } from "../components/replica-status";
+import { Attention } from "../components/attention";
+import { TrafficSummary } from "../components/traffic";
 
 /** The overview (or the first-run invitation when there is no project yet). */
 export function Overview() {
@@ -24,12 +26,14 @@ export function Overview() {
           <a class="button primary" href="/setup">Get started</a>
         </section>`
       : null}
+    <${Attention} workers=${workers.data} />
     <div class="stats">
       <a class="stat" href="/projects"><strong>${projects.data.length}</strong> project${projects.data.length === 1 ? "" : "s"}</a>
       <a class="stat" href="/workers"><strong>${online}/${workers.data.length}</strong> workers online</a>
       <a class="stat" href="/workers"><strong>${gpus}</strong> GPU${gpus === 1 ? "" : "s"}</a>
       <span class="stat"><strong>${replicas.filter((r) => r.state === "ready").length}/${replicas.length}</strong> replicas ready</span>
     </div>
+    ${projects.data.length ? html`<${TrafficSummary} />` : null}
     <section aria-labelledby="running"><h2 id="running">Replicas</h2>
       ${replicas.length === 0
         ? html`<p class="muted">Nothing is running yet. ${projects.data.length ? html`Add a workload to a <a href="/projects">project</a>.` : null}</p>`

@@ -5,14 +5,14 @@ import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { navigate } from "../lib/router";
 import { when } from "../lib/format";
-import type { Project } from "../lib/types";
+import type { Project, ProjectRow } from "../lib/types";
 import { ErrorNote, Loading, PageTitle } from "../components/ui";
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
 
 /** The projects page. */
 export function Projects() {
-  const list = useApi<Project[]>("/admin/projects");
+  const list = useApi<ProjectRow[]>("/admin/projects");
   const [name, setName] = useState("");
   const [slug, setSlug] = useState("");
   const create = useAction((body: Record<string, string>) => api<Project>("/admin/projects", { body }));
@@ -34,7 +34,8 @@ export function Projects() {
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
       ? html`<p class="muted">No projects yet. <a href="/setup">Get started</a> walks you through the first one.</p>`
       : html`<div class="table-wrap"><table>
-          <thead><tr><th scope="col">Project</th><th scope="col">Slug</th><th scope="col">Created</th></tr></thead>
-          <tbody>${list.data.map((p) => html`<tr><td><a href=${`/projects/${p.slug}`}>${p.name}</a></td><td><code>${p.slug}</code></td><td>${when(p.created_at)}</td></tr>`)}</tbody>
+          <thead><tr><th scope="col">Project</th><th scope="col">Slug</th><th scope="col">Workloads</th><th scope="col">Keys</th><th scope="col">Created</th></tr></thead>
+          <tbody>${list.data.map((p) => html`<tr data-testid="project-row"><td><a href=${`/projects/${p.slug}`}>${p.name}</a></td><td><code>${p.slug}</code></td>
+            <td class="num">${p.workload_count}</td><td class="num"><a href=${`/projects/${p.slug}/keys`}>${p.key_count}<span class="offscreen"> live key${p.key_count === 1 ? "" : "s"}</span></a></td><td>${when(p.created_at)}</td></tr>`)}</tbody>
         </table></div>`}`;
 }

@@ -120,7 +120,7 @@ function DoneStep({ workload, secret }: { workload: Workload; secret: string }) 
     </div>
     <p>Your workload is starting; it answers once it shows <strong>ready</strong>:</p>
     <${FirstReplicas} id=${workload.id} />
-    <p>Call it from anywhere on your network:</p>
+    <p>Call it with any OpenAI client:</p>
     <${Snippets} workload=${workload} secret=${secret} />
     <div class="actions"><a class="button" href=${`/workloads/${workload.id}/playground`}>Try it in the playground</a><a class="button primary" href=${`/workloads/${workload.id}`}>See the workload</a></div>
   </div>`;

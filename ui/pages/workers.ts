@@ -5,6 +5,7 @@ import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { ago, bytes, mib } from "../lib/format";
 import type { Worker } from "../lib/types";
+import { ListenNote, useListen } from "../components/listen-note";
 import { Bar, CodeBlock, ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
 
 type Joined = { id: string; name: string; join_token: string; join_command: string };
@@ -14,6 +15,7 @@ function AddWorker({ onAdded }: { onAdded(): void }) {
   const [name, setName] = useState("");
   const [joined, setJoined] = useState<Joined>();
   const add = useAction((n: string) => api<Joined>("/admin/workers", { body: { name: n } }));
+  const listen = useListen();
   const submit = async (e: Event) => {
     e.preventDefault();
     const j = await add.run(name.trim());
@@ -26,6 +28,7 @@ function AddWorker({ onAdded }: { onAdded(): void }) {
   return html`<details class="card" open=${!!joined}>
     <summary>Add a worker</summary>
     <p class="muted">Another GPU machine on your network runs only inferd's agent and joins this server.</p>
+    <${ListenNote} listen=${listen} />
     <form class="form inline" onSubmit=${submit} aria-label="Add a worker">
       <label>Worker name<input name="worker" required value=${name} onInput=${(e: Event) => setName((e.target as HTMLInputElement).value)} placeholder="gpu-box-2" /></label>
       <${ErrorNote} error=${add.error} />
@@ -44,7 +47,7 @@ function WorkerCard({ w, onDeleted }: { w: Worker; onDeleted(): void }) {
   const ram = w.telemetry?.ram_free_bytes;
   return html`<li class="card worker" aria-label=${`Worker ${w.name}`}>
     <div class="worker-head">
-      <h2>${w.name}</h2><${StateBadge} state=${w.state} />
+      <h2>${w.name}</h2>${w.last_seen_at ? html`<${StateBadge} state=${w.state} />` : html`<span class="badge state-waiting">waiting to join</span>`}
       ${w.last_seen_at
         ? html`<span class="muted">${w.kind === "local" ? "this machine" : w.hostname} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`
         : html`<span class="muted">waiting for its agent to join</span>`}

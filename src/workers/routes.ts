@@ -33,6 +33,8 @@ function followLogs(rings: { id: string; ring: import("../../agent/ring").LogRin
       const send = (id: string, text: string) => {
         if (text) controller.enqueue(enc.encode(`data: ${JSON.stringify({ assignment_id: id, text })}\n\n`));
       };
+      // A comment first, so the browser knows the stream is open even while the log is still empty.
+      controller.enqueue(enc.encode(": connected\n\n"));
       for (const { id, ring } of rings) {
         const dec = new TextDecoder();
         send(id, dec.decode(ring.tail(tailBytes), { stream: true }));

@@ -6,12 +6,12 @@ import type { Assignment, Workload, Worker } from "../lib/types";
 import { ConfirmButton, ErrorNote } from "./ui";
 import { ReplicaStatus } from "./replica-status";
 
-/** Retry a failed replica, with its logs a click away. */
-function RetryFailed({ w, a, onChange }: { w: Workload; a: Assignment; onChange(): unknown }) {
+/** Retry a failed replica (`logs`: with its logs a click away). */
+export function RetryFailed({ w, a, onChange, logs = true }: { w: Workload; a: Pick<Assignment, "id">; onChange(): unknown; logs?: boolean }) {
   const retry = useAction(() => api(`/admin/assignments/${a.id}/retry`, { method: "POST" }).then(() => true));
   return html`<div class="row-actions">
     <button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange()}>Retry</button>
-    <a class="small button" href=${`/workloads/${w.id}/logs?replica=${a.id}`}>See its logs</a>
+    ${logs ? html`<a class="small button" href=${`/workloads/${w.id}/logs?replica=${a.id}`}>See its logs</a>` : null}
     <${ErrorNote} error=${retry.error} />
   </div>`;
 }

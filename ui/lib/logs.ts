@@ -44,3 +44,29 @@ export function useLastLine(workloadId: string, assignmentId: string, active: bo
   }, [workloadId, assignmentId, active, pollMs]);
   return line;
 }
+
+/** `HH:MM:SS` of a time, as a log line's prefix. */
+const clock = (at: number) => new Date(at).toTimeString().slice(0, 8);
+
+/**
+ * A writer that puts the time before every line of terminal output (dimmed), given the time each
+ * chunk arrived; it remembers across chunks whether the next character starts a line. A progress
+ * bar redrawn after `\r` gets the time of its latest drawing.
+ * @example const stamp = timeStamper(); stamp("a\r\nb", t) // → "\x1b[2m12:00:00\x1b[22m a\r\n\x1b[2m12:00:00\x1b[22m b"
+ */
+export function timeStamper(): (text: string, at: number) => string {
+  let atLineStart = true;
+  return (text, at) => {
+    const prefix = `\x1b[2m${clock(at)}\x1b[22m `;
+    let out = "";
+    for (const ch of text) {
+      if (ch === "\n" || ch === "\r") atLineStart = true;
+      else if (atLineStart) {
+        out += prefix;
+        atLineStart = false;
+      }
+      out += ch;
+    }
+    return out;
+  };
+}

@@ -1,0 +1,26 @@
+import { describe, expect, test } from "bun:test";
+import { lastLine, timeStamper } from "../ui/lib/logs";
+import { withoutOutput } from "../agent/replica";
+
+/** Pure helpers of the log viewer and the replica's log notes. */
+describe("log lines", () => {
+  const at = new Date(2026, 0, 2, 9, 8, 7).getTime();
+  const T = "\x1b[2m09:08:07\x1b[22m ";
+
+  test("timeStamper puts the arrival time before each line, across chunks, and before a \\r-redrawn bar", () => {
+    const stamp = timeStamper();
+    expect(stamp("a\r\nb", at)).toBe(`${T}a\r\n${T}b`);
+    expect(stamp("c\r\n", at)).toBe("c\r\n");
+    expect(stamp("\rLoading 10%\rLoading 20%", at)).toBe(`\r${T}Loading 10%\r${T}Loading 20%`);
+    expect(stamp("\r\n\r\n", at)).toBe("\r\n\r\n");
+  });
+
+  test("lastLine keeps the latest drawing of a bar", () => {
+    expect(lastLine("x\r\n\rLoading 10%\rLoading 20%\r\n")).toBe("Loading 20%");
+  });
+
+  test("withoutOutput drops the runtime output a supervisor's reason quotes", () => {
+    expect(withoutOutput("vllm exited with code 1; restarting in 100 ms\n--- last output ---\nboom")).toBe("vllm exited with code 1; restarting in 100 ms");
+    expect(withoutOutput("command not found: vllm")).toBe("command not found: vllm");
+  });
+});

@@ -92,3 +92,60 @@ describe("controlling a workload in the browser", () => {
     await srv.admin(`/admin/workloads/${w.id}`, { method: "DELETE" });
   });
 });
+
+describe("workload form errors", () => {
+  test("each error once, in plain words, under the field it names (aria-describedby); a taken slug marks the slug; others go in one summary at the top", async () => {
+    const { srv, ui } = world;
+    const { page } = ui;
+    await srv.createWorkload({ name: "Taken", slug: "taken", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    await ui.visit(`/projects/${srv.project}/workloads/new`);
+    await page.getByRole("radio", { name: /^vLLM A Hugging Face/ }).check();
+    await page.getByLabel("Name", { exact: true }).fill("Second");
+    await page.getByRole("textbox", { name: /^Slug/ }).fill("taken");
+    await page.getByRole("textbox", { name: /^Model name/ }).fill("m");
+    const command = page.getByRole("textbox", { name: /^Command/ });
+    await command.fill(`vllm serve "m`);
+    const note = page.locator("#error-config-command");
+    await textMatching(note, /^The command has an unclosed double quote$/, "the refusal under the command");
+    const described = async (loc: typeof command) => page.locator(`#${await loc.getAttribute("aria-describedby")}`).textContent();
+    expect(await described(command)).toBe("The command has an unclosed double quote");
+    expect(await command.getAttribute("aria-invalid")).toBe("true");
+    // The preview's 400 is logged by the browser; that one is expected.
+    await until(() => ui.errors.length > 0, "the refused preview to be logged");
+    ui.errors.splice(0);
+    await page.getByRole("button", { name: "Create workload" }).click();
+    await page.getByRole("alert").or(note).first().waitFor();
+    await until(() => ui.errors.length > 0, "the refused save to be logged");
+    ui.errors.splice(0);
+    const body = async () => (await page.locator("main").textContent()) ?? "";
+    expect((await body()).split("unclosed double quote").length - 1).toBe(1);
+    expect(await body()).not.toContain("config.command");
+    expect(await page.getByTestId("form-error").count()).toBe(0);
+
+    await command.fill("vllm serve m");
+    await until(async () => (await note.count()) === 0, "the command's note to go once fixed");
+    await page.getByRole("button", { name: "Create workload" }).click();
+    const slug = page.getByRole("textbox", { name: /^Slug/ });
+    await until(async () => (await slug.getAttribute("aria-invalid")) === "true", "the slug marked invalid");
+    expect(await described(slug)).toBe('Workload slug "taken" is already taken');
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("name"))).toBe("slug");
+    expect(await page.getByTestId("form-error").count()).toBe(0);
+    expect(ui.errors.splice(0)).toEqual([expect.stringContaining("409")]);
+    await ui.checkWidths("form-errors");
+
+    // An error no field shows (the project went away meanwhile) is one summary at the top of the form.
+    await ui.visit("/projects/gone/workloads/new");
+    await page.getByLabel("Name", { exact: true }).fill("Orphan");
+    await page.getByRole("textbox", { name: /^Model name/ }).fill("m");
+    await page.getByRole("button", { name: "Create workload" }).click();
+    const summary = page.getByTestId("form-error");
+    await textMatching(summary, /project .*not found/i, "the summary");
+    const order = await page.evaluate(() => {
+      const form = document.querySelector("form")!;
+      return [...form.querySelectorAll("[data-testid=form-error], input, textarea")].indexOf(form.querySelector("[data-testid=form-error]")!);
+    });
+    expect(order).toBe(0);
+    expect(await page.locator(".note.error").count()).toBe(1);
+    ui.errors.splice(0);
+  });
+});

@@ -149,3 +149,35 @@ describe("workload form errors", () => {
     ui.errors.splice(0);
   });
 });
+
+describe("controls that fit the task type", () => {
+  test("a forecasting workload shows its own switch and jobs, the rest folded under Other endpoints, and no Playground tab; a chat workload keeps its playground", async () => {
+    const { srv, ui } = world;
+    const { page } = ui;
+    const forecast = await srv.createWorkload({ name: "Forecaster", task_type: "forecast", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    await ui.visit(`/workloads/${forecast.id}`);
+    await page.getByRole("heading", { name: "Forecaster" }).waitFor();
+    const endpoints = page.locator("section", { has: page.getByRole("heading", { name: "Endpoints" }) });
+    expect(await endpoints.getByRole("switch", { name: "Forecast" }).isVisible()).toBe(true);
+    expect(await endpoints.getByRole("switch", { name: /^Async jobs/ }).isVisible()).toBe(true);
+    const chat = endpoints.getByRole("switch", { name: "Chat completions and Messages" });
+    expect(await chat.isVisible()).toBe(false);
+    const tabs = page.getByRole("navigation", { name: "Sections" });
+    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Logs", "Webhooks & jobs", "Edit"]);
+    await ui.checkWidths("workload-forecast");
+    // Folded, not gone: the other switches still work.
+    await endpoints.getByText("Other endpoints").click();
+    await page.getByText("Time-series forecasting workloads do not use these").waitFor();
+    for (const name of ["Chat completions and Messages", "Embeddings", "Rerank", "Audio (speech, transcription)", "Images"]) expect(await endpoints.getByRole("switch", { name }).isVisible()).toBe(true);
+    await chat.uncheck();
+    await until(async () => !((await srv.workload(forecast.id)) as unknown as { endpoints: { chat: boolean } }).endpoints.chat, "chat switched off");
+
+    const chatty = await srv.createWorkload({ name: "Chatty", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    await ui.visit(`/workloads/${chatty.id}`);
+    await page.getByRole("heading", { name: "Chatty" }).waitFor();
+    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Playground", "Logs", "Webhooks & jobs", "Edit"]);
+    expect(await endpoints.getByRole("switch", { name: "Chat completions and Messages" }).isVisible()).toBe(true);
+    expect(await endpoints.getByRole("switch", { name: "Images" }).isVisible()).toBe(false);
+    ui.expectNoErrors("task type controls");
+  });
+});

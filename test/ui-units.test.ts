@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { lastLine, timeStamper } from "../ui/lib/logs";
+import { lastLine, percentIn, timeStamper } from "../ui/lib/logs";
 import { withoutOutput } from "../agent/replica";
 
 /** Pure helpers of the log viewer and the replica's log notes. */
@@ -17,6 +17,13 @@ describe("log lines", () => {
 
   test("lastLine keeps the latest drawing of a bar", () => {
     expect(lastLine("x\r\n\rLoading 10%\rLoading 20%\r\n")).toBe("Loading 20%");
+  });
+
+  test("percentIn finds the last percentage a line printed, ignoring numbers past 100", () => {
+    expect(percentIn("pulling 6a0746a1ec1a:  28% ▕███  ▏ 1.3 GB/4.7 GB")).toBe(28);
+    expect(percentIn("Loading safetensors checkpoint shards:  40% Completed | 2/5")).toBe(40);
+    expect(percentIn("step 1 of 3: 12.5 %, then 250%")).toBe(12.5);
+    expect(percentIn("INFO ready")).toBeNull();
   });
 
   test("withoutOutput drops the runtime output a supervisor's reason quotes", () => {

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers/proc";
-import { PHONE, DESKTOP, textMatching, until } from "../helpers/browser";
+import { PHONE, DESKTOP, SCREENSHOTS, textMatching, until } from "../helpers/browser";
 import { servedUi } from "../helpers/ui-suite";
 import { FIXTURE_BIN } from "../fixtures";
 
@@ -12,8 +12,14 @@ import { FIXTURE_BIN } from "../fixtures";
  * search, timestamps and phone layout; form errors under the field they name, once; and only the
  * endpoints and tabs a workload's task type can use.
  */
-// Runtimes take 2 s to load, so their progress bar can be seen; two crashes make "failed".
-const world = servedUi({ FAKE_LOAD_MS: "2000", INFERD_MAX_CRASHES: "2", FAKE_GPU_USAGE_DIR: tempDir("gpu-usage") });
+// Runtimes take 5 s to load, so their progress bar can be seen; two crashes make "failed".
+const world = servedUi({ FAKE_LOAD_MS: "5000", INFERD_MAX_CRASHES: "2", FAKE_GPU_USAGE_DIR: tempDir("gpu-usage") });
+
+/** Leaves the workload's pages (whose polls would get 404s), then deletes it. */
+async function removeWorkload(id: string): Promise<void> {
+  await world.ui.visit("/projects");
+  expect((await world.srv.admin(`/admin/workloads/${id}`, { method: "DELETE" })).status).toBeLessThan(300);
+}
 
 describe("controlling a workload in the browser", () => {
   test("a runtime that cannot launch says why in its log (not an empty 'Connecting…'); Retry brings it back once the program is there", async () => {
@@ -25,7 +31,10 @@ describe("controlling a workload in the browser", () => {
     const status = page.getByTestId("replica-status");
     await status.locator(".badge", { hasText: "failed" }).waitFor({ timeout: 30_000 });
     await textMatching(status.locator(".reason"), /command not found/, "the failure's reason");
-    await page.getByRole("link", { name: "See its logs" }).click();
+    // The overview offers the same under the badge.
+    await ui.visit("/");
+    await page.getByTestId("replica-status").filter({ hasText: "command not found" }).getByRole("button", { name: "Retry" }).waitFor();
+    await page.getByTestId("replica-status").filter({ hasText: "command not found" }).getByRole("link", { name: "See its logs" }).click();
     const rows = page.locator(".xterm-rows");
     await textMatching(rows, /\[inferd\] failed: command not found: .*vllm/, "the launch failure in the log");
     await page.getByText("Following live").waitFor();
@@ -37,7 +46,29 @@ describe("controlling a workload in the browser", () => {
     await page.locator(".toolbar .badge", { hasText: "ready" }).waitFor({ timeout: 30_000 });
     expect(await page.getByRole("button", { name: "Retry" }).count()).toBe(0);
     ui.expectNoErrors("retry from the log");
-    await srv.admin(`/admin/workloads/${w.id}`, { method: "DELETE" });
+    await removeWorkload(w.id);
+  });
+
+  test("a replica coming up shows, under its badge, how long it has been starting, the runtime's last line and its percentage as a bar (whole on a phone)", async () => {
+    const { srv, ui } = world;
+    const { page } = ui;
+    const w = await srv.createWorkload({ name: "slow", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    await ui.visit(`/workloads/${w.id}`);
+    const status = page.getByTestId("replica-status");
+    await status.locator(".badge", { hasText: "starting" }).waitFor();
+    await textMatching(status.locator(".since"), /^for \d+ s$/, "the time in its state");
+    const line = await textMatching(status.locator(".last-line"), /Loading safetensors checkpoint shards: +\d+%/, "the last line");
+    const bar = status.getByRole("progressbar", { name: "Runtime progress" });
+    expect(Number(await bar.getAttribute("aria-valuenow"))).toBe(Number(/(\d+)%/.exec(line)![1]));
+    await page.setViewportSize(PHONE);
+    const cut = await status.locator(".last-line").evaluate((el) => el.scrollWidth > el.clientWidth + 1);
+    expect(cut).toBe(false);
+    await page.screenshot({ path: join(SCREENSHOTS, "replica-starting-phone.png"), fullPage: true });
+    await page.setViewportSize(DESKTOP);
+    await status.locator(".badge", { hasText: "ready" }).waitFor({ timeout: 30_000 });
+    expect(await status.locator(".last-line").count()).toBe(0);
+    ui.expectNoErrors("progress under the badge");
+    await removeWorkload(w.id);
   });
 
   test("the log viewer: one frame, search with next/previous and a count, timestamps, the progress bar whole on a phone", async () => {
@@ -89,7 +120,7 @@ describe("controlling a workload in the browser", () => {
     expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(1);
     await page.setViewportSize(DESKTOP);
     await ui.checkWidths("logs-viewer");
-    await srv.admin(`/admin/workloads/${w.id}`, { method: "DELETE" });
+    await removeWorkload(w.id);
   });
 });
 

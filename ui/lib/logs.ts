@@ -19,6 +19,15 @@ export function lastLine(text: string): string {
   return "";
 }
 
+/**
+ * The last percentage in a line of output (a pull or a loading bar), or null.
+ * @example percentIn("pulling 6a0746a1ec1a:  28% ▕███  ▏ 1.3 GB/4.7 GB") // → 28
+ */
+export function percentIn(line: string): number | null {
+  const all = [...line.matchAll(/(\d{1,3}(?:\.\d+)?)\s?%/g)].map((m) => Number(m[1])).filter((n) => n <= 100);
+  return all.length ? all[all.length - 1] : null;
+}
+
 /** Bytes of output read for the last line: enough for a long line, little to send every poll. */
 const TAIL_BYTES = 4096;
 

@@ -8,7 +8,7 @@ import { useLocation } from "../lib/router";
 import type { Assignment, Workload } from "../lib/types";
 import { ErrorNote, Loading, StateBadge } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
-import { RetryFailed } from "../components/replicas";
+import { RetryFailed } from "../components/replica-status";
 import { Term, type SearchResult, type TermHandle } from "../components/terminal";
 
 /** Saves text as a file through a temporary link. */
@@ -132,7 +132,7 @@ function Failed({ w, a, onChange }: { w: Workload; a: Assignment; onChange(): un
   const why = (a.reason ?? "").split("\n--- last output ---\n")[0];
   return html`<div class="note error log-failed" role="alert">
     <p><strong>This replica failed</strong>${why ? html`: ${why}` : null}</p>
-    <${RetryFailed} w=${w} a=${a} onChange=${onChange} logs=${false} />
+    <${RetryFailed} workloadId=${w.id} assignmentId=${a.id} onChange=${onChange} logs=${false} />
   </div>`;
 }
 

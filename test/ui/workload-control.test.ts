@@ -38,6 +38,11 @@ describe("controlling a workload in the browser", () => {
     const rows = page.locator(".xterm-rows");
     await textMatching(rows, /\[inferd\] failed: command not found: .*vllm/, "the launch failure in the log");
     await page.getByText("Following live").waitFor();
+    // The live stream opens at once, even with no output to send (bytes=0: no tail), with a comment.
+    const ctrl = new AbortController();
+    const live = await fetch(`${srv.url}/admin/workloads/${w.id}/logs?follow=1&bytes=0`, { headers: { authorization: `Bearer ${srv.adminToken}` }, signal: ctrl.signal });
+    expect(new TextDecoder().decode((await live.body!.getReader().read()).value)).toBe(": connected\n\n");
+    ctrl.abort();
     await page.getByRole("alert").filter({ hasText: "This replica failed: command not found" }).waitFor();
     await ui.checkWidths("logs-failed");
     symlinkSync(join(FIXTURE_BIN, "vllm"), join(dir, "vllm"));
@@ -97,6 +102,7 @@ describe("controlling a workload in the browser", () => {
     await search.press("Enter");
     const count = page.getByTestId("search-status");
     const first = await textMatching(count, /^\d+ of [3-9]$/, "the match count");
+    await page.screenshot({ path: join(SCREENSHOTS, "logs-search-desktop.png") });
     await page.getByRole("button", { name: "Next" }).click();
     await until(async () => (await count.textContent()) !== first, "Next to move to another match");
     await page.getByRole("button", { name: "Previous" }).click();

@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { lastLine, percentIn, timeStamper } from "../ui/lib/logs";
 import { withoutOutput } from "../agent/replica";
+import { ApiError } from "../ui/lib/api";
+import { fieldWords, messageAt, plainMessage } from "../ui/components/ui";
 
 /** Pure helpers of the log viewer and the replica's log notes. */
 describe("log lines", () => {
@@ -29,5 +31,25 @@ describe("log lines", () => {
   test("withoutOutput drops the runtime output a supervisor's reason quotes", () => {
     expect(withoutOutput("vllm exited with code 1; restarting in 100 ms\n--- last output ---\nboom")).toBe("vllm exited with code 1; restarting in 100 ms");
     expect(withoutOutput("command not found: vllm")).toBe("command not found: vllm");
+  });
+});
+
+describe("form errors in plain words", () => {
+  const quote = new ApiError(400, "validation_error", "config.command: the command has an unclosed double quote", "config.command");
+
+  test("the API's field path is dropped and the sentence starts with a capital", () => {
+    expect(plainMessage(quote)).toBe("The command has an unclosed double quote");
+    expect(plainMessage(new ApiError(409, "slug_taken", 'workload slug "x" is already taken', "slug"))).toBe('Workload slug "x" is already taken');
+    expect(plainMessage(new ApiError(404, "not_found", "project not found"))).toBe("Project not found");
+  });
+
+  test("a message belongs to the field it names only", () => {
+    expect(messageAt(quote, "config.command")).toBe("The command has an unclosed double quote");
+    expect(messageAt(quote, "model_name")).toBeUndefined();
+  });
+
+  test("a field's path in words, for the summary", () => {
+    expect(fieldWords("execution_params.max_replicas")).toBe("Max replicas");
+    expect(fieldWords("execution_params.windows.0.days")).toBe("Days");
   });
 });

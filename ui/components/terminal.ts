@@ -73,5 +73,5 @@ export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): vo
       term?.dispose();
     };
   }, []);
-  return html`<div class="log-term" ref=${box} role="log" aria-label=${label} data-testid="terminal"></div>`;
+  return html`<div class="log-term" ref=${box} role="log" tabindex="0" aria-label=${label} data-testid="terminal"></div>`;
 }

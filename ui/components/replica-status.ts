@@ -1,4 +1,4 @@
-/** A replica's state under its badge: how long it has been so, why, download progress, last output line. */
+/** A replica's state under its badge: how long it has been so, why, download or printed progress, last output line, Retry when failed. */
 import { html } from "htm/preact";
 import { api } from "../lib/api";
 import { since } from "../lib/format";

@@ -19,7 +19,7 @@ export function useLaunchPreview(d: Draft): { preview?: LaunchPreview; error?: A
  * The final launch command of a draft and what the agent adds to it, in words. A refusal that names
  * one of `shownFields` is left to that field's note; any other is shown here.
  */
-export function PreviewBox({ preview, error, shownFields }: { preview?: LaunchPreview; error?: ApiError; shownFields: string[] }) {
+export function PreviewView({ preview, error, shownFields }: { preview?: LaunchPreview; error?: ApiError; shownFields: string[] }) {
   if (error) return error.field && shownFields.includes(error.field) ? null : html`<p class="note error" role="alert" data-testid="preview-error">${plainMessage(error)}</p>`;
   if (!preview) return null;
   const notes = [
@@ -37,4 +37,10 @@ export function PreviewBox({ preview, error, shownFields }: { preview?: LaunchPr
           : html`Launch policy: only you (the operator) can save this; a project's control-plane key would be refused — ${preview.tenant.violation?.message}`}</p>`
       : null}
   </div>`;
+}
+
+/** The launch preview of a draft whose form shows no field errors of its own: refusals are shown here. */
+export function PreviewBox({ d }: { d: Draft }) {
+  const { preview, error } = useLaunchPreview(d);
+  return html`<${PreviewView} preview=${preview} error=${error} shownFields=${[]} />`;
 }

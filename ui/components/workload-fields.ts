@@ -5,7 +5,7 @@ import { BACKENDS, TASK_TYPES } from "../lib/constants";
 import { edit, type Draft } from "../lib/draft";
 import type { PolicyDraft } from "../lib/policy";
 import type { Worker } from "../lib/types";
-import { PreviewBox, useLaunchPreview } from "./launch-preview";
+import { PreviewView, useLaunchPreview } from "./launch-preview";
 import { ModelPicker } from "./model-picker";
 import { PolicyFields } from "./policy-fields";
 import { FieldError, invalidAt } from "./ui";
@@ -42,7 +42,7 @@ function BackendFields({ d, set, error: saved }: { d: Draft; set(p: Partial<Draf
           <small>Installed once into inferd's data folder; empty uses the one on PATH.</small>
           <${FieldError} error=${versionError} field=${versionField} alert=${versionError === previewed} /></label>`
       : null}
-    <${PreviewBox} preview=${preview} error=${previewed} shownFields=${shown} />`;
+    <${PreviewView} preview=${preview} error=${previewed} shownFields=${shown} />`;
 }
 
 /** Every field of a workload; `error` is shown at the field the server named. */

@@ -45,6 +45,7 @@ export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): vo
       const [{ Terminal }, { FitAddon }, { SearchAddon }] = await Promise.all([import("@xterm/xterm"), import("@xterm/addon-fit"), import("@xterm/addon-search")]);
       if (gone || !box.current) return;
       const narrow = window.matchMedia("(max-width: 760px)").matches;
+      // allowProposedApi: the search add-on highlights matches with decorations, still a proposed API in xterm 6.
       term = new Terminal({ disableStdin: true, cursorBlink: false, scrollback: 10_000, fontSize: narrow ? 11 : 13, theme: THEME, convertEol: false, allowProposedApi: true });
       const fit = new FitAddon();
       const search: SearchAddon = new SearchAddon();

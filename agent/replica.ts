@@ -32,6 +32,9 @@ const PROGRESS_EVERY_MS = 500;
 
 const toReplicaState = (s: SupervisorState): ReplicaState => (s === "restarting" ? "starting" : s);
 
+/** A supervisor's reason without the runtime's last output it quotes (that output is in the log already). */
+export const withoutOutput = (reason: string): string => reason.split("\n--- last output ---\n")[0];
+
 /** The real path of a file (symlinks resolved), or null when it does not exist. */
 function realpathOrNull(path: string): string | null {
   try {
@@ -150,7 +153,10 @@ export class Replica {
       ring: this.ring,
       logFile: this.logFile,
       beforeStart: plan.prep.length ? (signal) => runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal, this.host.supervisor?.spawn) : undefined,
-      onState: (s, reason) => void this.emit(toReplicaState(s), reason),
+      onState: (s, reason) => {
+        if (reason && (s === "failed" || s === "restarting")) this.note(`[inferd] ${s === "failed" ? "failed: " : ""}${withoutOutput(reason)}`, s === "failed" ? "1;31" : "1;33");
+        void this.emit(toReplicaState(s), reason);
+      },
     });
     this.supervisor.start();
   }

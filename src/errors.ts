@@ -26,8 +26,8 @@ export const unauthorized = (code: string, message: string) => new AppError(401,
 export const forbidden = (code: string, message: string) => new AppError(403, code, message);
 /** 404 for a resource that does not exist (or is not visible to this credential). */
 export const notFound = (what: string) => new AppError(404, "not_found", `${what} not found`);
-/** 409 for a slug or name that is taken, or a state that forbids the operation. */
-export const conflict = (message: string, code = "conflict") => new AppError(409, code, message);
+/** 409 for a slug or name that is taken (naming its `field`), or a state that forbids the operation. */
+export const conflict = (message: string, code = "conflict", field?: string) => new AppError(409, code, message, {}, field);
 
 /** Anthropic error `type` for each status, used on the Messages-style route. */
 const ANTHROPIC_TYPES: Record<number, string> = {

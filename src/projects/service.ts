@@ -30,7 +30,7 @@ export function setProjectLimits(db: Db, idOrSlug: string, limits: { tokens_per_
  */
 export function uniqueSlug(name: string, explicit: string | undefined, taken: (slug: string) => boolean, what: string): string {
   if (explicit !== undefined) {
-    if (taken(explicit)) throw conflict(`${what} slug "${explicit}" is already taken`, "slug_taken");
+    if (taken(explicit)) throw conflict(`${what} slug "${explicit}" is already taken`, "slug_taken", "slug");
     return explicit;
   }
   const base = slugify(name);

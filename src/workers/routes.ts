@@ -33,6 +33,8 @@ function followLogs(rings: { id: string; ring: import("../../agent/ring").LogRin
       const send = (id: string, text: string) => {
         if (text) controller.enqueue(enc.encode(`data: ${JSON.stringify({ assignment_id: id, text })}\n\n`));
       };
+      // A comment first, so the browser knows the stream is open even while the log is still empty.
+      controller.enqueue(enc.encode(": connected\n\n"));
       for (const { id, ring } of rings) {
         const dec = new TextDecoder();
         send(id, dec.decode(ring.tail(tailBytes), { stream: true }));
@@ -107,7 +109,8 @@ export const workerRoutes = (deps: Deps) =>
       const all = listAssignments(deps.db, w.id);
       const chosen = query.assignment ? all.filter((a) => a.id === query.assignment) : all;
       if (query.assignment && chosen.length === 0) throw notFound(`assignment "${query.assignment}" of this workload`);
-      const tail = Math.min(Math.max(Number(query.bytes ?? 65536) || 65536, 0), 1 << 20);
+      const asked = Number(query.bytes ?? 65536);
+      const tail = Math.min(Math.max(Number.isFinite(asked) ? asked : 65536, 0), 1 << 20);
       const rings = chosen.map((a) => ({ id: a.id, ring: deps.fleet.ringFor(a.id) }));
       if (query.follow === "1" || query.follow === "true") return followLogs(rings, tail, request.signal);
       return {

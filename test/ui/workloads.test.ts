@@ -72,7 +72,7 @@ describe("workloads in the browser", () => {
     const { page } = ui;
     await ui.visit(`${workloadUrl}/edit`);
     await page.getByRole("textbox", { name: /^Command/ }).fill(`vllm serve "Qwen/Qwen3-8B`);
-    await page.getByTestId("preview-error").filter({ hasText: "unclosed double quote" }).waitFor();
+    await page.locator("#error-config-command").filter({ hasText: "unclosed double quote" }).waitFor();
     // The preview's 400 is logged by the browser; that one is expected.
     await until(() => ui.errors.length > 0, "the refused preview to be logged");
     expect(ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);

@@ -4,9 +4,10 @@ import type { ApiError } from "../lib/api";
 import { useDebouncedApi } from "../lib/hooks";
 import { configOf, type Draft } from "../lib/draft";
 import type { LaunchPreview } from "../lib/types";
+import { plainMessage } from "./ui";
 
 /** Asks the server for the command the agent would run, a moment after the user stops typing. */
-function useLaunchPreview(d: Draft): { preview?: LaunchPreview; error?: ApiError } {
+export function useLaunchPreview(d: Draft): { preview?: LaunchPreview; error?: ApiError } {
   const config = configOf(d);
   const body = { backend: d.backend, model_name: d.model_name.trim(), config };
   const ready = !!body.model_name && (d.backend === "ollama" || !!config.command);
@@ -14,10 +15,12 @@ function useLaunchPreview(d: Draft): { preview?: LaunchPreview; error?: ApiError
   return { preview: data, error };
 }
 
-/** The final launch command of a draft and what the agent adds to it, in words. */
-export function PreviewBox({ d }: { d: Draft }) {
-  const { preview, error } = useLaunchPreview(d);
-  if (error) return html`<p class="note error" role="alert" data-testid="preview-error">${error.message}</p>`;
+/**
+ * The final launch command of a draft and what the agent adds to it, in words. A refusal that names
+ * one of `shownFields` is left to that field's note; any other is shown here.
+ */
+export function PreviewView({ preview, error, shownFields }: { preview?: LaunchPreview; error?: ApiError; shownFields: string[] }) {
+  if (error) return error.field && shownFields.includes(error.field) ? null : html`<p class="note error" role="alert" data-testid="preview-error">${plainMessage(error)}</p>`;
   if (!preview) return null;
   const notes = [
     preview.port_added && "--host 127.0.0.1 --port <free port> are added (inferd picks the port)",
@@ -34,4 +37,10 @@ export function PreviewBox({ d }: { d: Draft }) {
           : html`Launch policy: only you (the operator) can save this; a project's control-plane key would be refused — ${preview.tenant.violation?.message}`}</p>`
       : null}
   </div>`;
+}
+
+/** The launch preview of a draft whose form shows no field errors of its own: refusals are shown here. */
+export function PreviewBox({ d }: { d: Draft }) {
+  const { preview, error } = useLaunchPreview(d);
+  return html`<${PreviewView} preview=${preview} error=${error} shownFields=${[]} />`;
 }

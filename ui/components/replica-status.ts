@@ -1,9 +1,11 @@
-/** A replica's state under its badge: how long it has been so, why, download progress, last output line. */
+/** A replica's state under its badge: how long it has been so, why, download or printed progress, last output line, Retry when failed. */
 import { html } from "htm/preact";
+import { api } from "../lib/api";
 import { since } from "../lib/format";
-import { useLastLine } from "../lib/logs";
+import { useAction } from "../lib/hooks";
+import { percentIn, useLastLine } from "../lib/logs";
 import type { Progress } from "../lib/types";
-import { StateBadge } from "./ui";
+import { ErrorNote, StateBadge } from "./ui";
 import { DownloadProgress } from "./progress";
 
 /** States on the way to ready, when the runtime's latest output line says most. */
@@ -30,11 +32,34 @@ function Reason({ state, text }: { state: string; text: string }) {
 }
 
 /**
- * A replica's badge with the time in its state, the reason, a download bar while `downloading`
- * and the runtime's last output line while it comes up. The badge and reason are announced when they change.
+ * Retry a failed replica (`logs`: with its logs a click away); `onChange` runs once the server took it.
+ * @example html`<${RetryFailed} workloadId=${w.id} assignmentId=${a.id} onChange=${reload} />`
  */
-export function ReplicaStatus({ r, now }: { r: ReplicaLike; now: number }) {
+export function RetryFailed({ workloadId, assignmentId, onChange, logs = true }: { workloadId: string; assignmentId: string; onChange?(): unknown; logs?: boolean }) {
+  const retry = useAction(() => api(`/admin/assignments/${assignmentId}/retry`, { method: "POST" }).then(() => true));
+  return html`<div class="row-actions">
+    <button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange?.()}>Retry</button>
+    ${logs ? html`<a class="small button" href=${`/workloads/${workloadId}/logs?replica=${assignmentId}`}>See its logs</a>` : null}
+    <${ErrorNote} error=${retry.error} />
+  </div>`;
+}
+
+/** A percentage the runtime printed (a pull or load bar) as a small bar, for states without a download of our own. */
+function PrintedProgress({ line }: { line: string }) {
+  const pct = percentIn(line);
+  if (pct === null) return null;
+  return html`<div class="bar printed-progress" role="progressbar" aria-label="Runtime progress" aria-valuemin="0" aria-valuemax="100" aria-valuenow=${Math.floor(pct)}>
+    <div class="bar-fill" style=${{ width: `${pct}%` }}></div></div>`;
+}
+
+/**
+ * A replica's badge with the time in its state, the reason, a download bar while `downloading`,
+ * the runtime's last output line (and a bar for a percentage in it) while it comes up, and Retry
+ * with a link to its logs when it failed. The badge and reason are announced when they change.
+ */
+export function ReplicaStatus({ r, now, onChange }: { r: ReplicaLike; now: number; onChange?(): unknown }) {
   const line = useLastLine(r.workloadId, r.assignmentId, COMING_UP.has(r.state));
+  const showLine = !!line && COMING_UP.has(r.state) && !(r.reason && line.includes(r.reason));
   return html`<div class="replica-status" data-testid="replica-status">
     <div class="status-line">
       <span aria-live="polite"><${StateBadge} state=${r.state} /></span>
@@ -42,6 +67,8 @@ export function ReplicaStatus({ r, now }: { r: ReplicaLike; now: number }) {
     </div>
     ${r.reason ? html`<${Reason} state=${r.state} text=${r.reason} />` : null}
     ${r.state === "downloading" ? html`<${DownloadProgress} progress=${r.progress} label="Model download" />` : null}
-    ${line && COMING_UP.has(r.state) && !(r.reason && line.includes(r.reason)) ? html`<code class="last-line" title=${line}>${line}</code>` : null}
+    ${showLine && r.state !== "downloading" ? html`<${PrintedProgress} line=${line} />` : null}
+    ${showLine ? html`<code class="last-line" title=${line}>${line}</code>` : null}
+    ${r.state === "failed" ? html`<${RetryFailed} workloadId=${r.workloadId} assignmentId=${r.assignmentId} onChange=${onChange} />` : null}
   </div>`;
 }

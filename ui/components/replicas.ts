@@ -1,20 +1,10 @@
-/** A workload's replicas: where each runs, its state with progress under the badge, retry and remove. */
+/** A workload's replicas: where each runs, its state with progress under the badge (and Retry when failed), remove. */
 import { html } from "htm/preact";
 import { api } from "../lib/api";
 import { useAction, useNow } from "../lib/hooks";
 import type { Assignment, Workload, Worker } from "../lib/types";
 import { ConfirmButton, ErrorNote } from "./ui";
 import { ReplicaStatus } from "./replica-status";
-
-/** Retry a failed replica, with its logs a click away. */
-function RetryFailed({ w, a, onChange }: { w: Workload; a: Assignment; onChange(): unknown }) {
-  const retry = useAction(() => api(`/admin/assignments/${a.id}/retry`, { method: "POST" }).then(() => true));
-  return html`<div class="row-actions">
-    <button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange()}>Retry</button>
-    <a class="small button" href=${`/workloads/${w.id}/logs?replica=${a.id}`}>See its logs</a>
-    <${ErrorNote} error=${retry.error} />
-  </div>`;
-}
 
 /** Remove a replica placed by hand (its runtime stops). */
 function RemoveReplica({ a, worker, onChange }: { a: Assignment; worker: string; onChange(): unknown }) {
@@ -35,8 +25,7 @@ export function Replicas({ w, workers, onChange }: { w: Workload; workers: Worke
       <thead><tr><th scope="col">Worker</th><th scope="col">State</th><th scope="col">In flight</th>${manual ? html`<th scope="col"><span class="offscreen">Actions</span></th>` : null}</tr></thead>
       <tbody>${list.map((a) => html`<tr key=${a.id}>
         <td>${name(a.worker_id)}<div class="muted small-text">${a.gpu_indices.length ? `GPU ${a.gpu_indices.join(", ")}` : "CPU"}${a.auto ? " · automatic" : ""}</div></td>
-        <td><${ReplicaStatus} now=${now} r=${{ workloadId: w.id, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} />
-          ${a.state === "failed" ? html`<${RetryFailed} w=${w} a=${a} onChange=${onChange} />` : null}</td>
+        <td><${ReplicaStatus} now=${now} onChange=${onChange} r=${{ workloadId: w.id, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} /></td>
         <td>${a.in_flight} / ${a.concurrency}</td>
         ${manual ? html`<td>${a.auto ? null : html`<${RemoveReplica} a=${a} worker=${name(a.worker_id)} onChange=${onChange} />`}</td>` : null}
       </tr>`)}</tbody></table></div>`}

@@ -1,7 +1,7 @@
 /** Small building blocks shared by the pages: notes, badges, copy buttons, secrets, confirm dialogs. */
 import { html } from "htm/preact";
 import type { ComponentChildren } from "preact";
-import { useEffect, useId, useRef, useState } from "preact/hooks";
+import { useEffect, useId, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { ApiError } from "../lib/api";
 
 /** An error from the API (or any message) announced to screen readers. */
@@ -14,10 +14,26 @@ export function ErrorNote({ error }: { error?: ApiError | string | null }) {
 /** The id of the note that explains an error at `field` (for aria-describedby). */
 const errorId = (field: string) => `error-${field.replace(/[^\w-]/g, "-")}`;
 
-/** The server's message for `field` when its error names that field (without the field's name in front). */
+/** A sentence's first letter in upper case. */
+const sentence = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+
+/**
+ * The server's message in plain words, without the field's path the API puts in front (the form
+ * shows it at the field, or names the field in words).
+ * @example plainMessage(new ApiError(400, "validation_error", "config.command: the command has an unclosed double quote", "config.command")) // → "The command has an unclosed double quote"
+ */
+export function plainMessage(error: ApiError): string {
+  const f = error.field;
+  return sentence(f && error.message.startsWith(`${f}: `) ? error.message.slice(f.length + 2) : error.message);
+}
+
+/** A field's path in words: `execution_params.max_replicas` → "Max replicas". */
+export const fieldWords = (field: string) => sentence((field.split(".").filter((p) => !/^\d+$/.test(p)).pop() ?? field).replace(/_/g, " "));
+
+/** The server's message for `field` when its error names that field (in plain words). */
 export function messageAt(error: ApiError | undefined, field: string): string | undefined {
   if (!error?.field || error.field !== field) return undefined;
-  return error.message.startsWith(`${field}: `) ? error.message.slice(field.length + 2) : error.message;
+  return plainMessage(error);
 }
 
 /**
@@ -32,6 +48,26 @@ export function invalidAt(error: ApiError | undefined, field: string): Record<st
 export function FieldError({ error, field, alert }: { error?: ApiError; field: string; alert?: boolean }) {
   const text = messageAt(error, field);
   return text ? html`<small class="field-error" id=${errorId(field)} role=${alert ? "alert" : undefined}>${text}</small>` : null;
+}
+
+/**
+ * A form's error that no field of the form shows (no field named, or one the form does not have),
+ * as one summary at the top of the form; an error the form shows at its field moves focus there.
+ * @example html`<form><${FormError} error=${save.error} />…fields with FieldError…</form>`
+ */
+export function FormError({ error }: { error?: ApiError | null }) {
+  const box = useRef<HTMLDivElement>(null);
+  const [atField, setAtField] = useState<boolean>(!!error?.field);
+  useLayoutEffect(() => {
+    const form = box.current?.closest("form");
+    const note = error?.field ? form?.querySelector(`#${CSS.escape(errorId(error.field))}`) : null;
+    setAtField(!!note);
+    if (note) form?.querySelector<HTMLElement>(`[aria-describedby~="${note.id}"]`)?.focus();
+  }, [error]);
+  // A message that began with the field's path names the field in words instead.
+  const named = !!error?.field && error.message.startsWith(`${error.field}: `);
+  const text = !error || atField ? "" : named ? `${fieldWords(error.field!)}: ${plainMessage(error)}` : plainMessage(error);
+  return html`<div class="form-summary" ref=${box}>${text ? html`<p class="note error" role="alert" data-testid="form-error">${text}</p>` : null}</div>`;
 }
 
 /** A replica or worker state as a coloured badge. */

@@ -5,33 +5,44 @@ import { BACKENDS, TASK_TYPES } from "../lib/constants";
 import { edit, type Draft } from "../lib/draft";
 import type { PolicyDraft } from "../lib/policy";
 import type { Worker } from "../lib/types";
-import { PreviewBox } from "./launch-preview";
+import { PreviewView, useLaunchPreview } from "./launch-preview";
 import { ModelPicker } from "./model-picker";
 import { PolicyFields } from "./policy-fields";
 import { FieldError, invalidAt } from "./ui";
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
 
-/** The backend-specific part of the form. */
-function BackendFields({ d, set, error }: { d: Draft; set(p: Partial<Draft>): void; error?: ApiError }) {
+/** The saved error when it names `field`, else the launch preview's refusal when that names it (one note, not two). */
+const errorAt = (field: string, saved?: ApiError, previewed?: ApiError) => (saved?.field === field ? saved : previewed?.field === field ? previewed : undefined);
+
+/** The backend-specific part of the form; the launch preview's refusals are shown at the field they name. */
+function BackendFields({ d, set, error: saved }: { d: Draft; set(p: Partial<Draft>): void; error?: ApiError }) {
   const llama = d.backend === "llamacpp";
   const ollama = d.backend === "ollama";
+  const { preview, error: previewed } = useLaunchPreview(d);
+  const versioned = d.backend === "vllm" || d.backend === "vllm-omni" || d.backend === "sglang";
+  const versionField = d.backend === "sglang" ? "config.sglang_version" : "config.vllm_version";
+  const shown = ollama ? ["model_name"] : ["model_name", "config.command", ...(versioned ? [versionField] : [])];
+  const versionError = errorAt(versionField, saved, previewed);
+  const modelError = errorAt("model_name", saved, previewed);
+  const commandError = errorAt("config.command", saved, previewed);
   return html`
     ${llama ? html`<${ModelPicker} value=${d.gguf} onChange=${(gguf: string) => set({ gguf })} />` : null}
     <label>${ollama ? "Ollama model" : "Model name"}
-      <input name="model_name" required value=${d.model_name} onInput=${(e: Event) => set({ model_name: val(e) })} placeholder=${ollama ? "llama3.2:1b" : llama ? "qwen2.5-0.5b" : "Qwen/Qwen3-8B"} spellcheck=${false} ...${invalidAt(error, "model_name")} />
+      <input name="model_name" required value=${d.model_name} onInput=${(e: Event) => set({ model_name: val(e) })} placeholder=${ollama ? "llama3.2:1b" : llama ? "qwen2.5-0.5b" : "Qwen/Qwen3-8B"} spellcheck=${false} ...${invalidAt(modelError, "model_name")} />
       <small>${ollama ? "A name from the Ollama library; it is pulled on first start." : "Clients may send this name (or \"default\") as the model."}</small>
-      <${FieldError} error=${error} field="model_name" /></label>
+      <${FieldError} error=${modelError} field="model_name" alert=${modelError === previewed} /></label>
     ${ollama ? null : html`<label>Command
-        <textarea name="command" rows="3" spellcheck=${false} value=${d.command} onInput=${(e: Event) => set({ command: val(e), commandTouched: true })} ...${invalidAt(error, "config.command")}></textarea>
+        <textarea name="command" rows="3" spellcheck=${false} value=${d.command} onInput=${(e: Event) => set({ command: val(e), commandTouched: true })} ...${invalidAt(commandError, "config.command")}></textarea>
         <small>Run as written (split like a shell, never through one); the agent adds only what is shown below.</small>
-        <${FieldError} error=${error} field="config.command" /></label>`}
-    ${d.backend === "vllm" || d.backend === "vllm-omni" || d.backend === "sglang"
+        <${FieldError} error=${commandError} field="config.command" alert=${commandError === previewed} /></label>`}
+    ${versioned
       ? html`<label>${d.backend === "sglang" ? "SGLang" : "vLLM"} version (optional)
-          <input name="version" value=${d.version} onInput=${(e: Event) => set({ version: val(e) })} placeholder="0.11.0" />
-          <small>Installed once into inferd's data folder; empty uses the one on PATH.</small></label>`
+          <input name="version" value=${d.version} onInput=${(e: Event) => set({ version: val(e) })} placeholder="0.11.0" ...${invalidAt(versionError, versionField)} />
+          <small>Installed once into inferd's data folder; empty uses the one on PATH.</small>
+          <${FieldError} error=${versionError} field=${versionField} alert=${versionError === previewed} /></label>`
       : null}
-    <${PreviewBox} d=${d} />`;
+    <${PreviewView} preview=${preview} error=${previewed} shownFields=${shown} />`;
 }
 
 /** Every field of a workload; `error` is shown at the field the server named. */

@@ -1,7 +1,7 @@
 /** The heading and section tabs shared by a workload's pages. */
 import { html } from "htm/preact";
 import type { Workload } from "../lib/types";
-import { BACKENDS } from "../lib/constants";
+import { BACKENDS, PLAYGROUND_TASKS } from "../lib/constants";
 import { PageTitle, Tabs } from "./ui";
 
 /** Title, project link, backend and model, and the tabs of a workload. */
@@ -11,7 +11,7 @@ export function WorkloadHead({ w, current }: { w: Workload; current: string }) {
   return html`<${PageTitle} sub=${html`<a href=${`/projects/${w.project_slug}`}>${w.project_slug}</a> / <code>${w.slug}</code> · ${backend} · <span class="wrap">${w.model_name}</span>`}>${w.name}<//>
     <${Tabs} current=${current} items=${[
       { href: base, label: "Overview" },
-      { href: `${base}/playground`, label: "Playground" },
+      ...(PLAYGROUND_TASKS.has(w.task_type) ? [{ href: `${base}/playground`, label: "Playground" }] : []),
       { href: `${base}/logs`, label: "Logs" },
       { href: `${base}/webhooks`, label: "Webhooks & jobs" },
       { href: `${base}/edit`, label: "Edit" },

@@ -40,6 +40,29 @@ export const TOGGLES: [string, string][] = [
   ["jobs", "Async jobs (and their webhook deliveries)"],
 ];
 
+/**
+ * The endpoint switches each task type uses (async jobs apply to all), per the data plane's routes:
+ * chat serves text and vision chat, `images` generation and editing, `audio` speech and transcription.
+ * The rest of the switches are folded away on the workload page.
+ */
+export const TASK_TOGGLES: Record<string, string[]> = {
+  text2text: ["chat"],
+  image2text: ["chat"],
+  embedding: ["embeddings"],
+  reranker: ["rerank"],
+  text2image: ["images"],
+  image2image: ["images"],
+  text2video: ["images"],
+  text2audio: ["audio"],
+  audio2text: ["audio"],
+  forecast: ["forecast"],
+  classification: [],
+  reward: [],
+};
+
+/** Task types the playground can try (chat and completions, embeddings, rerank). */
+export const PLAYGROUND_TASKS = new Set(["text2text", "image2text", "embedding", "reranker"]);
+
 /** The command a backend starts from, before the user edits it; `ref` is a llama.cpp model reference. */
 export function defaultCommand(backend: string, model: string, ref = ""): string {
   const m = model.trim() || "<model>";

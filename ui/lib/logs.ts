@@ -19,6 +19,15 @@ export function lastLine(text: string): string {
   return "";
 }
 
+/**
+ * The last percentage in a line of output (a pull or a loading bar), or null.
+ * @example percentIn("pulling 6a0746a1ec1a:  28% ▕███  ▏ 1.3 GB/4.7 GB") // → 28
+ */
+export function percentIn(line: string): number | null {
+  const all = [...line.matchAll(/(\d{1,3}(?:\.\d+)?)\s?%/g)].map((m) => Number(m[1])).filter((n) => n <= 100);
+  return all.length ? all[all.length - 1] : null;
+}
+
 /** Bytes of output read for the last line: enough for a long line, little to send every poll. */
 const TAIL_BYTES = 4096;
 
@@ -43,4 +52,30 @@ export function useLastLine(workloadId: string, assignmentId: string, active: bo
     };
   }, [workloadId, assignmentId, active, pollMs]);
   return line;
+}
+
+/** `HH:MM:SS` of a time, as a log line's prefix. */
+const clock = (at: number) => new Date(at).toTimeString().slice(0, 8);
+
+/**
+ * A writer that puts the time before every line of terminal output (dimmed), given the time each
+ * chunk arrived; it remembers across chunks whether the next character starts a line. A progress
+ * bar redrawn after `\r` gets the time of its latest drawing.
+ * @example const stamp = timeStamper(); stamp("a\r\nb", t) // → "\x1b[2m12:00:00\x1b[22m a\r\n\x1b[2m12:00:00\x1b[22m b"
+ */
+export function timeStamper(): (text: string, at: number) => string {
+  let atLineStart = true;
+  return (text, at) => {
+    const prefix = `\x1b[2m${clock(at)}\x1b[22m `;
+    let out = "";
+    for (const ch of text) {
+      if (ch === "\n" || ch === "\r") atLineStart = true;
+      else if (atLineStart) {
+        out += prefix;
+        atLineStart = false;
+      }
+      out += ch;
+    }
+    return out;
+  };
 }

@@ -7,7 +7,7 @@ import { navigate } from "../lib/router";
 import type { Info, Workload, Worker } from "../lib/types";
 import { bodyOf, draftOf, emptyDraft, type Draft } from "../lib/draft";
 import { WorkloadFields } from "../components/workload-fields";
-import { ErrorNote, Loading, PageTitle } from "../components/ui";
+import { ErrorNote, FormError, Loading, PageTitle } from "../components/ui";
 
 /** The form for a new workload in `project`. */
 export function WorkloadNew({ project }: { project: string }) {
@@ -23,8 +23,8 @@ export function WorkloadNew({ project }: { project: string }) {
   return html`<${PageTitle} sub=${html`in project <a href=${`/projects/${project}`}>${project}</a>`}>New workload<//>
     ${info.data?.ollama.running ? html`<p class="note">An Ollama daemon answers at <code>${info.data.ollama.url}</code>.</p>` : null}
     <form class="card form" onSubmit=${submit} aria-label="New workload">
-      <${WorkloadFields} d=${d} onChange=${setD} error=${save.error} workers=${workers.data} />
-      <${ErrorNote} error=${save.error} />
+      <${FormError} error=${save.error} />
+      <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} />
       <div class="actions"><a class="button" href=${`/projects/${project}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Create workload</button></div>
     </form>`;
 }
@@ -47,8 +47,8 @@ export function WorkloadEdit({ id }: { id: string }) {
   };
   return html`<${PageTitle} sub="Changing the command, model, backend or placement restarts its runtime.">Edit ${wl.data.name}<//>
     <form class="card form" onSubmit=${submit} aria-label="Edit workload">
-      <${WorkloadFields} d=${d} onChange=${setD} error=${save.error} workers=${workers.data} editing=${true} />
-      <${ErrorNote} error=${save.error} />
+      <${FormError} error=${save.error} />
+      <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} editing=${true} />
       <div class="actions"><a class="button" href=${`/workloads/${id}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Save</button></div>
     </form>`;
 }

@@ -5,7 +5,7 @@ import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { navigate } from "../lib/router";
 import { count } from "../lib/format";
-import { TOGGLES } from "../lib/constants";
+import { TASK_TOGGLES, TASK_TYPES, TOGGLES } from "../lib/constants";
 import type { Workload, Worker } from "../lib/types";
 import { ConfirmButton, ErrorNote, Loading } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
@@ -37,7 +37,7 @@ function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onCha
     </form></details>`;
 }
 
-/** The endpoint switches; each change is saved at once (shown at once, undone if refused). */
+/** The endpoint switches; each change is saved at once (shown at once, undone if refused). Those the task type does not use are folded away. */
 function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
   const [pending, setPending] = useState<Record<string, boolean>>({});
   const save = useAction((patch: Record<string, boolean>) => api(`/admin/workloads/${w.id}/endpoints`, { method: "PATCH", body: patch }).then(() => true));
@@ -46,11 +46,18 @@ function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
     if (await save.run({ [id]: on })) await onChange();
     setPending(({ [id]: _, ...rest }) => rest);
   };
+  const used = new Set([...(TASK_TOGGLES[w.task_type] ?? TOGGLES.map(([id]) => id)), "jobs"]);
+  const task = TASK_TYPES.find(([id]) => id === w.task_type)?.[1] ?? w.task_type;
+  const list = (items: [string, string][]) => html`<ul class="toggles">${items.map(([id, label]) => html`<li><label class="switch">
+      <input type="checkbox" role="switch" name=${id} checked=${id in pending ? pending[id] : (w.endpoints as Record<string, boolean>)[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
+      <span>${label}</span></label></li>`)}</ul>`;
+  const others = TOGGLES.filter(([id]) => !used.has(id));
   return html`<section aria-labelledby="toggles"><h2 id="toggles">Endpoints</h2>
     <p class="muted">A switched-off endpoint answers 409 <code>endpoint_disabled</code>.</p>
-    <ul class="toggles">${TOGGLES.map(([id, label]) => html`<li><label class="switch">
-      <input type="checkbox" role="switch" name=${id} checked=${id in pending ? pending[id] : (w.endpoints as Record<string, boolean>)[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
-      <span>${label}</span></label></li>`)}</ul>
+    ${list(TOGGLES.filter(([id]) => used.has(id)))}
+    ${others.length ? html`<details class="other-endpoints"><summary>Other endpoints</summary>
+      <p class="muted">${task} workloads do not use these; the runtime may still answer them.</p>
+      ${list(others)}</details>` : null}
     <${ErrorNote} error=${save.error} />
   </section>`;
 }

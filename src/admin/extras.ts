@@ -9,7 +9,6 @@ import { ollamaAddress } from "../../agent/runtimes/ollama";
 import { TP_FLAGS } from "../../agent/runtimes/args";
 import { BACKENDS, type Backend } from "../workloads/schema";
 import { checkConfig, listAllWorkloads, resolveWorkload } from "../workloads/service";
-import { forwardToWorkload, SYNC_ROUTES } from "../dataplane/service";
 import type { ReplicaSpec } from "../../agent/protocol";
 import { prometheusText } from "./prometheus";
 import { BUCKET_MS, completeUntil } from "../usage/series";
@@ -69,7 +68,7 @@ async function ollamaStatus(): Promise<{ url: string; running: boolean }> {
   return { url, running };
 }
 
-/** Admin routes behind the dashboard's extras: server info, launch preview, playground, metrics series. */
+/** Admin routes behind the dashboard's extras: server info, launch preview, metrics series. */
 export const adminExtraRoutes = (deps: AppDeps) =>
   new Elysia({ detail: { tags: ["admin"] } })
     .get("/admin/info", async () => ({
@@ -83,11 +82,6 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       llama_server: Bun.which("llama-server"),
     }), { detail: { summary: "What this server is and what it can run" } })
     .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
-    .post("/admin/workloads/:id/chat", ({ params, request, server, body }) => {
-      server?.timeout(request, 0);
-      const spec = SYNC_ROUTES.find((r) => r.path === "chat/completions")!;
-      return forwardToWorkload(deps, spec, request, resolveWorkload(deps.db, params.id), null, body ?? undefined);
-    }, { ...jsonBody(z.looseObject({ messages: z.array(z.unknown()) })), detail: { summary: "The dashboard's playground: chat completions (streaming too) without a data-plane key" } })
     .get("/admin/metrics/series", ({ query }) => {
       const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
       const now = Date.now();

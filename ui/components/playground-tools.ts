@@ -29,7 +29,7 @@ type Embedded = { data: { index: number; embedding: number[] }[]; usage?: { prom
 function Similarity({ texts, vectors }: { texts: string[]; vectors: number[][] }) {
   const n = Math.min(vectors.length, 8);
   if (n < 2) return null;
-  return html`<div class="table-wrap"><table aria-label="Cosine similarity"><caption>Cosine similarity</caption>
+  return html`<h3 id="sim-h">Cosine similarity</h3><div class="table-wrap"><table aria-labelledby="sim-h">
     <thead><tr><th scope="col"></th>${texts.slice(0, n).map((_, j) => html`<th scope="col">#${j + 1}</th>`)}</tr></thead>
     <tbody>${texts.slice(0, n).map((_, i) => html`<tr><th scope="row">#${i + 1}</th>${texts.slice(0, n).map((_, j) => html`<td>${cosine(vectors[i], vectors[j]).toFixed(3)}</td>`)}</tr>`)}</tbody>
   </table></div>`;
@@ -55,7 +55,7 @@ export function EmbeddingsPlayground({ w }: { w: Workload }) {
     ${out ? html`<section aria-labelledby="emb-h"><h2 id="emb-h">Vectors</h2>
       <p role="status" data-testid="embed-summary">${out.vectors.length} vector${out.vectors.length === 1 ? "" : "s"} · ${dims} dimensions${out.tokens ? ` · ${out.tokens} tokens` : ""}</p>
       <div class="table-wrap"><table aria-label="Vectors"><thead><tr><th scope="col">#</th><th scope="col">Text</th><th scope="col">First values</th></tr></thead>
-        <tbody>${out.vectors.map((v, i) => html`<tr><td>${i + 1}</td><td class="wrap">${out.texts[i]}</td><td><code class="vector">[${v.slice(0, 6).map((x) => x.toFixed(4)).join(", ")}${v.length > 6 ? ", …" : ""}]</code></td></tr>`)}</tbody>
+        <tbody>${out.vectors.map((v, i) => html`<tr><td>${i + 1}</td><td class="doc-text">${out.texts[i]}</td><td><code class="vector">[${v.slice(0, 6).map((x) => x.toFixed(4)).join(", ")}${v.length > 6 ? ", …" : ""}]</code></td></tr>`)}</tbody>
       </table></div>
       <${Similarity} texts=${out.texts} vectors=${out.vectors} />
     </section>` : null}`;
@@ -83,7 +83,7 @@ export function RerankPlayground({ w }: { w: Workload }) {
     </form>
     ${out ? html`<section aria-labelledby="rank-h"><h2 id="rank-h">Ranking</h2>
       <div class="table-wrap"><table aria-label="Ranking"><thead><tr><th scope="col">Rank</th><th scope="col">Score</th><th scope="col">Document</th></tr></thead>
-        <tbody>${out.results.map((r, i) => html`<tr><td>${i + 1}</td><td><meter min="0" max="1" value=${Math.max(0, Math.min(1, r.relevance_score))} aria-label=${`Score of document ${r.index + 1}`}></meter> ${r.relevance_score.toFixed(4)}</td><td class="wrap">${out.docs[r.index]}</td></tr>`)}</tbody>
+        <tbody>${out.results.map((r, i) => html`<tr><td>${i + 1}</td><td><meter min="0" max="1" value=${Math.max(0, Math.min(1, r.relevance_score))} aria-label=${`Score of document ${r.index + 1}`}></meter> ${r.relevance_score.toFixed(4)}</td><td class="doc-text">${out.docs[r.index]}</td></tr>`)}</tbody>
       </table></div>
     </section>` : null}`;
 }

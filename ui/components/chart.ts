@@ -76,7 +76,10 @@ export function Chart({ title, x, lines, unit = "", xRange, yRange }: { title: s
     };
   }, [shape, unit]);
   useEffect(() => plot.current?.setData(data), [data]);
-  const latest = lines.map((l) => `${l.label}: ${l.values.filter((v) => v !== null).at(-1) ?? "no data"}${unit}`).join(", ");
+  const latest = lines.map((l) => {
+    const v = l.values.filter((y) => y !== null).at(-1);
+    return `${l.label}: ${v === undefined ? "no data" : +v.toFixed(2)}${unit}`;
+  }).join(", ");
   return html`<figure class="chart card" aria-label=${`${title}. Latest: ${latest}`} data-x-last=${x.at(-1) ?? ""} data-x-min=${xRange?.[0] ?? ""} data-x-max=${xRange?.[1] ?? ""} data-y-max=${yRange?.[1] ?? ""}>
     <figcaption>${title}</figcaption>
     <div ref=${box} class="chart-box" data-testid="chart"></div>

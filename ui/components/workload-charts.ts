@@ -1,7 +1,7 @@
 /** Per-workload request charts over complete 10 s buckets, and the one time-range selector shared by every chart of a page. */
 import { html } from "htm/preact";
-import { useState } from "preact/hooks";
-import { useApi } from "../lib/hooks";
+import { useRef, useState } from "preact/hooks";
+import { useApi, type Loaded } from "../lib/hooks";
 import type { SeriesAnswer, SeriesPoint, WorkloadSeries } from "../lib/types";
 import { Chart, COLORS, DASHED, type Line, type Range } from "./chart";
 import { ErrorNote, Loading } from "./ui";
@@ -15,9 +15,16 @@ export const secs = (iso: string) => Date.parse(iso) / 1000;
 /** The time axis every chart of the page shares: from the first bucket's start to the end of the last complete one. */
 export const rangeOf = (s: SeriesAnswer): Range => [secs(s.from), secs(s.complete_until)];
 
-/** The series (complete buckets only) over the last `minutes`, of one workload or all, polled every 5 s. */
-export const useSeries = (minutes: number, workloadId?: string) =>
-  useApi<SeriesAnswer>(`/admin/metrics/series?minutes=${minutes}${workloadId ? `&workload=${encodeURIComponent(workloadId)}` : ""}`, 5000);
+/**
+ * The series (complete buckets only) over the last `minutes`, of one workload or all, polled every
+ * 5 s; while another range loads, the last answer stays (the charts do not blink out).
+ */
+export function useSeries(minutes: number, workloadId?: string): Loaded<SeriesAnswer> {
+  const read = useApi<SeriesAnswer>(`/admin/metrics/series?minutes=${minutes}${workloadId ? `&workload=${encodeURIComponent(workloadId)}` : ""}`, 5000);
+  const last = useRef<SeriesAnswer>();
+  if (read.data) last.current = read.data;
+  return { ...read, data: read.data ?? last.current };
+}
 
 /** The one time-range selector of a page; it drives the GPU and the workload charts alike. */
 export function RangeSelect({ minutes, onChange }: { minutes: number; onChange(m: number): void }) {

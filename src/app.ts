@@ -17,6 +17,7 @@ import { dataRoutes } from "./dataplane/routes";
 import { workerRoutes } from "./workers/routes";
 import { agentRoutes } from "./agents/routes";
 import { adminExtraRoutes } from "./admin/extras";
+import { playgroundRoutes } from "./admin/playground";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
 import { uiRoutes } from "./ui/routes";
@@ -79,6 +80,7 @@ export function createApp(deps: AppDeps) {
     .use(adminRoutes(deps))
     .use(loginRoute(deps))
     .use(adminExtraRoutes(deps))
+    .use(playgroundRoutes(deps))
     .use(projectRoutes(deps))
     .use(keyRoutes(deps))
     .use(adminWorkloadRoutes(deps))

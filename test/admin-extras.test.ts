@@ -84,7 +84,7 @@ describe("with a running workload", () => {
       const mine = body.workloads.find((x: { id: string }) => x.id === w.id);
       const total = mine.points.reduce((n: number, p: { rps: number }) => n + p.rps * body.interval_s, 0);
       return total >= 3 ? mine : undefined;
-    }, { what: "requests in the series" });
+    }, { what: "requests in the series (complete 10 s buckets only)", timeoutMs: 25_000, intervalMs: 250 });
     expect(series.points.some((p: { p50_ms: number | null; tokens_per_s: number }) => p.p50_ms !== null && p.tokens_per_s > 0)).toBe(true);
     const text = await (await s.admin("/metrics")).text();
     expect(text).toMatch(new RegExp(`inferd_requests_total\\{workload="${s.project}/${w.slug}"\\} [3-9]`));

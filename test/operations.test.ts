@@ -59,8 +59,13 @@ describe("metrics that are true", () => {
     // The stream's first token came after FAKE_FIRST_TOKEN_MS; non-streams count their headers.
     expect(sample(text, "inferd_time_to_first_token_seconds_bucket", `${l},le="0.1"`)).toBe(0);
     expect(sample(text, "inferd_time_to_first_token_seconds_count", l)).toBe(3);
-    const series = (await (await s.admin("/admin/metrics/series?minutes=5")).json()).workloads.find((x: { id: string }) => x.id === w.id);
-    const point = series.points.find((p: { p50_ms: number | null }) => p.p50_ms !== null);
+    // The chart series holds complete 10 s buckets only: wait until the buckets of all three are complete.
+    const points = await waitFor(async () => {
+      const body = await (await s.admin(`/admin/metrics/series?minutes=5&workload=${w.id}`)).json();
+      const list = body.workloads[0].points as { rps: number; p50_ms: number | null; ttft_p50_ms: number | null }[];
+      return list.reduce((n, p) => n + p.rps * body.interval_s, 0) >= 3 ? list : undefined;
+    }, { what: "the three requests in complete buckets", timeoutMs: 25_000, intervalMs: 250 });
+    const point = points.find((p) => p.p50_ms !== null)!;
     expect(point.p50_ms).toBeGreaterThanOrEqual(300);
     expect(point.ttft_p50_ms).toBeGreaterThanOrEqual(150);
   });

@@ -9,9 +9,9 @@ import { ollamaAddress } from "../../agent/runtimes/ollama";
 import { TP_FLAGS } from "../../agent/runtimes/args";
 import { BACKENDS, type Backend } from "../workloads/schema";
 import { checkConfig, listAllWorkloads, resolveWorkload } from "../workloads/service";
-import { forwardToWorkload, SYNC_ROUTES } from "../dataplane/service";
 import type { ReplicaSpec } from "../../agent/protocol";
 import { prometheusText } from "./prometheus";
+import { BUCKET_MS, completeUntil } from "../usage/series";
 import { tenantVerdict } from "../workloads/launch-policy";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 
@@ -68,7 +68,7 @@ async function ollamaStatus(): Promise<{ url: string; running: boolean }> {
   return { url, running };
 }
 
-/** Admin routes behind the dashboard's extras: server info, launch preview, playground, metrics series. */
+/** Admin routes behind the dashboard's extras: server info, launch preview, metrics series. */
 export const adminExtraRoutes = (deps: AppDeps) =>
   new Elysia({ detail: { tags: ["admin"] } })
     .get("/admin/info", async () => ({
@@ -83,18 +83,19 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       llama_server: Bun.which("llama-server"),
     }), { detail: { summary: "What this server is and what it can run" } })
     .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
-    .post("/admin/workloads/:id/chat", ({ params, request, server, body }) => {
-      server?.timeout(request, 0);
-      const spec = SYNC_ROUTES.find((r) => r.path === "chat/completions")!;
-      return forwardToWorkload(deps, spec, request, resolveWorkload(deps.db, params.id), null, body ?? undefined);
-    }, { ...jsonBody(z.looseObject({ messages: z.array(z.unknown()) })), detail: { summary: "The dashboard's playground: chat completions (streaming too) without a data-plane key" } })
     .get("/admin/metrics/series", ({ query }) => {
       const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
+      const now = Date.now();
+      const until = completeUntil(now);
+      const list = query.workload ? [resolveWorkload(deps.db, String(query.workload))] : listAllWorkloads(deps.db);
       return {
-        interval_s: 10,
-        workloads: listAllWorkloads(deps.db).map((w) => ({ id: w.id, name: w.name, project_slug: w.project_slug, slug: w.slug, points: deps.metrics.points(w.id, minutes) })),
+        interval_s: BUCKET_MS / 1000,
+        /** The start of the first bucket and the end of the last one: every point is a complete bucket. */
+        from: new Date(until - Math.ceil((minutes * 60_000) / BUCKET_MS) * BUCKET_MS).toISOString(),
+        complete_until: new Date(until).toISOString(),
+        workloads: list.map((w) => ({ id: w.id, name: w.name, project_slug: w.project_slug, slug: w.slug, points: deps.metrics.points(w.id, minutes, now) })),
       };
-    }, { detail: { summary: "Requests/s, latency p50/p99, tokens/s and queue depth per workload, 10 s points" } })
+    }, { detail: { summary: "Per workload, one point per complete 10 s bucket (the one still filling is left out; `complete_until` says until when): requests/s, latency and time to first token p50/p99, tokens/s, errors/s, queue depth. ?minutes (1–60), ?workload (an id)" } })
     .get("/metrics", ({ set }) => {
       set.headers["content-type"] = "text/plain; version=0.0.4; charset=utf-8";
       return prometheusText(deps.db, deps.fleet, deps.metrics, deps.metering);

@@ -44,10 +44,13 @@ export function workloadOf(deps: Pick<AppDeps, "db">, project: string, workload:
   return w;
 }
 
-/** Refuses a route whose toggle is off (409) or whose workload only takes async jobs (400). */
-export function checkRoute(w: Workload, toggle: Toggle, what: string): void {
+/**
+ * Refuses a route whose toggle is off (409) or whose workload only takes async jobs (400); the
+ * admin's playground (`jobOnlyToo`) may try a job-only workload directly, without making a job.
+ */
+export function checkRoute(w: Workload, toggle: Toggle, what: string, jobOnlyToo = false): void {
   if (!w.endpoints[toggle]) throw new AppError(409, "endpoint_disabled", `the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off (${what})`);
-  if ((JOB_ONLY_TASK_TYPES as readonly string[]).includes(w.task_type)) {
+  if (!jobOnlyToo && (JOB_ONLY_TASK_TYPES as readonly string[]).includes(w.task_type)) {
     throw badRequest("async_only", `${w.task_type} workloads are served only through async jobs: POST /endpoint/${w.project_slug}/${w.slug}/jobs`);
   }
 }
@@ -81,18 +84,19 @@ export function accounting(deps: DataplaneDeps, request: Request, keyId: string 
 
 /**
  * Forwards one synchronous request to a workload through its queue; `keyId` is charged for it.
- * The body counts against the buffered-bytes budget until the runtime has answered.
+ * The body counts against the buffered-bytes budget until the runtime has answered. `playground`
+ * (the admin's, with no key) may also try a workload that otherwise only takes async jobs.
  */
-export async function forwardToWorkload(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
+export async function forwardToWorkload(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown, playground = false): Promise<Response> {
   try {
-    return await forwardHeld(deps, spec, request, w, keyId, parsed);
+    return await forwardHeld(deps, spec, request, w, keyId, parsed, playground);
   } finally {
     deps.bodyBudget.release(request);
   }
 }
 
-async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown): Promise<Response> {
-  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`);
+async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed: unknown, playground: boolean): Promise<Response> {
+  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, playground && keyId === null);
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   let json: Record<string, unknown> | undefined;
   let injectedUsage = false;

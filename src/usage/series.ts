@@ -35,6 +35,12 @@ export interface SeriesPoint {
 }
 
 /**
+ * Until when buckets are complete at `now`: the start of the bucket still filling.
+ * @example completeUntil(Date.parse("2026-01-01T00:00:17Z")) // → Date.parse("2026-01-01T00:00:10Z")
+ */
+export const completeUntil = (now = Date.now()): number => Math.floor(now / BUCKET_MS) * BUCKET_MS;
+
+/**
  * The q-quantile of some numbers (nearest rank).
  * @example quantile([5, 1, 3], 0.5) // → 3
  */
@@ -77,8 +83,8 @@ export class MetricsStore {
   }
 
   /** Counts one finished request (sync or job) in its bucket and the totals. */
-  observe(f: Finished): void {
-    const b = this.bucket(f.workloadId);
+  observe(f: Finished, now = Date.now()): void {
+    const b = this.bucket(f.workloadId, now);
     b.requests++;
     if (!f.ok) b.errors++;
     b.inputTokens += f.usage.inputTokens;
@@ -100,10 +106,14 @@ export class MetricsStore {
     b.queueDepth = Math.max(b.queueDepth, depth);
   }
 
-  /** The workload's points over the last `minutes`, one per bucket, gaps filled with zeros. */
+  /**
+   * The workload's complete buckets over the last `minutes`, one point per bucket, gaps filled
+   * with zeros. The bucket still filling (the one `now` falls in) is left out: drawn, it would
+   * always dip. The last point ends at `completeUntil(now)`.
+   */
   points(workloadId: string, minutes: number, now = Date.now()): SeriesPoint[] {
     const list = this.series.get(workloadId) ?? [];
-    const end = Math.floor(now / BUCKET_MS) * BUCKET_MS;
+    const end = completeUntil(now) - BUCKET_MS;
     const start = end - Math.ceil((minutes * 60_000) / BUCKET_MS) * BUCKET_MS + BUCKET_MS;
     const byT = new Map(list.map((b) => [b.t, b]));
     const out: SeriesPoint[] = [];

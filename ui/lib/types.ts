@@ -12,6 +12,7 @@ import type { ModelView } from "../../src/models/service";
 import type { LocalFile, LocalModel } from "../../src/models/discover";
 import type { fitPerWorker } from "../../src/models/routes";
 import type { TransferProgress } from "../../agent/protocol";
+import type { SeriesPoint as ServerSeriesPoint } from "../../src/usage/series";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
@@ -111,13 +112,24 @@ export interface Attempt {
   duration_ms: number | null;
 }
 
+/** One complete 10 s bucket of a workload's request metrics (the server's own type). */
+export type SeriesPoint = ServerSeriesPoint;
+
 /** A workload's request metrics over time. */
 export interface WorkloadSeries {
   id: string;
   name: string;
   project_slug: string;
   slug: string;
-  points: { t: string; rps: number; p50_ms: number | null; p99_ms: number | null; tokens_per_s: number; queue_depth: number }[];
+  points: SeriesPoint[];
+}
+
+/** `GET /admin/metrics/series`: complete buckets only, from `from` until `complete_until`. */
+export interface SeriesAnswer {
+  interval_s: number;
+  from: string;
+  complete_until: string;
+  workloads: WorkloadSeries[];
 }
 
 // Limits, audit and usage (the operations pages).

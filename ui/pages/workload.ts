@@ -12,6 +12,7 @@ import { WorkloadHead } from "../components/workload-head";
 import { Replicas } from "../components/replicas";
 import { Controls, ScalingState } from "../components/workload-controls";
 import { Snippets } from "../components/snippets";
+import { WorkloadActivity } from "../components/workload-charts";
 
 /** Run the workload on a chosen worker (replacing the automatic placement). */
 function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
@@ -82,6 +83,7 @@ export function WorkloadPage({ id }: { id: string }) {
     </div>
     <${Replicas} w=${w} workers=${workers.data ?? []} onChange=${reload} />
     <${ScalingState} w=${w} />
+    <${WorkloadActivity} id=${w.id} />
     ${workers.data?.length ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
     <${Toggles} w=${w} onChange=${reload} />
     <section aria-labelledby="use"><h2 id="use">Use it</h2><${Snippets} workload=${w} /></section>

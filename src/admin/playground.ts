@@ -1,0 +1,36 @@
+import { Elysia } from "elysia";
+import { z } from "zod";
+import { jsonBody } from "../http";
+import { forwardToWorkload, SYNC_ROUTES, type DataplaneDeps } from "../dataplane/service";
+import { resolveWorkload } from "../workloads/service";
+
+/** What the dashboard's playground sends for each kind of workload. */
+const Chat = z.looseObject({ messages: z.array(z.unknown()).min(1) });
+const Embeddings = z.looseObject({ input: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(64)]) });
+const Rerank = z.looseObject({ query: z.string().min(1), documents: z.array(z.string().min(1)).min(1).max(100) });
+
+const route = (path: string) => SYNC_ROUTES.find((r) => r.path === path)!;
+
+/**
+ * The dashboard's playground (admin only, under `/admin`): chat completions (streaming too),
+ * embeddings and rerank against a workload's replicas without a data-plane key, through the same
+ * queue and meter as the data plane (usage under no key). A workload that only takes async jobs
+ * (a reranker) may be tried here directly, without making a job or webhook deliveries.
+ */
+export const playgroundRoutes = (deps: DataplaneDeps) => {
+  const forward = (path: string, request: Request, id: string, body: unknown) =>
+    forwardToWorkload(deps, route(path), request, resolveWorkload(deps.db, id), null, body, true);
+  return new Elysia({ prefix: "/admin/workloads/:id", detail: { tags: ["admin"] } })
+    .post("/chat", ({ params, request, server, body }) => {
+      server?.timeout(request, 0);
+      return forward("chat/completions", request, params.id, body);
+    }, { ...jsonBody(Chat), detail: { summary: "Playground: chat completions (streaming too) without a data-plane key" } })
+    .post("/embeddings", ({ params, request, body }) => forward("embeddings", request, params.id, body), {
+      ...jsonBody(Embeddings),
+      detail: { summary: "Playground: embeddings of up to 64 texts without a data-plane key" },
+    })
+    .post("/rerank", ({ params, request, body }) => forward("rerank", request, params.id, body), {
+      ...jsonBody(Rerank),
+      detail: { summary: "Playground: up to 100 documents ranked against a query without a data-plane key" },
+    });
+};

@@ -172,8 +172,10 @@ describe("workload form errors", () => {
     await ui.checkWidths("form-errors");
 
     // An error no field shows (the project went away meanwhile) is one summary at the top of the form.
-    await ui.visit("/projects/gone/workloads/new");
+    expect((await srv.admin("/admin/projects", { body: { name: "Fleeting", slug: "fleeting" } })).status).toBe(201);
+    await ui.visit("/projects/fleeting/workloads/new");
     await page.getByLabel("Name", { exact: true }).fill("Orphan");
+    expect((await srv.admin("/admin/projects/fleeting", { method: "DELETE" })).status).toBeLessThan(300);
     await page.getByRole("textbox", { name: /^Model name/ }).fill("m");
     await page.getByRole("button", { name: "Create workload" }).click();
     const summary = page.getByTestId("form-error");

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Browser, Locator } from "playwright-core";
-import { startServing, type Serving } from "../helpers/serving";
-import { cleanup } from "../helpers/proc";
-import { launchBrowser, openPage, signIn, textMatching, until, type UiPage } from "../helpers/browser";
+import { beforeAll, describe, expect, test } from "bun:test";
+import type { Locator } from "playwright-core";
+import { HOOK_MS, servedUi } from "../helpers/ui-suite";
+import { textMatching, until } from "../helpers/browser";
 
 /**
  * Truthful charts and the playground in the browser against a real `inferd serve` (fake vLLM, one
@@ -13,31 +12,21 @@ import { launchBrowser, openPage, signIn, textMatching, until, type UiPage } fro
  * runtime, answers are Markdown with nothing of their HTML run, tokens/s and time to first token per
  * answer, an error in place of the empty bubble; embeddings and rerank workloads get their own.
  */
-const HOOK_MS = 90_000;
-let srv: Serving;
-let browser: Browser;
-let ui: UiPage;
 let chat: { id: string; slug: string };
 let embed: { id: string; slug: string };
 let rerank: { id: string; slug: string };
 
 /** One H100 whose readings do not move: the old charts autoscaled these to 0–20 % and 0–2 GiB. */
 const GPUS = JSON.stringify([{ name: "NVIDIA H100 80GB HBM3", memory_total: 81559, memory_used: 2048, utilization: 15 }]);
+const world = servedUi({ FAKE_GPUS: GPUS, FAKE_FIRST_TOKEN_MS: "40", FAKE_TOKEN_MS: "5" });
 
 beforeAll(async () => {
-  [srv, browser] = await Promise.all([startServing({ FAKE_GPUS: GPUS, FAKE_FIRST_TOKEN_MS: "40", FAKE_TOKEN_MS: "5" }), launchBrowser()]);
+  const { srv } = world;
   // A small context (64 tokens) so a large max_tokens is refused by the runtime itself.
   chat = await srv.createWorkload({ name: "charts", backend: "vllm", model_name: "charts", config: { command: "vllm serve charts --max-model-len 64" } });
   embed = await srv.createWorkload({ name: "vectors", backend: "vllm", model_name: "vectors", task_type: "embedding", config: { command: "vllm serve vectors" } });
   rerank = await srv.createWorkload({ name: "ranker", backend: "vllm", model_name: "ranker", task_type: "reranker", config: { command: "vllm serve ranker" } });
-  ui = await openPage(browser, srv.url);
-  await signIn(ui, srv.adminToken);
   await Promise.all([chat, embed, rerank].map((w) => srv.waitState(w.id)));
-}, HOOK_MS);
-afterAll(async () => {
-  await browser?.close();
-  await srv?.stop();
-  await cleanup();
 }, HOOK_MS);
 
 /** Steady traffic until stopped: a streamed chat every ~150 ms and every fifth request refused by the runtime. */
@@ -46,7 +35,7 @@ function traffic() {
   const run = (async () => {
     for (let i = 0; on; i++) {
       const body = i % 5 === 4 ? { prompt: "no messages" } : { stream: true, messages: [{ role: "user", content: `steady ${i}` }] };
-      await (await srv.data(chat.slug, "/v1/chat/completions", { body })).text();
+      await (await world.srv.data(chat.slug, "/v1/chat/completions", { body })).text();
       await Bun.sleep(150);
     }
   })();
@@ -57,11 +46,11 @@ const attr = async (l: Locator, name: string) => Number(await l.getAttribute(nam
 
 describe("charts tell the truth", () => {
   test("telemetry: complete buckets only, fixed GPU axes with the total, one time range, p99 dashed, errors/s and TTFT", async () => {
-    const { page } = ui;
+    const { page } = world.ui;
     const load = traffic();
     const started = Date.now();
     try {
-      await ui.visit("/telemetry");
+      await world.ui.visit("/telemetry");
       const util = page.getByRole("figure", { name: /^GPU utilisation · / });
       const mem = page.getByRole("figure", { name: /^GPU memory used · .*of 79\.6 GiB per GPU/ });
       await util.waitFor();
@@ -73,7 +62,7 @@ describe("charts tell the truth", () => {
       const rps = page.getByRole("figure", { name: /^Requests per second\./ });
       let drawn = 0;
       await until(async () => {
-        const a = await (await srv.admin(`/admin/metrics/series?minutes=15&workload=${chat.id}`)).json();
+        const a = await (await world.srv.admin(`/admin/metrics/series?minutes=15&workload=${chat.id}`)).json();
         const last = a.workloads[0].points.at(-1);
         const end = Date.parse(a.complete_until) / 1000;
         const label = (await rps.getAttribute("aria-label")) ?? "";
@@ -105,30 +94,30 @@ describe("charts tell the truth", () => {
         const [min, max] = (w[0] ?? "").split("-").map(Number);
         return (await figures.count()) === 8 && w.length === 1 && max - min === 300;
       }, "every chart on the 5-minute window");
-      await ui.checkWidths("charts-telemetry");
+      await world.ui.checkWidths("charts-telemetry");
     } finally {
       await load.stop();
     }
   }, 120_000);
 
   test("the workload page charts its own traffic on complete buckets", async () => {
-    const { page } = ui;
-    await ui.visit(`/workloads/${chat.id}`);
+    const { page } = world.ui;
+    await world.ui.visit(`/workloads/${chat.id}`);
     const activity = page.getByRole("region", { name: "Activity" });
     const rps = activity.getByRole("figure", { name: /^Requests per second\. Latest: this workload: / });
     await rps.waitFor();
     expect((await attr(rps, "data-x-max")) - (await attr(rps, "data-x-last"))).toBe(10);
     expect(await activity.locator("figure.chart").count()).toBe(6);
-    await ui.checkWidths("charts-workload");
+    await world.ui.checkWidths("charts-workload");
   });
 });
 
 describe("the playground", () => {
-  const bubbles = () => ui.page.locator(".chat > li");
+  const bubbles = () => world.ui.page.locator(".chat > li");
 
   test("chat: Enter sends, Shift+Enter adds a line; parameters reach the runtime; Markdown answer with tokens/s and time to first token", async () => {
-    const { page } = ui;
-    await ui.visit(`/workloads/${chat.id}/playground`);
+    const { page } = world.ui;
+    await world.ui.visit(`/workloads/${chat.id}/playground`);
     const box = page.getByRole("textbox", { name: "Message" });
     await box.fill("first line");
     await box.press("Shift+Enter");
@@ -162,11 +151,11 @@ describe("the playground", () => {
     expect(body.messages.at(-1)).toEqual({ role: "user", content: "one two three four" });
     await textMatching(page.locator(".msg.assistant").nth(1).getByTestId("answer-stats"), /^3 tokens · /, "three tokens");
     expect(await page.locator(".msg.assistant").nth(1).locator(".md").textContent()).toBe("You said: one\n");
-    await ui.checkWidths("playground-chat");
+    await world.ui.checkWidths("playground-chat");
   });
 
   test("chat: an error takes the place of the empty bubble", async () => {
-    const { page } = ui;
+    const { page } = world.ui;
     await page.getByLabel("Max tokens").fill("100000");
     await page.getByRole("textbox", { name: "Message" }).fill("too long an answer");
     await page.getByRole("textbox", { name: "Message" }).press("Enter");
@@ -175,8 +164,8 @@ describe("the playground", () => {
     expect(await failed.textContent()).toContain("maximum context length is 64 tokens");
     expect(await page.locator(".msg.assistant", { hasText: "…" }).count()).toBe(0);
     expect(await page.getByRole("status").textContent()).toBe("Failed");
-    await until(() => ui.errors.length > 0, "the refused request to be logged");
-    expect(ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
+    await until(() => world.ui.errors.length > 0, "the refused request to be logged");
+    expect(world.ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
     // The failed turn is not sent back as history.
     await page.getByLabel("Max tokens").fill("");
     const sent = page.waitForRequest((r) => r.url().endsWith(`/admin/workloads/${chat.id}/chat`));
@@ -184,11 +173,11 @@ describe("the playground", () => {
     await page.getByRole("button", { name: "Send" }).click();
     expect((await sent).postDataJSON().messages.filter((x: { role: string }) => x.role === "assistant")).toHaveLength(2);
     await page.locator(".msg.assistant", { hasText: "You said: again" }).waitFor();
-    ui.expectNoErrors("the chat error");
+    world.ui.expectNoErrors("the chat error");
   });
 
   test("chat: HTML in an answer is never inserted or run", async () => {
-    const { page } = ui;
+    const { page } = world.ui;
     await page.getByRole("button", { name: "Clear" }).click();
     const evil = `<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> <a href="javascript:window.__pwned=3">js</a> [site](https://example.com/)`;
     await page.getByRole("textbox", { name: "Message" }).fill(evil);
@@ -206,12 +195,12 @@ describe("the playground", () => {
     expect(await page.evaluate(() => (window as { __pwned?: number }).__pwned)).toBeUndefined();
     // What the user typed shows as typed, as text.
     expect(await page.locator(".msg.user .text").textContent()).toBe(evil);
-    ui.expectNoErrors("the unsafe answer");
+    world.ui.expectNoErrors("the unsafe answer");
   });
 
   test("embeddings: texts in, dimensions, a preview of each vector and their cosine similarity", async () => {
-    const { page } = ui;
-    await ui.visit(`/workloads/${embed.id}/playground`);
+    const { page } = world.ui;
+    await world.ui.visit(`/workloads/${embed.id}/playground`);
     expect(await page.getByRole("textbox", { name: "Message" }).count()).toBe(0);
     await page.getByLabel("Texts, one per line").fill("The cat sat on the mat.\nA dog slept on the rug.\nThe cat sat on the mat.");
     await page.getByRole("button", { name: "Embed" }).click();
@@ -224,34 +213,34 @@ describe("the playground", () => {
     expect(await cell(0, 0)).toBe("1.000");
     expect(await cell(0, 2)).toBe("1.000");
     expect(Number(await cell(0, 1))).toBeLessThan(1);
-    await ui.checkWidths("playground-embeddings");
+    await world.ui.checkWidths("playground-embeddings");
   });
 
   test("rerank: a query and documents in, the documents ranked by score (a job-only workload, tried without a job)", async () => {
-    const { page } = ui;
-    await ui.visit(`/workloads/${rerank.id}/playground`);
+    const { page } = world.ui;
+    await world.ui.visit(`/workloads/${rerank.id}/playground`);
     await page.getByLabel("Query").fill("where do cats sleep");
     await page.getByLabel("Documents, one per line").fill("The stock market fell.\ncats sleep on mats\nDogs like walks and cats");
     await page.getByRole("button", { name: "Rank" }).click();
     const rows = page.getByRole("table", { name: "Ranking" }).locator("tbody tr");
     await rows.first().waitFor();
     expect(await rows.allTextContents()).toEqual(["1 0.5000cats sleep on mats", "2 0.2000Dogs like walks and cats", "3 0.0000The stock market fell."]);
-    await ui.checkWidths("playground-rerank");
+    await world.ui.checkWidths("playground-rerank");
     // The data plane still takes this reranker only as async jobs.
-    const sync = await srv.data(rerank.slug, "/v1/rerank", { body: { query: "q", documents: ["d"] } });
+    const sync = await world.srv.data(rerank.slug, "/v1/rerank", { body: { query: "q", documents: ["d"] } });
     expect(sync.status).toBe(400);
     expect((await sync.json()).error.code).toBe("async_only");
   });
 
   test("the playground routes check their bodies and need the admin", async () => {
-    const bad = await srv.admin(`/admin/workloads/${embed.id}/embeddings`, { body: { input: [] } });
+    const bad = await world.srv.admin(`/admin/workloads/${embed.id}/embeddings`, { body: { input: [] } });
     expect(bad.status).toBe(400);
     expect((await bad.json()).error).toMatchObject({ field: "input" });
-    const none = await srv.admin(`/admin/workloads/nope/rerank`, { body: { query: "q", documents: ["d"] } });
+    const none = await world.srv.admin(`/admin/workloads/nope/rerank`, { body: { query: "q", documents: ["d"] } });
     expect(none.status).toBe(404);
-    const anon = await fetch(`${srv.url}/admin/workloads/${embed.id}/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: "x" }) });
+    const anon = await fetch(`${world.srv.url}/admin/workloads/${embed.id}/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: "x" }) });
     expect(anon.status).toBe(401);
-    const ok = await srv.admin(`/admin/workloads/${embed.id}/embeddings`, { body: { input: ["a", "b"] } });
+    const ok = await world.srv.admin(`/admin/workloads/${embed.id}/embeddings`, { body: { input: ["a", "b"] } });
     expect((await ok.json()).data).toHaveLength(2);
   });
 });

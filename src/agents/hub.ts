@@ -1,5 +1,6 @@
 import { AppError } from "../errors";
 import type { Target, Upstream } from "../dispatch/queue";
+import { uploadBytesFor } from "../dataplane/multipart-model";
 import type { ReplicaReport, WorkMessage } from "../../agent/protocol";
 
 /** A request lost with its worker before any of its answer reached the client: safe to run elsewhere. */
@@ -50,7 +51,7 @@ export class AgentHub {
 
   private async submit(workerId: string, report: ReplicaReport, req: Upstream, signal: AbortSignal): Promise<Response> {
     // The agent gets the body inside its work message: an upload is read whole here (and kept).
-    const body = req.json ? enc.encode(JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model })) : (req.body ?? (req.source ? await req.source.bytes() : null));
+    const body = req.json ? enc.encode(JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model })) : (req.body ? uploadBytesFor(req, req.body, report.served_model) : req.source ? uploadBytesFor(req, await req.source.bytes(), report.served_model) : null);
     return new Promise<Response>((resolve, reject) => {
       const item: Item = {
         msg: { id: crypto.randomUUID(), assignment_id: report.assignment_id, path: req.path, method: req.method, headers: req.headers, body_b64: body ? Buffer.from(body).toString("base64") : null },

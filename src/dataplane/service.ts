@@ -115,7 +115,7 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
   const source = spec.body === "raw" ? new UploadSource(request, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   const meter = accounting(deps, request, keyId, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source }, request.signal).catch((e) => {
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? ["default", w.slug, w.model_name] : undefined }, request.signal).catch((e) => {
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
     throw source?.failure ?? e;
   });

@@ -24,6 +24,8 @@ export interface Upstream {
   json?: Record<string, unknown>;
   /** A body not read yet (an upload): streamed to a local runtime, read whole for a remote agent. */
   source?: BodySource;
+  /** For a multipart upload: the `model` values that mean this workload's model, set to the served name. */
+  modelAliases?: readonly string[];
 }
 
 /** An upload's body, passed on as it arrives or, when a hop needs it whole, read once and kept. */

@@ -99,6 +99,8 @@ export class JobRunner {
       headers: { "content-type": job.contentType, accept: "*/*" },
       body: json ? null : new Uint8Array(job.body),
       json,
+      // An upload's `model` field may say default, the slug or the model name, as on the data plane.
+      modelAliases: json ? undefined : ["default", w.slug, w.model_name],
     };
     let data: JobData;
     try {

@@ -5,6 +5,7 @@ import { getWorkloadById, type Workload } from "../workloads/service";
 import { workloadUsageOf } from "../keys/service";
 import type { ReplicaReport, ReplicaSpec } from "../../agent/protocol";
 import { LogRing } from "../../agent/ring";
+import { uploadBytesFor, uploadStreamFor } from "../dataplane/multipart-model";
 import { TelemetryHistory } from "./telemetry";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 import { initialDesired } from "../scaling/decide";
@@ -24,7 +25,8 @@ export function localTarget(workerId: string, report: ReplicaReport, concurrency
     capacity: concurrency,
     inFlight: 0,
     send: (req: Upstream, signal: AbortSignal) => {
-      let body = (req.body ?? req.source?.stream() ?? null) as BodyInit | null;
+      const served = report.served_model;
+      let body = (req.body ? uploadBytesFor(req, req.body, served) : req.source ? uploadStreamFor(req, req.source.stream(), served) : null) as BodyInit | null;
       if (req.json) body = JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model });
       const headers = report.api_key ? { ...req.headers, authorization: `Bearer ${report.api_key}` } : req.headers;
       return fetch(base + req.path, { method: req.method, headers, body, signal, duplex: "half" } as RequestInit);

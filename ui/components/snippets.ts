@@ -1,4 +1,4 @@
-/** Ready-to-copy client snippets (curl, OpenAI SDK for Python and JavaScript) for one workload. */
+/** Ready-to-copy client snippets (curl, OpenAI SDK for Python and JavaScript, or plain HTTP for jobs) for one workload, by task type. */
 import { html } from "htm/preact";
 import { CodeBlock } from "./ui";
 import { clientOrigin, ListenNote, useListen } from "./listen-note";
@@ -6,22 +6,132 @@ import { clientOrigin, ListenNote, useListen } from "./listen-note";
 /** The OpenAI-compatible base URL of a workload on the server at `origin`. */
 export const baseUrl = (origin: string, project: string, workload: string) => `${origin}/endpoint/${project}/${workload}/v1`;
 
-/** The snippets for a workload; `secret` fills in the key, else an environment variable is used; `origin` is the server's client URL. */
+/** One way to call a workload: the route under its base URL and the request in each client. */
+interface Call {
+  /** The curl arguments after the URL and the key (a JSON body, or form fields for a file). */
+  curl: string;
+  /** The route after the workload's base (`/v1/…`, or `/jobs` for async-only task types). */
+  route: string;
+  /** Python and JavaScript after the client is made (`client` is an OpenAI client, or plain HTTP for jobs). */
+  python: string;
+  js: string;
+  /** What the reader needs to know (a file to supply, a body the runtime defines). */
+  note?: string;
+}
+
+const json = (o: unknown) => `-H "Content-Type: application/json" \\\n  -d '${JSON.stringify(o)}'`;
+const SAVE_IMAGE_PY = `with open("image.png", "wb") as f:\n    f.write(base64.b64decode(result.data[0].b64_json))`;
+const SAVE_IMAGE_JS = `writeFileSync("image.png", Buffer.from(result.data[0].b64_json, "base64"));`;
+
+/** A job for a task type served only through async jobs: submit it, then read it by id. */
+function jobCall(kind: string, body: unknown, jobsUrl: string, note?: string): Call {
+  const envelope = { kind, body };
+  return {
+    route: "/jobs",
+    curl: json(envelope),
+    python: `import requests\n\njob = requests.post("${jobsUrl}", headers=headers, json=${JSON.stringify(envelope)}).json()\nprint(requests.get(f"${jobsUrl}/{job['job_id']}", headers=headers).json())`,
+    js: `const job = await (await fetch("${jobsUrl}", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(${JSON.stringify(envelope)}) })).json();\nconsole.log(await (await fetch(\`${jobsUrl}/\${job.job_id}\`, { headers })).json());`,
+    note: note ?? "This task type is served through async jobs: the answer is the job's 202 with its id; the result comes to your webhooks and from the job's URL.",
+  };
+}
+
+/** How a workload of each task type is called (chat for text and vision chat, the default). */
+function callFor(taskType: string, jobsUrl: string): Call {
+  switch (taskType) {
+    case "embedding":
+      return {
+        route: "/v1/embeddings",
+        curl: json({ input: "Hello from inferd" }),
+        python: `result = client.embeddings.create(model="default", input="Hello from inferd")\nprint(len(result.data[0].embedding))`,
+        js: `const result = await client.embeddings.create({ model: "default", input: "Hello from inferd" });\nconsole.log(result.data[0].embedding.length);`,
+      };
+    case "text2image":
+    case "text2video":
+      return {
+        route: "/v1/images/generations",
+        curl: json({ prompt: "A lighthouse at dusk" }),
+        python: `import base64\n\nresult = client.images.generate(model="default", prompt="A lighthouse at dusk")\n${SAVE_IMAGE_PY}`,
+        js: `import { writeFileSync } from "node:fs";\n\nconst result = await client.images.generate({ model: "default", prompt: "A lighthouse at dusk" });\n${SAVE_IMAGE_JS}`,
+      };
+    case "image2image":
+      return {
+        route: "/v1/images/edits",
+        curl: `-F image=@input.png \\\n  -F prompt="The same scene at night"`,
+        python: `import base64\n\nresult = client.images.edit(model="default", image=open("input.png", "rb"), prompt="The same scene at night")\n${SAVE_IMAGE_PY}`,
+        js: `import { createReadStream, writeFileSync } from "node:fs";\n\nconst result = await client.images.edit({ model: "default", image: createReadStream("input.png"), prompt: "The same scene at night" });\n${SAVE_IMAGE_JS}`,
+        note: "Put the picture to edit in input.png.",
+      };
+    case "text2audio":
+      return {
+        route: "/v1/audio/speech",
+        curl: `${json({ input: "Hello from inferd", voice: "alloy" })} \\\n  --output speech.wav`,
+        python: `with client.audio.speech.with_streaming_response.create(model="default", voice="alloy", input="Hello from inferd") as speech:\n    speech.stream_to_file("speech.wav")`,
+        js: `import { writeFileSync } from "node:fs";\n\nconst speech = await client.audio.speech.create({ model: "default", voice: "alloy", input: "Hello from inferd" });\nwriteFileSync("speech.wav", Buffer.from(await speech.arrayBuffer()));`,
+      };
+    case "audio2text":
+      return {
+        route: "/v1/audio/transcriptions",
+        curl: `-F model=default \\\n  -F file=@audio.wav`,
+        python: `text = client.audio.transcriptions.create(model="default", file=open("audio.wav", "rb"))\nprint(text.text)`,
+        js: `import { createReadStream } from "node:fs";\n\nconst text = await client.audio.transcriptions.create({ model: "default", file: createReadStream("audio.wav") });\nconsole.log(text.text);`,
+        note: "Put the recording to transcribe in audio.wav.",
+      };
+    case "forecast":
+      return {
+        route: "/v1/forecast",
+        curl: json({ series: [12, 15, 14, 18, 21], horizon: 3 }),
+        python: `import requests\n\nprint(requests.post(str(client.base_url) + "forecast", headers={"Authorization": f"Bearer {client.api_key}"}, json={"series": [12, 15, 14, 18, 21], "horizon": 3}).json())`,
+        js: `const r = await fetch(client.baseURL + "/forecast", { method: "POST", headers: { authorization: \`Bearer \${client.apiKey}\`, "content-type": "application/json" }, body: JSON.stringify({ series: [12, 15, 14, 18, 21], horizon: 3 }) });\nconsole.log(await r.json());`,
+        note: "The request body is your forecasting runtime's own; inferd forwards it as it is.",
+      };
+    case "reranker":
+      return jobCall("rerank", { query: "What is inferd?", documents: ["inferd serves models on your GPUs.", "Bread needs flour."] }, jobsUrl);
+    case "classification":
+    case "reward":
+      return jobCall("embeddings", { input: "Text to score" }, jobsUrl, "This task type is served through async jobs of the kind your runtime answers (embeddings here; see the kinds in the README); the result comes to your webhooks and from the job's URL.");
+    case "image2text":
+      return {
+        route: "/v1/chat/completions",
+        curl: json({ messages: [{ role: "user", content: [{ type: "text", text: "What is in this picture?" }, { type: "image_url", image_url: { url: "https://example.com/picture.png" } }] }] }),
+        python: `reply = client.chat.completions.create(\n    model="default",\n    messages=[{"role": "user", "content": [\n        {"type": "text", "text": "What is in this picture?"},\n        {"type": "image_url", "image_url": {"url": "https://example.com/picture.png"}},\n    ]}],\n)\nprint(reply.choices[0].message.content)`,
+        js: `const reply = await client.chat.completions.create({\n  model: "default",\n  messages: [{ role: "user", content: [\n    { type: "text", text: "What is in this picture?" },\n    { type: "image_url", image_url: { url: "https://example.com/picture.png" } },\n  ] }],\n});\nconsole.log(reply.choices[0].message.content);`,
+        note: "The picture may also be a data: URL with the image in base64.",
+      };
+    default:
+      return {
+        route: "/v1/chat/completions",
+        curl: `-H "Content-Type: application/json" \\\n  -d '{"messages": [{"role": "user", "content": "Say hello"}]}'`,
+        python: `reply = client.chat.completions.create(\n    model="default",\n    messages=[{"role": "user", "content": "Say hello"}],\n)\nprint(reply.choices[0].message.content)`,
+        js: `const reply = await client.chat.completions.create({\n  model: "default",\n  messages: [{ role: "user", content: "Say hello" }],\n});\nconsole.log(reply.choices[0].message.content);`,
+      };
+  }
+}
+
+/**
+ * The snippets for a workload, fitted to its task type (chat, embeddings, images, audio, forecast,
+ * or an async job for job-only types); `secret` fills in the key, else an environment variable is
+ * used; `origin` is the server's client URL.
+ */
 export function snippets(w: { project_slug: string; slug: string; task_type: string }, secret?: string, origin = location.origin) {
   const base = baseUrl(origin, w.project_slug, w.slug);
-  const embed = w.task_type === "embedding";
+  const jobsUrl = `${origin}/endpoint/${w.project_slug}/${w.slug}/jobs`;
+  const call = callFor(w.task_type, jobsUrl);
   const keyShell = secret ?? "$INFERD_API_KEY";
-  const body = embed ? `{"input": "Hello from inferd"}` : `{"messages": [{"role": "user", "content": "Say hello"}]}`;
-  const curl = `curl ${base}/${embed ? "embeddings" : "chat/completions"} \\\n  -H "Authorization: Bearer ${keyShell}" \\\n  -H "Content-Type: application/json" \\\n  -d '${body}'`;
+  const url = call.route === "/jobs" ? jobsUrl : `${base}${call.route.slice(3)}`;
+  const curl = `curl ${url} \\\n  -H "Authorization: Bearer ${keyShell}" \\\n  ${call.curl}`;
   const pyKey = secret ? JSON.stringify(secret) : `os.environ["INFERD_API_KEY"]`;
   const jsKey = secret ? JSON.stringify(secret) : "process.env.INFERD_API_KEY";
-  const python = embed
-    ? `${secret ? "" : "import os\n"}from openai import OpenAI\n\nclient = OpenAI(base_url="${base}", api_key=${pyKey})\nresult = client.embeddings.create(model="default", input="Hello from inferd")\nprint(len(result.data[0].embedding))`
-    : `${secret ? "" : "import os\n"}from openai import OpenAI\n\nclient = OpenAI(base_url="${base}", api_key=${pyKey})\nreply = client.chat.completions.create(\n    model="default",\n    messages=[{"role": "user", "content": "Say hello"}],\n)\nprint(reply.choices[0].message.content)`;
-  const js = embed
-    ? `import OpenAI from "openai";\n\nconst client = new OpenAI({ baseURL: "${base}", apiKey: ${jsKey} });\nconst result = await client.embeddings.create({ model: "default", input: "Hello from inferd" });\nconsole.log(result.data[0].embedding.length);`
-    : `import OpenAI from "openai";\n\nconst client = new OpenAI({ baseURL: "${base}", apiKey: ${jsKey} });\nconst reply = await client.chat.completions.create({\n  model: "default",\n  messages: [{ role: "user", content: "Say hello" }],\n});\nconsole.log(reply.choices[0].message.content);`;
-  return { curl, python, js };
+  const pyEnv = secret ? "" : "import os\n";
+  const jobs = call.route === "/jobs";
+  const python = jobs
+    ? `${pyEnv}${call.python.replace("import requests\n\n", `import requests\n\nheaders = {"Authorization": "Bearer " + ${pyKey}}\n`)}`
+    : `${pyEnv}from openai import OpenAI\n\nclient = OpenAI(base_url="${base}", api_key=${pyKey})\n${call.python}`;
+  const imports = call.js.startsWith("import ") ? `${call.js.slice(0, call.js.indexOf("\n\n") + 1)}` : "";
+  const jsBody = imports ? call.js.slice(imports.length + 1) : call.js;
+  const js = jobs
+    ? `const headers = { authorization: \`Bearer \${${jsKey}}\` };\n${call.js}`
+    : `${imports}import OpenAI from "openai";\n\nconst client = new OpenAI({ baseURL: "${base}", apiKey: ${jsKey} });\n${jsBody}`;
+  return { curl, python, js, note: call.note, http: jobs };
 }
 
 /** The three snippets as copyable code blocks. */
@@ -32,7 +142,8 @@ export function Snippets({ workload, secret }: { workload: { project_slug: strin
     <${ListenNote} listen=${listen} lan="Other machines on your network reach inferd at" />
     ${secret ? null : html`<p class="muted">Set <code>INFERD_API_KEY</code> to a live key of this project (create one under Keys).</p>`}
     <${CodeBlock} label="curl" code=${s.curl} />
-    <${CodeBlock} label="OpenAI SDK (Python)" code=${s.python} />
-    <${CodeBlock} label="OpenAI SDK (JavaScript)" code=${s.js} />
+    ${s.note ? html`<p class="muted" data-testid="snippet-note">${s.note}</p>` : null}
+    <${CodeBlock} label=${s.http ? "Python (requests)" : "OpenAI SDK (Python)"} code=${s.python} />
+    <${CodeBlock} label=${s.http ? "JavaScript (fetch)" : "OpenAI SDK (JavaScript)"} code=${s.js} />
   </div>`;
 }

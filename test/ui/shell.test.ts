@@ -210,6 +210,10 @@ describe("navigation and accessibility", () => {
     await card.getByText("waiting to join", { exact: true }).waitFor();
     expect(await card.locator(".badge").first().textContent()).toBe("waiting to join");
     expect(await card.locator(".state-offline").count()).toBe(0);
+    // The overview counts it apart, not as a worker that is down.
+    await ui.visit("/");
+    const stat = ui.page.locator(".stat", { hasText: "workers online" });
+    await textMatching(stat, /^\s*\d+\/\d+\s*workers online · 1 waiting to join\s*$/, "the workers stat");
   });
 
   test("every badge colour pair reaches 4.5:1 contrast, light and dark", async () => {

@@ -18,6 +18,8 @@ export function Overview() {
   const replicas = workers.data.flatMap((w) => w.replicas.map((r) => ({ ...r, worker: w.name })));
   const gpus = workers.data.reduce((n, w) => n + w.gpus.length, 0);
   const online = workers.data.filter((w) => w.state === "online").length;
+  // A worker added but never joined is not "offline": it is counted apart.
+  const waiting = workers.data.filter((w) => !w.last_seen_at).length;
   return html`<${PageTitle} sub=${info.data ? `inferd ${info.data.version} on ${info.data.hostname}` : null}>Overview<//>
     ${projects.data.length === 0
       ? html`<section class="card welcome" aria-labelledby="welcome">
@@ -29,7 +31,7 @@ export function Overview() {
     <${Attention} workers=${workers.data} />
     <div class="stats">
       <a class="stat" href="/projects"><strong>${projects.data.length}</strong> project${projects.data.length === 1 ? "" : "s"}</a>
-      <a class="stat" href="/workers"><strong>${online}/${workers.data.length}</strong> workers online</a>
+      <a class="stat" href="/workers"><strong>${online}/${workers.data.length - waiting}</strong> workers online${waiting ? html`<small class="muted"> · ${waiting} waiting to join</small>` : null}</a>
       <a class="stat" href="/workers"><strong>${gpus}</strong> GPU${gpus === 1 ? "" : "s"}</a>
       <span class="stat"><strong>${replicas.filter((r) => r.state === "ready").length}/${replicas.length}</strong> replicas ready</span>
     </div>

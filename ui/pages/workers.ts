@@ -2,11 +2,12 @@
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { api } from "../lib/api";
-import { useAction, useApi } from "../lib/hooks";
+import { useAction, useApi, useNow } from "../lib/hooks";
 import { ago, bytes, mib } from "../lib/format";
 import type { Worker } from "../lib/types";
 import { ListenNote, useListen } from "../components/listen-note";
 import { Bar, CodeBlock, ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
+import { ReplicaStatus } from "../components/replica-status";
 
 type Joined = { id: string; name: string; join_token: string; join_command: string };
 
@@ -42,7 +43,7 @@ function AddWorker({ onAdded }: { onAdded(): void }) {
 }
 
 /** One worker's card. */
-function WorkerCard({ w, onDeleted }: { w: Worker; onDeleted(): void }) {
+function WorkerCard({ w, now, onDeleted }: { w: Worker; now: number; onDeleted(): void }) {
   const del = useAction(() => api(`/admin/workers/${w.id}`, { method: "DELETE" }).then(() => true));
   const ram = w.telemetry?.ram_free_bytes;
   return html`<li class="card worker" aria-label=${`Worker ${w.name}`}>
@@ -59,8 +60,9 @@ function WorkerCard({ w, onDeleted }: { w: Worker; onDeleted(): void }) {
         <${Bar} label="Memory" value=${g.memory_used_mib} max=${g.memory_total_mib} text=${`${mib(g.memory_used_mib)} / ${mib(g.memory_total_mib)}`} />
       </li>`)}</ul>`}
     <h3>Replicas</h3>
-    ${w.replicas.length === 0 ? html`<p class="muted">None.</p>` : html`<ul class="replicas">${w.replicas.map((r) => html`<li>
-      <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <${StateBadge} state=${r.state} /> <span class="muted">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</span></li>`)}</ul>`}
+    ${w.replicas.length === 0 ? html`<p class="muted">None.</p>` : html`<ul class="replicas">${w.replicas.map((r) => html`<li key=${r.assignment_id}>
+      <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <span class="muted">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</span>
+      <${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></li>`)}</ul>`}
     ${w.kind === "local" ? null : html`<div class="actions">
       <${ErrorNote} error=${del.error} />
       <${ConfirmButton} label="Delete worker" title=${`Delete worker ${w.name}?`} confirm="Delete worker" body=${html`<p>Its replicas move elsewhere and its agent can no longer connect.</p>`}
@@ -71,8 +73,9 @@ function WorkerCard({ w, onDeleted }: { w: Worker; onDeleted(): void }) {
 /** The workers page. */
 export function Workers() {
   const list = useApi<Worker[]>("/admin/workers", 2000);
+  const now = useNow();
   return html`<${PageTitle} sub="Machines that run your workloads, refreshed every 2 s.">Workers<//>
     <${AddWorker} onAdded=${() => list.reload()} />
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />`
-      : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} onDeleted=${() => list.reload()} />`)}</ul>`}`;
+      : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} now=${now} onDeleted=${() => list.reload()} />`)}</ul>`}`;
 }

@@ -191,6 +191,8 @@ describe("workloads in the browser", () => {
     await status.locator(".badge", { hasText: "ready" }).waitFor({ timeout: 30_000 });
     expect(await page.getByRole("button", { name: "Retry" }).count()).toBe(0);
     ui.expectNoErrors("retry");
+    // Leave its page first: a page still polling a deleted workload's charts would get (and log) 404s.
+    await ui.visit("/");
     await srv.admin(`/admin/workloads/${w.id}`, { method: "DELETE" });
   });
 
@@ -231,6 +233,7 @@ describe("workloads in the browser", () => {
     await until(() => ui.errors.length > 0, "the refused save to be logged");
     expect(ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
     await ui.checkWidths("workload-schedule-error");
+    await ui.visit("/");
     await srv.admin(`/admin/workloads/scaled`, { method: "DELETE" });
   });
 

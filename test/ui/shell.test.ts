@@ -171,6 +171,13 @@ describe("navigation and accessibility", () => {
       expect(ui.errors.splice(0).every((e) => e.includes("404"))).toBe(true);
     }
     await ui.checkWidths("not-found-workload");
+    // A workload deleted while its page is open turns into the same page (its polls stop).
+    const doomed = await srv.createWorkload({ name: "doomed", backend: "vllm", model_name: "doomed-model", config: { command: "vllm serve doomed-model" } });
+    await ui.visit(`/workloads/${doomed.id}`);
+    await page.getByRole("heading", { name: "doomed", level: 1 }).waitFor();
+    expect((await srv.admin(`/admin/workloads/${doomed.id}`, { method: "DELETE" })).status).toBeLessThan(300);
+    await textMatching(page.getByTestId("not-found"), new RegExp(`There is no workload ${doomed.id} any more \\(it was deleted\\)\\.`), "the deleted workload's page");
+    ui.errors.splice(0); // the 404s of the polls that found it gone
     await page.getByRole("link", { name: "All projects" }).click();
     await until(async () => (await focused(page)) === "H1 Projects", "the projects page after the way back");
   });

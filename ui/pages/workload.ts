@@ -13,6 +13,7 @@ import { Replicas } from "../components/replicas";
 import { Controls, ScalingState } from "../components/workload-controls";
 import { Snippets } from "../components/snippets";
 import { WorkloadActivity } from "../components/workload-charts";
+import { NotFound } from "../components/not-found";
 
 /** Run the workload on a chosen worker (replacing the automatic placement). */
 function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
@@ -68,6 +69,8 @@ export function WorkloadPage({ id }: { id: string }) {
   const wl = useApi<Workload>(`/admin/workloads/${id}`, 2000);
   const workers = useApi<Worker[]>("/admin/workers", 5000);
   const del = useAction(() => api(`/admin/workloads/${id}`, { method: "DELETE" }).then(() => true));
+  // Deleted while open (by someone else, or the API): the same not-found page as a stale link.
+  if (wl.error?.status === 404) return html`<${NotFound} what=${html`There is no workload <code>${id}</code> any more (it was deleted).`} back=${{ href: "/projects", label: "All projects" }} />`;
   if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
   const w = wl.data;
   if (!w) return html`<${Loading} />`;

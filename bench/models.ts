@@ -18,7 +18,8 @@ import { closeSync, mkdtempSync, openSync, rmSync, statSync, writeFileSync, writ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_HASH_WORKER_MIN_BYTES } from "../agent/models/download";
-import { HubClient, type PullPlan } from "../agent/models/hub";
+import { HubClient } from "../agent/models/hub";
+import type { PullPlan } from "../agent/models/source";
 import { pullModel } from "../agent/models/pull";
 import { parseSource } from "../agent/models/source";
 import type { FakeRequest } from "../test/fixtures/hf-hub";

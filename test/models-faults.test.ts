@@ -7,7 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { existsSync, mkdirSync, statSync, symlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ChecksumError, DownloadError } from "../agent/models/download";
-import { HubClient, HubError, type PullPlan } from "../agent/models/hub";
+import { HubClient, HubError } from "../agent/models/hub";
+import type { PullPlan } from "../agent/models/source";
 import { DownloadLimiter } from "../agent/models/progress";
 import { isPulled, pullModel, type PullProgress } from "../agent/models/pull";
 import { parseSource } from "../agent/models/source";

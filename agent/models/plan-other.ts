@@ -7,8 +7,7 @@ import { readdirSync, statSync } from "node:fs";
 import { basename, join, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 import { fetchFollowing, totalFromContentRange } from "./http";
-import type { PlannedFile, PullPlan } from "./hub";
-import { SourceError, type ModelSource } from "./source";
+import { SourceError, type ModelSource, type PlannedFile, type PullPlan } from "./source";
 
 /** The file name a URL download is stored under: its last path segment, decoded. */
 export function urlFileName(url: string): string {

@@ -7,7 +7,8 @@
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { DownloadError, downloadFile, type DownloadResult } from "./download";
-import { hubError, type HubClient, type PlannedFile, type PullPlan } from "./hub";
+import { hubError, type HubClient } from "./hub";
+import type { PlannedFile, PullPlan } from "./source";
 import { DownloadLimiter, Progress } from "./progress";
 import { sourceKey, type ModelSource } from "./source";
 import { blobPath, isComplete, linkSnapshotFile, snapshotDir, snapshotFile, urlDir, writeRef } from "./store";

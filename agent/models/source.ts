@@ -190,3 +190,25 @@ export function sourceKey(source: ModelSource): string {
       return `local:${normalize(source.path)}`;
   }
 }
+
+/** One file a pull fetches. `size` is -1 when the server did not say; `oid` is the hub's git blob id. */
+export interface PlannedFile {
+  path: string;
+  size: number;
+  sha256: string | null;
+  url: string;
+  oid?: string;
+}
+
+/** What a pull fetches and where the runtime starts (`entry`, relative to the snapshot). */
+export interface PullPlan {
+  source: ModelSource;
+  repo?: string;
+  /** The commit sha for hf sources (what `main` resolved to), "" otherwise. */
+  revision: string;
+  files: PlannedFile[];
+  /** The path a runtime is given: the GGUF (first part when split), a URL's file, or "" for a whole snapshot or folder. */
+  entry: string;
+  /** The quantisation tag of the picked GGUF. */
+  quant?: string;
+}

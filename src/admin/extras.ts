@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { hostname } from "node:os";
-import type { AppDeps } from "../app";
+import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { flagValue, splitCommand } from "../../agent/command";
 import { LAUNCHERS } from "../../agent/runtimes";

@@ -4,20 +4,8 @@ import { listAllWorkloads, type Workload } from "../workloads/service";
 import type { Fleet } from "../workers/fleet";
 import { listAssignments, setAssignmentDesired } from "../workers/service";
 import { decideAutoscaling, decideScheduled, type Decision, type Memory } from "./decide";
-import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScheduledParams } from "./schema";
+import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScalingView, type ScheduledParams } from "./schema";
 import { Room } from "./room";
-
-/** What the workload view shows of its scaling. */
-export interface ScalingView {
-  policy: string;
-  desired: number;
-  /** Replicas ready now. */
-  current: number;
-  /** Replicas the agents are running or starting. */
-  running: number;
-  last_decision: { at: string; action: string; reason: string } | null;
-  reason: string;
-}
 
 /** How often the scaler looks at every workload (demand wakes it at once in between). */
 const TICK_MS = 1000;

@@ -74,3 +74,15 @@ export const DEFAULTS = {
   scheduled: { replicas: 1, min_replicas_outside: 0 },
   fixed: { replicas: 1 },
 } as const;
+
+/** What the workload view shows of its scaling. */
+export interface ScalingView {
+  policy: string;
+  desired: number;
+  /** Replicas ready now. */
+  current: number;
+  /** Replicas the agents are running or starting. */
+  running: number;
+  last_decision: { at: string; action: string; reason: string } | null;
+  reason: string;
+}

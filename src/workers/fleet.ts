@@ -9,7 +9,7 @@ import { uploadBytesFor, uploadStreamFor } from "../dataplane/multipart-model";
 import { TelemetryHistory } from "./telemetry";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 import { initialDesired } from "../scaling/decide";
-import type { ScalingView } from "../scaling/scaler";
+import type { ScalingView } from "../scaling/schema";
 import { autoAssign, desiredFor, getAssignment, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
 
 /** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */

@@ -10,6 +10,7 @@ import type { ReplicaReport, ReplicaSpec, ReplicaState, TransferProgress } from 
 import { LAUNCHERS } from "./runtimes";
 import { flagValue } from "./command";
 import type { LaunchContext, LaunchPlan } from "./runtimes/types";
+import { withoutOutput } from "./reason";
 
 /** What a replica needs from its agent. */
 export interface ReplicaHost {
@@ -31,9 +32,6 @@ export interface ReplicaHost {
 const PROGRESS_EVERY_MS = 500;
 
 const toReplicaState = (s: SupervisorState): ReplicaState => (s === "restarting" ? "starting" : s);
-
-/** A supervisor's reason without the runtime's last output it quotes (that output is in the log already). */
-export const withoutOutput = (reason: string): string => reason.split("\n--- last output ---\n")[0];
 
 /** The real path of a file (symlinks resolved), or null when it does not exist. */
 function realpathOrNull(path: string): string | null {

@@ -7,6 +7,7 @@
 import { existsSync } from "node:fs";
 import type { LogSink } from "./logfile.ts";
 import type { LogRing } from "./ring.ts";
+import { reasonWithOutput } from "./reason";
 
 /** Where a supervised runtime is in its life. */
 export type SupervisorState = "installing" | "starting" | "ready" | "restarting" | "failed" | "stopped";
@@ -379,7 +380,7 @@ export class Supervisor {
   /** `message` followed by the run's last lines of output, or a note that there were none. */
   private withOutput(run: Run, message: string): string {
     const lines = this.o.ring.lastLines(REASON_LINES, run.outputFrom);
-    return lines ? `${message}\n--- last output ---\n${lines}` : `${message} (it printed nothing)`;
+    return lines ? reasonWithOutput(message, lines) : `${message} (it printed nothing)`;
   }
 
   /** Records a state and tells `onState`. */

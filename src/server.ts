@@ -32,7 +32,7 @@ import { Scaler } from "./scaling/scaler";
 import { startCheckpointer, type Checkpointer } from "./db/checkpoint";
 import { assertFreeDisk } from "./store/check";
 import { AutoBackups } from "./store/auto";
-import { joinUrlOf, listenInfo } from "./admin/listen";
+import { joinUrlOf, listenInfo, urlHost } from "./admin/listen";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -171,7 +171,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     services.ports.tls = tls.port!;
     services.ports.http = app.server!.port!;
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
-    const url = `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${app.server!.port}`;
+    const url = `http://${urlHost(shownHost)}:${app.server!.port}`;
     lock.update(url);
     deps.fleet.reconcile();
     const stopChores = startChores(config, services);

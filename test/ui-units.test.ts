@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { lastLine, percentIn, timeStamper } from "../ui/lib/logs";
-import { withoutOutput } from "../agent/replica";
+import { withoutOutput } from "../agent/reason";
 import { ApiError } from "../ui/lib/api";
 import { fieldWords, messageAt, plainMessage } from "../ui/components/ui";
 

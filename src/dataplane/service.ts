@@ -55,12 +55,15 @@ export function checkRoute(w: Workload, toggle: Toggle, what: string, jobOnlyToo
   }
 }
 
+/** The `model` names that mean a workload's own model: `default`, its slug, its model name. */
+export const modelAliasesOf = (w: Workload): string[] => ["default", w.slug, w.model_name];
+
 /**
  * Accepts `model` when it is absent, `default`, the workload slug or its model name; otherwise the
  * contract's model_not_available error, naming the queue and suggesting `default`.
  */
 export function checkModel(w: Workload, model: unknown): void {
-  if (model === undefined || model === null || model === "default" || model === w.slug || model === w.model_name) return;
+  if (model === undefined || model === null || modelAliasesOf(w).includes(model as string)) return;
   throw badRequest(
     "model_not_available",
     `model is not available on this endpoint: "${String(model)}" is not served by the queue ${w.project_slug}/${w.slug}, which serves "${w.model_name}"; use "default" (or "${w.slug}")`,
@@ -96,7 +99,7 @@ export async function forwardToWorkload(deps: DataplaneDeps, spec: RouteSpec, re
 }
 
 async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed: unknown, playground: boolean): Promise<Response> {
-  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, playground && keyId === null);
+  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, playground);
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   let json: Record<string, unknown> | undefined;
   let injectedUsage = false;
@@ -115,7 +118,7 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
   const source = spec.body === "raw" ? new UploadSource(request, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   const meter = accounting(deps, request, keyId, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? ["default", w.slug, w.model_name] : undefined }, request.signal).catch((e) => {
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? modelAliasesOf(w) : undefined }, request.signal).catch((e) => {
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
     throw source?.failure ?? e;
   });

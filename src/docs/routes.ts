@@ -61,10 +61,10 @@ const gzipped = new Map<string, Uint8Array<ArrayBuffer>>();
 /** An asset's bytes, gzipped when the browser takes it. */
 async function assetBody(name: string, request: Request): Promise<{ body: Uint8Array<ArrayBuffer> | string; gzip: boolean }> {
   const asset = ASSETS[name];
-  const raw = asset.file ? new Uint8Array(await Bun.file(asset.file).arrayBuffer()) : asset.text!;
-  if (!/\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) return { body: raw, gzip: false };
+  const raw = async () => (asset.file ? new Uint8Array(await Bun.file(asset.file).arrayBuffer()) : asset.text!);
+  if (!/\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) return { body: await raw(), gzip: false };
   let gz = gzipped.get(name);
-  if (!gz) gzipped.set(name, (gz = Bun.gzipSync(raw)));
+  if (!gz) gzipped.set(name, (gz = Bun.gzipSync(await raw())));
   return { body: gz, gzip: true };
 }
 

@@ -8,6 +8,7 @@ import { getWorkloadById } from "../workloads/service";
 import { KINDS } from "./kinds";
 import { buildJobData, type JobData } from "./result";
 import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueuedJobs } from "./service";
+import { modelAliasesOf } from "../dataplane/service";
 
 type JobRow = ReturnType<typeof claimJobs>[number];
 
@@ -100,7 +101,7 @@ export class JobRunner {
       body: json ? null : new Uint8Array(job.body),
       json,
       // An upload's `model` field may say default, the slug or the model name, as on the data plane.
-      modelAliases: json ? undefined : ["default", w.slug, w.model_name],
+      modelAliases: json ? undefined : modelAliasesOf(w),
     };
     let data: JobData;
     try {

@@ -7,6 +7,7 @@ import { percentIn, useLastLine } from "../lib/logs";
 import type { Progress } from "../lib/types";
 import { ErrorNote, StateBadge } from "./ui";
 import { DownloadProgress } from "./progress";
+import { splitReason } from "../../agent/reason";
 
 /** States on the way to ready, when the runtime's latest output line says most. */
 const COMING_UP = new Set(["pending", "downloading", "installing", "starting"]);
@@ -26,7 +27,7 @@ const reasonClass = (state: string) => (state === "failed" ? "reason" : state ==
 
 /** A reason; the runtime's last output that a failure carries is folded away under it. */
 function Reason({ state, text }: { state: string; text: string }) {
-  const [why, output] = text.split(/\n--- last output ---\n/);
+  const [why, output] = splitReason(text);
   return html`<div class=${reasonClass(state)} aria-live="polite">${why}</div>
     ${output ? html`<details class="last-output"><summary>Last output</summary><pre>${output}</pre></details>` : null}`;
 }

@@ -10,6 +10,7 @@ import { ErrorNote, Loading, StateBadge } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { RetryFailed } from "../components/replica-status";
 import { Term, type SearchResult, type TermHandle } from "../components/terminal";
+import { withoutOutput } from "../../agent/reason";
 
 /** Saves text as a file through a temporary link. */
 function saveFile(name: string, text: string): void {
@@ -129,7 +130,7 @@ function ReplicaLog({ w, assignment }: { w: Workload; assignment: string }) {
 
 /** A failed replica's reason above its log, with Retry. */
 function Failed({ w, a, onChange }: { w: Workload; a: Assignment; onChange(): unknown }) {
-  const why = (a.reason ?? "").split("\n--- last output ---\n")[0];
+  const why = withoutOutput(a.reason ?? "");
   return html`<div class="note error log-failed" role="alert">
     <p><strong>This replica failed</strong>${why ? html`: ${why}` : null}</p>
     <${RetryFailed} workloadId=${w.id} assignmentId=${a.id} onChange=${onChange} logs=${false} />

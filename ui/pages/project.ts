@@ -24,19 +24,19 @@ function replicaStates(workers: Worker[] | undefined, workloadId: string): strin
   return (workers ?? []).flatMap((w) => w.replicas.filter((r) => r.workload_id === workloadId).map((r) => r.state));
 }
 
-/** Tokens (input + output) the project used from `from` to today (UTC days). */
-function useTokensSince(projectId: string | undefined, from: string) {
+/** Tokens (input + output) the project used today and this month (UTC), from one usage read. */
+function useTokensUsed(projectId: string | undefined) {
   const today = new Date().toISOString().slice(0, 10);
-  const u = useApi<UsageExport>(projectId ? `/admin/usage?group_by=project&from=${from}&to=${today}` : null, 10_000);
-  return u.data?.rows.filter((r) => r.id === projectId).reduce((n, r) => n + r.input_tokens + r.output_tokens, 0);
+  const u = useApi<UsageExport>(projectId ? `/admin/usage?group_by=project&from=${today.slice(0, 8)}01&to=${today}` : null, 10_000);
+  const rows = u.data?.rows.filter((r) => r.id === projectId);
+  const sum = (list: typeof rows) => list?.reduce((n, r) => n + r.input_tokens + r.output_tokens, 0);
+  return { day: sum(rows?.filter((r) => r.day === today)), month: sum(rows) };
 }
 
 /** The project's token quotas (all its keys together) with what it used today and this month. */
 function Quotas({ project }: { project: string }) {
   const p = useApi<Project>(`/admin/projects/${encodeURIComponent(project)}`);
-  const today = new Date().toISOString().slice(0, 10);
-  const day = useTokensSince(p.data?.id, today);
-  const month = useTokensSince(p.data?.id, `${today.slice(0, 8)}01`);
+  const { day, month } = useTokensUsed(p.data?.id);
   const used = (n: number | undefined, of: number | null) => `${count(n)}${of == null ? "" : ` of ${count(of)}`} tokens`;
   return html`<section class="card quotas" aria-labelledby="quotas" data-testid="quotas">
     <h2 id="quotas">Token quotas</h2>

@@ -3,6 +3,7 @@ import { lastLine, percentIn, timeStamper } from "../ui/lib/logs";
 import { withoutOutput } from "../agent/reason";
 import { ApiError } from "../ui/lib/api";
 import { fieldWords, messageAt, plainMessage } from "../ui/components/ui";
+import { markdownToHtml } from "../ui/lib/markdown";
 
 /** Pure helpers of the log viewer and the replica's log notes. */
 describe("log lines", () => {
@@ -51,5 +52,23 @@ describe("form errors in plain words", () => {
   test("a field's path in words, for the summary", () => {
     expect(fieldWords("execution_params.max_replicas")).toBe("Max replicas");
     expect(fieldWords("execution_params.windows.0.days")).toBe("Days");
+  });
+});
+
+/** A model's raw HTML never reaches an HTML parser: marked escapes it before DOMPurify sees anything. */
+describe("answers as Markdown", () => {
+  test("raw HTML, inline or as a block, comes out as escaped text", () => {
+    expect(markdownToHtml("**hi** <b>x</b>")).toBe("<p><strong>hi</strong> &lt;b&gt;x&lt;/b&gt;</p>\n");
+    const evil = markdownToHtml(`<img src=x onerror="alert(1)"> <script>alert(2)</script>`);
+    expect(evil).not.toContain("<img");
+    expect(evil).not.toContain("<script");
+    expect(evil).toContain("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;");
+    expect(markdownToHtml("<div>\nblock\n</div>\n\ntext")).toBe("<p>&lt;div&gt;<br>block<br>&lt;/div&gt;</p>\n<p>text</p>\n");
+  });
+
+  test("Markdown itself still renders: code, links, and images as links that are never loaded", () => {
+    expect(markdownToHtml("`<b>`")).toBe("<p><code>&lt;b&gt;</code></p>\n");
+    expect(markdownToHtml("[site](https://example.com/)")).toBe(`<p><a href="https://example.com/">site</a></p>\n`);
+    expect(markdownToHtml("![a cat](https://example.com/c.png)")).toBe(`<p><a href="https://example.com/c.png">a cat</a></p>\n`);
   });
 });

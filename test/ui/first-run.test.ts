@@ -129,15 +129,20 @@ describe("first run in the browser", () => {
   test("on a phone the menu button opens the navigation", async () => {
     const { page } = ui;
     await page.setViewportSize({ width: 390, height: 844 });
-    const link = page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Workers" });
-    expect(await link.isVisible()).toBe(false);
-    const menu = page.getByRole("button", { name: "Menu" });
-    await menu.click();
-    expect(await menu.getAttribute("aria-expanded")).toBe("true");
-    await link.click();
-    await page.getByRole("heading", { name: "Workers" }).waitFor();
-    expect(await link.isVisible()).toBe(false);
-    await page.setViewportSize({ width: 1280, height: 800 });
+    try {
+      const link = page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Workers" });
+      expect(await link.isVisible()).toBe(false);
+      const menu = page.getByRole("button", { name: "Menu" });
+      await menu.click();
+      expect(await menu.getAttribute("aria-expanded")).toBe("true");
+      await link.click();
+      await page.getByRole("heading", { name: "Workers" }).waitFor();
+      // The menu closes once the new page has rendered (an effect of the navigation).
+      await link.waitFor({ state: "hidden" });
+      expect(await menu.getAttribute("aria-expanded")).toBe("false");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
     ui.expectNoErrors("phone menu");
   });
 

@@ -6,6 +6,8 @@
  */
 import { isAbsolute, normalize, relative } from "node:path";
 import { splitCommand } from "./command";
+import { ADDRESS_FLAGS, CONNECT_FLAGS, FILE_FLAGS, MODEL_URL_FLAGS, type FileFlagKind } from "./launch-flags";
+import { AddressRefused, checkUrl } from "./net/address";
 
 /** Backend families that run a command (Ollama runs none: its daemon pulls a model by name). */
 export const POLICY_FAMILIES = ["vllm", "sglang", "llamacpp"] as const;
@@ -21,6 +23,8 @@ export interface LaunchPolicy {
   model_paths: string[];
   /** Whether tenants may set `vllm_version` / `sglang_version` (which install packages). */
   tenant_installs: boolean;
+  /** Whether tenants' model URLs may reach loopback and private addresses (and use http://). */
+  private_model_urls: boolean;
 }
 
 /** The setting (flag and environment variable) that changes each part of the policy. */
@@ -31,6 +35,7 @@ export const POLICY_SETTINGS = {
   forbidden_flags: { flag: "--policy-forbidden-flags", env: "INFERD_POLICY_FORBIDDEN_FLAGS" },
   model_paths: { flag: "--policy-model-paths", env: "INFERD_POLICY_MODEL_PATHS" },
   tenant_installs: { flag: "--policy-tenant-installs", env: "INFERD_POLICY_TENANT_INSTALLS" },
+  private_model_urls: { flag: "--allow-private-model-urls", env: "INFERD_ALLOW_PRIVATE_MODEL_URLS" },
 } as const;
 
 /** Default program prefixes per family. */
@@ -43,16 +48,15 @@ export const DEFAULT_PROGRAMS: Record<PolicyFamily, string[]> = {
 /**
  * Flags that run code or touch files outside the model store: remote model code, plugins loaded from
  * a path, config files that could switch those on, templates read from a path, and llama-server's
- * static file server, slot dumps and log file.
+ * static file server, slot dumps and log file; then the flags that make a runtime open connections
+ * of its own (RPC servers, trace exporters, tool servers: see `CONNECT_FLAGS`).
  */
 export const DEFAULT_FORBIDDEN_FLAGS = [
   "--trust-remote-code", "--chat-template:path", "--config", "--tool-parser-plugin", "--reasoning-parser-plugin",
   "--middleware", "--logits-processors", "--logits-processor-pattern", "--worker-cls", "--worker-extension-cls",
   "--allowed-local-media-path", "--enable-custom-logit-processor", "--path", "--slot-save-path", "--log-file",
+  ...CONNECT_FLAGS,
 ];
-
-/** llama.cpp flags whose value is always a file (so a relative value is a path too). */
-const LLAMA_FILE_FLAGS = ["-m", "--model", "-mm", "--mmproj", "--lora", "--lora-scaled", "-md", "--model-draft", "--chat-template-file", "--ssl-key-file", "--ssl-cert-file", "--grammar-file", "--control-vector", "--control-vector-scaled"];
 
 /** Why a tenant's workload may not run: the offending word and the setting that would allow it. */
 export interface PolicyViolation {
@@ -74,12 +78,15 @@ export function familyOf(backend: string): PolicyFamily | null {
 
 const settingText = (key: keyof typeof POLICY_SETTINGS) => `${POLICY_SETTINGS[key].flag} (${POLICY_SETTINGS[key].env})`;
 
-/** How file-ish a word is: an absolute path, a relative path spelled as one, or neither. */
+/** How file-ish a word is: an absolute path, a relative path spelled as one (`./`, `../`, `~`), or neither. */
 function pathKind(value: string): "absolute" | "relative" | null {
   if (isAbsolute(value)) return "absolute";
-  if (/^(~|\.{1,2})(\/|$)/.test(value) || value.includes("/../")) return "relative";
+  if (/^(~|\.{1,2})(\/|$)/.test(value) || value.includes("/../") || value.endsWith("/..")) return "relative";
   return null;
 }
+
+/** Inline content rather than a file name (a Jinja template). */
+const isInline = (value: string) => /[{}\n]/.test(value);
 
 /** True when `path` (absolute) lies inside one of `dirs`, after resolving `.` and `..`. */
 export function insideDirs(path: string, dirs: string[]): boolean {
@@ -98,17 +105,20 @@ function flagName(word: string): string | null {
 }
 
 /**
- * The forbidden rule a flag falls under, counting argparse's unambiguous abbreviations
- * (`--trust-remote` is `--trust-remote-code` to vLLM) and underscore spellings.
+ * The flag of `flags` that `name` means, counting argparse's unambiguous abbreviations
+ * (`--trust-remote` is `--trust-remote-code` to vLLM) unless `abbrev` is false; an exact match wins.
  */
+function matchFlag(name: string, flags: string[], abbrev = true): string | null {
+  if (flags.includes(name)) return name;
+  if (!abbrev || !name.startsWith("--") || name.length < 5) return null;
+  return flags.find((f) => f.startsWith(name)) ?? null;
+}
+
+/** The forbidden rule a flag falls under (`--flag:path` rules forbid only a file value). */
 function forbiddenRule(name: string, rules: string[]): { flag: string; pathOnly: boolean } | null {
-  for (const rule of rules) {
-    const [flag, mod] = rule.split(":");
-    const pathOnly = mod === "path";
-    if (name === flag) return { flag, pathOnly };
-    if (name.startsWith("--") && name.length >= 5 && flag.startsWith(name)) return { flag, pathOnly };
-  }
-  return null;
+  const parsed = rules.map((r) => ({ flag: r.split(":")[0], pathOnly: r.split(":")[1] === "path" }));
+  const flag = matchFlag(name, parsed.map((r) => r.flag));
+  return parsed.find((r) => r.flag === flag) ?? null;
 }
 
 /** Which allowed prefix the command starts with, or the first word that departs from every prefix. */
@@ -151,48 +161,138 @@ export function checkLaunch(policy: LaunchPolicy, backend: string, config: Recor
   return checkArgs(policy, family, matched.rest, opts);
 }
 
-/** Checks the arguments after the program: forbidden flags and file paths outside the model dirs. */
+/** What the argument checks need: the policy, the family and the model dirs, and how to report. */
+interface ArgContext {
+  policy: LaunchPolicy;
+  family: PolicyFamily;
+  dirs: string[];
+  opts: CheckOptions;
+}
+
+const flagMsg = (word: string, why: string): PolicyViolation => ({ word, field: "config.command", setting: settingText("forbidden_flags"), message: `config.command: "${word}" is not allowed (${why}); the operator can allow it by leaving it out of ${settingText("forbidden_flags")}` });
+
+function pathMsg(c: ArgContext, word: string, why: string): PolicyViolation {
+  return { word, field: "config.command", setting: settingText("model_paths"), message: `config.command: "${word}" ${why}; tenants may read models only under ${c.dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}` };
+}
+
+/**
+ * Checks the arguments after the program: address flags (inferd's), forbidden flags, file flags'
+ * values (always paths), model URLs (the address rules), and any path in a bare word, a `name=path`
+ * value or a JSON value.
+ */
 function checkArgs(policy: LaunchPolicy, family: PolicyFamily, args: string[], opts: CheckOptions): PolicyViolation | null {
-  const flagMsg = (word: string, why: string): PolicyViolation => ({ word, field: "config.command", setting: settingText("forbidden_flags"), message: `config.command: "${word}" is not allowed (${why}); the operator can allow it by leaving it out of ${settingText("forbidden_flags")}` });
-  const dirs = policy.model_paths.map((d) => normalize(d));
-  const pathMsg = (word: string, why: string): PolicyViolation => ({ word, field: "config.command", setting: settingText("model_paths"), message: `config.command: "${word}" ${why}; tenants may read models only under ${dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}` });
+  const c: ArgContext = { policy, family, dirs: policy.model_paths.map((d) => normalize(d)), opts };
   const remoteCode = policy.forbidden_flags.includes("--trust-remote-code");
   for (let i = 0; i < args.length; i++) {
     const word = args[i];
     // Also inside JSON-valued arguments (vLLM's --speculative-config, --hf-overrides…).
     if (remoteCode && /trust[-_]remote[-_]code/i.test(word)) return flagMsg(word, "it lets a model run its own code");
     const name = flagName(word);
-    const inline = word.includes("=") && name ? word.slice(word.indexOf("=") + 1) : undefined;
-    const next = args[i + 1];
-    const value = inline ?? (next !== undefined && !next.startsWith("-") ? next : undefined);
-    if (name) {
-      const rule = forbiddenRule(name, policy.forbidden_flags);
-      if (rule && (!rule.pathOnly || (value !== undefined && (pathKind(value) || /\.(jinja2?|j2)$/.test(value))))) {
-        return flagMsg(word, rule.pathOnly ? `${rule.flag} from a file` : `${rule.flag} is reserved to the operator`);
-      }
-      const fileFlag = family === "llamacpp" && LLAMA_FILE_FLAGS.includes(name);
-      if (fileFlag && value !== undefined && !value.startsWith("hf:") && pathKind(value) === null) {
-        return pathMsg(value, "is a relative path (give an absolute one)");
-      }
-      if (inline !== undefined) {
-        const bad = checkPath(inline, dirs, opts, pathMsg);
-        if (bad) return bad;
-      }
+    if (!name) {
+      const bad = checkValue(c, word);
+      if (bad) return bad;
       continue;
     }
-    const bad = checkPath(word, dirs, opts, pathMsg);
+    const inline = word.includes("=") ? word.slice(word.indexOf("=") + 1) : undefined;
+    const next = args[i + 1];
+    const value = inline ?? (next !== undefined && !next.startsWith("-") ? next : undefined);
+    const bad = checkFlag(c, word, name, value);
+    if (bad) return bad;
+    // A value judged with its flag is not judged again as a bare word.
+    if (inline === undefined && value !== undefined && (fileKind(c, name) || matchFlag(name, MODEL_URL_FLAGS))) i++;
+    else if (inline !== undefined) {
+      const inner = checkValue(c, inline);
+      if (inner) return inner;
+    }
+  }
+  return null;
+}
+
+/** The file kind of a flag in this family (argparse abbreviations counted for vLLM and SGLang), or undefined. */
+function fileKind(c: ArgContext, name: string): FileFlagKind | undefined {
+  const table = FILE_FLAGS[c.family];
+  const flag = matchFlag(name, Object.keys(table), c.family !== "llamacpp");
+  return flag ? table[flag] : undefined;
+}
+
+/** One flag with its value (if any): address, forbidden, file and URL rules. */
+function checkFlag(c: ArgContext, word: string, name: string, value: string | undefined): PolicyViolation | null {
+  const address = matchFlag(name, ADDRESS_FLAGS);
+  if (address) {
+    return { word, field: "config.command", setting: "the admin token", message: `config.command: "${word}" is not allowed: inferd chooses where a runtime listens (${address}); only the operator's own workloads may set it` };
+  }
+  const kind = fileKind(c, name);
+  const rule = forbiddenRule(name, c.policy.forbidden_flags);
+  const fileValue = value !== undefined && (kind === "file-or-inline" ? !isInline(value) : pathKind(value) !== null || /\.(jinja2?|j2)$/.test(value) || kind === "file");
+  if (rule && (!rule.pathOnly || fileValue)) return flagMsg(word, rule.pathOnly ? `${rule.flag} from a file` : `${rule.flag} is reserved to the operator`);
+  if (value === undefined) return null;
+  if (kind) return checkFileValue(c, kind, value);
+  if (c.family === "llamacpp" && matchFlag(name, MODEL_URL_FLAGS)) return checkModelUrl(c, value);
+  return null;
+}
+
+/**
+ * A file flag's value is a path: absolute ones must lie inside the model dirs; a relative one would
+ * name a file in the runtime's own empty working directory, so it is refused with that reason.
+ * Hub repo ids (`file-or-hub`), inline templates (`file-or-inline`) and llama.cpp's `hf:` names pass.
+ */
+function checkFileValue(c: ArgContext, kind: FileFlagKind, value: string): PolicyViolation | null {
+  if (value.startsWith("hf:") || (kind === "file-or-inline" && isInline(value))) return null;
+  const shape = pathKind(value);
+  if (kind === "file-or-hub" && shape === null) return null;
+  if (shape === "absolute") return checkPath(c, value);
+  if (value.startsWith("~")) return pathMsg(c, value, "is in a home directory (~)");
+  return pathMsg(c, value, "is a relative path (relative paths resolve against the runtime's own empty working directory: give an absolute one)");
+}
+
+/** A tenant's model URL: https only and a public address, unless the operator allows private ones. */
+function checkModelUrl(c: ArgContext, value: string): PolicyViolation | null {
+  const allowPrivate = c.policy.private_model_urls;
+  try {
+    checkUrl(value, { what: "a model URL", http: allowPrivate, literal: { allowPrivate } });
+    return null;
+  } catch (e) {
+    if (!(e instanceof AddressRefused)) throw e;
+    return { word: value, field: "config.command", setting: settingText("private_model_urls"), message: `config.command: "${value}" is not allowed: ${e.message}; tenants' model URLs must be public https addresses unless the operator allows private ones with ${settingText("private_model_urls")}` };
+  }
+}
+
+/** The strings inside a JSON argument (objects and arrays, a few levels deep), or null when it is no JSON. */
+function jsonStrings(word: string): string[] | null {
+  if (!/^\s*[[{]/.test(word)) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(word);
+  } catch {
+    return null;
+  }
+  const out: string[] = [];
+  const walk = (v: unknown, depth: number) => {
+    if (typeof v === "string") out.push(v);
+    else if (v && typeof v === "object" && depth < 8) for (const x of Object.values(v)) walk(x, depth + 1);
+  };
+  walk(parsed, 0);
+  return out;
+}
+
+/** A bare word or inline value: itself, the path of a `name=path` pair and every JSON string are checked as paths. */
+function checkValue(c: ArgContext, word: string): PolicyViolation | null {
+  const inner = jsonStrings(word);
+  const candidates = inner ?? [word, ...(word.includes("=") ? [word.slice(word.indexOf("=") + 1)] : [])];
+  for (const s of candidates) {
+    const bad = checkPath(c, s);
     if (bad) return bad;
   }
   return null;
 }
 
 /** A path-like word must be absolute and inside the model dirs (after symlinks, when resolvable). */
-function checkPath(word: string, dirs: string[], opts: CheckOptions, msg: (w: string, why: string) => PolicyViolation): PolicyViolation | null {
+function checkPath(c: ArgContext, word: string): PolicyViolation | null {
   const kind = pathKind(word);
   if (kind === null) return null;
-  if (kind === "relative") return msg(word, "is a relative path (give an absolute one)");
-  if (!insideDirs(word, dirs)) return msg(word, "is outside the model directories");
-  const real = opts.realpath?.(word);
-  if (real && !insideDirs(real, dirs.map((d) => opts.realpath?.(d) ?? d))) return msg(word, `leads outside the model directories (to ${real})`);
+  if (kind === "relative") return pathMsg(c, word, "is a relative path (give an absolute one)");
+  if (!insideDirs(word, c.dirs)) return pathMsg(c, word, "is outside the model directories");
+  const real = c.opts.realpath?.(word);
+  if (real && !insideDirs(real, c.dirs.map((d) => c.opts.realpath?.(d) ?? d))) return pathMsg(c, word, `leads outside the model directories (to ${real})`);
   return null;
 }

@@ -20,3 +20,13 @@ export function splitReason(reason: string): [message: string, output: string | 
 
 /** A reason without the runtime's output it quotes (that output is in the log already). */
 export const withoutOutput = (reason: string): string => splitReason(reason)[0];
+
+/**
+ * A reason as a data-plane client (a tenant's key) may read it: the message without the runtime's
+ * output, and every absolute path shortened to its last part, so the host's directories stay the
+ * operator's (the dashboard and the admin API keep the whole reason).
+ * @example publicReason("cannot read /home/op/.inferd/models/x.gguf\n--- last output ---\n…") // → "cannot read …/x.gguf"
+ */
+export function publicReason(reason: string): string {
+  return withoutOutput(reason).replace(/(?<![\w:/.])\/[^\s"'`,;()]+/g, (path) => `…/${path.replace(/\/+$/, "").split("/").pop() ?? ""}`);
+}

@@ -14,6 +14,8 @@ import { HubClient } from "./models/hub";
 import type { ModelSource } from "./models/source";
 import { pullModel, type PullProgress } from "./models/pull";
 import { hfHome } from "./models/store";
+import { makeResolver, type AddressPolicy } from "./net/address";
+import { guardedFetch } from "./net/guarded-fetch";
 import type { ReplicaSpec, TransferProgress } from "./protocol";
 
 /** What a pull gives a replica: the path to hand the runtime and, for hub repos, the HF home holding it. */
@@ -22,8 +24,16 @@ export interface PulledEntry {
   hfHome?: string;
 }
 
-/** Pulls one model (joining a pull of the same model already under way), reporting progress. */
-export type ModelPuller = (source: ModelSource, onProgress: (p: TransferProgress) => void, signal: AbortSignal) => Promise<PulledEntry>;
+/**
+ * Pulls one model (joining a pull of the same model already under way), reporting progress. With
+ * `guard` (a tenant's workload), a URL source and every redirect hop must pass the address rules.
+ */
+export type ModelPuller = (source: ModelSource, onProgress: (p: TransferProgress) => void, signal: AbortSignal, guard?: AddressPolicy) => Promise<PulledEntry>;
+
+/** The hub client a pull of `source` uses: `hub`, or for a guarded URL pull one whose fetch checks every hop. */
+export function hubFor(hub: HubClient, source: ModelSource, guard: AddressPolicy | undefined): HubClient {
+  return guard && source.kind === "url" ? hub.withFetch(guardedFetch(guard)) : hub;
+}
 
 /** A spec ready to launch: the command rewritten to local files, and the environment the models need. */
 export interface ResolvedModels {
@@ -38,9 +48,10 @@ export const toTransfer = (p: PullProgress): TransferProgress => ({ bytes_done: 
 export function directPuller(dataDir: string, env: Record<string, string | undefined>, limiter = new DownloadLimiter(4)): ModelPuller {
   const hub = new HubClient({ endpoint: env.HF_ENDPOINT || undefined, token: env.HF_TOKEN || undefined });
   const modelsDir = join(dataDir, "models");
-  return async (source, onProgress, signal) => {
-    const plan = await hub.plan(source);
-    const pulled = await pullModel(plan, { modelsDir, hub, limiter, signal, onProgress: (p) => onProgress(toTransfer(p)) });
+  return async (source, onProgress, signal, guard) => {
+    const via = hubFor(hub, source, guard);
+    const plan = await via.plan(source);
+    const pulled = await pullModel(plan, { modelsDir, hub: via, limiter, signal, onProgress: (p) => onProgress(toTransfer(p)) });
     return { entry: pulled.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(modelsDir) } : {}) };
   };
 }
@@ -75,9 +86,11 @@ export async function resolveModels(
   if (refs.length === 0) return { spec, env: {} };
   const resolved: { ref: ModelRef; entry: string }[] = [];
   const extra: Record<string, string> = {};
+  // A tenant's workload (it carries the launch policy): its model URLs obey the address rules.
+  const guard = spec.policy ? { allowPrivate: spec.policy.private_model_urls, resolve: makeResolver() } : undefined;
   for (const ref of refs) {
     hooks.onDownloading(describeSource(ref.source));
-    const got = await pull(ref.source, hooks.onProgress, hooks.signal);
+    const got = await pull(ref.source, hooks.onProgress, hooks.signal, guard);
     resolved.push({ ref, entry: got.entry });
     if (got.hfHome) Object.assign(extra, { HF_HOME: got.hfHome, HF_HUB_OFFLINE: "1" });
   }
@@ -93,7 +106,7 @@ export function describeSource(s: ModelSource): string {
     case "hf-file":
       return `hf:${s.repo}/${s.file}`;
     case "hf-quant":
-      return `hf:${s.repo}:${s.quant}`;
+      return s.defaulted ? `hf:${s.repo} (default quant)` : `hf:${s.repo}:${s.quant}`;
     case "url":
       return s.url;
     default:

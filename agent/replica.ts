@@ -1,4 +1,4 @@
-import { realpathSync } from "node:fs";
+import { mkdirSync, realpathSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { checkLaunch } from "./launch-policy";
 import { resolveModels, type ModelPuller } from "./replica-models";
@@ -11,6 +11,7 @@ import { LAUNCHERS } from "./runtimes";
 import { flagValue } from "./command";
 import type { LaunchContext, LaunchPlan } from "./runtimes/types";
 import { withoutOutput } from "./reason";
+import { listenerOwnedBy } from "./listener";
 
 /** What a replica needs from its agent. */
 export interface ReplicaHost {
@@ -73,6 +74,16 @@ export class Replica {
     private host: ReplicaHost,
   ) {
     this.logFile = new LogFile(join(host.dataDir, "logs", spec.workload.project_slug, spec.workload.slug, `${spec.assignment_id}.log`));
+    this.workDir = join(host.dataDir, "run", spec.assignment_id);
+  }
+
+  /** The runtime's own working directory, emptied at each start: relative paths in a command lead only here. */
+  private readonly workDir: string;
+
+  /** Makes the working directory anew (owner-only), empty. */
+  private freshWorkDir(): void {
+    rmSync(this.workDir, { recursive: true, force: true });
+    mkdirSync(this.workDir, { recursive: true, mode: 0o700 });
   }
 
   private lastProgressAt = 0;
@@ -143,11 +154,15 @@ export class Replica {
     const env = { ...(Object.fromEntries(Object.entries(this.host.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...plan.env, ...models.env };
     if (plan.builtin) this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
     if (!plan.argv) return this.startExternal(plan, env);
+    this.freshWorkDir();
+    const port = plan.port;
     this.supervisor = new Supervisor({
       ...this.host.supervisor,
       argv: plan.argv,
       env,
+      cwd: this.workDir,
       healthUrls: plan.healthUrls,
+      ownsListener: port === undefined ? undefined : (pid) => listenerOwnedBy(port, pid),
       ring: this.ring,
       logFile: this.logFile,
       beforeStart: plan.prep.length ? (signal) => runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal, this.host.supervisor?.spawn) : undefined,
@@ -221,6 +236,7 @@ export class Replica {
   /** Stops the runtime (process group, grace period, then SIGKILL) and reports `stopped`. */
   async stop(): Promise<void> {
     await this.stopProcess();
+    rmSync(this.workDir, { recursive: true, force: true });
     this.logFile.close();
     this.state = "stopped";
     this.host.report({ assignment_id: this.spec.assignment_id, state: "stopped" });

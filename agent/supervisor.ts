@@ -44,6 +44,11 @@ export interface SupervisorOptions {
   cwd?: string;
   /** Ready once any answers 2xx; with none, ready as soon as the process is spawned. */
   healthUrls: string[];
+  /**
+   * Whether the listener the health URLs reach belongs to process `pid` (or its descendants): an
+   * answer from anyone else does not make the runtime ready. `null` means it cannot be told here.
+   */
+  ownsListener?: (pid: number) => Promise<boolean | null>;
   ring: LogRing;
   logFile?: LogSink;
   /** Limit from spawn to ready. */
@@ -142,6 +147,8 @@ interface Run {
   reaped?: Promise<void>;
   /** A health probe is under way. */
   checking?: boolean;
+  /** A foreign listener on the port was noted in the log already. */
+  notedForeign?: boolean;
   /** Output arrived during the probe: probe again soon rather than after the interval. */
   outputSinceCheck?: boolean;
 }
@@ -311,12 +318,23 @@ export class Supervisor {
     return gen === this.gen && this.run === run && !run.exited && !run.ending && this._state === "starting";
   }
 
-  /** Whether any health URL answers 2xx within the probe timeout. */
+  /**
+   * Whether any health URL answers 2xx within the probe timeout, from a listener of this run's own
+   * process tree (another program on the port is noted once in the log and never makes it ready).
+   */
   private async probe(run: Run): Promise<boolean> {
     const signal = AbortSignal.any([run.probes.signal, AbortSignal.timeout(this.o.probeTimeoutMs)]);
     const ok = (res: Response) => (void res.body?.cancel().catch(() => {}), res.ok);
     const answers = await Promise.all(this.o.healthUrls.map((url) => (this.o.fetch ?? fetch)(url, { signal }).then(ok, () => false)));
-    return answers.some(Boolean);
+    if (!answers.some(Boolean)) return false;
+    if (!this.o.ownsListener || (await this.o.ownsListener(run.proc.pid)) !== false) return true;
+    if (!run.notedForeign) {
+      run.notedForeign = true;
+      const line = `\x1b[1;33m[inferd] ${this.o.healthUrls[0]} answers, but from a process this runtime did not start; waiting for the runtime's own listener\x1b[0m\r\n`;
+      this.o.ring.push(line);
+      this.o.logFile?.write(line);
+    }
+    return false;
   }
 
   /** Ends a run that did not become ready in time: kills it, then `failed`. */

@@ -57,6 +57,7 @@ export const SETTINGS = {
   policyForbiddenFlags: { ...P.forbidden_flags, kind: "list", default: DEFAULT_FORBIDDEN_FLAGS, description: "Launch policy: flags tenants may not pass (`--flag:path`: only with a file path as its value)." },
   policyModelPaths: { ...P.model_paths, kind: "list", default: [], description: "Launch policy: directories tenants' commands may read model files from (default: <data-dir>/models)." },
   policyTenantInstalls: { ...P.tenant_installs, kind: "bool", default: false, description: "Launch policy: let tenants set vllm_version / sglang_version (package installs)." },
+  allowPrivateModelUrls: { ...P.private_model_urls, kind: "bool", default: false, description: "Launch policy: let tenants' model URLs (llama.cpp -mu) reach loopback and private addresses, and use http://." },
   logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
 } satisfies Record<string, Setting>;
 

@@ -4,7 +4,7 @@ import { Webhook } from "standardwebhooks";
 import { rawField } from "../src/jobs/raw";
 import { parseSchedule, deliveryBody, DEFAULT_SCHEDULE_MS } from "../src/webhooks/deliver";
 import { deliveryHeaders, newSigningSecret } from "../src/webhooks/sign";
-import { isAllowedAddress } from "../src/webhooks/address";
+import { isAllowedAddress } from "../agent/net/address";
 import { buildJobData, wavSeconds } from "../src/jobs/result";
 
 describe("context comes back byte for byte", () => {

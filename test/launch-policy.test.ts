@@ -13,7 +13,7 @@ import { freePort } from "./fixtures";
  * admin token can; a policy tightened later stops a running workload it no longer allows.
  */
 const MODELS = tempDir("policy-models");
-const policy: LaunchPolicy = { programs: DEFAULT_PROGRAMS, forbidden_flags: DEFAULT_FORBIDDEN_FLAGS, model_paths: [MODELS], tenant_installs: false };
+const policy: LaunchPolicy = { programs: DEFAULT_PROGRAMS, forbidden_flags: DEFAULT_FORBIDDEN_FLAGS, model_paths: [MODELS], tenant_installs: false, private_model_urls: false };
 mkdirSync(join(MODELS, "qwen"), { recursive: true });
 writeFileSync(join(MODELS, "tiny.gguf"), "GGUF");
 symlinkSync("/etc", join(MODELS, "escape"));
@@ -45,6 +45,34 @@ describe("the decision", () => {
     ["a dot path", "sglang", { command: "python3 -m sglang.launch_server --model-path ./m" }, "./m", "--policy-model-paths"],
     ["a vLLM install", "vllm", { command: "vllm serve m", vllm_version: "0.11.0" }, "vllm_version", "--policy-tenant-installs"],
     ["an SGLang install", "sglang", { command: "python3 -m sglang.launch_server --model-path m", sglang_version: "0.5.0" }, "sglang_version", "--policy-tenant-installs"],
+    // Second probe: inferd alone chooses where a runtime listens.
+    ["a port of its own (vLLM)", "vllm", { command: "vllm serve m --port 8001" }, "--port", "the admin token"],
+    ["a port, = form (SGLang)", "sglang", { command: "python3 -m sglang.launch_server --model-path m --port=30001" }, "--port=30001", "the admin token"],
+    ["a port (llama.cpp)", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf --port 9000` }, "--port", "the admin token"],
+    ["a host", "vllm", { command: "vllm serve m --host 0.0.0.0" }, "--host", "the admin token"],
+    ["a unix socket", "vllm", { command: "vllm serve m --uds /tmp/s.sock" }, "--uds", "the admin token"],
+    ["a shared port", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf --reuse-port` }, "--reuse-port", "the admin token"],
+    // Second probe: every value of a file flag is a path.
+    ["a chat template file without a slash", "vllm", { command: "vllm serve m --chat-template .inferd/admin-token" }, "--chat-template", "--policy-forbidden-flags"],
+    ["a download dir outside the models", "vllm", { command: "vllm serve m --download-dir tmp/x" }, "tmp/x", "--policy-model-paths"],
+    ["an SSL key file, = form", "vllm", { command: "vllm serve m --ssl-keyfile=etc/ssl/key.pem" }, "etc/ssl/key.pem", "--policy-model-paths"],
+    ["a tokenizer climbing out", "vllm", { command: "vllm serve m --tokenizer ../../etc" }, "../../etc", "--policy-model-paths"],
+    ["a LoRA as name=path", "vllm", { command: "vllm serve m --enable-lora --lora-modules x=/etc" }, "/etc", "--policy-model-paths"],
+    ["a LoRA as JSON", "vllm", { command: `vllm serve m --enable-lora --lora-modules '{"name":"x","path":"/root"}'` }, "/root", "--policy-model-paths"],
+    ["a draft model path inside JSON", "vllm", { command: `vllm serve m --speculative-config '{"model":"/etc","num_speculative_tokens":2}'` }, "/etc", "--policy-model-paths"],
+    ["llama.cpp's API key file", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf --api-key-file /root/keys` }, "/root/keys", "--policy-model-paths"],
+    ["llama.cpp's system prompt file", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf --system-prompt-file etc/passwd` }, "etc/passwd", "--policy-model-paths"],
+    ["llama.cpp's prompt file", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf -f /etc/passwd` }, "/etc/passwd", "--policy-model-paths"],
+    ["llama.cpp's JSON schema file", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf -jf /etc/passwd` }, "/etc/passwd", "--policy-model-paths"],
+    // Second probe: a runtime opens no connections of a tenant's choosing.
+    ["a loopback model URL", "llamacpp", { command: "llama-server -mu http://127.0.0.1:9/admin/x.gguf?x=1" }, "http://127.0.0.1:9/admin/x.gguf?x=1", "--allow-private-model-urls"],
+    ["a private model URL", "llamacpp", { command: "llama-server -mu https://10.0.0.1/m.gguf" }, "https://10.0.0.1/m.gguf", "--allow-private-model-urls"],
+    ["the metadata service as a model URL", "llamacpp", { command: "llama-server -mu https://169.254.169.254/latest/m.gguf" }, "https://169.254.169.254/latest/m.gguf", "--allow-private-model-urls"],
+    ["an IPv4-mapped loopback model URL", "llamacpp", { command: "llama-server -mu https://[::ffff:127.0.0.1]:9/direct.gguf" }, "https://[::ffff:127.0.0.1]:9/direct.gguf", "--allow-private-model-urls"],
+    ["localhost as a model URL", "llamacpp", { command: "llama-server -mu https://localhost/m.gguf" }, "https://localhost/m.gguf", "--allow-private-model-urls"],
+    ["RPC servers", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf --rpc 127.0.0.1:50052` }, "--rpc", "--policy-forbidden-flags"],
+    ["an OTLP trace endpoint", "vllm", { command: "vllm serve m --otlp-traces-endpoint http://127.0.0.1:4318" }, "--otlp-traces-endpoint", "--policy-forbidden-flags"],
+    ["a tool server", "vllm", { command: "vllm serve m --tool-server 127.0.0.1:8000" }, "--tool-server", "--policy-forbidden-flags"],
   ];
   test.each(refused)("refuses %s", (_what, backend, config, word, setting) => {
     const v = checkLaunch(policy, backend, config, { realpath: (p) => (existsSync(p) ? realpathSync(p) : null) });
@@ -62,9 +90,23 @@ describe("the decision", () => {
     ["sglang", "sglang", { command: "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 2" }],
     ["llama-server on a stored GGUF", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf -c 2048 -np 2 --api-key k` }],
     ["Ollama (no command at all)", "ollama", {}],
+    ["a hub tokenizer", "vllm", { command: "vllm serve m --tokenizer Qwen/Qwen3-8B" }],
+    ["a one-word hub tokenizer (a name in the runtime's own empty directory, else a hub id)", "vllm", { command: "vllm serve m --tokenizer gpt2" }],
+    ["a LoRA from the hub", "vllm", { command: "vllm serve m --enable-lora --lora-modules sql=org/sql-lora" }],
+    ["a LoRA in the model dirs", "vllm", { command: `vllm serve m --enable-lora --lora-modules sql=${MODELS}/qwen` }],
+    ["a public https model URL", "llamacpp", { command: "llama-server -mu https://models.example.com/m.gguf" }],
+    ["llama.cpp's inline API key", "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf --api-key k` }],
   ];
   test.each(allowed)("allows %s", (_what, backend, config) => {
     expect(checkLaunch(policy, backend, config)).toBeNull();
+  });
+
+  test("the operator may allow private model URLs and the connection flags", () => {
+    const wide: LaunchPolicy = { ...policy, private_model_urls: true, forbidden_flags: policy.forbidden_flags.filter((f) => f !== "--rpc") };
+    expect(checkLaunch(wide, "llamacpp", { command: "llama-server -mu http://10.0.0.1/m.gguf" })).toBeNull();
+    expect(checkLaunch(wide, "llamacpp", { command: `llama-server -m ${MODELS}/tiny.gguf --rpc 10.0.0.2:50052` })).toBeNull();
+    // The address flags stay inferd's whatever the forbidden flags say.
+    expect(checkLaunch({ ...wide, forbidden_flags: [] }, "vllm", { command: "vllm serve m --port 8001" })?.word).toBe("--port");
   });
 
   test("the operator's settings widen it", () => {

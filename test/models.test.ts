@@ -168,6 +168,27 @@ describe("a workload that names a hub model", () => {
   });
 });
 
+describe("a workload that names a hub repo without a tag", () => {
+  test("`-hf owner/repo` counts as a use of the file its default tag pulled: removing that model, or its explicit pull, is refused while it runs", async () => {
+    await api(srv, "/admin/projects", { body: { name: "D", slug: "d" } });
+    // The same file as an explicit pull of the default tag (Q4_K_M), made before the workload.
+    const explicit = await (await api(srv, "/admin/models", { body: { source: `hf:${REPO}:Q4_K_M` } })).json();
+    await waitModel(srv, explicit.id, "ready");
+    const w = await (await api(srv, "/admin/projects/d/workloads", { body: { name: "deftag", backend: "llamacpp", model_name: "t", config: { command: `llama-server -hf ${REPO} -c 512` } } })).json();
+    await waitFor(async () => (await (await api(srv, `/admin/workloads/${w.id}`)).json()).assignments[0]?.state === "ready" || undefined, { what: "the replica ready", timeoutMs: 60_000, detail: () => srv.output() });
+    const list = (await (await api(srv, "/admin/models")).json()) as { id: string; source: string; entry: string; used_by: { slug: string }[] }[];
+    const users = list.filter((m) => m.used_by.some((u) => u.slug === "deftag"));
+    expect(users.map((m) => m.id)).toContain(explicit.id);
+    for (const m of users) {
+      const refused = await api(srv, `/admin/models/${m.id}`, { method: "DELETE" });
+      expect(refused.status).toBe(409);
+      expect((await refused.json()).error).toMatchObject({ code: "model_in_use", message: expect.stringContaining("d/deftag") });
+      expect(existsSync(m.entry)).toBe(true);
+    }
+    await api(srv, `/admin/workloads/${w.id}`, { method: "DELETE" });
+  });
+});
+
 test("kill -9 in the middle of a download: the restarted inferd resumes where it stopped", async () => {
   const dataDir = tempDir("resume");
   const first = await serve(dataDir);

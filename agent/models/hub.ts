@@ -96,6 +96,11 @@ export class HubClient {
     this.fetch = opts.fetch ?? fetch;
   }
 
+  /** The same hub with another `fetch` (a tenant's URL pulls go through the address rules). */
+  withFetch(fetchFn: typeof fetch): HubClient {
+    return new HubClient({ endpoint: this.endpoint, token: this.token ?? "", fetch: fetchFn });
+  }
+
   /** `{ authorization }` when `url` is on the hub endpoint and a token is set; `{}` for any other host. */
   authHeaders(url: string): Record<string, string> {
     return this.token && new URL(url).origin === new URL(this.endpoint).origin ? { authorization: `Bearer ${this.token}` } : {};

@@ -14,7 +14,7 @@ export const llamacpp: Launcher = (ctx) => {
   const health = [`${base}/health`, `${base}/v1/models`];
   // -np: llama-server serves 4 sequences at once by default, the built-in runtime 1.
   const np = Number(flagValue(args, ["-np", "--parallel"])) || 0;
-  if (ctx.which(args[0])) return { argv: args, env, baseUrl: base, healthUrls: health, prep: [], slots: np || 4 };
+  if (ctx.which(args[0])) return { argv: args, env, baseUrl: base, port, healthUrls: health, prep: [], slots: np || 4 };
   const builtin = ctx.builtinLlama();
-  return { argv: [...builtin.argv, ...args.slice(1)], env: { ...env, ...builtin.env }, baseUrl: base, healthUrls: health, prep: [], builtin: true, slots: np || 1 };
+  return { argv: [...builtin.argv, ...args.slice(1)], env: { ...env, ...builtin.env }, baseUrl: base, port, healthUrls: health, prep: [], builtin: true, slots: np || 1 };
 };

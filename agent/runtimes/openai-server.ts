@@ -22,5 +22,5 @@ export function pythonServer(ctx: LaunchContext, opts: { kind: string; tensorPar
   const base = baseUrlOf(host, port);
   // vLLM's --max-num-seqs and SGLang's --max-running-requests (256 when not given).
   const slots = Number(flagValue(args, [opts.kind === "vllm" ? "--max-num-seqs" : "--max-running-requests"])) || 256;
-  return { argv: args, env, baseUrl: base, healthUrls: [`${base}/health`, `${base}/v1/models`], prep: install?.steps ?? [], slots };
+  return { argv: args, env, baseUrl: base, port, healthUrls: [`${base}/health`, `${base}/v1/models`], prep: install?.steps ?? [], slots };
 }

@@ -39,6 +39,8 @@ export interface LaunchPlan {
   env: Record<string, string>;
   /** Base URL of the runtime's OpenAI-style API. */
   baseUrl: string;
+  /** The loopback port the runtime process listens on (its listener must be the process's own). */
+  port?: number;
   /** Ready when any answers 2xx. */
   healthUrls: string[];
   /** Steps before the first start; the replica is `installing` meanwhile. */

@@ -9,11 +9,12 @@ import { HubClient } from "../../agent/models/hub";
 import { pullModel } from "../../agent/models/pull";
 import { hfHome } from "../../agent/models/store";
 import { parseSource, SourceError, type ModelSource } from "../../agent/models/source";
-import { describeSource, toTransfer, type ModelPuller } from "../../agent/replica-models";
+import { describeSource, hubFor, toTransfer, type ModelPuller } from "../../agent/replica-models";
+import type { AddressPolicy } from "../../agent/net/address";
 import type { TransferProgress } from "../../agent/protocol";
 import { validation } from "../errors";
 import { inspectModel } from "./inspect";
-import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
+import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, sourceOfRow, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
 import { audit } from "../audit/service";
 
 /** A file's real path (a snapshot entry links to a blob), or null when it is gone. */
@@ -27,16 +28,23 @@ function realOrNull(path: string): string | null {
 
 /**
  * Deletes a pulled model's files from the store: each snapshot link or downloaded file, and the
- * blob behind a link unless another model still uses it (two quant pulls may share one).
+ * blob behind a link, unless another model still lists that file or blob (`-hf owner/repo` and an
+ * explicit pull of its tag share one snapshot file; two quant pulls may share a blob).
  */
 function removeFiles(dir: string, files: { path: string }[], stillUsed: Set<string | null>): void {
   for (const f of files) {
     const p = join(dir, f.path);
+    if (stillUsed.has(p)) continue;
     const blob = realOrNull(p);
     rmSync(p, { force: true });
     rmSync(`${p}.sha256`, { force: true });
     if (blob && blob !== p && !stillUsed.has(blob)) rmSync(blob, { force: true });
   }
+}
+
+/** Every file (link and blob behind it) the model rows list. */
+function filesOfRows(rows: { dir: string | null; files: string }[]): Set<string | null> {
+  return new Set(rows.flatMap((r) => (r.dir ? (JSON.parse(r.files) as { path: string }[]).flatMap((f) => [join(r.dir!, f.path), realOrNull(join(r.dir!, f.path))]) : [])));
 }
 
 /** How often a download's progress is written to the store (the API reads live progress from memory). */
@@ -93,29 +101,36 @@ export class ModelManager {
 
   /** Starts pulling a model (or joins the pull under way); returns its view at once. */
   pull(spec: string): ModelView {
-    const source = ModelManager.parse(spec);
+    return this.pullSource(ModelManager.parse(spec), spec.trim());
+  }
+
+  /**
+   * Starts pulling a parsed source (kept whole: `-hf owner/repo` keeps its default-tag chain); with
+   * `guard`, a URL source's every hop obeys the address rules.
+   */
+  private pullSource(source: ModelSource, spec: string, guard?: AddressPolicy): ModelView {
     const known = findBySource(this.db, source);
-    let row = upsertModel(this.db, spec.trim(), source);
+    let row = upsertModel(this.db, spec, source);
     if (!known) audit(this.db, "model.pull", { type: "model", id: row.id, label: row.source }, { source: row.source });
     if (row.state === "failed" || row.state === "cancelled") {
       updateModel(this.db, row.id, { state: "downloading", reason: null });
       row = getModelRow(this.db, row.id);
     }
-    if (row.state === "downloading") this.start(row.id, source);
+    if (row.state === "downloading") this.start(row.id, source, guard);
     return this.view(row.id);
   }
 
   /** Restarts pulls a stopped or killed inferd left `downloading` (their `.part` files resume). */
   resume(): number {
     const left = listModelRows(this.db).filter((r) => r.state === "downloading");
-    for (const r of left) this.start(r.id, parseSource(r.source));
+    for (const r of left) this.start(r.id, sourceOfRow(r));
     return left.length;
   }
 
   /** The puller the local agent uses: the same store, the same pulls, rows in the same table. */
   puller(): ModelPuller {
-    return async (source, onProgress, signal) => {
-      const view = this.pull(describeSource(source));
+    return async (source, onProgress, signal, guard) => {
+      const view = this.pullSource(source, describeSource(source), guard);
       const unsubscribe = this.subscribe(view.id, (v) => v.progress && onProgress(v.progress));
       const onAbort = () => unsubscribe();
       signal.addEventListener("abort", onAbort, { once: true });
@@ -132,11 +147,11 @@ export class ModelManager {
     };
   }
 
-  private start(id: string, source: ModelSource): void {
+  private start(id: string, source: ModelSource, guard?: AddressPolicy): void {
     if (this.running.has(id)) return;
     const run: Running = { abort: new AbortController(), progress: null, listeners: new Set(), persistedAt: 0, done: Promise.resolve() };
     this.running.set(id, run);
-    run.done = this.download(id, source, run)
+    run.done = this.download(id, source, run, hubFor(this.hub, source, guard))
       .catch((e) => {
         if (this.stopping) return; // left `downloading`: resumed at the next start
         const cancelled = run.abort.signal.aborted;
@@ -149,12 +164,12 @@ export class ModelManager {
       });
   }
 
-  private async download(id: string, source: ModelSource, run: Running): Promise<void> {
-    const plan = await this.hub.plan(source);
+  private async download(id: string, source: ModelSource, run: Running, hub: HubClient): Promise<void> {
+    const plan = await hub.plan(source);
     updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0) });
     const pulled = await pullModel(plan, {
       modelsDir: this.modelsDir,
-      hub: this.hub,
+      hub,
       limiter: this.limiter,
       signal: run.abort.signal,
       onProgress: (p) => {
@@ -240,7 +255,7 @@ export class ModelManager {
     const row = getModelRow(this.db, id);
     deleteModelRow(this.db, id);
     audit(this.db, "model.delete", { type: "model", id, label: v.source });
-    if (v.kind !== "local" && row.dir) removeFiles(row.dir, v.files, new Set(listModelRows(this.db).flatMap((r) => (r.dir ? (JSON.parse(r.files) as { path: string }[]).map((f) => realOrNull(join(r.dir!, f.path))) : []))));
+    if (v.kind !== "local" && row.dir) removeFiles(row.dir, v.files, filesOfRows(listModelRows(this.db)));
     return v;
   }
 

@@ -6,7 +6,7 @@ import { newId, nowIso } from "../ids";
 import { listAllWorkloads, type Workload } from "../workloads/service";
 import { flagValue, splitCommand } from "../../agent/command";
 import { modelRefs } from "../../agent/model-refs";
-import { sourceKey, type ModelSource } from "../../agent/models/source";
+import { DEFAULT_QUANTS, parseSource, sourceKey, type ModelSource } from "../../agent/models/source";
 import type { TransferProgress } from "../../agent/protocol";
 import { estimate, type Estimate, type ModelInfo } from "./fit";
 
@@ -110,6 +110,15 @@ export function updateModel(db: Db, id: string, set: Partial<Row>): void {
   db.update(models).set({ ...set, updatedAt: nowIso() }).where(eq(models.id, id)).run();
 }
 
+/**
+ * The source a row was pulled from, to pull it again (a resumed download): as written, except a
+ * `-hf owner/repo` pull, whose default-tag chain (Q4_K_M, Q8_0, the first GGUF) is kept.
+ */
+export function sourceOfRow(r: Row): ModelSource {
+  if (r.kind === "hf-quant" && r.sourceKey.endsWith(":(default)") && r.repo) return { kind: "hf-quant", repo: r.repo, revision: r.sourceKey.slice(r.sourceKey.indexOf("@") + 1, r.sourceKey.lastIndexOf(":")), quant: DEFAULT_QUANTS[0], defaulted: true };
+  return parseSource(r.source);
+}
+
 /** Removes a model row. */
 export function deleteModelRow(db: Db, id: string): void {
   db.delete(models).where(eq(models.id, id)).run();
@@ -123,16 +132,22 @@ export interface WorkloadModel {
   context: number | undefined;
 }
 
-/** What model a workload runs, read from its command. */
+/**
+ * What model a workload runs, read from its command. A command that cannot be read (a row written
+ * before save-time checks, or by hand) names an unknown model: this never throws, so one bad row
+ * cannot break model lists, pulls or placement for everyone else.
+ */
 export function workloadModel(w: Pick<Workload, "backend" | "config">): WorkloadModel {
+  const unknown = { key: null, localPath: null, context: undefined };
   const command = typeof w.config.command === "string" ? w.config.command : "";
-  let words: string[] = [];
+  let words: string[];
+  let ref: ReturnType<typeof modelRefs>[number] | undefined;
   try {
     words = splitCommand(command);
+    ref = modelRefs(w.backend, words)[0];
   } catch {
-    return { key: null, localPath: null, context: undefined };
+    return unknown;
   }
-  const ref = modelRefs(w.backend, words)[0];
   const local = w.backend === "llamacpp" ? flagValue(words, ["-m", "--model"]) : undefined;
   const ctx = Number(flagValue(words, ["-c", "--ctx-size", "--max-model-len", "--context-length"]));
   return {
@@ -142,18 +157,27 @@ export function workloadModel(w: Pick<Workload, "backend" | "config">): Workload
   };
 }
 
-/** The workloads that use each model, by model id. */
+/**
+ * The workloads that use each of `rows`, by model id. A workload uses the row its command names
+ * (by source, or a local file by path) and every other row holding the same file: `-hf owner/repo`
+ * (the default tag) and an explicit pull of that tag share one snapshot file.
+ */
 export function usersOfModels(db: Db, rows: Row[]): Map<string, ModelView["used_by"]> {
   const out = new Map<string, ModelView["used_by"]>();
-  const byKey = new Map(rows.map((r) => [r.sourceKey, r.id]));
-  const byEntry = new Map(rows.filter((r) => r.entry).map((r) => [r.entry!, r.id]));
+  const all = listModelRows(db);
+  const byKey = new Map(all.map((r) => [r.sourceKey, r]));
+  const byEntry = new Map<string, Row[]>();
+  for (const r of all) if (r.entry) byEntry.set(r.entry, [...(byEntry.get(r.entry) ?? []), r]);
+  const wanted = new Set(rows.map((r) => r.id));
   for (const w of listAllWorkloads(db)) {
     const m = workloadModel(w);
-    const id = (m.key && byKey.get(m.key)) || (m.localPath && byEntry.get(m.localPath));
-    if (!id) continue;
-    const list = out.get(id) ?? [];
-    list.push({ id: w.id, project_slug: w.project_slug, slug: w.slug });
-    out.set(id, list);
+    const named = (m.key && byKey.get(m.key)) || undefined;
+    const entry = named?.entry ?? m.localPath;
+    const used = new Set([...(named ? [named.id] : []), ...((entry && byEntry.get(entry)) || []).map((r) => r.id)]);
+    for (const id of used) {
+      if (!wanted.has(id)) continue;
+      out.set(id, [...(out.get(id) ?? []), { id: w.id, project_slug: w.project_slug, slug: w.slug }]);
+    }
   }
   return out;
 }

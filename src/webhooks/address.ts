@@ -1,90 +1,27 @@
-import { promises as dns } from "node:dns";
-import { isIP } from "node:net";
-import ipaddr from "ipaddr.js";
+/**
+ * Webhook receivers' addresses: the shared address rules (`agent/net/address.ts`) with the HTTP
+ * shape of a refusal, 400 `invalid_webhook_url`.
+ */
 import { AppError } from "../errors";
+import { AddressRefused, checkUrl, resolveAllowed, type AddressPolicy, type Resolved } from "../../agent/net/address";
 
-/** A resolved address of a webhook host. */
-export interface Resolved {
-  address: string;
-  family: 4 | 6;
-}
-
-/** Resolves a host name to all its addresses. */
-export type Resolve = (host: string) => Promise<Resolved[]>;
-
-/** How webhook hosts are resolved and which addresses are allowed. */
-export interface AddressPolicy {
-  /** Let LAN and loopback receivers through (`--allow-private-webhooks`). */
-  allowPrivate: boolean;
-  resolve: Resolve;
-}
+export { isAllowedAddress, makeResolver, type AddressPolicy, type Resolve, type Resolved } from "../../agent/net/address";
 
 /** A webhook URL or host that is refused; 400 `invalid_webhook_url` with the reason. */
 export const refused = (message: string) => new AppError(400, "invalid_webhook_url", message);
 
-/**
- * The system resolver (getaddrinfo, every address), or, with `servers`, those DNS servers asked
- * directly for A and AAAA records.
- */
-export function makeResolver(servers: string[] = []): Resolve {
-  if (servers.length === 0) {
-    return async (host) => (await dns.lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family as 4 | 6 }));
-  }
-  const r = new dns.Resolver({ timeout: 2000, tries: 2 });
-  r.setServers(servers);
-  const quiet = (p: Promise<string[]>) => p.catch((e: NodeJS.ErrnoException) => (["ENODATA", "ENOTFOUND", "ENOTIMP"].includes(e.code ?? "") ? [] : Promise.reject(e)));
-  return async (host) => {
-    const [v4, v6] = await Promise.all([quiet(r.resolve4(host)), quiet(r.resolve6(host))]);
-    return [...v4.map((address) => ({ address, family: 4 as const })), ...v6.map((address) => ({ address, family: 6 as const }))];
-  };
-}
-
-/**
- * Whether an address may receive webhooks: only global unicast, unless private ones are allowed.
- * Loopback, private, link-local, CGNAT, unspecified, multicast, reserved ranges and IPv4-mapped
- * IPv6 forms of them are refused (classified by ipaddr.js).
- * @example isAllowedAddress("10.0.0.5", false) // → false
- */
-export function isAllowedAddress(address: string, allowPrivate: boolean): boolean {
-  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
+/** Runs `fn`, turning an address refusal into 400 `invalid_webhook_url`. */
+function asRefusal<T>(fn: () => T): T {
   try {
-    parsed = ipaddr.process(address);
-  } catch {
-    return false;
+    return fn();
+  } catch (e) {
+    throw e instanceof AddressRefused ? refused(e.message) : e;
   }
-  const allowed = (range: string) => (allowPrivate ? !["unspecified", "multicast", "broadcast"].includes(range) : range === "unicast");
-  if (!allowed(parsed.range())) return false;
-  // An IPv6 form that carries an IPv4 address (IPv4-compatible ::/96, NAT64, SIIT, 6to4, Teredo)
-  // is judged by that address too, so ::7f00:1 is loopback however it is written.
-  const embedded = parsed.kind() === "ipv6" ? embeddedIpv4(parsed as ipaddr.IPv6) : null;
-  return embedded === null || allowed(embedded.range());
-}
-
-/** The IPv4 address an IPv6 address embeds, by its prefix, or null. */
-function embeddedIpv4(v6: ipaddr.IPv6): ipaddr.IPv4 | null {
-  const w = v6.parts;
-  const v4 = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff]);
-  const zero = (from: number, to: number) => w.slice(from, to).every((x) => x === 0);
-  if (zero(0, 6) && !(w[6] === 0 && w[7] <= 1)) return v4(w[6], w[7]); // ::a.b.c.d (not :: or ::1)
-  if (w[0] === 0x64 && w[1] === 0xff9b && (zero(2, 6) || w[2] === 1)) return v4(w[6], w[7]); // NAT64 64:ff9b::/96, 64:ff9b:1::/48
-  if (zero(0, 4) && w[4] === 0xffff && w[5] === 0) return v4(w[6], w[7]); // SIIT ::ffff:0:a.b.c.d
-  if (w[0] === 0x2002) return v4(w[1], w[2]); // 6to4
-  if (w[0] === 0x2001 && w[1] === 0) return v4(w[6] ^ 0xffff, w[7] ^ 0xffff); // Teredo client (obfuscated)
-  return null;
 }
 
 /** Checks a webhook URL's shape: https only, a host, no credentials. Returns the parsed URL. */
 export function checkUrlShape(raw: string): URL {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw refused(`"${raw}" is not a valid URL`);
-  }
-  if (url.protocol !== "https:") throw refused("webhook URLs must use https://");
-  if (url.username || url.password) throw refused("webhook URLs must not carry credentials");
-  if (!url.hostname) throw refused("the webhook URL has no host");
-  return url;
+  return asRefusal(() => checkUrl(raw, { what: "webhook URLs" }));
 }
 
 /**
@@ -92,18 +29,9 @@ export function checkUrlShape(raw: string): URL {
  * and again at each delivery, whose connection then goes to exactly this address.
  */
 export async function resolveChecked(url: URL, policy: AddressPolicy): Promise<Resolved> {
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  let addrs: Resolved[];
-  if (isIP(host)) addrs = [{ address: host, family: isIP(host) as 4 | 6 }];
-  else {
-    try {
-      addrs = await policy.resolve(host);
-    } catch (e) {
-      throw refused(`the host "${host}" does not resolve (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-    }
+  try {
+    return await resolveAllowed(url, policy);
+  } catch (e) {
+    throw e instanceof AddressRefused ? refused(e.message) : e;
   }
-  if (addrs.length === 0) throw refused(`the host "${host}" does not resolve`);
-  const bad = addrs.find((a) => !isAllowedAddress(a.address, policy.allowPrivate));
-  if (bad) throw refused(`the host "${host}" resolves to ${bad.address}, a loopback, private or otherwise non-public address`);
-  return addrs[0];
 }

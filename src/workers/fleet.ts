@@ -8,6 +8,7 @@ import { LogRing } from "../../agent/ring";
 import { uploadBytesFor, uploadStreamFor } from "../dataplane/multipart-model";
 import { TelemetryHistory } from "./telemetry";
 import type { LaunchPolicy } from "../../agent/launch-policy";
+import { publicReason } from "../../agent/reason";
 import { initialDesired } from "../scaling/decide";
 import type { ScalingView } from "../scaling/schema";
 import { autoAssign, desiredFor, getAssignment, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
@@ -182,7 +183,7 @@ export class Fleet {
     const placed = listAssignments(this.db, workloadId);
     if (placed.length === 0) return { always: this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined };
     const failed = placed.filter((a) => a.state === "failed");
-    if (failed.length === placed.length) return { always: `every replica of this workload failed to start: ${failed[0].reason ?? "unknown reason"}` };
+    if (failed.length === placed.length) return { always: `every replica of this workload failed to start: ${failed[0].reason ? publicReason(failed[0].reason) : "unknown reason"}` };
     const down = placed.filter((a) => a.state === "failed" || this.offline.has(a.worker_id));
     if (down.length === placed.length) return { offline: "every worker of this workload is offline; retry when one is back" };
     return {};
@@ -191,7 +192,7 @@ export class Fleet {
   /** Why a workload's replicas are not taking requests, from their states' reasons (for a queue timeout). */
   private waitingBecause(workloadId: string): string | undefined {
     const notReady = listAssignments(this.db, workloadId).filter((a) => a.state !== "ready" && a.reason);
-    return notReady.length ? notReady.map((a) => `${a.state}: ${a.reason}`).join("; ") : undefined;
+    return notReady.length ? notReady.map((a) => `${a.state}: ${publicReason(a.reason!)}`).join("; ") : undefined;
   }
 
   /** Marks a worker offline or back online, and what that means for its workloads. */

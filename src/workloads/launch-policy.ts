@@ -4,12 +4,13 @@ import { AppError } from "../errors";
 import { checkLaunch, familyOf, POLICY_SETTINGS, type LaunchPolicy, type PolicyViolation } from "../../agent/launch-policy";
 
 /** The launch policy in force, from the settings (`--policy-*`). */
-export function policyOf(config: Pick<Config, "dataDir" | "policyVllmPrograms" | "policySglangPrograms" | "policyLlamacppPrograms" | "policyForbiddenFlags" | "policyModelPaths" | "policyTenantInstalls">): LaunchPolicy {
+export function policyOf(config: Pick<Config, "dataDir" | "policyVllmPrograms" | "policySglangPrograms" | "policyLlamacppPrograms" | "policyForbiddenFlags" | "policyModelPaths" | "policyTenantInstalls" | "allowPrivateModelUrls">): LaunchPolicy {
   return {
     programs: { vllm: config.policyVllmPrograms, sglang: config.policySglangPrograms, llamacpp: config.policyLlamacppPrograms },
     forbidden_flags: config.policyForbiddenFlags,
     model_paths: config.policyModelPaths.length ? config.policyModelPaths : [join(config.dataDir, "models")],
     tenant_installs: config.policyTenantInstalls,
+    private_model_urls: config.allowPrivateModelUrls,
   };
 }
 

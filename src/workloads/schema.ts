@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { Slug } from "../projects/schema";
 import { CommandSyntaxError, splitCommand } from "../../agent/command";
+import { modelRefs } from "../../agent/model-refs";
+import { SourceError } from "../../agent/models/source";
 
 /** Backends a workload can run on. */
 export const BACKENDS = ["ollama", "vllm", "vllm-omni", "sglang", "llamacpp"] as const;
@@ -28,28 +30,33 @@ export const TOGGLES = ["jobs", "chat", "embeddings", "rerank", "audio", "images
 export type Toggle = (typeof TOGGLES)[number];
 export type ToggleMap = Record<Toggle, boolean>;
 
-const Command = z
-  .string()
-  .trim()
-  .min(1, "must not be empty")
-  .max(8192)
-  .superRefine((cmd, ctx) => {
-    try {
-      splitCommand(cmd);
-    } catch (e) {
-      if (e instanceof CommandSyntaxError) ctx.addIssue({ code: "custom", message: e.message });
-      else throw e;
-    }
-  });
+/**
+ * A backend's command: words a shell would split (without running one), and every model it names
+ * (`-hf`, `-m hf:`, `-mu`, a hub repo) parseable, so a bad source is refused at save naming the field.
+ */
+const commandOf = (backend: string) =>
+  z
+    .string()
+    .trim()
+    .min(1, "must not be empty")
+    .max(8192)
+    .superRefine((cmd, ctx) => {
+      try {
+        modelRefs(backend, splitCommand(cmd));
+      } catch (e) {
+        if (e instanceof CommandSyntaxError || e instanceof SourceError) ctx.addIssue({ code: "custom", message: e.message });
+        else throw e;
+      }
+    });
 const Version = z.string().regex(/^[0-9A-Za-z][0-9A-Za-z.+\-_]{0,63}$/, "must be a version such as 0.11.0");
 
 /** `config` shape of each backend. */
 export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown>>> = {
   ollama: z.strictObject({}),
-  vllm: z.strictObject({ command: Command, vllm_version: Version.optional() }),
-  "vllm-omni": z.strictObject({ command: Command, vllm_version: Version.optional() }),
-  sglang: z.strictObject({ command: Command, sglang_version: Version.optional() }),
-  llamacpp: z.strictObject({ command: Command }),
+  vllm: z.strictObject({ command: commandOf("vllm"), vllm_version: Version.optional() }),
+  "vllm-omni": z.strictObject({ command: commandOf("vllm-omni"), vllm_version: Version.optional() }),
+  sglang: z.strictObject({ command: commandOf("sglang"), sglang_version: Version.optional() }),
+  llamacpp: z.strictObject({ command: commandOf("llamacpp") }),
 };
 
 const fields = {

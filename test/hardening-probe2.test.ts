@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { seedProject, startTestServer, type TestServer } from "./helpers/server";
 import { cleanup } from "./helpers/proc";
 import { VERSION } from "../src/version";
+import { acceptNdjson } from "../src/jobs/batch";
+import { getWorkloadById } from "../src/workloads/service";
 
 /**
  * The low findings of the second security probe (issue 20), one test per finding with the request
@@ -102,5 +104,74 @@ describe("agent messages are bounded (6)", () => {
     }
     const long = await agent("/work/some-id/response", { body: "{}", headers: { "x-inferd-content-type": `text/plain; x=${"a".repeat(5000)}` } });
     expect((await errorOf(long)).field).toBe("x-inferd-content-type");
+  });
+});
+
+describe("jobs:batch NDJSON is parsed as it streams in (7)", () => {
+  const line = (i: number, pad = 0) => JSON.stringify({ kind: "embeddings", body: { input: `item ${i} ${"x".repeat(pad)}` }, context: { i } }) + "\n";
+  const send = (body: ReadableStream<Uint8Array>) =>
+    fetch(`${s.url}/endpoint/probe/nd/jobs:batch`, { method: "POST", body, headers: { authorization: `Bearer ${ctx.live}`, "content-type": "application/x-ndjson" }, signal: AbortSignal.timeout(60_000) });
+
+  let workloadId = "";
+  beforeAll(async () => {
+    // Pinned to a worker that never joins: the jobs stay queued, so what is measured is the intake.
+    const worker = await (await s.admin("/admin/workers", { body: { name: "never-joins" } })).json();
+    const w = await s.admin("/admin/projects/probe/workloads", { body: { name: "nd", backend: "vllm", model_name: "m", worker_id: worker.id, config: { command: "vllm serve m" } } });
+    expect(w.status).toBe(201);
+    workloadId = (await w.json()).id;
+  });
+
+  test("the buffered-bytes budget counts the jobs held and the unfinished line, not the text read", async () => {
+    const holding = { now: 0, peak: 0, take: (n: number) => void (holding.peak = Math.max(holding.peak, (holding.now += n))), give: (n: number) => void (holding.now -= n) };
+    const text = Array.from({ length: 50 }, (_, i) => line(i, 10_000)).join("");
+    const chunks = (async function* () {
+      for (let at = 0; at < text.length; at += 7000) yield new TextEncoder().encode(text.slice(at, at + 7000));
+    })();
+    const jobs = await acceptNdjson(chunks, getWorkloadById(s.store.db, workloadId)!, holding);
+    expect(jobs).toHaveLength(50);
+    const held = jobs.reduce((n, j) => n + j.body.byteLength + (j.context?.length ?? 0), 0);
+    expect(holding.now).toBeGreaterThanOrEqual(held);
+    expect(holding.now).toBeLessThan(held + 50 * 1024);
+    expect(holding.peak).toBeLessThan(held + 2 * line(0, 10_000).length + 7000);
+  });
+
+  test("a bad line is refused while the upload is still going, named by its index and line", async () => {
+    const { stream, counter } = endlessBody(new TextEncoder().encode(`${line(0)}{"kind":\n`), new Uint8Array(64 * 1024).fill(10));
+    const r = await send(stream);
+    expect(r.status).toBe(400);
+    const e = await errorOf(r);
+    expect(e.code).toBe("invalid_json");
+    expect(e.message).toStartWith("body[1]:");
+    expect(e.message).toContain("NDJSON line 2");
+    expect(counter.pulled).toBeLessThan(8 << 20);
+  });
+
+  test("a 40 MiB batch is held about once, not many times over, and /healthz answers while it uploads", async () => {
+    const [lines, perChunk, pad] = [1000, 25, 40_000];
+    const size = lines * line(0, pad).length;
+    Bun.gc(true);
+    const before = process.memoryUsage().rss;
+    let [peak, next, healthy] = [before, 0, 0];
+    const body = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        // This process is the client too: its own chunks are garbage once sent, collected here so
+        // that what grows is what the server holds.
+        Bun.gc(true);
+        peak = Math.max(peak, process.memoryUsage().rss);
+        if (next >= lines) return c.close();
+        if (next > 0 && (await fetch(`${s.url}/healthz`)).status === 200) healthy++;
+        let text = "";
+        for (const end = next + perChunk; next < end; next++) text += line(next, pad);
+        c.enqueue(new TextEncoder().encode(text));
+      },
+    });
+    const r = await send(body);
+    expect(r.status).toBe(202);
+    peak = Math.max(peak, process.memoryUsage().rss);
+    expect((await r.text()).trim().split("\n")).toHaveLength(lines);
+    expect(healthy).toBe(lines / perChunk - 1);
+    // The jobs' bodies are held once until they are committed; the text, the lines and their
+    // parsed values are not kept beside them.
+    expect(peak - before).toBeLessThan(2 * size);
   });
 });

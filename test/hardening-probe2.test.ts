@@ -175,3 +175,15 @@ describe("jobs:batch NDJSON is parsed as it streams in (7)", () => {
     expect(peak - before).toBeLessThan(2 * size);
   });
 });
+
+describe("a malformed session cookie is 401, not a 500 (9)", () => {
+  test.each(["%", "%zz", "%E0%A4%A"])("Cookie: inferd_session=%s", async (value) => {
+    for (const [method, path] of [["GET", "/admin/projects"], ["DELETE", "/admin/session"], ["DELETE", "/admin/sessions"]]) {
+      const r = await fetch(`${s.url}${path}`, { method, headers: { cookie: `theme=dark; inferd_session=${value}`, origin: s.url } });
+      const text = await r.text();
+      expect(`${method} ${path} ${r.status}`).toBe(`${method} ${path} 401`);
+      expect(JSON.parse(text).error).toEqual({ code: "invalid_session", message: "the session cookie is not valid" });
+      expect(text).not.toMatch(/URIError|at \w+ \(|\.ts:\d+/);
+    }
+  });
+});

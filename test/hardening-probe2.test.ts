@@ -187,3 +187,22 @@ describe("a malformed session cookie is 401, not a 500 (9)", () => {
     }
   });
 });
+
+describe("query names of Object's prototype are no grouping (10)", () => {
+  test.each(["__proto__", "constructor", "toString", "hasOwnProperty", "valueOf", "__defineGetter__", "isPrototypeOf"])("GET /admin/usage?group_by=%s is 400 naming group_by", async (name) => {
+    for (const format of ["", "&format=csv"]) {
+      const r = await s.admin(`/admin/usage?group_by=${name}${format}`);
+      expect(r.status).toBe(400);
+      expect(await errorOf(r)).toEqual({ code: "validation_error", message: "group_by: must be key, project or workload", field: "group_by" });
+    }
+  });
+
+  test("the audit log takes such names as plain text to match", async () => {
+    for (const q of ["actor=__proto__", "target=constructor", "action=toString", "since=__proto__&until=valueOf"]) {
+      const r = await s.admin(`/admin/audit?${q}`);
+      expect(r.status).toBe(200);
+      expect((await r.json()).entries).toEqual([]);
+    }
+    expect((await s.admin("/admin/usage?group_by=key")).status).toBe(200);
+  });
+});

@@ -1,7 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { seedProject, startTestServer, type TestServer } from "./helpers/server";
-import { cleanup } from "./helpers/proc";
+import { cleanup, tempDir } from "./helpers/proc";
 import { VERSION } from "../src/version";
+import { takeBackup } from "../src/store/backup";
 import { acceptNdjson } from "../src/jobs/batch";
 import { getWorkloadById } from "../src/workloads/service";
 
@@ -204,5 +207,24 @@ describe("query names of Object's prototype are no grouping (10)", () => {
       expect((await r.json()).entries).toEqual([]);
     }
     expect((await s.admin("/admin/usage?group_by=key")).status).toBe(200);
+  });
+});
+
+describe("backups are owner-only from the start (11)", () => {
+  test("the partial copy is 0600 while it is checked, even under umask 000; so is the backup", () => {
+    const modes: string[] = [];
+    const umask = process.umask(0);
+    let backup;
+    try {
+      backup = takeBackup(s.dataDir, 3, join(tempDir("probe-backup"), "copy.db"), new Date(), (partial) => {
+        const dir = join(partial, "..");
+        for (const name of readdirSync(dir)) modes.push(`${name.replace(/\.\d+\.partial/, ".N.partial")} ${(statSync(join(dir, name)).mode & 0o777).toString(8)}`);
+        return null;
+      });
+    } finally {
+      process.umask(umask);
+    }
+    expect(modes).toEqual(["copy.db.N.partial 600"]);
+    expect((statSync(backup.path).mode & 0o777).toString(8)).toBe("600");
   });
 });

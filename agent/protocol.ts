@@ -5,13 +5,41 @@
  * JSON data, so the local agent (in-process) and remote agents (over HTTPS) use the same shapes.
  */
 import { z } from "zod";
+import { DEFAULT_RING_BYTES } from "./ring";
 import type { LaunchPolicy } from "./launch-policy";
 
+/**
+ * Bounds of what an agent may send the host. Every field of every agent → host message has one
+ * (zod numbers are finite), so one credential cannot make the host hold more than a message's worth.
+ */
+export const AGENT_LIMITS = {
+  /** Largest JSON message (join, heartbeat, report, logs); answers stream on their own. */
+  messageBytes: 1 << 20,
+  /** Largest body of a failure the agent reports instead of an answer (a short JSON error). */
+  failureBytes: 64 << 10,
+  /** GPUs of one machine. */
+  gpus: 64,
+  /** Replicas one heartbeat reports. */
+  replicas: 1024,
+  /** Log chunks one logs message carries. */
+  logChunks: 500,
+  /** Names, ids, versions, times. */
+  name: 256,
+  /** URLs, model names, paths, keys. */
+  text: 4096,
+  /** A replica's reason quotes the runtime's last lines, which its log ring bounds. */
+  reason: DEFAULT_RING_BYTES + 16 * 1024,
+} as const;
+
+const name = () => z.string().max(AGENT_LIMITS.name);
+const text = () => z.string().max(AGENT_LIMITS.text);
+const count = () => z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
 /** One GPU as probed from nvidia-smi or rocm-smi. Memory in MiB, utilisation in percent. */
-export const GpuInfoSchema = z.looseObject({
-  index: z.number(),
-  uuid: z.string(),
-  name: z.string(),
+export const GpuInfoSchema = z.object({
+  index: z.number().int().min(0).max(1023),
+  uuid: name(),
+  name: name(),
   vendor: z.enum(["nvidia", "amd"]),
   memory_total_mib: z.number(),
   memory_used_mib: z.number(),
@@ -21,15 +49,15 @@ export const GpuInfoSchema = z.looseObject({
 export type GpuInfo = z.infer<typeof GpuInfoSchema>;
 
 /** What an agent knows of its machine, sent at registration and with every heartbeat. */
-export const MachineInfoSchema = z.looseObject({
-  hostname: z.string(),
-  cpu_cores: z.number(),
-  ram_bytes: z.number(),
-  ram_free_bytes: z.number(),
-  gpus: z.array(GpuInfoSchema),
+export const MachineInfoSchema = z.object({
+  hostname: name(),
+  cpu_cores: count(),
+  ram_bytes: count(),
+  ram_free_bytes: count(),
+  gpus: z.array(GpuInfoSchema).max(AGENT_LIMITS.gpus),
   /** 1, 5 and 15 minute load averages. */
-  load_avg: z.array(z.number()),
-  probed_at: z.string(),
+  load_avg: z.array(z.number()).max(3),
+  probed_at: name(),
 });
 export type MachineInfo = z.infer<typeof MachineInfoSchema>;
 
@@ -61,34 +89,55 @@ export interface ReplicaSpec {
 }
 
 /** How far a download is: bytes, percent, rate and estimated time left. */
-export const TransferProgressSchema = z.looseObject({
+export const TransferProgressSchema = z.object({
   bytes_done: z.number(),
   bytes_total: z.number(),
   percent: z.number(),
   rate_bps: z.number(),
   eta_s: z.number().nullable(),
   /** The file being fetched now. */
-  file: z.string().optional(),
+  file: text().optional(),
 });
 export type TransferProgress = z.infer<typeof TransferProgressSchema>;
 
 /** An agent's report of one replica's state. */
-export const ReplicaReportSchema = z.looseObject({
-  assignment_id: z.string(),
+export const ReplicaReportSchema = z.object({
+  assignment_id: name(),
   state: z.enum(REPLICA_STATES),
-  reason: z.string().optional(),
+  reason: z.string().max(AGENT_LIMITS.reason).optional(),
   /** Loopback base URL of the runtime's OpenAI-style server, when ready. */
-  base_url: z.string().optional(),
+  base_url: text().optional(),
   /** The model name the runtime serves (what upstream requests must carry). */
-  served_model: z.string().optional(),
+  served_model: text().optional(),
   /** The runtime's own API key (its command's `--api-key`), sent upstream as Bearer; never shown. */
-  api_key: z.string().optional(),
+  api_key: text().optional(),
   /** While `downloading`: how far the model pull is. */
   progress: TransferProgressSchema.optional(),
   /** Requests the runtime serves at once (its own batch capacity), once ready. */
-  slots: z.number().int().positive().optional(),
+  slots: z.number().int().positive().max(1 << 16).optional(),
 });
 export type ReplicaReport = z.infer<typeof ReplicaReportSchema>;
+
+/** An agent's first message: its one-time join token, its version and its machine. */
+export const JoinSchema = z.strictObject({ token: z.string().min(1).max(AGENT_LIMITS.text), version: name().min(1), machine: MachineInfoSchema });
+
+/** A heartbeat: the agent's version, its machine's telemetry and every replica's state. */
+export const HeartbeatSchema = z.strictObject({ version: name(), machine: MachineInfoSchema, replicas: z.array(ReplicaReportSchema).max(AGENT_LIMITS.replicas) });
+
+/** Runtime output going up: base64 chunks per replica. */
+export const LogsSchema = z.strictObject({
+  chunks: z.array(z.strictObject({ assignment_id: name(), data_b64: z.string().max(AGENT_LIMITS.messageBytes) })).max(AGENT_LIMITS.logChunks),
+});
+
+/**
+ * The headers of an agent's answer to one request (`POST /agent/v1/work/:id/response`): the runtime's
+ * status and content type, or `x-inferd-failure` when the agent answered itself (see AgentFailure).
+ */
+export const AnswerHeadSchema = z.object({
+  "x-inferd-status": z.coerce.number().int().min(200).max(599).default(502),
+  "x-inferd-content-type": name().default("application/octet-stream"),
+  "x-inferd-failure": name().min(1).optional(),
+});
 
 /** One request the host hands a remote agent to run against a replica's runtime. */
 export interface WorkMessage {

@@ -4,7 +4,8 @@ import type { WorkMessage } from "./protocol";
 /**
  * Why the agent answered a request itself (the `x-inferd-failure` header): the runtime could not be
  * reached, or the replica is not ready here. The host then treats it as a lost run, not as the
- * runtime's own answer, so the request or job can run again.
+ * runtime's own answer, so the request or job can run again. Its body is a short JSON error
+ * (at most AGENT_LIMITS.failureBytes).
  */
 export type AgentFailure = "upstream_unavailable" | "replica_not_ready";
 

@@ -4,7 +4,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "n
 import { join } from "node:path";
 import type { HostLink } from "./agent";
 import { LogRing } from "./ring";
-import type { MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
+import { AGENT_LIMITS, type MachineInfo, type ReplicaReport, type ReplicaSpec } from "./protocol";
 
 /** What an agent keeps after joining: where its host is, the pinned certificate and its credential. */
 export interface AgentState {
@@ -158,9 +158,15 @@ export class RemoteHostLink implements HostLink {
     return ring;
   }
 
+  /** Sends waiting log chunks, as many as fit in one message the host accepts (AGENT_LIMITS). */
   private async flushLogs(): Promise<void> {
     if (this.pendingLogs.length === 0) return;
-    const chunks = this.pendingLogs.splice(0, 500);
+    let n = 0;
+    for (let bytes = 0; n < Math.min(this.pendingLogs.length, AGENT_LIMITS.logChunks); n++) {
+      bytes += this.pendingLogs[n].data_b64.length + 64;
+      if (bytes > AGENT_LIMITS.messageBytes / 2 && n > 0) break;
+    }
+    const chunks = this.pendingLogs.splice(0, n);
     await this.call("/agent/v1/logs", { method: "POST", body: JSON.stringify({ chunks }) }).catch(() => {});
   }
 

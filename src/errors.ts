@@ -78,7 +78,7 @@ export function errorResponse(path: string, err: AppError): Response {
 
 interface SchemaIssue {
   code?: string;
-  path?: (string | number)[];
+  path?: readonly PropertyKey[];
   message?: string;
   keys?: string[];
 }

@@ -26,6 +26,14 @@ export class ByteBudget {
     this.held.set(request, (this.held.get(request) ?? 0) + n);
   }
 
+  /** Gives back `n` of the bytes `request` holds (a part of its body it no longer needs). */
+  give(request: Request, n: number): void {
+    const held = this.held.get(request) ?? 0;
+    const back = Math.min(n, held);
+    this.used -= back;
+    this.held.set(request, held - back);
+  }
+
   /** Gives back what `request` held (call when its body is no longer needed; twice is harmless). */
   release(request: Request): void {
     this.used -= this.held.get(request) ?? 0;
@@ -48,14 +56,26 @@ export async function readBodyLimited(request: Request, limit: number, budget?: 
     return request.bytes();
   }
   const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > limit) throw tooLarge(limit);
+  for await (const chunk of bodyChunks(request, limit)) {
     budget?.take(request, chunk.byteLength);
     chunks.push(chunk);
   }
   return Buffer.concat(chunks);
+}
+
+/**
+ * A request body's chunks as they arrive, for a reader that keeps less than the whole: 413 past
+ * `limit`, by its Content-Length when sent, else once that many bytes have streamed in.
+ * @example for await (const chunk of bodyChunks(request, 1 << 20)) scan(chunk);
+ */
+export async function* bodyChunks(request: Request, limit: number): AsyncGenerator<Uint8Array> {
+  if (Number(request.headers.get("content-length") ?? "NaN") > limit) throw tooLarge(limit);
+  let size = 0;
+  for await (const chunk of (request.body ?? []) as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > limit) throw tooLarge(limit);
+    yield chunk;
+  }
 }
 
 /**

@@ -107,6 +107,11 @@ export class AgentHub {
     return signal.aborted ? [] : take();
   }
 
+  /** Whether `id` is a request handed to this worker and still waiting for its answer. */
+  holds(workerId: string, id: string): boolean {
+    return this.items.get(id)?.workerId === workerId;
+  }
+
   /**
    * An agent's answer to one request: resolves the waiting client with the runtime's status and
    * content type, then pipes the body through as it arrives. Returns the status for the agent:

@@ -1,39 +1,36 @@
 import { Elysia } from "elysia";
-import { z } from "zod";
-import { MachineInfoSchema, ReplicaReportSchema } from "../../agent/protocol";
+import type { z } from "zod";
+import { AGENT_LIMITS, AnswerHeadSchema, HeartbeatSchema, JoinSchema, LogsSchema, ReplicaReportSchema } from "../../agent/protocol";
 import type { AppDeps } from "../deps";
-import { AppError, forbidden, fromSchemaIssue } from "../errors";
-import { readBodyLimited } from "../http";
+import { forbidden, fromSchemaIssue } from "../errors";
+import { parseJsonBytes, readBodyLimited } from "../http";
 import { sha256 } from "../ids";
 import { presentedToken } from "../auth/service";
 import { recordMachine } from "../workers/service";
 import { joinWorker, workerByCredential } from "./service";
-import type { ReplicaReport } from "../../agent/protocol";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "agents" | "config" | "db" | "fleet" | "version">;
+type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "version">;
 
 /** Requests that arrived on the HTTPS listener (agents must use it). */
 export const viaTls = new WeakSet<Request>();
 
-const Machine = MachineInfoSchema;
-const Report = ReplicaReportSchema;
-const Join = z.strictObject({ token: z.string().min(1), version: z.string().min(1), machine: Machine });
-const Heartbeat = z.strictObject({ version: z.string(), machine: Machine, replicas: z.array(Report) });
-const Logs = z.strictObject({ chunks: z.array(z.strictObject({ assignment_id: z.string(), data_b64: z.string() })) });
-
-/** Reads and checks a JSON body of the agent protocol. */
-async function body<T>(deps: Deps, request: Request, schema: z.ZodType<T>): Promise<T> {
-  let value: unknown;
-  try {
-    value = JSON.parse(new TextDecoder().decode(await readBodyLimited(request, deps.config.maxBodyBytes)));
-  } catch (e) {
-    if (e instanceof AppError) throw e;
-    throw new AppError(400, "invalid_json", "the request body is not valid JSON");
-  }
+/** `value` checked by `schema`, or 400 `validation_error` naming the first bad field (`where` when it is the whole). */
+function checked<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
   const r = schema.safeParse(value);
-  if (!r.success) throw fromSchemaIssue("body", r.error.issues[0] as never);
+  if (!r.success) throw fromSchemaIssue(where, r.error.issues[0]);
   return r.data;
+}
+
+/** Reads and checks a JSON message of the agent protocol (at most AGENT_LIMITS.messageBytes, 413 beyond). */
+async function body<T>(request: Request, schema: z.ZodType<T>): Promise<T> {
+  return checked(schema, parseJsonBytes(await readBodyLimited(request, AGENT_LIMITS.messageBytes)), "body");
+}
+
+/** The headers of an agent's answer, checked (400 naming a header that is out of bounds). */
+function answerHead(request: Request): z.infer<typeof AnswerHeadSchema> {
+  const sent = Object.keys(AnswerHeadSchema.shape).map((name) => [name, request.headers.get(name) ?? undefined]);
+  return checked(AnswerHeadSchema, Object.fromEntries(sent), "headers");
 }
 
 /** The remote worker behind a request (HTTPS and a valid credential), and that it was heard from. */
@@ -55,8 +52,8 @@ export const agentRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/agent/v1", detail: { tags: ["agents"], hide: true } })
     .post("/join", async ({ request, set }) => {
       if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");
-      const b = await body(deps, request, Join);
-      const joined = joinWorker(deps.db, b.token, b.version, deps.version, b.machine as never);
+      const b = await body(request, JoinSchema);
+      const joined = joinWorker(deps.db, b.token, b.version, deps.version, b.machine);
       deps.agents.touch(joined.workerId);
       deps.fleet.reconcile();
       set.status = 201;
@@ -64,16 +61,16 @@ export const agentRoutes = (deps: Deps) =>
     }, { parse: "none" })
     .post("/heartbeat", async ({ request }) => {
       const w = agentOf(deps, request);
-      const b = await body(deps, request, Heartbeat);
-      recordMachine(deps.db, w.id, b.machine as never, b.version);
+      const b = await body(request, HeartbeatSchema);
+      recordMachine(deps.db, w.id, b.machine, b.version);
       deps.fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
-      deps.fleet.telemetry.add(w.id, b.machine as never);
-      for (const r of b.replicas) deps.fleet.report(w.id, r as ReplicaReport);
+      deps.fleet.telemetry.add(w.id, b.machine);
+      for (const r of b.replicas) deps.fleet.report(w.id, r);
       return { ok: true };
     }, { parse: "none" })
     .post("/report", async ({ request }) => {
       const w = agentOf(deps, request);
-      deps.fleet.report(w.id, (await body(deps, request, Report)) as ReplicaReport);
+      deps.fleet.report(w.id, await body(request, ReplicaReportSchema));
       return { ok: true };
     }, { parse: "none" })
     .get("/desired", async ({ request, query }) => {
@@ -104,15 +101,19 @@ export const agentRoutes = (deps: Deps) =>
     })
     .post("/work/:id/response", async ({ request, params }) => {
       const w = agentOf(deps, request);
-      const status = Number(request.headers.get("x-inferd-status") ?? 502);
-      const type = request.headers.get("x-inferd-content-type") ?? "application/octet-stream";
-      const failure = request.headers.get("x-inferd-failure");
-      const code = failure ? deps.agents.hub.fail(w.id, params.id, failure, await request.text()) : await deps.agents.hub.respond(w.id, params.id, status, type, request.body);
+      const head = answerHead(request);
+      const hub = deps.agents.hub;
+      // The body is read only for a request this agent holds: an unknown id costs the host nothing.
+      const code = !hub.holds(w.id, params.id)
+        ? 404
+        : head["x-inferd-failure"]
+          ? hub.fail(w.id, params.id, head["x-inferd-failure"], new TextDecoder().decode(await readBodyLimited(request, AGENT_LIMITS.failureBytes)))
+          : await hub.respond(w.id, params.id, head["x-inferd-status"], head["x-inferd-content-type"], request.body);
       return new Response(JSON.stringify({ status: code }), { status: code === 404 ? 404 : 200, headers: { "content-type": "application/json" } });
     }, { parse: "none" })
     .post("/logs", async ({ request }) => {
       const w = agentOf(deps, request);
-      const b = await body(deps, request, Logs);
+      const b = await body(request, LogsSchema);
       const mine = new Set(deps.fleet.replicasOf(w.id).map((r) => r.assignment_id));
       for (const c of b.chunks) if (mine.has(c.assignment_id)) deps.fleet.ringFor(c.assignment_id).push(Buffer.from(c.data_b64, "base64"));
       return { ok: true };

@@ -148,12 +148,18 @@ export function sessionCookie(value: string, maxAgeSeconds: number, secure: bool
   return `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? "; Secure" : ""}`;
 }
 
+/** A cookie's decoded value; a malformed percent-escape in it is a 401 `invalid_session`, not a 500. */
 function cookieValue(request: Request, name: string): string | undefined {
   const header = request.headers.get("cookie");
   if (!header) return undefined;
   for (const part of header.split(";")) {
     const i = part.indexOf("=");
-    if (i > 0 && part.slice(0, i).trim() === name) return decodeURIComponent(part.slice(i + 1).trim());
+    if (i <= 0 || part.slice(0, i).trim() !== name) continue;
+    try {
+      return decodeURIComponent(part.slice(i + 1).trim());
+    } catch {
+      throw unauthorized("invalid_session", "the session cookie is not valid");
+    }
   }
   return undefined;
 }

@@ -3,7 +3,7 @@ import { AppError, badRequest, fromSchemaIssue, validation } from "../errors";
 import type { Workload } from "../workloads/service";
 import { checkModel } from "../dataplane/service";
 import { ACCEPTED_KINDS, canonicalKind, KINDS } from "./kinds";
-import { rawFields } from "./raw";
+import { detached, rawFields } from "./raw";
 import { parseJsonBytes } from "../http";
 
 /** The chat body a `chat` job must carry (the synchronous route's shape), checked at submission. */
@@ -62,7 +62,7 @@ export function checkEnvelope({ value: e, text }: Envelope, w: Workload): Accept
   if (hasBody === hasB64) throw badRequest("invalid_envelope", "send exactly one of body or body_b64");
   if (hasB64 && kind === "chat") throw badRequest("invalid_envelope", "body_b64 is not accepted for kind chat: send the chat request as JSON in body");
   const raw = rawFields(text, RAW_FIELDS);
-  const context = raw.get("context") ?? null;
+  const context = raw.has("context") ? detached(raw.get("context")!) : null;
   if (hasB64) {
     if (typeof e.body_b64 !== "string" || !BASE64.test(e.body_b64)) throw validation("body_b64", "must be a base64 string");
     if (typeof e.content_type !== "string" || !e.content_type.trim()) throw validation("content_type", "is required with body_b64 (the exact content type of the bytes, with the multipart boundary)");

@@ -2,11 +2,11 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../deps";
 import { keyOf } from "../auth/service";
 import { AppError, notFound } from "../errors";
-import { readBodyLimited, utf8Text } from "../http";
+import { bodyChunks, readBodyLimited, utf8Text } from "../http";
 import { nowIso } from "../ids";
 import { resolveWorkload, type Workload } from "../workloads/service";
 import { workloadOf } from "../dataplane/service";
-import { acceptBatch, batchFormat } from "./batch";
+import { acceptBatch, acceptNdjson, batchFormat } from "./batch";
 import { acceptEnvelope, checkJobsOn, checkKindOn, type AcceptedJob } from "./envelope";
 import { jobIntake, type GroupCommit, type JobInsert } from "./intake";
 import { getJob, listJobs } from "./service";
@@ -63,7 +63,9 @@ export const jobRoutes = (deps: Deps) => {
         const w = workloadOf(deps, params.project, params.workload);
         checkJobsOn(w);
         const format = batchFormat(request.headers.get("content-type"));
-        const jobs = acceptBatch(await bodyText(deps, request), format, w);
+        const jobs = format === "ndjson"
+          ? await acceptNdjson(bodyChunks(request, deps.config.maxDataBodyBytes), w, { take: (n) => deps.bodyBudget.take(request, n), give: (n) => deps.bodyBudget.give(request, n) })
+          : acceptBatch(await bodyText(deps, request), w);
         deps.jobQuota.admit(w.project_id, jobs.reduce((n, j) => n + j.body.byteLength, 0), `the batch (${jobs.length} jobs)`);
         const ids = await store(deps, intake, w, request, jobs);
         set.status = 202;

@@ -1,5 +1,5 @@
 import { Database } from "bun:sqlite";
-import { chmodSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { MIGRATIONS } from "../db/migrations";
 import { dataPaths } from "../datadir";
@@ -99,12 +99,29 @@ export function pruneBackups(dataDir: string, keep: number, now = Date.now()): s
 }
 
 /**
- * Takes a consistent copy of the store with `VACUUM INTO` (a snapshot, while a server keeps serving
- * and writing), checks it with `integrity_check`, and only then gives it its name (mode 0600).
- * Without `file` it goes to `<data-dir>/backups/inferd-<UTC time>.db` and the backups beyond the
- * newest `keep` are removed.
+ * Copies the store into `partial`, which is owner-only (0600) from its first byte: it is made empty
+ * with that mode before `VACUUM INTO` fills it (SQLite keeps a file's mode, and gives a journal its
+ * database's), under umask 077 for anything else SQLite makes meanwhile.
  */
-export function takeBackup(dataDir: string, keep: number, file?: string, now = new Date()): Backup {
+function copyInto(db: Database, partial: string): void {
+  const umask = process.umask(0o077);
+  try {
+    const fd = openSync(partial, "w", 0o600);
+    fchmodSync(fd, 0o600); // a stale file of that name keeps its mode through open()
+    closeSync(fd);
+    db.query("VACUUM INTO ?").run(partial);
+  } finally {
+    process.umask(umask);
+  }
+}
+
+/**
+ * Takes a consistent copy of the store with `VACUUM INTO` (a snapshot, while a server keeps serving
+ * and writing), checks it with `integrity_check` (`verify`), and only then gives it its name. The
+ * copy is mode 0600 from the start. Without `file` it goes to
+ * `<data-dir>/backups/inferd-<UTC time>.db` and the backups beyond the newest `keep` are removed.
+ */
+export function takeBackup(dataDir: string, keep: number, file?: string, now = new Date(), verify = databaseProblem): Backup {
   const source = dataPaths(dataDir).db;
   if (!existsSync(source)) throw new BackupFailed(`there is no store to back up at ${source}`);
   const target = file ? resolve(file) : join(dataPaths(dataDir).backups, `inferd-${stamp(now)}.db`);
@@ -114,19 +131,18 @@ export function takeBackup(dataDir: string, keep: number, file?: string, now = n
   const db = new Database(source, { readwrite: true, create: false });
   try {
     db.exec("PRAGMA busy_timeout = 5000");
-    db.query("VACUUM INTO ?").run(partial);
+    copyInto(db, partial);
   } catch (e) {
     rmSync(partial, { force: true });
     throw new BackupFailed(`could not copy ${source}: ${(e as Error).message}`);
   } finally {
     db.close();
   }
-  const problem = databaseProblem(partial);
+  const problem = verify(partial);
   if (problem) {
     rmSync(partial, { force: true });
     throw new BackupFailed(`the copy of ${source} failed its check (${problem}); no backup was kept`);
   }
-  chmodSync(partial, 0o600);
   renameSync(partial, target);
   if (!file) pruneBackups(dataDir, keep, now.getTime());
   return { path: target, takenAt: now, bytes: statSync(target).size };

@@ -18,17 +18,27 @@ export interface UsageRow {
   output_tokens: number;
 }
 
-/** SQL for each grouping: the id column and how a person reads it. */
-const GROUPS = {
-  key: { id: "u.key_id", label: "coalesce(k.name || ' (' || k.prefix || '…)', CASE u.key_id WHEN '' THEN 'dashboard playground' ELSE u.key_id END)" },
-  project: { id: "u.project_id", label: "coalesce(p.slug, u.project_id)" },
-  workload: { id: "u.workload_id", label: "coalesce(p.slug || '/' || w.slug, u.workload_id)" },
-} as const;
+/**
+ * SQL for each grouping: the id column and how a person reads it. A Map, so a name such as
+ * `__proto__` or `toString` from the query string is no grouping (an object would find its prototype's).
+ */
+const GROUPS = new Map([
+  ["key", { id: "u.key_id", label: "coalesce(k.name || ' (' || k.prefix || '…)', CASE u.key_id WHEN '' THEN 'dashboard playground' ELSE u.key_id END)" }],
+  ["project", { id: "u.project_id", label: "coalesce(p.slug, u.project_id)" }],
+  ["workload", { id: "u.workload_id", label: "coalesce(p.slug || '/' || w.slug, u.workload_id)" }],
+]);
+
+/** The grouping a `group_by` value names, or 400 `validation_error` naming `group_by`. */
+function groupOf(name: string) {
+  const g = GROUPS.get(name);
+  if (!g) throw validation("group_by", "must be key, project or workload");
+  return g;
+}
 
 /** Usage per day grouped by key, project or workload between two UTC days (inclusive). */
-export function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: keyof typeof GROUPS, from: string, to: string): UsageRow[] {
+export function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: string, from: string, to: string): UsageRow[] {
+  const g = groupOf(groupBy);
   deps.usage.flush();
-  const g = GROUPS[groupBy];
   return deps.db.$client
     .query<UsageRow, [string, string]>(
       `SELECT u.day AS day, ${g.id} AS id, ${g.label} AS label, SUM(u.requests) AS requests, SUM(u.errors) AS errors,
@@ -50,8 +60,7 @@ export function toCsv(rows: UsageRow[], groupBy: string): string {
 export const usageRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/usage", ({ query, request, set }) => {
     const q = query as Record<string, string | undefined>;
-    const groupBy = (q.group_by ?? "workload") as keyof typeof GROUPS;
-    if (!(groupBy in GROUPS)) throw validation("group_by", "must be key, project or workload");
+    const groupBy = q.group_by ?? "workload";
     const today = new Date().toISOString().slice(0, 10);
     const from = q.from ?? new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
     const to = q.to ?? today;

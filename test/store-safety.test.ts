@@ -173,6 +173,14 @@ describe("doctor and disk space", () => {
     expect(other.stdout).toMatch(/^fail {2}tls port .* in use by another program/m);
   });
 
+  test("doctor warns while tenants' model URLs may reach private addresses (--allow-private-model-urls)", async () => {
+    const dataDir = tempDir("doctor-policy");
+    const quiet = await inferd(dataDir, "doctor", "--port", "0");
+    expect(quiet.stdout).toMatch(/^ok {4}launch policy +tenants' model URLs must be public https addresses/m);
+    const r = await inferd(dataDir, "doctor", "--port", "0", "--allow-private-model-urls");
+    expect(r.stdout).toMatch(/^warn {2}launch policy +--allow-private-model-urls is on/m);
+  });
+
   test("doctor fails on a data dir that does not exist, naming the check", async () => {
     const r = await inferd(join(tempDir("doctor-missing"), "nowhere"), "doctor", "--port", "0");
     expect(r.code).toBe(1);

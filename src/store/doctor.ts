@@ -76,6 +76,15 @@ function diskCheck(config: Config): Check {
 }
 
 /**
+ * Settings that widen what tenants' workloads may reach: allowing private model URLs lets a
+ * tenant's model download reach this machine's loopback services and the LAN.
+ */
+function policyCheck(config: Config): Check {
+  if (config.allowPrivateModelUrls) return check("launch policy", "warn", "--allow-private-model-urls is on: tenants' model URLs (llama.cpp -mu) may reach loopback and private addresses, including services on this machine", "turn it off unless every tenant is trusted (unset INFERD_ALLOW_PRIVATE_MODEL_URLS)");
+  return check("launch policy", "ok", "tenants' model URLs must be public https addresses");
+}
+
+/**
  * `inferd doctor`: the data dir, its modes, the store's integrity and migrations, backups, free
  * disk, then the host (GPUs, runtimes, ports, certificate). Changes nothing; safe while serving.
  */
@@ -83,7 +92,7 @@ export async function runDoctor(config: Config, deps: Partial<HostDeps> = {}): P
   const now = (deps.now ?? Date.now)();
   const dir = config.dataDir;
   const store = existsSync(dir)
-    ? [...modeChecks(dir), ...storeChecks(dir), backupCheck(config, now), diskCheck(config)]
+    ? [...modeChecks(dir), ...storeChecks(dir), backupCheck(config, now), diskCheck(config), policyCheck(config)]
     : [check("data dir", "fail", `${dir} does not exist`, "inferd serve creates it; or pass the right --data-dir")];
   return [...store, ...(await hostChecks(config, deps))];
 }

@@ -22,8 +22,11 @@ export interface PulledEntry {
   hfHome?: string;
 }
 
-/** Pulls one model (joining a pull of the same model already under way), reporting progress. */
-export type ModelPuller = (source: ModelSource, onProgress: (p: TransferProgress) => void, signal: AbortSignal) => Promise<PulledEntry>;
+/**
+ * Pulls one model (joining a pull of the same model already under way), reporting progress;
+ * `workload` is the one it is pulled for (the host's store counts it against its project).
+ */
+export type ModelPuller = (source: ModelSource, onProgress: (p: TransferProgress) => void, signal: AbortSignal, workload?: Pick<ReplicaSpec["workload"], "id" | "project_slug">) => Promise<PulledEntry>;
 
 /** A spec ready to launch: the command rewritten to local files, and the environment the models need. */
 export interface ResolvedModels {
@@ -77,7 +80,7 @@ export async function resolveModels(
   const extra: Record<string, string> = {};
   for (const ref of refs) {
     hooks.onDownloading(describeSource(ref.source));
-    const got = await pull(ref.source, hooks.onProgress, hooks.signal);
+    const got = await pull(ref.source, hooks.onProgress, hooks.signal, spec.workload);
     resolved.push({ ref, entry: got.entry });
     if (got.hfHome) Object.assign(extra, { HF_HOME: got.hfHome, HF_HUB_OFFLINE: "1" });
   }

@@ -25,10 +25,17 @@ export interface PulledEntry {
 }
 
 /**
- * Pulls one model (joining a pull of the same model already under way), reporting progress. With
+ * Pulls one model (joining a pull of the same model already under way), reporting progress.
+ * `workload` is the one it is pulled for (the host's store counts it against its project); with
  * `guard` (a tenant's workload), a URL source and every redirect hop must pass the address rules.
  */
-export type ModelPuller = (source: ModelSource, onProgress: (p: TransferProgress) => void, signal: AbortSignal, guard?: AddressPolicy) => Promise<PulledEntry>;
+export type ModelPuller = (source: ModelSource, onProgress: (p: TransferProgress) => void, signal: AbortSignal, opts?: PullFor) => Promise<PulledEntry>;
+
+/** For whom a replica's model is pulled, and under which address rules. */
+export interface PullFor {
+  workload?: Pick<ReplicaSpec["workload"], "id" | "project_slug">;
+  guard?: AddressPolicy;
+}
 
 /** The hub client a pull of `source` uses: `hub`, or for a guarded URL pull one whose fetch checks every hop. */
 export function hubFor(hub: HubClient, source: ModelSource, guard: AddressPolicy | undefined): HubClient {
@@ -48,8 +55,8 @@ export const toTransfer = (p: PullProgress): TransferProgress => ({ bytes_done: 
 export function directPuller(dataDir: string, env: Record<string, string | undefined>, limiter = new DownloadLimiter(4)): ModelPuller {
   const hub = new HubClient({ endpoint: env.HF_ENDPOINT || undefined, token: env.HF_TOKEN || undefined });
   const modelsDir = join(dataDir, "models");
-  return async (source, onProgress, signal, guard) => {
-    const via = hubFor(hub, source, guard);
+  return async (source, onProgress, signal, opts = {}) => {
+    const via = hubFor(hub, source, opts.guard);
     const plan = await via.plan(source);
     const pulled = await pullModel(plan, { modelsDir, hub: via, limiter, signal, onProgress: (p) => onProgress(toTransfer(p)) });
     return { entry: pulled.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(modelsDir) } : {}) };
@@ -90,7 +97,7 @@ export async function resolveModels(
   const guard = spec.policy ? { allowPrivate: spec.policy.private_model_urls, resolve: makeResolver() } : undefined;
   for (const ref of refs) {
     hooks.onDownloading(describeSource(ref.source));
-    const got = await pull(ref.source, hooks.onProgress, hooks.signal, guard);
+    const got = await pull(ref.source, hooks.onProgress, hooks.signal, { workload: spec.workload, guard });
     resolved.push({ ref, entry: got.entry });
     if (got.hfHome) Object.assign(extra, { HF_HOME: got.hfHome, HF_HUB_OFFLINE: "1" });
   }

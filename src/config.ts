@@ -49,6 +49,7 @@ export const SETTINGS = {
   backupKeep: { flag: "--backup-keep", env: "INFERD_BACKUP_KEEP", kind: "int", default: 3, description: "Backups kept in <data-dir>/backups; older ones are removed (0 keeps all)." },
   minFreeDiskMb: { flag: "--min-free-disk-mb", env: "INFERD_MIN_FREE_DISK_MB", kind: "int", default: 64, description: "Least free space (MiB) on the data dir's file system for serve to start." },
   metricsToken: { flag: "--metrics-token", env: "INFERD_METRICS_TOKEN", kind: "string", default: undefined, description: "A token that may read GET /metrics only (besides the admin token).", secret: true },
+  modelGcAfterHours: { flag: "--model-gc-after-hours", env: "INFERD_MODEL_GC_AFTER_HOURS", kind: "int", default: 24, description: "A model pulled for a project's workload (not by the admin by hand) that no workload has used this long is removed (0: never)." },
   modelDownloadConcurrency: { flag: "--model-download-concurrency", env: "INFERD_MODEL_DOWNLOAD_CONCURRENCY", kind: "int", default: 4, description: "Model files downloaded at once across all pulls." },
   runtimeEnv: { flag: "--runtime-env", env: "INFERD_RUNTIME_ENV", kind: "list", default: [], description: "Environment variables runtimes get beyond the allow-list (NAME or PREFIX*, comma-separated); INFERD_* never." },
   policyVllmPrograms: { ...P.vllm, kind: "list", default: DEFAULT_PROGRAMS.vllm, description: "Launch policy: command prefixes a tenant's (control-plane key's) vLLM / vLLM-Omni workload may start with." },

@@ -10,7 +10,7 @@ export class AppError extends Error {
     readonly headers: Record<string, string> = {},
     readonly field?: string,
     /** More machine-readable detail for the body (e.g. the refused word and the setting that allows it). */
-    readonly extra?: Record<string, string>,
+    readonly extra?: Record<string, string | number>,
   ) {
     super(message);
   }
@@ -28,6 +28,12 @@ export const forbidden = (code: string, message: string) => new AppError(403, co
 export const notFound = (what: string) => new AppError(404, "not_found", `${what} not found`);
 /** 409 for a slug or name that is taken (naming its `field`), or a state that forbids the operation. */
 export const conflict = (message: string, code = "conflict", field?: string) => new AppError(409, code, message, {}, field);
+
+/**
+ * 429 `project_limit`: the project is at one of its caps; `limit` names it (`max_workloads`,
+ * `max_replicas`, `model_bytes`) and `value` is its setting; `field` the request field it refuses, if any.
+ */
+export const projectLimit = (limit: string, value: number, message: string, field?: string) => new AppError(429, "project_limit", message, {}, field, { limit, value });
 
 /** Anthropic error `type` for each status, used on the Messages-style route. */
 const ANTHROPIC_TYPES: Record<number, string> = {

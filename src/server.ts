@@ -28,6 +28,7 @@ import { ByteBudget } from "./http";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { JobQuota } from "./jobs/quota";
 import { ModelManager } from "./models/manager";
+import { ModelCollector } from "./models/gc";
 import { Scaler } from "./scaling/scaler";
 import { startCheckpointer, type Checkpointer } from "./db/checkpoint";
 import { assertFreeDisk } from "./store/check";
@@ -51,7 +52,18 @@ interface Services {
   jobs: JobRunner;
   deliveries: DeliveryLoop;
   agents: RemoteAgents;
+  collector: ModelCollector;
   ports: { http: number; tls: number };
+}
+
+/** After a workload change: places workloads again, and starts the grace period of models no workload uses now. */
+function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): void {
+  fleet.reconcile();
+  try {
+    collector.mark();
+  } catch (e) {
+    log.warn("could not note which models are unused", e);
+  }
 }
 
 /** Builds every service and the app's dependencies over an open store. */
@@ -71,7 +83,8 @@ function buildServices(config: Config, store: Store, token: string): Services {
   const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets, policy);
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
-  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, onReady: () => fleet.reconcile() });
+  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => fleet.reconcile() });
+  const collector = new ModelCollector(store.db, models, config.modelGcAfterHours * 3_600_000);
   agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
   const webhooks = {
     policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
@@ -85,7 +98,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
     adminToken: token,
     metricsToken: config.metricsToken,
     usage,
-    events: { workloadsChanged: () => fleet.reconcile() },
+    events: { workloadsChanged: () => afterWorkloadChange(fleet, collector) },
     version: VERSION,
     startedAt: new Date().toISOString(),
     policy,
@@ -105,7 +118,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
     joinUrl: () => joinUrlOf(listen()),
     describeWorkload: (w) => fleet.describe(w),
   };
-  return { deps, jobs, deliveries, agents, ports };
+  return { deps, jobs, deliveries, agents, collector, ports };
 }
 
 /** Periodic chores: usage to disk, queue depth samples, placement, pruning. Returns a stop. */
@@ -130,6 +143,7 @@ function startChores(config: Config, s: Services): () => void {
       pruneJobs(deps.db, config.jobRetentionHours * 3_600_000);
       pruneDeletedWebhooks(deps.db);
       pruneAudit(deps.db, config.auditRetentionDays);
+      s.collector.sweep().catch((e) => log.warn("could not remove unused models", e));
     }, 3_600_000),
   ];
   return () => timers.forEach(clearInterval);
@@ -181,6 +195,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     services.deliveries.start();
     services.agents.start();
     deps.scaler.start();
+    services.collector.mark();
     const resumed = deps.models.resume();
     if (resumed) out(`resuming ${resumed} model download(s)`);
     let agent: Agent | undefined;

@@ -9,6 +9,7 @@ import m6 from "./migrations/0006_webhook_soft_delete.sql" with { type: "text" }
 import m7 from "./migrations/0007_worker_open_to.sql" with { type: "text" };
 import m8 from "./migrations/0008_models_and_scaling.sql" with { type: "text" };
 import m9 from "./migrations/0009_operations.sql" with { type: "text" };
+import m10 from "./migrations/0010_project_limits.sql" with { type: "text" };
 
 /** Every migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -22,4 +23,5 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0007_worker_open_to", sql: m7 },
   { tag: "0008_models_and_scaling", sql: m8 },
   { tag: "0009_operations", sql: m9 },
+  { tag: "0010_project_limits", sql: m10 },
 ];

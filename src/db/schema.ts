@@ -9,6 +9,10 @@ export const projects = sqliteTable("projects", {
   /** Token quotas of the whole project (null: none), per UTC day and calendar month. */
   tokensPerDay: integer("tokens_per_day"),
   tokensPerMonth: integer("tokens_per_month"),
+  /** Caps (null: none): workloads in the project, replicas its workloads' policies may run together, bytes of models pulled for it. */
+  maxWorkloads: integer("max_workloads"),
+  maxReplicas: integer("max_replicas"),
+  modelBytes: integer("model_bytes"),
 });
 
 /** A model served by a backend; `config` and `endpoints` hold JSON text. */
@@ -241,6 +245,19 @@ export const models = sqliteTable(
   },
   (t) => [uniqueIndex("models_source_key").on(t.sourceKey)],
 );
+
+/**
+ * A model pulled because a project's workload named it (not by the admin by hand): the project it
+ * counts against (`model_bytes`) and since when no workload uses it, for the collection of unused
+ * ones. No foreign key to the project: a deleted project's models are still collected.
+ */
+export const tenantModels = sqliteTable("tenant_models", {
+  modelId: text("model_id").primaryKey().references(() => models.id, { onDelete: "cascade" }),
+  projectId: text("project_id").notNull(),
+  pulledAt: text("pulled_at").notNull(),
+  /** When the collector first saw no workload using it (null: in use, or not looked at yet). */
+  unusedSince: text("unused_since"),
+});
 
 /**
  * Usage per UTC day, key and workload (inference requests and jobs as they end): what the usage

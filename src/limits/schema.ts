@@ -16,9 +16,18 @@ export const KeyLimits = z.strictObject({
 });
 export type KeyLimits = z.infer<typeof KeyLimits>;
 
-/** A project's token quotas (every key of the project together). */
-export const ProjectLimits = KeyLimits.pick({ tokens_per_day: true, tokens_per_month: true });
+/** A project's token quotas (every key of the project together) and its caps; each optional, `null` removes one. */
+export const ProjectLimits = KeyLimits.pick({ tokens_per_day: true, tokens_per_month: true }).extend({
+  /** Workloads the project may have. */
+  max_workloads: Count.optional(),
+  /** Replicas its workloads' policies may run together (fixed `replicas`, autoscaling `max_replicas`, scheduled `replicas`). */
+  max_replicas: Count.optional(),
+  /** Bytes of models pulled for its workloads (up to 2^53). */
+  model_bytes: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).nullable().optional(),
+});
 export type ProjectLimits = z.infer<typeof ProjectLimits>;
+/** A project's limits as views show them: every field, `null` when unset. */
+export type ProjectLimitsView = { [K in keyof ProjectLimits]-?: Exclude<ProjectLimits[K], undefined> };
 
 /** Body of `PATCH /admin/keys/:id`. */
 export const KeyPatch = z.strictObject({ limits: KeyLimits });

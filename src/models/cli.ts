@@ -6,7 +6,7 @@ import { runningServer } from "../desktop";
 import type { TransferProgress } from "../../agent/protocol";
 import { gib } from "./fit";
 import { ModelManager } from "./manager";
-import type { ModelView } from "./service";
+import type { StoreModel } from "./tenants";
 
 /** Bytes as a person reads them. */
 const size = (b: number) => (b >= 1073741824 ? gib(b) : `${(b / 1048576).toFixed(1)} MiB`);
@@ -43,10 +43,10 @@ function adminTokenOf(config: Config): string | undefined {
 }
 
 /** Pulls through the running server, following its progress stream. */
-async function pullViaServer(url: string, token: string, source: string, show: (p: TransferProgress) => void): Promise<ModelView> {
+async function pullViaServer(url: string, token: string, source: string, show: (p: TransferProgress) => void): Promise<StoreModel> {
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
   const r = await fetch(`${url}/admin/models`, { method: "POST", headers, body: JSON.stringify({ source }) });
-  const body = (await r.json()) as ModelView & { error?: { message: string } };
+  const body = (await r.json()) as StoreModel & { error?: { message: string } };
   if (!r.ok) throw new Error(body.error?.message ?? `HTTP ${r.status}`);
   if (body.state !== "downloading") return body;
   const events = await fetch(`${url}/admin/models/${body.id}/progress`, { headers });
@@ -60,11 +60,11 @@ async function pullViaServer(url: string, token: string, source: string, show: (
       if (ev?.progress) show(ev.progress);
     }
   }
-  return (await (await fetch(`${url}/admin/models/${body.id}`, { headers })).json()) as ModelView;
+  return (await (await fetch(`${url}/admin/models/${body.id}`, { headers })).json()) as StoreModel;
 }
 
 /** Pulls in this process (no server runs on the data dir). */
-async function pullHere(config: Config, source: string, show: (p: TransferProgress) => void): Promise<ModelView> {
+async function pullHere(config: Config, source: string, show: (p: TransferProgress) => void): Promise<StoreModel> {
   const store = openStore(dataPaths(config.dataDir).db);
   const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency });
   try {
@@ -79,15 +79,27 @@ async function pullHere(config: Config, source: string, show: (p: TransferProgre
   }
 }
 
+/**
+ * Whom a model was pulled for and, unused, when the collector removes it.
+ * @example tenantText(m, now) // → "pulled for acme, removed in 23 h unless a workload uses it"
+ */
+export function tenantText(m: Pick<StoreModel, "pulled_for" | "removes_at">, now = Date.now()): string {
+  if (!m.pulled_for) return "";
+  const whom = `pulled for ${m.pulled_for.project_slug ?? "a deleted project"}`;
+  if (!m.removes_at) return whom;
+  const hours = Math.max(0, Math.ceil((Date.parse(m.removes_at) - now) / 3_600_000));
+  return `${whom}, removed ${hours ? `in ${hours} h` : "within the hour"} unless a workload uses it`;
+}
+
 /** The model table for `inferd model list`. */
-function listLines(list: ModelView[]): string[] {
+function listLines(list: StoreModel[]): string[] {
   if (list.length === 0) return ["(no models; pull one with: inferd model pull hf:owner/repo:Q4_K_M)"];
   return list.map((m) => {
     const state = m.state === "downloading" && m.progress ? `downloading ${m.progress.percent}%` : m.state;
     const shape = m.info ? [m.info.architecture, m.info.quantization, m.info.context_length && `ctx ${m.info.context_length}`].filter(Boolean).join(", ") : "";
     const needs = m.estimate ? `needs ~${gib(m.estimate.total_bytes)}` : "";
     const users = m.used_by.length ? `used by ${m.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ")}` : "";
-    return [m.id, state.padEnd(16), size(m.size_bytes).padStart(9), m.source, shape && `(${shape})`, needs, users].filter(Boolean).join("  ");
+    return [m.id, state.padEnd(16), size(m.size_bytes).padStart(9), m.source, shape && `(${shape})`, needs, users, tenantText(m)].filter(Boolean).join("  ");
   });
 }
 
@@ -109,7 +121,7 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
   };
   const local = <T>(fn: (m: ModelManager) => T | Promise<T>): Promise<T> => {
     const store = openStore(dataPaths(config.dataDir).db);
-    return Promise.resolve(fn(new ModelManager(store.db, { dataDir: config.dataDir, env: process.env }))).finally(() => store.close());
+    return Promise.resolve(fn(new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, gcAfterHours: config.modelGcAfterHours }))).finally(() => store.close());
   };
   const idOf = (m: ModelManager) => (target.includes(":") || target.startsWith("/") ? (m.find(target)?.id ?? target) : target);
   if (verb === "pull" && target && target !== "--json") {
@@ -121,14 +133,14 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
     return 0;
   }
   if (verb === "list") {
-    const list = (url && token ? await api("/admin/models") : await local((m) => m.list())) as ModelView[];
+    const list = (url && token ? await api("/admin/models") : await local((m) => m.list())) as StoreModel[];
     out(json ? JSON.stringify(list) : listLines(list).join("\n"));
     return 0;
   }
   if ((verb === "show" || verb === "rm") && target && target !== "--json") {
     const id = await local(idOf);
     const v = url && token ? await api(`/admin/models/${id}`, verb === "rm" ? "DELETE" : "GET") : await local((m) => (verb === "rm" ? m.remove(id) : m.view(id)));
-    out(json || verb === "show" ? JSON.stringify(v, null, json ? undefined : 2) : `removed ${(v as ModelView).source}`);
+    out(json || verb === "show" ? JSON.stringify(v, null, json ? undefined : 2) : `removed ${(v as StoreModel).source}`);
     return 0;
   }
   err("usage: inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]\n  sources: hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/path/file.gguf, https://…/x.gguf, /a/local/file.gguf");

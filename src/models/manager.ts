@@ -16,6 +16,7 @@ import { validation } from "../errors";
 import { inspectModel } from "./inspect";
 import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, sourceOfRow, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
 import { audit } from "../audit/service";
+import { adoptModel, markPulledFor, overModelBytes, withTenancy, type StoreModel } from "./tenants";
 
 /** A file's real path (a snapshot entry links to a blob), or null when it is gone. */
 function realOrNull(path: string): string | null {
@@ -67,7 +68,12 @@ export interface ModelManagerOptions {
   concurrency?: number;
   /** Called when a model becomes ready (placement may now know its size). */
   onReady?: () => void;
+  /** Hours an unused model pulled for a project's workload is kept (0: kept for good); the views say when it goes. */
+  gcAfterHours?: number;
 }
+
+/** Who asks for a pull: the admin by hand (the model is theirs), or a workload of a project (null: one no longer known). */
+export type PullBy = "admin" | { project: string | null };
 
 /**
  * The model store of this machine: pulls (deduplicated: a model is pulled once however many ask),
@@ -99,20 +105,27 @@ export class ModelManager {
     }
   }
 
-  /** Starts pulling a model (or joins the pull under way); returns its view at once. */
-  pull(spec: string): ModelView {
-    return this.pullSource(ModelManager.parse(spec), spec.trim());
+  /**
+   * Starts pulling a model (or joins the pull under way); returns its view at once. Pulled by the
+   * admin, the model is theirs; a download a project's workload starts (first, or again after it
+   * failed or was cancelled) counts against that project's `model_bytes` and may be collected.
+   */
+  pull(spec: string, by: PullBy = "admin"): StoreModel {
+    return this.pullSource(ModelManager.parse(spec), spec.trim(), by);
   }
 
   /**
    * Starts pulling a parsed source (kept whole: `-hf owner/repo` keeps its default-tag chain); with
    * `guard`, a URL source's every hop obeys the address rules.
    */
-  private pullSource(source: ModelSource, spec: string, guard?: AddressPolicy): ModelView {
+  private pullSource(source: ModelSource, spec: string, by: PullBy, guard?: AddressPolicy): StoreModel {
     const known = findBySource(this.db, source);
     let row = upsertModel(this.db, spec, source);
-    if (!known) audit(this.db, "model.pull", { type: "model", id: row.id, label: row.source }, { source: row.source });
-    if (row.state === "failed" || row.state === "cancelled") {
+    const again = row.state === "failed" || row.state === "cancelled";
+    if (by === "admin") adoptModel(this.db, row.id);
+    else if (by.project && (!known || again)) markPulledFor(this.db, row.id, by.project);
+    if (!known) audit(this.db, "model.pull", { type: "model", id: row.id, label: row.source }, { source: row.source, ...(by === "admin" ? {} : { for_workload_of: by.project }) });
+    if (again) {
       updateModel(this.db, row.id, { state: "downloading", reason: null });
       row = getModelRow(this.db, row.id);
     }
@@ -127,10 +140,12 @@ export class ModelManager {
     return left.length;
   }
 
-  /** The puller the local agent uses: the same store, the same pulls, rows in the same table. */
+  /** The puller the local agent uses: the same store, the same pulls, rows in the same table (pulled for the workload's project). */
   puller(): ModelPuller {
-    return async (source, onProgress, signal, guard) => {
-      const view = this.pullSource(source, describeSource(source), guard);
+    return async (source, onProgress, signal, opts = {}) => {
+      const { workload, guard } = opts;
+      const project = workload ? this.db.$client.query<{ id: string }, [string, string]>("SELECT project_id AS id FROM workloads WHERE id = ? UNION ALL SELECT id FROM projects WHERE slug = ?").get(workload.id, workload.project_slug) : null;
+      const view = this.pullSource(source, describeSource(source), { project: project?.id ?? null }, guard);
       const unsubscribe = this.subscribe(view.id, (v) => v.progress && onProgress(v.progress));
       const onAbort = () => unsubscribe();
       signal.addEventListener("abort", onAbort, { once: true });
@@ -166,7 +181,10 @@ export class ModelManager {
 
   private async download(id: string, source: ModelSource, run: Running, hub: HubClient): Promise<void> {
     const plan = await hub.plan(source);
+    const planned = plan.files.every((f) => f.size >= 0) ? plan.files.reduce((s, f) => s + f.size, 0) : -1;
     updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0) });
+    const over = planned >= 0 ? overModelBytes(this.db, id, describeSource(source), planned) : null;
+    if (over) throw new Error(over);
     const pulled = await pullModel(plan, {
       modelsDir: this.modelsDir,
       hub,
@@ -181,6 +199,12 @@ export class ModelManager {
         this.emit(id, run);
       },
     });
+    // A size the server did not tell is checked once the files are here (and they go again when too big).
+    const late = planned < 0 ? overModelBytes(this.db, id, describeSource(source), pulled.bytes) : null;
+    if (late) {
+      this.deleteFiles(pulled.dir, pulled.files);
+      throw new Error(late);
+    }
     const info = await inspectModel(pulled.entry).catch(() => null);
     updateModel(this.db, id, {
       state: "ready",
@@ -220,17 +244,21 @@ export class ModelManager {
     return this.running.has(id);
   }
 
-  /** One model's view with live progress and its users. */
-  view(id: string): ModelView {
+  /** One model's view with live progress, its users and the project it was pulled for. */
+  view(id: string): StoreModel {
     const row = getModelRow(this.db, id);
-    return modelView(row, { progress: this.running.get(id)?.progress, usedBy: usersOfModels(this.db, [row]).get(id) ?? [] });
+    return withTenancy(this.db, [modelView(row, { progress: this.running.get(id)?.progress, usedBy: usersOfModels(this.db, [row]).get(id) ?? [] })], this.gcAfterMs)[0];
   }
 
   /** Every model's view. */
-  list(): ModelView[] {
+  list(): StoreModel[] {
     const rows = listModelRows(this.db);
     const users = usersOfModels(this.db, rows);
-    return rows.map((r) => modelView(r, { progress: this.running.get(r.id)?.progress, usedBy: users.get(r.id) ?? [] }));
+    return withTenancy(this.db, rows.map((r) => modelView(r, { progress: this.running.get(r.id)?.progress, usedBy: users.get(r.id) ?? [] })), this.gcAfterMs);
+  }
+
+  private get gcAfterMs(): number {
+    return (this.opts.gcAfterHours ?? 0) * 3_600_000;
   }
 
   /** Stops a pull under way (its `.part` files stay, so pulling again resumes). */
@@ -247,16 +275,22 @@ export class ModelManager {
   /**
    * Removes a model: refused (409 `model_in_use`) while a workload uses it, naming them. A pull under
    * way is stopped; pulled files are deleted from the store; a registered local file is only forgotten.
+   * `note` goes into the audit entry (why the collector removed it).
    */
-  async remove(id: string): Promise<ModelView> {
+  async remove(id: string, note: Record<string, unknown> = {}): Promise<StoreModel> {
     const v = this.view(id);
     if (v.used_by.length) throw conflict(`model ${v.source} is used by ${v.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ")}; change or delete those workloads first`, "model_in_use");
     if (this.running.has(id)) await this.cancel(id);
     const row = getModelRow(this.db, id);
     deleteModelRow(this.db, id);
-    audit(this.db, "model.delete", { type: "model", id, label: v.source });
-    if (v.kind !== "local" && row.dir) removeFiles(row.dir, v.files, filesOfRows(listModelRows(this.db)));
+    audit(this.db, "model.delete", { type: "model", id, label: v.source }, note);
+    if (v.kind !== "local" && row.dir) this.deleteFiles(row.dir, v.files);
     return v;
+  }
+
+  /** Deletes files of a model from the store, keeping files and blobs another model still lists. */
+  private deleteFiles(dir: string, files: { path: string }[]): void {
+    removeFiles(dir, files, filesOfRows(listModelRows(this.db)));
   }
 
   /** The model row of a source, if any (for the CLI). */

@@ -4,9 +4,10 @@ import { jsonBody } from "../http";
 import { ProjectCreate } from "./schema";
 import { createProject, deleteProject, getProject, listProjectsWithCounts, setProjectLimits } from "./service";
 import { ProjectPatch } from "../limits/schema";
+import { projectUsage } from "../limits/project";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db">;
+type Deps = Pick<AppDeps, "db" | "events">;
 
 /** Admin routes for projects. */
 export const projectRoutes = (deps: Deps) =>
@@ -16,11 +17,18 @@ export const projectRoutes = (deps: Deps) =>
       return createProject(deps.db, body);
     }, { ...jsonBody(ProjectCreate), detail: { summary: "Create a project" } })
     .get("", () => listProjectsWithCounts(deps.db), { detail: { summary: "List projects with their workload and live-key counts" } })
-    .get("/:project", ({ params }) => getProject(deps.db, params.project), { detail: { summary: "A project with its token quotas" } })
+    .get("/:project", ({ params }) => {
+      const p = getProject(deps.db, params.project);
+      return { ...p, usage: projectUsage(deps.db, p.id) };
+    }, { detail: { summary: "A project with its token quotas, its caps and what it uses against them" } })
     .patch("/:project", ({ params, body }) => setProjectLimits(deps.db, params.project, body.limits), {
       ...jsonBody(ProjectPatch),
-      detail: { summary: "Set the project's token quotas per day and month (null removes one)" },
+      detail: { summary: "Set the project's token quotas per day and month and its caps (max_workloads, max_replicas, model_bytes); null removes one" },
     })
-    .delete("/:project", ({ params }) => deleteProject(deps.db, params.project), {
+    .delete("/:project", ({ params }) => {
+      const p = deleteProject(deps.db, params.project);
+      deps.events.workloadsChanged();
+      return p;
+    }, {
       detail: { summary: "Delete a project with its workloads and keys" },
     });

@@ -5,18 +5,29 @@ import { conflict, notFound } from "../errors";
 import { newId, nowIso, slugify } from "../ids";
 import type { ProjectCreate } from "./schema";
 import { audit, diffOf, fieldsOf } from "../audit/service";
+import type { ProjectLimits, ProjectLimitsView } from "../limits/schema";
 
-/** A project as the API shows it, with its token quotas. */
-export type ProjectView = { id: string; name: string; slug: string; created_at: string; limits: { tokens_per_day: number | null; tokens_per_month: number | null } };
+/** A project as the API shows it, with its token quotas and caps. */
+export type ProjectView = { id: string; name: string; slug: string; created_at: string; limits: ProjectLimitsView };
 
-const view = (p: typeof projects.$inferSelect): ProjectView => ({ id: p.id, name: p.name, slug: p.slug, created_at: p.createdAt, limits: { tokens_per_day: p.tokensPerDay, tokens_per_month: p.tokensPerMonth } });
+type Row = typeof projects.$inferSelect;
 
-/** Sets (or, with `null`, removes) a project's token quotas. */
-export function setProjectLimits(db: Db, idOrSlug: string, limits: { tokens_per_day?: number | null; tokens_per_month?: number | null }): ProjectView {
+/** Each limit of the API with its column. */
+const COLUMNS = { tokens_per_day: "tokensPerDay", tokens_per_month: "tokensPerMonth", max_workloads: "maxWorkloads", max_replicas: "maxReplicas", model_bytes: "modelBytes" } as const satisfies Record<keyof ProjectLimits, keyof Row>;
+
+const view = (p: Row): ProjectView => ({
+  id: p.id,
+  name: p.name,
+  slug: p.slug,
+  created_at: p.createdAt,
+  limits: Object.fromEntries(Object.entries(COLUMNS).map(([k, c]) => [k, p[c]])) as ProjectLimitsView,
+});
+
+/** Sets (or, with `null`, removes) a project's token quotas and caps; fields not sent stay. */
+export function setProjectLimits(db: Db, idOrSlug: string, limits: ProjectLimits): ProjectView {
   const p = getProject(db, idOrSlug);
   const set: Partial<typeof projects.$inferInsert> = {};
-  if (limits.tokens_per_day !== undefined) set.tokensPerDay = limits.tokens_per_day;
-  if (limits.tokens_per_month !== undefined) set.tokensPerMonth = limits.tokens_per_month;
+  for (const [k, c] of Object.entries(COLUMNS) as [keyof ProjectLimits, (typeof COLUMNS)[keyof ProjectLimits]][]) if (limits[k] !== undefined) set[c] = limits[k];
   if (Object.keys(set).length) db.update(projects).set(set).where(eq(projects.id, p.id)).run();
   const after = getProject(db, p.id);
   audit(db, "project.limits", { type: "project", id: p.id, label: p.slug }, diffOf(p.limits, after.limits));
@@ -44,7 +55,7 @@ export function uniqueSlug(name: string, explicit: string | undefined, taken: (s
 /** Creates a project; its slug comes from the name unless given. */
 export function createProject(db: Db, input: ProjectCreate): ProjectView {
   const slug = uniqueSlug(input.name, input.slug, (s) => !!db.select({ id: projects.id }).from(projects).where(eq(projects.slug, s)).get(), "project");
-  const row = { id: newId("prj"), name: input.name, slug, createdAt: nowIso(), tokensPerDay: null, tokensPerMonth: null };
+  const row: Row = { id: newId("prj"), name: input.name, slug, createdAt: nowIso(), tokensPerDay: null, tokensPerMonth: null, maxWorkloads: null, maxReplicas: null, modelBytes: null };
   db.insert(projects).values(row).run();
   audit(db, "project.create", { type: "project", id: row.id, label: slug }, fieldsOf(row, ["name", "slug"]));
   return view(row);

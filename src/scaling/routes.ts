@@ -8,6 +8,7 @@ import { log } from "../log";
 import { getWorkloadById, resolveWorkload, type Workload } from "../workloads/service";
 import { bumpGeneration, createAssignment, deleteAssignment, getAssignment, listAssignments, setAssignmentDesired } from "../workers/service";
 import { audit } from "../audit/service";
+import { replicaRoom } from "../limits/project";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "describeWorkload" | "fleet" | "scaler">;
@@ -48,7 +49,8 @@ export async function rollingRestart(deps: Deps, w: Workload): Promise<void> {
 
 async function restartSteps(deps: Deps, w: Workload): Promise<void> {
   const running = listAssignments(deps.db, w.id).filter((a) => a.desired === "run");
-  if (running.length === 1 && running[0].auto) {
+  // A project at its max_replicas restarts in place: no second replica, even for a while.
+  if (running.length === 1 && running[0].auto && replicaRoom(deps.db, w.project_id).room > 0) {
     const old = running[0];
     const extra = createAssignment(deps.db, w, { worker_id: old.worker_id, gpus: old.gpus }, true);
     deps.fleet.reconcile();

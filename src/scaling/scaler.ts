@@ -6,6 +6,7 @@ import { listAssignments, setAssignmentDesired } from "../workers/service";
 import { decideAutoscaling, decideScheduled, type Decision, type Memory } from "./decide";
 import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScalingView, type ScheduledParams } from "./schema";
 import { Room } from "./room";
+import { replicaRoom } from "../limits/project";
 
 /** How often the scaler looks at every workload (demand wakes it at once in between). */
 const TICK_MS = 1000;
@@ -121,14 +122,31 @@ export class Scaler {
     const running = rows.filter((a) => a.desired === "run");
     const d = this.decide(w, running.length, rows.filter((a) => !a.auto).length);
     let action = "";
-    if (d.desired > running.length) action = this.room.startMore(w, rows, d.desired - running.length, d.reason, (id) => this.lastBusy(id));
-    else if (d.desired < running.length && !this.held.has(w.id)) action = this.stopSome(w, running, running.length - d.desired, d.reason);
+    let reason = d.reason;
+    if (d.desired > running.length) {
+      const count = this.withinCap(w, rows, d.desired - running.length);
+      if (count > 0) action = this.room.startMore(w, rows, count, d.reason, (id) => this.lastBusy(id));
+      if (count < d.desired - running.length) reason = `${d.reason}; ${d.desired - running.length - count} not started: ${replicaRoom(this.db, w.project_id).why}`;
+    } else if (d.desired < running.length && !this.held.has(w.id)) action = this.stopSome(w, running, running.length - d.desired, d.reason);
     const prev = this.views.get(w.id);
     const ready = rows.filter((a) => a.desired === "run" && a.state === "ready").length;
     const last = action ? { at: new Date(this.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
     if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
-    this.views.set(w.id, { policy: w.execution_policy, desired: d.desired, current: ready, running: running.length, last_decision: last, reason: d.reason });
+    this.views.set(w.id, { policy: w.execution_policy, desired: d.desired, current: ready, running: running.length, last_decision: last, reason });
     return action !== "";
+  }
+
+  /**
+   * How many of `wanted` more replicas the project's `max_replicas` lets start now. Replicas
+   * already running are never stopped for it (a cap lowered below them holds new ones back only);
+   * an idle replica held back says why.
+   */
+  private withinCap(w: Workload, rows: ReturnType<typeof listAssignments>, wanted: number): number {
+    const cap = replicaRoom(this.db, w.project_id);
+    if (cap.room >= wanted) return wanted;
+    const why = `not started: ${cap.why}`;
+    for (const a of rows) if (a.desired === "idle" && a.reason !== why) setAssignmentDesired(this.db, a.id, "idle", why);
+    return Math.max(0, cap.room);
   }
 
   /** Idles (or, beyond the first, removes) `count` running replicas, those without requests first. */

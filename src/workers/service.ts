@@ -5,6 +5,7 @@ import { AppError, conflict, notFound, validation } from "../errors";
 import { estimate, fitOnGpus, gib, type FreeGpu } from "../models/fit";
 import { modelOfWorkload } from "../models/service";
 import { initialDesired } from "../scaling/decide";
+import { replicaRoom } from "../limits/project";
 import { newId, nowIso, sha256 } from "../ids";
 import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
 import { listAllWorkloads, type Workload } from "../workloads/service";
@@ -369,7 +370,9 @@ export function autoAssign(db: Db): Map<string, string> {
     }
     const a = createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
     const start = initialDesired(w, Date.now());
+    const cap = start.desired === "run" ? replicaRoom(db, w.project_id) : null;
     if (start.desired === "idle") setAssignmentDesired(db, a.id, "idle", start.reason);
+    else if (cap && cap.room < 0) setAssignmentDesired(db, a.id, "idle", `not started: ${cap.why}`);
   }
   return unplaced;
 }

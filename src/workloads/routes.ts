@@ -5,12 +5,28 @@ import { forbidden } from "../errors";
 import { getProject } from "../projects/service";
 import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
 import { TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { checkConfig, createWorkload, deleteWorkload, listWorkloads, patchedLaunch, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
+import { checkConfig, checkParams, createWorkload, deleteWorkload, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { requireOpenWorker } from "../workers/service";
+import { requireReplicaRoom, requireWorkloadRoom } from "../limits/project";
+import { requireModelRoom } from "../models/tenants";
+import type { Db } from "../db";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "describeWorkload" | "events" | "policy">;
+
+/**
+ * Refuses (429 `project_limit`) saving a workload that would pass one of its project's caps:
+ * one workload more than `max_workloads`, replicas beyond `max_replicas`, a known model too big
+ * for `model_bytes`. For an update (`current`) only what the patch changes is judged.
+ */
+function requireProjectRoom(db: Db, projectId: string, body: WorkloadUpdate, current?: Workload): void {
+  if (!current) requireWorkloadRoom(db, projectId);
+  const policy = current ? patchedPolicy(current, body) : { policy: body.execution_policy ?? "fixed", params: checkParams(body.execution_policy ?? "fixed", body.execution_params ?? {}) };
+  if (policy) requireReplicaRoom(db, projectId, policy, current?.id);
+  const launch = current ? patchedLaunch(current, body) : { backend: body.backend!, config: checkConfig(body.backend!, body.config ?? {}) };
+  if (!current || launch.backend !== current.backend || JSON.stringify(launch.config) !== JSON.stringify(current.config)) requireModelRoom(db, projectId, launch);
+}
 
 /**
  * The control plane (`/api`, `ik_sdk_` keys): create, update, list, get and delete workloads of the
@@ -35,6 +51,7 @@ export const controlRoutes = (deps: Deps) => {
       const project = getProject(deps.db, params.project_id);
       requireTenantLaunch(deps.policy, body.backend, checkConfig(body.backend, body.config ?? {}));
       requireOpenWorker(deps.db, project.id, body);
+      requireProjectRoom(deps.db, project.id, body);
       const w = createWorkload(deps.db, project, body, "tenant");
       deps.events.workloadsChanged();
       set.status = 201;
@@ -56,6 +73,7 @@ export const controlRoutes = (deps: Deps) => {
         worker_id: body.worker_id !== current.worker_id ? body.worker_id : undefined,
         gpu_resource_id: body.gpu_resource_id !== current.gpu_resource_id ? body.gpu_resource_id : undefined,
       });
+      requireProjectRoom(deps.db, current.project_id, body, current);
       const w = updateWorkload(deps.db, current, body, "tenant");
       deps.events.workloadsChanged();
       return publicView(w);
@@ -75,14 +93,18 @@ export const adminWorkloadRoutes = (deps: Deps) =>
       detail: { summary: "List a project's workloads" },
     })
     .post("/projects/:project/workloads", ({ params, body, set }) => {
-      const w = createWorkload(deps.db, getProject(deps.db, params.project), body);
+      const project = getProject(deps.db, params.project);
+      requireProjectRoom(deps.db, project.id, body);
+      const w = createWorkload(deps.db, project, body);
       deps.events.workloadsChanged();
       set.status = 201;
       return w;
     }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
     .get("/workloads/:id", ({ params }) => deps.describeWorkload(resolveWorkload(deps.db, params.id)), { detail: { summary: "Get a workload" } })
     .patch("/workloads/:id", ({ params, body }) => {
-      const w = updateWorkload(deps.db, resolveWorkload(deps.db, params.id), body);
+      const current = resolveWorkload(deps.db, params.id);
+      requireProjectRoom(deps.db, current.project_id, body, current);
+      const w = updateWorkload(deps.db, current, body);
       deps.events.workloadsChanged();
       return w;
     }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload" } })

@@ -154,6 +154,16 @@ export function patchedLaunch(current: Workload, patch: WorkloadUpdate): { backe
 }
 
 /**
+ * The policy and its checked parameters a patch would leave, or null when it sends neither. A new
+ * policy without parameters starts from its defaults; the same one keeps what it had.
+ */
+export function patchedPolicy(current: Workload, patch: WorkloadUpdate): { policy: ExecutionPolicy; params: Record<string, unknown> } | null {
+  if (patch.execution_policy === undefined && patch.execution_params === undefined) return null;
+  const policy = (patch.execution_policy ?? current.execution_policy) as ExecutionPolicy;
+  return { policy, params: checkParams(policy, patch.execution_params ?? (policy === current.execution_policy ? current.execution_params : {})) };
+}
+
+/**
  * Applies the sent fields only; `updated_at` moves only when something changed. A change of
  * backend or config records `origin` as who set the command.
  */
@@ -171,12 +181,8 @@ export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate,
   if (patch.worker_id !== undefined && patch.worker_id !== current.worker_id) set.workerId = patch.worker_id;
   if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id) set.gpuResourceId = patch.gpu_resource_id;
   if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;
-  if (patch.execution_policy !== undefined || patch.execution_params !== undefined) {
-    const policy = (patch.execution_policy ?? current.execution_policy) as ExecutionPolicy;
-    // A new policy without parameters starts from its defaults; the same one keeps what it had.
-    const params = checkParams(policy, patch.execution_params ?? (policy === current.execution_policy ? current.execution_params : {}));
-    if (JSON.stringify(params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(params);
-  }
+  const next = patchedPolicy(current, patch);
+  if (next && JSON.stringify(next.params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(next.params);
   if (Object.keys(set).length === 0) return current;
   set.updatedAt = nowIso();
   db.update(workloads).set(set).where(eq(workloads.id, current.id)).run();

@@ -4,7 +4,7 @@ import type { Browser } from "playwright-core";
 import { startFakeHub, type FakeHub } from "../fixtures/hf-hub";
 import { ggufRepo } from "../fixtures/hf-repos";
 import { writeTinyGguf } from "../fixtures/gguf";
-import { cleanup, startInferd, tempDir, waitFor, type Inferd } from "../helpers/proc";
+import { cleanup, runInferd, startInferd, tempDir, waitFor, type Inferd } from "../helpers/proc";
 import { launchBrowser, openPage, signIn, textMatching, until, WAIT_MS, type UiPage } from "../helpers/browser";
 
 /**
@@ -12,7 +12,9 @@ import { launchBrowser, openPage, signIn, textMatching, until, WAIT_MS, type UiP
  * (throttled so downloads take a while) and with no llama-server on PATH, so inferd's built-in
  * llama.cpp runtime serves the tiny generated GGUFs: the first run's starter model downloaded with
  * progress to a workload that answers; pulling, cancelling and deleting on the Models page; a file
- * found on this machine put to use; a replica downloading its model with the percentage under its badge.
+ * found on this machine put to use; a replica downloading its model with the percentage under its badge;
+ * which project a model was pulled for and when an unused one goes (page and `inferd model list`);
+ * the project page's limits on workloads, replicas and model storage.
  */
 /** Hooks start (or stop) a server, the hub and chromium on possibly busy cores. */
 const HOOK_MS = 90_000;
@@ -192,5 +194,48 @@ describe("models in the browser", () => {
     await api(`/admin/workloads/${w.id}`, { method: "DELETE" });
     await waitFor(async () => ((await (await api("/admin/models")).json()) as { state: string }[]).every((m) => m.state !== "downloading") || undefined, { what: "the pull to finish" });
     ui.expectNoErrors("downloading replica");
+  });
+
+  test("a model pulled for a project says so, and an unused one when it goes; the CLI lists the same", async () => {
+    const { page } = ui;
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Models" }).click();
+    // The workload that pulled it is gone: collected in 24 h unless a workload names it again.
+    const unused = page.getByRole("listitem", { name: `Model hf:${BIG}:Q5_K_M` });
+    await textMatching(unused.getByTestId("pulled-for"), /^Pulled for demo-app · removed in 24 h unless a workload uses it$/, "the unused tenant model's removal");
+    await textMatching(page.getByRole("listitem", { name: `Model hf:${STARTER}:Q4_K_M` }).getByTestId("pulled-for"), /^Pulled for demo-app$/, "the used one's project");
+    // Pulled by hand on this page: the admin's, never collected.
+    expect(await page.getByRole("listitem", { name: `Model hf:${BIG}:Q4_K_M` }).getByTestId("pulled-for").count()).toBe(0);
+    await ui.checkWidths("models-pulled-for");
+    await unused.getByRole("link", { name: "demo-app" }).click();
+    await page.getByTestId("caps").waitFor();
+    const listed = await runInferd({ args: ["model", "list", "--data-dir", srv.dataDir] });
+    expect(listed.stdout).toMatch(new RegExp(`hf:${BIG}:Q5_K_M .*pulled for demo-app, removed in 24 h unless a workload uses it`));
+    ui.expectNoErrors("models pulled for a project");
+  });
+
+  test("the project page edits its limits next to the token quotas, with what it uses against them", async () => {
+    const { page } = ui;
+    await ui.visit("/projects/demo-app");
+    const caps = page.getByTestId("caps");
+    await textMatching(caps.getByTestId("used-workloads"), /^1 \(no limit\)$/, "the workloads without a limit");
+    await textMatching(caps.getByTestId("used-model-bytes"), /^11 MiB \(no limit\)$/, "the models pulled for the project (3 + 8 MiB)");
+    const field = (name: string) => caps.getByRole("textbox", { name: new RegExp(`^${name.replace(/[()]/g, "\\$&")}`) });
+    await field("Workloads").fill("1");
+    await field("Replicas").fill("4");
+    await field("Model storage (MiB)").fill("12.5");
+    await caps.getByRole("button", { name: "Save project limits" }).click();
+    await textMatching(caps.getByTestId("used-workloads"), /^1 of 1$/, "the workloads against the limit");
+    await textMatching(caps.getByTestId("used-model-bytes"), /^11 MiB of 12\.5 MiB$/, "the model storage against the limit");
+    await textMatching(caps.getByTestId("used-replicas"), /running, policies up to 1 of 4$/, "the replicas against the limit");
+    expect((await (await api("/admin/projects/demo-app")).json()).limits).toMatchObject({ max_workloads: 1, max_replicas: 4, model_bytes: 12.5 * MiB });
+    const more = await api("/admin/projects/demo-app/workloads", { body: { name: "one-more", backend: "llamacpp", model_name: "m", config: { command: `llama-server -hf ${BIG}:Q4_K_M` } } });
+    expect(more.status).toBe(429);
+    expect((await more.json()).error).toMatchObject({ code: "project_limit", limit: "max_workloads", value: 1 });
+    expect(await field("Model storage (MiB)").inputValue()).toBe("12.5");
+    await ui.checkWidths("project-limits");
+    for (const f of ["Workloads", "Replicas", "Model storage (MiB)"]) await field(f).fill("");
+    await caps.getByRole("button", { name: "Save project limits" }).click();
+    await textMatching(caps.getByTestId("used-workloads"), /^1 \(no limit\)$/, "the limits removed");
+    ui.expectNoErrors("project limits");
   });
 });

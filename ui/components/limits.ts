@@ -1,66 +1,84 @@
-/** Per-key limits and per-project token quotas: a summary in words and a form that edits them. */
+/** Per-key limits, per-project token quotas and caps: a summary in words and a form that edits them. */
 import { html } from "htm/preact";
 import { useId, useRef, useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useAction } from "../lib/hooks";
 import { count } from "../lib/format";
-import type { LimitsView } from "../lib/types";
+import type { LimitsView, ProjectLimitsView } from "../lib/types";
 import { ErrorNote, FieldError, invalidAt } from "./ui";
 
-type Field = keyof LimitsView;
+type Field = keyof LimitsView | keyof ProjectLimitsView;
+type Limits = Partial<Record<Field, number | null>>;
 
-/** Every limit with its label and how a summary says it. */
-const FIELDS: { id: Field; label: string; hint: string; short: string }[] = [
+const MiB = 1048576;
+
+/** Every limit with its label, how a summary says it, and the unit the form takes it in (bytes as MiB). */
+const FIELDS: { id: Field; label: string; hint: string; short: string; unit?: number }[] = [
   { id: "rpm", label: "Requests per minute", hint: "Bursts up to this many, refilled evenly.", short: "req/min" },
   { id: "tpm", label: "Tokens per minute", hint: "Input and output tokens together.", short: "tokens/min" },
   { id: "max_concurrent", label: "Requests at once", hint: "More wait for none: they get 429.", short: "at once" },
   { id: "tokens_per_day", label: "Tokens per day", hint: "A quota per UTC day, kept across restarts.", short: "tokens/day" },
   { id: "tokens_per_month", label: "Tokens per month", hint: "A quota per calendar month (UTC).", short: "tokens/month" },
+  { id: "max_workloads", label: "Workloads", hint: "Creating one more is refused (429).", short: "workloads" },
+  { id: "max_replicas", label: "Replicas", hint: "All its workloads' policies together; no more start.", short: "replicas" },
+  { id: "model_bytes", label: "Model storage (MiB)", hint: "Models pulled for its workloads.", short: "MiB of models", unit: MiB },
 ];
+
+/** The limits a key has. */
+const KEY_FIELDS: Field[] = ["rpm", "tpm", "max_concurrent", "tokens_per_day", "tokens_per_month"];
 
 /** The quotas a project has (every key of it together). */
 export const QUOTA_FIELDS: Field[] = ["tokens_per_day", "tokens_per_month"];
+
+/** The caps a project has: workloads, replicas, bytes of models pulled for it. */
+export const CAP_FIELDS: Field[] = ["max_workloads", "max_replicas", "model_bytes"];
+
+/** A limit's value in the unit its field takes (MiB for bytes). */
+const inUnit = (f: Field, v: number) => v / (FIELDS.find((x) => x.id === f)?.unit ?? 1);
 
 /**
  * The limits that are set, in a few words.
  * @example limitsText({ rpm: 60, tokens_per_day: 100000 }) // → "60 req/min · 100,000 tokens/day"
  */
-export function limitsText(l: Partial<LimitsView> | undefined): string {
-  const set = FIELDS.filter((f) => l?.[f.id] != null).map((f) => `${count(l![f.id]!)} ${f.short}`);
+export function limitsText(l: Limits | undefined): string {
+  const set = FIELDS.filter((f) => l?.[f.id] != null).map((f) => `${count(inUnit(f.id, l![f.id]!))} ${f.short}`);
   return set.length ? set.join(" · ") : "no limits";
 }
 
-/** The form's text for each field ("" when unset). */
-const texts = (l: Partial<LimitsView>, fields: Field[]) => Object.fromEntries(fields.map((f) => [f, l[f] == null ? "" : String(l[f])])) as Record<Field, string>;
+/** The form's text for each field ("" when unset); a MiB value keeps every digit, so saving it unchanged keeps the bytes. */
+const texts = (l: Limits, fields: Field[]) => Object.fromEntries(fields.map((f) => [f, l[f] == null ? "" : String(inUnit(f, l[f]!))])) as Record<Field, string>;
+
+/** Whether a field's text is a value it takes: a whole number, or a decimal for a field in MiB. */
+const wellFormed = (f: Field, text: string) => (FIELDS.find((x) => x.id === f)?.unit ? /^\d+(\.\d+)?$/ : /^\d+$/).test(text);
 
 /**
  * A form for some limits: empty means no limit. Sends `{limits}` (each field a number or null) to
  * `path` with PATCH and hands the answer to `onSaved`; the server's refusals show at their field.
  */
-export function LimitsForm({ path, limits, fields, onSaved, onCancel }: { path: string; limits: Partial<LimitsView>; fields: Field[]; onSaved(): unknown; onCancel?(): void }) {
+export function LimitsForm({ path, limits, fields, onSaved, onCancel, label = "Limits" }: { path: string; limits: Limits; fields: Field[]; onSaved(): unknown; onCancel?(): void; label?: string }) {
   const [vals, setVals] = useState(() => texts(limits, fields));
   const save = useAction((body: unknown) => api(path, { method: "PATCH", body }));
-  const bad = fields.find((f) => vals[f].trim() !== "" && !/^\d+$/.test(vals[f].trim()));
+  const bad = fields.find((f) => vals[f].trim() !== "" && !wellFormed(f, vals[f].trim()));
   const submit = async (e: Event) => {
     e.preventDefault();
-    const out = Object.fromEntries(fields.map((f) => [f, vals[f].trim() === "" ? null : Number(vals[f].trim())]));
+    const out = Object.fromEntries(fields.map((f) => [f, vals[f].trim() === "" ? null : Math.round(Number(vals[f].trim()) * (FIELDS.find((x) => x.id === f)?.unit ?? 1))]));
     if ((await save.run({ limits: out })) !== undefined) await onSaved();
   };
   const shown = new Set(fields.map((f) => `limits.${f}`));
-  return html`<form class="form limits-form" onSubmit=${submit} aria-label="Limits">
+  return html`<form class="form limits-form" onSubmit=${submit} aria-label=${label}>
     <div class="limit-grid">
       ${FIELDS.filter((f) => fields.includes(f.id)).map((f) => html`<label>${f.label}
-        <input name=${f.id} inputmode="numeric" pattern="[0-9]*" placeholder="no limit" value=${vals[f.id]}
+        <input name=${f.id} inputmode=${f.unit ? "decimal" : "numeric"} pattern=${f.unit ? "[0-9]+([.][0-9]+)?" : "[0-9]*"} placeholder="no limit" value=${vals[f.id]}
           onInput=${(e: Event) => setVals({ ...vals, [f.id]: (e.target as HTMLInputElement).value })} ...${invalidAt(save.error, `limits.${f.id}`)} />
         <small class="muted">${f.hint}</small>
         <${FieldError} error=${save.error} field=${`limits.${f.id}`} alert />
       </label>`)}
     </div>
-    ${bad ? html`<p class="note error" role="alert">${FIELDS.find((f) => f.id === bad)!.label}: a whole number, or empty for no limit.</p>` : null}
+    ${bad ? html`<p class="note error" role="alert">${FIELDS.find((f) => f.id === bad)!.label}: ${FIELDS.find((f) => f.id === bad)!.unit ? "a number" : "a whole number"}, or empty for no limit.</p>` : null}
     ${save.error && !(save.error.field && shown.has(save.error.field)) ? html`<${ErrorNote} error=${save.error} />` : null}
     <div class="actions">
       ${onCancel ? html`<button type="button" onClick=${onCancel}>Cancel</button>` : null}
-      <button type="submit" class="primary" disabled=${save.busy || !!bad}>Save limits</button>
+      <button type="submit" class="primary" disabled=${save.busy || !!bad}>${label === "Limits" ? "Save limits" : `Save ${label.toLowerCase()}`}</button>
     </div>
   </form>`;
 }
@@ -79,7 +97,7 @@ export function KeyLimitsCell({ keyId, name, limits, onSaved }: { keyId: string;
     <dialog ref=${dialog} aria-labelledby=${id} class="limits-dialog">
       <h2 id=${id}>Limits of ${name}</h2>
       <p class="muted">Over a limit, requests get 429 with <code>Retry-After</code> and the <code>x-ratelimit-*</code> headers OpenAI clients read. Changes apply from the next request.</p>
-      ${open ? html`<${LimitsForm} key=${open} path=${`/admin/keys/${keyId}`} limits=${limits} fields=${FIELDS.map((f) => f.id)} onCancel=${close}
+      ${open ? html`<${LimitsForm} key=${open} path=${`/admin/keys/${keyId}`} limits=${limits} fields=${KEY_FIELDS} onCancel=${close}
         onSaved=${async () => {
           close();
           await onSaved();

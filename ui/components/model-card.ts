@@ -42,6 +42,18 @@ function shape(m: Model): string {
   return parts.filter(Boolean).join(" · ");
 }
 
+/**
+ * Whom a model was pulled for and, unused, when it is removed, e.g. "Pulled for acme · removed in
+ * 23 h unless a workload uses it"; nothing for one the admin pulled by hand.
+ */
+function PulledFor({ m }: { m: Model }) {
+  if (!m.pulled_for) return null;
+  const slug = m.pulled_for.project_slug;
+  const hours = m.removes_at ? Math.max(0, Math.ceil((Date.parse(m.removes_at) - Date.now()) / 3_600_000)) : null;
+  return html`<p data-testid="pulled-for">Pulled for ${slug ? html`<a href=${`/projects/${slug}`}>${slug}</a>` : "a deleted project"}${hours === null
+    ? null : html` · <span class="reason-quiet">removed ${hours ? `in ${hours} h` : "within the hour"} unless a workload uses it</span>`}</p>`;
+}
+
 /** Each worker's GPUs (or RAM, without GPUs) against the model's need, read when opened. */
 function Fit({ id }: { id: string }) {
   const detail = useApi<ModelDetail>(`/admin/models/${id}`);
@@ -79,6 +91,7 @@ export function ModelCard({ model, stream, onChange }: { model: Model; stream: b
     <p>${m.used_by.length
       ? html`Used by ${m.used_by.map((u, i) => html`${i ? ", " : ""}<a href=${`/workloads/${u.id}`}>${u.project_slug}/${u.slug}</a>`)}`
       : html`<span class="muted">Not used by any workload.</span>`}</p>
+    <${PulledFor} m=${m} />
     ${m.entry ? html`<p class="muted small-text wrap">${local ? "File" : "Stored at"} <code>${m.entry}</code></p>` : null}
     ${m.state === "ready" ? html`<details class="fit" onToggle=${(e: Event) => setFitOpen((e.target as HTMLDetailsElement).open)}>
         <summary>Where it fits</summary>${fitOpen ? html`<${Fit} id=${m.id} />` : null}</details>` : null}

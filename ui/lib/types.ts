@@ -8,7 +8,8 @@ import type { Workload as ServerWorkload } from "../../src/workloads/service";
 import type { launchPreview } from "../../src/admin/extras";
 import type { ListenInfo } from "../../src/admin/listen";
 import type { WorkerReplica, WorkloadDetail } from "../../src/workers/fleet";
-import type { ModelView } from "../../src/models/service";
+import type { StoreModel } from "../../src/models/tenants";
+import type { projectUsage } from "../../src/limits/project";
 import type { LocalFile, LocalModel } from "../../src/models/discover";
 import type { fitPerWorker } from "../../src/models/routes";
 import type { TransferProgress } from "../../agent/protocol";
@@ -16,6 +17,8 @@ import type { SeriesPoint as ServerSeriesPoint } from "../../src/usage/series";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
+/** One project as `GET /admin/projects/:project` shows it: with what it uses against its caps. */
+export type ProjectDetail = ProjectView & { usage: ReturnType<typeof projectUsage> };
 /** A project in the list, with its workload and live-key counts. */
 export type ProjectRow = ProjectListed;
 /** An API key as listed; the secret only in the create answer. */
@@ -30,8 +33,8 @@ export type Delivery = DeliveryView;
 export type Job = JobView;
 /** The launch preview of a workload form: the final command and the tenant policy's verdict. */
 export type LaunchPreview = ReturnType<typeof launchPreview>;
-/** A model in the store (pulled, downloading, registered), with its shape, estimate and users. */
-export type Model = ModelView;
+/** A model in the store (pulled, downloading, registered), with its shape, estimate, users and the project it was pulled for. */
+export type Model = StoreModel;
 /** Where a model fits on one worker: its GPUs' free memory (or free RAM) against the estimate. */
 export type ModelFit = ReturnType<typeof fitPerWorker>[number];
 /** One model as `GET /admin/models/:id` shows it, with the fit per worker. */
@@ -133,7 +136,7 @@ export interface SeriesAnswer {
 }
 
 // Limits, audit and usage (the operations pages).
-export type { LimitsView } from "../../src/limits/schema";
+export type { LimitsView, ProjectLimitsView } from "../../src/limits/schema";
 export type { AuditEntry } from "../../src/audit/service";
 export type { UsageRow } from "../../src/usage/routes";
 /** A page of the audit log with the cursor to the next, older one. */

@@ -1,14 +1,14 @@
-/** One project: its workloads with their replica states, and deleting it. */
+/** One project: its workloads with their replica states, its quotas and limits, and deleting it. */
 import { html } from "htm/preact";
 import { api } from "../lib/api";
-import { useAction, useApi } from "../lib/hooks";
+import { useAction, useApi, type Loaded } from "../lib/hooks";
 import { navigate } from "../lib/router";
-import type { Project, Workload, Worker } from "../lib/types";
+import type { Project, ProjectDetail, Workload, Worker } from "../lib/types";
 import { BACKENDS } from "../lib/constants";
 import type { UsageExport } from "../lib/types";
-import { count } from "../lib/format";
+import { bytes, count } from "../lib/format";
 import { ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge, Tabs } from "../components/ui";
-import { LimitsForm, QUOTA_FIELDS } from "../components/limits";
+import { CAP_FIELDS, LimitsForm, QUOTA_FIELDS } from "../components/limits";
 
 /** The project's name (from the list) and its section tabs. */
 export function ProjectHead({ project, current }: { project: string; current: string }) {
@@ -34,8 +34,7 @@ function useTokensUsed(projectId: string | undefined) {
 }
 
 /** The project's token quotas (all its keys together) with what it used today and this month. */
-function Quotas({ project }: { project: string }) {
-  const p = useApi<Project>(`/admin/projects/${encodeURIComponent(project)}`);
+function Quotas({ project, p }: { project: string; p: Loaded<ProjectDetail> }) {
   const { day, month } = useTokensUsed(p.data?.id);
   const used = (n: number | undefined, of: number | null) => `${count(n)}${of == null ? "" : ` of ${count(of)}`} tokens`;
   return html`<section class="card quotas" aria-labelledby="quotas" data-testid="quotas">
@@ -50,10 +49,29 @@ function Quotas({ project }: { project: string }) {
   </section>`;
 }
 
+/** The project's limits on what its workloads take of this machine, with what it uses against them. */
+function Caps({ project, p }: { project: string; p: Loaded<ProjectDetail> }) {
+  const against = (used: string, cap: string | null) => (cap === null ? `${used} (no limit)` : `${used} of ${cap}`);
+  // In the form's unit below 1 GiB, so a limit of 12.5 MiB reads as set.
+  const storage = (n: number) => (n < 1073741824 ? `${Number((n / 1048576).toFixed(1))} MiB` : bytes(n));
+  return html`<section class="card quotas" aria-labelledby="caps" data-testid="caps">
+    <h2 id="caps">Project limits</h2>
+    <p class="muted">Past a limit, saving a workload is refused (429). Replicas already running keep running when the limit is lowered; no more start. A model pull that would pass the storage limit fails, and its replica says why.</p>
+    ${p.error ? html`<${ErrorNote} error=${p.error} />` : !p.data ? html`<${Loading} />` : html`
+      <dl class="facts">
+        <div><dt>Workloads</dt><dd data-testid="used-workloads">${against(count(p.data.usage.workloads), p.data.limits.max_workloads === null ? null : count(p.data.limits.max_workloads))}</dd></div>
+        <div><dt>Replicas</dt><dd data-testid="used-replicas">${against(`${count(p.data.usage.running_replicas)} running, policies up to ${count(p.data.usage.replicas)}`, p.data.limits.max_replicas === null ? null : count(p.data.limits.max_replicas))}</dd></div>
+        <div><dt>Model storage</dt><dd data-testid="used-model-bytes">${against(storage(p.data.usage.model_bytes), p.data.limits.model_bytes === null ? null : storage(p.data.limits.model_bytes))}</dd></div>
+      </dl>
+      <${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${CAP_FIELDS} label="Project limits" onSaved=${p.reload} />`}
+  </section>`;
+}
+
 /** The project page. */
 export function ProjectPage({ project }: { project: string }) {
   const list = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(project)}/workloads`);
   const workers = useApi<Worker[]>("/admin/workers", 3000);
+  const detail = useApi<ProjectDetail>(`/admin/projects/${encodeURIComponent(project)}`, 10_000);
   const del = useAction(() => api(`/admin/projects/${encodeURIComponent(project)}`, { method: "DELETE" }).then(() => true));
   const remove = async () => {
     if (await del.run()) navigate("/projects");
@@ -71,7 +89,8 @@ export function ProjectPage({ project }: { project: string }) {
               <td class="wrap">${w.model_name}</td><td>${states.length ? states.map((s) => html`<${StateBadge} state=${s} /> `) : html`<span class="muted">none</span>`}</td></tr>`;
           })}</tbody>
         </table></div>`}
-    <${Quotas} project=${project} />
+    <${Quotas} project=${project} p=${detail} />
+    <${Caps} project=${project} p=${detail} />
     <section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete project</h2>
       <p class="muted">Removes the project with all its workloads (their runtimes stop) and keys.</p>
       <${ErrorNote} error=${del.error} />

@@ -106,7 +106,8 @@ describe("model_bytes and the collection, with the local agent pulling models fr
     model = writeTinyGguf(join(dir, "tenant.gguf"));
     writeTinyGguf(join(dir, "admin.gguf"), { seed: 3 });
     files = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (req) => new Response(Bun.file(join(dir, new URL(req.url).pathname.slice(1)))) });
-    s = await startTestServer({ INFERD_LOCAL_AGENT: "1", INFERD_TELEMETRY_INTERVAL_MS: "300" });
+    // The model files come from a loopback server: the operator lets tenants reach it.
+    s = await startTestServer({ INFERD_LOCAL_AGENT: "1", INFERD_TELEMETRY_INTERVAL_MS: "300", INFERD_ALLOW_PRIVATE_MODEL_URLS: "1" });
     servers.push(s, { close: async () => files.stop(true) });
   });
   const url = (name: string) => `http://127.0.0.1:${files.port}/${name}`;

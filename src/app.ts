@@ -23,6 +23,7 @@ import { webhookRoutes } from "./webhooks/routes";
 import { uiRoutes } from "./ui/routes";
 import { docsRoutes } from "./docs/routes";
 import { noteArrival } from "./usage/arrival";
+import { andThen } from "./maybe";
 
 import type { AppDeps } from "./deps";
 
@@ -49,10 +50,14 @@ export function createApp(deps: AppDeps) {
       const path = pathOf(request.url);
       const data = path.startsWith("/endpoint/");
       if (data) noteArrival(request);
-      authenticateRequest(deps, request, path);
-      if (!data) actAs(actorOf(request)); // who changes what, for the audit log
-      // The key's limits, next to authentication: inference and job submissions count.
-      if (data && request.method === "POST") deps.limiter.admit(keyOf(request), request);
+      // Who changes what, for the audit log: entered now (before any wait, so the rest of the
+      // request sees it), filled in once authentication has said who it is.
+      const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous" });
+      return andThen(authenticateRequest(deps, request, path), () => {
+        if (actor) Object.assign(actor, actorOf(request));
+        // The key's limits, next to authentication: inference and job submissions count.
+        if (data && request.method === "POST") return andThen(deps.limiter.admit(keyOf(request), request), () => undefined);
+      });
     })
     // A limited key's x-ratelimit-* headers go on every answer it gets.
     .onAfterHandle({ as: "global" }, ({ request, response, set }) => {

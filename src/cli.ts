@@ -1,5 +1,5 @@
 import { ConfigError, describeConfig, loadConfig, type Config } from "./config";
-import { openStore } from "./db";
+import type { Db } from "./db";
 import { dataPaths, ensureDataDir, DataDirLocked, lockDataDir } from "./datadir";
 import { AppError, fromSchemaIssue } from "./errors";
 import { createProject, getProject, listProjects } from "./projects/service";
@@ -20,6 +20,7 @@ const CLI_ACTOR: Actor = { type: "cli", label: `inferd CLI (${(() => {
 import { KeyCreate } from "./keys/schema";
 import { setLogLevel } from "./log";
 import { startServer } from "./server";
+import { openConfiguredStore } from "./db/open";
 import { VERSION } from "./version";
 import type { z } from "zod";
 import { Agent } from "../agent/agent";
@@ -95,50 +96,51 @@ function table(rows: Record<string, unknown>[], cols: string[]): string {
   return [line(cols), ...cells.map(line)].join("\n");
 }
 
-function withStore<T>(config: Config, fn: (db: ReturnType<typeof openStore>["db"]) => T): T {
+/** Runs `fn` on the store the settings name (the data dir's SQLite file, or `--database-url`), then closes it. */
+async function withStore<T>(config: Config, fn: (db: Db) => Promise<T>): Promise<T> {
   ensureDataDir(config.dataDir);
-  const store = openStore(dataPaths(config.dataDir).db);
+  const store = await openConfiguredStore(config);
   try {
-    return fn(store.db);
+    return await fn(store.db);
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
-function projectCommand(config: Config, args: string[], out: (s: string) => void): void {
+async function projectCommand(config: Config, args: string[], out: (s: string) => void): Promise<void> {
   const [verb, ...rest] = args;
   const { pos, opt, json } = parseArgs(rest, ["slug"]);
   if (verb === "create") {
     if (pos.length !== 1) throw new UsageError("usage: inferd project create <name> [--slug S] [--json]");
-    const p = withStore(config, (db) => createProject(db, check(ProjectCreate, { name: pos[0], slug: opt.slug?.[0] })));
+    const p = await withStore(config, (db) => createProject(db, check(ProjectCreate, { name: pos[0], slug: opt.slug?.[0] })));
     out(json ? JSON.stringify(p) : `created project ${p.slug} (${p.id})`);
   } else if (verb === "list") {
-    const list = withStore(config, (db) => listProjects(db));
+    const list = await withStore(config, (db) => listProjects(db));
     out(json ? JSON.stringify(list) : table(list, ["id", "slug", "name", "created_at"]));
   } else throw new UsageError("usage: inferd project create|list");
 }
 
-function keyCommand(config: Config, args: string[], out: (s: string) => void): void {
+async function keyCommand(config: Config, args: string[], out: (s: string) => void): Promise<void> {
   const [verb, ...rest] = args;
   const { pos, opt, json } = parseArgs(rest, ["project", "name", "type", "scope", "endpoint", ...LIMIT_OPTIONS]);
   const limits = limitsOf(opt);
   if (verb === "create") {
     if (!opt.project?.[0]) throw new UsageError("--project is required");
     const input = check(KeyCreate, { name: opt.name?.[0], type: opt.type?.[0], scope: opt.scope?.[0], endpoints: opt.endpoint, ...(Object.keys(limits).length ? { limits } : {}) });
-    const k = withStore(config, (db) => createKey(db, getProject(db, opt.project[0]), input));
+    const k = await withStore(config, async (db) => createKey(db, await getProject(db, opt.project[0]), input));
     out(json ? JSON.stringify(k) : `created ${k.type} key ${k.id} (${k.scope}${k.endpoints.length ? `: ${k.endpoints.join(", ")}` : ""})\nsecret (shown once, keep it safe): ${k.secret}`);
   } else if (verb === "list") {
     if (!opt.project?.[0]) throw new UsageError("--project is required");
-    const list = withStore(config, (db) => listKeys(db, getProject(db, opt.project[0]).id));
+    const list = await withStore(config, async (db) => listKeys(db, (await getProject(db, opt.project[0])).id));
     if (json) out(JSON.stringify(list));
     else out(table(list.map((k) => ({ ...k, requests: k.usage.requests, tokens: k.usage.total_tokens, last_used: k.usage.last_used_at ?? "never", revoked: k.revoked_at ?? "" })), ["id", "name", "type", "scope", "prefix", "requests", "tokens", "last_used", "revoked"]));
   } else if (verb === "revoke") {
     if (pos.length !== 1) throw new UsageError("usage: inferd key revoke <key-id>");
-    const k = withStore(config, (db) => revokeKey(db, pos[0]));
+    const k = await withStore(config, (db) => revokeKey(db, pos[0]));
     out(json ? JSON.stringify(k) : `revoked key ${k.id} (${k.name})`);
   } else if (verb === "limits") {
     if (pos.length !== 1) throw new UsageError("usage: inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] (none: removes that limit)");
-    const k = withStore(config, (db) => setKeyLimits(db, pos[0], check(KeyLimits, limits)));
+    const k = await withStore(config, (db) => setKeyLimits(db, pos[0], check(KeyLimits, limits)));
     out(json ? JSON.stringify(k) : `limits of key ${k.id} (${k.name}): ${Object.entries(k.limits).map(([n, v]) => `${n}=${v ?? "none"}`).join(" ")}`);
   } else throw new UsageError("usage: inferd key create|list|revoke|limits");
 }
@@ -244,10 +246,10 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         await serve(config);
         return "running";
       case "project":
-        withActor(CLI_ACTOR, () => projectCommand(config, args, out));
+        await withActor(CLI_ACTOR, () => projectCommand(config, args, out));
         return 0;
       case "key":
-        withActor(CLI_ACTOR, () => keyCommand(config, args, out));
+        await withActor(CLI_ACTOR, () => keyCommand(config, args, out));
         return 0;
       case "model":
         return await withActor(CLI_ACTOR, () => modelCommand(config, args, out, err));

@@ -20,6 +20,7 @@ export const SETTINGS = {
   host: { flag: "--host", env: "INFERD_HOST", kind: "string", default: "127.0.0.1", description: "Address to listen on (0.0.0.0 for LAN clients)." },
   port: { flag: "--port", env: "INFERD_PORT", kind: "int", default: 8420, description: "HTTP port (0 picks a free one)." },
   dataDir: { flag: "--data-dir", env: "INFERD_DATA_DIR", kind: "string", default: join(homedir(), ".inferd"), description: "Where the SQLite store, logs, runtimes and the admin token live." },
+  databaseUrl: { flag: "--database-url", env: "INFERD_DATABASE_URL", kind: "string", default: undefined, description: "Cluster mode: a postgres:// URL makes that database the store, shared by every inferd host pointed at it (unset: the embedded SQLite store in the data dir).", secret: true },
   adminToken: { flag: "--admin-token", env: "INFERD_ADMIN_TOKEN", kind: "string", default: undefined, description: "Admin token for /admin and the dashboard; generated and saved in the data dir when unset.", secret: true },
   tlsPort: { flag: "--tls-port", env: "INFERD_TLS_PORT", kind: "int", default: undefined, description: "HTTPS port, where remote agents join (default: --port + 1, or a free one with --port 0; 0 picks a free one)." },
   tlsCert: { flag: "--tls-cert", env: "INFERD_TLS_CERT", kind: "string", default: undefined, description: "Certificate (PEM) for HTTPS; default: one generated at first start in the data dir." },

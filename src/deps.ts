@@ -6,7 +6,7 @@
 import type { Config } from "./config";
 import type { Db } from "./db";
 import type { UsageRecorder } from "./usage/recorder";
-import type { Fleet } from "./workers/fleet";
+import type { Fleet, WorkloadDetail } from "./workers/fleet";
 import type { MetricsStore } from "./usage/series";
 import type { Metering } from "./usage/meter";
 import type { Limiter } from "./limits/limiter";
@@ -23,7 +23,8 @@ import type { ListenInfo } from "./admin/listen";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
-  workloadsChanged(): void;
+  /** Resolves once placement has run for the change. */
+  workloadsChanged(): Promise<void>;
 }
 
 
@@ -62,6 +63,6 @@ export interface AppDeps {
   /** Execution policies made real: replicas started, stopped and swapped. */
   scaler: Scaler;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
-  describeWorkload(w: Workload): unknown;
+  describeWorkload(w: Workload): Promise<WorkloadDetail>;
 }
 

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import type { Config } from "./config";
-import { openStore } from "./db";
+import { openConfiguredStore } from "./db/open";
 import { sessions } from "./db/schema";
 import { dataPaths, ensureDataDir } from "./datadir";
 import { sha256 } from "./ids";
@@ -25,14 +25,14 @@ export async function runningServer(dataDir: string): Promise<string | undefined
 }
 
 /** A one-time sign-in code (valid 2 minutes), so the window opens signed in without showing the token. */
-export function loginCode(dataDir: string): string {
+export async function loginCode(config: { dataDir: string; databaseUrl?: string }): Promise<string> {
   const code = randomBytes(24).toString("base64url");
-  const store = openStore(dataPaths(dataDir).db);
+  const store = await openConfiguredStore(config);
   try {
     const now = Date.now();
-    store.db.insert(sessions).values({ hash: sha256(`login:${code}`), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + 120_000).toISOString() }).run();
+    await store.db.insert(sessions).values({ hash: sha256(`login:${code}`), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + 120_000).toISOString() });
   } finally {
-    store.close();
+    await store.close();
   }
   return code;
 }
@@ -61,7 +61,7 @@ export async function desktop(config: Config, out: (s: string) => void): Promise
     url = running.url;
     stop = running.stop;
   }
-  const target = `${url}/login?code=${loginCode(config.dataDir)}`;
+  const target = `${url}/login?code=${await loginCode(config)}`;
   const cmd = browserCommand(target);
   out(`opening the dashboard: ${cmd[0]}`);
   const browser = Bun.spawn(cmd, { stdout: "ignore", stderr: "ignore", stdin: "ignore" });

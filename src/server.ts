@@ -1,5 +1,7 @@
 import type { Config } from "./config";
-import { openStore, type Store } from "./db";
+import type { Store } from "./db";
+import { openConfiguredStore } from "./db/open";
+import { listenForChanges } from "./db/notify";
 import { adminToken, dataPaths, ensureDataDir, lockDataDir } from "./datadir";
 import { createApp, type AppDeps } from "./app";
 import { UsageRecorder } from "./usage/recorder";
@@ -57,13 +59,9 @@ interface Services {
 }
 
 /** After a workload change: places workloads again, and starts the grace period of models no workload uses now. */
-function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): void {
-  fleet.reconcile();
-  try {
-    collector.mark();
-  } catch (e) {
-    log.warn("could not note which models are unused", e);
-  }
+async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Promise<void> {
+  await fleet.reconcile();
+  await collector.mark().catch((e) => log.warn("could not note which models are unused", e));
 }
 
 /** Builds every service and the app's dependencies over an open store. */
@@ -77,13 +75,13 @@ function buildServices(config: Config, store: Store, token: string): Services {
   const ports = { http: 0, tls: 0 };
   const listen = () => listenInfo({ host: config.host, port: ports.http, tlsPort: ports.tls, advertiseHost: config.advertiseHost });
   let agents: RemoteAgents | undefined;
-  const targets: TargetFactory = (workerId, report, concurrency, workloadId) =>
-    getWorker(store.db, workerId).kind === "remote" ? agents!.hub.target(workerId, report, concurrency, workloadId) : localTarget(workerId, report, concurrency, workloadId);
+  const targets: TargetFactory = (worker, report, concurrency, workloadId) =>
+    worker.kind === "remote" ? agents!.hub.target(worker.id, report, concurrency, workloadId) : localTarget(worker, report, concurrency, workloadId);
   const policy = policyOf(config);
   const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets, policy);
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
-  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => fleet.reconcile() });
+  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => void fleet.reconcile() });
   const collector = new ModelCollector(store.db, models, config.modelGcAfterHours * 3_600_000);
   agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
   const webhooks = {
@@ -121,29 +119,31 @@ function buildServices(config: Config, store: Store, token: string): Services {
   return { deps, jobs, deliveries, agents, collector, ports };
 }
 
+/** Removes what has outlived its retention: finished jobs, deleted webhooks, old audit entries, unused tenant models. */
+async function prune(config: Config, s: Services): Promise<void> {
+  const { db } = s.deps;
+  await pruneJobs(db, config.jobRetentionHours * 3_600_000);
+  await pruneDeletedWebhooks(db);
+  await pruneAudit(db, config.auditRetentionDays);
+  await s.collector.sweep().catch((e) => log.warn("could not remove unused models", e));
+}
+
 /** Periodic chores: usage to disk, queue depth samples, placement, pruning. Returns a stop. */
 function startChores(config: Config, s: Services): () => void {
   const { deps } = s;
   const timers = [
     setInterval(() => {
-      try {
-        deps.usage.flush();
-      } catch (e) {
-        log.warn("could not write usage counters", e);
-      }
+      deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
     }, 1000),
     setInterval(() => {
       for (const [id, depth] of deps.fleet.dispatcher.depths()) deps.metrics.sampleQueue(id, depth);
     }, 1000),
     setInterval(() => {
-      deps.fleet.reconcile();
+      void deps.fleet.reconcile();
       s.jobs.wake();
     }, 10_000),
     setInterval(() => {
-      pruneJobs(deps.db, config.jobRetentionHours * 3_600_000);
-      pruneDeletedWebhooks(deps.db);
-      pruneAudit(deps.db, config.auditRetentionDays);
-      s.collector.sweep().catch((e) => log.warn("could not remove unused models", e));
+      void prune(config, s).catch((e) => log.warn("pruning failed", e));
     }, 3_600_000),
   ];
   return () => timers.forEach(clearInterval);
@@ -162,9 +162,11 @@ export async function startServer(config: Config, out: (line: string) => void = 
   const lock = lockDataDir(config.dataDir);
   let store: Store | undefined;
   let checkpointer: Checkpointer | undefined;
+  let unlisten: (() => Promise<void>) | undefined;
   try {
-    store = openStore(dataPaths(config.dataDir).db);
-    checkpointer = startCheckpointer(store.sqlite, dataPaths(config.dataDir).db);
+    store = await openConfiguredStore(config);
+    if (store.sqlite) checkpointer = startCheckpointer(store.sqlite, dataPaths(config.dataDir).db);
+    if (store.pg) unlisten = await listenForChanges(store.db, store.pg);
     const walCheckpoints = checkpointer;
     const token = adminToken(config.dataDir, config.adminToken);
     const services = buildServices(config, store, token.token);
@@ -187,16 +189,16 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
     const url = `http://${urlHost(shownHost)}:${app.server!.port}`;
     lock.update(url);
-    deps.fleet.reconcile();
+    await deps.fleet.reconcile();
     const stopChores = startChores(config, services);
-    const backups = new AutoBackups({ dataDir: config.dataDir, intervalMs: config.backupIntervalHours * 3_600_000, keep: config.backupKeep });
+    const backups = new AutoBackups({ dataDir: config.dataDir, intervalMs: store.sqlite ? config.backupIntervalHours * 3_600_000 : 0, keep: config.backupKeep });
     backups.start();
-    services.jobs.start();
+    await services.jobs.start();
     services.deliveries.start();
-    services.agents.start();
+    await services.agents.start();
     deps.scaler.start();
-    services.collector.mark();
-    const resumed = deps.models.resume();
+    await services.collector.mark();
+    const resumed = await deps.models.resume();
     if (resumed) out(`resuming ${resumed} model download(s)`);
     let agent: Agent | undefined;
     if (config.localAgent) {
@@ -242,15 +244,17 @@ export async function startServer(config: Config, out: (line: string) => void = 
           await agent?.stop();
           await app.stop(true);
           tls.stop(true);
-          deps.usage.flush();
-          walCheckpoints.stop();
-          openedStore.close();
+          await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
+          walCheckpoints?.stop();
+          await unlisten?.().catch(() => {});
+          await openedStore.close();
           lock.release();
         })()),
     };
   } catch (e) {
     checkpointer?.stop();
-    store?.close();
+    await unlisten?.().catch(() => {});
+    await store?.close().catch(() => {});
     lock.release();
     throw e;
   }

@@ -98,7 +98,7 @@ describe("with a running workload", () => {
 describe("inferd desktop", () => {
   test("a one-time sign-in link sets the session cookie once; a used or unknown code is refused", async () => {
     const { loginCode } = await import("../src/desktop");
-    const code = loginCode(t.dataDir);
+    const code = await loginCode({ dataDir: t.dataDir });
     const r = await fetch(`${t.url}/login?code=${code}`, { redirect: "manual" });
     expect(r.status).toBe(302);
     expect(r.headers.get("location")).toBe("/?signed_in=1");

@@ -130,7 +130,7 @@ describe("jobs:batch NDJSON is parsed as it streams in (7)", () => {
     const chunks = (async function* () {
       for (let at = 0; at < text.length; at += 7000) yield new TextEncoder().encode(text.slice(at, at + 7000));
     })();
-    const jobs = await acceptNdjson(chunks, getWorkloadById(s.store.db, workloadId)!, holding);
+    const jobs = await acceptNdjson(chunks, (await getWorkloadById(s.store.db, workloadId))!, holding);
     expect(jobs).toHaveLength(50);
     const held = jobs.reduce((n, j) => n + j.body.byteLength + (j.context?.length ?? 0), 0);
     expect(holding.now).toBeGreaterThanOrEqual(held);

@@ -25,8 +25,8 @@ const batch = (body: unknown, init: { token?: string | null; path?: string; head
   s.call(init.path ?? "/endpoint/batch/b/jobs:batch", init.token === undefined ? ctx.live : (init.token ?? undefined), init.raw !== undefined ? { raw: init.raw, method: "POST", headers: init.headers } : { body, headers: init.headers });
 const ndjson = (lines: string) => batch(undefined, { raw: lines, headers: { "content-type": "application/x-ndjson" } });
 /** The stored rows of these job ids, in the order given. */
-const rows = (ids: string[]) => ids.map((id) => s.store.sqlite.query<{ context: string | null; body: Uint8Array; kind: string }, [string]>("SELECT context, body, kind FROM jobs WHERE id = ?").get(id));
-const count = () => s.store.sqlite.query<{ n: number }, []>("SELECT count(*) AS n FROM jobs").get()!.n;
+const rows = (ids: string[]) => ids.map((id) => s.store.sqlite!.query<{ context: string | null; body: Uint8Array; kind: string }, [string]>("SELECT context, body, kind FROM jobs WHERE id = ?").get(id));
+const count = () => s.store.sqlite!.query<{ n: number }, []>("SELECT count(*) AS n FROM jobs").get()!.n;
 const errorOf = async (r: Response) => ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
 
 describe("ids in order", () => {

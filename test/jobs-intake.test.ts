@@ -133,8 +133,8 @@ describe("the job intake on a real store", () => {
     path = join(tempDir("intake"), "inferd.db");
     store = openStore(path);
     const now = new Date().toISOString();
-    store.sqlite.run("INSERT INTO projects (id, name, slug, created_at) VALUES ('prj_1', 'P', 'p', ?)", [now]);
-    store.sqlite.run("INSERT INTO workloads (id, project_id, name, slug, task_type, backend, model_name, endpoints, created_at, updated_at) VALUES ('wl_1', 'prj_1', 'W', 'w', 'chat', 'vllm', 'm', '{}', ?, ?)", [now, now]);
+    store.sqlite!.run("INSERT INTO projects (id, name, slug, created_at) VALUES ('prj_1', 'P', 'p', ?)", [now]);
+    store.sqlite!.run("INSERT INTO workloads (id, project_id, name, slug, task_type, backend, model_name, endpoints, created_at, updated_at) VALUES ('wl_1', 'prj_1', 'W', 'w', 'chat', 'vllm', 'm', '{}', ?, ?)", [now, now]);
   });
   afterAll(async () => {
     store.close();
@@ -159,16 +159,16 @@ describe("the job intake on a real store", () => {
 
   test("claimJobs takes the oldest queued jobs in one statement, in queue order", async () => {
     const intake = jobIntake(store.db);
-    store.sqlite.run("DELETE FROM jobs");
+    store.sqlite!.run("DELETE FROM jobs");
     const t0 = Date.now();
     const at = (ms: number) => new Date(t0 + ms).toISOString();
     await intake.submit([row("c3", "wl_1", at(5)), row("c1", "wl_1", at(0)), row("c2", "wl_1", at(0)), row("c4", "wl_1", at(9))]);
-    const first = claimJobs(store.db, "wl_1", 3);
+    const first = await claimJobs(store.db, "wl_1", 3);
     expect(first.map((j) => j.id)).toEqual(["c1", "c2", "c3"]);
     expect(first.every((j) => j.status === "running" && j.runs === 1 && j.startedAt)).toBe(true);
     expect(Buffer.from(first[0].body).toString()).toBe('{"input":"x"}');
-    expect(claimJobs(store.db, "wl_1", 5).map((j) => j.id)).toEqual(["c4"]);
-    expect(claimJobs(store.db, "wl_1", 5)).toEqual([]);
+    expect((await claimJobs(store.db, "wl_1", 5)).map((j) => j.id)).toEqual(["c4"]);
+    expect(await claimJobs(store.db, "wl_1", 5)).toEqual([]);
   });
 
   test("a closed store fails the callers with 503 job_not_stored, not a 500", async () => {

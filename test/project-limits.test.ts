@@ -168,71 +168,71 @@ describe("the collection with an injected clock (no server, no timers)", () => {
   afterAll(() => store.close());
 
   /** A ready model of `source` with one file on disk, pulled for `projectId` (or by the admin). */
-  function readyModel(source: string, projectId?: string) {
-    const row = upsertModel(store.db, source, ModelManager.parse(source));
+  async function readyModel(source: string, projectId?: string) {
+    const row = await upsertModel(store.db, source, ModelManager.parse(source));
     const folder = join(dir, "models", row.id);
     mkdirSync(folder, { recursive: true });
     writeFileSync(join(folder, "m.gguf"), "weights");
-    updateModel(store.db, row.id, { state: "ready", dir: folder, entry: join(folder, "m.gguf"), files: JSON.stringify([{ path: "m.gguf", size: 7, sha256: null }]), bytesTotal: 7 });
-    if (projectId) markPulledFor(store.db, row.id, projectId);
+    await updateModel(store.db, row.id, { state: "ready", dir: folder, entry: join(folder, "m.gguf"), files: JSON.stringify([{ path: "m.gguf", size: 7, sha256: null }]), bytesTotal: 7 });
+    if (projectId) await markPulledFor(store.db, row.id, projectId);
     return { id: row.id, file: join(folder, "m.gguf") };
   }
 
   test("marks unused tenant models, removes them after the grace period through the store's removal, keeps used and admin ones", async () => {
-    const p = createProject(store.db, { name: "Acme" });
+    const p = await createProject(store.db, { name: "Acme" });
     const manager = new ModelManager(store.db, { dataDir: dir, env: {}, gcAfterHours: 24 });
-    const used = readyModel("https://models.example/used.gguf", p.id);
-    const unused = readyModel("https://models.example/unused.gguf", p.id);
-    const admin = readyModel("https://models.example/admin.gguf");
-    const w = createWorkload(store.db, p, { name: "w", backend: "llamacpp", model_name: "w", config: { command: "llama-server -mu https://models.example/used.gguf" } });
+    const used = await readyModel("https://models.example/used.gguf", p.id);
+    const unused = await readyModel("https://models.example/unused.gguf", p.id);
+    const admin = await readyModel("https://models.example/admin.gguf");
+    const w = await createWorkload(store.db, p, { name: "w", backend: "llamacpp", model_name: "w", config: { command: "llama-server -mu https://models.example/used.gguf" } });
     const t0 = Date.parse("2026-03-02T10:00:00Z");
     let now = t0;
     const gc = new ModelCollector(store.db, manager, 24 * H, () => now);
-    expect(gc.mark()).toEqual([]);
-    const view = (id: string) => manager.list().find((m) => m.id === id)!;
-    expect(view(unused.id)).toMatchObject({ pulled_for: { project_slug: "acme" }, removes_at: new Date(t0 + 24 * H).toISOString() });
-    expect(view(used.id)).toMatchObject({ pulled_for: { project_slug: "acme" }, removes_at: null });
-    expect(view(admin.id)).toMatchObject({ pulled_for: null, removes_at: null });
-    expect(tenantText(view(unused.id), t0 + H)).toBe("pulled for acme, removed in 23 h unless a workload uses it");
-    expect(tenantText(view(used.id), t0)).toBe("pulled for acme");
+    expect(await gc.mark()).toEqual([]);
+    const view = async (id: string) => (await manager.list()).find((m) => m.id === id)!;
+    expect(await view(unused.id)).toMatchObject({ pulled_for: { project_slug: "acme" }, removes_at: new Date(t0 + 24 * H).toISOString() });
+    expect(await view(used.id)).toMatchObject({ pulled_for: { project_slug: "acme" }, removes_at: null });
+    expect(await view(admin.id)).toMatchObject({ pulled_for: null, removes_at: null });
+    expect(tenantText(await view(unused.id), t0 + H)).toBe("pulled for acme, removed in 23 h unless a workload uses it");
+    expect(tenantText(await view(used.id), t0)).toBe("pulled for acme");
 
     now = t0 + 23 * H;
     expect(await gc.sweep()).toEqual([]);
-    deleteWorkload(store.db, w.id);
-    expect(gc.mark()).toEqual([]); // the used one is unused from now
+    await deleteWorkload(store.db, w.id);
+    expect(await gc.mark()).toEqual([]); // the used one is unused from now
     now = t0 + 24 * H;
     expect(await gc.sweep()).toEqual(["https://models.example/unused.gguf"]);
     expect(existsSync(unused.file)).toBe(false);
     expect(existsSync(used.file)).toBe(true);
-    expect(listAudit(store.db, { action: "model.delete" })[0]).toMatchObject({ actor: { type: "system" }, target: { id: unused.id }, diff: { reason: "unused for 24 h", pulled_for: "acme" } });
+    expect((await listAudit(store.db, { action: "model.delete" }))[0]).toMatchObject({ actor: { type: "system" }, target: { id: unused.id }, diff: { reason: "unused for 24 h", pulled_for: "acme" } });
 
     // Used again before its time: never collected while in use, and its clock starts over.
     now = t0 + 40 * H;
-    createWorkload(store.db, p, { name: "w2", backend: "llamacpp", model_name: "w2", config: { command: "llama-server -mu https://models.example/used.gguf" } });
+    await createWorkload(store.db, p, { name: "w2", backend: "llamacpp", model_name: "w2", config: { command: "llama-server -mu https://models.example/used.gguf" } });
     now = t0 + 500 * H;
     expect(await gc.sweep()).toEqual([]);
-    expect(view(used.id).removes_at).toBeNull();
+    expect((await view(used.id)).removes_at).toBeNull();
     expect(existsSync(admin.file)).toBe(true);
   });
 
   test("the admin pulling a tenant's model by hand makes it theirs; a grace period of 0 collects nothing", async () => {
-    const p = createProject(store.db, { name: "Beta" });
+    const p = await createProject(store.db, { name: "Beta" });
     const manager = new ModelManager(store.db, { dataDir: dir, env: {}, gcAfterHours: 24 });
-    const kept = readyModel("https://models.example/kept.gguf", p.id);
-    const off = readyModel("https://models.example/off.gguf", p.id);
-    expect(manager.pull("https://models.example/kept.gguf")).toMatchObject({ id: kept.id, pulled_for: null, removes_at: null });
+    const kept = await readyModel("https://models.example/kept.gguf", p.id);
+    const off = await readyModel("https://models.example/off.gguf", p.id);
+    expect(await manager.pull("https://models.example/kept.gguf")).toMatchObject({ id: kept.id, pulled_for: null, removes_at: null });
     let now = Date.now();
     const gc = new ModelCollector(store.db, manager, 24 * H, () => now);
-    gc.mark();
+    await gc.mark();
     now += 48 * H;
     expect(await gc.sweep()).toEqual(["https://models.example/off.gguf"]);
     expect(existsSync(kept.file)).toBe(true);
     const disabled = new ModelCollector(store.db, manager, 0, () => now + 1e9);
-    const later = readyModel("https://models.example/later.gguf", p.id);
-    expect(disabled.mark()).toEqual([]);
+    const later = await readyModel("https://models.example/later.gguf", p.id);
+    expect(await disabled.mark()).toEqual([]);
     expect(await disabled.sweep()).toEqual([]);
     expect(existsSync(later.file)).toBe(true);
-    expect(new ModelManager(store.db, { dataDir: dir, env: {}, gcAfterHours: 0 }).list().find((m) => m.id === later.id)?.removes_at).toBeNull();
+    expect((await new ModelManager(store.db, { dataDir: dir, env: {}, gcAfterHours: 0 }).list()).find((m) => m.id === later.id)?.removes_at).toBeNull();
     expect(existsSync(off.file)).toBe(false);
   });
 });

@@ -201,8 +201,8 @@ describe("doctor and disk space", () => {
     const server = await startServer(config, () => {});
     const admin = { url: server.url, adminToken: "full-admin" };
     try {
-      const pages = server.store.sqlite.query<{ page_count: number }, []>("PRAGMA page_count").get()!.page_count;
-      server.store.sqlite.exec(`PRAGMA max_page_count = ${pages}`);
+      const pages = server.store.sqlite!.query<{ page_count: number }, []>("PRAGMA page_count").get()!.page_count;
+      server.store.sqlite!.exec(`PRAGMA max_page_count = ${pages}`);
       let full: Response | undefined;
       for (let i = 0; i < 500 && !full; i++) {
         const r = await post(admin, "/admin/projects", { name: `filler ${i} ${"y".repeat(190)}` });
@@ -215,7 +215,7 @@ describe("doctor and disk space", () => {
       expect(body.error.message).toContain("storage is full");
       expect(JSON.stringify(body)).not.toContain("SQLITE");
       expect((await fetch(`${server.url}/admin/projects`, { headers: { authorization: "Bearer full-admin" } })).status).toBe(200);
-      server.store.sqlite.exec(`PRAGMA max_page_count = ${pages * 100}`);
+      server.store.sqlite!.exec(`PRAGMA max_page_count = ${pages * 100}`);
       expect((await post(admin, "/admin/projects", { name: "after" })).status).toBe(201);
     } finally {
       await server.stop();

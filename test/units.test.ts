@@ -12,10 +12,10 @@ describe("slugs", () => {
     ["a".repeat(100), "a".repeat(63)],
   ])("slugify(%j) = %j", (name, slug) => expect(slugify(name)).toBe(slug));
 
-  test("uniqueSlug numbers collisions and refuses a taken explicit slug", () => {
+  test("uniqueSlug numbers collisions and refuses a taken explicit slug", async () => {
     const taken = new Set(["chat", "chat-2"]);
-    expect(uniqueSlug("Chat", undefined, (s) => taken.has(s), "workload")).toBe("chat-3");
-    expect(() => uniqueSlug("Chat", "chat", (s) => taken.has(s), "workload")).toThrow('workload slug "chat" is already taken');
+    expect(await uniqueSlug("Chat", undefined, async (s) => taken.has(s), "workload")).toBe("chat-3");
+    expect(uniqueSlug("Chat", "chat", async (s) => taken.has(s), "workload")).rejects.toThrow('workload slug "chat" is already taken');
   });
 });
 

@@ -83,11 +83,11 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       llama_server: Bun.which("llama-server"),
     }), { detail: { summary: "What this server is and what it can run" } })
     .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
-    .get("/admin/metrics/series", ({ query }) => {
+    .get("/admin/metrics/series", async ({ query }) => {
       const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
       const now = Date.now();
       const until = completeUntil(now);
-      const list = query.workload ? [resolveWorkload(deps.db, String(query.workload))] : listAllWorkloads(deps.db);
+      const list = query.workload ? [await resolveWorkload(deps.db, String(query.workload))] : await listAllWorkloads(deps.db);
       return {
         interval_s: BUCKET_MS / 1000,
         /** The start of the first bucket and the end of the last one: every point is a complete bucket. */

@@ -18,8 +18,8 @@ const route = (path: string) => SYNC_ROUTES.find((r) => r.path === path)!;
  * (a reranker) may be tried here directly, without making a job or webhook deliveries.
  */
 export const playgroundRoutes = (deps: DataplaneDeps) => {
-  const forward = (path: string, request: Request, id: string, body: unknown) =>
-    forwardToWorkload(deps, route(path), request, resolveWorkload(deps.db, id), null, body, true);
+  const forward = async (path: string, request: Request, id: string, body: unknown) =>
+    forwardToWorkload(deps, route(path), request, await resolveWorkload(deps.db, id), null, body, true);
   return new Elysia({ prefix: "/admin/workloads/:id", detail: { tags: ["admin"] } })
     .post("/chat", ({ params, request, server, body }) => {
       server?.timeout(request, 0);

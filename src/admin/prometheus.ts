@@ -4,7 +4,7 @@ import { deliveries, jobs } from "../db/schema";
 import type { MetricsStore } from "../usage/series";
 import type { Metering } from "../usage/meter";
 import type { Fleet } from "../workers/fleet";
-import { listAssignments, listWorkers } from "../workers/service";
+import { listAllAssignments, listWorkers } from "../workers/service";
 import { listAllWorkloads } from "../workloads/service";
 
 const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
@@ -27,9 +27,15 @@ class Exposition {
 }
 
 /** Everything the dashboard charts, as Prometheus metrics: requests, latency, tokens, queues, replicas, GPUs, jobs. */
-export function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore, metering: Metering): string {
+export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore, metering: Metering): Promise<string> {
   const e = new Exposition();
-  const wls = listAllWorkloads(db).map((w) => ({ w, l: { workload: `${w.project_slug}/${w.slug}` } }));
+  const wls = (await listAllWorkloads(db)).map((w) => ({ w, l: { workload: `${w.project_slug}/${w.slug}` } }));
+  const states = new Map<string, Map<string, number>>();
+  for (const a of await listAllAssignments(db)) {
+    const counts = states.get(a.workload_id) ?? new Map<string, number>();
+    counts.set(a.state, (counts.get(a.state) ?? 0) + 1);
+    states.set(a.workload_id, counts);
+  }
   const tot = (id: string) => metrics.totals.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
   e.family("inferd_requests_total", "counter", "Inference requests and jobs finished, per workload.", wls.map(({ w, l }) => [l, tot(w.id).requests]));
   e.family("inferd_request_errors_total", "counter", "Inference requests and jobs that failed, per workload.", wls.map(({ w, l }) => [l, tot(w.id).errors]));
@@ -39,21 +45,17 @@ export function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore, mete
   const relabel = (x: Record<string, string>) => (names.has(x.workload) ? { workload: names.get(x.workload)!, kind: x.kind } : null);
   for (const h of [metering.duration, metering.firstToken, metering.queueWait, metering.tokenRate]) e.raw(h.exposition(relabel));
   e.family("inferd_queue_depth", "gauge", "Requests and jobs waiting for a slot, per workload.", wls.map(({ w, l }) => [l, fleet.dispatcher.depth(w.id)]));
-  e.family("inferd_replicas", "gauge", "Replicas per workload and state.", wls.flatMap(({ w, l }) => {
-    const counts = new Map<string, number>();
-    for (const a of listAssignments(db, w.id)) counts.set(a.state, (counts.get(a.state) ?? 0) + 1);
-    return [...counts].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number]);
-  }));
-  const workers = listWorkers(db);
+  e.family("inferd_replicas", "gauge", "Replicas per workload and state.", wls.flatMap(({ w, l }) => [...(states.get(w.id) ?? [])].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number])));
+  const workers = await listWorkers(db);
   e.family("inferd_worker_online", "gauge", "1 when the worker reported recently.", workers.map((w) => [{ worker: w.name }, w.state === "online" ? 1 : 0]));
   const gpus = workers.flatMap((w) => w.gpus.map((g) => ({ g, l: { worker: w.name, gpu: g.index, name: g.name } })));
   e.family("inferd_gpu_utilization_percent", "gauge", "GPU utilisation.", gpus.map(({ g, l }) => [l, g.utilization_percent]));
   e.family("inferd_gpu_memory_used_bytes", "gauge", "GPU memory in use.", gpus.map(({ g, l }) => [l, g.memory_used_mib * 2 ** 20]));
   e.family("inferd_gpu_memory_total_bytes", "gauge", "GPU memory.", gpus.map(({ g, l }) => [l, g.memory_total_mib * 2 ** 20]));
   e.family("inferd_gpu_temperature_celsius", "gauge", "GPU temperature.", gpus.map(({ g, l }) => [l, g.temperature_c]));
-  const jobCounts = db.select({ s: jobs.status, n: sql<number>`count(*)` }).from(jobs).groupBy(jobs.status).all();
+  const jobCounts = await db.select({ s: jobs.status, n: sql<number>`count(*)`.mapWith(Number) }).from(jobs).groupBy(jobs.status);
   e.family("inferd_jobs", "gauge", "Stored jobs per status.", jobCounts.map((r) => [{ status: r.s }, r.n]));
-  const dlv = db.select({ s: deliveries.state, n: sql<number>`count(*)` }).from(deliveries).groupBy(deliveries.state).all();
+  const dlv = await db.select({ s: deliveries.state, n: sql<number>`count(*)`.mapWith(Number) }).from(deliveries).groupBy(deliveries.state);
   e.family("inferd_webhook_deliveries", "gauge", "Webhook deliveries per state.", dlv.map((r) => [{ state: r.s }, r.n]));
   return e.text();
 }

@@ -22,9 +22,9 @@ export class RemoteAgents {
   ) {}
 
   /** Starts watching for silent agents. */
-  start(): void {
+  async start(): Promise<void> {
     const now = Date.now();
-    for (const w of listWorkers(this.db)) if (w.kind === "remote") this.lastSeen.set(w.id, w.last_seen_at ? Date.parse(w.last_seen_at) : now);
+    for (const w of await listWorkers(this.db)) if (w.kind === "remote") this.lastSeen.set(w.id, w.last_seen_at ? Date.parse(w.last_seen_at) : now);
     this.timer = setInterval(() => this.check(), Math.min(1000, this.timeoutMs / 3));
   }
 
@@ -33,7 +33,7 @@ export class RemoteAgents {
     this.lastSeen.set(workerId, Date.now());
     if (this.offline.delete(workerId)) {
       log.info(`worker ${workerId} is back online`);
-      this.fleet.setOffline(workerId, false);
+      void this.fleet.setOffline(workerId, false).catch((e) => log.warn(`could not mark worker ${workerId} online`, e));
     }
   }
 
@@ -44,7 +44,7 @@ export class RemoteAgents {
       this.offline.add(id);
       log.warn(`worker ${id} is offline (silent for ${Math.round((now - seen) / 1000)} s): its work goes to other replicas`);
       this.lose(id, `worker ${id} went offline`);
-      this.fleet.setOffline(id, true);
+      void this.fleet.setOffline(id, true).catch((e) => log.warn(`could not mark worker ${id} offline`, e));
     }
   }
 

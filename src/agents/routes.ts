@@ -6,7 +6,7 @@ import { forbidden, fromSchemaIssue } from "../errors";
 import { parseJsonBytes, readBodyLimited } from "../http";
 import { sha256 } from "../ids";
 import { presentedToken } from "../auth/service";
-import { recordMachine } from "../workers/service";
+import { listAssignmentsOfWorker, recordMachine } from "../workers/service";
 import { joinWorker, workerByCredential } from "./service";
 
 /** What this module uses of the app's dependencies. */
@@ -34,9 +34,9 @@ function answerHead(request: Request): z.infer<typeof AnswerHeadSchema> {
 }
 
 /** The remote worker behind a request (HTTPS and a valid credential), and that it was heard from. */
-function agentOf(deps: Deps, request: Request) {
+async function agentOf(deps: Deps, request: Request) {
   if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");
-  const w = workerByCredential(deps.db, presentedToken(request));
+  const w = await workerByCredential(deps.db, presentedToken(request));
   deps.agents.touch(w.id);
   return w;
 }
@@ -53,33 +53,33 @@ export const agentRoutes = (deps: Deps) =>
     .post("/join", async ({ request, set }) => {
       if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");
       const b = await body(request, JoinSchema);
-      const joined = joinWorker(deps.db, b.token, b.version, deps.version, b.machine);
+      const joined = await joinWorker(deps.db, b.token, b.version, deps.version, b.machine);
       deps.agents.touch(joined.workerId);
-      deps.fleet.reconcile();
+      await deps.fleet.reconcile();
       set.status = 201;
       return { worker_id: joined.workerId, credential: joined.credential, host_version: deps.version };
     }, { parse: "none" })
     .post("/heartbeat", async ({ request }) => {
-      const w = agentOf(deps, request);
+      const w = await agentOf(deps, request);
       const b = await body(request, HeartbeatSchema);
-      recordMachine(deps.db, w.id, b.machine, b.version);
+      await recordMachine(deps.db, w.id, b.machine, b.version);
       deps.fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
       deps.fleet.telemetry.add(w.id, b.machine);
-      for (const r of b.replicas) deps.fleet.report(w.id, r);
+      for (const r of b.replicas) await deps.fleet.report(w.id, r);
       return { ok: true };
     }, { parse: "none" })
     .post("/report", async ({ request }) => {
-      const w = agentOf(deps, request);
-      deps.fleet.report(w.id, await body(request, ReplicaReportSchema));
+      const w = await agentOf(deps, request);
+      await deps.fleet.report(w.id, await body(request, ReplicaReportSchema));
       return { ok: true };
     }, { parse: "none" })
     .get("/desired", async ({ request, query }) => {
-      const w = agentOf(deps, request);
-      const snapshot = () => {
-        const replicas = deps.fleet.desired(w.id);
+      const w = await agentOf(deps, request);
+      const snapshot = async () => {
+        const replicas = await deps.fleet.desired(w.id);
         return { revision: sha256(JSON.stringify(replicas)).slice(0, 16), replicas };
       };
-      let now = snapshot();
+      let now = await snapshot();
       if (query.rev && query.rev === now.revision) {
         await new Promise<void>((resolve) => {
           const stop = deps.fleet.subscribe(() => done());
@@ -91,16 +91,16 @@ export const agentRoutes = (deps: Deps) =>
           };
           request.signal.addEventListener("abort", done, { once: true });
         });
-        now = snapshot();
+        now = await snapshot();
       }
       return now;
     })
     .get("/work", async ({ request, query }) => {
-      const w = agentOf(deps, request);
+      const w = await agentOf(deps, request);
       return { items: await deps.agents.hub.poll(w.id, waitMs(query.wait), request.signal) };
     })
     .post("/work/:id/response", async ({ request, params }) => {
-      const w = agentOf(deps, request);
+      const w = await agentOf(deps, request);
       const head = answerHead(request);
       const hub = deps.agents.hub;
       // The body is read only for a request this agent holds: an unknown id costs the host nothing.
@@ -112,9 +112,9 @@ export const agentRoutes = (deps: Deps) =>
       return new Response(JSON.stringify({ status: code }), { status: code === 404 ? 404 : 200, headers: { "content-type": "application/json" } });
     }, { parse: "none" })
     .post("/logs", async ({ request }) => {
-      const w = agentOf(deps, request);
+      const w = await agentOf(deps, request);
       const b = await body(request, LogsSchema);
-      const mine = new Set(deps.fleet.replicasOf(w.id).map((r) => r.assignment_id));
+      const mine = new Set((await listAssignmentsOfWorker(deps.db, w.id)).map((a) => a.id));
       for (const c of b.chunks) if (mine.has(c.assignment_id)) deps.fleet.ringFor(c.assignment_id).push(Buffer.from(c.data_b64, "base64"));
       return { ok: true };
     }, { parse: "none" });

@@ -1,6 +1,7 @@
-import { eq, sql } from "drizzle-orm";
-import { memoize } from "../db/memo";
+import { eq } from "drizzle-orm";
+import { memoize, type Lookup } from "../db/memo";
 import type { Db } from "../db";
+import { first } from "../db/raw";
 import { workers } from "../db/schema";
 import { AppError, conflict, unauthorized } from "../errors";
 import { newId, newSecret, nowIso, safeEqual, sha256 } from "../ids";
@@ -22,13 +23,13 @@ export function parseJoinToken(token: string): { workerId: string; secret: strin
 }
 
 /** Registers a remote worker and returns its one-time join token. */
-export function createRemoteWorker(db: Db, name: string, fingerprint: string): { worker: ReturnType<typeof workerView>; token: string } {
-  if (db.select({ id: workers.id }).from(workers).where(eq(workers.name, name)).get()) throw conflict(`a worker named "${name}" exists`, "name_taken");
+export async function createRemoteWorker(db: Db, name: string, fingerprint: string): Promise<{ worker: ReturnType<typeof workerView>; token: string }> {
+  if (await first(db.select({ id: workers.id }).from(workers).where(eq(workers.name, name)))) throw conflict(`a worker named "${name}" exists`, "name_taken");
   const id = newId("wk");
   const secret = newSecret("");
-  db.insert(workers).values({ id, name, kind: "remote", joinTokenHash: sha256(secret), createdAt: nowIso() }).run();
-  audit(db, "worker.create", { type: "worker", id, label: name }, { name, kind: "remote" });
-  return { worker: workerView(getWorker(db, id)), token: `${id}.${secret}.${fingerprint}` };
+  await db.insert(workers).values({ id, name, kind: "remote", joinTokenHash: sha256(secret), createdAt: nowIso() });
+  await audit(db, "worker.create", { type: "worker", id, label: name }, { name, kind: "remote" });
+  return { worker: workerView(await getWorker(db, id)), token: `${id}.${secret}.${fingerprint}` };
 }
 
 /** Same major.minor: an agent and a host that differ more say so at join instead of failing oddly. */
@@ -41,9 +42,9 @@ export function compatible(a: string, b: string): boolean {
  * Redeems a join token (once): checks the agent's version, records its machine, and returns the
  * credential it will use from now on (stored only as a hash).
  */
-export function joinWorker(db: Db, token: string, version: string, hostVersion: string, machine: MachineInfo): { workerId: string; credential: string } {
+export async function joinWorker(db: Db, token: string, version: string, hostVersion: string, machine: MachineInfo): Promise<{ workerId: string; credential: string }> {
   const t = parseJoinToken(token);
-  const row = t ? db.select().from(workers).where(eq(workers.id, t.workerId)).get() : undefined;
+  const row = t ? await first(db.select().from(workers).where(eq(workers.id, t.workerId))) : undefined;
   if (!t || !row || !row.joinTokenHash || !safeEqual(row.joinTokenHash, sha256(t.secret))) {
     throw unauthorized("invalid_join_token", "the join token is unknown, already used, or its worker was deleted");
   }
@@ -51,31 +52,30 @@ export function joinWorker(db: Db, token: string, version: string, hostVersion: 
     throw new AppError(409, "version_mismatch", `this host runs inferd ${hostVersion} and the agent runs ${version}: run the same version (major.minor) on both`);
   }
   const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
-  db.update(workers).set({ credentialHash: sha256(credential), joinTokenHash: null, version }).where(eq(workers.id, row.id)).run();
-  recordMachine(db, row.id, machine, version);
+  await db.update(workers).set({ credentialHash: sha256(credential), joinTokenHash: null, version }).where(eq(workers.id, row.id));
+  await recordMachine(db, row.id, machine, version);
   return { workerId: row.id, credential };
 }
 
-const credentialLookups = new WeakMap<Db, (hash: string) => typeof workers.$inferSelect | undefined>();
+const credentialLookups = new WeakMap<Db, Lookup<typeof workers.$inferSelect | undefined>>();
 
 /** The remote worker an agent credential belongs to, or 401 (memoised until the store changes). */
-export function workerByCredential(db: Db, credential: string | undefined): typeof workers.$inferSelect {
+export async function workerByCredential(db: Db, credential: string | undefined): Promise<typeof workers.$inferSelect> {
   let find = credentialLookups.get(db);
   if (!find) {
-    const q = db.select().from(workers).where(eq(workers.credentialHash, sql.placeholder("hash"))).prepare();
-    find = memoize(db, (hash) => q.get({ hash }));
+    find = memoize(db, (hash) => first(db.select().from(workers).where(eq(workers.credentialHash, hash))));
     credentialLookups.set(db, find);
   }
-  const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? find(sha256(credential)) : undefined;
+  const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? await find(sha256(credential)) : undefined;
   if (!row) throw unauthorized("invalid_agent_credential", "this agent's credential is unknown: its worker was deleted from the host, or it never joined");
   return row;
 }
 
 /** Deletes a remote worker: its credential stops working at once. The local worker cannot be deleted. */
-export function deleteRemoteWorker(db: Db, id: string): ReturnType<typeof workerView> {
-  const row = getWorker(db, id);
+export async function deleteRemoteWorker(db: Db, id: string): Promise<ReturnType<typeof workerView>> {
+  const row = await getWorker(db, id);
   if (row.kind === "local") throw conflict("the local worker is this machine; stop it with --no-local-agent instead", "local_worker");
-  db.delete(workers).where(eq(workers.id, id)).run();
-  audit(db, "worker.delete", { type: "worker", id, label: row.name });
+  await db.delete(workers).where(eq(workers.id, id));
+  await audit(db, "worker.delete", { type: "worker", id, label: row.name });
   return workerView(row);
 }

@@ -8,7 +8,7 @@ type Deps = Pick<AppDeps, "db">;
 
 /** `GET /admin/audit`: who changed what, newest first. */
 export const auditRoutes = (deps: Deps) =>
-  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/audit", ({ query }) => {
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/audit", async ({ query }) => {
     const q = query as Record<string, string | undefined>;
     const whole = (f: string, v: string | undefined) => {
       if (v === undefined || v === "") return undefined;
@@ -17,7 +17,7 @@ export const auditRoutes = (deps: Deps) =>
     };
     const limit = whole("limit", q.limit);
     const before = whole("before", q.before);
-    const entries = listAudit(deps.db, { since: q.since, until: q.until, actor: q.actor, target: q.target, action: q.action, limit, before });
+    const entries = await listAudit(deps.db, { since: q.since, until: q.until, actor: q.actor, target: q.target, action: q.action, limit, before });
     // The cursor for the next (older) page, when this one is full.
     const next_before = entries.length === Math.min(Math.max(limit ?? 100, 1), 1000) ? entries[entries.length - 1].id : null;
     return { entries, next_before };

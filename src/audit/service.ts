@@ -25,9 +25,10 @@ export interface Target {
 const SYSTEM: Actor = { type: "system", label: "inferd" };
 const current = new AsyncLocalStorage<Actor>();
 
-/** Makes `actor` the one for the rest of this request (called by the auth gate). */
-export function actAs(actor: Actor): void {
+/** Makes `actor` the one for the rest of this request (called by the auth gate); returns it. */
+export function actAs(actor: Actor): Actor {
   current.enterWith(actor);
+  return actor;
 }
 
 /** Runs `fn` as `actor` (the CLI). */
@@ -73,11 +74,11 @@ export function fieldsOf(o: object, fields: string[]): Record<string, unknown> {
 }
 
 /** Records one change by the current actor. */
-export function audit(db: Db, action: string, target: Target, diff: Record<string, unknown> = {}, actor = actorNow()): void {
+export async function audit(db: Db, action: string, target: Target, diff: Record<string, unknown> = {}, actor = actorNow()): Promise<void> {
   diff = Object.fromEntries(Object.entries(diff).map(([k, v]) => [k, safe(k, v)]));
-  db.insert(auditLog)
-    .values({ at: new Date().toISOString(), actorType: actor.type, actorId: actor.id ?? null, actorLabel: actor.label, action, targetType: target.type, targetId: target.id ?? null, targetLabel: target.label ?? null, diff: JSON.stringify(diff) })
-    .run();
+  await db
+    .insert(auditLog)
+    .values({ at: new Date().toISOString(), actorType: actor.type, actorId: actor.id ?? null, actorLabel: actor.label, action, targetType: target.type, targetId: target.id ?? null, targetLabel: target.label ?? null, diff: JSON.stringify(diff) });
 }
 
 /** An entry as `GET /admin/audit` shows it. */
@@ -94,7 +95,7 @@ export interface AuditEntry {
  * Entries newest first, filtered by time, actor (id or label), target (id or label) and action prefix;
  * `before` (an entry's id) pages to older entries without skipping any written in the same millisecond.
  */
-export function listAudit(db: Db, q: { since?: string; until?: string; actor?: string; target?: string; action?: string; limit?: number; before?: number }): AuditEntry[] {
+export async function listAudit(db: Db, q: { since?: string; until?: string; actor?: string; target?: string; action?: string; limit?: number; before?: number }): Promise<AuditEntry[]> {
   const conds: (SQL | undefined)[] = [
     q.before !== undefined ? lt(auditLog.id, q.before) : undefined,
     q.since ? gte(auditLog.at, q.since) : undefined,
@@ -103,12 +104,12 @@ export function listAudit(db: Db, q: { since?: string; until?: string; actor?: s
     q.target ? or(eq(auditLog.targetId, q.target), eq(auditLog.targetLabel, q.target)) : undefined,
     q.action ? or(eq(auditLog.action, q.action), like(auditLog.action, `${q.action}.%`)) : undefined,
   ];
-  const rows = db.select().from(auditLog).where(and(...conds)).orderBy(desc(auditLog.id)).limit(Math.min(Math.max(q.limit ?? 100, 1), 1000)).all();
+  const rows = await db.select().from(auditLog).where(and(...conds)).orderBy(desc(auditLog.id)).limit(Math.min(Math.max(q.limit ?? 100, 1), 1000));
   return rows.map((r) => ({ id: r.id, at: r.at, actor: { type: r.actorType, id: r.actorId, label: r.actorLabel }, action: r.action, target: { type: r.targetType, id: r.targetId, label: r.targetLabel }, diff: JSON.parse(r.diff) }));
 }
 
 /** Deletes entries older than `days`; returns how many. */
-export function pruneAudit(db: Db, days: number): number {
+export async function pruneAudit(db: Db, days: number): Promise<number> {
   const cutoff = new Date(Date.now() - days * 86_400_000).toISOString();
-  return db.delete(auditLog).where(lt(auditLog.at, cutoff)).returning({ id: auditLog.id }).all().length;
+  return (await db.delete(auditLog).where(lt(auditLog.at, cutoff)).returning({ id: auditLog.id })).length;
 }

@@ -1,5 +1,7 @@
 import { and, eq, gt, lt } from "drizzle-orm";
 import type { Db } from "../db";
+import { first } from "../db/raw";
+import { andThen, type Maybe } from "../maybe";
 import { sessions } from "../db/schema";
 import { AppError, forbidden, notFound, unauthorized } from "../errors";
 import { CLIENT_SECTIONS, wantsDashboardPage } from "../ui/routes";
@@ -52,29 +54,34 @@ function isAdminToken(deps: AuthDeps, token: string): boolean {
   return safeEqual(sha256(token), adminHash(deps));
 }
 
-/** Resolves a token to a key, or throws 401. The admin token is reported so planes can say 403. */
-function resolveKey(deps: AuthDeps, token: string | undefined, plane: string): KeyRecord | "admin" {
+/**
+ * Resolves a token to a key, or throws 401. The admin token is reported so planes can say 403.
+ * From memory while the store is unchanged (the value at once), else once the store is read.
+ */
+function resolveKey(deps: AuthDeps, token: string | undefined, plane: string): Maybe<KeyRecord | "admin"> {
   if (!token) throw unauthorized("missing_token", `this ${plane} route needs "Authorization: Bearer <token>"`);
   if (isAdminToken(deps, token)) return "admin";
-  const key = token.startsWith("ik_") ? findKeyBySecret(deps.db, token) : undefined;
-  if (!key) throw unauthorized("invalid_token", "the token is unknown or has been revoked");
-  deps.usage.record(key.id, { requests: 1 });
-  return key;
+  return andThen(token.startsWith("ik_") ? findKeyBySecret(deps.db, token) : undefined, (key) => {
+    if (!key) throw unauthorized("invalid_token", "the token is unknown or has been revoked");
+    deps.usage.record(key.id, { requests: 1 });
+    return key;
+  });
 }
 
 /**
  * Control plane (`/api`): only an `ik_sdk_` key, of the project in the path when there is one.
  * An `endpoints`-scoped key may only touch its listed workloads (see `canTouchWorkload`).
  */
-export function authControl(deps: AuthDeps, request: Request, projectSlug?: string): KeyRecord {
-  const key = resolveKey(deps, presentedToken(request), "control-plane");
-  if (key === "admin" || key.type !== "sdk") {
-    throw forbidden("wrong_credential_type", `the control plane (/api) takes an ${KEY_PREFIX.sdk} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.live} data-plane key`}`);
-  }
-  if (projectSlug !== undefined && projectSlug !== key.projectSlug) {
-    throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
-  }
-  return key;
+export function authControl(deps: AuthDeps, request: Request, projectSlug?: string): Maybe<KeyRecord> {
+  return andThen(resolveKey(deps, presentedToken(request), "control-plane"), (key) => {
+    if (key === "admin" || key.type !== "sdk") {
+      throw forbidden("wrong_credential_type", `the control plane (/api) takes an ${KEY_PREFIX.sdk} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.live} data-plane key`}`);
+    }
+    if (projectSlug !== undefined && projectSlug !== key.projectSlug) {
+      throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
+    }
+    return key;
+  });
 }
 
 /** True when the key's scope covers the workload `<project_slug>/<workload_slug>`. */
@@ -94,16 +101,17 @@ export function requireWorkloadScope(key: KeyRecord, projectSlug: string, worklo
  * Data plane (`/endpoint/<project>/<workload>/...`): only an `ik_live_` key of that project whose
  * scope covers the workload. The Messages-style route also accepts `x-api-key`.
  */
-export function authData(deps: AuthDeps, request: Request, projectSlug: string, workloadSlug: string, allowApiKeyHeader = false): KeyRecord {
-  const key = resolveKey(deps, presentedToken(request, allowApiKeyHeader), "data-plane");
-  if (key === "admin" || key.type !== "live") {
-    throw forbidden("wrong_credential_type", `the data plane (/endpoint) takes an ${KEY_PREFIX.live} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.sdk} control-plane key`}`);
-  }
-  if (key.projectSlug !== projectSlug) {
-    throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
-  }
-  requireWorkloadScope(key, projectSlug, workloadSlug);
-  return key;
+export function authData(deps: AuthDeps, request: Request, projectSlug: string, workloadSlug: string, allowApiKeyHeader = false): Maybe<KeyRecord> {
+  return andThen(resolveKey(deps, presentedToken(request, allowApiKeyHeader), "data-plane"), (key) => {
+    if (key === "admin" || key.type !== "live") {
+      throw forbidden("wrong_credential_type", `the data plane (/endpoint) takes an ${KEY_PREFIX.live} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.sdk} control-plane key`}`);
+    }
+    if (key.projectSlug !== projectSlug) {
+      throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
+    }
+    requireWorkloadScope(key, projectSlug, workloadSlug);
+    return key;
+  });
 }
 
 /** The host of an Origin header, or null when it is not a URL (a malformed Origin is refused, not a 500). */
@@ -119,27 +127,27 @@ function originHost(origin: string): string | null {
  * Accepts a dashboard session that exists, has not expired, was opened with the admin token in
  * force (a changed token ends every session) and was used within SESSION_IDLE_MS; notes its use.
  */
-function checkSession(deps: AuthDeps, sid: string): void {
+async function checkSession(deps: AuthDeps, sid: string): Promise<void> {
   const now = Date.now();
   const hash = sha256(sid);
-  const row = deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, new Date(now).toISOString()))).get();
+  const row = await first(deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, new Date(now).toISOString()))));
   if (!row) throw unauthorized("invalid_session", "the session has expired; sign in again");
   if (row.tokenHash !== adminHash(deps)) {
-    deps.db.delete(sessions).where(eq(sessions.hash, hash)).run();
+    await deps.db.delete(sessions).where(eq(sessions.hash, hash));
     throw unauthorized("invalid_session", "the admin token has changed since this session began; sign in again");
   }
   const seen = Date.parse(row.lastSeenAt ?? row.createdAt);
   if (now - seen > SESSION_IDLE_MS) {
-    deps.db.delete(sessions).where(eq(sessions.hash, hash)).run();
+    await deps.db.delete(sessions).where(eq(sessions.hash, hash));
     throw unauthorized("invalid_session", "the session ended after a time without use; sign in again");
   }
-  if (now - seen > TOUCH_MS) deps.db.update(sessions).set({ lastSeenAt: new Date(now).toISOString() }).where(eq(sessions.hash, hash)).run();
+  if (now - seen > TOUCH_MS) await deps.db.update(sessions).set({ lastSeenAt: new Date(now).toISOString() }).where(eq(sessions.hash, hash));
 }
 
 /** Ends every dashboard session and unused sign-in link (sign out everywhere); returns how many there were. */
-export function endAllSessions(deps: AuthDeps): number {
-  const ended = deps.db.$client.query("DELETE FROM sessions").run().changes;
-  audit(deps.db, "session.end_all", { type: "session" }, { ended });
+export async function endAllSessions(deps: AuthDeps): Promise<number> {
+  const ended = (await deps.db.delete(sessions).returning({ hash: sessions.hash })).length;
+  await audit(deps.db, "session.end_all", { type: "session" }, { ended });
   return ended;
 }
 
@@ -169,7 +177,7 @@ function cookieValue(request: Request, name: string): string | undefined {
  * riding on the cookie that changes state must come from our own origin (CSRF guard on top of
  * SameSite=Strict).
  */
-export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "session" } {
+export async function authAdmin(deps: AuthDeps, request: Request): Promise<{ via: "token" | "session" }> {
   const token = presentedToken(request);
   if (token) {
     if (isAdminToken(deps, token)) {
@@ -177,13 +185,13 @@ export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "s
       return { via: "token" };
     }
     if (token.startsWith(KEY_PREFIX.sdk) || token.startsWith(KEY_PREFIX.live)) {
-      if (findKeyBySecret(deps.db, token)) throw forbidden("wrong_credential_type", "the admin API takes the admin token, not a project key");
+      if (await findKeyBySecret(deps.db, token)) throw forbidden("wrong_credential_type", "the admin API takes the admin token, not a project key");
     }
     throw unauthorized("invalid_token", "the admin token is wrong");
   }
   const sid = cookieValue(request, SESSION_COOKIE);
   if (sid) {
-    checkSession(deps, sid);
+    await checkSession(deps, sid);
     actors.set(request, { type: "session", id: `ses_${sha256(sid).slice(0, 12)}`, label: "dashboard session" });
     if (!["GET", "HEAD", "OPTIONS"].includes(request.method)) {
       const origin = request.headers.get("origin");
@@ -196,35 +204,35 @@ export function authAdmin(deps: AuthDeps, request: Request): { via: "token" | "s
 }
 
 /** Starts a dashboard session for the admin token; returns the cookie value. */
-export function createSession(deps: AuthDeps, token: string): { id: string; maxAgeSeconds: number } {
+export async function createSession(deps: AuthDeps, token: string): Promise<{ id: string; maxAgeSeconds: number }> {
   if (!isAdminToken(deps, token)) {
-    audit(deps.db, "session.denied", { type: "session" }, {}, { type: "anonymous", label: "a sign-in with a wrong admin token" });
+    await audit(deps.db, "session.denied", { type: "session" }, {}, { type: "anonymous", label: "a sign-in with a wrong admin token" });
     throw unauthorized("invalid_token", "the admin token is wrong");
   }
   const id = newSecret("");
   const sessionId = `ses_${sha256(id).slice(0, 12)}`;
-  audit(deps.db, "session.create", { type: "session", id: sessionId }, {}, { type: "session", id: sessionId, label: "dashboard session" });
+  await audit(deps.db, "session.create", { type: "session", id: sessionId }, {}, { type: "session", id: sessionId, label: "dashboard session" });
   const now = Date.now();
-  deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString())).run();
-  deps.db.insert(sessions).values({ hash: sha256(id), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MS).toISOString(), tokenHash: adminHash(deps), lastSeenAt: new Date(now).toISOString() }).run();
+  await deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString()));
+  await deps.db.insert(sessions).values({ hash: sha256(id), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MS).toISOString(), tokenHash: adminHash(deps), lastSeenAt: new Date(now).toISOString() });
   return { id, maxAgeSeconds: SESSION_MS / 1000 };
 }
 
 /** Trades a one-time sign-in code (made by `inferd desktop`) for a session; 401 when unknown or expired. */
-export function redeemLoginCode(deps: AuthDeps, code: string): { id: string; maxAgeSeconds: number } {
+export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ id: string; maxAgeSeconds: number }> {
   const hash = sha256(`login:${code}`);
-  const row = deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, nowIso()))).get();
-  deps.db.delete(sessions).where(eq(sessions.hash, hash)).run();
+  const row = await first(deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, nowIso()))));
+  await deps.db.delete(sessions).where(eq(sessions.hash, hash));
   if (!row) throw unauthorized("invalid_login_code", "this sign-in link has expired or was used; sign in with the admin token");
   return createSession(deps, deps.adminToken);
 }
 
 /** Ends the session the request carries, if any. */
-export function endSession(deps: AuthDeps, request: Request): void {
+export async function endSession(deps: AuthDeps, request: Request): Promise<void> {
   const sid = cookieValue(request, SESSION_COOKIE);
   if (!sid) return;
-  deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid))).run();
-  audit(deps.db, "session.end", { type: "session", id: `ses_${sha256(sid).slice(0, 12)}` });
+  await deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid)));
+  await audit(deps.db, "session.end", { type: "session", id: `ses_${sha256(sid).slice(0, 12)}` });
 }
 
 const keys = new WeakMap<Request, KeyRecord>();
@@ -279,27 +287,28 @@ const UI_PATHS = [/^\/$/, /^\/assets\//, new RegExp(`^/(${CLIENT_SECTIONS.join("
  * path and applies its rule, so a request without the right credential is refused before anything
  * else. Deny by default: a path that is neither public nor of a known plane needs the admin token.
  */
-export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: string): void {
+export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: string): Maybe<void> {
   const path = normalisePath(rawPath);
   if (OPEN.some((re) => re.test(path))) return;
   if ((request.method === "GET" || request.method === "HEAD") && UI_PATHS.some((re) => re.test(path))) return;
   // A browser asking for another page gets the dashboard (it shows "not found"); it holds no data.
   if (wantsDashboardPage(request, path)) return;
+  const keep = (key: KeyRecord) => void keys.set(request, key);
   if (path === "/metrics") {
     const token = presentedToken(request);
     if (deps.metricsToken && token && safeEqual(sha256(token), sha256(deps.metricsToken))) return;
-    authAdmin(deps, request);
+    return andThen(authAdmin(deps, request), () => undefined);
   } else if (path === "/api" || path.startsWith("/api/")) {
     const m = /^\/api\/projects\/([^/]+)/.exec(path);
-    keys.set(request, authControl(deps, request, m ? segment(m[1]) : undefined));
+    return andThen(authControl(deps, request, m ? segment(m[1]) : undefined), keep);
   } else if (path.startsWith("/endpoint/")) {
     const m = /^\/endpoint\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
     if (!m) throw notFound(`no route for ${request.method} ${path}`);
     const allowApiKey = /^\/v1\/messages$/.test(m[3] ?? "");
-    keys.set(request, authData(deps, request, segment(m[1]), segment(m[2]), allowApiKey));
+    return andThen(authData(deps, request, segment(m[1]), segment(m[2]), allowApiKey), keep);
   } else if (path.startsWith("/agent/")) {
     // Agents authenticate with their own credential over the pinned HTTPS link (agents/routes.ts).
-  } else {
-    authAdmin(deps, request);
+    return;
   }
+  return andThen(authAdmin(deps, request), () => undefined);
 }

@@ -37,7 +37,7 @@ export async function messagesRoute(deps: DataplaneDeps, request: Request, param
 }
 
 async function messagesHeld(deps: DataplaneDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
-  const w = workloadOf(deps, params.project, params.workload);
+  const w = await workloadOf(deps, params.project, params.workload);
   checkRoute(w, "chat", "POST /v1/messages");
   const json = await readJsonObject(deps, request);
   checkModel(w, json.model);

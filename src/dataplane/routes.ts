@@ -15,8 +15,8 @@ function noIdleTimeout(server: { timeout(req: Request, seconds: number): void } 
 /** Data-plane routes (`/endpoint/<project_slug>/<workload_slug>/v1/...`, `ik_live_` keys). */
 export const dataRoutes = (deps: DataplaneDeps) => {
   let app = new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["data plane"] } })
-    .get("/v1/models", ({ params }) => {
-      const w = workloadOf(deps, params.project, params.workload);
+    .get("/v1/models", async ({ params }) => {
+      const w = await workloadOf(deps, params.project, params.workload);
       return {
         object: "list",
         data: [{ id: w.model_name, object: "model", created: Math.floor(Date.parse(w.created_at) / 1000), owned_by: w.project_slug }],
@@ -30,9 +30,9 @@ export const dataRoutes = (deps: DataplaneDeps) => {
       detail: { summary: "Anthropic Messages-style chat" },
     });
   for (const spec of SYNC_ROUTES) {
-    app = app.post(`/v1/${spec.path}`, ({ request, params, server }) => {
+    app = app.post(`/v1/${spec.path}`, async ({ request, params, server }) => {
       noIdleTimeout(server, request);
-      return forwardToWorkload(deps, spec, request, workloadOf(deps, params.project, params.workload), keyOf(request).id);
+      return forwardToWorkload(deps, spec, request, await workloadOf(deps, params.project, params.workload), keyOf(request).id);
     }, {
       parse: "none",
       detail: { summary: `Forwarded to the runtime's /v1/${spec.path}` },

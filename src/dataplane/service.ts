@@ -1,3 +1,4 @@
+import { andThen, type Maybe } from "../maybe";
 import type { AppDeps } from "../deps";
 import { AppError, badRequest, notFound } from "../errors";
 import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
@@ -38,10 +39,11 @@ export const SYNC_ROUTES: RouteSpec[] = [
 ];
 
 /** The workload of a data-plane path, or 404. */
-export function workloadOf(deps: Pick<AppDeps, "db">, project: string, workload: string): Workload {
-  const w = findWorkload(deps.db, project, workload);
-  if (!w) throw notFound(`workload "${project}/${workload}"`);
-  return w;
+export function workloadOf(deps: Pick<AppDeps, "db">, project: string, workload: string): Maybe<Workload> {
+  return andThen(findWorkload(deps.db, project, workload), (w) => {
+    if (!w) throw notFound(`workload "${project}/${workload}"`);
+    return w;
+  });
 }
 
 /**

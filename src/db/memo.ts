@@ -1,15 +1,25 @@
-import type { Db } from "./index";
+/**
+ * Memoised lookups for the request path (a key by its hash, a workload by its slugs): answered from
+ * memory while the store is unchanged, so a request does not wait on the database.
+ * - SQLite: a cheap stamp (`data_version`, bumped by other connections' commits such as the CLI's,
+ *   and `total_changes`, this connection's) is read before each lookup; any change empties the memo.
+ * - PostgreSQL: the store's triggers NOTIFY on changes to the looked-up tables (./notify.ts); the memo
+ *   then reloads the entries it holds in the background and keeps answering from the old ones until
+ *   the new ones are in (a few milliseconds), so the request path never waits on a reload.
+ */
+import { sqliteOf, type Db } from "./index";
+import { changeVersion } from "./notify";
 
 const stamps = new WeakMap<Db, (fresh: boolean) => string>();
 
 /**
- * A cheap stamp that changes whenever the store may have changed: SQLite's data_version (bumped by
- * other connections' commits, e.g. the CLI revoking a key) and total_changes (this connection's).
+ * A cheap SQLite stamp that changes whenever the store may have changed: data_version (other
+ * connections' commits) and total_changes (this connection's).
  */
-function stampOf(db: Db): (fresh: boolean) => string {
+function sqliteStamp(db: Db): (fresh: boolean) => string {
   let fn = stamps.get(db);
   if (!fn) {
-    const stmt = db.$client.prepare<{ dv: number; tc: number }, []>("SELECT (SELECT data_version FROM pragma_data_version) AS dv, total_changes() AS tc");
+    const stmt = sqliteOf(db).prepare<{ dv: number; tc: number }, []>("SELECT (SELECT data_version FROM pragma_data_version) AS dv, total_changes() AS tc");
     // A fresh read (authentication, first thing of every request) always queries; later lookups of
     // the same request reuse a reading under a millisecond old.
     let at = -1;
@@ -31,15 +41,22 @@ function stampOf(db: Db): (fresh: boolean) => string {
 /** Entries kept at most before a memo starts over. */
 const MAX_ENTRIES = 10_000;
 
+/** A memoised lookup: the value at once when held, else a promise of it. */
+export type Lookup<V> = (key: string) => V | Promise<V>;
+
 /**
- * Memoises a lookup on the hot path (authentication, workload lookup) while the store is unchanged:
- * any write — here or by another process on the same file — empties it before the next read, so a
- * revoked key is refused on the very next request. With `fresh` false the store's state may be read
- * from up to a millisecond before (by the same request's authentication).
- * @example const find = memoize(db, (k: string) => slowQuery(k)); find("a"); find("a"); // one query
+ * Memoises `load` on the request path while the store is unchanged (see the module comment): on
+ * SQLite any write empties it before the next read, so a revoked key is refused on the very next
+ * request; on PostgreSQL a change NOTIFY makes it reload in the background. With `fresh` false the
+ * SQLite stamp may be read from up to a millisecond before (by the same request's authentication).
+ * @example const find = memoize(db, (k) => loadKey(k)); await find("a"); await find("a"); // one query
  */
-export function memoize<V>(db: Db, load: (key: string) => V, fresh = true): (key: string) => V {
-  const stamp = stampOf(db);
+export function memoize<V>(db: Db, load: (key: string) => Promise<V>, fresh = true): Lookup<V> {
+  return db.engine === "sqlite" ? sqliteMemo(db, load, fresh) : notifiedMemo(db, load);
+}
+
+function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>, fresh: boolean): Lookup<V> {
+  const stamp = sqliteStamp(db);
   const cache = new Map<string, V>();
   let seen = "";
   return (key) => {
@@ -49,8 +66,41 @@ export function memoize<V>(db: Db, load: (key: string) => V, fresh = true): (key
       seen = now;
     }
     if (cache.has(key)) return cache.get(key)!;
-    const v = load(key);
-    cache.set(key, v);
-    return v;
+    return load(key).then((v) => {
+      if (seen === now) cache.set(key, v);
+      return v;
+    });
+  };
+}
+
+function notifiedMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
+  let cache = new Map<string, V>();
+  let version = changeVersion(db);
+  let refreshing = false;
+  const refresh = async (target: number) => {
+    refreshing = true;
+    try {
+      const keys = [...cache.keys()];
+      const values = await Promise.all(keys.map((k) => load(k)));
+      if (changeVersion(db) === target) {
+        cache = new Map(keys.map((k, i) => [k, values[i]]));
+        version = target;
+      }
+    } catch {
+      cache = new Map(); // the database is unreachable: start over rather than serve stale forever
+      version = target;
+    } finally {
+      refreshing = false;
+    }
+  };
+  return (key) => {
+    const now = changeVersion(db);
+    if (now !== version && !refreshing) void refresh(now);
+    if (cache.size > MAX_ENTRIES) cache.clear();
+    if (cache.has(key)) return cache.get(key)!;
+    return load(key).then((v) => {
+      cache.set(key, v);
+      return v;
+    });
   };
 }

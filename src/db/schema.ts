@@ -1,4 +1,14 @@
-import { sqliteTable, text, integer, uniqueIndex, index, blob, primaryKey } from "drizzle-orm/sqlite-core";
+import { sqliteTable, text, integer, uniqueIndex, index, blob, primaryKey, customType } from "drizzle-orm/sqlite-core";
+
+/**
+ * An integer column read as a JS number from either store: SQLite answers numbers, PostgreSQL's
+ * `bigint` answers exact decimal strings (counters and byte sizes here stay below 2^53). The domain
+ * code is written once against these tables and runs on both dialects (see src/db/README.md).
+ */
+const int = customType<{ data: number; driverData: number | string | bigint }>({
+  dataType: () => "integer",
+  fromDriver: (v) => Number(v),
+});
 
 /** A project groups workloads and keys; its slug appears in endpoint paths. */
 export const projects = sqliteTable("projects", {
@@ -7,12 +17,12 @@ export const projects = sqliteTable("projects", {
   slug: text("slug").notNull().unique(),
   createdAt: text("created_at").notNull(),
   /** Token quotas of the whole project (null: none), per UTC day and calendar month. */
-  tokensPerDay: integer("tokens_per_day"),
-  tokensPerMonth: integer("tokens_per_month"),
+  tokensPerDay: int("tokens_per_day"),
+  tokensPerMonth: int("tokens_per_month"),
   /** Caps (null: none): workloads in the project, replicas its workloads' policies may run together, bytes of models pulled for it. */
-  maxWorkloads: integer("max_workloads"),
-  maxReplicas: integer("max_replicas"),
-  modelBytes: integer("model_bytes"),
+  maxWorkloads: int("max_workloads"),
+  maxReplicas: int("max_replicas"),
+  modelBytes: int("model_bytes"),
 });
 
 /** A model served by a backend; `config` and `endpoints` hold JSON text. */
@@ -58,16 +68,16 @@ export const apiKeys = sqliteTable(
     hash: text("hash").notNull().unique(),
     createdAt: text("created_at").notNull(),
     revokedAt: text("revoked_at"),
-    requests: integer("requests").notNull().default(0),
-    inputTokens: integer("input_tokens").notNull().default(0),
-    outputTokens: integer("output_tokens").notNull().default(0),
+    requests: int("requests").notNull().default(0),
+    inputTokens: int("input_tokens").notNull().default(0),
+    outputTokens: int("output_tokens").notNull().default(0),
     lastUsedAt: text("last_used_at"),
     /** Limits (null: none): requests and tokens per minute, requests at once, token quotas per day and month. */
-    rpm: integer("rpm"),
-    tpm: integer("tpm"),
-    maxConcurrent: integer("max_concurrent"),
-    tokensPerDay: integer("tokens_per_day"),
-    tokensPerMonth: integer("tokens_per_month"),
+    rpm: int("rpm"),
+    tpm: int("tpm"),
+    maxConcurrent: int("max_concurrent"),
+    tokensPerDay: int("tokens_per_day"),
+    tokensPerMonth: int("tokens_per_month"),
   },
   (t) => [index("api_keys_project").on(t.projectId)],
 );
@@ -92,8 +102,8 @@ export const workers = sqliteTable("workers", {
   credentialHash: text("credential_hash"),
   joinTokenHash: text("join_token_hash"),
   version: text("version"),
-  cpuCores: integer("cpu_cores").notNull().default(0),
-  ramBytes: integer("ram_bytes").notNull().default(0),
+  cpuCores: int("cpu_cores").notNull().default(0),
+  ramBytes: int("ram_bytes").notNull().default(0),
   gpus: text("gpus").notNull().default("[]"),
   telemetry: text("telemetry").notNull().default("{}"),
   lastSeenAt: text("last_seen_at"),
@@ -109,8 +119,8 @@ export const assignments = sqliteTable(
     id: text("id").primaryKey(),
     workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
     workerId: text("worker_id").notNull().references(() => workers.id, { onDelete: "cascade" }),
-    concurrency: integer("concurrency").notNull().default(20),
-    gpus: integer("gpus").notNull().default(1),
+    concurrency: int("concurrency").notNull().default(20),
+    gpus: int("gpus").notNull().default(1),
     gpuIndices: text("gpu_indices").notNull().default("[]"),
     auto: integer("auto", { mode: "boolean" }).notNull().default(false),
     state: text("state").notNull().default("pending"),
@@ -122,7 +132,7 @@ export const assignments = sqliteTable(
     /** True when `concurrency` was set by hand; otherwise the runtime's own batch capacity is used. */
     concurrencySet: integer("concurrency_set", { mode: "boolean" }).notNull().default(true),
     /** Bumped by a restart or a retry: part of the replica's revision, so the agent starts it anew. */
-    generation: integer("generation").notNull().default(0),
+    generation: int("generation").notNull().default(0),
   },
   (t) => [index("assignments_workload").on(t.workloadId), index("assignments_worker").on(t.workerId)],
 );
@@ -130,10 +140,10 @@ export const assignments = sqliteTable(
 /** Usage counted per workload (requests and tokens), written in batches like key usage. */
 export const workloadUsage = sqliteTable("workload_usage", {
   workloadId: text("workload_id").primaryKey().references(() => workloads.id, { onDelete: "cascade" }),
-  requests: integer("requests").notNull().default(0),
-  errors: integer("errors").notNull().default(0),
-  inputTokens: integer("input_tokens").notNull().default(0),
-  outputTokens: integer("output_tokens").notNull().default(0),
+  requests: int("requests").notNull().default(0),
+  errors: int("errors").notNull().default(0),
+  inputTokens: int("input_tokens").notNull().default(0),
+  outputTokens: int("output_tokens").notNull().default(0),
   lastUsedAt: text("last_used_at"),
 });
 
@@ -150,7 +160,7 @@ export const jobs = sqliteTable(
     context: text("context"),
     status: text("status", { enum: ["queued", "running", "completed", "failed"] }).notNull(),
     data: text("data"),
-    runs: integer("runs").notNull().default(0),
+    runs: int("runs").notNull().default(0),
     createdAt: text("created_at").notNull(),
     startedAt: text("started_at"),
     finishedAt: text("finished_at"),
@@ -187,9 +197,9 @@ export const deliveries = sqliteTable(
     webhookId: text("webhook_id").notNull().references(() => webhooks.id, { onDelete: "cascade" }),
     event: text("event").notNull(),
     state: text("state", { enum: ["pending", "delivered", "terminal", "cancelled"] }).notNull(),
-    attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: integer("next_attempt_at"),
-    lastStatusCode: integer("last_status_code"),
+    attempts: int("attempts").notNull().default(0),
+    nextAttemptAt: int("next_attempt_at"),
+    lastStatusCode: int("last_status_code"),
     lastError: text("last_error"),
     deliveredAt: text("delivered_at"),
     createdAt: text("created_at").notNull(),
@@ -203,11 +213,11 @@ export const deliveryAttempts = sqliteTable(
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
     deliveryId: text("delivery_id").notNull().references(() => deliveries.id, { onDelete: "cascade" }),
-    n: integer("n").notNull(),
+    n: int("n").notNull(),
     at: text("at").notNull(),
-    statusCode: integer("status_code"),
+    statusCode: int("status_code"),
     error: text("error"),
-    durationMs: integer("duration_ms").notNull(),
+    durationMs: int("duration_ms").notNull(),
   },
   (t) => [index("delivery_attempts_delivery").on(t.deliveryId)],
 );
@@ -235,8 +245,8 @@ export const models = sqliteTable(
     dir: text("dir"),
     /** The files, JSON: [{path, size, sha256}]. */
     files: text("files").notNull().default("[]"),
-    bytesTotal: integer("bytes_total").notNull().default(0),
-    bytesDone: integer("bytes_done").notNull().default(0),
+    bytesTotal: int("bytes_total").notNull().default(0),
+    bytesDone: int("bytes_done").notNull().default(0),
     /** What the model is, JSON (architecture, parameters, quantisation, context, layers, heads, KV size). */
     metadata: text("metadata"),
     createdAt: text("created_at").notNull(),
@@ -271,10 +281,10 @@ export const usageDaily = sqliteTable(
     keyId: text("key_id").notNull(),
     workloadId: text("workload_id").notNull(),
     projectId: text("project_id").notNull(),
-    requests: integer("requests").notNull().default(0),
-    errors: integer("errors").notNull().default(0),
-    inputTokens: integer("input_tokens").notNull().default(0),
-    outputTokens: integer("output_tokens").notNull().default(0),
+    requests: int("requests").notNull().default(0),
+    errors: int("errors").notNull().default(0),
+    inputTokens: int("input_tokens").notNull().default(0),
+    outputTokens: int("output_tokens").notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.day, t.keyId, t.workloadId] }), index("usage_daily_project").on(t.projectId, t.day)],
 );

@@ -1,4 +1,4 @@
-import type { Db } from "../db";
+import { pgOf, sqliteOf, type Db } from "../db";
 import { AppError } from "../errors";
 import { log } from "../log";
 
@@ -47,20 +47,23 @@ interface Caller<T> {
  * Group commit: rows submitted by concurrent callers are written together by `write` (one
  * transaction), and each caller's promise settles only once that write has returned — so a caller
  * that answers after `await submit(...)` answers only for committed rows. A caller's rows always
- * land in the same transaction (all or none of them). The batch closes on size or time.
+ * land in the same transaction (all or none of them). The batch closes on size or time. A
+ * synchronous `write` (SQLite) settles its callers at once; an asynchronous one (PostgreSQL) keeps
+ * at most `maxInFlight` batches under way, and rows arriving meanwhile gather into the next.
  * @example const g = new GroupCommit((rows) => insertAll(rows), { maxRows: 256, maxWaitMs: 2 }); await g.submit([row]);
  */
 export class GroupCommit<T> {
   private callers: Caller<T>[] = [];
   private rows = 0;
   private handle: unknown;
+  private inFlight = 0;
   private readonly timer: BatchTimer;
   /** Batches written so far and the rows in them (for tests and the benchmark). */
   readonly stats = { batches: 0, rows: 0, failed: 0 };
 
   constructor(
-    private write: (rows: T[]) => void,
-    private opts: GroupCommitOptions,
+    private write: (rows: T[]) => void | Promise<void>,
+    private opts: GroupCommitOptions & { maxInFlight?: number },
   ) {
     this.timer = opts.timer ?? realTimer;
   }
@@ -75,19 +78,30 @@ export class GroupCommit<T> {
     });
   }
 
-  /** Closes the open batch now: writes it and settles its callers. */
+  /** Closes the open batch now: writes it and settles its callers (or, when enough batches are under way, after one ends). */
   flush(): void {
     if (this.handle !== undefined) this.timer.clear(this.handle);
     this.handle = undefined;
+    if (this.callers.length === 0 || this.inFlight >= (this.opts.maxInFlight ?? 4)) return;
     const callers = this.callers;
     this.callers = [];
     this.rows = 0;
-    if (callers.length === 0) return;
-    const error = this.tryWrite(callers.length === 1 ? callers[0].rows : callers.flatMap((c) => c.rows));
+    const settle = (error: unknown) => this.settle(callers, error);
+    const written = this.tryWrite(callers.length === 1 ? callers[0].rows : callers.flatMap((c) => c.rows));
+    if (!(written instanceof Promise)) return void settle(written);
+    this.inFlight++;
+    void written.then(settle).finally(() => {
+      this.inFlight--;
+      if (this.callers.length) this.flush();
+    });
+  }
+
+  /** Settles a batch's callers: resolved, or (a failed batch) each alone again when allowed, else rejected. */
+  private async settle(callers: Caller<T>[], error: unknown): Promise<void> {
     if (error === undefined) return callers.forEach((c) => c.resolve());
     if (callers.length > 1 && this.opts.retryAlone?.(error)) {
       for (const c of callers) {
-        const alone = this.tryWrite(c.rows);
+        const alone = await this.tryWrite(c.rows);
         if (alone === undefined) c.resolve();
         else c.reject(this.opts.callerError?.(alone) ?? alone);
       }
@@ -97,15 +111,22 @@ export class GroupCommit<T> {
     for (const c of callers) c.reject(shown);
   }
 
+  /** Writes rows; undefined when they were written, else the error (a promise of that for an async write). */
   private tryWrite(rows: T[]): unknown {
-    try {
-      this.write(rows);
+    const done = () => {
       this.stats.batches++;
       this.stats.rows += rows.length;
       return undefined;
-    } catch (e) {
+    };
+    const failed = (e: unknown) => {
       this.stats.failed++;
       return e ?? new Error("the write failed");
+    };
+    try {
+      const w = this.write(rows);
+      return w instanceof Promise ? w.then(done, failed) : done();
+    } catch (e) {
+      return failed(e);
     }
   }
 }
@@ -127,37 +148,49 @@ export const INTAKE_MAX_ROWS = 256;
 /** How long a batch stays open at most (ms); 0 closes it on the next turn of the event loop. */
 export const INTAKE_MAX_WAIT_MS = 0;
 
-const sqliteCode = (e: unknown) => String((e as { code?: unknown })?.code ?? "");
+/** The error code of a store error: SQLite's (`SQLITE_CONSTRAINT_PRIMARYKEY`) or PostgreSQL's SQLSTATE (`23505`). */
+const errorCode = (e: unknown) => String((e as { code?: unknown; errno?: unknown })?.code ?? (e as { errno?: unknown })?.errno ?? "");
+
+/** A constraint failure (a duplicate id): that caller's row is bad, the others are not. */
+const isConstraint = (e: unknown) => {
+  const code = errorCode(e);
+  return code.startsWith("SQLITE_CONSTRAINT") || code.startsWith("23") || /duplicate key|violates .* constraint/.test(String((e as Error)?.message ?? ""));
+};
 
 /**
  * The error a caller of a failed job batch gets: constraint failures and a full disk keep their
- * SQLite error (the error mapper answers 409 and 503 `storage_full` for those, as elsewhere);
+ * store error (the error mapper answers 409 and 503 `storage_full` for those, as elsewhere);
  * anything else becomes 503 `job_not_stored`. The cause is logged once per batch, never sent.
  */
 export function intakeError(e: unknown): unknown {
-  const code = sqliteCode(e);
-  if (code.startsWith("SQLITE_CONSTRAINT") || code === "SQLITE_FULL") return e;
+  const code = errorCode(e);
+  if (isConstraint(e) || code === "SQLITE_FULL") return e;
   log.error("a batch of jobs could not be committed", e);
   return new AppError(503, "job_not_stored", `the job was not stored: the store refused the write (${code || "error"}); nothing of this request was accepted, so retry it`, { "retry-after": "1" });
 }
 
 /**
- * The one writer of new jobs: inserts are grouped into one transaction (a prepared statement, no
- * query building per row) under the store's WAL + synchronous=NORMAL, so a job is exactly as
- * durable as a single-row commit. Everything else keeps writing through the store as before.
+ * The one writer of new jobs: inserts are grouped into one transaction per batch. On SQLite a
+ * prepared statement (no query building per row) under WAL + synchronous=NORMAL, so a job is exactly
+ * as durable as a single-row commit; on PostgreSQL one multi-row INSERT per batch, a few batches
+ * under way at once over the pool. Everything else keeps writing through the store as before.
  */
 export function jobIntake(db: Db, opts: Partial<GroupCommitOptions> = {}): GroupCommit<JobInsert> {
-  const insert = db.$client.prepare<unknown, [string, string, string | null, string, Uint8Array, string, string | null, string]>(
+  const common = { maxRows: INTAKE_MAX_ROWS, maxWaitMs: INTAKE_MAX_WAIT_MS, retryAlone: isConstraint, callerError: intakeError, ...opts };
+  if (db.engine === "postgres") {
+    const pg = pgOf(db);
+    const write = async (rows: JobInsert[]) => {
+      const values = rows.map((r) => ({ id: r.id, workload_id: r.workloadId, key_id: r.keyId, kind: r.kind, body: Buffer.from(r.body), content_type: r.contentType, context: r.context, status: "queued", runs: 0, created_at: r.createdAt }));
+      await pg`INSERT INTO jobs ${pg(values)}`;
+    };
+    return new GroupCommit<JobInsert>(write, { ...common, maxInFlight: 4 });
+  }
+  const sqlite = sqliteOf(db);
+  const insert = sqlite.prepare<unknown, [string, string, string | null, string, Uint8Array, string, string | null, string]>(
     "INSERT INTO jobs (id, workload_id, key_id, kind, body, content_type, context, status, runs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?)",
   );
-  const writeAll = db.$client.transaction((rows: JobInsert[]) => {
+  const writeAll = sqlite.transaction((rows: JobInsert[]) => {
     for (const r of rows) insert.run(r.id, r.workloadId, r.keyId, r.kind, r.body, r.contentType, r.context, r.createdAt);
   });
-  return new GroupCommit<JobInsert>((rows) => void writeAll(rows), {
-    maxRows: INTAKE_MAX_ROWS,
-    maxWaitMs: INTAKE_MAX_WAIT_MS,
-    retryAlone: (e) => sqliteCode(e).startsWith("SQLITE_CONSTRAINT"),
-    callerError: intakeError,
-    ...opts,
-  });
+  return new GroupCommit<JobInsert>((rows) => void writeAll(rows), common);
 }

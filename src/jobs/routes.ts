@@ -42,11 +42,11 @@ export const jobRoutes = (deps: Deps) => {
   return new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["async jobs"] } })
     .post("/jobs", async ({ request, params, set }) => {
       try {
-        const w = workloadOf(deps, params.project, params.workload);
+        const w = await workloadOf(deps, params.project, params.workload);
         const job = acceptEnvelope(await bodyText(deps, request), w);
         checkJobsOn(w);
         checkKindOn(w, job.kind);
-        deps.jobQuota.admit(w.project_id, job.body.byteLength);
+        await deps.jobQuota.admit(w.project_id, job.body.byteLength);
         const [id] = await store(deps, intake, w, request, [job]);
         set.status = 202;
         return { job_id: id };
@@ -60,13 +60,13 @@ export const jobRoutes = (deps: Deps) => {
     .post("/jobs:suffix", async ({ request, params, set }) => {
       if ((params as Record<string, string>).suffix !== ":batch") throw new AppError(404, "not_found", `no route for POST ${new URL(request.url).pathname}`);
       try {
-        const w = workloadOf(deps, params.project, params.workload);
+        const w = await workloadOf(deps, params.project, params.workload);
         checkJobsOn(w);
         const format = batchFormat(request.headers.get("content-type"));
         const jobs = format === "ndjson"
           ? await acceptNdjson(bodyChunks(request, deps.config.maxDataBodyBytes), w, { take: (n) => deps.bodyBudget.take(request, n), give: (n) => deps.bodyBudget.give(request, n) })
           : acceptBatch(await bodyText(deps, request), w);
-        deps.jobQuota.admit(w.project_id, jobs.reduce((n, j) => n + j.body.byteLength, 0), `the batch (${jobs.length} jobs)`);
+        await deps.jobQuota.admit(w.project_id, jobs.reduce((n, j) => n + j.body.byteLength, 0), `the batch (${jobs.length} jobs)`);
         const ids = await store(deps, intake, w, request, jobs);
         set.status = 202;
         if (format === "json") return { job_ids: ids };
@@ -76,9 +76,9 @@ export const jobRoutes = (deps: Deps) => {
         deps.limiter.ticketOf(request)?.release();
       }
     }, { parse: "none", detail: { summary: "Submit up to 1000 async jobs at once (JSON array or NDJSON); all or none are stored, ids in order" } })
-    .get("/jobs/:job_id", ({ params }) => {
-      const w = workloadOf(deps, params.project, params.workload);
-      const job = getJob(deps.db, w.id, params.job_id);
+    .get("/jobs/:job_id", async ({ params }) => {
+      const w = await workloadOf(deps, params.project, params.workload);
+      const job = await getJob(deps.db, w.id, params.job_id);
       if (!job) throw notFound(`job "${params.job_id}"`);
       return job;
     }, { detail: { summary: "A job: status, result data and each destination's delivery state" } });
@@ -86,8 +86,8 @@ export const jobRoutes = (deps: Deps) => {
 
 /** Admin view of a workload's jobs, for the dashboard. */
 export const adminJobRoutes = (deps: Deps) =>
-  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/workloads/:id/jobs", ({ params, query }) => {
-    const w = resolveWorkload(deps.db, params.id);
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/workloads/:id/jobs", async ({ params, query }) => {
+    const w = await resolveWorkload(deps.db, params.id);
     const limit = Math.min(Math.max(Number(query.limit ?? 50) || 50, 1), 500);
     const status = ["queued", "running", "completed", "failed"].includes(String(query.status)) ? (query.status as "queued") : undefined;
     return listJobs(deps.db, w.id, limit, status);

@@ -10,7 +10,7 @@ import { buildJobData, type JobData } from "./result";
 import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueuedJobs } from "./service";
 import { modelAliasesOf } from "../dataplane/service";
 
-type JobRow = ReturnType<typeof claimJobs>[number];
+type JobRow = Awaited<ReturnType<typeof claimJobs>>[number];
 
 /** The first pause before a job whose replica was lost runs again (it grows with each run). */
 const RERUN_BACKOFF_MS = 500;
@@ -43,17 +43,20 @@ export class JobRunner {
   ) {}
 
   /** Puts jobs a crash left running back in the queue, then starts taking jobs. */
-  start(): void {
-    const n = recoverRunningJobs(this.db);
+  async start(): Promise<void> {
+    const n = await recoverRunningJobs(this.db);
     if (n > 0) log.info(`${n} job(s) interrupted by a restart will run again`);
-    for (const w of workloadsWithQueuedJobs(this.db)) this.pending.add(w);
+    for (const w of await workloadsWithQueuedJobs(this.db)) this.pending.add(w);
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.wake();
   }
 
   /** Looks for work soon (coalesced); `workloadId` names a workload that just got a job. */
   wake(workloadId?: string): void {
-    if (workloadId) this.pending.add(workloadId);
+    if (workloadId) {
+      this.pending.add(workloadId);
+      this.rewoken.add(workloadId);
+    }
     if (this.scheduled || this.stopped) return;
     this.scheduled = true;
     queueMicrotask(() => {
@@ -62,14 +65,39 @@ export class JobRunner {
     });
   }
 
+  private claiming = false;
+  private claimAgain = false;
+  /** Workloads woken while a claim for them was under way: they stay pending even if it came up short. */
+  private rewoken = new Set<string>();
+
+  /** Claims jobs for every workload that may have some (one pass at a time; a call meanwhile asks for another). */
   private tick(): void {
     if (this.stopped) return;
+    if (this.claiming) {
+      this.claimAgain = true;
+      return;
+    }
+    this.claiming = true;
+    void this.claim()
+      .catch((e) => log.warn("could not take queued jobs", e))
+      .finally(() => {
+        this.claiming = false;
+        if (this.claimAgain) {
+          this.claimAgain = false;
+          this.tick();
+        }
+      });
+  }
+
+  private async claim(): Promise<void> {
     for (const workloadId of [...this.pending]) {
+      if (this.stopped) return;
       const slots = this.fleet.dispatcher.targetsOf(workloadId).reduce((n, t) => n + t.capacity, 0);
       const room = Math.max(1, slots) - (this.running.get(workloadId) ?? 0);
       if (room <= 0) continue;
-      const claimed = claimJobs(this.db, workloadId, room);
-      if (claimed.length < room) this.pending.delete(workloadId);
+      this.rewoken.delete(workloadId);
+      const claimed = await claimJobs(this.db, workloadId, room);
+      if (claimed.length < room && !this.rewoken.has(workloadId)) this.pending.delete(workloadId);
       for (const job of claimed) this.launch(job);
     }
   }
@@ -87,7 +115,7 @@ export class JobRunner {
   }
 
   private async run(job: JobRow): Promise<void> {
-    const w = getWorkloadById(this.db, job.workloadId);
+    const w = await getWorkloadById(this.db, job.workloadId);
     if (!w) return;
     const spec = KINDS[job.kind];
     const meter = this.metering.begin(w, job.keyId, "job");
@@ -124,13 +152,13 @@ export class JobRunner {
         // after a short, growing pause rather than at once on a replica not yet known to be down.
         await this.pause(RERUN_BACKOFF_MS * job.runs);
         if (this.stopped) return;
-        requeueJob(this.db, job.id);
+        await requeueJob(this.db, job.id);
         this.pending.add(job.workloadId);
         return;
       }
       data = { job_id: job.id, status: "error", metrics: { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs }, error: { http_status: err.status, code: err.code, message: err.message } };
     }
-    finishJob(this.db, job, data.status === "ok", data);
+    await finishJob(this.db, job, data.status === "ok", data);
     const u = data.usage;
     meter.record({ inputTokens: u?.input_tokens ?? 0, outputTokens: u?.output_tokens ?? 0 }, data.status === "ok");
     this.onFinished();

@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, getTableColumns, inArray, lt, sql } from "drizzle-orm";
 import type { Db } from "../db";
+import { batch, first } from "../db/raw";
 import { deliveries, jobs, webhooks } from "../db/schema";
 import { live } from "../webhooks/service";
 import { newId, nowIso } from "../ids";
@@ -34,16 +35,15 @@ export interface DeliveryView {
 }
 
 /** Deliveries of some jobs with their destination URLs. */
-export function deliveryViews(db: Db, jobIds: string[]): Map<string, DeliveryView[]> {
+export async function deliveryViews(db: Db, jobIds: string[]): Promise<Map<string, DeliveryView[]>> {
   const out = new Map<string, DeliveryView[]>();
   if (jobIds.length === 0) return out;
-  const rows = db
+  const rows = await db
     .select({ d: deliveries, url: webhooks.url })
     .from(deliveries)
     .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
     .where(inArray(deliveries.jobId, jobIds))
-    .orderBy(asc(deliveries.createdAt))
-    .all();
+    .orderBy(asc(deliveries.createdAt));
   for (const { d, url } of rows) {
     const list = out.get(d.jobId) ?? [];
     list.push({
@@ -76,90 +76,97 @@ const view = (j: JobRow, ds: DeliveryView[]): JobView => ({
 });
 
 /** A job of a workload, or undefined. */
-export function getJob(db: Db, workloadId: string, jobId: string): JobView | undefined {
-  const j = db.select().from(jobs).where(and(eq(jobs.id, jobId), eq(jobs.workloadId, workloadId))).get();
-  return j && view(j, deliveryViews(db, [j.id]).get(j.id) ?? []);
+export async function getJob(db: Db, workloadId: string, jobId: string): Promise<JobView | undefined> {
+  const j = await first(db.select().from(jobs).where(and(eq(jobs.id, jobId), eq(jobs.workloadId, workloadId))));
+  return j && view(j, (await deliveryViews(db, [j.id])).get(j.id) ?? []);
 }
 
 /** The newest jobs of a workload (for the dashboard), optionally of one status. */
-export function listJobs(db: Db, workloadId: string, limit = 50, status?: JobRow["status"]): JobView[] {
-  const rows = db
+export async function listJobs(db: Db, workloadId: string, limit = 50, status?: JobRow["status"]): Promise<JobView[]> {
+  const rows = await db
     .select()
     .from(jobs)
     .where(and(eq(jobs.workloadId, workloadId), status ? eq(jobs.status, status) : undefined))
     .orderBy(desc(jobs.createdAt))
-    .limit(limit)
-    .all();
-  const ds = deliveryViews(db, rows.map((r) => r.id));
+    .limit(limit);
+  const ds = await deliveryViews(db, rows.map((r) => r.id));
   return rows.map((r) => view(r, ds.get(r.id) ?? []));
 }
 
 /** Workloads that have queued jobs (read once at start; the runner keeps track after that). */
-export function workloadsWithQueuedJobs(db: Db): string[] {
-  return db.selectDistinct({ w: jobs.workloadId }).from(jobs).where(eq(jobs.status, "queued")).all().map((r) => r.w);
+export async function workloadsWithQueuedJobs(db: Db): Promise<string[]> {
+  return (await db.selectDistinct({ w: jobs.workloadId }).from(jobs).where(eq(jobs.status, "queued"))).map((r) => r.w);
 }
 
 /**
  * Takes up to `count` of the oldest queued jobs of a workload and marks them running, in one
- * statement; returned in queue order (creation time, then insertion order).
+ * statement; returned in queue order (creation time, then insertion order). On PostgreSQL several
+ * hosts claim side by side: `FOR UPDATE SKIP LOCKED` gives each different jobs without waiting.
  */
-export function claimJobs(db: Db, workloadId: string, count: number): JobRow[] {
+export async function claimJobs(db: Db, workloadId: string, count: number): Promise<JobRow[]> {
   if (count <= 0) return [];
+  const set = { status: "running" as const, startedAt: nowIso(), runs: sql`${jobs.runs} + 1` };
+  if (db.engine === "postgres") {
+    const oldest = sql`(SELECT id FROM jobs WHERE workload_id = ${workloadId} AND status = 'queued' ORDER BY created_at, id LIMIT ${count} FOR UPDATE SKIP LOCKED)`;
+    const rows = await db.update(jobs).set(set).where(sql`${jobs.id} IN ${oldest}`).returning();
+    return rows.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.id < b.id ? -1 : 1));
+  }
   const oldest = db
     .select({ id: jobs.id })
     .from(jobs)
     .where(and(eq(jobs.workloadId, workloadId), eq(jobs.status, "queued")))
     .orderBy(asc(jobs.createdAt))
     .limit(count);
-  const rows = db
+  const rows = await db
     .update(jobs)
-    .set({ status: "running", startedAt: nowIso(), runs: sql`${jobs.runs} + 1` })
+    .set(set)
     .where(inArray(jobs.id, oldest))
-    .returning({ ...getTableColumns(jobs), seq: sql<number>`rowid` })
-    .all();
+    .returning({ ...getTableColumns(jobs), seq: sql<number>`rowid` });
   rows.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : a.seq - b.seq));
   return rows.map(({ seq: _seq, ...job }) => job);
 }
 
 /** Puts a running job back in the queue (its worker died; it will run again). */
-export function requeueJob(db: Db, jobId: string): void {
-  db.update(jobs).set({ status: "queued" }).where(and(eq(jobs.id, jobId), eq(jobs.status, "running"))).run();
+export async function requeueJob(db: Db, jobId: string): Promise<void> {
+  await db.update(jobs).set({ status: "queued" }).where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
 }
 
 /**
  * Stores a job's result and, in the same transaction, one pending delivery per destination of its
- * workload, due now — so a result is never stored without its deliveries.
+ * workload, due now — so a result is never stored without its deliveries. A destination deleted
+ * between reading them and the commit has its delivery cancelled in that same transaction.
  */
-export function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown): void {
+export async function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown): Promise<void> {
   const now = nowIso();
-  db.transaction((tx) => {
-    tx.update(jobs).set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: now }).where(eq(jobs.id, job.id)).run();
-    const dests = tx.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, job.workloadId))).all();
-    for (const d of dests) {
-      tx.insert(deliveries)
-        .values({ id: newId("dlv"), jobId: job.id, webhookId: d.id, event: ok ? "job.completed" : "job.failed", state: "pending", nextAttemptAt: Date.now(), createdAt: now })
-        .run();
-    }
-  });
+  const dests = await db.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, job.workloadId)));
+  const event = ok ? "job.completed" : "job.failed";
+  const rows = dests.map((d) => ({ id: newId("dlv"), jobId: job.id, webhookId: d.id, event, state: "pending" as const, nextAttemptAt: Date.now(), createdAt: now }));
+  await batch(db, [
+    db.update(jobs).set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: now }).where(eq(jobs.id, job.id)),
+    ...(rows.length
+      ? [
+          db.insert(deliveries).values(rows),
+          db
+            .update(deliveries)
+            .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
+            .where(and(eq(deliveries.jobId, job.id), eq(deliveries.state, "pending"), sql`${deliveries.webhookId} IN (SELECT id FROM webhooks WHERE deleted_at IS NOT NULL)`)),
+        ]
+      : []),
+  ]);
 }
 
 /** After a crash or restart: jobs left running run again (at least once). Returns how many. */
-export function recoverRunningJobs(db: Db): number {
-  return db.update(jobs).set({ status: "queued" }).where(eq(jobs.status, "running")).returning({ id: jobs.id }).all().length;
-}
-
-/** A stored job row by id. */
-export function jobRow(db: Db, id: string): JobRow | undefined {
-  return db.select().from(jobs).where(eq(jobs.id, id)).get();
+export async function recoverRunningJobs(db: Db): Promise<number> {
+  return (await db.update(jobs).set({ status: "queued" }).where(eq(jobs.status, "running")).returning({ id: jobs.id })).length;
 }
 
 /**
  * Deletes finished jobs older than the retention whose deliveries are all over (delivered or
  * terminal). Returns how many were deleted.
  */
-export function pruneJobs(db: Db, retentionMs: number): number {
+export async function pruneJobs(db: Db, retentionMs: number): Promise<number> {
   const cutoff = new Date(Date.now() - retentionMs).toISOString();
-  return db
+  const gone = await db
     .delete(jobs)
     .where(
       and(
@@ -168,6 +175,6 @@ export function pruneJobs(db: Db, retentionMs: number): number {
         sql`NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.job_id = ${jobs.id} AND deliveries.state = 'pending')`,
       ),
     )
-    .returning({ id: jobs.id })
-    .all().length;
+    .returning({ id: jobs.id });
+  return gone.length;
 }

@@ -1,6 +1,7 @@
 import { and, desc, eq, getTableColumns, sql } from "drizzle-orm";
 import type { Db } from "../db";
-import { memoize } from "../db/memo";
+import { memoize, type Lookup } from "../db/memo";
+import { first } from "../db/raw";
 import { apiKeys, projects, workloadUsage } from "../db/schema";
 import { newId, newSecret, nowIso, sha256 } from "../ids";
 import { notFound, validation } from "../errors";
@@ -68,24 +69,27 @@ function limitColumns(l: KeyLimits): Partial<typeof apiKeys.$inferInsert> {
 }
 
 /** Sets (or, with `null`, removes) some of a key's limits; they apply from the next request. */
-export function setKeyLimits(db: Db, id: string, limits: KeyLimits): KeyView {
-  const before = db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)).get();
+export async function setKeyLimits(db: Db, id: string, limits: KeyLimits): Promise<KeyView> {
+  const before = await keyRecord(db, id);
   if (!before) throw notFound(`key "${id}"`);
   const set = limitColumns(limits);
-  if (Object.keys(set).length) db.update(apiKeys).set(set).where(eq(apiKeys.id, id)).run();
-  const row = db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)).get();
+  if (Object.keys(set).length) await db.update(apiKeys).set(set).where(eq(apiKeys.id, id));
+  const row = await keyRecord(db, id);
   if (!row) throw notFound(`key "${id}"`);
-  audit(db, "key.limits", { type: "key", id, label: `${row.name} (${row.prefix}…)` }, diffOf(view(before).limits, view(row).limits));
+  await audit(db, "key.limits", { type: "key", id, label: `${row.name} (${row.prefix}…)` }, diffOf(view(before).limits, view(row).limits));
   return view(row);
 }
 
 const keyColumns = { ...getTableColumns(apiKeys), projectSlug: projects.slug };
 
+/** A key with its project's slug, by id. */
+const keyRecord = (db: Db, id: string) => first(db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)));
+
 /**
  * Creates a key for a project and returns it with its secret — the only time the secret is seen.
  * `endpoints` entries are `<project_slug>/<workload_slug>` of this project.
  */
-export function createKey(db: Db, project: { id: string; slug: string }, input: KeyCreate): KeyView & { secret: string } {
+export async function createKey(db: Db, project: { id: string; slug: string }, input: KeyCreate): Promise<KeyView & { secret: string }> {
   const scope = input.scope ?? (input.endpoints?.length ? "endpoints" : "project");
   const endpoints = scope === "endpoints" ? [...new Set(input.endpoints ?? [])] : [];
   if (scope === "endpoints" && endpoints.length === 0) throw validation("endpoints", "a key with scope \"endpoints\" needs at least one endpoint");
@@ -113,53 +117,44 @@ export function createKey(db: Db, project: { id: string; slug: string }, input: 
     tokensPerMonth: null,
     ...limitColumns(input.limits ?? {}),
   } as const;
-  db.insert(apiKeys).values(row).run();
-  audit(db, "key.create", { type: "key", id: row.id, label: `${row.name} (${row.prefix}…)` }, { project: project.slug, ...fieldsOf(row, ["name", "type", "scope", "prefix"]), endpoints, limits: input.limits ?? {} });
+  await db.insert(apiKeys).values(row);
+  await audit(db, "key.create", { type: "key", id: row.id, label: `${row.name} (${row.prefix}…)` }, { project: project.slug, ...fieldsOf(row, ["name", "type", "scope", "prefix"]), endpoints, limits: input.limits ?? {} });
   return { ...view({ ...row, revokedAt: null, requests: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: null, projectSlug: project.slug }), secret };
 }
 
 /** Keys of a project, newest first, revoked ones included (their usage stays visible). */
-export function listKeys(db: Db, projectId: string): KeyView[] {
-  return db
-    .select(keyColumns)
-    .from(apiKeys)
-    .innerJoin(projects, eq(projects.id, apiKeys.projectId))
-    .where(eq(apiKeys.projectId, projectId))
-    .orderBy(desc(apiKeys.createdAt))
-    .all()
-    .map(view);
+export async function listKeys(db: Db, projectId: string): Promise<KeyView[]> {
+  const rows = await db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.projectId, projectId)).orderBy(desc(apiKeys.createdAt));
+  return rows.map(view);
 }
 
 /** Revokes a key; the next request that presents it is refused. Revoking twice is harmless. */
-export function revokeKey(db: Db, id: string): KeyView {
-  db.update(apiKeys).set({ revokedAt: sql`coalesce(${apiKeys.revokedAt}, ${nowIso()})` }).where(eq(apiKeys.id, id)).run();
-  const row = db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)).get();
+export async function revokeKey(db: Db, id: string): Promise<KeyView> {
+  await db.update(apiKeys).set({ revokedAt: sql`coalesce(${apiKeys.revokedAt}, ${nowIso()})` }).where(eq(apiKeys.id, id));
+  const row = await keyRecord(db, id);
   if (!row) throw notFound(`key "${id}"`);
-  audit(db, "key.revoke", { type: "key", id, label: `${row.name} (${row.prefix}…)` });
+  await audit(db, "key.revoke", { type: "key", id, label: `${row.name} (${row.prefix}…)` });
   return view(row);
 }
 
-const keyLookups = new WeakMap<Db, (hash: string) => KeyRecord | undefined>();
+const keyLookups = new WeakMap<Db, Lookup<KeyRecord | undefined>>();
 
-/** Finds the live (not revoked) key whose secret is `token`, or undefined (memoised until the store changes). */
-export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined {
+/**
+ * Finds the live (not revoked) key whose secret is `token`, or undefined: from memory while the
+ * store is unchanged (the value at once), else a promise of it.
+ */
+export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined | Promise<KeyRecord | undefined> {
   let find = keyLookups.get(db);
   if (!find) {
-    const q = db
-      .select(keyColumns)
-      .from(apiKeys)
-      .innerJoin(projects, eq(projects.id, apiKeys.projectId))
-      .where(and(eq(apiKeys.hash, sql.placeholder("hash")), sql`${apiKeys.revokedAt} IS NULL`))
-      .prepare();
-    find = memoize(db, (hash) => q.get({ hash }));
+    find = memoize(db, (hash) => first(db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`))));
     keyLookups.set(db, find);
   }
   return find(sha256(token));
 }
 
 /** A workload's recorded usage (zeros when never used). */
-export function workloadUsageOf(db: Db, workloadId: string) {
-  const u = db.select().from(workloadUsage).where(eq(workloadUsage.workloadId, workloadId)).get();
+export async function workloadUsageOf(db: Db, workloadId: string) {
+  const u = await first(db.select().from(workloadUsage).where(eq(workloadUsage.workloadId, workloadId)));
   return {
     requests: u?.requests ?? 0,
     errors: u?.errors ?? 0,

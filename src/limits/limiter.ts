@@ -19,11 +19,17 @@ export interface LimitedKey {
   tokensPerMonth: number | null;
 }
 
-/** Stored token counts (the daily usage table) and project quotas. */
+/** A project's token quotas (null: none). */
+export type ProjectQuotas = { tokensPerDay: number | null; tokensPerMonth: number | null };
+
+/**
+ * Stored token counts (the daily usage table) and project quotas. Either may answer with a promise
+ * (a store read); the limiter keeps counts in memory once read, so that happens once per period.
+ */
 export interface QuotaSource {
   /** Tokens used by a key (or a project) on a UTC day (`2026-11-22`) or in a month (`2026-11`). */
-  tokensUsed(scope: "key" | "project", id: string, period: string): number;
-  projectQuotas(projectId: string): { tokensPerDay: number | null; tokensPerMonth: number | null };
+  tokensUsed(scope: "key" | "project", id: string, period: string): number | Promise<number>;
+  projectQuotas(projectId: string): ProjectQuotas | Promise<ProjectQuotas>;
 }
 
 /** A token bucket: `capacity` at most, refilled at capacity per minute. */
@@ -78,11 +84,18 @@ export class Limiter {
     return b;
   }
 
-  private usedTokens(scope: "key" | "project", id: string, period: string): number {
+  /** Reads the stored count of a period once (then counted in memory); a promise while it is read. */
+  private loadUsed(scope: "key" | "project", id: string, period: string): Promise<void> | undefined {
     const k = `${scope}:${id}:${period}`;
-    let n = this.used.get(k);
-    if (n === undefined) this.used.set(k, (n = this.quotas.tokensUsed(scope, id, period)));
-    return n;
+    if (this.used.has(k)) return undefined;
+    const n = this.quotas.tokensUsed(scope, id, period);
+    if (!(n instanceof Promise)) {
+      this.used.set(k, n);
+      return undefined;
+    }
+    return n.then((v) => {
+      if (!this.used.has(k)) this.used.set(k, v);
+    });
   }
 
   /** 429 with the retry time and the headers. */
@@ -91,11 +104,37 @@ export class Limiter {
   }
 
   /**
-   * Admits a request of `key` or throws 429; the ticket's headers go on the response and its
+   * Admits a request of `key` or refuses it with 429; the ticket's headers go on the response and its
    * `release()` (also called by `finished`) gives back the concurrency slot. Keys without limits
-   * pass at once.
+   * pass at once; a key with quotas whose counts are in memory is decided at once too, else once
+   * they are read (a promise).
    */
-  admit(key: LimitedKey, request?: Request): Ticket {
+  admit(key: LimitedKey, request?: Request): Ticket | Promise<Ticket> {
+    const q = this.quotas.projectQuotas(key.projectId);
+    return q instanceof Promise ? q.then((v) => this.admitWith(key, v, request)) : this.admitWith(key, q, request);
+  }
+
+  /** Reads every count `key`'s quotas need that is not in memory yet; undefined when all are. */
+  private loadAll(key: LimitedKey, project: ProjectQuotas): Promise<void> | undefined {
+    const day = new Date(this.now()).toISOString().slice(0, 10);
+    const month = day.slice(0, 7);
+    const loads = [
+      key.tokensPerDay !== null ? this.loadUsed("key", key.id, day) : undefined,
+      key.tokensPerMonth !== null ? this.loadUsed("key", key.id, month) : undefined,
+      project.tokensPerDay !== null ? this.loadUsed("project", key.projectId, day) : undefined,
+      project.tokensPerMonth !== null ? this.loadUsed("project", key.projectId, month) : undefined,
+    ].filter((p): p is Promise<void> => p !== undefined);
+    return loads.length ? Promise.all(loads).then(() => undefined) : undefined;
+  }
+
+  /** Reads what the quotas need (when not in memory), then decides. */
+  private admitWith(key: LimitedKey, project: ProjectQuotas, request?: Request): Ticket | Promise<Ticket> {
+    const pending = this.loadAll(key, project);
+    return pending ? pending.then(() => this.decide(key, project, request)) : this.decide(key, project, request);
+  }
+
+  /** The decision once the counts are in memory: 429 (thrown) or the ticket. */
+  private decide(key: LimitedKey, project: ProjectQuotas, request?: Request): Ticket {
     const t = this.now();
     const headers: Record<string, string> = {};
     if (key.maxConcurrent !== null && (this.inFlight.get(key.id) ?? 0) >= key.maxConcurrent) {
@@ -113,7 +152,7 @@ export class Limiter {
       Object.assign(headers, { "x-ratelimit-limit-tokens": String(key.tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, Math.floor(b.level))), "x-ratelimit-reset-tokens": resetText(((key.tpm - Math.max(0, b.level)) * MINUTE) / key.tpm) });
       if (b.level <= 0) this.refuse("rate_limited", `this key may use ${key.tpm} tokens per minute`, ((1 - b.level) * MINUTE) / key.tpm, headers);
     }
-    this.checkQuotas(key, t, headers);
+    this.checkQuotas(key, project, t, headers);
     if (key.maxConcurrent !== null) this.inFlight.set(key.id, (this.inFlight.get(key.id) ?? 0) + 1);
     let released = key.maxConcurrent === null;
     const ticket: Ticket = {
@@ -129,11 +168,10 @@ export class Limiter {
   }
 
   /** Token quotas of the key and its project, per day and per month. */
-  private checkQuotas(key: LimitedKey, t: number, headers: Record<string, string>): void {
+  private checkQuotas(key: LimitedKey, project: ProjectQuotas, t: number, headers: Record<string, string>): void {
     const day = new Date(t).toISOString().slice(0, 10);
     const month = day.slice(0, 7);
     const next = nextPeriods(t);
-    const project = this.quotas.projectQuotas(key.projectId);
     const checks: [string, "key" | "project", string, number | null, string, number][] = [
       ["this key's daily", "key", key.id, key.tokensPerDay, day, next.day],
       ["this key's monthly", "key", key.id, key.tokensPerMonth, month, next.month],
@@ -142,7 +180,7 @@ export class Limiter {
     ];
     for (const [what, scope, id, quota, period, resetAt] of checks) {
       if (quota === null) continue;
-      const used = this.usedTokens(scope, id, period);
+      const used = this.used.get(`${scope}:${id}:${period}`) ?? 0;
       if (used >= quota) this.refuse("quota_exceeded", `${what} token quota of ${quota} is used up (${used} used); it renews at ${new Date(resetAt).toISOString()}`, resetAt - t, headers);
     }
   }

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import type { Config } from "../config";
-import { openStore } from "../db";
+import { openConfiguredStore } from "../db/open";
 import { dataPaths, ensureDataDir } from "../datadir";
 import { runningServer } from "../desktop";
 import type { TransferProgress } from "../../agent/protocol";
@@ -65,17 +65,17 @@ async function pullViaServer(url: string, token: string, source: string, show: (
 
 /** Pulls in this process (no server runs on the data dir). */
 async function pullHere(config: Config, source: string, show: (p: TransferProgress) => void): Promise<StoreModel> {
-  const store = openStore(dataPaths(config.dataDir).db);
+  const store = await openConfiguredStore(config);
   const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency });
   try {
-    const v = models.pull(source);
+    const v = await models.pull(source);
     const stop = models.subscribe(v.id, (m) => m.progress && show(m.progress));
     await models.wait(v.id);
     stop();
-    return models.view(v.id);
+    return await models.view(v.id);
   } finally {
     await models.stop();
-    store.close();
+    await store.close();
   }
 }
 
@@ -119,11 +119,15 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
     if (!r.ok) throw new Error((body as { error: { message: string } }).error.message);
     return body;
   };
-  const local = <T>(fn: (m: ModelManager) => T | Promise<T>): Promise<T> => {
-    const store = openStore(dataPaths(config.dataDir).db);
-    return Promise.resolve(fn(new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, gcAfterHours: config.modelGcAfterHours }))).finally(() => store.close());
+  const local = async <T>(fn: (m: ModelManager) => T | Promise<T>): Promise<T> => {
+    const store = await openConfiguredStore(config);
+    try {
+      return await fn(new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, gcAfterHours: config.modelGcAfterHours }));
+    } finally {
+      await store.close();
+    }
   };
-  const idOf = (m: ModelManager) => (target.includes(":") || target.startsWith("/") ? (m.find(target)?.id ?? target) : target);
+  const idOf = async (m: ModelManager) => (target.includes(":") || target.startsWith("/") ? ((await m.find(target))?.id ?? target) : target);
   if (verb === "pull" && target && target !== "--json") {
     const show = progressPrinter(err);
     const v = url && token ? await pullViaServer(url, token, target, show) : await pullHere(config, target, show);

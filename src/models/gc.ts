@@ -24,17 +24,17 @@ export class ModelCollector {
    * Notes since when each tenant model has had no workload (cleared when one uses it again) and
    * returns those unused for the whole grace period. Cheap: called after every workload change.
    */
-  mark(): { id: string; project: string }[] {
+  async mark(): Promise<{ id: string; project: string }[]> {
     if (this.afterMs <= 0) return [];
-    const tenants = tenancy(this.db);
+    const tenants = await tenancy(this.db);
     if (tenants.size === 0) return [];
-    const users = usersOfModels(this.db, listModelRows(this.db));
+    const users = await usersOfModels(this.db, await listModelRows(this.db));
     const now = this.now();
     const due: { id: string; project: string }[] = [];
     for (const [id, t] of tenants) {
       if (users.get(id)?.length) {
-        if (t.unused_since) setUnusedSince(this.db, id, null);
-      } else if (!t.unused_since) setUnusedSince(this.db, id, new Date(now).toISOString());
+        if (t.unused_since) await setUnusedSince(this.db, id, null);
+      } else if (!t.unused_since) await setUnusedSince(this.db, id, new Date(now).toISOString());
       else if (now - Date.parse(t.unused_since) >= this.afterMs) due.push({ id, project: t.project_slug ?? t.project_id });
     }
     return due;
@@ -43,7 +43,7 @@ export class ModelCollector {
   /** Removes every tenant model unused for the grace period; returns the sources removed. */
   async sweep(): Promise<string[]> {
     const removed: string[] = [];
-    for (const m of this.mark()) {
+    for (const m of await this.mark()) {
       try {
         const v = await this.models.remove(m.id, { reason: `unused for ${this.afterMs / 3_600_000} h`, pulled_for: m.project });
         removed.push(v.source);

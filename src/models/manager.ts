@@ -1,6 +1,8 @@
 import { realpathSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Db } from "../db";
+import { rows } from "../db/raw";
+import { sql } from "drizzle-orm";
 import { conflict } from "../errors";
 import { log } from "../log";
 import { nowIso } from "../ids";
@@ -50,6 +52,8 @@ function filesOfRows(rows: { dir: string | null; files: string }[]): Set<string 
 
 /** How often a download's progress is written to the store (the API reads live progress from memory). */
 const PERSIST_EVERY_MS = 1000;
+/** How often a pull's listeners (progress streams, a waiting replica) are told its view. */
+const EMIT_EVERY_MS = 200;
 
 /** A pull under way in this process. */
 interface Running {
@@ -58,6 +62,7 @@ interface Running {
   progress: TransferProgress | null;
   listeners: Set<(v: ModelView) => void>;
   persistedAt: number;
+  emittedAt: number;
 }
 
 /** Settings of the model manager; side effects injectable for tests. */
@@ -110,7 +115,7 @@ export class ModelManager {
    * admin, the model is theirs; a download a project's workload starts (first, or again after it
    * failed or was cancelled) counts against that project's `model_bytes` and may be collected.
    */
-  pull(spec: string, by: PullBy = "admin"): StoreModel {
+  pull(spec: string, by: PullBy = "admin"): Promise<StoreModel> {
     return this.pullSource(ModelManager.parse(spec), spec.trim(), by);
   }
 
@@ -118,24 +123,24 @@ export class ModelManager {
    * Starts pulling a parsed source (kept whole: `-hf owner/repo` keeps its default-tag chain); with
    * `guard`, a URL source's every hop obeys the address rules.
    */
-  private pullSource(source: ModelSource, spec: string, by: PullBy, guard?: AddressPolicy): StoreModel {
-    const known = findBySource(this.db, source);
-    let row = upsertModel(this.db, spec, source);
+  private async pullSource(source: ModelSource, spec: string, by: PullBy, guard?: AddressPolicy): Promise<StoreModel> {
+    const known = await findBySource(this.db, source);
+    let row = await upsertModel(this.db, spec, source);
     const again = row.state === "failed" || row.state === "cancelled";
-    if (by === "admin") adoptModel(this.db, row.id);
-    else if (by.project && (!known || again)) markPulledFor(this.db, row.id, by.project);
-    if (!known) audit(this.db, "model.pull", { type: "model", id: row.id, label: row.source }, { source: row.source, ...(by === "admin" ? {} : { for_workload_of: by.project }) });
+    if (by === "admin") await adoptModel(this.db, row.id);
+    else if (by.project && (!known || again)) await markPulledFor(this.db, row.id, by.project);
+    if (!known) await audit(this.db, "model.pull", { type: "model", id: row.id, label: row.source }, { source: row.source, ...(by === "admin" ? {} : { for_workload_of: by.project }) });
     if (again) {
-      updateModel(this.db, row.id, { state: "downloading", reason: null });
-      row = getModelRow(this.db, row.id);
+      await updateModel(this.db, row.id, { state: "downloading", reason: null });
+      row = await getModelRow(this.db, row.id);
     }
     if (row.state === "downloading") this.start(row.id, source, guard);
     return this.view(row.id);
   }
 
   /** Restarts pulls a stopped or killed inferd left `downloading` (their `.part` files resume). */
-  resume(): number {
-    const left = listModelRows(this.db).filter((r) => r.state === "downloading");
+  async resume(): Promise<number> {
+    const left = (await listModelRows(this.db)).filter((r) => r.state === "downloading");
     for (const r of left) this.start(r.id, sourceOfRow(r));
     return left.length;
   }
@@ -144,8 +149,8 @@ export class ModelManager {
   puller(): ModelPuller {
     return async (source, onProgress, signal, opts = {}) => {
       const { workload, guard } = opts;
-      const project = workload ? this.db.$client.query<{ id: string }, [string, string]>("SELECT project_id AS id FROM workloads WHERE id = ? UNION ALL SELECT id FROM projects WHERE slug = ?").get(workload.id, workload.project_slug) : null;
-      const view = this.pullSource(source, describeSource(source), { project: project?.id ?? null }, guard);
+      const project = workload ? (await rows<{ id: string }>(this.db, sql`SELECT project_id AS id FROM workloads WHERE id = ${workload.id} UNION ALL SELECT id FROM projects WHERE slug = ${workload.project_slug}`))[0] : null;
+      const view = await this.pullSource(source, describeSource(source), { project: project?.id ?? null }, guard);
       const unsubscribe = this.subscribe(view.id, (v) => v.progress && onProgress(v.progress));
       const onAbort = () => unsubscribe();
       signal.addEventListener("abort", onAbort, { once: true });
@@ -155,35 +160,35 @@ export class ModelManager {
         signal.removeEventListener("abort", onAbort);
         unsubscribe();
       }
-      const row = getModelRow(this.db, view.id);
+      const row = await getModelRow(this.db, view.id);
       if (row.state !== "ready" || !row.entry) throw new Error(row.reason ?? `the model ${row.source} is ${row.state}`);
-      updateModel(this.db, row.id, { lastUsedAt: nowIso() });
+      await updateModel(this.db, row.id, { lastUsedAt: nowIso() });
       return { entry: row.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(this.modelsDir) } : {}) };
     };
   }
 
   private start(id: string, source: ModelSource, guard?: AddressPolicy): void {
     if (this.running.has(id)) return;
-    const run: Running = { abort: new AbortController(), progress: null, listeners: new Set(), persistedAt: 0, done: Promise.resolve() };
+    const run: Running = { abort: new AbortController(), progress: null, listeners: new Set(), persistedAt: 0, emittedAt: 0, done: Promise.resolve() };
     this.running.set(id, run);
     run.done = this.download(id, source, run, hubFor(this.hub, source, guard))
-      .catch((e) => {
+      .catch(async (e) => {
         if (this.stopping) return; // left `downloading`: resumed at the next start
         const cancelled = run.abort.signal.aborted;
-        updateModel(this.db, id, { state: cancelled ? "cancelled" : "failed", reason: cancelled ? "cancelled" : (e as Error).message });
+        await updateModel(this.db, id, { state: cancelled ? "cancelled" : "failed", reason: cancelled ? "cancelled" : (e as Error).message }).catch((w) => log.warn("could not record a model pull's end", w));
         if (!cancelled) log.warn(`model pull failed: ${(e as Error).message}`);
       })
       .finally(() => {
         this.running.delete(id);
-        this.emit(id, run);
+        this.emit(id, run, true);
       });
   }
 
   private async download(id: string, source: ModelSource, run: Running, hub: HubClient): Promise<void> {
     const plan = await hub.plan(source);
     const planned = plan.files.every((f) => f.size >= 0) ? plan.files.reduce((s, f) => s + f.size, 0) : -1;
-    updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0) });
-    const over = planned >= 0 ? overModelBytes(this.db, id, describeSource(source), planned) : null;
+    await updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0) });
+    const over = planned >= 0 ? await overModelBytes(this.db, id, describeSource(source), planned) : null;
     if (over) throw new Error(over);
     const pulled = await pullModel(plan, {
       modelsDir: this.modelsDir,
@@ -194,19 +199,19 @@ export class ModelManager {
         run.progress = toTransfer(p);
         if (Date.now() - run.persistedAt >= PERSIST_EVERY_MS) {
           run.persistedAt = Date.now();
-          updateModel(this.db, id, { bytesDone: p.bytes_done, bytesTotal: p.bytes_total });
+          void updateModel(this.db, id, { bytesDone: p.bytes_done, bytesTotal: p.bytes_total }).catch(() => {}); // progress only: the next write catches up
         }
         this.emit(id, run);
       },
     });
     // A size the server did not tell is checked once the files are here (and they go again when too big).
-    const late = planned < 0 ? overModelBytes(this.db, id, describeSource(source), pulled.bytes) : null;
+    const late = planned < 0 ? await overModelBytes(this.db, id, describeSource(source), pulled.bytes) : null;
     if (late) {
-      this.deleteFiles(pulled.dir, pulled.files);
+      await this.deleteFiles(pulled.dir, pulled.files);
       throw new Error(late);
     }
     const info = await inspectModel(pulled.entry).catch(() => null);
-    updateModel(this.db, id, {
+    await updateModel(this.db, id, {
       state: "ready",
       reason: null,
       entry: pulled.entry,
@@ -220,10 +225,20 @@ export class ModelManager {
     this.opts.onReady?.();
   }
 
-  private emit(id: string, run: Running): void {
+  /**
+   * Tells a pull's listeners its view: at most every EMIT_EVERY_MS while it runs (a view reads the
+   * store), and always at its end (`last`).
+   */
+  private emit(id: string, run: Running, last = false): void {
     if (run.listeners.size === 0) return;
-    const v = this.view(id);
-    for (const l of run.listeners) l(v);
+    const now = Date.now();
+    if (!last && now - run.emittedAt < EMIT_EVERY_MS) return;
+    run.emittedAt = now;
+    const listeners = [...run.listeners];
+    void this.view(id).then(
+      (v) => listeners.forEach((l) => l(v)),
+      () => {},
+    );
   }
 
   /** Calls `cb` with the model's view on each progress step and when its pull ends; returns an unsubscribe. */
@@ -245,15 +260,16 @@ export class ModelManager {
   }
 
   /** One model's view with live progress, its users and the project it was pulled for. */
-  view(id: string): StoreModel {
-    const row = getModelRow(this.db, id);
-    return withTenancy(this.db, [modelView(row, { progress: this.running.get(id)?.progress, usedBy: usersOfModels(this.db, [row]).get(id) ?? [] })], this.gcAfterMs)[0];
+  async view(id: string): Promise<StoreModel> {
+    const row = await getModelRow(this.db, id);
+    const users = await usersOfModels(this.db, [row]);
+    return (await withTenancy(this.db, [modelView(row, { progress: this.running.get(id)?.progress, usedBy: users.get(id) ?? [] })], this.gcAfterMs))[0];
   }
 
   /** Every model's view. */
-  list(): StoreModel[] {
-    const rows = listModelRows(this.db);
-    const users = usersOfModels(this.db, rows);
+  async list(): Promise<StoreModel[]> {
+    const rows = await listModelRows(this.db);
+    const users = await usersOfModels(this.db, rows);
     return withTenancy(this.db, rows.map((r) => modelView(r, { progress: this.running.get(r.id)?.progress, usedBy: users.get(r.id) ?? [] })), this.gcAfterMs);
   }
 
@@ -267,8 +283,8 @@ export class ModelManager {
     if (!run) throw conflict(`model "${id}" is not downloading`, "not_downloading");
     run.abort.abort();
     await run.done;
-    const v = this.view(id);
-    audit(this.db, "model.cancel", { type: "model", id, label: v.source });
+    const v = await this.view(id);
+    await audit(this.db, "model.cancel", { type: "model", id, label: v.source });
     return v;
   }
 
@@ -278,19 +294,19 @@ export class ModelManager {
    * `note` goes into the audit entry (why the collector removed it).
    */
   async remove(id: string, note: Record<string, unknown> = {}): Promise<StoreModel> {
-    const v = this.view(id);
+    const v = await this.view(id);
     if (v.used_by.length) throw conflict(`model ${v.source} is used by ${v.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ")}; change or delete those workloads first`, "model_in_use");
     if (this.running.has(id)) await this.cancel(id);
-    const row = getModelRow(this.db, id);
-    deleteModelRow(this.db, id);
-    audit(this.db, "model.delete", { type: "model", id, label: v.source }, note);
-    if (v.kind !== "local" && row.dir) this.deleteFiles(row.dir, v.files);
+    const row = await getModelRow(this.db, id);
+    await deleteModelRow(this.db, id);
+    await audit(this.db, "model.delete", { type: "model", id, label: v.source }, note);
+    if (v.kind !== "local" && row.dir) await this.deleteFiles(row.dir, v.files);
     return v;
   }
 
   /** Deletes files of a model from the store, keeping files and blobs another model still lists. */
-  private deleteFiles(dir: string, files: { path: string }[]): void {
-    removeFiles(dir, files, filesOfRows(listModelRows(this.db)));
+  private async deleteFiles(dir: string, files: { path: string }[]): Promise<void> {
+    removeFiles(dir, files, filesOfRows(await listModelRows(this.db)));
   }
 
   /** The model row of a source, if any (for the CLI). */

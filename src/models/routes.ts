@@ -18,9 +18,9 @@ const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000) 
 const KEEPALIVE_MS = 15_000;
 
 /** Where a model fits: per worker, its GPUs' free memory against the estimate, or its free RAM. */
-export function fitPerWorker(deps: Pick<AppDeps, "db">, est: Estimate | null) {
+export async function fitPerWorker(deps: Pick<AppDeps, "db">, est: Estimate | null) {
   if (!est) return [];
-  return listWorkers(deps.db).map((w) => {
+  return (await listWorkers(deps.db)).map((w) => {
     const gpus = w.gpus.map((g) => ({ index: g.index, name: g.name, total_mib: g.memory_total_mib, free_mib: Math.max(0, g.memory_total_mib - g.memory_used_mib) }));
     const onGpu = gpus.length ? fitOnGpus(est.total_bytes, gpus, 1) : null;
     const ramFree = (w.telemetry as { ram_free_bytes?: number }).ram_free_bytes ?? w.ram_bytes;
@@ -42,26 +42,32 @@ function progressStream(deps: Deps, id: string, signal: AbortSignal): Response {
   const enc = new TextEncoder();
   let cleanup = () => {};
   const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      const send = (v: ModelView) => controller.enqueue(enc.encode(`data: ${JSON.stringify({ id: v.id, state: v.state, reason: v.reason, progress: v.progress, size_bytes: v.size_bytes })}\n\n`));
+    async start(controller) {
+      let closed = false;
+      const send = (v: ModelView) => {
+        if (!closed) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id: v.id, state: v.state, reason: v.reason, progress: v.progress, size_bytes: v.size_bytes })}\n\n`));
+      };
       const close = () => {
+        if (closed) return;
+        closed = true;
         cleanup();
         try {
           controller.close();
         } catch {}
       };
-      send(deps.models.view(id));
-      if (!deps.models.isRunning(id)) return close();
+      // Listen first, then send the view now: a pull ending in between still reaches the stream.
       const unsubscribe = deps.models.subscribe(id, (v) => {
         send(v);
         if (!deps.models.isRunning(id)) close();
       });
-      const ka = setInterval(() => controller.enqueue(enc.encode(": keep-alive\n\n")), KEEPALIVE_MS);
+      const ka = setInterval(() => !closed && controller.enqueue(enc.encode(": keep-alive\n\n")), KEEPALIVE_MS);
       cleanup = () => {
         unsubscribe();
         clearInterval(ka);
       };
       signal.addEventListener("abort", close);
+      send(await deps.models.view(id));
+      if (!deps.models.isRunning(id)) close();
     },
     cancel: () => cleanup(),
   });
@@ -72,8 +78,8 @@ function progressStream(deps: Deps, id: string, signal: AbortSignal): Response {
 export const modelRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["models"] } })
     .get("/models", () => deps.models.list(), { detail: { summary: "Models in the store (pulled, downloading, registered), with size, shape and users" } })
-    .post("/models", ({ body, set }) => {
-      const v = deps.models.pull(body.source);
+    .post("/models", async ({ body, set }) => {
+      const v = await deps.models.pull(body.source);
       set.status = v.state === "ready" ? 200 : 202;
       return v;
     }, { ...jsonBody(ModelCreate), detail: { summary: "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register)" } })
@@ -83,13 +89,13 @@ export const modelRoutes = (deps: Deps) =>
       if (!isAbsolute(path) || path.length > 4096 || path.includes("\0")) throw validation("path", "must be an absolute path");
       return checkLocalFile(path);
     }, { detail: { summary: "What is at a path on this machine (file or folder, size, GGUF or not), to check a model path before saving a workload" } })
-    .get("/models/:id", ({ params }) => {
-      const v = deps.models.view(params.id);
-      return { ...v, fit: fitPerWorker(deps, v.estimate) };
+    .get("/models/:id", async ({ params }) => {
+      const v = await deps.models.view(params.id);
+      return { ...v, fit: await fitPerWorker(deps, v.estimate) };
     }, { detail: { summary: "A model with its memory estimate against each worker's free GPU memory" } })
-    .get("/models/:id/progress", ({ params, request, server }) => {
+    .get("/models/:id/progress", async ({ params, request, server }) => {
       server?.timeout(request, 0);
-      deps.models.view(params.id);
+      await deps.models.view(params.id); // 404 for an unknown model, before the stream starts
       return progressStream(deps, params.id, request.signal);
     }, { detail: { summary: "The pull's progress as server-sent events (bytes, %, rate, ETA), ending with its state" } })
     .post("/models/:id/cancel", ({ params }) => deps.models.cancel(params.id), { detail: { summary: "Stop a pull (pulling again resumes it)" } })

@@ -1,5 +1,6 @@
 import { asc, eq } from "drizzle-orm";
 import type { Db } from "../db";
+import { first } from "../db/raw";
 import { models } from "../db/schema";
 import { notFound } from "../errors";
 import { newId, nowIso } from "../ids";
@@ -61,25 +62,25 @@ export function modelView(r: Row, extra: { progress?: TransferProgress | null; u
 }
 
 /** A model row by id, or 404. */
-export function getModelRow(db: Db, id: string): Row {
-  const r = db.select().from(models).where(eq(models.id, id)).get();
+export async function getModelRow(db: Db, id: string): Promise<Row> {
+  const r = await first(db.select().from(models).where(eq(models.id, id)));
   if (!r) throw notFound(`model "${id}"`);
   return r;
 }
 
 /** Every model row, oldest first. */
-export function listModelRows(db: Db): Row[] {
-  return db.select().from(models).orderBy(asc(models.createdAt)).all();
+export function listModelRows(db: Db): Promise<Row[]> {
+  return db.select().from(models).orderBy(asc(models.createdAt));
 }
 
 /** The row of a source, if the store has one. */
-export function findBySource(db: Db, source: ModelSource): Row | undefined {
-  return db.select().from(models).where(eq(models.sourceKey, sourceKey(source))).get();
+export function findBySource(db: Db, source: ModelSource): Promise<Row | undefined> {
+  return first(db.select().from(models).where(eq(models.sourceKey, sourceKey(source))));
 }
 
 /** Creates the row of a source (state `downloading`), or returns the one there is. */
-export function upsertModel(db: Db, spec: string, source: ModelSource): Row {
-  const existing = findBySource(db, source);
+export async function upsertModel(db: Db, spec: string, source: ModelSource): Promise<Row> {
+  const existing = await findBySource(db, source);
   if (existing) return existing;
   const now = nowIso();
   const row: Row = {
@@ -101,13 +102,13 @@ export function upsertModel(db: Db, spec: string, source: ModelSource): Row {
     updatedAt: now,
     lastUsedAt: null,
   };
-  db.insert(models).values(row).onConflictDoNothing().run();
-  return findBySource(db, source)!;
+  await db.insert(models).values(row).onConflictDoNothing();
+  return (await findBySource(db, source))!;
 }
 
 /** Writes some columns of a model row (and `updated_at`). */
-export function updateModel(db: Db, id: string, set: Partial<Row>): void {
-  db.update(models).set({ ...set, updatedAt: nowIso() }).where(eq(models.id, id)).run();
+export async function updateModel(db: Db, id: string, set: Partial<Row>): Promise<void> {
+  await db.update(models).set({ ...set, updatedAt: nowIso() }).where(eq(models.id, id));
 }
 
 /**
@@ -120,8 +121,8 @@ export function sourceOfRow(r: Row): ModelSource {
 }
 
 /** Removes a model row. */
-export function deleteModelRow(db: Db, id: string): void {
-  db.delete(models).where(eq(models.id, id)).run();
+export async function deleteModelRow(db: Db, id: string): Promise<void> {
+  await db.delete(models).where(eq(models.id, id));
 }
 
 /** The model a workload's command names (by source, or a local file given with -m), and its context. */
@@ -162,14 +163,14 @@ export function workloadModel(w: Pick<Workload, "backend" | "config">): Workload
  * (by source, or a local file by path) and every other row holding the same file: `-hf owner/repo`
  * (the default tag) and an explicit pull of that tag share one snapshot file.
  */
-export function usersOfModels(db: Db, rows: Row[]): Map<string, ModelView["used_by"]> {
+export async function usersOfModels(db: Db, rows: Row[]): Promise<Map<string, ModelView["used_by"]>> {
   const out = new Map<string, ModelView["used_by"]>();
-  const all = listModelRows(db);
+  const all = await listModelRows(db);
   const byKey = new Map(all.map((r) => [r.sourceKey, r]));
   const byEntry = new Map<string, Row[]>();
   for (const r of all) if (r.entry) byEntry.set(r.entry, [...(byEntry.get(r.entry) ?? []), r]);
   const wanted = new Set(rows.map((r) => r.id));
-  for (const w of listAllWorkloads(db)) {
+  for (const w of await listAllWorkloads(db)) {
     const m = workloadModel(w);
     const named = (m.key && byKey.get(m.key)) || undefined;
     const entry = named?.entry ?? m.localPath;
@@ -183,9 +184,9 @@ export function usersOfModels(db: Db, rows: Row[]): Map<string, ModelView["used_
 }
 
 /** The stored shape and the context of a workload's model, when the store knows it. */
-export function modelOfWorkload(db: Db, w: Pick<Workload, "backend" | "config">): { info: ModelInfo; context: number | undefined; model: string } | null {
+export async function modelOfWorkload(db: Db, w: Pick<Workload, "backend" | "config">): Promise<{ info: ModelInfo; context: number | undefined; model: string } | null> {
   const m = workloadModel(w);
-  const row = m.key ? db.select().from(models).where(eq(models.sourceKey, m.key)).get() : m.localPath ? db.select().from(models).where(eq(models.entry, m.localPath)).get() : undefined;
+  const row = m.key ? await first(db.select().from(models).where(eq(models.sourceKey, m.key))) : m.localPath ? await first(db.select().from(models).where(eq(models.entry, m.localPath))) : undefined;
   if (!row?.metadata) return null;
   return { info: JSON.parse(row.metadata) as ModelInfo, context: m.context, model: row.source };
 }

@@ -5,6 +5,7 @@
  */
 import { eq } from "drizzle-orm";
 import type { Db } from "../db";
+import { first } from "../db/raw";
 import { models, projects, tenantModels } from "../db/schema";
 import { projectLimit } from "../errors";
 import { nowIso } from "../ids";
@@ -28,24 +29,24 @@ export interface Tenancy {
 }
 
 /** Records that a project's workload started a model's download: it counts against the project and may be collected. */
-export function markPulledFor(db: Db, modelId: string, projectId: string): void {
+export async function markPulledFor(db: Db, modelId: string, projectId: string): Promise<void> {
   const now = nowIso();
-  db.insert(tenantModels).values({ modelId, projectId, pulledAt: now, unusedSince: null }).onConflictDoUpdate({ target: tenantModels.modelId, set: { projectId, pulledAt: now, unusedSince: null } }).run();
+  await db.insert(tenantModels).values({ modelId, projectId, pulledAt: now, unusedSince: null }).onConflictDoUpdate({ target: tenantModels.modelId, set: { projectId, pulledAt: now, unusedSince: null } });
 }
 
 /** The admin pulled a model by hand: it is theirs from now on, counted against no project and never collected. */
-export function adoptModel(db: Db, modelId: string): void {
-  db.delete(tenantModels).where(eq(tenantModels.modelId, modelId)).run();
+export async function adoptModel(db: Db, modelId: string): Promise<void> {
+  await db.delete(tenantModels).where(eq(tenantModels.modelId, modelId));
 }
 
 /** Notes since when no workload uses a tenant model (null: in use again). */
-export function setUnusedSince(db: Db, modelId: string, at: string | null): void {
-  db.update(tenantModels).set({ unusedSince: at }).where(eq(tenantModels.modelId, modelId)).run();
+export async function setUnusedSince(db: Db, modelId: string, at: string | null): Promise<void> {
+  await db.update(tenantModels).set({ unusedSince: at }).where(eq(tenantModels.modelId, modelId));
 }
 
 /** Every model pulled for a project, by model id. */
-export function tenancy(db: Db): Map<string, Tenancy> {
-  const rows = db.select({ t: tenantModels, slug: projects.slug }).from(tenantModels).leftJoin(projects, eq(projects.id, tenantModels.projectId)).all();
+export async function tenancy(db: Db): Promise<Map<string, Tenancy>> {
+  const rows = await db.select({ t: tenantModels, slug: projects.slug }).from(tenantModels).leftJoin(projects, eq(projects.id, tenantModels.projectId));
   return new Map(rows.map((r) => [r.t.modelId, { project_id: r.t.projectId, project_slug: r.slug, unused_since: r.t.unusedSince }]));
 }
 
@@ -54,8 +55,8 @@ export function tenancy(db: Db): Map<string, Tenancy> {
  * (0: off). A tenant model no workload uses is removed `afterMs` after it was first seen unused
  * (from `now` when it has not been looked at yet).
  */
-export function withTenancy(db: Db, views: ModelView[], afterMs: number, now = Date.now()): StoreModel[] {
-  const t = tenancy(db);
+export async function withTenancy(db: Db, views: ModelView[], afterMs: number, now = Date.now()): Promise<StoreModel[]> {
+  const t = await tenancy(db);
   return views.map((v) => {
     const x = t.get(v.id);
     const unusedFrom = x && afterMs > 0 && v.used_by.length === 0 ? (x.unused_since ? Date.parse(x.unused_since) : now) : null;
@@ -64,18 +65,18 @@ export function withTenancy(db: Db, views: ModelView[], afterMs: number, now = D
 }
 
 /** The sentence refusing `bytes` more of models for a project past its `model_bytes`, or null when they fit. */
-function overCap(db: Db, projectId: string, modelId: string, source: string, bytes: number): { cap: number; message: string } | null {
-  const caps = capsOf(db, projectId);
+async function overCap(db: Db, projectId: string, modelId: string, source: string, bytes: number): Promise<{ cap: number; message: string } | null> {
+  const caps = await capsOf(db, projectId);
   if (caps.modelBytes === null) return null;
-  const used = modelBytesOf(db, projectId, modelId);
+  const used = await modelBytesOf(db, projectId, modelId);
   if (used + bytes <= caps.modelBytes) return null;
   return { cap: caps.modelBytes, message: `project "${caps.slug}" is at its model_bytes limit (${caps.modelBytes} bytes, ${sizeText(caps.modelBytes)}): ${source} is ${sizeText(bytes)} and the models pulled for it already take ${sizeText(used)}` };
 }
 
 /** Why pulling a model of `bytes` would pass the `model_bytes` cap of the project it is pulled for, or null (also for the admin's own models). */
-export function overModelBytes(db: Db, modelId: string, source: string, bytes: number): string | null {
-  const t = db.select().from(tenantModels).where(eq(tenantModels.modelId, modelId)).get();
-  return t ? (overCap(db, t.projectId, modelId, source, bytes)?.message ?? null) : null;
+export async function overModelBytes(db: Db, modelId: string, source: string, bytes: number): Promise<string | null> {
+  const t = await first(db.select().from(tenantModels).where(eq(tenantModels.modelId, modelId)));
+  return t ? ((await overCap(db, t.projectId, modelId, source, bytes))?.message ?? null) : null;
 }
 
 /**
@@ -84,10 +85,10 @@ export function overModelBytes(db: Db, modelId: string, source: string, bytes: n
  * `model_bytes`. A model in the store or on its way costs no new download; an unknown one is
  * checked when its pull starts.
  */
-export function requireModelRoom(db: Db, projectId: string, w: { backend: string; config: Record<string, unknown> }): void {
+export async function requireModelRoom(db: Db, projectId: string, w: { backend: string; config: Record<string, unknown> }): Promise<void> {
   const key = workloadModel(w).key;
-  const row = key ? db.select().from(models).where(eq(models.sourceKey, key)).get() : undefined;
+  const row = key ? await first(db.select().from(models).where(eq(models.sourceKey, key))) : undefined;
   if (!row || row.bytesTotal <= 0 || row.state === "ready" || row.state === "downloading") return;
-  const over = overCap(db, projectId, row.id, row.source, row.bytesTotal);
+  const over = await overCap(db, projectId, row.id, row.source, row.bytesTotal);
   if (over) throw projectLimit("model_bytes", over.cap, over.message, "config.command");
 }

@@ -12,22 +12,22 @@ type Deps = Pick<AppDeps, "db" | "events">;
 /** Admin routes for projects. */
 export const projectRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin/projects", detail: { tags: ["admin"] } })
-    .post("", ({ body, set }) => {
+    .post("", async ({ body, set }) => {
       set.status = 201;
       return createProject(deps.db, body);
     }, { ...jsonBody(ProjectCreate), detail: { summary: "Create a project" } })
     .get("", () => listProjectsWithCounts(deps.db), { detail: { summary: "List projects with their workload and live-key counts" } })
-    .get("/:project", ({ params }) => {
-      const p = getProject(deps.db, params.project);
-      return { ...p, usage: projectUsage(deps.db, p.id) };
+    .get("/:project", async ({ params }) => {
+      const p = await getProject(deps.db, params.project);
+      return { ...p, usage: await projectUsage(deps.db, p.id) };
     }, { detail: { summary: "A project with its token quotas, its caps and what it uses against them" } })
     .patch("/:project", ({ params, body }) => setProjectLimits(deps.db, params.project, body.limits), {
       ...jsonBody(ProjectPatch),
       detail: { summary: "Set the project's token quotas per day and month and its caps (max_workloads, max_replicas, model_bytes); null removes one" },
     })
-    .delete("/:project", ({ params }) => {
-      const p = deleteProject(deps.db, params.project);
-      deps.events.workloadsChanged();
+    .delete("/:project", async ({ params }) => {
+      const p = await deleteProject(deps.db, params.project);
+      await deps.events.workloadsChanged();
       return p;
     }, {
       detail: { summary: "Delete a project with its workloads and keys" },

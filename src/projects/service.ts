@@ -1,5 +1,6 @@
-import { asc, eq, or } from "drizzle-orm";
+import { asc, eq, or, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db";
+import { first, rows } from "../db/raw";
 import { projects } from "../db/schema";
 import { conflict, notFound } from "../errors";
 import { newId, nowIso, slugify } from "../ids";
@@ -24,76 +25,76 @@ const view = (p: Row): ProjectView => ({
 });
 
 /** Sets (or, with `null`, removes) a project's token quotas and caps; fields not sent stay. */
-export function setProjectLimits(db: Db, idOrSlug: string, limits: ProjectLimits): ProjectView {
-  const p = getProject(db, idOrSlug);
+export async function setProjectLimits(db: Db, idOrSlug: string, limits: ProjectLimits): Promise<ProjectView> {
+  const p = await getProject(db, idOrSlug);
   const set: Partial<typeof projects.$inferInsert> = {};
   for (const [k, c] of Object.entries(COLUMNS) as [keyof ProjectLimits, (typeof COLUMNS)[keyof ProjectLimits]][]) if (limits[k] !== undefined) set[c] = limits[k];
-  if (Object.keys(set).length) db.update(projects).set(set).where(eq(projects.id, p.id)).run();
-  const after = getProject(db, p.id);
-  audit(db, "project.limits", { type: "project", id: p.id, label: p.slug }, diffOf(p.limits, after.limits));
+  if (Object.keys(set).length) await db.update(projects).set(set).where(eq(projects.id, p.id));
+  const after = await getProject(db, p.id);
+  await audit(db, "project.limits", { type: "project", id: p.id, label: p.slug }, diffOf(p.limits, after.limits));
   return after;
 }
 
 /**
  * Picks a free slug: the explicit one (409 when taken) or one derived from the name, suffixed
  * `-2`, `-3`… until free. `taken` answers whether a candidate is in use.
- * @example uniqueSlug("Chat Bot", undefined, (s) => s === "chat-bot") // → "chat-bot-2"
+ * @example await uniqueSlug("Chat Bot", undefined, async (s) => s === "chat-bot") // → "chat-bot-2"
  */
-export function uniqueSlug(name: string, explicit: string | undefined, taken: (slug: string) => boolean, what: string): string {
+export async function uniqueSlug(name: string, explicit: string | undefined, taken: (slug: string) => Promise<boolean>, what: string): Promise<string> {
   if (explicit !== undefined) {
-    if (taken(explicit)) throw conflict(`${what} slug "${explicit}" is already taken`, "slug_taken", "slug");
+    if (await taken(explicit)) throw conflict(`${what} slug "${explicit}" is already taken`, "slug_taken", "slug");
     return explicit;
   }
   const base = slugify(name);
   for (let i = 1; ; i++) {
     const suffix = i === 1 ? "" : `-${i}`;
     const candidate = base.slice(0, 63 - suffix.length).replace(/-+$/, "") + suffix;
-    if (!taken(candidate)) return candidate;
+    if (!(await taken(candidate))) return candidate;
   }
 }
 
 /** Creates a project; its slug comes from the name unless given. */
-export function createProject(db: Db, input: ProjectCreate): ProjectView {
-  const slug = uniqueSlug(input.name, input.slug, (s) => !!db.select({ id: projects.id }).from(projects).where(eq(projects.slug, s)).get(), "project");
+export async function createProject(db: Db, input: ProjectCreate): Promise<ProjectView> {
+  const slug = await uniqueSlug(input.name, input.slug, async (s) => !!(await first(db.select({ id: projects.id }).from(projects).where(eq(projects.slug, s)))), "project");
   const row: Row = { id: newId("prj"), name: input.name, slug, createdAt: nowIso(), tokensPerDay: null, tokensPerMonth: null, maxWorkloads: null, maxReplicas: null, modelBytes: null };
-  db.insert(projects).values(row).run();
-  audit(db, "project.create", { type: "project", id: row.id, label: slug }, fieldsOf(row, ["name", "slug"]));
+  await db.insert(projects).values(row);
+  await audit(db, "project.create", { type: "project", id: row.id, label: slug }, fieldsOf(row, ["name", "slug"]));
   return view(row);
 }
 
 /** All projects, oldest first. */
-export function listProjects(db: Db): ProjectView[] {
-  return db.select().from(projects).orderBy(asc(projects.createdAt)).all().map(view);
+export async function listProjects(db: Db): Promise<ProjectView[]> {
+  return (await db.select().from(projects).orderBy(asc(projects.createdAt))).map(view);
 }
 
 /** A project in the list: its fields plus how many workloads and live (unrevoked) keys it has. */
 export type ProjectListed = ProjectView & { workload_count: number; key_count: number };
 
 /** All projects, oldest first, with their workload and live-key counts (one query each). */
-export function listProjectsWithCounts(db: Db): ProjectListed[] {
-  const count = (sql: string) => new Map(db.$client.query<{ id: string; n: number }, []>(sql).all().map((r) => [r.id, r.n]));
-  const workloadsOf = count("SELECT project_id AS id, COUNT(*) AS n FROM workloads GROUP BY project_id");
-  const keysOf = count("SELECT project_id AS id, COUNT(*) AS n FROM api_keys WHERE revoked_at IS NULL GROUP BY project_id");
-  return listProjects(db).map((p) => ({ ...p, workload_count: workloadsOf.get(p.id) ?? 0, key_count: keysOf.get(p.id) ?? 0 }));
+export async function listProjectsWithCounts(db: Db): Promise<ProjectListed[]> {
+  const count = async (q: SQL) => new Map((await rows<{ id: string; n: number | string }>(db, q)).map((r) => [r.id, Number(r.n)]));
+  const workloadsOf = await count(sql`SELECT project_id AS id, COUNT(*) AS n FROM workloads GROUP BY project_id`);
+  const keysOf = await count(sql`SELECT project_id AS id, COUNT(*) AS n FROM api_keys WHERE revoked_at IS NULL GROUP BY project_id`);
+  return (await listProjects(db)).map((p) => ({ ...p, workload_count: workloadsOf.get(p.id) ?? 0, key_count: keysOf.get(p.id) ?? 0 }));
 }
 
 /** A project by id or slug, or 404. */
-export function getProject(db: Db, idOrSlug: string): ProjectView {
-  const row = db.select().from(projects).where(or(eq(projects.id, idOrSlug), eq(projects.slug, idOrSlug))).get();
+export async function getProject(db: Db, idOrSlug: string): Promise<ProjectView> {
+  const row = await first(db.select().from(projects).where(or(eq(projects.id, idOrSlug), eq(projects.slug, idOrSlug))));
   if (!row) throw notFound(`project "${idOrSlug}"`);
   return view(row);
 }
 
 /** A project by slug, or undefined. */
-export function findProjectBySlug(db: Db, slug: string): ProjectView | undefined {
-  const row = db.select().from(projects).where(eq(projects.slug, slug)).get();
+export async function findProjectBySlug(db: Db, slug: string): Promise<ProjectView | undefined> {
+  const row = await first(db.select().from(projects).where(eq(projects.slug, slug)));
   return row && view(row);
 }
 
 /** Deletes a project with its workloads and keys (the keys stop working at once). */
-export function deleteProject(db: Db, idOrSlug: string): ProjectView {
-  const p = getProject(db, idOrSlug);
-  db.delete(projects).where(eq(projects.id, p.id)).run();
-  audit(db, "project.delete", { type: "project", id: p.id, label: p.slug });
+export async function deleteProject(db: Db, idOrSlug: string): Promise<ProjectView> {
+  const p = await getProject(db, idOrSlug);
+  await db.delete(projects).where(eq(projects.id, p.id));
+  await audit(db, "project.delete", { type: "project", id: p.id, label: p.slug });
   return p;
 }

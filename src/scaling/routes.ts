@@ -22,7 +22,7 @@ async function readyOrNot(deps: Deps, id: string, limitMs: number): Promise<bool
   while (Date.now() < deadline) {
     let state: string;
     try {
-      state = getAssignment(deps.db, id).state;
+      state = (await getAssignment(deps.db, id)).state;
     } catch {
       return false;
     }
@@ -48,68 +48,68 @@ export async function rollingRestart(deps: Deps, w: Workload): Promise<void> {
 }
 
 async function restartSteps(deps: Deps, w: Workload): Promise<void> {
-  const running = listAssignments(deps.db, w.id).filter((a) => a.desired === "run");
+  const running = (await listAssignments(deps.db, w.id)).filter((a) => a.desired === "run");
   // A project at its max_replicas restarts in place: no second replica, even for a while.
-  if (running.length === 1 && running[0].auto && replicaRoom(deps.db, w.project_id).room > 0) {
+  if (running.length === 1 && running[0].auto && (await replicaRoom(deps.db, w.project_id)).room > 0) {
     const old = running[0];
-    const extra = createAssignment(deps.db, w, { worker_id: old.worker_id, gpus: old.gpus }, true);
-    deps.fleet.reconcile();
+    const extra = await createAssignment(deps.db, w, { worker_id: old.worker_id, gpus: old.gpus }, true);
+    await deps.fleet.reconcile();
     if (await readyOrNot(deps, extra.id, READY_WAIT_MS)) {
-      deleteAssignment(deps.db, old.id);
+      await deleteAssignment(deps.db, old.id);
       log.info(`restart of ${w.project_slug}/${w.slug}: the new replica is ready, the old one stopped`);
     } else {
       // No room for two (or the new one failed): restart in place instead.
-      deleteAssignment(deps.db, extra.id);
-      bumpGeneration(deps.db, old.id);
+      await deleteAssignment(deps.db, extra.id);
+      await bumpGeneration(deps.db, old.id);
       log.info(`restart of ${w.project_slug}/${w.slug}: restarted in place`);
     }
-    deps.fleet.reconcile();
+    await deps.fleet.reconcile();
     return;
   }
   for (const a of running) {
-    bumpGeneration(deps.db, a.id);
-    deps.fleet.reconcile();
+    await bumpGeneration(deps.db, a.id);
+    await deps.fleet.reconcile();
     await readyOrNot(deps, a.id, READY_WAIT_MS);
   }
 }
 
 /** Sets or clears a workload's `paused` flag (stopped by the operator). */
-function setPaused(deps: Deps, w: Workload, paused: boolean): void {
-  deps.db.update(workloads).set({ paused, updatedAt: nowIso() }).where(eq(workloads.id, w.id)).run();
+async function setPaused(deps: Deps, w: Workload, paused: boolean): Promise<void> {
+  await deps.db.update(workloads).set({ paused, updatedAt: nowIso() }).where(eq(workloads.id, w.id));
 }
 
 /** Admin routes that control a workload's replicas: start, stop, rolling restart, retry a failed one. */
 export const controlRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .post("/workloads/:id/stop", ({ params }) => {
-      const w = resolveWorkload(deps.db, params.id);
-      setPaused(deps, w, true);
-      audit(deps.db, "workload.stop", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
-      for (const a of listAssignments(deps.db, w.id)) if (a.desired === "run") setAssignmentDesired(deps.db, a.id, "idle", "stopped by the operator");
-      deps.fleet.reconcile();
-      return deps.describeWorkload(getWorkloadById(deps.db, w.id)!);
+    .post("/workloads/:id/stop", async ({ params }) => {
+      const w = await resolveWorkload(deps.db, params.id);
+      await setPaused(deps, w, true);
+      await audit(deps.db, "workload.stop", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
+      for (const a of await listAssignments(deps.db, w.id)) if (a.desired === "run") await setAssignmentDesired(deps.db, a.id, "idle", "stopped by the operator");
+      await deps.fleet.reconcile();
+      return deps.describeWorkload((await getWorkloadById(deps.db, w.id))!);
     }, { detail: { summary: "Stop a workload: scale it to zero and keep it there until started (requests get 503, jobs wait)" } })
-    .post("/workloads/:id/start", ({ params }) => {
-      const w = resolveWorkload(deps.db, params.id);
-      setPaused(deps, w, false);
-      audit(deps.db, "workload.start", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
-      deps.fleet.reconcile();
+    .post("/workloads/:id/start", async ({ params }) => {
+      const w = await resolveWorkload(deps.db, params.id);
+      await setPaused(deps, w, false);
+      await audit(deps.db, "workload.start", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
+      await deps.fleet.reconcile();
       deps.fleet.scaling?.wake(w.id);
-      return deps.describeWorkload(getWorkloadById(deps.db, w.id)!);
+      return deps.describeWorkload((await getWorkloadById(deps.db, w.id))!);
     }, { detail: { summary: "Start a stopped workload (its policy decides how many replicas run)" } })
-    .post("/workloads/:id/restart", ({ params, set }) => {
-      const w = resolveWorkload(deps.db, params.id);
+    .post("/workloads/:id/restart", async ({ params, set }) => {
+      const w = await resolveWorkload(deps.db, params.id);
       if (w.paused) throw conflict("the workload is stopped; start it instead", "workload_stopped");
-      audit(deps.db, "workload.restart", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
+      await audit(deps.db, "workload.restart", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
       void rollingRestart(deps, w).catch((e) => log.error(`restart of ${w.project_slug}/${w.slug} failed`, e));
       set.status = 202;
       return { restarting: true };
     }, { detail: { summary: "Rolling restart: a new replica is ready before the old one stops when GPUs allow" } })
-    .post("/assignments/:id/retry", ({ params }) => {
-      const a = getAssignment(deps.db, params.id);
+    .post("/assignments/:id/retry", async ({ params }) => {
+      const a = await getAssignment(deps.db, params.id);
       if (a.state !== "failed") throw conflict(`replica ${a.id} is ${a.state}, not failed`, "not_failed");
-      bumpGeneration(deps.db, a.id);
-      audit(deps.db, "assignment.retry", { type: "assignment", id: a.id }, { workload_id: a.workload_id });
-      deps.fleet.reconcile();
+      await bumpGeneration(deps.db, a.id);
+      await audit(deps.db, "assignment.retry", { type: "assignment", id: a.id }, { workload_id: a.workload_id });
+      await deps.fleet.reconcile();
       return getAssignment(deps.db, a.id);
     }, { detail: { summary: "Start a failed replica again" } });

@@ -2,7 +2,7 @@ import type { Db } from "../db";
 import { log } from "../log";
 import { listAllWorkloads, type Workload } from "../workloads/service";
 import type { Fleet } from "../workers/fleet";
-import { listAssignments, setAssignmentDesired } from "../workers/service";
+import { listAssignments, setAssignmentDesired, type AssignmentView } from "../workers/service";
 import { decideAutoscaling, decideScheduled, type Decision, type Memory } from "./decide";
 import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScalingView, type ScheduledParams } from "./schema";
 import { Room } from "./room";
@@ -37,8 +37,8 @@ export class Scaler {
 
   /** Starts looking every second. */
   start(): void {
-    this.timer = setInterval(() => this.tick(), TICK_MS);
-    this.tick();
+    this.timer = setInterval(() => void this.tick(), TICK_MS);
+    void this.tick();
   }
 
   /** Stops looking. */
@@ -54,7 +54,7 @@ export class Scaler {
     this.scheduled = true;
     queueMicrotask(() => {
       this.scheduled = false;
-      this.tick();
+      void this.tick();
     });
   }
 
@@ -81,18 +81,38 @@ export class Scaler {
     return this.busyAt.get(workloadId) ?? 0;
   }
 
-  /** Looks at every workload once. */
-  tick(): void {
-    if (this.stopped) return;
+  private ticking: Promise<void> | undefined;
+  private tickAgain = false;
+
+  /** Looks at every workload once (one look at a time: a call during one asks for another after it). */
+  tick(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (this.ticking) {
+      this.tickAgain = true;
+      return this.ticking;
+    }
+    this.ticking = this.look()
+      .catch((e) => log.error("scaling failed", e))
+      .finally(() => {
+        this.ticking = undefined;
+        if (this.tickAgain && !this.stopped) {
+          this.tickAgain = false;
+          void this.tick();
+        }
+      });
+    return this.ticking;
+  }
+
+  private async look(): Promise<void> {
     let changed = false;
-    for (const w of listAllWorkloads(this.db)) {
+    for (const w of await listAllWorkloads(this.db)) {
       try {
-        changed = this.evaluate(w) || changed;
+        changed = (await this.evaluate(w)) || changed;
       } catch (e) {
         log.error(`scaling ${w.project_slug}/${w.slug} failed`, e);
       }
     }
-    if (changed) this.fleet.reconcile();
+    if (changed) await this.fleet.reconcile();
   }
 
   /** The decision for one workload now; `manual` counts the replicas placed by hand. */
@@ -117,17 +137,18 @@ export class Scaler {
   }
 
   /** Decides and acts for one workload; true when assignments changed. */
-  private evaluate(w: Workload): boolean {
-    const rows = listAssignments(this.db, w.id);
+  private async evaluate(w: Workload): Promise<boolean> {
+    const rows = await listAssignments(this.db, w.id);
     const running = rows.filter((a) => a.desired === "run");
     const d = this.decide(w, running.length, rows.filter((a) => !a.auto).length);
     let action = "";
     let reason = d.reason;
     if (d.desired > running.length) {
-      const count = this.withinCap(w, rows, d.desired - running.length);
-      if (count > 0) action = this.room.startMore(w, rows, count, d.reason, (id) => this.lastBusy(id));
-      if (count < d.desired - running.length) reason = `${d.reason}; ${d.desired - running.length - count} not started: ${replicaRoom(this.db, w.project_id).why}`;
-    } else if (d.desired < running.length && !this.held.has(w.id)) action = this.stopSome(w, running, running.length - d.desired, d.reason);
+      const cap = await replicaRoom(this.db, w.project_id);
+      const count = await this.withinCap(rows, d.desired - running.length, cap);
+      if (count > 0) action = await this.room.startMore(w, rows, count, d.reason, (id) => this.lastBusy(id));
+      if (count < d.desired - running.length) reason = `${d.reason}; ${d.desired - running.length - count} not started: ${cap.why}`;
+    } else if (d.desired < running.length && !this.held.has(w.id)) action = await this.stopSome(w, running, running.length - d.desired, d.reason);
     const prev = this.views.get(w.id);
     const ready = rows.filter((a) => a.desired === "run" && a.state === "ready").length;
     const last = action ? { at: new Date(this.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
@@ -141,20 +162,19 @@ export class Scaler {
    * already running are never stopped for it (a cap lowered below them holds new ones back only);
    * an idle replica held back says why.
    */
-  private withinCap(w: Workload, rows: ReturnType<typeof listAssignments>, wanted: number): number {
-    const cap = replicaRoom(this.db, w.project_id);
+  private async withinCap(rows: AssignmentView[], wanted: number, cap: { room: number; why: string }): Promise<number> {
     if (cap.room >= wanted) return wanted;
     const why = `not started: ${cap.why}`;
-    for (const a of rows) if (a.desired === "idle" && a.reason !== why) setAssignmentDesired(this.db, a.id, "idle", why);
+    for (const a of rows) if (a.desired === "idle" && a.reason !== why) await setAssignmentDesired(this.db, a.id, "idle", why);
     return Math.max(0, cap.room);
   }
 
   /** Idles (or, beyond the first, removes) `count` running replicas, those without requests first. */
-  private stopSome(w: Workload, running: ReturnType<typeof listAssignments>, count: number, reason: string): string {
+  private async stopSome(w: Workload, running: AssignmentView[], count: number, reason: string): Promise<string> {
     const inFlight = new Map(this.fleet.dispatcher.targetsOf(w.id).map((t) => [t.id, t.inFlight]));
     const quiet = running.filter((a) => !(inFlight.get(a.id) ?? 0)).slice(0, count);
     if (quiet.length === 0) return "";
-    for (const a of quiet) setAssignmentDesired(this.db, a.id, "idle", reason);
+    for (const a of quiet) await setAssignmentDesired(this.db, a.id, "idle", reason);
     return `stopped ${quiet.length} replica(s)`;
   }
 }

@@ -1,5 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { Db } from "../db";
+import { batch } from "../db/raw";
 import { apiKeys } from "../db/schema";
 import type { Finished } from "./meter";
 
@@ -57,39 +58,49 @@ export class UsageRecorder {
     d.c.outputTokens += f.usage.outputTokens;
   }
 
-  /** Writes what was counted since the last flush. */
-  flush(): void {
+  private flushing: Promise<void> = Promise.resolve();
+
+  /**
+   * Writes what was counted since the last flush, in one transaction; flushes run one after
+   * another, and the promise settles once everything counted before the call is written.
+   */
+  flush(): Promise<void> {
+    this.flushing = this.flushing.then(() => this.write(), () => this.write());
+    return this.flushing;
+  }
+
+  private async write(): Promise<void> {
     if (this.keys.size === 0 && this.workloads.size === 0 && this.daily.size === 0) return;
     const [keys, wls, daily] = [this.keys, this.workloads, this.daily];
     this.keys = new Map();
     this.workloads = new Map();
     this.daily = new Map();
-    this.db.transaction((tx) => {
-      for (const d of daily.values()) {
-        tx.run(sql`INSERT INTO usage_daily (day, key_id, workload_id, project_id, requests, errors, input_tokens, output_tokens)
+    const db = this.db;
+    await batch(db, [
+      ...[...daily.values()].map(
+        (d) => sql`INSERT INTO usage_daily (day, key_id, workload_id, project_id, requests, errors, input_tokens, output_tokens)
           VALUES (${d.day}, ${d.keyId}, ${d.workloadId}, ${d.projectId}, ${d.c.requests}, ${d.c.errors}, ${d.c.inputTokens}, ${d.c.outputTokens})
-          ON CONFLICT(day, key_id, workload_id) DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,
-            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`);
-      }
-      for (const [id, d] of keys) {
-        tx.update(apiKeys)
+          ON CONFLICT (day, key_id, workload_id) DO UPDATE SET requests = usage_daily.requests + excluded.requests, errors = usage_daily.errors + excluded.errors,
+            input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens`,
+      ),
+      ...[...keys].map(([id, d]) =>
+        db
+          .update(apiKeys)
           .set({
             requests: sql`${apiKeys.requests} + ${d.requests}`,
             inputTokens: sql`${apiKeys.inputTokens} + ${d.inputTokens}`,
             outputTokens: sql`${apiKeys.outputTokens} + ${d.outputTokens}`,
             lastUsedAt: new Date(d.lastUsedAt).toISOString(),
           })
-          .where(eq(apiKeys.id, id))
-          .run();
-      }
-      for (const [id, d] of wls) {
-        // The workload may have been deleted since: insert only while it exists.
-        tx.run(sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
+          .where(eq(apiKeys.id, id)),
+      ),
+      // The workload may have been deleted since: insert only while it exists.
+      ...[...wls].map(
+        ([id, d]) => sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
           SELECT ${id}, ${d.requests}, ${d.errors}, ${d.inputTokens}, ${d.outputTokens}, ${new Date(d.lastUsedAt).toISOString()} WHERE EXISTS (SELECT 1 FROM workloads WHERE id = ${id})
-          ON CONFLICT(workload_id) DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,
-            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens, last_used_at = excluded.last_used_at`);
-      }
-    });
+          ON CONFLICT (workload_id) DO UPDATE SET requests = workload_usage.requests + excluded.requests, errors = workload_usage.errors + excluded.errors,
+            input_tokens = workload_usage.input_tokens + excluded.input_tokens, output_tokens = workload_usage.output_tokens + excluded.output_tokens, last_used_at = excluded.last_used_at`,
+      ),
+    ]);
   }
 }
-

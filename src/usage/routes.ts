@@ -1,5 +1,7 @@
 import { Elysia } from "elysia";
+import { sql } from "drizzle-orm";
 import type { AppDeps } from "../deps";
+import { rows } from "../db/raw";
 import { validation } from "../errors";
 
 /** What this module uses of the app's dependencies. */
@@ -36,17 +38,18 @@ function groupOf(name: string) {
 }
 
 /** Usage per day grouped by key, project or workload between two UTC days (inclusive). */
-export function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: string, from: string, to: string): UsageRow[] {
+export async function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: string, from: string, to: string): Promise<UsageRow[]> {
   const g = groupOf(groupBy);
-  deps.usage.flush();
-  return deps.db.$client
-    .query<UsageRow, [string, string]>(
-      `SELECT u.day AS day, ${g.id} AS id, ${g.label} AS label, SUM(u.requests) AS requests, SUM(u.errors) AS errors,
+  await deps.usage.flush();
+  const found = await rows<UsageRow>(
+    deps.db,
+    sql`SELECT u.day AS day, ${sql.raw(g.id)} AS id, ${sql.raw(g.label)} AS label, SUM(u.requests) AS requests, SUM(u.errors) AS errors,
          SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens
        FROM usage_daily u LEFT JOIN api_keys k ON k.id = u.key_id LEFT JOIN projects p ON p.id = u.project_id LEFT JOIN workloads w ON w.id = u.workload_id
-       WHERE u.day >= ? AND u.day <= ? GROUP BY u.day, ${g.id} ORDER BY u.day, label`,
-    )
-    .all(from, to);
+       WHERE u.day >= ${from} AND u.day <= ${to} GROUP BY u.day, ${sql.raw(g.id)}, ${sql.raw(g.label)} ORDER BY u.day, label`,
+  );
+  // PostgreSQL sums 64-bit numbers as exact decimal text.
+  return found.map((r) => ({ ...r, requests: Number(r.requests), errors: Number(r.errors), input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) }));
 }
 
 /** CSV with a header line; fields quoted when they need it. */
@@ -58,18 +61,18 @@ export function toCsv(rows: UsageRow[], groupBy: string): string {
 
 /** `GET /admin/usage`: requests, errors and tokens per key, project or workload and day, as JSON or CSV. */
 export const usageRoutes = (deps: Deps) =>
-  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/usage", ({ query, request, set }) => {
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/usage", async ({ query, request, set }) => {
     const q = query as Record<string, string | undefined>;
     const groupBy = q.group_by ?? "workload";
     const today = new Date().toISOString().slice(0, 10);
     const from = q.from ?? new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
     const to = q.to ?? today;
     for (const [f, v] of [["from", from], ["to", to]] as const) if (!DAY.test(v)) throw validation(f, "must be a UTC day as YYYY-MM-DD");
-    const rows = usageExport(deps, groupBy, from, to);
+    const found = await usageExport(deps, groupBy, from, to);
     if (q.format === "csv" || (!q.format && (request.headers.get("accept") ?? "").includes("text/csv"))) {
       set.headers["content-type"] = "text/csv; charset=utf-8";
       set.headers["content-disposition"] = `attachment; filename="inferd-usage-${groupBy}-${from}-${to}.csv"`;
-      return toCsv(rows, groupBy);
+      return toCsv(found, groupBy);
     }
-    return { group_by: groupBy, from, to, rows };
+    return { group_by: groupBy, from, to, rows: found };
   }, { detail: { summary: "Usage per key, project or workload and day (?group_by, ?from, ?to as YYYY-MM-DD, ?format=csv or Accept: text/csv)" } });

@@ -1,6 +1,7 @@
 import { and, asc, eq, gt, lte, sql } from "drizzle-orm";
 import type { Db } from "../db";
-import { deliveries, deliveryAttempts, jobs, webhooks, workloads } from "../db/schema";
+import { batch, first } from "../db/raw";
+import { deliveries, jobs, webhooks, workloads } from "../db/schema";
 import { log } from "../log";
 import type { AddressPolicy } from "./address";
 import { postWebhook, type PostResult } from "./post";
@@ -21,8 +22,9 @@ export function parseSchedule(text: string): number[] {
   });
 }
 
-/** Deliveries of a workload whose `jobs` toggle is off are held. */
-const jobsOn = sql`coalesce(json_extract(${workloads.endpoints}, '$.jobs'), 1) != 0`;
+/** Deliveries of a workload whose `jobs` toggle is off are held (the toggle map is JSON text). */
+const jobsOn = (db: Db) =>
+  db.engine === "postgres" ? sql`coalesce((${workloads.endpoints}::jsonb ->> 'jobs')::boolean, true)` : sql`coalesce(json_extract(${workloads.endpoints}, '$.jobs'), 1) != 0`;
 
 /** How the delivery loop sends. */
 export interface DeliveryOptions {
@@ -64,35 +66,56 @@ export class DeliveryLoop {
   }
 
   /** Wakes the loop when the next pending delivery falls due (retries of a short schedule). */
-  private scheduleNext(): void {
-    const next = this.db
-      .select({ at: sql<number | null>`min(${deliveries.nextAttemptAt})` })
-      .from(deliveries)
-      .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
-      .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
-      .where(and(eq(deliveries.state, "pending"), gt(deliveries.nextAttemptAt, Date.now()), jobsOn))
-      .get()?.at;
+  private async scheduleNext(): Promise<void> {
+    const next = (
+      await first(
+        this.db
+          .select({ at: sql<number | null>`min(${deliveries.nextAttemptAt})`.mapWith((v) => (v === null ? null : Number(v))) })
+          .from(deliveries)
+          .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
+          .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
+          .where(and(eq(deliveries.state, "pending"), gt(deliveries.nextAttemptAt, Date.now()), jobsOn(this.db))),
+      )
+    )?.at;
     clearTimeout(this.due);
     if (next != null && !this.stopped) this.due = setTimeout(() => this.wake(), Math.max(20, next - Date.now() + 5));
   }
 
-  /** Sends whatever is due now, up to the concurrency bound. */
+  /** Sends whatever is due now, up to the concurrency bound (one look at a time: wakes meanwhile coalesce). */
   wake(): void {
     if (this.stopped) return;
+    if (this.looking) {
+      this.lookAgain = true;
+      return;
+    }
+    this.looking = true;
+    void this.look()
+      .catch((e) => log.warn("could not look for due webhook deliveries", e))
+      .finally(() => {
+        this.looking = false;
+        if (this.lookAgain) {
+          this.lookAgain = false;
+          this.wake();
+        }
+      });
+  }
+
+  private looking = false;
+  private lookAgain = false;
+
+  private async look(): Promise<void> {
     const room = this.opts.concurrency - this.inflight.size;
     if (room <= 0) return;
-    this.scheduleNext();
-    const due = this.db
+    await this.scheduleNext();
+    const rows = await this.db
       .select({ id: deliveries.id })
       .from(deliveries)
       .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
       .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
-      .where(and(eq(deliveries.state, "pending"), lte(deliveries.nextAttemptAt, Date.now()), jobsOn))
+      .where(and(eq(deliveries.state, "pending"), lte(deliveries.nextAttemptAt, Date.now()), jobsOn(this.db)))
       .orderBy(asc(deliveries.nextAttemptAt))
-      .limit(room + this.inflight.size)
-      .all()
-      .filter((d) => !this.inflight.has(d.id))
-      .slice(0, room);
+      .limit(room + this.inflight.size);
+    const due = rows.filter((d) => !this.inflight.has(d.id)).slice(0, room);
     for (const { id } of due) {
       this.inflight.add(id);
       const p = this.attempt(id)
@@ -107,33 +130,37 @@ export class DeliveryLoop {
   }
 
   private async attempt(id: string): Promise<void> {
-    const row = this.db
-      .select({ d: deliveries, job: { id: jobs.id, context: jobs.context, data: jobs.data }, hook: { url: webhooks.url, secret: webhooks.secret } })
-      .from(deliveries)
-      .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
-      .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
-      .where(eq(deliveries.id, id))
-      .get();
+    const row = await first(
+      this.db
+        .select({ d: deliveries, job: { id: jobs.id, context: jobs.context, data: jobs.data }, hook: { url: webhooks.url, secret: webhooks.secret } })
+        .from(deliveries)
+        .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
+        .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
+        .where(eq(deliveries.id, id)),
+    );
     if (!row || row.d.state !== "pending" || !row.job.data) return;
     const body = deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);
     const headers = deliveryHeaders({ secret: row.hook.secret, event: "job", jobId: row.job.id, messageId: `msg_${row.d.id}`, body });
     const result = await postWebhook(row.hook.url, body, headers, this.opts.policy, this.opts.ca);
     if (this.stopped && !result.ok) return; // shutting down: the attempt is repeated after restart
-    this.record(row.d, result);
+    await this.record(row.d, result);
   }
 
   /**
    * Stores an attempt's outcome. A delivery that ended meanwhile (its destination deleted, its job
    * or workload removed) is left as it is: nothing to record, nothing to log.
    */
-  private record(d: typeof deliveries.$inferSelect, r: PostResult): void {
+  private async record(d: typeof deliveries.$inferSelect, r: PostResult): Promise<void> {
     const n = d.attempts + 1;
     const terminal = !r.ok && n > this.opts.schedule.length;
-    const recorded = this.db.transaction((tx) => {
-      const still = tx.select({ id: deliveries.id }).from(deliveries).where(and(eq(deliveries.id, d.id), eq(deliveries.state, "pending"))).get();
-      if (!still) return false;
-      tx.insert(deliveryAttempts).values({ deliveryId: d.id, n, at: new Date().toISOString(), statusCode: r.status_code, error: r.error, durationMs: r.duration_ms }).run();
-      tx.update(deliveries)
+    const still = and(eq(deliveries.id, d.id), eq(deliveries.state, "pending"));
+    const recorded = await first(this.db.select({ id: deliveries.id }).from(deliveries).where(still));
+    if (!recorded) return;
+    // Both writes hold only while the delivery is still pending (the attempt is copied from its row).
+    await batch(this.db, [
+      sql`INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms) SELECT id, ${n}, ${new Date().toISOString()}, ${r.status_code}, ${r.error}, ${r.duration_ms} FROM deliveries WHERE id = ${d.id} AND state = 'pending'`,
+      this.db
+        .update(deliveries)
         .set({
           attempts: n,
           lastStatusCode: r.status_code,
@@ -142,11 +169,9 @@ export class DeliveryLoop {
           deliveredAt: r.ok ? new Date().toISOString() : null,
           nextAttemptAt: r.ok || terminal ? null : Date.now() + this.opts.schedule[n - 1],
         })
-        .where(eq(deliveries.id, d.id))
-        .run();
-      return true;
-    });
-    if (recorded && terminal) log.warn(`delivery ${d.id} of job ${d.jobId} is terminal after ${n} attempts: ${r.error ?? `HTTP ${r.status_code}`}`);
+        .where(still),
+    ]);
+    if (terminal) log.warn(`delivery ${d.id} of job ${d.jobId} is terminal after ${n} attempts: ${r.error ?? `HTTP ${r.status_code}`}`);
   }
 
   /** Stops sending; attempts in flight finish (a failure is not recorded, so it is retried after restart). */

@@ -19,22 +19,22 @@ const WebhookCreate = z.strictObject({ url: z.string().min(1).max(2048) });
 export const webhookRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .post("/workloads/:id/webhooks", async ({ params, body, set }) => {
-      const w = resolveWorkload(deps.db, params.id);
+      const w = await resolveWorkload(deps.db, params.id);
       const hook = await addWebhook(deps.db, w.id, body.url, deps.webhooks.policy);
       set.status = 201;
       return hook;
     }, { ...jsonBody(WebhookCreate), detail: { summary: "Add a webhook destination (https, public address); the secret is shown once" } })
-    .get("/workloads/:id/webhooks", ({ params }) => listWebhooks(deps.db, resolveWorkload(deps.db, params.id).id), {
+    .get("/workloads/:id/webhooks", async ({ params }) => listWebhooks(deps.db, (await resolveWorkload(deps.db, params.id)).id), {
       detail: { summary: "A workload's destinations (secret prefix only)" },
     })
     .delete("/webhooks/:id", ({ params }) => deleteWebhook(deps.db, params.id), { detail: { summary: "Remove a destination" } })
     .post("/webhooks/:id/test", async ({ params }) => {
-      const hook = webhookRow(deps.db, params.id);
+      const hook = await webhookRow(deps.db, params.id);
       const body = JSON.stringify({ event: "ping", ts: new Date().toISOString(), webhook_id: hook.id, workload_id: hook.workloadId });
       const headers = deliveryHeaders({ secret: hook.secret, event: "ping", messageId: `ping_${randomUUID()}`, body });
       return postWebhook(hook.url, body, headers, deps.webhooks.policy, deps.webhooks.ca);
     }, { parse: "none", detail: { summary: "Send a signed ping and answer with what the receiver returned" } })
-    .get("/deliveries/:id/attempts", ({ params }) =>
-      deps.db.select().from(deliveryAttempts).where(eq(deliveryAttempts.deliveryId, params.id)).orderBy(asc(deliveryAttempts.n)).all()
+    .get("/deliveries/:id/attempts", async ({ params }) =>
+      (await deps.db.select().from(deliveryAttempts).where(eq(deliveryAttempts.deliveryId, params.id)).orderBy(asc(deliveryAttempts.n)))
         .map((a) => ({ n: a.n, at: a.at, status_code: a.statusCode, error: a.error, duration_ms: a.durationMs })),
     { detail: { summary: "Every attempt of one delivery" } });

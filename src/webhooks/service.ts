@@ -1,5 +1,6 @@
-import { and, asc, count, eq, isNull } from "drizzle-orm";
+import { and, asc, count, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db";
+import { batch, exec, first } from "../db/raw";
 import { deliveries, webhooks } from "../db/schema";
 import { conflict, notFound } from "../errors";
 import { newId, nowIso } from "../ids";
@@ -32,23 +33,23 @@ const view = (w: Row): WebhookView => ({ id: w.id, workload_id: w.workloadId, ur
 export async function addWebhook(db: Db, workloadId: string, rawUrl: string, policy: AddressPolicy): Promise<WebhookView & { secret: string }> {
   const url = checkUrlShape(rawUrl);
   await resolveChecked(url, policy);
-  const n = db.select({ n: count() }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId))).get()?.n ?? 0;
+  const n = (await first(db.select({ n: count() }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId)))))?.n ?? 0;
   if (n >= MAX_WEBHOOKS) throw conflict(`a workload has at most ${MAX_WEBHOOKS} webhook destinations`, "webhook_limit");
   const secret = newSigningSecret();
   const row: Row = { id: newId("whk"), workloadId, url: url.toString(), secret, secretPrefix: secret.slice(0, 12), createdAt: nowIso(), deletedAt: null };
-  db.insert(webhooks).values(row).run();
-  audit(db, "webhook.create", { type: "webhook", id: row.id, label: row.url }, { workload_id: workloadId, url: row.url, secret_prefix: row.secretPrefix });
+  await db.insert(webhooks).values(row);
+  await audit(db, "webhook.create", { type: "webhook", id: row.id, label: row.url }, { workload_id: workloadId, url: row.url, secret_prefix: row.secretPrefix });
   return { ...view(row), secret };
 }
 
 /** A workload's destinations, oldest first. */
-export function listWebhooks(db: Db, workloadId: string): WebhookView[] {
-  return db.select().from(webhooks).where(live(eq(webhooks.workloadId, workloadId))).orderBy(asc(webhooks.createdAt)).all().map(view);
+export async function listWebhooks(db: Db, workloadId: string): Promise<WebhookView[]> {
+  return (await db.select().from(webhooks).where(live(eq(webhooks.workloadId, workloadId))).orderBy(asc(webhooks.createdAt))).map(view);
 }
 
 /** A destination with its secret (for signing), or 404. */
-export function webhookRow(db: Db, id: string): Row {
-  const w = db.select().from(webhooks).where(live(eq(webhooks.id, id))).get();
+export async function webhookRow(db: Db, id: string): Promise<Row> {
+  const w = await first(db.select().from(webhooks).where(live(eq(webhooks.id, id))));
   if (!w) throw notFound(`webhook "${id}"`);
   return w;
 }
@@ -57,20 +58,20 @@ export function webhookRow(db: Db, id: string): Row {
  * Removes a destination: its secret is wiped and its pending deliveries end as `cancelled` (a
  * delivery in flight finishes quietly). The row stays, so jobs still show where results went.
  */
-export function deleteWebhook(db: Db, id: string): WebhookView {
-  const w = webhookRow(db, id);
-  db.transaction((tx) => {
-    tx.update(webhooks).set({ deletedAt: nowIso(), secret: "" }).where(eq(webhooks.id, id)).run();
-    tx.update(deliveries)
+export async function deleteWebhook(db: Db, id: string): Promise<WebhookView> {
+  const w = await webhookRow(db, id);
+  await batch(db, [
+    db.update(webhooks).set({ deletedAt: nowIso(), secret: "" }).where(eq(webhooks.id, id)),
+    db
+      .update(deliveries)
       .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
-      .where(and(eq(deliveries.webhookId, id), eq(deliveries.state, "pending")))
-      .run();
-  });
-  audit(db, "webhook.delete", { type: "webhook", id, label: w.url }, { workload_id: w.workloadId });
+      .where(and(eq(deliveries.webhookId, id), eq(deliveries.state, "pending"))),
+  ]);
+  await audit(db, "webhook.delete", { type: "webhook", id, label: w.url }, { workload_id: w.workloadId });
   return view(w);
 }
 
 /** Removes deleted destinations no delivery refers to any more (their jobs were pruned). */
-export function pruneDeletedWebhooks(db: Db): number {
-  return db.$client.query("DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.webhook_id = webhooks.id)").run().changes;
+export function pruneDeletedWebhooks(db: Db): Promise<number> {
+  return exec(db, sql`DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.webhook_id = webhooks.id)`);
 }

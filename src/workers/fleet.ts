@@ -11,18 +11,18 @@ import type { LaunchPolicy } from "../../agent/launch-policy";
 import { publicReason } from "../../agent/reason";
 import { initialDesired } from "../scaling/decide";
 import type { ScalingView } from "../scaling/schema";
-import { autoAssign, desiredFor, getAssignment, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
+import { autoAssign, desiredFor, getAssignment, getWorker, listAllAssignments, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
 
 /** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */
-export type TargetFactory = (workerId: string, report: ReplicaReport, concurrency: number, workloadId: string) => Target;
+export type TargetFactory = (worker: { id: string; kind: "local" | "remote" }, report: ReplicaReport, concurrency: number, workloadId: string) => Target;
 
 /** A target that fetches a runtime on this machine's loopback. */
-export function localTarget(workerId: string, report: ReplicaReport, concurrency: number, workloadId: string): Target {
+export function localTarget(worker: { id: string }, report: ReplicaReport, concurrency: number, workloadId: string): Target {
   const base = report.base_url!;
   return {
     id: report.assignment_id,
     workloadId,
-    workerId,
+    workerId: worker.id,
     capacity: concurrency,
     inFlight: 0,
     send: (req: Upstream, signal: AbortSignal) => {
@@ -61,16 +61,36 @@ export class Fleet {
     this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id), undefined, (id) => this.waitingBecause(id));
   }
 
-  /** Re-places workloads and wakes every agent so it reconciles. */
-  reconcile(): void {
-    this.verdicts.clear();
-    try {
-      this.unplaced = autoAssign(this.db);
-    } catch (e) {
-      log.error("placing workloads failed", e);
+  private reconciling: Promise<void> | undefined;
+  private reconcileAgain = false;
+
+  /**
+   * Re-places workloads and wakes every agent so it reconciles. One pass at a time: a call during
+   * one asks for another after it; the promise settles when a pass that began after the call ends.
+   */
+  reconcile(): Promise<void> {
+    if (this.reconciling) {
+      this.reconcileAgain = true;
+      return this.reconciling.then(() => this.reconciling ?? undefined);
     }
+    this.reconciling = this.pass()
+      .catch((e) => log.error("placing workloads failed", e))
+      .finally(() => {
+        this.reconciling = undefined;
+        if (this.reconcileAgain) {
+          this.reconcileAgain = false;
+          void this.reconcile();
+        }
+      });
+    return this.reconciling;
+  }
+
+  private async pass(): Promise<void> {
+    this.verdicts.clear();
+    this.unplaced = await autoAssign(this.db);
+    const present = new Set((await listAllAssignments(this.db)).map((a) => a.id));
     for (const [id, r] of this.reports) {
-      if (!this.assignmentExists(id)) {
+      if (!present.has(id)) {
         this.reports.delete(id);
         this.rings.delete(id);
         this.dispatcher.removeTarget(r.assignment_id);
@@ -78,15 +98,6 @@ export class Fleet {
     }
     for (const cb of this.listeners) cb();
     for (const id of this.unplaced.keys()) this.dispatcher.failIfUnservable(id);
-  }
-
-  private assignmentExists(id: string): boolean {
-    try {
-      getAssignment(this.db, id);
-      return true;
-    } catch {
-      return false;
-    }
   }
 
   /** The output ring of an assignment's replica, made on first use. */
@@ -103,15 +114,26 @@ export class Fleet {
   }
 
   /** What a worker should run now. */
-  desired(workerId: string): ReplicaSpec[] {
+  desired(workerId: string): Promise<ReplicaSpec[]> {
     return desiredFor(this.db, workerId, this.policy);
   }
 
+  /** Reports being applied, by assignment: one replica's reports are applied in the order they came. */
+  private applying = new Map<string, Promise<void>>();
+
   /** Takes an agent's report of one replica; ignores replicas that are no longer assigned to it. */
-  report(workerId: string, r: ReplicaReport): void {
+  report(workerId: string, r: ReplicaReport): Promise<void> {
+    const prev = this.applying.get(r.assignment_id) ?? Promise.resolve();
+    const next = prev.then(() => this.apply(workerId, r)).catch((e) => log.warn(`could not apply a report of replica ${r.assignment_id}`, e));
+    this.applying.set(r.assignment_id, next);
+    void next.finally(() => this.applying.get(r.assignment_id) === next && this.applying.delete(r.assignment_id));
+    return next;
+  }
+
+  private async apply(workerId: string, r: ReplicaReport): Promise<void> {
     let a;
     try {
-      a = getAssignment(this.db, r.assignment_id);
+      a = await getAssignment(this.db, r.assignment_id);
     } catch {
       return;
     }
@@ -121,21 +143,30 @@ export class Fleet {
       this.dispatcher.removeTarget(a.id);
       this.reports.delete(a.id);
       if (r.state === "stopped" || r.state === "failed" || r.state === "pending") {
-        setAssignmentState(this.db, a.id, "idle", a.reason);
+        await setAssignmentState(this.db, a.id, "idle", a.reason);
         this.verdicts.delete(a.workload_id);
         this.scaling?.wake(); // its GPU memory may be what another replica waits for
       }
       return;
     }
     if (a.state !== r.state || (a.reason ?? undefined) !== r.reason) {
-      setAssignmentState(this.db, a.id, r.state, r.reason);
+      await setAssignmentState(this.db, a.id, r.state, r.reason);
       this.verdicts.delete(a.workload_id);
     }
     this.reports.set(a.id, r);
     const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
-    if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget(workerId, r, slots, a.workload_id));
+    if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id));
     else this.dispatcher.removeTarget(a.id);
     this.dispatcher.failIfUnservable(a.workload_id);
+  }
+
+  private kinds = new Map<string, "local" | "remote">();
+
+  /** Whether a worker is this machine's or a remote agent's (it never changes: read once). */
+  private async kindOf(workerId: string): Promise<"local" | "remote"> {
+    let k = this.kinds.get(workerId);
+    if (!k) this.kinds.set(workerId, (k = (await getWorker(this.db, workerId)).kind));
+    return k;
   }
 
   /** Applies a new slot count to a ready replica at once. */
@@ -149,12 +180,14 @@ export class Fleet {
   }
 
   /** The replicas a worker runs, with their workload, state, download progress and when the state last changed. */
-  replicasOf(workerId: string) {
-    return listAssignmentsOfWorker(this.db, workerId).map((a) => {
-      const w = getWorkloadById(this.db, a.workload_id);
+  async replicasOf(workerId: string) {
+    const out = [];
+    for (const a of await listAssignmentsOfWorker(this.db, workerId)) {
+      const w = await getWorkloadById(this.db, a.workload_id);
       const progress = a.state === "downloading" ? this.reports.get(a.id)?.progress : undefined;
-      return { assignment_id: a.id, workload_id: a.workload_id, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices, progress, updated_at: a.updated_at };
-    });
+      out.push({ assignment_id: a.id, workload_id: a.workload_id, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices, progress, updated_at: a.updated_at });
+    }
+    return out;
   }
 
   /** Drops every replica of a worker from the dispatcher (the worker went away). */
@@ -164,23 +197,45 @@ export class Fleet {
 
   /**
    * Why a workload cannot take requests now (answered at once), or undefined to let them wait.
-   * Computed from the store once per change (a report, a placement), not per request.
+   * Judged from the store once per change (a report, a placement), not per request: a workload not
+   * judged yet lets the request wait while it is, and the waiters are failed then if it cannot serve.
    */
   unservable(workloadId: string, kind: "sync" | "job" = "sync"): string | undefined {
-    let v = this.verdicts.get(workloadId);
+    const v = this.verdicts.get(workloadId);
     if (!v) {
-      v = this.judge(workloadId);
-      this.verdicts.set(workloadId, v);
+      this.judgeSoon(workloadId);
+      return undefined;
     }
     // Jobs wait for a worker to come back; a client is told at once.
     return kind === "job" ? v.always : (v.always ?? v.offline);
   }
 
-  private judge(workloadId: string): { always?: string; offline?: string } {
-    const w = getWorkloadById(this.db, workloadId);
+  private judging = new Set<string>();
+
+  /** Judges a workload in the background and fails its waiters if it cannot serve. */
+  private judgeSoon(workloadId: string): void {
+    if (this.judging.has(workloadId)) return;
+    this.judging.add(workloadId);
+    void this.judge(workloadId)
+      .then((v) => {
+        this.verdicts.set(workloadId, v);
+        this.dispatcher.failIfUnservable(workloadId);
+      })
+      .catch((e) => log.warn(`could not judge workload ${workloadId}`, e))
+      .finally(() => this.judging.delete(workloadId));
+  }
+
+  /** Reasons of replicas not taking requests, by workload, as last judged (for a queue timeout's message). */
+  private notReady = new Map<string, string>();
+
+  private async judge(workloadId: string): Promise<{ always?: string; offline?: string }> {
+    const w = await getWorkloadById(this.db, workloadId);
+    const placed = await listAssignments(this.db, workloadId);
+    const waiting = placed.filter((a) => a.state !== "ready" && a.reason);
+    if (waiting.length) this.notReady.set(workloadId, waiting.map((a) => `${a.state}: ${publicReason(a.reason!)}`).join("; "));
+    else this.notReady.delete(workloadId);
     if (w?.paused) return { offline: "this workload is stopped by the operator; async jobs wait until it is started again" };
     if (w?.execution_policy === "scheduled" && initialDesired(w, Date.now()).desired === "idle") return { offline: "this workload runs on a schedule and no window is open now; async jobs wait for the next window" };
-    const placed = listAssignments(this.db, workloadId);
     if (placed.length === 0) return { always: this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined };
     const failed = placed.filter((a) => a.state === "failed");
     if (failed.length === placed.length) return { always: `every replica of this workload failed to start: ${failed[0].reason ? publicReason(failed[0].reason) : "unknown reason"}` };
@@ -191,27 +246,26 @@ export class Fleet {
 
   /** Why a workload's replicas are not taking requests, from their states' reasons (for a queue timeout). */
   private waitingBecause(workloadId: string): string | undefined {
-    const notReady = listAssignments(this.db, workloadId).filter((a) => a.state !== "ready" && a.reason);
-    return notReady.length ? notReady.map((a) => `${a.state}: ${publicReason(a.reason!)}`).join("; ") : undefined;
+    return this.notReady.get(workloadId);
   }
 
   /** Marks a worker offline or back online, and what that means for its workloads. */
-  setOffline(workerId: string, offline: boolean): void {
+  async setOffline(workerId: string, offline: boolean): Promise<void> {
     if (offline) this.offline.add(workerId);
     else this.offline.delete(workerId);
     this.verdicts.clear();
-    for (const a of listAssignmentsOfWorker(this.db, workerId)) {
-      if (offline && a.state !== "failed") setAssignmentState(this.db, a.id, "pending", "its worker is offline");
-      this.dispatcher.failIfUnservable(a.workload_id);
+    for (const a of await listAssignmentsOfWorker(this.db, workerId)) {
+      if (offline && a.state !== "failed") await setAssignmentState(this.db, a.id, "pending", "its worker is offline");
+      this.judgeSoon(a.workload_id);
     }
   }
 
   /** The admin view of a workload: stored fields, replicas with their states, queue and usage. */
-  describe(w: Workload) {
-    const fresh = getWorkloadById(this.db, w.id) ?? w;
+  async describe(w: Workload) {
+    const fresh = (await getWorkloadById(this.db, w.id)) ?? w;
     return {
       ...fresh,
-      assignments: listAssignments(this.db, w.id).map((a) => ({
+      assignments: (await listAssignments(this.db, w.id)).map((a) => ({
         ...a,
         concurrency: a.concurrency_set ? a.concurrency : (this.reports.get(a.id)?.slots ?? a.concurrency),
         in_flight: this.dispatcher.targetsOf(w.id).find((t) => t.id === a.id)?.inFlight ?? 0,
@@ -222,13 +276,13 @@ export class Fleet {
       scheduling_error: this.unplaced.get(w.id) ?? null,
       scaling: this.scaling?.view(fresh) ?? null,
       queue_depth: this.dispatcher.depth(w.id),
-      usage: workloadUsageOf(this.db, w.id),
+      usage: await workloadUsageOf(this.db, w.id),
     };
   }
 }
 
 /** The admin view of one workload (`GET /admin/workloads/:id`), as `Fleet.describe` builds it. */
-export type WorkloadDetail = ReturnType<Fleet["describe"]>;
+export type WorkloadDetail = Awaited<ReturnType<Fleet["describe"]>>;
 
 /** One replica as a worker lists it (`GET /admin/workers`). */
-export type WorkerReplica = ReturnType<Fleet["replicasOf"]>[number];
+export type WorkerReplica = Awaited<ReturnType<Fleet["replicasOf"]>>[number];

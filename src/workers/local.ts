@@ -10,12 +10,12 @@ import { recordMachine, upsertLocalWorker } from "./service";
 export function localHostLink(db: Db, fleet: Fleet, version: string): HostLink {
   return {
     register: async (machine) => {
-      const w = upsertLocalWorker(db, machine, version);
-      fleet.reconcile();
+      const w = await upsertLocalWorker(db, machine, version);
+      await fleet.reconcile();
       return w.id;
     },
     heartbeat: async (workerId, machine) => {
-      recordMachine(db, workerId, machine);
+      await recordMachine(db, workerId, machine);
       fleet.telemetry.add(workerId, machine);
       fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
     },

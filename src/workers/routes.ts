@@ -59,54 +59,53 @@ function followLogs(rings: { id: string; ring: import("../../agent/ring").LogRin
 /** Admin routes for workers, assignments and runtime logs. */
 export const workerRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .get("/workers", () =>
-      listWorkers(deps.db).map((w) => ({
-        ...w,
-        replicas: deps.fleet.replicasOf(w.id),
-      })),
-    { detail: { summary: "Workers with their GPUs, telemetry and replicas" } })
-    .post("/workers", ({ body, set }) => {
-      const { worker, token } = createRemoteWorker(deps.db, body.name, deps.hostCert.fingerprint);
+    .get("/workers", async () => {
+      const out = [];
+      for (const w of await listWorkers(deps.db)) out.push({ ...w, replicas: await deps.fleet.replicasOf(w.id) });
+      return out;
+    }, { detail: { summary: "Workers with their GPUs, telemetry and replicas" } })
+    .post("/workers", async ({ body, set }) => {
+      const { worker, token } = await createRemoteWorker(deps.db, body.name, deps.hostCert.fingerprint);
       set.status = 201;
       return { ...worker, join_token: token, join_command: `inferd agent join ${deps.joinUrl()} --token ${token}` };
     }, { ...jsonBody(WorkerCreate), detail: { summary: "Add a remote worker: the join token (shown once) and the command to run on it" } })
-    .delete("/workers/:id", ({ params }) => {
-      const w = deleteRemoteWorker(deps.db, params.id);
+    .delete("/workers/:id", async ({ params }) => {
+      const w = await deleteRemoteWorker(deps.db, params.id);
       deps.agents.forget(w.id);
-      deps.fleet.reconcile();
+      await deps.fleet.reconcile();
       return w;
     }, { detail: { summary: "Delete a remote worker: its credential stops working, its work goes back to the queue" } })
-    .patch("/workers/:id", ({ params, body }) => {
-      const openTo = body.open_to === "*" ? "*" : [...new Set(body.open_to.map((p) => getProject(deps.db, p).id))];
+    .patch("/workers/:id", async ({ params, body }) => {
+      const openTo = body.open_to === "*" ? "*" : [...new Set(await Promise.all(body.open_to.map(async (p) => (await getProject(deps.db, p)).id)))];
       return setWorkerOpenTo(deps.db, params.id, openTo);
     }, { ...jsonBody(WorkerPatch), detail: { summary: "Open a worker to projects (ids or slugs, or \"*\"): their tenants may pin workloads to it" } })
-    .get("/workers/:id", ({ params }) => ({
-      ...workerView(getWorker(deps.db, params.id)),
-      replicas: deps.fleet.replicasOf(params.id),
+    .get("/workers/:id", async ({ params }) => ({
+      ...workerView(await getWorker(deps.db, params.id)),
+      replicas: await deps.fleet.replicasOf(params.id),
       history: deps.fleet.telemetry.of(params.id),
     }), { detail: { summary: "A worker with its telemetry history" } })
-    .post("/workloads/:id/assignments", ({ params, body, set }) => {
-      const a = createAssignment(deps.db, resolveWorkload(deps.db, params.id), body);
-      deps.fleet.reconcile();
+    .post("/workloads/:id/assignments", async ({ params, body, set }) => {
+      const a = await createAssignment(deps.db, await resolveWorkload(deps.db, params.id), body);
+      await deps.fleet.reconcile();
       set.status = 201;
       return a;
     }, { ...jsonBody(AssignmentCreate), detail: { summary: "Run a workload on a worker" } })
-    .get("/workloads/:id/assignments", ({ params }) => listAssignments(deps.db, resolveWorkload(deps.db, params.id).id), {
+    .get("/workloads/:id/assignments", async ({ params }) => listAssignments(deps.db, (await resolveWorkload(deps.db, params.id)).id), {
       detail: { summary: "Where a workload runs" },
     })
-    .patch("/assignments/:id", ({ params, body }) => {
-      setAssignmentConcurrency(deps.db, params.id, body.concurrency);
+    .patch("/assignments/:id", async ({ params, body }) => {
+      await setAssignmentConcurrency(deps.db, params.id, body.concurrency);
       deps.fleet.setCapacity(params.id, body.concurrency);
       return getAssignment(deps.db, params.id);
     }, { ...jsonBody(AssignmentPatch), detail: { summary: "Change an assignment's concurrent request slots" } })
-    .delete("/assignments/:id", ({ params }) => {
-      const a = removeAssignment(deps.db, params.id);
-      deps.fleet.reconcile();
+    .delete("/assignments/:id", async ({ params }) => {
+      const a = await removeAssignment(deps.db, params.id);
+      await deps.fleet.reconcile();
       return a;
     }, { detail: { summary: "Stop running a workload on a worker" } })
-    .get("/workloads/:id/logs", ({ params, query, request }) => {
-      const w = resolveWorkload(deps.db, params.id);
-      const all = listAssignments(deps.db, w.id);
+    .get("/workloads/:id/logs", async ({ params, query, request }) => {
+      const w = await resolveWorkload(deps.db, params.id);
+      const all = await listAssignments(deps.db, w.id);
       const chosen = query.assignment ? all.filter((a) => a.id === query.assignment) : all;
       if (query.assignment && chosen.length === 0) throw notFound(`assignment "${query.assignment}" of this workload`);
       const asked = Number(query.bytes ?? 65536);

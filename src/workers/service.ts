@@ -1,5 +1,6 @@
 import { and, asc, eq } from "drizzle-orm";
 import type { Db } from "../db";
+import { first } from "../db/raw";
 import { assignments, workers } from "../db/schema";
 import { AppError, conflict, notFound, validation } from "../errors";
 import { estimate, fitOnGpus, gib, type FreeGpu } from "../models/fit";
@@ -8,7 +9,7 @@ import { initialDesired } from "../scaling/decide";
 import { replicaRoom } from "../limits/project";
 import { newId, nowIso, sha256 } from "../ids";
 import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
-import { listAllWorkloads, type Workload } from "../workloads/service";
+import { getWorkloadById, listAllWorkloads, type Workload } from "../workloads/service";
 import { checkLaunch, type LaunchPolicy } from "../../agent/launch-policy";
 import { audit, diffOf } from "../audit/service";
 
@@ -102,11 +103,11 @@ export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
 }
 
 /** Sets which projects' tenants may pin workloads to a worker (`"*"`: all). */
-export function setWorkerOpenTo(db: Db, id: string, openTo: string[] | "*"): WorkerView {
-  const before = workerView(getWorker(db, id));
-  db.update(workers).set({ openTo: JSON.stringify(openTo) }).where(eq(workers.id, id)).run();
-  const after = workerView(getWorker(db, id));
-  audit(db, "worker.update", { type: "worker", id, label: after.name }, diffOf(before, after, ["open_to"]));
+export async function setWorkerOpenTo(db: Db, id: string, openTo: string[] | "*"): Promise<WorkerView> {
+  const before = workerView(await getWorker(db, id));
+  await db.update(workers).set({ openTo: JSON.stringify(openTo) }).where(eq(workers.id, id));
+  const after = workerView(await getWorker(db, id));
+  await audit(db, "worker.update", { type: "worker", id, label: after.name }, diffOf(before, after, ["open_to"]));
   return after;
 }
 
@@ -115,8 +116,8 @@ export function setWorkerOpenTo(db: Db, id: string, openTo: string[] | "*"): Wor
  * (a GPU uuid) — unless it names a worker the operator opened to the tenant's project. An unknown
  * worker is refused the same way, so tenants learn nothing about the fleet.
  */
-export function requireOpenWorker(db: Db, projectId: string, pin: { worker_id?: string | null; gpu_resource_id?: string | null }): void {
-  const all = db.select().from(workers).all();
+export async function requireOpenWorker(db: Db, projectId: string, pin: { worker_id?: string | null; gpu_resource_id?: string | null }): Promise<void> {
+  const all = await db.select().from(workers);
   const check = (field: string, value: string, w: WorkerRow | undefined) => {
     const open: string[] | "*" = w ? JSON.parse(w.openTo) : [];
     if (open === "*" || open.includes(projectId)) return;
@@ -127,19 +128,20 @@ export function requireOpenWorker(db: Db, projectId: string, pin: { worker_id?: 
 }
 
 /** Records the local machine as a worker (one per data dir), creating it on first start. */
-export function upsertLocalWorker(db: Db, machine: MachineInfo, version: string): WorkerRow {
-  const existing = db.select().from(workers).where(eq(workers.kind, "local")).get();
+export async function upsertLocalWorker(db: Db, machine: MachineInfo, version: string): Promise<WorkerRow> {
+  const existing = await first(db.select().from(workers).where(eq(workers.kind, "local")));
   const id = existing?.id ?? newId("wk");
   if (!existing) {
-    db.insert(workers).values({ id, name: machine.hostname, kind: "local", hostname: machine.hostname, createdAt: nowIso() }).run();
+    await db.insert(workers).values({ id, name: machine.hostname, kind: "local", hostname: machine.hostname, createdAt: nowIso() });
   }
-  recordMachine(db, id, machine, version);
-  return db.select().from(workers).where(eq(workers.id, id)).get()!;
+  await recordMachine(db, id, machine, version);
+  return (await first(db.select().from(workers).where(eq(workers.id, id))))!;
 }
 
 /** Stores a heartbeat: the machine's GPUs and telemetry, and that the worker was seen now. */
-export function recordMachine(db: Db, workerId: string, machine: MachineInfo, version?: string): void {
-  db.update(workers)
+export async function recordMachine(db: Db, workerId: string, machine: MachineInfo, version?: string): Promise<void> {
+  await db
+    .update(workers)
     .set({
       hostname: machine.hostname,
       cpuCores: machine.cpu_cores,
@@ -149,35 +151,44 @@ export function recordMachine(db: Db, workerId: string, machine: MachineInfo, ve
       lastSeenAt: nowIso(),
       ...(version ? { version } : {}),
     })
-    .where(eq(workers.id, workerId))
-    .run();
+    .where(eq(workers.id, workerId));
 }
 
 /** Every worker, oldest first. */
-export function listWorkers(db: Db): WorkerView[] {
-  return db.select().from(workers).orderBy(asc(workers.createdAt)).all().map((w) => workerView(w));
+export async function listWorkers(db: Db): Promise<WorkerView[]> {
+  return (await db.select().from(workers).orderBy(asc(workers.createdAt))).map((w) => workerView(w));
+}
+
+/** Every worker row, oldest first. */
+export function workerRows(db: Db): Promise<WorkerRow[]> {
+  return db.select().from(workers).orderBy(asc(workers.createdAt));
 }
 
 /** A worker by id, or 404. */
-export function getWorker(db: Db, id: string): WorkerRow {
-  const w = db.select().from(workers).where(eq(workers.id, id)).get();
+export async function getWorker(db: Db, id: string): Promise<WorkerRow> {
+  const w = await first(db.select().from(workers).where(eq(workers.id, id)));
   if (!w) throw notFound(`worker "${id}"`);
   return w;
 }
 
 /** Assignments of a workload. */
-export function listAssignments(db: Db, workloadId: string): AssignmentView[] {
-  return db.select().from(assignments).where(eq(assignments.workloadId, workloadId)).orderBy(asc(assignments.createdAt)).all().map(assignmentView);
+export async function listAssignments(db: Db, workloadId: string): Promise<AssignmentView[]> {
+  return (await db.select().from(assignments).where(eq(assignments.workloadId, workloadId)).orderBy(asc(assignments.createdAt))).map(assignmentView);
+}
+
+/** Every assignment, oldest first. */
+export async function listAllAssignments(db: Db): Promise<AssignmentView[]> {
+  return (await db.select().from(assignments).orderBy(asc(assignments.createdAt))).map(assignmentView);
 }
 
 /** Assignments on a worker. */
-export function listAssignmentsOfWorker(db: Db, workerId: string): AssignmentView[] {
-  return db.select().from(assignments).where(eq(assignments.workerId, workerId)).orderBy(asc(assignments.createdAt)).all().map(assignmentView);
+export async function listAssignmentsOfWorker(db: Db, workerId: string): Promise<AssignmentView[]> {
+  return (await db.select().from(assignments).where(eq(assignments.workerId, workerId)).orderBy(asc(assignments.createdAt))).map(assignmentView);
 }
 
 /** An assignment by id, or 404. */
-export function getAssignment(db: Db, id: string): AssignmentView {
-  const a = db.select().from(assignments).where(eq(assignments.id, id)).get();
+export async function getAssignment(db: Db, id: string): Promise<AssignmentView> {
+  const a = await first(db.select().from(assignments).where(eq(assignments.id, id)));
   if (!a) throw notFound(`assignment "${id}"`);
   return assignmentView(a);
 }
@@ -191,12 +202,12 @@ export function freeGpus(worker: WorkerRow): FreeGpu[] {
  * Picks `count` GPU indices on a worker: the pinned GPU first; when the model's need is known, the
  * GPUs with the most free memory; otherwise the least shared ones, the freest among equals.
  */
-function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string | null, needBytes?: number): number[] {
+async function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string | null, needBytes?: number): Promise<number[]> {
   const gpus: GpuInfo[] = JSON.parse(worker.gpus);
   if (gpus.length === 0) return [];
   if (needBytes !== undefined && !pinnedUuid) return fitOnGpus(needBytes, freeGpus(worker), count).gpus;
   const use = new Map<number, number>(gpus.map((g) => [g.index, 0]));
-  for (const a of db.select().from(assignments).where(eq(assignments.workerId, worker.id)).all()) {
+  for (const a of await db.select().from(assignments).where(eq(assignments.workerId, worker.id))) {
     for (const i of JSON.parse(a.gpuIndices) as number[]) use.set(i, (use.get(i) ?? 0) + 1);
   }
   const pinned = gpus.find((g) => g.uuid === pinnedUuid)?.index;
@@ -215,8 +226,8 @@ export interface AssignmentInput {
 }
 
 /** The memory a workload's model needs with its command's context, when the store knows the model. */
-export function workloadNeed(db: Db, w: Workload): { bytes: number; text: string } | undefined {
-  const m = modelOfWorkload(db, w);
+export async function workloadNeed(db: Db, w: Workload): Promise<{ bytes: number; text: string } | undefined> {
+  const m = await modelOfWorkload(db, w);
   if (!m) return undefined;
   const e = estimate(m.info, { context: m.context });
   return { bytes: e.total_bytes, text: `${m.model} needs ~${gib(e.total_bytes)} (weights ${gib(e.weights_bytes)} + KV cache ${gib(e.kv_bytes)} for ${e.context} tokens + overhead ${gib(e.overhead_bytes)})` };
@@ -233,12 +244,12 @@ function requireFit(worker: WorkerRow, need: { bytes: number; text: string }, co
 }
 
 /** Places a workload on a worker with a slot count and a GPU count. */
-export function createAssignment(db: Db, workload: Workload, input: AssignmentInput, auto = false): AssignmentView {
-  const worker = getWorker(db, input.worker_id);
+export async function createAssignment(db: Db, workload: Workload, input: AssignmentInput, auto = false): Promise<AssignmentView> {
+  const worker = await getWorker(db, input.worker_id);
   const gpuCount = (JSON.parse(worker.gpus) as GpuInfo[]).length;
   const gpus = input.gpus ?? 1;
   if (gpuCount > 0 && gpus > gpuCount) throw validation("gpus", `worker "${worker.name}" has only ${gpuCount} GPU${gpuCount === 1 ? "" : "s"}`);
-  const need = workloadNeed(db, workload);
+  const need = await workloadNeed(db, workload);
   if (need && !auto && !input.force) requireFit(worker, need, gpus);
   const now = nowIso();
   const row: AssignmentRow = {
@@ -250,44 +261,44 @@ export function createAssignment(db: Db, workload: Workload, input: AssignmentIn
     desired: "run",
     generation: 0,
     gpus,
-    gpuIndices: JSON.stringify(pickGpus(db, worker, gpus, workload.gpu_resource_id, need?.bytes)),
+    gpuIndices: JSON.stringify(await pickGpus(db, worker, gpus, workload.gpu_resource_id, need?.bytes)),
     auto,
     state: "pending",
     reason: null,
     createdAt: now,
     updatedAt: now,
   };
-  db.insert(assignments).values(row).run();
+  await db.insert(assignments).values(row);
   // Placements by hand are audited; automatic ones are the system's own bookkeeping.
-  if (!auto) audit(db, "assignment.create", { type: "assignment", id: row.id, label: `${workload.project_slug}/${workload.slug}` }, { workload_id: workload.id, worker_id: worker.id, worker: worker.name, concurrency: row.concurrency, gpus, gpu_indices: JSON.parse(row.gpuIndices), force: !!input.force });
+  if (!auto) await audit(db, "assignment.create", { type: "assignment", id: row.id, label: `${workload.project_slug}/${workload.slug}` }, { workload_id: workload.id, worker_id: worker.id, worker: worker.name, concurrency: row.concurrency, gpus, gpu_indices: JSON.parse(row.gpuIndices), force: !!input.force });
   return assignmentView(row);
 }
 
 /** Removes an assignment; its runtime is stopped by the agent's next reconcile. */
-export function deleteAssignment(db: Db, id: string): AssignmentView {
-  const a = getAssignment(db, id);
-  db.delete(assignments).where(eq(assignments.id, id)).run();
+export async function deleteAssignment(db: Db, id: string): Promise<AssignmentView> {
+  const a = await getAssignment(db, id);
+  await db.delete(assignments).where(eq(assignments.id, id));
   return a;
 }
 
 /** How the audit log names an assignment: its workload as project/slug. */
-function assignmentLabel(db: Db, workloadId: string): string {
-  const w = listAllWorkloads(db).find((x) => x.id === workloadId);
+async function assignmentLabel(db: Db, workloadId: string): Promise<string> {
+  const w = await getWorkloadById(db, workloadId);
   return w ? `${w.project_slug}/${w.slug}` : workloadId;
 }
 
 /** Removes a replica placed by hand (the operator's request; audited). */
-export function removeAssignment(db: Db, id: string): AssignmentView {
-  const a = deleteAssignment(db, id);
-  audit(db, "assignment.delete", { type: "assignment", id, label: assignmentLabel(db, a.workload_id) }, { workload_id: a.workload_id, worker_id: a.worker_id });
+export async function removeAssignment(db: Db, id: string): Promise<AssignmentView> {
+  const a = await deleteAssignment(db, id);
+  await audit(db, "assignment.delete", { type: "assignment", id, label: await assignmentLabel(db, a.workload_id) }, { workload_id: a.workload_id, worker_id: a.worker_id });
   return a;
 }
 
 /** Changes how many requests an assignment's replica takes at once (set by hand from now on). */
-export function setAssignmentConcurrency(db: Db, id: string, concurrency: number): void {
-  const a = getAssignment(db, id);
-  db.update(assignments).set({ concurrency, concurrencySet: true, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
-  audit(db, "assignment.update", { type: "assignment", id, label: assignmentLabel(db, a.workload_id) }, { concurrency: { from: a.concurrency, to: concurrency } });
+export async function setAssignmentConcurrency(db: Db, id: string, concurrency: number): Promise<void> {
+  const a = await getAssignment(db, id);
+  await db.update(assignments).set({ concurrency, concurrencySet: true, updatedAt: nowIso() }).where(eq(assignments.id, id));
+  await audit(db, "assignment.update", { type: "assignment", id, label: await assignmentLabel(db, a.workload_id) }, { concurrency: { from: a.concurrency, to: concurrency } });
 }
 
 /** Replica states in which a runtime may be up (an idled one stays in them until its agent reports it stopped). */
@@ -298,31 +309,31 @@ const ACTIVE = ["ready", "starting", "downloading", "installing"];
  * out, stopped by the operator), with the reason shown. An idled replica whose runtime may be up
  * keeps its state until the agent reports it stopped; `state` overrides the shown state.
  */
-export function setAssignmentDesired(db: Db, id: string, desired: "run" | "idle", reason: string, state?: string): void {
-  const a = getAssignment(db, id);
+export async function setAssignmentDesired(db: Db, id: string, desired: "run" | "idle", reason: string, state?: string): Promise<void> {
+  const a = await getAssignment(db, id);
   const next = state ?? (desired === "run" ? "pending" : ACTIVE.includes(a.state) ? a.state : "idle");
-  db.update(assignments).set({ desired, state: next, reason, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+  await db.update(assignments).set({ desired, state: next, reason, updatedAt: nowIso() }).where(eq(assignments.id, id));
 }
 
 /** Moves a replica that is not running to other GPUs (of the same or another worker). */
-export function moveAssignment(db: Db, id: string, workerId: string, gpuIndices: number[]): void {
-  db.update(assignments).set({ workerId, gpuIndices: JSON.stringify(gpuIndices), updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+export async function moveAssignment(db: Db, id: string, workerId: string, gpuIndices: number[]): Promise<void> {
+  await db.update(assignments).set({ workerId, gpuIndices: JSON.stringify(gpuIndices), updatedAt: nowIso() }).where(eq(assignments.id, id));
 }
 
 /** Makes an assignment's replica start anew (restart, retry): its generation is part of the revision. */
-export function bumpGeneration(db: Db, id: string): void {
-  const a = getAssignment(db, id);
-  db.update(assignments).set({ generation: a.generation + 1, desired: "run", state: "pending", reason: null, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+export async function bumpGeneration(db: Db, id: string): Promise<void> {
+  const a = await getAssignment(db, id);
+  await db.update(assignments).set({ generation: a.generation + 1, desired: "run", state: "pending", reason: null, updatedAt: nowIso() }).where(eq(assignments.id, id));
 }
 
 /** Stores the state an agent reported for an assignment's replica. */
-export function setAssignmentState(db: Db, id: string, state: ReplicaState | "idle", reason?: string): void {
-  db.update(assignments).set({ state, reason: reason ?? null, updatedAt: nowIso() }).where(eq(assignments.id, id)).run();
+export async function setAssignmentState(db: Db, id: string, state: ReplicaState | "idle", reason?: string): Promise<void> {
+  await db.update(assignments).set({ state, reason: reason ?? null, updatedAt: nowIso() }).where(eq(assignments.id, id));
 }
 
 /** Which worker can host a workload, or why none can. */
-function chooseWorker(db: Db, w: Workload): { worker?: WorkerRow; why?: string } {
-  const all = db.select().from(workers).orderBy(asc(workers.createdAt)).all();
+async function chooseWorker(db: Db, w: Workload): Promise<{ worker?: WorkerRow; why?: string }> {
+  const all = await workerRows(db);
   const online = all.filter((x) => workerView(x).state === "online");
   if (w.worker_id) {
     const pinned = all.find((x) => x.id === w.worker_id || x.name === w.worker_id);
@@ -335,7 +346,7 @@ function chooseWorker(db: Db, w: Workload): { worker?: WorkerRow; why?: string }
   const withGpu = online.filter((x) => JSON.parse(x.gpus).length > 0);
   if (GPU_BACKENDS.has(w.backend)) {
     if (!withGpu[0]) return { why: `no online worker has a GPU, which backend "${w.backend}" needs` };
-    const need = workloadNeed(db, w);
+    const need = await workloadNeed(db, w);
     if (!need) return { worker: withGpu[0] };
     const fitting = withGpu.find((x) => fitOnGpus(need.bytes, freeGpus(x), defaultGpus(w, x)).fits);
     if (fitting) return { worker: fitting };
@@ -352,33 +363,32 @@ function chooseWorker(db: Db, w: Workload): { worker?: WorkerRow; why?: string }
  * automatic one once the user has placed the workload by hand.
  * Returns, per workload that could not be placed, the reason.
  */
-export function autoAssign(db: Db): Map<string, string> {
+export async function autoAssign(db: Db): Promise<Map<string, string>> {
   const unplaced = new Map<string, string>();
-  for (const w of listAllWorkloads(db)) {
-    let current = listAssignments(db, w.id);
+  const byWorkload = new Map<string, AssignmentView[]>();
+  for (const a of await listAllAssignments(db)) byWorkload.set(a.workload_id, [...(byWorkload.get(a.workload_id) ?? []), a]);
+  const rows = await workerRows(db);
+  const ownsGpu = (workerId: string, uuid: string) => (JSON.parse(rows.find((x) => x.id === workerId)?.gpus ?? "[]") as GpuInfo[]).some((g) => g.uuid === uuid);
+  for (const w of await listAllWorkloads(db)) {
+    let current = byWorkload.get(w.id) ?? [];
     const manual = current.some((a) => !a.auto);
-    const stale = current.filter(
-      (a) => a.auto && (manual || (w.worker_id && a.worker_id !== w.worker_id) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(db, a.worker_id, w.gpu_resource_id))),
-    );
-    for (const a of stale) deleteAssignment(db, a.id);
+    const stale = current.filter((a) => a.auto && (manual || (w.worker_id && a.worker_id !== w.worker_id) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(a.worker_id, w.gpu_resource_id))));
+    for (const a of stale) await deleteAssignment(db, a.id);
     current = current.filter((a) => !stale.includes(a));
     if (current.length > 0) continue;
-    const { worker, why } = chooseWorker(db, w);
+    const { worker, why } = await chooseWorker(db, w);
     if (!worker) {
       unplaced.set(w.id, why!);
       continue;
     }
-    const a = createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
+    const a = await createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
     const start = initialDesired(w, Date.now());
-    const cap = start.desired === "run" ? replicaRoom(db, w.project_id) : null;
-    if (start.desired === "idle") setAssignmentDesired(db, a.id, "idle", start.reason);
-    else if (cap && cap.room < 0) setAssignmentDesired(db, a.id, "idle", `not started: ${cap.why}`);
+    const cap = start.desired === "run" ? await replicaRoom(db, w.project_id) : null;
+    if (start.desired === "idle") await setAssignmentDesired(db, a.id, "idle", start.reason);
+    else if (cap && cap.room < 0) await setAssignmentDesired(db, a.id, "idle", `not started: ${cap.why}`);
   }
   return unplaced;
 }
-
-const ownsGpu = (db: Db, workerId: string, uuid: string) =>
-  (JSON.parse(db.select().from(workers).where(eq(workers.id, workerId)).get()?.gpus ?? "[]") as GpuInfo[]).some((g) => g.uuid === uuid);
 
 /** GPUs for an automatic assignment: an explicit tensor-parallel size in the command, else 1. */
 function defaultGpus(w: Workload, worker: WorkerRow): number {
@@ -393,14 +403,10 @@ function defaultGpus(w: Workload, worker: WorkerRow): number {
  * workload whose command a tenant set carries the launch policy, and its verdict is part of the
  * revision, so a policy tightened after launch restarts (and so stops) a runtime it no longer allows.
  */
-export function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy): ReplicaSpec[] {
-  const byId = new Map(listAllWorkloads(db).map((w) => [w.id, w]));
-  return db
-    .select()
-    .from(assignments)
-    .where(and(eq(assignments.workerId, workerId)))
-    .all()
-    .flatMap((a) => {
+export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy): Promise<ReplicaSpec[]> {
+  const byId = new Map((await listAllWorkloads(db)).map((w) => [w.id, w]));
+  const rows = await db.select().from(assignments).where(and(eq(assignments.workerId, workerId)));
+  return rows.flatMap((a) => {
       const w = byId.get(a.workloadId);
       if (!w || a.desired !== "run" || w.paused) return [];
       const workload = { id: w.id, slug: w.slug, project_slug: w.project_slug, backend: w.backend, model_name: w.model_name, task_type: w.task_type, config: w.config };

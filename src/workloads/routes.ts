@@ -20,12 +20,12 @@ type Deps = Pick<AppDeps, "db" | "describeWorkload" | "events" | "policy">;
  * one workload more than `max_workloads`, replicas beyond `max_replicas`, a known model too big
  * for `model_bytes`. For an update (`current`) only what the patch changes is judged.
  */
-function requireProjectRoom(db: Db, projectId: string, body: WorkloadUpdate, current?: Workload): void {
-  if (!current) requireWorkloadRoom(db, projectId);
+async function requireProjectRoom(db: Db, projectId: string, body: WorkloadUpdate, current?: Workload): Promise<void> {
+  if (!current) await requireWorkloadRoom(db, projectId);
   const policy = current ? patchedPolicy(current, body) : { policy: body.execution_policy ?? "fixed", params: checkParams(body.execution_policy ?? "fixed", body.execution_params ?? {}) };
-  if (policy) requireReplicaRoom(db, projectId, policy, current?.id);
+  if (policy) await requireReplicaRoom(db, projectId, policy, current?.id);
   const launch = current ? patchedLaunch(current, body) : { backend: body.backend!, config: checkConfig(body.backend!, body.config ?? {}) };
-  if (!current || launch.backend !== current.backend || JSON.stringify(launch.config) !== JSON.stringify(current.config)) requireModelRoom(db, projectId, launch);
+  if (!current || launch.backend !== current.backend || JSON.stringify(launch.config) !== JSON.stringify(current.config)) await requireModelRoom(db, projectId, launch);
 }
 
 /**
@@ -34,9 +34,9 @@ function requireProjectRoom(db: Db, projectId: string, body: WorkloadUpdate, cur
  */
 export const controlRoutes = (deps: Deps) => {
   /** The workload `:id` names, checked against the key's project and scope. */
-  const owned = (request: Request, id: string): Workload => {
+  const owned = async (request: Request, id: string): Promise<Workload> => {
     const key = keyOf(request);
-    const w = resolveWorkload(deps.db, id, key.projectId);
+    const w = await resolveWorkload(deps.db, id, key.projectId);
     if (w.project_id !== key.projectId) {
       throw forbidden("project_scope_mismatch", `workload "${id}" belongs to project "${w.project_slug}", not to this key's project "${key.projectSlug}"`);
     }
@@ -45,42 +45,41 @@ export const controlRoutes = (deps: Deps) => {
   };
   return new Elysia({ prefix: "/api", detail: { tags: ["control plane"] } })
     .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy: which commands this key's workloads may run" } })
-    .post("/projects/:project_id/workloads", ({ params, body, request, set }) => {
+    .post("/projects/:project_id/workloads", async ({ params, body, request, set }) => {
       const key = keyOf(request);
       if (key.scope !== "project") throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
-      const project = getProject(deps.db, params.project_id);
+      const project = await getProject(deps.db, params.project_id);
       requireTenantLaunch(deps.policy, body.backend, checkConfig(body.backend, body.config ?? {}));
-      requireOpenWorker(deps.db, project.id, body);
-      requireProjectRoom(deps.db, project.id, body);
-      const w = createWorkload(deps.db, project, body, "tenant");
-      deps.events.workloadsChanged();
+      await requireOpenWorker(deps.db, project.id, body);
+      await requireProjectRoom(deps.db, project.id, body);
+      const w = await createWorkload(deps.db, project, body, "tenant");
+      await deps.events.workloadsChanged();
       set.status = 201;
       return publicView(w);
     }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
-    .get("/projects/:project_id/workloads", ({ params, request }) => {
+    .get("/projects/:project_id/workloads", async ({ params, request }) => {
       const key = keyOf(request);
-      return listWorkloads(deps.db, getProject(deps.db, params.project_id).id)
-        .filter((w) => canTouchWorkload(key, w.project_slug, w.slug))
-        .map(publicView);
+      const all = await listWorkloads(deps.db, (await getProject(deps.db, params.project_id)).id);
+      return all.filter((w) => canTouchWorkload(key, w.project_slug, w.slug)).map(publicView);
     }, { detail: { summary: "List the project's workloads" } })
-    .get("/workloads/:id", ({ params, request }) => publicView(owned(request, params.id)), { detail: { summary: "Get a workload by id or slug" } })
-    .patch("/workloads/:id", ({ params, body, request }) => {
-      const current = owned(request, params.id);
+    .get("/workloads/:id", async ({ params, request }) => publicView(await owned(request, params.id)), { detail: { summary: "Get a workload by id or slug" } })
+    .patch("/workloads/:id", async ({ params, body, request }) => {
+      const current = await owned(request, params.id);
       const next = patchedLaunch(current, body);
       const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config);
       if (changed) requireTenantLaunch(deps.policy, next.backend, next.config);
-      requireOpenWorker(deps.db, current.project_id, {
+      await requireOpenWorker(deps.db, current.project_id, {
         worker_id: body.worker_id !== current.worker_id ? body.worker_id : undefined,
         gpu_resource_id: body.gpu_resource_id !== current.gpu_resource_id ? body.gpu_resource_id : undefined,
       });
-      requireProjectRoom(deps.db, current.project_id, body, current);
-      const w = updateWorkload(deps.db, current, body, "tenant");
-      deps.events.workloadsChanged();
+      await requireProjectRoom(deps.db, current.project_id, body, current);
+      const w = await updateWorkload(deps.db, current, body, "tenant");
+      await deps.events.workloadsChanged();
       return publicView(w);
     }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload (only the sent fields change)" } })
-    .delete("/workloads/:id", ({ params, request, set }) => {
-      deleteWorkload(deps.db, owned(request, params.id).id);
-      deps.events.workloadsChanged();
+    .delete("/workloads/:id", async ({ params, request, set }) => {
+      await deleteWorkload(deps.db, (await owned(request, params.id)).id);
+      await deps.events.workloadsChanged();
       set.status = 204;
     }, { detail: { summary: "Delete a workload" } });
 };
@@ -89,32 +88,32 @@ export const controlRoutes = (deps: Deps) => {
 export const adminWorkloadRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy for workloads saved with control-plane keys" } })
-    .get("/projects/:project/workloads", ({ params }) => listWorkloads(deps.db, getProject(deps.db, params.project).id), {
+    .get("/projects/:project/workloads", async ({ params }) => listWorkloads(deps.db, (await getProject(deps.db, params.project)).id), {
       detail: { summary: "List a project's workloads" },
     })
-    .post("/projects/:project/workloads", ({ params, body, set }) => {
-      const project = getProject(deps.db, params.project);
-      requireProjectRoom(deps.db, project.id, body);
-      const w = createWorkload(deps.db, project, body);
-      deps.events.workloadsChanged();
+    .post("/projects/:project/workloads", async ({ params, body, set }) => {
+      const project = await getProject(deps.db, params.project);
+      await requireProjectRoom(deps.db, project.id, body);
+      const w = await createWorkload(deps.db, project, body);
+      await deps.events.workloadsChanged();
       set.status = 201;
       return w;
     }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
-    .get("/workloads/:id", ({ params }) => deps.describeWorkload(resolveWorkload(deps.db, params.id)), { detail: { summary: "Get a workload" } })
-    .patch("/workloads/:id", ({ params, body }) => {
-      const current = resolveWorkload(deps.db, params.id);
-      requireProjectRoom(deps.db, current.project_id, body, current);
-      const w = updateWorkload(deps.db, current, body);
-      deps.events.workloadsChanged();
+    .get("/workloads/:id", async ({ params }) => deps.describeWorkload(await resolveWorkload(deps.db, params.id)), { detail: { summary: "Get a workload" } })
+    .patch("/workloads/:id", async ({ params, body }) => {
+      const current = await resolveWorkload(deps.db, params.id);
+      await requireProjectRoom(deps.db, current.project_id, body, current);
+      const w = await updateWorkload(deps.db, current, body);
+      await deps.events.workloadsChanged();
       return w;
     }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload" } })
-    .delete("/workloads/:id", ({ params, set }) => {
-      deleteWorkload(deps.db, resolveWorkload(deps.db, params.id).id);
-      deps.events.workloadsChanged();
+    .delete("/workloads/:id", async ({ params, set }) => {
+      await deleteWorkload(deps.db, (await resolveWorkload(deps.db, params.id)).id);
+      await deps.events.workloadsChanged();
       set.status = 204;
     }, { detail: { summary: "Delete a workload" } })
-    .patch("/workloads/:id/endpoints", ({ params, body }) => {
-      const map = setToggles(deps.db, resolveWorkload(deps.db, params.id), body);
-      deps.events.workloadsChanged();
+    .patch("/workloads/:id/endpoints", async ({ params, body }) => {
+      const map = await setToggles(deps.db, await resolveWorkload(deps.db, params.id), body);
+      await deps.events.workloadsChanged();
       return map;
     }, { ...jsonBody(TogglePatch), detail: { summary: "Switch endpoint toggles; answers the whole map" } });

@@ -1,6 +1,7 @@
-import { and, asc, eq, ne, sql } from "drizzle-orm";
+import { and, asc, eq, ne } from "drizzle-orm";
 import type { Db } from "../db";
-import { memoize } from "../db/memo";
+import { memoize, type Lookup } from "../db/memo";
+import { first } from "../db/raw";
 import { projects, workloads } from "../db/schema";
 import { fromSchemaIssue, notFound, validation } from "../errors";
 import { newId, nowIso } from "../ids";
@@ -103,18 +104,14 @@ export function checkParams(policy: ExecutionPolicy, params: Record<string, unkn
   return { ...DEFAULTS[policy], ...r.data };
 }
 
-const slugTaken = (db: Db, projectId: string, exceptId?: string) => (slug: string) =>
-  !!db
-    .select({ id: workloads.id })
-    .from(workloads)
-    .where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))
-    .get();
+const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug: string) =>
+  !!(await first(db.select({ id: workloads.id }).from(workloads).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))));
 
 /** Who is saving a workload: the operator (trusted) or a tenant's control-plane key. */
 export type Origin = "admin" | "tenant";
 
 /** Creates a workload in a project; every endpoint toggle starts on. */
-export function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Workload {
+export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Promise<Workload> {
   const config = checkConfig(input.backend, input.config ?? {});
   const now = nowIso();
   const row: Row = {
@@ -122,7 +119,7 @@ export function createWorkload(db: Db, project: { id: string; slug: string }, in
     projectId: project.id,
     name: input.name,
     description: input.description ?? "",
-    slug: uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload"),
+    slug: await uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload"),
     taskType: input.task_type ?? "text2text",
     backend: input.backend,
     modelName: input.model_name,
@@ -137,9 +134,9 @@ export function createWorkload(db: Db, project: { id: string; slug: string }, in
     createdAt: now,
     updatedAt: now,
   };
-  db.insert(workloads).values(row).run();
+  await db.insert(workloads).values(row);
   const w = toWorkload(row, project.slug);
-  audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
+  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
   return w;
 }
 
@@ -167,12 +164,12 @@ export function patchedPolicy(current: Workload, patch: WorkloadUpdate): { polic
  * Applies the sent fields only; `updated_at` moves only when something changed. A change of
  * backend or config records `origin` as who set the command.
  */
-export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Workload {
+export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Promise<Workload> {
   const { backend, config } = patchedLaunch(current, patch);
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;
-  if (patch.slug !== undefined && patch.slug !== current.slug) set.slug = uniqueSlug(patch.slug, patch.slug, slugTaken(db, current.project_id, current.id), "workload");
+  if (patch.slug !== undefined && patch.slug !== current.slug) set.slug = await uniqueSlug(patch.slug, patch.slug, slugTaken(db, current.project_id, current.id), "workload");
   if (patch.task_type !== undefined && patch.task_type !== current.task_type) set.taskType = patch.task_type;
   if (backend !== current.backend) set.backend = backend;
   if (patch.model_name !== undefined && patch.model_name !== current.model_name) set.modelName = patch.model_name;
@@ -185,18 +182,18 @@ export function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate,
   if (next && JSON.stringify(next.params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(next.params);
   if (Object.keys(set).length === 0) return current;
   set.updatedAt = nowIso();
-  db.update(workloads).set(set).where(eq(workloads.id, current.id)).run();
-  const after = getWorkloadById(db, current.id)!;
-  audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
+  await db.update(workloads).set(set).where(eq(workloads.id, current.id));
+  const after = (await getWorkloadById(db, current.id))!;
+  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
   return after;
 }
 
 /** Sets some endpoint toggles and returns the whole map. */
-export function setToggles(db: Db, current: Workload, patch: Partial<ToggleMap>): ToggleMap {
+export async function setToggles(db: Db, current: Workload, patch: Partial<ToggleMap>): Promise<ToggleMap> {
   const next = { ...current.endpoints };
   for (const t of TOGGLES) if (patch[t] !== undefined) next[t] = patch[t]!;
-  db.update(workloads).set({ endpoints: JSON.stringify(next), updatedAt: nowIso() }).where(eq(workloads.id, current.id)).run();
-  audit(db, "workload.endpoints", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, diffOf(current.endpoints, next));
+  await db.update(workloads).set({ endpoints: JSON.stringify(next), updatedAt: nowIso() }).where(eq(workloads.id, current.id));
+  await audit(db, "workload.endpoints", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, diffOf(current.endpoints, next));
   return next;
 }
 
@@ -204,21 +201,23 @@ const joined = (db: Db) =>
   db.select({ w: workloads, projectSlug: projects.slug }).from(workloads).innerJoin(projects, eq(projects.id, workloads.projectId));
 
 /** A workload by its id, or undefined. */
-export function getWorkloadById(db: Db, id: string): Workload | undefined {
-  const r = joined(db).where(eq(workloads.id, id)).get();
+export async function getWorkloadById(db: Db, id: string): Promise<Workload | undefined> {
+  const r = await first(joined(db).where(eq(workloads.id, id)));
   return r && toWorkload(r.w, r.projectSlug);
 }
 
-const workloadLookups = new WeakMap<Db, (key: string) => Workload | undefined>();
+const workloadLookups = new WeakMap<Db, Lookup<Workload | undefined>>();
 
-/** A workload by project slug and workload slug, or undefined: the data plane's lookup (memoised until the store changes). */
-export function findWorkload(db: Db, projectSlug: string, workloadSlug: string): Workload | undefined {
+/**
+ * A workload by project slug and workload slug, or undefined: the data plane's lookup, from memory
+ * while the store is unchanged (the value at once), else a promise of it.
+ */
+export function findWorkload(db: Db, projectSlug: string, workloadSlug: string): Workload | undefined | Promise<Workload | undefined> {
   let find = workloadLookups.get(db);
   if (!find) {
-    const q = joined(db).where(and(eq(projects.slug, sql.placeholder("p")), eq(workloads.slug, sql.placeholder("w")))).prepare();
-    find = memoize(db, (key) => {
+    find = memoize(db, async (key) => {
       const [p, w] = JSON.parse(key) as [string, string];
-      const r = q.get({ p, w });
+      const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
       return r && toWorkload(r.w, r.projectSlug);
     }, false);
     workloadLookups.set(db, find);
@@ -227,33 +226,30 @@ export function findWorkload(db: Db, projectSlug: string, workloadSlug: string):
 }
 
 /** Every workload of a project, oldest first. */
-export function listWorkloads(db: Db, projectId: string): Workload[] {
-  return joined(db)
-    .where(eq(workloads.projectId, projectId))
-    .orderBy(asc(workloads.createdAt), asc(workloads.id))
-    .all()
-    .map((r) => toWorkload(r.w, r.projectSlug));
+export async function listWorkloads(db: Db, projectId: string): Promise<Workload[]> {
+  const rows = await joined(db).where(eq(workloads.projectId, projectId)).orderBy(asc(workloads.createdAt), asc(workloads.id));
+  return rows.map((r) => toWorkload(r.w, r.projectSlug));
 }
 
 /** Every workload of every project: what the agents reconcile against. */
-export function listAllWorkloads(db: Db): Workload[] {
-  return joined(db).orderBy(asc(workloads.createdAt)).all().map((r) => toWorkload(r.w, r.projectSlug));
+export async function listAllWorkloads(db: Db): Promise<Workload[]> {
+  return (await joined(db).orderBy(asc(workloads.createdAt))).map((r) => toWorkload(r.w, r.projectSlug));
 }
 
 /** A workload by id (or by slug within `projectId`), or 404. */
-export function resolveWorkload(db: Db, idOrSlug: string, projectId?: string): Workload {
-  const byId = getWorkloadById(db, idOrSlug);
+export async function resolveWorkload(db: Db, idOrSlug: string, projectId?: string): Promise<Workload> {
+  const byId = await getWorkloadById(db, idOrSlug);
   if (byId) return byId;
   if (projectId) {
-    const r = joined(db).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, idOrSlug))).get();
+    const r = await first(joined(db).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, idOrSlug))));
     if (r) return toWorkload(r.w, r.projectSlug);
   }
   throw notFound(`workload "${idOrSlug}"`);
 }
 
 /** Deletes a workload; its runtimes are stopped by the agents' next reconcile. */
-export function deleteWorkload(db: Db, id: string): void {
-  const w = getWorkloadById(db, id);
-  db.delete(workloads).where(eq(workloads.id, id)).run();
-  if (w) audit(db, "workload.delete", { type: "workload", id, label: `${w.project_slug}/${w.slug}` });
+export async function deleteWorkload(db: Db, id: string): Promise<void> {
+  const w = await getWorkloadById(db, id);
+  await db.delete(workloads).where(eq(workloads.id, id));
+  if (w) await audit(db, "workload.delete", { type: "workload", id, label: `${w.project_slug}/${w.slug}` });
 }

@@ -159,7 +159,7 @@ describe("first run in the browser", () => {
   test("the desktop window's one-time /login link lands signed in, with no marker left in the address", async () => {
     const { loginCode } = await import("../../src/desktop");
     const fresh = await openPage(browser, srv.url);
-    await fresh.page.goto(`/login?code=${loginCode(srv.dataDir)}`);
+    await fresh.page.goto(`/login?code=${await loginCode({ dataDir: srv.dataDir })}`);
     await fresh.page.getByRole("heading", { name: "Overview" }).waitFor();
     expect(new URL(fresh.page.url()).search).toBe("");
     fresh.expectNoErrors("login link");

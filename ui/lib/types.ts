@@ -18,7 +18,7 @@ import type { SeriesPoint as ServerSeriesPoint } from "../../src/usage/series";
 /** A project (the server's own type). */
 export type Project = ProjectView;
 /** One project as `GET /admin/projects/:project` shows it: with what it uses against its caps. */
-export type ProjectDetail = ProjectView & { usage: ReturnType<typeof projectUsage> };
+export type ProjectDetail = ProjectView & { usage: Awaited<ReturnType<typeof projectUsage>> };
 /** A project in the list, with its workload and live-key counts. */
 export type ProjectRow = ProjectListed;
 /** An API key as listed; the secret only in the create answer. */
@@ -32,11 +32,11 @@ export type Delivery = DeliveryView;
 /** An async job with its deliveries. */
 export type Job = JobView;
 /** The launch preview of a workload form: the final command and the tenant policy's verdict. */
-export type LaunchPreview = ReturnType<typeof launchPreview>;
+export type LaunchPreview = Awaited<ReturnType<typeof launchPreview>>;
 /** A model in the store (pulled, downloading, registered), with its shape, estimate, users and the project it was pulled for. */
 export type Model = StoreModel;
 /** Where a model fits on one worker: its GPUs' free memory (or free RAM) against the estimate. */
-export type ModelFit = ReturnType<typeof fitPerWorker>[number];
+export type ModelFit = Awaited<ReturnType<typeof fitPerWorker>>[number];
 /** One model as `GET /admin/models/:id` shows it, with the fit per worker. */
 export type ModelDetail = Model & { fit: ModelFit[] };
 /** A GGUF file another tool left on this machine (`GET /admin/models/discover`). */

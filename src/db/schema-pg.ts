@@ -1,0 +1,314 @@
+/**
+ * The PostgreSQL schema (cluster mode): the same tables, columns, keys and indexes as the SQLite
+ * schema in ./schema.ts, column for column, with the same storage kinds (text, 64-bit integers,
+ * flags as 0/1 integers, bytes), so the domain code written against ./schema.ts runs unchanged on
+ * either store. drizzle-kit generates the PostgreSQL migrations from this file
+ * (drizzle.pg.config.ts); test/db-dialects.test.ts fails when the two schemas drift apart.
+ */
+import { pgTable, text, integer, bigint, uniqueIndex, index, primaryKey, customType } from "drizzle-orm/pg-core";
+
+/** Raw bytes (`bytea`): job bodies. */
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
+
+/** A yes/no column kept as 0/1, as SQLite keeps it (the domain code's boolean mapping reads both). */
+const flag = (name: string) => integer(name);
+
+/** A project groups workloads and keys; its slug appears in endpoint paths. */
+export const projects = pgTable("projects", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  slug: text("slug").notNull().unique(),
+  createdAt: text("created_at").notNull(),
+  /** Token quotas of the whole project (null: none), per UTC day and calendar month. */
+  tokensPerDay: bigint("tokens_per_day", { mode: "number" }),
+  tokensPerMonth: bigint("tokens_per_month", { mode: "number" }),
+  /** Caps (null: none): workloads in the project, replicas its workloads' policies may run together, bytes of models pulled for it. */
+  maxWorkloads: bigint("max_workloads", { mode: "number" }),
+  maxReplicas: bigint("max_replicas", { mode: "number" }),
+  modelBytes: bigint("model_bytes", { mode: "number" }),
+});
+
+/** A model served by a backend; `config` and `endpoints` hold JSON text. */
+export const workloads = pgTable(
+  "workloads",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    description: text("description").notNull().default(""),
+    slug: text("slug").notNull(),
+    taskType: text("task_type").notNull(),
+    backend: text("backend").notNull(),
+    modelName: text("model_name").notNull(),
+    config: text("config").notNull().default("{}"),
+    workerId: text("worker_id"),
+    gpuResourceId: text("gpu_resource_id"),
+    executionPolicy: text("execution_policy").notNull().default("fixed"),
+    endpoints: text("endpoints").notNull(),
+    /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key: the launch policy applies). */
+    configOrigin: text("config_origin", { enum: ["admin", "tenant"] }).notNull().default("admin"),
+    /** The execution policy's parameters, JSON (shape per policy: src/scaling/schema.ts). */
+    executionParams: text("execution_params").notNull().default("{}"),
+    /** Stopped by the operator (`POST …/stop`): no replica runs until `POST …/start`. */
+    paused: flag("paused").notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("workloads_project_slug").on(t.projectId, t.slug)],
+);
+
+/** An API key: only the SHA-256 of the secret is kept, plus a visible prefix. */
+export const apiKeys = pgTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    type: text("type", { enum: ["sdk", "live"] }).notNull(),
+    scope: text("scope", { enum: ["project", "endpoints"] }).notNull(),
+    endpoints: text("endpoints").notNull().default("[]"),
+    prefix: text("prefix").notNull(),
+    hash: text("hash").notNull().unique(),
+    createdAt: text("created_at").notNull(),
+    revokedAt: text("revoked_at"),
+    requests: bigint("requests", { mode: "number" }).notNull().default(0),
+    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
+    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    lastUsedAt: text("last_used_at"),
+    /** Limits (null: none): requests and tokens per minute, requests at once, token quotas per day and month. */
+    rpm: bigint("rpm", { mode: "number" }),
+    tpm: bigint("tpm", { mode: "number" }),
+    maxConcurrent: bigint("max_concurrent", { mode: "number" }),
+    tokensPerDay: bigint("tokens_per_day", { mode: "number" }),
+    tokensPerMonth: bigint("tokens_per_month", { mode: "number" }),
+  },
+  (t) => [index("api_keys_project").on(t.projectId)],
+);
+
+/** Dashboard sessions: the cookie holds the id, only its hash is stored. */
+export const sessions = pgTable("sessions", {
+  hash: text("hash").primaryKey(),
+  createdAt: text("created_at").notNull(),
+  expiresAt: text("expires_at").notNull(),
+  /** SHA-256 of the admin token the session was opened with: a changed token ends it. */
+  tokenHash: text("token_hash"),
+  /** Last use (updated at most once a minute), for the idle expiry. */
+  lastSeenAt: text("last_seen_at"),
+});
+
+/** A GPU host: the local machine or a remote agent. GPUs and telemetry are JSON text. */
+export const workers = pgTable("workers", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  kind: text("kind", { enum: ["local", "remote"] }).notNull(),
+  hostname: text("hostname"),
+  credentialHash: text("credential_hash"),
+  joinTokenHash: text("join_token_hash"),
+  version: text("version"),
+  cpuCores: bigint("cpu_cores", { mode: "number" }).notNull().default(0),
+  ramBytes: bigint("ram_bytes", { mode: "number" }).notNull().default(0),
+  gpus: text("gpus").notNull().default("[]"),
+  telemetry: text("telemetry").notNull().default("{}"),
+  lastSeenAt: text("last_seen_at"),
+  createdAt: text("created_at").notNull(),
+  /** Projects whose tenants may pin workloads here (JSON list of project ids, or `"*"` for all). */
+  openTo: text("open_to").notNull().default("[]"),
+});
+
+/** A workload placed on a worker with its slot count and GPUs; `state` is what the agent reports. */
+export const assignments = pgTable(
+  "assignments",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    workerId: text("worker_id").notNull().references(() => workers.id, { onDelete: "cascade" }),
+    concurrency: bigint("concurrency", { mode: "number" }).notNull().default(20),
+    gpus: bigint("gpus", { mode: "number" }).notNull().default(1),
+    gpuIndices: text("gpu_indices").notNull().default("[]"),
+    auto: flag("auto").notNull().default(0),
+    state: text("state").notNull().default("pending"),
+    reason: text("reason"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    /** `run`: the agent keeps the runtime up; `idle`: stopped by the scaler (scale to zero, swapped out). */
+    desired: text("desired", { enum: ["run", "idle"] }).notNull().default("run"),
+    /** True when `concurrency` was set by hand; otherwise the runtime's own batch capacity is used. */
+    concurrencySet: flag("concurrency_set").notNull().default(1),
+    /** Bumped by a restart or a retry: part of the replica's revision, so the agent starts it anew. */
+    generation: bigint("generation", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [index("assignments_workload").on(t.workloadId), index("assignments_worker").on(t.workerId)],
+);
+
+/** Usage counted per workload (requests and tokens), written in batches like key usage. */
+export const workloadUsage = pgTable("workload_usage", {
+  workloadId: text("workload_id").primaryKey().references(() => workloads.id, { onDelete: "cascade" }),
+  requests: bigint("requests", { mode: "number" }).notNull().default(0),
+  errors: bigint("errors", { mode: "number" }).notNull().default(0),
+  inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
+  outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+  lastUsedAt: text("last_used_at"),
+});
+
+/** An async job: the request as submitted (`body` holds JSON text or the decoded bytes), its result and run state. */
+export const jobs = pgTable(
+  "jobs",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    keyId: text("key_id"),
+    kind: text("kind").notNull(),
+    body: bytea("body").notNull(),
+    contentType: text("content_type").notNull(),
+    context: text("context"),
+    status: text("status", { enum: ["queued", "running", "completed", "failed"] }).notNull(),
+    data: text("data"),
+    runs: bigint("runs", { mode: "number" }).notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    startedAt: text("started_at"),
+    finishedAt: text("finished_at"),
+  },
+  (t) => [
+    index("jobs_status").on(t.status, t.createdAt),
+    index("jobs_workload").on(t.workloadId, t.createdAt),
+    index("jobs_workload_status").on(t.workloadId, t.status, t.createdAt),
+  ],
+);
+
+/** A webhook destination of a workload; the secret signs every delivery. */
+export const webhooks = pgTable(
+  "webhooks",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    url: text("url").notNull(),
+    secret: text("secret").notNull(),
+    secretPrefix: text("secret_prefix").notNull(),
+    createdAt: text("created_at").notNull(),
+    /** Set when the destination is deleted: kept (secret wiped) so its deliveries show `cancelled`. */
+    deletedAt: text("deleted_at"),
+  },
+  (t) => [index("webhooks_workload").on(t.workloadId)],
+);
+
+/** One job result to one destination, with its retry schedule. */
+export const deliveries = pgTable(
+  "deliveries",
+  {
+    id: text("id").primaryKey(),
+    jobId: text("job_id").notNull().references(() => jobs.id, { onDelete: "cascade" }),
+    webhookId: text("webhook_id").notNull().references(() => webhooks.id, { onDelete: "cascade" }),
+    event: text("event").notNull(),
+    state: text("state", { enum: ["pending", "delivered", "terminal", "cancelled"] }).notNull(),
+    attempts: bigint("attempts", { mode: "number" }).notNull().default(0),
+    nextAttemptAt: bigint("next_attempt_at", { mode: "number" }),
+    lastStatusCode: bigint("last_status_code", { mode: "number" }),
+    lastError: text("last_error"),
+    deliveredAt: text("delivered_at"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [index("deliveries_due").on(t.state, t.nextAttemptAt), index("deliveries_job").on(t.jobId)],
+);
+
+/** Every delivery attempt, for the dashboard's history. */
+export const deliveryAttempts = pgTable(
+  "delivery_attempts",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    deliveryId: text("delivery_id").notNull().references(() => deliveries.id, { onDelete: "cascade" }),
+    n: bigint("n", { mode: "number" }).notNull(),
+    at: text("at").notNull(),
+    statusCode: bigint("status_code", { mode: "number" }),
+    error: text("error"),
+    durationMs: bigint("duration_ms", { mode: "number" }).notNull(),
+  },
+  (t) => [index("delivery_attempts_delivery").on(t.deliveryId)],
+);
+
+/**
+ * A model in the store: pulled from a hub or a URL into `<data-dir>/models`, or a local file or
+ * folder registered in place. Progress columns are written while it downloads (about once a second).
+ */
+export const models = pgTable(
+  "models",
+  {
+    id: text("id").primaryKey(),
+    /** What the user asked for, as they wrote it (`hf:owner/repo:Q4_K_M`, a URL, a path). */
+    source: text("source").notNull(),
+    /** The source normalised (one row per model: concurrent pulls of it meet here). */
+    sourceKey: text("source_key").notNull(),
+    kind: text("kind", { enum: ["hf-repo", "hf-file", "hf-quant", "url", "local"] }).notNull(),
+    repo: text("repo"),
+    revision: text("revision"),
+    state: text("state", { enum: ["downloading", "ready", "failed", "cancelled"] }).notNull(),
+    reason: text("reason"),
+    /** The path a runtime is given (GGUF file, first part of a split one, or the snapshot folder). */
+    entry: text("entry"),
+    /** The folder the files are in (snapshot, URL download folder, or the local path's). */
+    dir: text("dir"),
+    /** The files, JSON: [{path, size, sha256}]. */
+    files: text("files").notNull().default("[]"),
+    bytesTotal: bigint("bytes_total", { mode: "number" }).notNull().default(0),
+    bytesDone: bigint("bytes_done", { mode: "number" }).notNull().default(0),
+    /** What the model is, JSON (architecture, parameters, quantisation, context, layers, heads, KV size). */
+    metadata: text("metadata"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    lastUsedAt: text("last_used_at"),
+  },
+  (t) => [uniqueIndex("models_source_key").on(t.sourceKey)],
+);
+
+/**
+ * A model pulled because a project's workload named it (not by the admin by hand): the project it
+ * counts against (`model_bytes`) and since when no workload uses it, for the collection of unused
+ * ones. No foreign key to the project: a deleted project's models are still collected.
+ */
+export const tenantModels = pgTable("tenant_models", {
+  modelId: text("model_id").primaryKey().references(() => models.id, { onDelete: "cascade" }),
+  projectId: text("project_id").notNull(),
+  pulledAt: text("pulled_at").notNull(),
+  /** When the collector first saw no workload using it (null: in use, or not looked at yet). */
+  unusedSince: text("unused_since"),
+});
+
+/**
+ * Usage per UTC day, key and workload (inference requests and jobs as they end): what the usage
+ * export sums and the daily/monthly token quotas read. Not tied to the key or workload rows, so
+ * history stays when they are deleted (`key_id` is "" for the dashboard's playground).
+ */
+export const usageDaily = pgTable(
+  "usage_daily",
+  {
+    day: text("day").notNull(),
+    keyId: text("key_id").notNull(),
+    workloadId: text("workload_id").notNull(),
+    projectId: text("project_id").notNull(),
+    requests: bigint("requests", { mode: "number" }).notNull().default(0),
+    errors: bigint("errors", { mode: "number" }).notNull().default(0),
+    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
+    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.day, t.keyId, t.workloadId] }), index("usage_daily_project").on(t.projectId, t.day)],
+);
+
+/** Who changed what: every admin and control-plane change, with a diff of the changed fields (never secrets). */
+export const auditLog = pgTable(
+  "audit_log",
+  {
+    id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
+    at: text("at").notNull(),
+    /** `admin` (the token), `session` (the dashboard), `key` (a control-plane key), `cli`, `system`. */
+    actorType: text("actor_type").notNull(),
+    actorId: text("actor_id"),
+    /** How a person recognises the actor: "admin token", "dashboard session", a key's name and prefix. */
+    actorLabel: text("actor_label").notNull(),
+    action: text("action").notNull(),
+    targetType: text("target_type").notNull(),
+    targetId: text("target_id"),
+    targetLabel: text("target_label"),
+    /** JSON: {field: {from, to}} for updates, the new fields for creations. */
+    diff: text("diff").notNull().default("{}"),
+  },
+  (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at)],
+);

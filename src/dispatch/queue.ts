@@ -88,7 +88,7 @@ export class Dispatcher {
     private onWait: (workloadId: string) => void = () => {},
     private timers: Timers = REAL_TIMERS,
     /** Why a workload has no free slot now (e.g. "waiting for GPU memory"), added to a timeout's message. */
-    private explain: (workloadId: string) => string | undefined = () => undefined,
+    private explain: (workloadId: string) => string | undefined | Promise<string | undefined> = () => undefined,
   ) {}
 
   /** Adds or replaces a ready replica, then hands it queued requests. */
@@ -180,8 +180,8 @@ export class Dispatcher {
           kind === "sync"
             ? this.timers.set(() => {
                 this.dropWaiter(w);
-                const why = this.explain(workloadId);
-                reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s${why ? ` (${why})` : ""}`, { "retry-after": "5" }));
+                const refuse = (why: string | undefined) => reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s${why ? ` (${why})` : ""}`, { "retry-after": "5" }));
+                void Promise.resolve(this.explain(workloadId)).then(refuse, () => refuse(undefined));
               }, this.limits.waitMs)
             : undefined,
         onAbort: () => {

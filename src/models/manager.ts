@@ -52,8 +52,6 @@ function filesOfRows(rows: { dir: string | null; files: string }[]): Set<string 
 
 /** How often a download's progress is written to the store (the API reads live progress from memory). */
 const PERSIST_EVERY_MS = 1000;
-/** How often a pull's listeners (progress streams, a waiting replica) are told its view. */
-const EMIT_EVERY_MS = 200;
 
 /** A pull under way in this process. */
 interface Running {
@@ -62,7 +60,8 @@ interface Running {
   progress: TransferProgress | null;
   listeners: Set<(v: ModelView) => void>;
   persistedAt: number;
-  emittedAt: number;
+  /** The model's view when its pull started: progress steps are sent as this with the live progress. */
+  view?: ModelView;
 }
 
 /** Settings of the model manager; side effects injectable for tests. */
@@ -169,8 +168,9 @@ export class ModelManager {
 
   private start(id: string, source: ModelSource, guard?: AddressPolicy): void {
     if (this.running.has(id)) return;
-    const run: Running = { abort: new AbortController(), progress: null, listeners: new Set(), persistedAt: 0, emittedAt: 0, done: Promise.resolve() };
+    const run: Running = { abort: new AbortController(), progress: null, listeners: new Set(), persistedAt: 0, done: Promise.resolve() };
     this.running.set(id, run);
+    void this.view(id).then((v) => (run.view = v), () => {});
     run.done = this.download(id, source, run, hubFor(this.hub, source, guard))
       .catch(async (e) => {
         if (this.stopping) return; // left `downloading`: resumed at the next start
@@ -226,15 +226,16 @@ export class ModelManager {
   }
 
   /**
-   * Tells a pull's listeners its view: at most every EMIT_EVERY_MS while it runs (a view reads the
-   * store), and always at its end (`last`).
+   * Tells a pull's listeners its view: while it runs, the view read when it started with the live
+   * progress (no store read per step); at its end (`last`), the view read anew.
    */
   private emit(id: string, run: Running, last = false): void {
     if (run.listeners.size === 0) return;
-    const now = Date.now();
-    if (!last && now - run.emittedAt < EMIT_EVERY_MS) return;
-    run.emittedAt = now;
     const listeners = [...run.listeners];
+    if (!last) {
+      if (run.view) for (const l of listeners) l({ ...run.view, state: "downloading", progress: run.progress });
+      return;
+    }
     void this.view(id).then(
       (v) => listeners.forEach((l) => l(v)),
       () => {},

@@ -225,15 +225,9 @@ export class Fleet {
       .finally(() => this.judging.delete(workloadId));
   }
 
-  /** Reasons of replicas not taking requests, by workload, as last judged (for a queue timeout's message). */
-  private notReady = new Map<string, string>();
-
   private async judge(workloadId: string): Promise<{ always?: string; offline?: string }> {
     const w = await getWorkloadById(this.db, workloadId);
     const placed = await listAssignments(this.db, workloadId);
-    const waiting = placed.filter((a) => a.state !== "ready" && a.reason);
-    if (waiting.length) this.notReady.set(workloadId, waiting.map((a) => `${a.state}: ${publicReason(a.reason!)}`).join("; "));
-    else this.notReady.delete(workloadId);
     if (w?.paused) return { offline: "this workload is stopped by the operator; async jobs wait until it is started again" };
     if (w?.execution_policy === "scheduled" && initialDesired(w, Date.now()).desired === "idle") return { offline: "this workload runs on a schedule and no window is open now; async jobs wait for the next window" };
     if (placed.length === 0) return { always: this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined };
@@ -245,8 +239,9 @@ export class Fleet {
   }
 
   /** Why a workload's replicas are not taking requests, from their states' reasons (for a queue timeout). */
-  private waitingBecause(workloadId: string): string | undefined {
-    return this.notReady.get(workloadId);
+  private async waitingBecause(workloadId: string): Promise<string | undefined> {
+    const notReady = (await listAssignments(this.db, workloadId)).filter((a) => a.state !== "ready" && a.reason);
+    return notReady.length ? notReady.map((a) => `${a.state}: ${publicReason(a.reason!)}`).join("; ") : undefined;
   }
 
   /** Marks a worker offline or back online, and what that means for its workloads. */

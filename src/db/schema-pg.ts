@@ -113,6 +113,8 @@ export const workers = pgTable("workers", {
   createdAt: text("created_at").notNull(),
   /** Projects whose tenants may pin workloads here (JSON list of project ids, or `"*"` for all). */
   openTo: text("open_to").notNull().default("[]"),
+  /** For a host's own machine (`local`): the host it belongs to (cluster mode has one per host). */
+  hostId: text("host_id"),
 });
 
 /** A workload placed on a worker with its slot count and GPUs; `state` is what the agent reports. */
@@ -167,6 +169,8 @@ export const jobs = pgTable(
     createdAt: text("created_at").notNull(),
     startedAt: text("started_at"),
     finishedAt: text("finished_at"),
+    /** The host running it (set when claimed): a host that dies has its running jobs put back in the queue. */
+    claimedBy: text("claimed_by"),
   },
   (t) => [
     index("jobs_status").on(t.status, t.createdAt),
@@ -311,4 +315,28 @@ export const auditLog = pgTable(
     diff: text("diff").notNull().default("{}"),
   },
   (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at)],
+);
+
+/** The hosts of a cluster (see ./schema.ts). */
+export const hosts = pgTable("hosts", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  url: text("url").notNull(),
+  agentUrl: text("agent_url").notNull(),
+  fingerprint: text("fingerprint").notNull(),
+  version: text("version").notNull(),
+  startedAt: text("started_at").notNull(),
+  lastSeenAt: text("last_seen_at").notNull(),
+});
+
+/** Per-key request and token counts of one minute, over every host (see ./schema.ts). */
+export const rateWindows = pgTable(
+  "rate_windows",
+  {
+    keyId: text("key_id").notNull(),
+    minute: bigint("minute", { mode: "number" }).notNull(),
+    requests: bigint("requests", { mode: "number" }).notNull().default(0),
+    tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.minute] })],
 );

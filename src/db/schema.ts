@@ -110,6 +110,8 @@ export const workers = sqliteTable("workers", {
   createdAt: text("created_at").notNull(),
   /** Projects whose tenants may pin workloads here (JSON list of project ids, or `"*"` for all). */
   openTo: text("open_to").notNull().default("[]"),
+  /** For a host's own machine (`local`): the host it belongs to (cluster mode has one per host). */
+  hostId: text("host_id"),
 });
 
 /** A workload placed on a worker with its slot count and GPUs; `state` is what the agent reports. */
@@ -164,6 +166,8 @@ export const jobs = sqliteTable(
     createdAt: text("created_at").notNull(),
     startedAt: text("started_at"),
     finishedAt: text("finished_at"),
+    /** The host running it (set when claimed): a host that dies has its running jobs put back in the queue. */
+    claimedBy: text("claimed_by"),
   },
   (t) => [
     index("jobs_status").on(t.status, t.createdAt),
@@ -308,4 +312,38 @@ export const auditLog = sqliteTable(
     diff: text("diff").notNull().default("{}"),
   },
   (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at)],
+);
+
+/**
+ * The hosts of a cluster (one row in the embedded store): where each is reached, its certificate
+ * for agents to pin, and its last heartbeat. Which one leads is an advisory lock, not a column.
+ */
+export const hosts = sqliteTable("hosts", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  /** The HTTP base URL clients and the dashboard use. */
+  url: text("url").notNull(),
+  /** The HTTPS base URL agents join and pull work from. */
+  agentUrl: text("agent_url").notNull(),
+  /** SHA-256 of the host's TLS certificate (agents pin it). */
+  fingerprint: text("fingerprint").notNull(),
+  version: text("version").notNull(),
+  startedAt: text("started_at").notNull(),
+  lastSeenAt: text("last_seen_at").notNull(),
+});
+
+/**
+ * Per-key request and token counts of one minute, summed over every host of a cluster: each host
+ * takes budget from here in leases, so a key's rpm and tpm hold cluster-wide.
+ */
+export const rateWindows = sqliteTable(
+  "rate_windows",
+  {
+    keyId: text("key_id").notNull(),
+    /** The minute, as Unix minutes. */
+    minute: int("minute").notNull(),
+    requests: int("requests").notNull().default(0),
+    tokens: int("tokens").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.minute] })],
 );

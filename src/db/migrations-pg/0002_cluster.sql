@@ -1,0 +1,21 @@
+CREATE TABLE "hosts" (
+	"id" text PRIMARY KEY NOT NULL,
+	"name" text NOT NULL,
+	"url" text NOT NULL,
+	"agent_url" text NOT NULL,
+	"fingerprint" text NOT NULL,
+	"version" text NOT NULL,
+	"started_at" text NOT NULL,
+	"last_seen_at" text NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "rate_windows" (
+	"key_id" text NOT NULL,
+	"minute" bigint NOT NULL,
+	"requests" bigint DEFAULT 0 NOT NULL,
+	"tokens" bigint DEFAULT 0 NOT NULL,
+	CONSTRAINT "rate_windows_key_id_minute_pk" PRIMARY KEY("key_id","minute")
+);
+--> statement-breakpoint
+ALTER TABLE "jobs" ADD COLUMN "claimed_by" text;--> statement-breakpoint
+ALTER TABLE "workers" ADD COLUMN "host_id" text;

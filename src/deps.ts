@@ -20,6 +20,7 @@ import type { ModelManager } from "./models/manager";
 import type { Scaler } from "./scaling/scaler";
 import type { Workload } from "./workloads/service";
 import type { ListenInfo } from "./admin/listen";
+import type { Cluster } from "./cluster/cluster";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -45,6 +46,8 @@ export interface AppDeps {
   /** Per-key limits and quotas on the data plane. */
   limiter: Limiter;
   agents: RemoteAgents;
+  /** This host in its cluster (a cluster of one with the embedded store): its id, the lead, the hosts. */
+  cluster: Cluster;
   hostCert: HostCert;
   /** Where the HTTP listener is bound and the address the network reaches it by. */
   listen(): ListenInfo;

@@ -36,6 +36,9 @@ import { startCheckpointer, type Checkpointer } from "./db/checkpoint";
 import { assertFreeDisk } from "./store/check";
 import { AutoBackups } from "./store/auto";
 import { joinUrlOf, listenInfo, urlHost } from "./admin/listen";
+import { Cluster } from "./cluster/cluster";
+import { hostIdOf } from "./cluster/hosts";
+import { deliveriesWaker, jobsWaker, wireCluster } from "./cluster/wiring";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -55,6 +58,7 @@ interface Services {
   deliveries: DeliveryLoop;
   agents: RemoteAgents;
   collector: ModelCollector;
+  cluster: Cluster;
   ports: { http: number; tls: number };
 }
 
@@ -66,6 +70,7 @@ async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Pro
 
 /** Builds every service and the app's dependencies over an open store. */
 function buildServices(config: Config, store: Store, token: string): Services {
+  const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
   const usage = new UsageRecorder(store.db);
   const metrics = new MetricsStore();
   const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()));
@@ -78,7 +83,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
   const targets: TargetFactory = (worker, report, concurrency, workloadId) =>
     worker.kind === "remote" ? agents!.hub.target(worker.id, report, concurrency, workloadId) : localTarget(worker, report, concurrency, workloadId);
   const policy = policyOf(config);
-  const fleet = new Fleet(store.db, { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, targets, policy);
+  const fleet = new Fleet(store.db, { limits: { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, makeTarget: targets, policy, places: () => cluster.leading, hostId: cluster.hostId });
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
   const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => void fleet.reconcile() });
@@ -89,7 +94,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
     ca: caBundle(config.webhookCaFile),
   };
   const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
-  const jobs = new JobRunner(store.db, fleet, metering, () => deliveries.wake());
+  const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId);
   const deps: AppDeps = {
     db: store.db,
     config,
@@ -108,19 +113,21 @@ function buildServices(config: Config, store: Store, token: string): Services {
     metrics,
     metering,
     limiter,
-    jobs,
+    jobs: jobsWaker(store.db, store.pg, jobs),
     webhooks,
     agents,
+    cluster,
     hostCert,
     listen,
     joinUrl: () => joinUrlOf(listen()),
     describeWorkload: (w) => fleet.describe(w),
   };
-  return { deps, jobs, deliveries, agents, collector, ports };
+  return { deps, jobs, deliveries, agents, collector, cluster, ports };
 }
 
-/** Removes what has outlived its retention: finished jobs, deleted webhooks, old audit entries, unused tenant models. */
+/** Removes what has outlived its retention (the leader's duty): finished jobs, deleted webhooks, old audit entries, unused tenant models. */
 async function prune(config: Config, s: Services): Promise<void> {
+  if (!s.cluster.leading) return;
   const { db } = s.deps;
   await pruneJobs(db, config.jobRetentionHours * 3_600_000);
   await pruneDeletedWebhooks(db);
@@ -189,14 +196,14 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
     const url = `http://${urlHost(shownHost)}:${app.server!.port}`;
     lock.update(url);
+    const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
+    await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
     await deps.fleet.reconcile();
     const stopChores = startChores(config, services);
     const backups = new AutoBackups({ dataDir: config.dataDir, intervalMs: store.sqlite ? config.backupIntervalHours * 3_600_000 : 0, keep: config.backupKeep });
     backups.start();
     await services.jobs.start();
-    services.deliveries.start();
     await services.agents.start();
-    deps.scaler.start();
     await services.collector.mark();
     const resumed = await deps.models.resume();
     if (resumed) out(`resuming ${resumed} model download(s)`);
@@ -207,6 +214,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
         fleet: deps.fleet,
         dataDir: config.dataDir,
         version: VERSION,
+        hostId: services.cluster.hostId,
         telemetryMs: config.telemetryMs,
         runtimeEnv: config.runtimeEnv,
         pullModel: deps.models.puller(),
@@ -238,10 +246,12 @@ export async function startServer(config: Config, out: (line: string) => void = 
           deps.scaler.stop();
           backups.stop();
           services.agents.stop();
+          await unwire();
           await services.jobs.stop();
           await deps.models.stop();
           await services.deliveries.stop();
           await agent?.stop();
+          await services.cluster.stop();
           await app.stop(true);
           tls.stop(true);
           await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));

@@ -81,7 +81,9 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       ollama: await ollamaStatus(),
       builtin_llama: true,
       llama_server: Bun.which("llama-server"),
-    }), { detail: { summary: "What this server is and what it can run" } })
+      store: { engine: deps.db.engine },
+      cluster: await deps.cluster.view(),
+    }), { detail: { summary: "What this server is and what it can run; which host of the cluster leads and every host's last heartbeat" } })
     .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
     .get("/admin/metrics/series", async ({ query }) => {
       const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);

@@ -11,9 +11,11 @@ import m8 from "./migrations/0008_models_and_scaling.sql" with { type: "text" };
 import m9 from "./migrations/0009_operations.sql" with { type: "text" };
 import m10 from "./migrations/0010_project_limits.sql" with { type: "text" };
 import m11 from "./migrations/0011_cluster.sql" with { type: "text" };
+import m12 from "./migrations/0012_host_leading.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
+import p3 from "./migrations-pg/0003_host_leading.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -29,6 +31,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0009_operations", sql: m9 },
   { tag: "0010_project_limits", sql: m10 },
   { tag: "0011_cluster", sql: m11 },
+  { tag: "0012_host_leading", sql: m12 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -36,4 +39,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0000_baseline", sql: p0 },
   { tag: "0001_change_notify", sql: p1 },
   { tag: "0002_cluster", sql: p2 },
+  { tag: "0003_host_leading", sql: p3 },
 ];

@@ -59,3 +59,21 @@ export async function listenForChanges(db: Db, pg: SQL): Promise<() => Promise<v
   const sub = await pg.listen(CHANGES_CHANNEL, (payload) => noteChange(db, payload), () => noteChange(db, "*"));
   return () => sub.unlisten();
 }
+
+/** Channels hosts signal each other on (besides the change triggers' channel). */
+export const SIGNALS = { jobs: "inferd_jobs", deliveries: "inferd_deliveries" } as const;
+
+/**
+ * Tells every host of the cluster something happened (`payload`, e.g. the workload that got a job).
+ * A no-op on the embedded store, whose one host calls its parts directly.
+ */
+export async function signal(db: Db, pg: SQL | undefined, channel: string, payload = ""): Promise<void> {
+  if (db.engine !== "postgres" || !pg) return;
+  await pg.notify(channel, payload).catch((e) => log.debug(`could not signal ${channel}: ${(e as Error).message}`));
+}
+
+/** Calls `fn` with each payload signalled on `channel` by any host (this one included); returns a stop. */
+export async function onSignal(pg: SQL, channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
+  const sub = await pg.listen(channel, fn);
+  return () => sub.unlisten();
+}

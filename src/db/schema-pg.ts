@@ -327,6 +327,8 @@ export const hosts = pgTable("hosts", {
   version: text("version").notNull(),
   startedAt: text("started_at").notNull(),
   lastSeenAt: text("last_seen_at").notNull(),
+  /** Since when this host leads (null: it does not); the advisory lock decides, this only shows it. */
+  leadingSince: text("leading_since"),
 });
 
 /** Per-key request and token counts of one minute, over every host (see ./schema.ts). */

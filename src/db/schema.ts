@@ -330,6 +330,8 @@ export const hosts = sqliteTable("hosts", {
   version: text("version").notNull(),
   startedAt: text("started_at").notNull(),
   lastSeenAt: text("last_seen_at").notNull(),
+  /** Since when this host leads (null: it does not); the advisory lock decides, this only shows it. */
+  leadingSince: text("leading_since"),
 });
 
 /**

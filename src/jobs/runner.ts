@@ -40,11 +40,13 @@ export class JobRunner {
     private metering: Metering,
     private onFinished: () => void,
     private maxRuns = 3,
+    /** The host that claims and runs the jobs (cluster mode: a dead host's jobs go back to the queue). */
+    private hostId: string | null = null,
   ) {}
 
   /** Puts jobs a crash left running back in the queue, then starts taking jobs. */
   async start(): Promise<void> {
-    const n = await recoverRunningJobs(this.db);
+    const n = await recoverRunningJobs(this.db, this.hostId);
     if (n > 0) log.info(`${n} job(s) interrupted by a restart will run again`);
     for (const w of await workloadsWithQueuedJobs(this.db)) this.pending.add(w);
     this.timer = setInterval(() => this.tick(), TICK_MS);
@@ -96,7 +98,7 @@ export class JobRunner {
       const room = Math.max(1, slots) - (this.running.get(workloadId) ?? 0);
       if (room <= 0) continue;
       this.rewoken.delete(workloadId);
-      const claimed = await claimJobs(this.db, workloadId, room);
+      const claimed = await claimJobs(this.db, workloadId, room, this.hostId);
       if (claimed.length < room && !this.rewoken.has(workloadId)) this.pending.delete(workloadId);
       for (const job of claimed) this.launch(job);
     }
@@ -172,11 +174,13 @@ export class JobRunner {
     });
   }
 
-  /** Stops taking jobs; jobs in flight are abandoned as running and run again at the next start. */
+  /** Stops taking jobs; jobs in flight are abandoned and put back in the queue (another host, or the next start, runs them). */
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     this.abort.abort();
     await Promise.allSettled([...this.inflight]);
+    // Handed back at once: in a cluster another host runs them now rather than after this one's restart.
+    await recoverRunningJobs(this.db, this.hostId).catch((e) => log.warn("could not hand back this host's running jobs", e));
   }
 }

@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, getTableColumns, inArray, lt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, getTableColumns, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { batch, first } from "../db/raw";
 import { deliveries, jobs, webhooks } from "../db/schema";
@@ -99,13 +99,13 @@ export async function workloadsWithQueuedJobs(db: Db): Promise<string[]> {
 }
 
 /**
- * Takes up to `count` of the oldest queued jobs of a workload and marks them running, in one
+ * Takes up to `count` of the oldest queued jobs of a workload and marks them running by `hostId`, in one
  * statement; returned in queue order (creation time, then insertion order). On PostgreSQL several
  * hosts claim side by side: `FOR UPDATE SKIP LOCKED` gives each different jobs without waiting.
  */
-export async function claimJobs(db: Db, workloadId: string, count: number): Promise<JobRow[]> {
+export async function claimJobs(db: Db, workloadId: string, count: number, hostId: string | null = null): Promise<JobRow[]> {
   if (count <= 0) return [];
-  const set = { status: "running" as const, startedAt: nowIso(), runs: sql`${jobs.runs} + 1` };
+  const set = { status: "running" as const, startedAt: nowIso(), runs: sql`${jobs.runs} + 1`, claimedBy: hostId };
   if (db.engine === "postgres") {
     const oldest = sql`(SELECT id FROM jobs WHERE workload_id = ${workloadId} AND status = 'queued' ORDER BY created_at, id LIMIT ${count} FOR UPDATE SKIP LOCKED)`;
     const rows = await db.update(jobs).set(set).where(sql`${jobs.id} IN ${oldest}`).returning();
@@ -128,7 +128,7 @@ export async function claimJobs(db: Db, workloadId: string, count: number): Prom
 
 /** Puts a running job back in the queue (its worker died; it will run again). */
 export async function requeueJob(db: Db, jobId: string): Promise<void> {
-  await db.update(jobs).set({ status: "queued" }).where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
+  await db.update(jobs).set({ status: "queued", claimedBy: null }).where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
 }
 
 /**
@@ -155,9 +155,13 @@ export async function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown)
   ]);
 }
 
-/** After a crash or restart: jobs left running run again (at least once). Returns how many. */
-export async function recoverRunningJobs(db: Db): Promise<number> {
-  return (await db.update(jobs).set({ status: "queued" }).where(eq(jobs.status, "running")).returning({ id: jobs.id })).length;
+/**
+ * After a crash or restart (or at a clean stop): the jobs this host left running run again (at least
+ * once), and any no host claimed (from before claims were recorded). Returns how many.
+ */
+export async function recoverRunningJobs(db: Db, hostId: string | null = null): Promise<number> {
+  const mine = hostId ? or(eq(jobs.claimedBy, hostId), isNull(jobs.claimedBy)) : undefined;
+  return (await db.update(jobs).set({ status: "queued", claimedBy: null }).where(and(eq(jobs.status, "running"), mine)).returning({ id: jobs.id })).length;
 }
 
 /**

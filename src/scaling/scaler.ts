@@ -35,11 +35,21 @@ export class Scaler {
     this.room = new Room(db, fleet);
   }
 
-  /** Starts looking every second. */
+  /** Starts looking every second (again, after `standBy`). */
   start(): void {
+    this.standing = false;
+    clearInterval(this.timer);
     this.timer = setInterval(() => void this.tick(), TICK_MS);
     void this.tick();
   }
+
+  /** Stops deciding (another host of the cluster leads now); `start` resumes. */
+  standBy(): void {
+    this.standing = true;
+    clearInterval(this.timer);
+  }
+
+  private standing = false;
 
   /** Stops looking. */
   stop(): void {
@@ -86,7 +96,7 @@ export class Scaler {
 
   /** Looks at every workload once (one look at a time: a call during one asks for another after it). */
   tick(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
+    if (this.stopped || this.standing) return Promise.resolve();
     if (this.ticking) {
       this.tickAgain = true;
       return this.ticking;

@@ -59,11 +59,22 @@ export class DeliveryLoop {
     private opts: DeliveryOptions,
   ) {}
 
-  /** Starts looking for due deliveries. */
+  /** Starts looking for due deliveries (again, after `standBy`). */
   start(): void {
+    this.standing = false;
+    clearInterval(this.timer);
     this.timer = setInterval(() => this.wake(), this.opts.tickMs ?? 1000);
     this.wake();
   }
+
+  /** Stops taking new deliveries (another host of the cluster leads now); attempts in flight finish. */
+  standBy(): void {
+    this.standing = true;
+    clearInterval(this.timer);
+    clearTimeout(this.due);
+  }
+
+  private standing = false;
 
   /** Wakes the loop when the next pending delivery falls due (retries of a short schedule). */
   private async scheduleNext(): Promise<void> {
@@ -83,7 +94,7 @@ export class DeliveryLoop {
 
   /** Sends whatever is due now, up to the concurrency bound (one look at a time: wakes meanwhile coalesce). */
   wake(): void {
-    if (this.stopped) return;
+    if (this.stopped || this.standing) return;
     if (this.looking) {
       this.lookAgain = true;
       return;

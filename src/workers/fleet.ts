@@ -52,13 +52,28 @@ export class Fleet {
   readonly rings = new Map<string, LogRing>();
   readonly telemetry = new TelemetryHistory();
 
+  private readonly makeTarget: TargetFactory;
+  private readonly policy?: LaunchPolicy;
+  private readonly places: () => boolean;
+  private readonly hostId: string | null;
+
   constructor(
     private db: Db,
-    limits: QueueLimits,
-    private makeTarget: TargetFactory = localTarget,
-    private policy?: LaunchPolicy,
+    opts: {
+      limits: QueueLimits;
+      makeTarget?: TargetFactory;
+      policy?: LaunchPolicy;
+      /** Whether this host places workloads (in a cluster only the leader does; alone, always). */
+      places?: () => boolean;
+      /** This host: its own machine's replicas are reached in-process, every other worker's through its agent. */
+      hostId?: string;
+    },
   ) {
-    this.dispatcher = new Dispatcher(limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id), undefined, (id) => this.waitingBecause(id));
+    this.makeTarget = opts.makeTarget ?? localTarget;
+    this.policy = opts.policy;
+    this.places = opts.places ?? (() => true);
+    this.hostId = opts.hostId ?? null;
+    this.dispatcher = new Dispatcher(opts.limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id), undefined, (id) => this.waitingBecause(id));
   }
 
   private reconciling: Promise<void> | undefined;
@@ -87,7 +102,7 @@ export class Fleet {
 
   private async pass(): Promise<void> {
     this.verdicts.clear();
-    this.unplaced = await autoAssign(this.db);
+    if (this.places()) this.unplaced = await autoAssign(this.db);
     const present = new Set((await listAllAssignments(this.db)).map((a) => a.id));
     for (const [id, r] of this.reports) {
       if (!present.has(id)) {
@@ -162,10 +177,17 @@ export class Fleet {
 
   private kinds = new Map<string, "local" | "remote">();
 
-  /** Whether a worker is this machine's or a remote agent's (it never changes: read once). */
+  /**
+   * Whether a worker is this host's own machine (reached in-process) or another's, a remote agent or
+   * another cluster host's machine, reached through its agent (it never changes: read once).
+   */
   private async kindOf(workerId: string): Promise<"local" | "remote"> {
     let k = this.kinds.get(workerId);
-    if (!k) this.kinds.set(workerId, (k = (await getWorker(this.db, workerId)).kind));
+    if (!k) {
+      const w = await getWorker(this.db, workerId);
+      k = w.kind === "local" && (w.hostId === null || w.hostId === this.hostId) ? "local" : "remote";
+      this.kinds.set(workerId, k);
+    }
     return k;
   }
 

@@ -7,10 +7,10 @@ import type { Fleet } from "./fleet";
 import { recordMachine, upsertLocalWorker } from "./service";
 
 /** The local agent's link to the host: plain function calls, no network hop. */
-export function localHostLink(db: Db, fleet: Fleet, version: string): HostLink {
+export function localHostLink(db: Db, fleet: Fleet, version: string, hostId: string | null = null): HostLink {
   return {
     register: async (machine) => {
-      const w = await upsertLocalWorker(db, machine, version);
+      const w = await upsertLocalWorker(db, machine, version, hostId);
       await fleet.reconcile();
       return w.id;
     },
@@ -27,9 +27,9 @@ export function localHostLink(db: Db, fleet: Fleet, version: string): HostLink {
 }
 
 /** Starts the agent for this machine inside `serve`. */
-export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[]; pullModel?: ModelPuller }): Promise<Agent> {
+export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; hostId?: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[]; pullModel?: ModelPuller }): Promise<Agent> {
   const agent = new Agent({
-    host: localHostLink(opts.db, opts.fleet, opts.version),
+    host: localHostLink(opts.db, opts.fleet, opts.version, opts.hostId ?? null),
     dataDir: opts.dataDir,
     env: opts.env,
     telemetryMs: opts.telemetryMs,

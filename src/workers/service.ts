@@ -1,4 +1,4 @@
-import { and, asc, eq } from "drizzle-orm";
+import { and, asc, eq, isNull } from "drizzle-orm";
 import type { Db } from "../db";
 import { first } from "../db/raw";
 import { assignments, workers } from "../db/schema";
@@ -127,12 +127,22 @@ export async function requireOpenWorker(db: Db, projectId: string, pin: { worker
   if (pin.gpu_resource_id) check("gpu_resource_id", pin.gpu_resource_id, all.find((x) => (JSON.parse(x.gpus) as GpuInfo[]).some((g) => g.uuid === pin.gpu_resource_id)));
 }
 
-/** Records the local machine as a worker (one per data dir), creating it on first start. */
-export async function upsertLocalWorker(db: Db, machine: MachineInfo, version: string): Promise<WorkerRow> {
-  const existing = await first(db.select().from(workers).where(eq(workers.kind, "local")));
+/**
+ * Records this host's machine as a worker (one per host: a cluster has one local worker per host),
+ * creating it on first start. A local worker from before hosts were recorded becomes this host's.
+ */
+export async function upsertLocalWorker(db: Db, machine: MachineInfo, version: string, hostId: string | null = null): Promise<WorkerRow> {
+  const local = (cond: ReturnType<typeof eq>) => first(db.select().from(workers).where(and(eq(workers.kind, "local"), cond)));
+  const mine = hostId ? await local(eq(workers.hostId, hostId)) : await local(isNull(workers.hostId));
+  const existing = mine ?? (hostId ? await local(isNull(workers.hostId)) : undefined);
   const id = existing?.id ?? newId("wk");
   if (!existing) {
-    await db.insert(workers).values({ id, name: machine.hostname, kind: "local", hostname: machine.hostname, createdAt: nowIso() });
+    // Two hosts on machines of the same name keep two names.
+    const taken = await first(db.select({ id: workers.id }).from(workers).where(eq(workers.name, machine.hostname)));
+    const name = taken && hostId ? `${machine.hostname}-${hostId.slice(-4)}` : machine.hostname;
+    await db.insert(workers).values({ id, name, kind: "local", hostname: machine.hostname, createdAt: nowIso(), hostId });
+  } else if (hostId && existing.hostId !== hostId) {
+    await db.update(workers).set({ hostId }).where(eq(workers.id, id));
   }
   await recordMachine(db, id, machine, version);
   return (await first(db.select().from(workers).where(eq(workers.id, id))))!;

@@ -1,0 +1,65 @@
+/**
+ * A host's services tied to its cluster: the once-only duties follow the lead (the scaler with
+ * placement, the webhook delivery sweeper), and what other hosts change or signal reaches this
+ * host's parts (a placement made by the leader wakes this host's agents; a job submitted elsewhere
+ * wakes this host's job runner). With the embedded store the one host leads from the start and no
+ * other host signals anything.
+ */
+import type { SQL } from "bun";
+import type { Db } from "../db";
+import { onChange, onSignal, signal, SIGNALS } from "../db/notify";
+import { log } from "../log";
+import type { Cluster } from "./cluster";
+
+/** The parts a host's cluster drives. */
+export interface ClusterParts {
+  fleet: { reconcile(): Promise<void> };
+  scaler: { start(): void; standBy(): void };
+  deliveries: { start(): void; standBy(): void; wake(): void };
+  jobs: { wake(workloadId?: string): void };
+}
+
+/** Starts and stops the leader's duties with the lead; returns a stop for the listeners set up here. */
+export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster, parts: ClusterParts): Promise<() => Promise<void>> {
+  cluster.leadership.onChange((leading) => {
+    if (leading) {
+      parts.scaler.start();
+      parts.deliveries.start();
+    } else {
+      parts.scaler.standBy();
+      parts.deliveries.standBy();
+    }
+    void parts.fleet.reconcile();
+  });
+  // A change of workloads, workers or placements by any host: re-place (the leader) and wake agents.
+  const unwatch = onChange(db, (table) => {
+    if (["workloads", "workers", "assignments", "projects", "*"].includes(table)) void parts.fleet.reconcile();
+  });
+  if (!pg) return async () => unwatch();
+  const stops = [
+    await onSignal(pg, SIGNALS.jobs, (workload) => parts.jobs.wake(workload || undefined)),
+    await onSignal(pg, SIGNALS.deliveries, () => parts.deliveries.wake()),
+  ];
+  return async () => {
+    unwatch();
+    for (const s of stops) await s().catch((e) => log.debug(`could not stop listening: ${(e as Error).message}`));
+  };
+}
+
+/** Wakes job runners on every host (a job was stored for `workloadId`): this one at once, the others by signal. */
+export function jobsWaker(db: Db, pg: SQL | undefined, local: { wake(workloadId?: string): void }): { wake(workloadId?: string): void } {
+  return {
+    wake: (workloadId) => {
+      local.wake(workloadId);
+      void signal(db, pg, SIGNALS.jobs, workloadId ?? "");
+    },
+  };
+}
+
+/** Wakes the delivery sweeper wherever it runs (a job finished): here at once, on the leader by signal. */
+export function deliveriesWaker(db: Db, pg: SQL | undefined, local: { wake(): void }): () => void {
+  return () => {
+    local.wake();
+    void signal(db, pg, SIGNALS.deliveries);
+  };
+}

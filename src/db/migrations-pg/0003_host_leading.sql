@@ -1,0 +1,1 @@
+ALTER TABLE "hosts" ADD COLUMN "leading_since" text;

@@ -1,0 +1,1 @@
+ALTER TABLE `hosts` ADD `leading_since` text;

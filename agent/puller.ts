@@ -1,5 +1,5 @@
 import type { RemoteHostLink } from "./remote";
-import type { WorkMessage } from "./protocol";
+import type { ReplicaReport, WorkMessage } from "./protocol";
 
 /**
  * Why the agent answered a request itself (the `x-inferd-failure` header): the runtime could not be
@@ -20,7 +20,11 @@ export class WorkPuller {
   private abort = new AbortController();
   private running = new Set<Promise<void>>();
 
-  constructor(private link: RemoteHostLink) {}
+  constructor(
+    private link: Pick<RemoteHostLink, "call">,
+    /** The agent's latest report of a replica (its runtime URL once ready). */
+    private replicaOf: (assignmentId: string) => ReplicaReport | undefined,
+  ) {}
 
   /** Starts pulling; returns at once. */
   start(): void {
@@ -54,7 +58,7 @@ export class WorkPuller {
   }
 
   private async run(item: WorkMessage): Promise<void> {
-    const replica = this.link.replica(item.assignment_id);
+    const replica = this.replicaOf(item.assignment_id);
     const upstream = new AbortController();
     this.abort.signal.addEventListener("abort", () => upstream.abort(), { once: true });
     if (!replica?.base_url || replica.state !== "ready") {

@@ -6,13 +6,33 @@ import type { HostLink } from "./agent";
 import { LogRing } from "./ring";
 import { AGENT_LIMITS, type MachineInfo, type ReplicaReport, type ReplicaSpec } from "./protocol";
 
-/** What an agent keeps after joining: where its host is, the pinned certificate and its credential. */
+/** A host of the cluster an agent takes work from: where it is reached and the certificate to pin. */
+export interface PeerHost {
+  id: string;
+  agent_url: string;
+  fingerprint: string;
+}
+
+/**
+ * What an agent keeps after joining: where its host is, the pinned certificate and its credential,
+ * and (in a cluster) the other hosts it last heard of, so it finds them even while its own is down.
+ */
 export interface AgentState {
   host_url: string;
   worker_id: string;
   credential: string;
   host_cert_pem: string;
   server_name: string;
+  /** The id of the host joined (in a cluster, one of several). */
+  host_id?: string;
+  peers?: PeerHost[];
+}
+
+/** Saves the join state (mode 0600). */
+export function saveAgentState(dataDir: string, state: AgentState): void {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  writeFileSync(stateFile(dataDir), JSON.stringify(state, null, 2), { mode: 0o600 });
+  chmodSync(stateFile(dataDir), 0o600);
 }
 
 /** A failure the agent cannot get past by retrying (revoked credential, version mismatch, bad pin). */
@@ -27,7 +47,7 @@ export function loadAgentState(dataDir: string): AgentState | undefined {
 }
 
 /** Reads the host's certificate over TLS without trusting it yet (it is checked against the pin next). */
-function peerCertificate(url: URL): Promise<{ pem: string; fingerprint: string; serverName: string }> {
+export function peerCertificate(url: URL): Promise<{ pem: string; fingerprint: string; serverName: string }> {
   return new Promise((resolve, reject) => {
     const sock = connect({ host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port || 443), rejectUnauthorized: false, servername: "inferd.host" }, () => {
       const raw = sock.getPeerCertificate(true)?.raw as Buffer | undefined;
@@ -40,6 +60,17 @@ function peerCertificate(url: URL): Promise<{ pem: string; fingerprint: string; 
     sock.setTimeout(10_000, () => sock.destroy(new Error("timed out reaching the host")));
     sock.once("error", reject);
   });
+}
+
+/**
+ * The state of a link to another host of the cluster: the same worker and credential, that host's
+ * certificate fetched and checked against the fingerprint the cluster gave (over an already pinned link).
+ */
+export async function peerState(base: Pick<AgentState, "worker_id" | "credential">, peer: PeerHost): Promise<AgentState> {
+  const url = new URL(peer.agent_url);
+  const cert = await peerCertificate(url);
+  if (cert.fingerprint !== peer.fingerprint) throw new Error(`host ${peer.id} at ${url.origin} presented certificate sha256 ${cert.fingerprint}, not the cluster's ${peer.fingerprint}: not taking work from it`);
+  return { host_url: url.origin, worker_id: base.worker_id, credential: base.credential, host_cert_pem: cert.pem, server_name: cert.serverName, host_id: peer.id };
 }
 
 /**
@@ -61,12 +92,10 @@ export async function joinHost(hostUrl: string, token: string, dataDir: string, 
     body: JSON.stringify({ token, version, machine }),
     tls: { ca: peer.pem, serverName: peer.serverName },
   } as RequestInit);
-  const body = (await r.json().catch(() => ({}))) as { worker_id?: string; credential?: string; error?: { message?: string } };
+  const body = (await r.json().catch(() => ({}))) as { worker_id?: string; credential?: string; host_id?: string; hosts?: PeerHost[]; error?: { message?: string } };
   if (!r.ok) throw new AgentFatal(`the host refused to let this agent join: ${body.error?.message ?? `HTTP ${r.status}`}`);
-  const state: AgentState = { host_url: url.origin, worker_id: body.worker_id!, credential: body.credential!, host_cert_pem: peer.pem, server_name: peer.serverName };
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  writeFileSync(stateFile(dataDir), JSON.stringify(state, null, 2), { mode: 0o600 });
-  chmodSync(stateFile(dataDir), 0o600);
+  const state: AgentState = { host_url: url.origin, worker_id: body.worker_id!, credential: body.credential!, host_cert_pem: peer.pem, server_name: peer.serverName, host_id: body.host_id, peers: (body.hosts ?? []).filter((h) => h.id !== body.host_id) };
+  saveAgentState(dataDir, state);
   return state;
 }
 
@@ -87,6 +116,8 @@ export class RemoteHostLink implements HostLink {
     private state: AgentState,
     private version: string,
     private onFatal: (e: AgentFatal) => void,
+    /** Told the host's id and every live host of its cluster after each heartbeat. */
+    private onHosts: (hostId: string | undefined, hosts: PeerHost[]) => void = () => {},
   ) {
     this.logTimer = setInterval(() => void this.flushLogs(), 300);
     void this.watchDesired();
@@ -114,7 +145,18 @@ export class RemoteHostLink implements HostLink {
   }
 
   async heartbeat(_workerId: string, machine: MachineInfo): Promise<void> {
-    await this.call("/agent/v1/heartbeat", { method: "POST", body: JSON.stringify({ version: this.version, machine, replicas: [...this.reports.values()] }) }).catch(() => {});
+    try {
+      const r = await this.call("/agent/v1/heartbeat", { method: "POST", body: JSON.stringify({ version: this.version, machine, replicas: [...this.reports.values()] }) });
+      const body = (await r.json().catch(() => ({}))) as { host_id?: string; hosts?: PeerHost[] };
+      if (r.ok && body.hosts) this.onHosts(body.host_id, body.hosts);
+    } catch {
+      // The host is away: the next heartbeat tries again (a cluster's other hosts still get theirs).
+    }
+  }
+
+  /** Which host this link reaches. */
+  get url(): string {
+    return this.state.host_url;
   }
 
   async desired(): Promise<ReplicaSpec[]> {
@@ -152,10 +194,15 @@ export class RemoteHostLink implements HostLink {
     let ring = this.rings.get(id);
     if (!ring) {
       ring = new LogRing();
-      ring.subscribe((chunk) => this.pendingLogs.push({ assignment_id: id, data_b64: Buffer.from(chunk).toString("base64") }));
+      ring.subscribe((chunk) => this.queueLog(id, chunk));
       this.rings.set(id, ring);
     }
     return ring;
+  }
+
+  /** Queues a chunk of a replica's output for this host (sent in batches). */
+  queueLog(id: string, chunk: Uint8Array): void {
+    this.pendingLogs.push({ assignment_id: id, data_b64: Buffer.from(chunk).toString("base64") });
   }
 
   /** Sends waiting log chunks, as many as fit in one message the host accepts (AGENT_LIMITS). */

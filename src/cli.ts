@@ -24,7 +24,8 @@ import { openConfiguredStore } from "./db/open";
 import { VERSION } from "./version";
 import type { z } from "zod";
 import { Agent } from "../agent/agent";
-import { AgentFatal, joinHost, loadAgentState, RemoteHostLink } from "../agent/remote";
+import { AgentFatal, joinHost, loadAgentState, peerState, RemoteHostLink, saveAgentState } from "../agent/remote";
+import { ClusterLink } from "../agent/cluster-link";
 import { WorkPuller } from "../agent/puller";
 import { probeMachine } from "../agent/gpu";
 import { builtinLlama } from "../agent/runtimes/builtin";
@@ -186,13 +187,25 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
     stopping = true;
     (code === 0 ? out : err)(why);
     link.stop();
+    await cluster.stop();
     await puller.stop();
     await agent.stop();
     process.exit(code);
   };
-  const link = new RemoteHostLink(state, VERSION, (e) => void shutdown(3, `inferd agent: ${e.message}`));
+  const joined = state;
+  const fatal = (e: AgentFatal) => void shutdown(3, `inferd agent: ${e.message}`);
+  // The joined host, and every other live host of its cluster (told with each heartbeat answer).
+  const link = new RemoteHostLink(joined, VERSION, fatal, (hostId, hosts) => void cluster.setPeers(hosts.filter((h) => h.id !== (hostId ?? joined.host_id))));
+  const cluster = new ClusterLink(link, {
+    connect: async (h) => new RemoteHostLink(await peerState(joined, h), VERSION, fatal),
+    onPeers: (peers) => {
+      if (JSON.stringify(peers) !== JSON.stringify(joined.peers ?? [])) saveAgentState(config.dataDir, { ...joined, peers });
+      joined.peers = peers;
+    },
+    onTrouble: (h, e) => err(`inferd agent: host ${h.id} (${h.agent_url}) cannot be reached: ${e.message}`),
+  });
   const agent = new Agent({
-    host: link,
+    host: cluster,
     dataDir: config.dataDir,
     telemetryMs: config.telemetryMs,
     builtinLlama: () => builtinLlama(config.dataDir),
@@ -203,11 +216,13 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
       restart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
     },
   });
-  const puller = new WorkPuller(link);
+  const puller = new WorkPuller(link, (id) => cluster.replica(id));
   process.on("SIGINT", () => void shutdown(0, "SIGINT: stopping the agent…"));
   process.on("SIGTERM", () => void shutdown(0, "SIGTERM: stopping the agent…"));
   await agent.start();
   puller.start();
+  // The hosts heard of last time, until the joined host's first heartbeat answer says who is alive.
+  if (joined.peers?.length) void cluster.setPeers(joined.peers);
   out(`inferd agent ${VERSION} running as worker ${state.worker_id} for ${state.host_url}`);
 }
 

@@ -39,6 +39,7 @@ import { joinUrlOf, listenInfo, urlHost } from "./admin/listen";
 import { Cluster } from "./cluster/cluster";
 import { hostIdOf } from "./cluster/hosts";
 import { deliveriesWaker, jobsWaker, wireCluster } from "./cluster/wiring";
+import { localClusterLinks } from "./cluster/local-links";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -196,7 +197,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
     const url = `http://${urlHost(shownHost)}:${app.server!.port}`;
     lock.update(url);
-    const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
+    const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, agents: services.agents, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
     await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
     await deps.fleet.reconcile();
     const stopChores = startChores(config, services);
@@ -208,8 +209,11 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const resumed = await deps.models.resume();
     if (resumed) out(`resuming ${resumed} model download(s)`);
     let agent: Agent | undefined;
+    // With a shared store, this machine's agent also takes work from the other hosts.
+    const links = store.pg ? localClusterLinks(store.db, services.cluster, VERSION) : undefined;
     if (config.localAgent) {
       agent = await startLocalAgent({
+        link: links?.wrap,
         db: store.db,
         fleet: deps.fleet,
         dataDir: config.dataDir,
@@ -224,6 +228,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
           restart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
         },
       });
+      await links?.start(agent.workerId!);
     }
     out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
     out(`dashboard: ${url}/`);
@@ -250,6 +255,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
           await services.jobs.stop();
           await deps.models.stop();
           await services.deliveries.stop();
+          await links?.stop();
           await agent?.stop();
           await services.cluster.stop();
           await app.stop(true);

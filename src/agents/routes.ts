@@ -10,7 +10,7 @@ import { listAssignmentsOfWorker, recordMachine } from "../workers/service";
 import { joinWorker, workerByCredential } from "./service";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "version">;
+type Deps = Pick<AppDeps, "agents" | "cluster" | "db" | "fleet" | "version">;
 
 /** Requests that arrived on the HTTPS listener (agents must use it). */
 export const viaTls = new WeakSet<Request>();
@@ -57,7 +57,7 @@ export const agentRoutes = (deps: Deps) =>
       deps.agents.touch(joined.workerId);
       await deps.fleet.reconcile();
       set.status = 201;
-      return { worker_id: joined.workerId, credential: joined.credential, host_version: deps.version };
+      return { worker_id: joined.workerId, credential: joined.credential, host_version: deps.version, host_id: deps.cluster.hostId, hosts: deps.cluster.peers() };
     }, { parse: "none" })
     .post("/heartbeat", async ({ request }) => {
       const w = await agentOf(deps, request);
@@ -66,7 +66,8 @@ export const agentRoutes = (deps: Deps) =>
       deps.fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
       deps.fleet.telemetry.add(w.id, b.machine);
       for (const r of b.replicas) await deps.fleet.report(w.id, r);
-      return { ok: true };
+      // Every live host of the cluster: the agent takes work from each (one host: just this one).
+      return { ok: true, host_id: deps.cluster.hostId, hosts: deps.cluster.peers() };
     }, { parse: "none" })
     .post("/report", async ({ request }) => {
       const w = await agentOf(deps, request);

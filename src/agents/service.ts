@@ -57,6 +57,16 @@ export async function joinWorker(db: Db, token: string, version: string, hostVer
   return { workerId: row.id, credential };
 }
 
+/**
+ * A fresh agent credential for this host's own machine, so the other hosts of a cluster let its
+ * agent take work from them too (stored only as a hash; a restart issues a new one).
+ */
+export async function issueLocalCredential(db: Db, workerId: string): Promise<string> {
+  const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
+  await db.update(workers).set({ credentialHash: sha256(credential) }).where(eq(workers.id, workerId));
+  return credential;
+}
+
 const credentialLookups = new WeakMap<Db, Lookup<typeof workers.$inferSelect | undefined>>();
 
 /** The remote worker an agent credential belongs to, or 401 (memoised until the store changes). */

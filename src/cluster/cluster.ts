@@ -51,15 +51,23 @@ export class Cluster {
   /** Records this host, starts its heartbeat and tries for the lead. */
   async start(address: HostAddress): Promise<void> {
     await upsertHost(this.db, { id: this.hostId, name: hostName(), url: address.url, agentUrl: address.agentUrl, fingerprint: address.fingerprint, version: this.version, leadingSince: null });
+    this.alive = (await listHosts(this.db)).filter((h) => h.alive);
     this.timer = setInterval(() => void this.beat(), HOST_HEARTBEAT_MS);
     await this.leadership.start();
   }
+
+  /** The hosts alive at the last heartbeat (agents are told of them, to take work from each). */
+  alive: HostView[] = [];
 
   private async beat(): Promise<void> {
     if (this.beating) return;
     this.beating = true;
     try {
       await touchHost(this.db, this.hostId);
+      const before = this.alive;
+      this.alive = (await listHosts(this.db)).filter((h) => h.alive);
+      const gone = before.filter((h) => !this.alive.some((x) => x.id === h.id));
+      for (const h of gone) for (const fn of this.goneListeners) fn(h.id);
       if (this.leading) await this.leaderChores();
     } catch (e) {
       log.warn(`could not record this host's heartbeat: ${(e as Error).message}`);
@@ -70,7 +78,7 @@ export class Cluster {
 
   /** Jobs a dead host was running go back to the queue (at least once); long-gone hosts are forgotten. */
   private async leaderChores(): Promise<void> {
-    const alive = (await listHosts(this.db)).filter((h) => h.alive).map((h) => h.id);
+    const alive = this.alive.map((h) => h.id);
     const back = await this.db
       .update(jobs)
       .set({ status: "queued", claimedBy: null })
@@ -86,6 +94,18 @@ export class Cluster {
       .set({ leadingSince: leading ? nowIso() : null })
       .where(eq(hosts.id, this.hostId))
       .catch((e) => log.warn(`could not record the lead: ${(e as Error).message}`));
+  }
+
+  private goneListeners: ((hostId: string) => void)[] = [];
+
+  /** Calls `fn` with the id of each host that stops answering (its machine's replicas are lost with it). */
+  onHostGone(fn: (hostId: string) => void): void {
+    this.goneListeners.push(fn);
+  }
+
+  /** Where agents reach each live host, and the certificate to pin (sent with join and heartbeat answers). */
+  peers(): { id: string; agent_url: string; fingerprint: string }[] {
+    return this.alive.map((h) => ({ id: h.id, agent_url: h.agent_url, fingerprint: h.fingerprint }));
   }
 
   /** The cluster as `/admin/info` shows it: the hosts with their heartbeats, and who leads. */

@@ -6,6 +6,8 @@
  * other host signals anything.
  */
 import type { SQL } from "bun";
+import { eq } from "drizzle-orm";
+import { workers } from "../db/schema";
 import type { Db } from "../db";
 import { onChange, onSignal, signal, SIGNALS } from "../db/notify";
 import { log } from "../log";
@@ -13,7 +15,8 @@ import type { Cluster } from "./cluster";
 
 /** The parts a host's cluster drives. */
 export interface ClusterParts {
-  fleet: { reconcile(): Promise<void> };
+  fleet: { reconcile(): Promise<void>; setOffline(workerId: string, offline: boolean): Promise<void> };
+  agents: { lose(workerId: string, why: string): void };
   scaler: { start(): void; standBy(): void };
   deliveries: { start(): void; standBy(): void; wake(): void };
   jobs: { wake(workloadId?: string): void };
@@ -30,6 +33,20 @@ export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster,
       parts.deliveries.standBy();
     }
     void parts.fleet.reconcile();
+  });
+  // A host that stops answering takes its machine's replicas with it: its requests go elsewhere now.
+  cluster.onHostGone((hostId) => {
+    void db
+      .select({ id: workers.id })
+      .from(workers)
+      .where(eq(workers.hostId, hostId))
+      .then(async (rows) => {
+        for (const w of rows) {
+          parts.agents.lose(w.id, `host ${hostId} stopped answering`);
+          await parts.fleet.setOffline(w.id, true);
+        }
+      })
+      .catch((e) => log.warn(`could not take host ${hostId}'s machine out of service`, e));
   });
   // A change of workloads, workers or placements by any host: re-place (the leader) and wake agents.
   const unwatch = onChange(db, (table) => {

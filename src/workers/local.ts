@@ -27,9 +27,10 @@ export function localHostLink(db: Db, fleet: Fleet, version: string, hostId: str
 }
 
 /** Starts the agent for this machine inside `serve`. */
-export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; hostId?: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[]; pullModel?: ModelPuller }): Promise<Agent> {
+export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; hostId?: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[]; pullModel?: ModelPuller; link?: (primary: HostLink) => HostLink }): Promise<Agent> {
+  const primary = localHostLink(opts.db, opts.fleet, opts.version, opts.hostId ?? null);
   const agent = new Agent({
-    host: localHostLink(opts.db, opts.fleet, opts.version, opts.hostId ?? null),
+    host: opts.link ? opts.link(primary) : primary,
     dataDir: opts.dataDir,
     env: opts.env,
     telemetryMs: opts.telemetryMs,

@@ -33,6 +33,8 @@ import { desktop } from "./desktop";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { modelCommand } from "./models/cli";
 import { backupCommand, doctorCommand, restoreCommand } from "./store/commands";
+import { migrateCommand } from "./store/migrate";
+import { isPostgresUrl } from "./db";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -50,6 +52,8 @@ usage:
   inferd agent                         run as the remote worker this data dir joined before
   inferd backup [<file>]               a verified copy of the store (default: <data-dir>/backups/), also while serving
   inferd restore <file>                put a backup in place of the store (the server must be stopped)
+  inferd store migrate --to postgres://… [--dry-run] [--json]
+                                       copy the embedded store into an empty PostgreSQL database (cluster mode; the server must be stopped)
   inferd doctor [--json]               check the data dir, store, backups, disk, GPUs, runtimes, ports, certificate
   inferd desktop                       open the dashboard in an app window (starts the server if needed)
   inferd config                        print every setting with its value in force
@@ -162,6 +166,16 @@ function limitsOf(opt: Record<string, string[]>): Record<string, number | null> 
   return out;
 }
 
+/** `inferd store migrate --to postgres://… [--dry-run] [--json]`: the embedded store into an empty PostgreSQL database. */
+async function storeCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<number> {
+  const usage = "usage: inferd store migrate --to postgres://user:password@host:port/database [--dry-run] [--json]";
+  const [verb, ...rest] = args;
+  const { pos, opt, json } = parseArgs(rest.filter((a) => a !== "--dry-run"), ["to"]);
+  if (verb !== "migrate" || pos.length || opt.to?.length !== 1) throw new UsageError(usage);
+  if (!isPostgresUrl(opt.to[0])) throw new UsageError(`--to must be a postgres:// URL; ${usage}`);
+  return migrateCommand(config.dataDir, { to: opt.to[0], dryRun: rest.includes("--dry-run"), json }, out, err);
+}
+
 /** `inferd agent [join URL --token T]`: a remote GPU worker that connects out to its host. */
 async function agentCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<void> {
   const [verb, ...rest] = args;
@@ -247,7 +261,7 @@ async function serve(config: Config): Promise<void> {
 
 /**
  * Runs the command line: `serve` (the default), `project`, `key`, `agent`, `backup`, `restore`,
- * `doctor`, `desktop`, `config`, `version`, `help`.
+ * `store`, `doctor`, `desktop`, `config`, `version`, `help`.
  * Returns the exit code for commands that finish; `serve` keeps running.
  */
 export async function runCli(argv: string[], env: Record<string, string | undefined>, out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number | "running"> {
@@ -275,9 +289,12 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "restore": {
         const { pos } = parseArgs(args, []);
         if (pos.length > 1 || (cmd === "restore" && pos.length !== 1)) throw new UsageError(`usage: inferd ${cmd === "backup" ? "backup [<file>]" : "restore <file>"}`);
-        out(cmd === "backup" ? backupCommand(config, pos[0]) : restoreCommand(config, pos[0]));
+        if (cmd === "restore") return restoreCommand(config, pos[0], out, err);
+        out(await backupCommand(config, pos[0]));
         return 0;
       }
+      case "store":
+        return await storeCommand(config, args, out, err);
       case "doctor":
         return await doctorCommand(config, parseArgs(args, []).json, out);
       case "desktop":

@@ -125,7 +125,8 @@ const MIGRATION_LOCK = 0x696e6664; // "infd"
  * `max` bounds the pool (connections held at once by this process).
  */
 export async function openPgStore(url: string, max = 16): Promise<Store> {
-  const pg = new SQL({ url, max, idleTimeout: 60, connectionTimeout: 10 });
+  const store = pgStore(url, max);
+  const pg = store.pg!;
   try {
     await pg.begin(async (tx) => {
       await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`;
@@ -142,6 +143,15 @@ export async function openPgStore(url: string, max = 16): Promise<Store> {
     await pg.close().catch(() => {});
     throw new Error(`cannot use the database ${redactUrl(url)}: ${(e as Error).message}`);
   }
+  return store;
+}
+
+/**
+ * A store over a PostgreSQL pool that connects lazily and migrates nothing: `openPgStore` migrates
+ * it first; `inferd doctor` only looks. `connectionTimeout` is in seconds.
+ */
+export function pgStore(url: string, max = 16, connectionTimeout = 10): Store {
+  const pg = new SQL({ url, max, idleTimeout: 60, connectionTimeout });
   const db = Object.assign(drizzlePg({ client: pg }), { engine: "postgres" as const }) as unknown as Db;
   return { db, engine: "postgres", pg, location: redactUrl(url), close: () => pg.close() };
 }

@@ -18,10 +18,15 @@ export class BackupFailed extends Error {}
 /** A UTC timestamp usable in file names, sorting as time does. @example stamp(new Date(0)) // → "1970-01-01T00-00-00-000Z" */
 export const stamp = (d: Date) => d.toISOString().replace(/[:.]/g, "-");
 
-const NAME = /^inferd-(\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z)\.db$/;
+/** What a backup file holds, by its extension: an SQLite copy (`.db`) or a `pg_dump` archive (`.pgdump`). */
+export type BackupKind = "db" | "pgdump";
 
-/** Verified backups in `<data-dir>/backups/`, newest first. Only finished, verified backups carry this name. */
-export function listBackups(dataDir: string): Backup[] {
+/** The name of a finished backup of that kind: `inferd-<UTC time>.<kind>`. */
+const nameOf = (kind: BackupKind) => new RegExp(`^inferd-(\\d{4}-\\d\\d-\\d\\dT\\d\\d-\\d\\d-\\d\\d-\\d{3}Z)\\.${kind}$`);
+
+/** Verified backups of one kind (default: SQLite copies) in `<data-dir>/backups/`, newest first. Only finished, verified backups carry this name. */
+export function listBackups(dataDir: string, kind: BackupKind = "db"): Backup[] {
+  const NAME = nameOf(kind);
   const dir = dataPaths(dataDir).backups;
   let names: string[];
   try {
@@ -87,9 +92,9 @@ export function databaseProblem(file: string): string | null {
   }
 }
 
-/** Removes all but the newest `keep` backups (0 keeps all), and unfinished copies older than a day. */
-export function pruneBackups(dataDir: string, keep: number, now = Date.now()): string[] {
-  const removed = keep > 0 ? listBackups(dataDir).slice(keep).map((b) => b.path) : [];
+/** Removes all but the newest `keep` backups of a kind (0 keeps all), and unfinished copies older than a day. */
+export function pruneBackups(dataDir: string, keep: number, now = Date.now(), kind: BackupKind = "db"): string[] {
+  const removed = keep > 0 ? listBackups(dataDir, kind).slice(keep).map((b) => b.path) : [];
   const dir = dataPaths(dataDir).backups;
   for (const name of existsSync(dir) ? readdirSync(dir) : []) {
     if (name.endsWith(".partial") && now - statSync(join(dir, name)).mtimeMs > 86_400_000) removed.push(join(dir, name));

@@ -4,20 +4,37 @@ import { takeBackup } from "./backup";
 import { runDoctor } from "./doctor";
 import { formatChecks } from "./report";
 import { restoreStore } from "./restore";
+import { pgBackup, pgRestoreAdvice } from "./pg-backup";
+import { redactUrl } from "../db";
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
-/** `inferd backup [<file>]`: a verified copy of the store, safe while a server serves; returns what to print. */
-export function backupCommand(config: Config, file?: string): string {
-  const b = takeBackup(config.dataDir, config.backupKeep, file);
-  return `backup written to ${b.path} (${mib(b.bytes)}, integrity checked)`;
+/** `inferd backup [<file>]`: a verified copy of the store (a pg_dump archive in PostgreSQL mode), safe while a server serves; returns what to print. */
+export async function backupCommand(config: Config, file?: string): Promise<string> {
+  if (config.databaseUrl === undefined) {
+    const b = takeBackup(config.dataDir, config.backupKeep, file);
+    return `backup written to ${b.path} (${mib(b.bytes)}, integrity checked)`;
+  }
+  const b = await pgBackup(config.databaseUrl, config.dataDir, config.backupKeep, file);
+  const checked = b.verifiedWith ? `read back with ${b.verifiedWith} --list` : "not read back: no pg_restore found";
+  const pruned = b.removed.length ? `; removed ${b.removed.length} older archive(s) beyond --backup-keep ${config.backupKeep}` : "";
+  return `backup written to ${b.path} (${mib(b.bytes)}): ${b.dump} --format=custom of ${redactUrl(config.databaseUrl)}, ${checked}${pruned}. Restore it with pg_restore (inferd restore <file> prints the command).`;
 }
 
-/** `inferd restore <file>`: the backup in place of the store (refused while a server holds the data dir); returns what to print. */
-export function restoreCommand(config: Config, file: string): string {
+/**
+ * `inferd restore <file>`: the backup in place of the store (refused while a server holds the data
+ * dir). In PostgreSQL mode nothing is touched: it prints the `pg_restore` command to run and
+ * returns 2. Returns the exit code.
+ */
+export function restoreCommand(config: Config, file: string, out: (s: string) => void, err: (s: string) => void): number {
+  if (config.databaseUrl !== undefined) {
+    err(pgRestoreAdvice(config.databaseUrl, file, config.dataDir));
+    return 2;
+  }
   const r = restoreStore(config.dataDir, file);
   const kept = r.setAside ? `; the store it replaced is kept as ${r.setAside}` : "";
-  return `restored ${r.from} as ${dataPaths(config.dataDir).db}${kept}. Start inferd serve again.`;
+  out(`restored ${r.from} as ${dataPaths(config.dataDir).db}${kept}. Start inferd serve again.`);
+  return 0;
 }
 
 /** `inferd doctor [--json]`: prints the checks; the exit code is 1 when one failed. */

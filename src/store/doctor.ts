@@ -7,6 +7,7 @@ import { inspectDatabase, lastGoodBackup, unknownMigration } from "./backup";
 import { ago, freeBytes, shellWord } from "./check";
 import { headerProblem } from "./header";
 import { hostChecks, type HostDeps } from "./doctor-host";
+import { pgChecks } from "./doctor-pg";
 import { check, type Check } from "./report";
 
 const mode = (path: string) => statSync(path).mode & 0o777;
@@ -86,13 +87,15 @@ function policyCheck(config: Config): Check {
 
 /**
  * `inferd doctor`: the data dir, its modes, the store's integrity and migrations, backups, free
- * disk, then the host (GPUs, runtimes, ports, certificate). Changes nothing; safe while serving.
+ * disk, then the host (GPUs, runtimes, ports, certificate). With `--database-url` the store lines
+ * are PostgreSQL's (./doctor-pg.ts) instead of the SQLite file's. Changes nothing; safe while serving.
  */
 export async function runDoctor(config: Config, deps: Partial<HostDeps> = {}): Promise<Check[]> {
   const now = (deps.now ?? Date.now)();
   const dir = config.dataDir;
+  const db = config.databaseUrl !== undefined ? await pgChecks(config.databaseUrl, dir, now) : undefined;
   const store = existsSync(dir)
-    ? [...modeChecks(dir), ...storeChecks(dir), backupCheck(config, now), diskCheck(config), policyCheck(config)]
-    : [check("data dir", "fail", `${dir} does not exist`, "inferd serve creates it; or pass the right --data-dir")];
+    ? [...modeChecks(dir), ...(db ?? [...storeChecks(dir), backupCheck(config, now)]), diskCheck(config), policyCheck(config)]
+    : [check("data dir", "fail", `${dir} does not exist`, "inferd serve creates it; or pass the right --data-dir"), ...(db ?? [])];
   return [...store, ...(await hostChecks(config, deps))];
 }

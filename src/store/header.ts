@@ -41,6 +41,15 @@ export function headerProblem(path: string): string | null {
   return null;
 }
 
+/** Whether a file begins as an SQLite database does (a `.db` backup of the embedded store); false when it cannot be read. */
+export function isSqliteFile(path: string): boolean {
+  try {
+    return head(path, 16).toString("latin1") === MAGIC;
+  } catch {
+    return false;
+  }
+}
+
 /** Whether an error from SQLite says the file is corrupt or not a database. */
 export function isCorruption(e: unknown): boolean {
   const code = (e as { code?: unknown })?.code;

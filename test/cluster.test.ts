@@ -6,7 +6,7 @@
  * anywhere run once and deliver; killing the leader moves the lead and loses no accepted job.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { cleanup, waitFor } from "./helpers/proc";
+import { cleanup, tempDir, waitFor } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 import { stopTestPostgres, testPostgres } from "./helpers/postgres";
 
@@ -15,9 +15,9 @@ let url: string;
 let a: Serving;
 let b: Serving;
 
-/** A host of the cluster: fake GPUs, its local agent, the shared database and admin token. */
+/** A host of the cluster: its own machine with one fake GPU, its local agent, the shared database and admin token. */
 const host = (env: Record<string, string> = {}) =>
-  startServing({ INFERD_DATABASE_URL: url, INFERD_ADMIN_TOKEN: TOKEN, INFERD_WORKER_TIMEOUT_MS: "4000", FAKE_GPUS: "1x NVIDIA L4:23034", ...env });
+  startServing({ INFERD_DATABASE_URL: url, INFERD_ADMIN_TOKEN: TOKEN, INFERD_WORKER_TIMEOUT_MS: "4000", FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_GPU_USAGE_DIR: tempDir("gpu"), ...env });
 
 /** `/admin/info`'s cluster part as a host sees it. */
 const clusterOf = async (s: Serving) => (await (await s.admin("/admin/info")).json()).cluster as { mode: string; host_id: string; leader: { id: string } | null; hosts: { id: string; alive: boolean; leading: boolean }[] };

@@ -49,7 +49,8 @@ export class Scaler {
     clearInterval(this.timer);
   }
 
-  private standing = false;
+  /** Not deciding: before `start` (a host that does not lead never starts it) and after `standBy`. */
+  private standing = true;
 
   /** Stops looking. */
   stop(): void {

@@ -74,7 +74,8 @@ export class DeliveryLoop {
     clearTimeout(this.due);
   }
 
-  private standing = false;
+  /** Not deciding: before `start` (a host that does not lead never starts it) and after `standBy`. */
+  private standing = true;
 
   /** Wakes the loop when the next pending delivery falls due (retries of a short schedule). */
   private async scheduleNext(): Promise<void> {

@@ -15,6 +15,7 @@ import { loadHostCert } from "./tls/hostcert";
 import { MetricsStore } from "./usage/series";
 import { Metering } from "./usage/meter";
 import { Limiter } from "./limits/limiter";
+import { SharedLimits } from "./limits/shared";
 import { storeQuotas } from "./limits/quotas";
 import { startLocalAgent } from "./workers/local";
 import { JobRunner } from "./jobs/runner";
@@ -60,6 +61,8 @@ interface Services {
   agents: RemoteAgents;
   collector: ModelCollector;
   cluster: Cluster;
+  /** Per-minute limits counted across the hosts (with a shared store only). */
+  shared?: SharedLimits;
   ports: { http: number; tls: number };
 }
 
@@ -74,7 +77,9 @@ function buildServices(config: Config, store: Store, token: string): Services {
   const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
   const usage = new UsageRecorder(store.db);
   const metrics = new MetricsStore();
-  const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()));
+  // With a shared store the per-minute limits are counted across the hosts (src/limits/shared.ts).
+  const shared = store.pg ? new SharedLimits(store.db, () => Math.max(1, cluster.alive.length)) : undefined;
+  const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()), Date.now, shared);
   const metering = new Metering({ usage, series: metrics, limits: limiter });
   setOfflineAfter(config.workerTimeoutMs);
   const hostCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
@@ -123,7 +128,7 @@ function buildServices(config: Config, store: Store, token: string): Services {
     joinUrl: () => joinUrlOf(listen()),
     describeWorkload: (w) => fleet.describe(w),
   };
-  return { deps, jobs, deliveries, agents, collector, cluster, ports };
+  return { deps, jobs, deliveries, agents, collector, cluster, shared, ports };
 }
 
 /** Removes what has outlived its retention (the leader's duty): finished jobs, deleted webhooks, old audit entries, unused tenant models. */
@@ -135,6 +140,9 @@ async function prune(config: Config, s: Services): Promise<void> {
   await pruneAudit(db, config.auditRetentionDays);
   await s.collector.sweep().catch((e) => log.warn("could not remove unused models", e));
 }
+
+/** How often a cluster host reads the token quota counts again (what the other hosts charged). */
+const QUOTA_REFRESH_MS = 2000;
 
 /** Periodic chores: usage to disk, queue depth samples, placement, pruning. Returns a stop. */
 function startChores(config: Config, s: Services): () => void {
@@ -154,6 +162,9 @@ function startChores(config: Config, s: Services): () => void {
       void prune(config, s).catch((e) => log.warn("pruning failed", e));
     }, 3_600_000),
   ];
+  // In a cluster the other hosts charge tokens too: quota counts are read again every few seconds.
+  if (s.shared) timers.push(setInterval(() => void deps.limiter.refreshCounts().catch((e) => log.warn("could not read token quota counts", e)), QUOTA_REFRESH_MS));
+  s.shared?.start();
   return () => timers.forEach(clearInterval);
 }
 
@@ -248,6 +259,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
       stop: () =>
         (stopping ??= (async () => {
           stopChores();
+          await services.shared?.stop();
           deps.scaler.stop();
           backups.stop();
           services.agents.stop();

@@ -6,6 +6,7 @@
  * anywhere run once and deliver; killing the leader moves the lead and loses no accepted job.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { SQL } from "bun";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 import { stopTestPostgres, testPostgres } from "./helpers/postgres";
@@ -91,6 +92,74 @@ describe("two hosts on one database", () => {
       }, { what: `job ${id} completed`, timeoutMs: 30_000 });
       expect(job.runs).toBe(1);
     }
+  });
+});
+
+describe("a key's limits hold across the hosts", () => {
+  /** A key of the serving project with these limits, and the workload to call. */
+  const limitedKey = async (limits: Record<string, number>) => {
+    const key = await (await a.admin(`/admin/projects/${a.project}/keys`, { body: { name: `limited-${Object.keys(limits).join("-")}`, type: "live", limits } })).json();
+    const w = (await (await a.admin(`/admin/projects/${a.project}/workloads`)).json())[0];
+    const chat = (s: Serving) => s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "count me" }] }, token: key.secret });
+    return { key, chat };
+  };
+
+  test("requests per minute: the two hosts together admit the limit, not the limit each", async () => {
+    const { chat } = await limitedKey({ rpm: 10 });
+    // Eight requests through each host, one host after the other; a minute boundary in between would
+    // hand out a new minute's budget, so the round is taken again when one falls inside it.
+    let statuses: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const minute = Math.floor(Date.now() / 60_000);
+      statuses = [];
+      for (let i = 0; i < 8; i++) for (const s of [a, b]) statuses.push((await chat(s)).status);
+      if (Math.floor(Date.now() / 60_000) === minute) break;
+    }
+    expect(statuses.filter((x) => x === 200)).toHaveLength(10);
+    expect(statuses.filter((x) => x === 429)).toHaveLength(6);
+    const refused = await chat(b);
+    expect(refused.status).toBe(429);
+    expect((await refused.json()).error.message).toContain("across every host");
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+
+  /** Waits until the shared database holds at least `n` tokens for the key (counted by `table`). */
+  const counted = async (keyId: string, table: "rate_windows" | "usage_daily", n: number) => {
+    const db = new SQL(url);
+    try {
+      await waitFor(async () => {
+        const [r] = await db.unsafe(`SELECT COALESCE(SUM(${table === "rate_windows" ? "tokens" : "input_tokens + output_tokens"}), 0) AS n FROM ${table} WHERE key_id = $1`, [keyId]);
+        return Number(r.n) >= n || undefined;
+      }, { what: `${n} tokens of the key counted in ${table}` });
+    } finally {
+      await db.close();
+    }
+  };
+
+  test("tokens per minute: once tokens used through one host are counted, the other host refuses the key", async () => {
+    const { key, chat } = await limitedKey({ tpm: 1 });
+    expect((await chat(a)).status).toBe(200);
+    await counted(key.id, "rate_windows", 1);
+    // Host b has not seen this key before: its own count is 0, the cluster's is over the limit.
+    const r = await chat(b);
+    expect(r.status).toBe(429);
+    const body = await r.json();
+    expect(body.error.code).toBe("rate_limited");
+    expect(body.error.message).toContain("across every host");
+    expect(r.headers.get("x-ratelimit-remaining-tokens")).toBe("0");
+  });
+
+  test("daily token quota: a host the key never used reads what the other host charged", async () => {
+    // One chat's tokens, to set a quota that one chat uses up.
+    const probe = await limitedKey({ rpm: 1000 });
+    const n = (await (await probe.chat(a)).json()).usage.total_tokens as number;
+    expect(n).toBeGreaterThan(0);
+    const { key, chat } = await limitedKey({ tokens_per_day: n });
+    expect((await chat(a)).status).toBe(200);
+    await counted(key.id, "usage_daily", n);
+    const r = await chat(b);
+    expect(r.status).toBe(429);
+    expect((await r.json()).error.code).toBe("quota_exceeded");
   });
 });
 

@@ -6,6 +6,8 @@
  * SDKs read to wait before retrying.
  */
 import { AppError } from "../errors";
+import { andThen } from "../maybe";
+import type { SharedLimits } from "./shared";
 import type { Finished } from "../usage/meter";
 
 /** What the limiter needs of a key (its row). */
@@ -74,6 +76,8 @@ export class Limiter {
   constructor(
     private quotas: QuotaSource,
     private now: () => number = Date.now,
+    /** In a cluster: request, token and concurrency limits counted across the hosts (src/limits/shared.ts). */
+    private shared?: SharedLimits,
   ) {}
 
   private fill(map: Map<string, Bucket>, id: string, capacity: number, t: number): Bucket {
@@ -127,27 +131,46 @@ export class Limiter {
     return loads.length ? Promise.all(loads).then(() => undefined) : undefined;
   }
 
-  /** Reads what the quotas need (when not in memory), then decides. */
+  /** Reads what the quotas need (when not in memory), takes the cluster's request budget and token count (in a cluster), then decides. */
   private admitWith(key: LimitedKey, project: ProjectQuotas, request?: Request): Ticket | Promise<Ticket> {
     const pending = this.loadAll(key, project);
-    return pending ? pending.then(() => this.decide(key, project, request)) : this.decide(key, project, request);
+    if (pending) return pending.then(() => this.admitWith(key, project, request));
+    const shared = this.shared;
+    if (!shared) return this.decide(key, project, request);
+    const headers: Record<string, string> = {};
+    const tokens = key.tpm === null ? undefined : shared.tokensNow(key.id);
+    return andThen(tokens, (used) => {
+      if (key.tpm !== null && used !== undefined) {
+        const tpm = key.tpm;
+        Object.assign(headers, { "x-ratelimit-limit-tokens": String(tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, tpm - used)), "x-ratelimit-reset-tokens": resetText(shared.untilNextMinute()) });
+        if (used >= tpm) this.refuse("rate_limited", `this key may use ${tpm} tokens per minute (across every host)`, shared.untilNextMinute(), headers);
+      }
+      if (key.rpm === null) return this.decide(key, project, request, headers);
+      const rpm = key.rpm;
+      return andThen(shared.takeRequest(key.id, rpm), (ok) => {
+        Object.assign(headers, { "x-ratelimit-limit-requests": String(rpm), "x-ratelimit-remaining-requests": String(shared.remainingRequests(key.id, rpm)), "x-ratelimit-reset-requests": resetText(shared.untilNextMinute()) });
+        if (!ok) this.refuse("rate_limited", `this key may make ${rpm} requests per minute (across every host)`, shared.untilNextMinute(), { ...headers, "x-ratelimit-remaining-requests": "0" });
+        return this.decide(key, project, request, headers);
+      });
+    });
   }
 
-  /** The decision once the counts are in memory: 429 (thrown) or the ticket. */
-  private decide(key: LimitedKey, project: ProjectQuotas, request?: Request): Ticket {
+  /** The decision once the counts are in memory: 429 (thrown) or the ticket (`headers`: from the cluster's request and token counts). */
+  private decide(key: LimitedKey, project: ProjectQuotas, request?: Request, headers: Record<string, string> = {}): Ticket {
     const t = this.now();
-    const headers: Record<string, string> = {};
-    if (key.maxConcurrent !== null && (this.inFlight.get(key.id) ?? 0) >= key.maxConcurrent) {
-      this.refuse("rate_limited", `this key may have ${key.maxConcurrent} request(s) in flight at once`, 1000, headers);
+    // In a cluster each live host allows its share of the requests at once.
+    const maxConcurrent = key.maxConcurrent === null ? null : this.shared ? Math.max(1, Math.floor(key.maxConcurrent / Math.max(1, this.shared.hosts()))) : key.maxConcurrent;
+    if (maxConcurrent !== null && (this.inFlight.get(key.id) ?? 0) >= maxConcurrent) {
+      this.refuse("rate_limited", `this key may have ${key.maxConcurrent} request(s) in flight at once${this.shared ? ` (${maxConcurrent} through this host)` : ""}`, 1000, headers);
     }
-    if (key.rpm !== null) {
+    if (key.rpm !== null && !this.shared) {
       const b = this.fill(this.requests, key.id, key.rpm, t);
       const reset = ((key.rpm - Math.max(0, b.level - 1)) * MINUTE) / key.rpm;
       Object.assign(headers, { "x-ratelimit-limit-requests": String(key.rpm), "x-ratelimit-remaining-requests": String(Math.max(0, Math.floor(b.level - 1))), "x-ratelimit-reset-requests": resetText(reset) });
       if (b.level < 1) this.refuse("rate_limited", `this key may make ${key.rpm} requests per minute`, ((1 - b.level) * MINUTE) / key.rpm, { ...headers, "x-ratelimit-remaining-requests": "0" });
       b.level -= 1;
     }
-    if (key.tpm !== null) {
+    if (key.tpm !== null && !this.shared) {
       const b = this.fill(this.tokens, key.id, key.tpm, t);
       Object.assign(headers, { "x-ratelimit-limit-tokens": String(key.tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, Math.floor(b.level))), "x-ratelimit-reset-tokens": resetText(((key.tpm - Math.max(0, b.level)) * MINUTE) / key.tpm) });
       if (b.level <= 0) this.refuse("rate_limited", `this key may use ${key.tpm} tokens per minute`, ((1 - b.level) * MINUTE) / key.tpm, headers);
@@ -194,6 +217,7 @@ export class Limiter {
   finished(f: Finished): void {
     if (!f.keyId) return;
     const tokens = f.usage.inputTokens + f.usage.outputTokens;
+    this.shared?.addTokens(f.keyId, tokens);
     const b = this.tokens.get(f.keyId);
     if (b) b.level -= tokens;
     const day = new Date(this.now()).toISOString().slice(0, 10);
@@ -206,5 +230,24 @@ export class Limiter {
   /** Forgets cached quota counts (after a day rolls over they are keyed anew anyway). */
   forget(): void {
     this.used.clear();
+  }
+
+  /**
+   * Reads every cached quota count from the store again, keeping what was counted here while it was
+   * read: in a cluster, so that the tokens other hosts charged to a key or project count here too
+   * (within the refresh period). Counts of past periods are dropped.
+   */
+  async refreshCounts(): Promise<void> {
+    const day = new Date(this.now()).toISOString().slice(0, 10);
+    await Promise.all(
+      [...this.used.keys()].map(async (k) => {
+        const [scope, id, period] = k.split(":") as ["key" | "project", string, string];
+        if (period !== day && period !== day.slice(0, 7)) return void this.used.delete(k);
+        const before = this.used.get(k) ?? 0;
+        const stored = await this.quotas.tokensUsed(scope, id, period);
+        const now = this.used.get(k);
+        if (now !== undefined) this.used.set(k, stored + (now - before));
+      }),
+    );
   }
 }

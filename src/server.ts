@@ -11,7 +11,7 @@ import { Fleet, localTarget, type TargetFactory } from "./workers/fleet";
 import { getWorker, setOfflineAfter } from "./workers/service";
 import { RemoteAgents } from "./agents/remote";
 import { viaTls } from "./agents/routes";
-import { loadHostCert } from "./tls/hostcert";
+import { loadHostCert, type HostCert } from "./tls/hostcert";
 import { MetricsStore } from "./usage/series";
 import { Metering } from "./usage/meter";
 import { Limiter } from "./limits/limiter";
@@ -38,6 +38,7 @@ import { assertFreeDisk } from "./store/check";
 import { AutoBackups } from "./store/auto";
 import { joinUrlOf, listenInfo, urlHost } from "./admin/listen";
 import { Cluster } from "./cluster/cluster";
+import { clusterCert } from "./tls/cluster-cert";
 import { hostIdOf } from "./cluster/hosts";
 import { deliveriesWaker, jobsWaker, wireCluster } from "./cluster/wiring";
 import { localClusterLinks } from "./cluster/local-links";
@@ -73,7 +74,7 @@ async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Pro
 }
 
 /** Builds every service and the app's dependencies over an open store. */
-function buildServices(config: Config, store: Store, token: string): Services {
+function buildServices(config: Config, store: Store, token: string, hostCert: HostCert): Services {
   const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
   const usage = new UsageRecorder(store.db);
   const metrics = new MetricsStore();
@@ -82,7 +83,6 @@ function buildServices(config: Config, store: Store, token: string): Services {
   const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()), Date.now, shared);
   const metering = new Metering({ usage, series: metrics, limits: limiter });
   setOfflineAfter(config.workerTimeoutMs);
-  const hostCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
   const ports = { http: 0, tls: 0 };
   const listen = () => listenInfo({ host: config.host, port: ports.http, tlsPort: ports.tls, advertiseHost: config.advertiseHost });
   let agents: RemoteAgents | undefined;
@@ -188,7 +188,10 @@ export async function startServer(config: Config, out: (line: string) => void = 
     if (store.pg) unlisten = await listenForChanges(store.db, store.pg);
     const walCheckpoints = checkpointer;
     const token = adminToken(config.dataDir, config.adminToken);
-    const services = buildServices(config, store, token.token);
+    const ownCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
+    // A cluster's hosts serve one certificate (unless the operator gives each its own with --tls-cert).
+    const hostCert = store.pg && !config.tlsCert ? await clusterCert(store.db, ownCert) : ownCert;
+    const services = buildServices(config, store, token.token, hostCert);
     const { deps } = services;
     const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
     const app = createApp(deps).listen({ hostname: config.host, port: config.port, idleTimeout: 255, maxRequestBodySize: bodyLimit });

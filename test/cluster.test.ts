@@ -46,8 +46,9 @@ describe("two hosts on one database", () => {
   });
 
   test("a project, key and workload made on one host serve on both, from replicas under both hosts' machines", async () => {
-    // Both hosts run `startServing`'s project "serving"; make the workload through host a. Two
-    // replicas on one GPU each: one lands on each host's machine.
+    // Both hosts run `startServing`'s project "serving"; make the workload through host a, once both
+    // machines are online. Two replicas on one GPU each: one lands on each host's machine.
+    await waitFor(async () => ((await (await a.admin("/admin/workers")).json()) as { state: string }[]).filter((x) => x.state === "online").length === 2 || undefined, { what: "both hosts' machines online" });
     const w = await a.createWorkload({ name: "chat", backend: "vllm", model_name: "chat-model", config: { command: "vllm serve chat-model" }, execution_params: { replicas: 2 } });
     let last = "";
     const ready = await waitFor(async () => {

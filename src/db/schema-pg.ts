@@ -342,3 +342,11 @@ export const rateWindows = pgTable(
   },
   (t) => [primaryKey({ columns: [t.keyId, t.minute] })],
 );
+
+/** The cluster's TLS identity (see ./schema.ts). */
+export const clusterCerts = pgTable("cluster_certs", {
+  id: text("id").primaryKey(),
+  certPem: text("cert_pem").notNull(),
+  keyPem: text("key_pem").notNull(),
+  createdAt: text("created_at").notNull(),
+});

@@ -349,3 +349,16 @@ export const rateWindows = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.keyId, t.minute] })],
 );
+
+/**
+ * The cluster's TLS identity (one row, id `host`): every host of a cluster serves this certificate
+ * on its agent port, so one join token (which pins its fingerprint) works against any host, and
+ * behind a load balancer. The first host to start with a shared store puts its own there. The
+ * embedded store's one host keeps its certificate in its data dir instead.
+ */
+export const clusterCerts = sqliteTable("cluster_certs", {
+  id: text("id").primaryKey(),
+  certPem: text("cert_pem").notNull(),
+  keyPem: text("key_pem").notNull(),
+  createdAt: text("created_at").notNull(),
+});

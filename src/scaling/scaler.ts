@@ -115,14 +115,17 @@ export class Scaler {
   }
 
   private async look(): Promise<void> {
-    let changed = false;
-    for (const w of await listAllWorkloads(this.db)) {
-      try {
-        changed = (await this.evaluate(w)) || changed;
-      } catch (e) {
-        log.error(`scaling ${w.project_slug}/${w.slug} failed`, e);
+    const changed = await this.fleet.exclusively(async () => {
+      let any = false;
+      for (const w of await listAllWorkloads(this.db)) {
+        try {
+          any = (await this.evaluate(w)) || any;
+        } catch (e) {
+          log.error(`scaling ${w.project_slug}/${w.slug} failed`, e);
+        }
       }
-    }
+      return any;
+    });
     if (changed) await this.fleet.reconcile();
   }
 

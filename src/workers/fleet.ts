@@ -78,6 +78,18 @@ export class Fleet {
 
   private reconciling: Promise<void> | undefined;
   private reconcileAgain = false;
+  /** The placement in progress: placing workloads and the scaler's starts run one after the other. */
+  private placing: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Runs `place` once no other placement runs (workload placement here, the scaler's starts and
+   * stops): two at once would each see the same free GPU and both put a replica on it.
+   */
+  exclusively<T>(place: () => Promise<T>): Promise<T> {
+    const run = this.placing.then(place, place);
+    this.placing = run.catch(() => undefined);
+    return run;
+  }
 
   /**
    * Re-places workloads and wakes every agent so it reconciles. One pass at a time: a call during
@@ -102,7 +114,7 @@ export class Fleet {
 
   private async pass(): Promise<void> {
     this.verdicts.clear();
-    if (this.places()) this.unplaced = await autoAssign(this.db);
+    if (this.places()) this.unplaced = await this.exclusively(() => autoAssign(this.db));
     const present = new Set((await listAllAssignments(this.db)).map((a) => a.id));
     for (const [id, r] of this.reports) {
       if (!present.has(id)) {

@@ -49,9 +49,15 @@ export function spawnAgent(args: string[], dataDir: string, env: Record<string, 
 }
 
 /** Adds a worker on the host, joins an agent to it and waits until the host sees it online. */
-export async function joinAgent(host: Host, name: string, env: Record<string, string> = {}, dataDir = tempDir(`agent-${name}`)): Promise<AgentProc> {
+export function joinAgent(host: Host, name: string, env: Record<string, string> = {}, dataDir = tempDir(`agent-${name}`)): Promise<AgentProc> {
+  return joinAgentAt(host, name, undefined, env, dataDir);
+}
+
+/** Adds a worker on the host and joins an agent with its token at `joinUrl` (default: the join command's own address, else another host of its cluster). */
+export async function joinAgentAt(host: Host, name: string, joinUrl?: string, env: Record<string, string> = {}, dataDir = tempDir(`agent-${name}`)): Promise<AgentProc> {
   const created = await (await host.admin("/admin/workers", { name })).json();
-  const [, , , url, , token] = (created.join_command as string).split(" ");
+  const [, , , shown, , token] = (created.join_command as string).split(" ");
+  const url = joinUrl ?? shown;
   const { proc, output } = spawnAgent(["join", url, "--token", token], dataDir, env);
   await waitFor(async () => {
     if (proc.exitCode !== null) throw new Error(`agent ${name} exited ${proc.exitCode}: ${output()}`);

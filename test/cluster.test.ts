@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { SQL } from "bun";
-import { cleanup, tempDir, waitFor } from "./helpers/proc";
+import { cleanup, runInferd, tempDir, waitFor } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 import { stopTestPostgres, testPostgres } from "./helpers/postgres";
 
@@ -19,6 +19,9 @@ let b: Serving;
 /** A host of the cluster: its own machine with one fake GPU, its local agent, the shared database and admin token. */
 const host = (env: Record<string, string> = {}) =>
   startServing({ INFERD_DATABASE_URL: url, INFERD_ADMIN_TOKEN: TOKEN, INFERD_WORKER_TIMEOUT_MS: "4000", FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_GPU_USAGE_DIR: tempDir("gpu"), ...env });
+
+/** `inferd doctor` on the shared database, from a machine of its own (a data dir of its own). */
+const doctor = () => runInferd({ args: ["doctor", "--database-url", url, "--port", "0", "--data-dir", tempDir("doctor")] });
 
 /** `/admin/info`'s cluster part as a host sees it. */
 const clusterOf = async (s: Serving) => (await (await s.admin("/admin/info")).json()).cluster as { mode: string; host_id: string; leader: { id: string } | null; hosts: { id: string; alive: boolean; leading: boolean }[] };
@@ -43,6 +46,14 @@ describe("two hosts on one database", () => {
     expect(seen.ia.mode).toBe("cluster");
     expect(seen.ia.host_id).not.toBe(seen.ib.host_id);
     expect(seen.ia.hosts.filter((h) => h.leading)).toHaveLength(1);
+  });
+
+  test("doctor on the database lists both hosts running and names the leader", async () => {
+    const leader = (await clusterOf(a)).leader!.id;
+    const r = await doctor();
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^ok {4}hosts +2 running: /m);
+    expect(r.stdout).toMatch(new RegExp(`^ok {4}leader +\\S+ \\(${leader}\\) leads since `, "m"));
   });
 
   test("a project, key and workload made on one host serve on both, from replicas under both hosts' machines", async () => {
@@ -177,6 +188,9 @@ describe("when the leader dies", () => {
     expect(after.leader!.id).not.toBe(before.leader!.id);
     // Its heartbeat stops too: it is listed as gone once the host timeout has passed.
     await waitFor(async () => (await clusterOf(other)).hosts.find((h) => h.id === before.leader!.id)?.alive === false || undefined, { what: "the dead host listed as gone", timeoutMs: 30_000 });
+    const checked = await doctor();
+    expect(checked.stdout).toMatch(new RegExp(`^warn {2}hosts +1 running: .*; not heard from for over 10 s: \\S+ \\(${before.leader!.id}, `, "m"));
+    expect(checked.stdout).toMatch(new RegExp(`^ok {4}leader +\\S+ \\(${after.host_id}\\) leads`, "m"));
     const r = await other.data(w.slug, "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "after" }] } } });
     expect(r.status).toBe(202);
     const { job_id } = await r.json();

@@ -12,7 +12,7 @@ import { log } from "../log";
 export const LEADER_TRY_MS = 2_000;
 
 /** The advisory lock key of the leader ("inld"). */
-const LEADER_LOCK = 0x696e6c64;
+export const LEADER_LOCK = 0x696e6c64;
 
 /** Told when this host starts or stops leading. */
 export type LeaderListener = (leading: boolean) => void;

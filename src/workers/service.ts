@@ -52,6 +52,8 @@ export interface WorkerView {
   created_at: string;
   /** Projects (ids) whose tenants may pin workloads to this worker, or `"*"` for every project. */
   open_to: string[] | "*";
+  /** A local worker's host (the machine an `inferd serve` runs on); null for a remote agent. */
+  host_id: string | null;
 }
 
 /** Backends that need a GPU to be placed automatically. */
@@ -99,6 +101,7 @@ export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
     last_seen_at: w.lastSeenAt,
     created_at: w.createdAt,
     open_to: JSON.parse(w.openTo),
+    host_id: w.hostId,
   };
 }
 

@@ -7,6 +7,7 @@ import type { DeliveryView, JobView } from "../../src/jobs/service";
 import type { Workload as ServerWorkload } from "../../src/workloads/service";
 import type { launchPreview } from "../../src/admin/extras";
 import type { ListenInfo } from "../../src/admin/listen";
+import type { ClusterView } from "../../src/cluster/cluster";
 import type { WorkerReplica, WorkloadDetail } from "../../src/workers/fleet";
 import type { StoreModel } from "../../src/models/tenants";
 import type { projectUsage } from "../../src/limits/project";
@@ -81,6 +82,8 @@ export interface Worker {
   gpus: Gpu[];
   telemetry?: { ram_free_bytes?: number; load_avg?: number[]; probed_at?: string };
   last_seen_at: string | null;
+  /** A local worker's host; null for a remote agent. */
+  host_id: string | null;
   replicas: Replica[];
   history?: TelemetrySample[];
 }
@@ -104,7 +107,12 @@ export interface Info {
   ollama: { url: string; running: boolean };
   builtin_llama: boolean;
   llama_server?: string | null;
+  /** The hosts sharing the store and which one leads (one host in the embedded store). */
+  cluster: Cluster;
 }
+
+/** What `GET /admin/info` says of the cluster. */
+export type Cluster = ClusterView;
 
 /** One try of a delivery. */
 export interface Attempt {

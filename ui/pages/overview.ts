@@ -6,6 +6,7 @@ import { ErrorNote, Loading, PageTitle } from "../components/ui";
 import { ReplicaStatus } from "../components/replica-status";
 import { Attention } from "../components/attention";
 import { TrafficSummary } from "../components/traffic";
+import { clusterLine } from "../components/hosts";
 
 /** The overview (or the first-run invitation when there is no project yet). */
 export function Overview() {
@@ -20,7 +21,8 @@ export function Overview() {
   const online = workers.data.filter((w) => w.state === "online").length;
   // A worker added but never joined is not "offline": it is counted apart.
   const waiting = workers.data.filter((w) => !w.last_seen_at).length;
-  return html`<${PageTitle} sub=${info.data ? `inferd ${info.data.version} on ${info.data.hostname}` : null}>Overview<//>
+  const cluster = clusterLine(info.data?.cluster);
+  return html`<${PageTitle} sub=${info.data ? `inferd ${info.data.version} on ${info.data.hostname}${cluster ? ` · ${cluster}` : ""}` : null}>Overview<//>
     ${projects.data.length === 0
       ? html`<section class="card welcome" aria-labelledby="welcome">
           <h2 id="welcome">Welcome to inferd</h2>

@@ -4,7 +4,8 @@ import { useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useAction, useApi, useNow } from "../lib/hooks";
 import { ago, bytes, mib } from "../lib/format";
-import type { Worker } from "../lib/types";
+import type { Info, Worker } from "../lib/types";
+import { Hosts } from "../components/hosts";
 import { ListenNote, useListen } from "../components/listen-note";
 import { Bar, CodeBlock, ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
 import { ReplicaStatus } from "../components/replica-status";
@@ -43,14 +44,14 @@ function AddWorker({ onAdded }: { onAdded(): void }) {
 }
 
 /** One worker's card. */
-function WorkerCard({ w, now, onDeleted }: { w: Worker; now: number; onDeleted(): void }) {
+function WorkerCard({ w, now, onDeleted, where }: { w: Worker; now: number; onDeleted(): void; where: string }) {
   const del = useAction(() => api(`/admin/workers/${w.id}`, { method: "DELETE" }).then(() => true));
   const ram = w.telemetry?.ram_free_bytes;
   return html`<li class="card worker" aria-label=${`Worker ${w.name}`}>
     <div class="worker-head">
       <h2>${w.name}</h2>${w.last_seen_at ? html`<${StateBadge} state=${w.state} />` : html`<span class="badge state-waiting">waiting to join</span>`}
       ${w.last_seen_at
-        ? html`<span class="muted">${w.kind === "local" ? "this machine" : w.hostname} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`
+        ? html`<span class="muted">${where} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`
         : html`<span class="muted">waiting for its agent to join</span>`}
     </div>
     ${!w.last_seen_at ? null : w.gpus.length === 0 ? html`<p class="muted">No GPU: runs llama.cpp and Ollama on the CPU.</p>` : html`<ul class="gpus">
@@ -73,9 +74,18 @@ function WorkerCard({ w, now, onDeleted }: { w: Worker; now: number; onDeleted()
 /** The workers page. */
 export function Workers() {
   const list = useApi<Worker[]>("/admin/workers", 2000);
+  const info = useApi<Info>("/admin/info", 2000);
   const now = useNow();
+  const cluster = info.data?.cluster;
+  /** Where a worker is: this machine, another host's machine (in a cluster), or the agent's own. */
+  const where = (w: Worker) => {
+    if (w.kind !== "local") return w.hostname;
+    if (!cluster || !w.host_id || w.host_id === cluster.host_id) return "this machine";
+    return `the machine of host ${cluster.hosts.find((h) => h.id === w.host_id)?.name ?? w.host_id}`;
+  };
   return html`<${PageTitle} sub="Machines that run your workloads, refreshed every 2 s.">Workers<//>
+    <${Hosts} cluster=${cluster} now=${now} />
     <${AddWorker} onAdded=${() => list.reload()} />
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />`
-      : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} now=${now} onDeleted=${() => list.reload()} />`)}</ul>`}`;
+      : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} now=${now} where=${where(w)} onDeleted=${() => list.reload()} />`)}</ul>`}`;
 }

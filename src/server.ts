@@ -35,7 +35,8 @@ import { ModelCollector } from "./models/gc";
 import { Scaler } from "./scaling/scaler";
 import { startCheckpointer, type Checkpointer } from "./db/checkpoint";
 import { assertFreeDisk } from "./store/check";
-import { AutoBackups } from "./store/auto";
+import { AutoBackups, type AutoBackupOptions } from "./store/auto";
+import { findPgTool, missingTool, pgAutoBackup } from "./store/pg-backup";
 import { joinUrlOf, listenInfo, urlHost } from "./admin/listen";
 import { Cluster } from "./cluster/cluster";
 import { clusterCert } from "./tls/cluster-cert";
@@ -141,6 +142,18 @@ async function prune(config: Config, s: Services): Promise<void> {
   await s.collector.sweep().catch((e) => log.warn("could not remove unused models", e));
 }
 
+/**
+ * Automatic backups: of the SQLite file alone; with a shared PostgreSQL store, `pg_dump` archives
+ * taken by the leading host into its data dir (off, with a warning, when pg_dump is not installed).
+ */
+function autoBackupOptions(config: Config, store: Store, leading: () => boolean): AutoBackupOptions {
+  const intervalMs = config.backupIntervalHours * 3_600_000;
+  const base = { dataDir: config.dataDir, keep: config.backupKeep };
+  if (!store.pg || !config.databaseUrl) return { ...base, intervalMs };
+  if (intervalMs > 0 && !findPgTool("pg_dump")) log.warn(`automatic backups are off: ${missingTool("pg_dump")}`);
+  return { ...base, intervalMs: findPgTool("pg_dump") ? intervalMs : 0, kind: "pgdump", when: leading, run: pgAutoBackup(config.databaseUrl, config.dataDir, config.backupKeep) };
+}
+
 /** How often a cluster host reads the token quota counts again (what the other hosts charged). */
 const QUOTA_REFRESH_MS = 2000;
 
@@ -215,7 +228,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
     await deps.fleet.reconcile();
     const stopChores = startChores(config, services);
-    const backups = new AutoBackups({ dataDir: config.dataDir, intervalMs: store.sqlite ? config.backupIntervalHours * 3_600_000 : 0, keep: config.backupKeep });
+    const backups = new AutoBackups(autoBackupOptions(config, store, () => services.cluster.leading));
     backups.start();
     await services.jobs.start();
     await services.agents.start();

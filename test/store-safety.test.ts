@@ -239,6 +239,23 @@ describe("automatic backups", () => {
     expect(auto.dueAt()).toBe(Date.parse("2030-01-01T00:30:00.000Z")); // overdue: runs at once
   });
 
+  test("in a cluster only the leading host takes them: none while it does not lead, the next one once it does", async () => {
+    const dataDir = tempDir("auto-lead");
+    let leading = false;
+    let runs = 0;
+    let asked = 0;
+    const auto = new AutoBackups({ dataDir, intervalMs: 100, keep: 2, firstDelayMs: 0, kind: "pgdump", when: () => (asked++, leading), run: async () => `run ${++runs}` });
+    auto.start();
+    try {
+      await waitFor(() => asked >= 3, { what: "the schedule asking three times whether this host leads" });
+      expect(runs).toBe(0);
+      leading = true;
+      await waitFor(() => runs >= 1, { what: "a backup once this host leads" });
+    } finally {
+      auto.stop();
+    }
+  });
+
   test("backups run in a child process, are verified and pruned to --backup-keep", async () => {
     const dataDir = tempDir("auto-run");
     expect((await inferd(dataDir, "project", "create", "Kept")).code).toBe(0);

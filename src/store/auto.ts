@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { log } from "../log";
-import { listBackups } from "./backup";
+import { listBackups, type BackupKind } from "./backup";
 
 /** Takes one backup; resolves with what to log, rejects with why it failed. Stops early when `signal` aborts. */
 export type RunBackup = (signal: AbortSignal) => Promise<string>;
@@ -41,7 +41,14 @@ export interface AutoBackupOptions {
   firstDelayMs?: number;
   run?: RunBackup;
   now?: () => number;
+  /** Which archives count as backups: SQLite copies (default) or `pg_dump` archives. */
+  kind?: BackupKind;
+  /** Backups run only while this says so (in a cluster: while this host leads); checked again every minute. */
+  when?: () => boolean;
 }
+
+/** How often a host that may not take backups now (it does not lead) looks again (at most: the interval, when shorter). */
+const RECHECK_MS = 60_000;
 
 /**
  * Automatic backups while serving: one when the newest in `<data-dir>/backups/` is `intervalMs` old
@@ -64,7 +71,7 @@ export class AutoBackups {
 
   /** When the next backup is due (ms since the epoch). */
   dueAt(): number {
-    const newest = listBackups(this.opts.dataDir)[0];
+    const newest = listBackups(this.opts.dataDir, this.opts.kind)[0];
     return Math.max(this.earliest, this.notBefore, newest ? newest.takenAt.getTime() + this.opts.intervalMs : 0);
   }
 
@@ -87,6 +94,10 @@ export class AutoBackups {
   }
 
   private async tick(): Promise<void> {
+    if (this.opts.when && !this.opts.when()) {
+      this.timer = setTimeout(() => void this.tick(), Math.min(RECHECK_MS, this.opts.intervalMs));
+      return;
+    }
     if (this.now() >= this.dueAt()) {
       try {
         const done = await this.run(this.abort.signal);

@@ -105,6 +105,12 @@ export async function pgBackup(url: string, dataDir: string, keep: number, file?
   return { path: target, takenAt: now, bytes: statSync(target).size, dump, verifiedWith: lister, removed };
 }
 
+/** The automatic backup in PostgreSQL mode (run by the leading host): `pgBackup` into the data dir; resolves with what to log. */
+export const pgAutoBackup = (url: string, dataDir: string, keep: number) => async (): Promise<string> => {
+  const b = await pgBackup(url, dataDir, keep);
+  return `${b.path} (${b.bytes} bytes${b.verifiedWith ? ", verified" : ""}${b.removed.length ? `; removed ${b.removed.length} older` : ""})`;
+};
+
 /**
  * `inferd restore` in PostgreSQL mode changes nothing: the text tells the exact `pg_restore` command
  * (into an empty database, every `inferd serve` on it stopped) and how to point inferd at it.

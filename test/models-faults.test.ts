@@ -104,6 +104,26 @@ describe("resuming", () => {
   });
 });
 
+describe("a replica stopped before its pull began", () => {
+  test("the pull it asked for is called off without an unhandled rejection (which would end the server)", async () => {
+    const plan = await planOf(`hf:${GGUF}:Q8_0`);
+    const unhandled: unknown[] = [];
+    const note = (e: unknown) => unhandled.push(e);
+    process.on("unhandledRejection", note);
+    try {
+      const ac = new AbortController();
+      ac.abort(new Error("replica stopped"));
+      await expect(pullModel(plan, fast(tempDir("store"), { signal: ac.signal }))).rejects.toThrow("replica stopped");
+      // The pull itself settles once its only caller has left; give its rejection a chance to surface.
+      await waitFor(() => cdnGets().every((r) => r.finished), { what: "the download's connections to close" });
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off("unhandledRejection", note);
+    }
+    expect(unhandled).toEqual([]);
+  });
+});
+
 describe("refusals", () => {
   test("corrupt bytes: ChecksumError, nothing at the final path, the bytes in .corrupt", async () => {
     const modelsDir = tempDir("store");

@@ -174,12 +174,13 @@ function attach(shared: SharedPull, opts: PullOptions): Promise<PulledModel> {
       if (--shared.callers === 0) shared.controller.abort(opts.signal!.reason);
       reject(opts.signal!.reason);
     };
-    if (opts.signal?.aborted) return onAbort();
-    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    // Handled first: a caller already aborted still leaves a pull that then rejects (nobody else may wait for it).
     shared.promise.then(
       (m) => (leave(), resolve(m)),
       (e) => (leave(), reject(e)),
     );
+    if (opts.signal?.aborted) return onAbort();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
 

@@ -1,5 +1,5 @@
-import { realpathSync, rmSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, realpathSync, rmSync } from "node:fs";
+import { join, sep } from "node:path";
 import type { Db } from "../db";
 import { rows } from "../db/raw";
 import { sql } from "drizzle-orm";
@@ -11,7 +11,7 @@ import { HubClient } from "../../agent/models/hub";
 import { pullModel } from "../../agent/models/pull";
 import { hfHome } from "../../agent/models/store";
 import { parseSource, SourceError, type ModelSource } from "../../agent/models/source";
-import { describeSource, hubFor, toTransfer, type ModelPuller } from "../../agent/replica-models";
+import { describeSource, directPuller, hubFor, toTransfer, type ModelPuller } from "../../agent/replica-models";
 import type { AddressPolicy } from "../../agent/net/address";
 import type { TransferProgress } from "../../agent/protocol";
 import { validation } from "../errors";
@@ -89,6 +89,8 @@ export class ModelManager {
   readonly hub: HubClient;
   private limiter: DownloadLimiter;
   readonly modelsDir: string;
+  /** Pulls into this machine's store without the shared record (a model another host of the cluster pulled). */
+  private direct?: ModelPuller;
 
   constructor(
     private db: Db,
@@ -97,6 +99,12 @@ export class ModelManager {
     this.hub = new HubClient({ endpoint: opts.env.HF_ENDPOINT || undefined, token: opts.env.HF_TOKEN || undefined });
     this.limiter = new DownloadLimiter(opts.concurrency ?? 4);
     this.modelsDir = join(opts.dataDir, "models");
+  }
+
+  /** Whether a pulled model's entry is in this host's own store (and there). */
+  private holds(entry: string): boolean {
+    const inside = (dir: string) => entry.startsWith(dir + sep);
+    return existsSync(entry) && (inside(this.modelsDir) || (existsSync(this.modelsDir) && inside(realpathSync(this.modelsDir))));
   }
 
   /** Parses a source as the user wrote it; a bad one is a 400 naming `source`. */
@@ -162,6 +170,12 @@ export class ModelManager {
       const row = await getModelRow(this.db, view.id);
       if (row.state !== "ready" || !row.entry) throw new Error(row.reason ?? `the model ${row.source} is ${row.state}`);
       await updateModel(this.db, row.id, { lastUsedAt: nowIso() });
+      // In a cluster the record is shared but each host keeps its own files: a model another host
+      // pulled (its files in that host's store) is fetched again into this machine's store.
+      if (source.kind !== "local" && !this.holds(row.entry)) {
+        this.direct ??= directPuller(this.opts.dataDir, this.opts.env, this.limiter);
+        return this.direct(source, onProgress, signal, opts);
+      }
       return { entry: row.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(this.modelsDir) } : {}) };
     };
   }

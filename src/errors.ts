@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import { log } from "./log";
+import { storeFailure } from "./db/errors";
 
 /** The one error family of inferd: an HTTP status, a stable machine code and a human message. */
 export class AppError extends Error {
@@ -114,12 +115,12 @@ function storageFull(error: unknown): AppError {
   return new AppError(503, "storage_full", "the server's storage is full, so nothing can be saved; try again later (the operator must free disk space)", { "retry-after": "60" });
 }
 
-/** Maps SQLite constraint failures to 409, a full disk to 503, everything else unknown to a logged 500 with no details. */
+/** Maps the store's constraint failures (either dialect) to 409, a full disk to 503, everything else unknown to a logged 500 with no details. */
 function fromUnknown(error: unknown): AppError {
-  const msg = error instanceof Error ? error.message : String(error);
-  if (/UNIQUE constraint failed/.test(msg)) return conflict("a resource with that identity already exists");
-  if (/FOREIGN KEY constraint failed/.test(msg)) return conflict("the resource is referenced by or refers to another that does not allow this");
-  if ((error as { code?: unknown })?.code === "SQLITE_FULL" || /database or disk is full/.test(msg)) return storageFull(error);
+  const failure = storeFailure(error);
+  if (failure === "unique") return conflict("a resource with that identity already exists");
+  if (failure === "foreign_key") return conflict("the resource is referenced by or refers to another that does not allow this");
+  if (failure === "full") return storageFull(error);
   log.error("unhandled error", error);
   return new AppError(500, "internal_error", "internal error; the server log has the details");
 }

@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Database } from "bun:sqlite";
-import { join } from "node:path";
-import { openStore, type Store } from "../src/db";
+import { describe, expect, test } from "bun:test";
 import { AppError } from "../src/errors";
-import { GroupCommit, jobIntake, type BatchTimer, type JobInsert } from "../src/jobs/intake";
-import { claimJobs } from "../src/jobs/service";
-import { cleanup, tempDir } from "./helpers/proc";
+import { GroupCommit, type BatchTimer } from "../src/jobs/intake";
+import { jobsIntakeSuite } from "./suites/jobs-intake";
 
 /** A timer driven by the test: `fire()` runs what is armed. */
 function fakeTimer() {
@@ -116,69 +112,4 @@ describe("GroupCommit", () => {
   });
 });
 
-describe("the job intake on a real store", () => {
-  let store: Store;
-  let path: string;
-  const row = (id: string, workloadId = "wl_1", at = new Date().toISOString()): JobInsert => ({
-    id,
-    workloadId,
-    keyId: null,
-    kind: "embeddings",
-    body: new TextEncoder().encode('{"input":"x"}'),
-    contentType: "application/json",
-    context: '{"n": 1.50}',
-    createdAt: at,
-  });
-  beforeAll(() => {
-    path = join(tempDir("intake"), "inferd.db");
-    store = openStore(path);
-    const now = new Date().toISOString();
-    store.sqlite!.run("INSERT INTO projects (id, name, slug, created_at) VALUES ('prj_1', 'P', 'p', ?)", [now]);
-    store.sqlite!.run("INSERT INTO workloads (id, project_id, name, slug, task_type, backend, model_name, endpoints, created_at, updated_at) VALUES ('wl_1', 'prj_1', 'W', 'w', 'chat', 'vllm', 'm', '{}', ?, ?)", [now, now]);
-  });
-  afterAll(async () => {
-    store.close();
-    await cleanup();
-  });
-
-  test("committed rows are visible to another connection when the promise resolves; a caller's rows are all or none", async () => {
-    const intake = jobIntake(store.db);
-    const other = new Database(path, { readonly: true });
-    const ok = intake.submit([row("j1"), row("j2")]);
-    const mixed = intake.submit([row("j3"), row("j4", "wl_missing")]);
-    await ok;
-    expect(other.query("SELECT id, status, runs, context FROM jobs ORDER BY rowid").all()).toEqual([
-      { id: "j1", status: "queued", runs: 0, context: '{"n": 1.50}' },
-      { id: "j2", status: "queued", runs: 0, context: '{"n": 1.50}' },
-    ]);
-    const e = await mixed.catch((x) => x);
-    expect(String(e.code)).toStartWith("SQLITE_CONSTRAINT");
-    expect(other.query("SELECT count(*) AS n FROM jobs WHERE id IN ('j3', 'j4')").get()).toEqual({ n: 0 });
-    other.close();
-  });
-
-  test("claimJobs takes the oldest queued jobs in one statement, in queue order", async () => {
-    const intake = jobIntake(store.db);
-    store.sqlite!.run("DELETE FROM jobs");
-    const t0 = Date.now();
-    const at = (ms: number) => new Date(t0 + ms).toISOString();
-    await intake.submit([row("c3", "wl_1", at(5)), row("c1", "wl_1", at(0)), row("c2", "wl_1", at(0)), row("c4", "wl_1", at(9))]);
-    const first = await claimJobs(store.db, "wl_1", 3);
-    expect(first.map((j) => j.id)).toEqual(["c1", "c2", "c3"]);
-    expect(first.every((j) => j.status === "running" && j.runs === 1 && j.startedAt)).toBe(true);
-    expect(Buffer.from(first[0].body).toString()).toBe('{"input":"x"}');
-    expect((await claimJobs(store.db, "wl_1", 5)).map((j) => j.id)).toEqual(["c4"]);
-    expect(await claimJobs(store.db, "wl_1", 5)).toEqual([]);
-  });
-
-  test("a closed store fails the callers with 503 job_not_stored, not a 500", async () => {
-    const p = join(tempDir("intake-closed"), "inferd.db");
-    const s = openStore(p);
-    const intake = jobIntake(s.db);
-    s.close();
-    const e = await intake.submit([row("x")]).catch((x) => x);
-    expect(e).toBeInstanceOf(AppError);
-    expect(e.status).toBe(503);
-    expect(e.code).toBe("job_not_stored");
-  });
-});
+jobsIntakeSuite("sqlite");

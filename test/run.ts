@@ -4,9 +4,10 @@
  * (`, K skipped` when there are any). Exits non-zero when anything failed or no test ran.
  * Extra arguments go to `bun test`; when one names files, test/ is not added.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { findPostgresBin } from "./helpers/postgres";
 
 const ROOT = join(import.meta.dir, "..");
 const TEST_DIR = import.meta.dir;
@@ -49,12 +50,27 @@ export function bunTestArgs(extra: string[], reportFile: string): string[] {
   return ["test", ...(namesFiles ? [] : ["./test/"]), ...timeout, ...extra, "--reporter=junit", `--reporter-outfile=${reportFile}`];
 }
 
-/** System packages some suites need: a browser for the dashboard tests, an X server for the desktop window. */
+/**
+ * System packages some suites need: a browser for the dashboard tests, an X server for the desktop
+ * window, openssl for the webhook receivers' certificates, PostgreSQL (`initdb`, `pg_ctl`, not on
+ * PATH on Debian) for the *.pg.test.ts suites.
+ */
 const SYSTEM_PACKAGES = [
-  { pkg: "chromium", file: "/usr/bin/chromium", marker: "playwright-core" },
-  { pkg: "xvfb", file: "/usr/bin/Xvfb", marker: "Xvfb" },
-  { pkg: "openssl", file: "/usr/bin/openssl", marker: "makeTestPki" },
+  { pkg: "chromium", present: () => existsSync("/usr/bin/chromium"), marker: "playwright-core" },
+  { pkg: "xvfb", present: () => existsSync("/usr/bin/Xvfb"), marker: "Xvfb" },
+  { pkg: "openssl", present: () => existsSync("/usr/bin/openssl"), marker: "makeTestPki" },
+  { pkg: "postgresql", present: () => findPostgresBin() !== undefined, marker: 'Suite("postgres")' },
 ];
+
+/**
+ * Keeps Debian's postgresql package from creating and starting a system cluster when it is
+ * installed: the tests start their own (test/helpers/postgres.ts), and nothing should keep running.
+ */
+function noMainCluster(): void {
+  const dir = "/etc/postgresql-common/createcluster.d";
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "inferd-tests.conf"), "# bun run test: the tests start their own PostgreSQL\ncreate_main_cluster = false\n");
+}
 
 /** Whether some test file under test/ mentions `marker`. */
 function testsMention(marker: string): boolean {
@@ -66,17 +82,18 @@ function testsMention(marker: string): boolean {
 }
 
 /**
- * Installs the Debian packages the suites need (chromium, xvfb, openssl) when a test needs one,
- * it is missing and we are root on Debian; otherwise does nothing (says why when one is missing).
+ * Installs the Debian packages the suites need (chromium, xvfb, openssl, postgresql) when a test
+ * needs one, it is missing and we are root on Debian; otherwise does nothing (says why when one is missing).
  */
 export function ensureSystemPackages(): void {
-  const missing = SYSTEM_PACKAGES.filter((p) => !existsSync(p.file) && testsMention(p.marker)).map((p) => p.pkg);
+  const missing = SYSTEM_PACKAGES.filter((p) => !p.present() && testsMention(p.marker)).map((p) => p.pkg);
   if (missing.length === 0) return;
   if (process.getuid?.() !== 0 || !existsSync("/etc/debian_version")) {
     console.error(`test/run: some tests need ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); not root on Debian, so not installing them`);
     return;
   }
   console.error(`test/run: installing ${missing.join(", ")} (apt-get)…`);
+  if (missing.includes("postgresql")) noMainCluster();
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
   for (const cmd of [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", ...missing]]) {
     const r = Bun.spawnSync(cmd, { env, stdin: "ignore", stdout: "inherit", stderr: "inherit" });

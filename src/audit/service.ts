@@ -4,9 +4,10 @@
  * control-plane key), or from the CLI, or is the system. Diffs name changed fields only, never secrets.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { and, desc, eq, gte, like, lt, or, type SQL } from "drizzle-orm";
+import { and, desc, eq, gte, lt, or, type SQL } from "drizzle-orm";
 import type { Db } from "../db";
 import { auditLog } from "../db/schema";
+import { startsWith } from "../db/raw";
 
 /** Who is acting. */
 export interface Actor {
@@ -102,7 +103,7 @@ export async function listAudit(db: Db, q: { since?: string; until?: string; act
     q.until ? lt(auditLog.at, q.until) : undefined,
     q.actor ? or(eq(auditLog.actorId, q.actor), eq(auditLog.actorLabel, q.actor), eq(auditLog.actorType, q.actor)) : undefined,
     q.target ? or(eq(auditLog.targetId, q.target), eq(auditLog.targetLabel, q.target)) : undefined,
-    q.action ? or(eq(auditLog.action, q.action), like(auditLog.action, `${q.action}.%`)) : undefined,
+    q.action ? or(eq(auditLog.action, q.action), startsWith(auditLog.action, `${q.action}.`)) : undefined,
   ];
   const rows = await db.select().from(auditLog).where(and(...conds)).orderBy(desc(auditLog.id)).limit(Math.min(Math.max(q.limit ?? 100, 1), 1000));
   return rows.map((r) => ({ id: r.id, at: r.at, actor: { type: r.actorType, id: r.actorId, label: r.actorLabel }, action: r.action, target: { type: r.targetType, id: r.targetId, label: r.targetLabel }, diff: JSON.parse(r.diff) }));

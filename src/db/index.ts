@@ -13,6 +13,7 @@ import { drizzle as drizzlePg } from "drizzle-orm/bun-sql";
 import * as schema from "./schema";
 import { MIGRATIONS, PG_MIGRATIONS } from "./migrations";
 import { asDamaged, prepareStoreFile } from "../store/check";
+import { noteChange, watchWrites } from "./notify";
 
 /** Which database a store is (named `engine`: drizzle's own handle has a `dialect` property). */
 export type Engine = "sqlite" | "postgres";
@@ -152,6 +153,7 @@ export async function openPgStore(url: string, max = 16): Promise<Store> {
  */
 export function pgStore(url: string, max = 16, connectionTimeout = 10): Store {
   const pg = new SQL({ url, max, idleTimeout: 60, connectionTimeout });
-  const db = Object.assign(drizzlePg({ client: pg }), { engine: "postgres" as const }) as unknown as Db;
+  const client = watchWrites(pg, (table) => noteChange(db, table, true));
+  const db: Db = Object.assign(drizzlePg({ client }), { engine: "postgres" as const }) as unknown as Db;
   return { db, engine: "postgres", pg, location: redactUrl(url), close: () => pg.close() };
 }

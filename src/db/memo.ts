@@ -5,10 +5,11 @@
  *   and `total_changes`, this connection's) is read before each lookup; any change empties the memo.
  * - PostgreSQL: the store's triggers NOTIFY on changes to the looked-up tables (./notify.ts); the memo
  *   then reloads the entries it holds in the background and keeps answering from the old ones until
- *   the new ones are in (a few milliseconds), so the request path never waits on a reload.
+ *   the new ones are in (a few milliseconds), so the request path never waits on a reload. A change
+ *   this host made itself empties the memo at once (read back on the next request, as on SQLite).
  */
 import { sqliteOf, type Db } from "./index";
-import { changeVersion } from "./notify";
+import { changeVersion, localChanges } from "./notify";
 
 const stamps = new WeakMap<Db, (fresh: boolean) => string>();
 
@@ -76,6 +77,7 @@ function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>, fresh: boolean
 function notifiedMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
   let cache = new Map<string, V>();
   let version = changeVersion(db);
+  let own = localChanges(db);
   let refreshing = false;
   const refresh = async (target: number) => {
     refreshing = true;
@@ -94,12 +96,20 @@ function notifiedMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
     }
   };
   return (key) => {
+    if (localChanges(db) !== own) {
+      // This host changed the store itself: the next lookup reads it back, as on SQLite.
+      own = localChanges(db);
+      cache = new Map();
+      version = changeVersion(db);
+    }
     const now = changeVersion(db);
     if (now !== version && !refreshing) void refresh(now);
     if (cache.size > MAX_ENTRIES) cache.clear();
     if (cache.has(key)) return cache.get(key)!;
+    const into = cache;
     return load(key).then((v) => {
-      cache.set(key, v);
+      // Not kept when the memo started over while it loaded (it may be the value from before a change).
+      if (cache === into) cache.set(key, v);
       return v;
     });
   };

@@ -3,6 +3,8 @@
  * `NOTIFY inferd_changes, '<table>'` when a row the request path memoises changes (projects, keys'
  * settings, workloads, workers), and each host LISTENs. Each notification bumps a version that
  * the memos (./memo.ts) and other in-memory views compare against; listeners may also react.
+ * A host's own writes to those tables are noted the moment they commit (`watchWrites`), without
+ * waiting for the notification to come back, so a change answers the very next request of that host.
  * The embedded SQLite store needs none of this (one process writes; see ./memo.ts for its stamp).
  */
 import type { SQL } from "bun";
@@ -14,6 +16,8 @@ export const CHANGES_CHANNEL = "inferd_changes";
 
 interface Feed {
   version: number;
+  /** This host's own changes (a subset of `version`'s). */
+  local: number;
   listeners: Set<(table: string) => void>;
 }
 
@@ -21,13 +25,18 @@ const feeds = new WeakMap<Db, Feed>();
 
 function feedOf(db: Db): Feed {
   let f = feeds.get(db);
-  if (!f) feeds.set(db, (f = { version: 0, listeners: new Set() }));
+  if (!f) feeds.set(db, (f = { version: 0, local: 0, listeners: new Set() }));
   return f;
 }
 
 /** How many changes this host has heard of (0 on SQLite): a memo compares it to know when to reload. */
 export function changeVersion(db: Db): number {
   return feedOf(db).version;
+}
+
+/** How many of those changes this host made itself: a memo forgets at once on these (its own writes are read back at once). */
+export function localChanges(db: Db): number {
+  return feedOf(db).local;
 }
 
 /** Calls `fn` with the table's name on every change heard; returns an unsubscribe. */
@@ -37,10 +46,11 @@ export function onChange(db: Db, fn: (table: string) => void): () => void {
   return () => f.listeners.delete(fn);
 }
 
-/** Records a change (heard from the database, or made here and known at once). */
-export function noteChange(db: Db, table: string): void {
+/** Records a change: heard from the database, or (`local`) made here and known at once. */
+export function noteChange(db: Db, table: string, local = false): void {
   const f = feedOf(db);
   f.version++;
+  if (local) f.local++;
   for (const l of f.listeners) {
     try {
       l(table);
@@ -76,4 +86,63 @@ export async function signal(db: Db, pg: SQL | undefined, channel: string, paylo
 export async function onSignal(pg: SQL, channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
   const sub = await pg.listen(channel, fn);
   return () => sub.unlisten();
+}
+
+/**
+ * Columns written often that the triggers leave out (usage counters, heartbeats): an UPDATE that
+ * sets only these is no change to what the request path memoises. Mirrors 0001_change_notify.sql.
+ */
+const QUIET_COLUMNS: Record<string, Set<string> | undefined> = {
+  projects: new Set(),
+  workloads: new Set(),
+  assignments: new Set(),
+  api_keys: new Set(["requests", "input_tokens", "output_tokens", "last_used_at"]),
+  workers: new Set(["hostname", "version", "cpu_cores", "ram_bytes", "gpus", "telemetry", "last_seen_at", "created_at", "host_id"]),
+};
+
+/**
+ * The memoised tables a statement changes (the ones the store's triggers notify about), from its
+ * text: `INSERT INTO t`, `DELETE FROM t`, or `UPDATE t SET …` of a column other than the quiet ones.
+ * @example changedTables('update "api_keys" set "revoked_at" = $1 where …') // → ["api_keys"]
+ */
+export function changedTables(statement: string): string[] {
+  const tables = new Set<string>();
+  for (const m of statement.matchAll(/\b(insert\s+into|delete\s+from|update)\s+"?(\w+)"?/gi)) {
+    const table = m[2].toLowerCase();
+    const quiet = QUIET_COLUMNS[table];
+    if (!quiet) continue;
+    if (!/^update/i.test(m[1])) {
+      tables.add(table);
+      continue;
+    }
+    const setList = /^\s*set\b([\s\S]*?)(?:\bwhere\b|\breturning\b|$)/i.exec(statement.slice(m.index + m[0].length))?.[1] ?? "";
+    const columns = [...setList.matchAll(/(?:^|,)\s*"?(\w+)"?\s*=/g)].map((c) => c[1].toLowerCase());
+    if (columns.length === 0 || !columns.every((c) => quiet.has(c))) tables.add(table);
+  }
+  return [...tables];
+}
+
+/**
+ * The PostgreSQL client drizzle runs on, wrapped so that a statement changing a memoised table
+ * (see `changedTables`) calls `changed(table)` once it has run, before its caller goes on.
+ * Only `unsafe(text, params)` (drizzle's way in, awaited or with `.values()`) is watched.
+ */
+export function watchWrites(client: SQL, changed: (table: string) => void): SQL {
+  return new Proxy(client, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (prop !== "unsafe") return typeof value === "function" ? value.bind(target) : value;
+      return (text: string, params?: unknown[]) => {
+        const query = target.unsafe(text, params);
+        const tables = changedTables(text);
+        if (tables.length === 0) return query;
+        const after = <T>(run: PromiseLike<T>) =>
+          Promise.resolve(run).then((v) => {
+            for (const t of tables) changed(t);
+            return v;
+          });
+        return { then: (ok?: (v: unknown) => unknown, fail?: (e: unknown) => unknown) => after(query).then(ok, fail), values: () => after(query.values()) };
+      };
+    },
+  });
 }

@@ -4,8 +4,9 @@
  * at all (`batch`). Raw SQL passed here must be valid in both SQLite and PostgreSQL; where a
  * dialect needs its own spelling, branch on `db.engine`.
  */
-import type { SQL } from "drizzle-orm";
+import { sql, type SQL, type SQLWrapper } from "drizzle-orm";
 import { pgOf, sqliteOf, type Db } from "./index";
+import { changedTables, noteChange } from "./notify";
 
 /** Rows of a raw query. */
 export async function rows<T>(db: Db, query: SQL): Promise<T[]> {
@@ -55,4 +56,14 @@ export async function batch(db: Db, statements: Statement[]): Promise<void> {
   await pgOf(db).begin(async (tx) => {
     for (const c of compiled) await tx.unsafe(c.sql, c.params as unknown[]);
   });
+  for (const table of new Set(compiled.flatMap((c) => changedTables(c.sql)))) noteChange(db, table, true);
+}
+
+/**
+ * Whether `column` starts with `prefix`, meaning the same on both dialects: case and all, with no
+ * wildcards (`LIKE` ignores ASCII case on SQLite but not on PostgreSQL, and reads `%` and `_` as patterns).
+ * @example await db.select().from(auditLog).where(startsWith(auditLog.action, "key."));
+ */
+export function startsWith(column: SQLWrapper, prefix: string): SQL {
+  return sql`substr(${column}, 1, ${[...prefix].length}) = ${prefix}`;
 }

@@ -1,6 +1,7 @@
 import { pgOf, sqliteOf, type Db } from "../db";
 import { AppError } from "../errors";
 import { log } from "../log";
+import { storeErrorCode, storeFailure } from "../db/errors";
 
 /** Arms and disarms the timer that closes a batch (injected so tests drive time). */
 export interface BatchTimer {
@@ -148,13 +149,10 @@ export const INTAKE_MAX_ROWS = 256;
 /** How long a batch stays open at most (ms); 0 closes it on the next turn of the event loop. */
 export const INTAKE_MAX_WAIT_MS = 0;
 
-/** The error code of a store error: SQLite's (`SQLITE_CONSTRAINT_PRIMARYKEY`) or PostgreSQL's SQLSTATE (`23505`). */
-const errorCode = (e: unknown) => String((e as { code?: unknown; errno?: unknown })?.code ?? (e as { errno?: unknown })?.errno ?? "");
-
-/** A constraint failure (a duplicate id): that caller's row is bad, the others are not. */
+/** A constraint failure (a duplicate id, a missing workload): that caller's row is bad, the others are not. */
 const isConstraint = (e: unknown) => {
-  const code = errorCode(e);
-  return code.startsWith("SQLITE_CONSTRAINT") || code.startsWith("23") || /duplicate key|violates .* constraint/.test(String((e as Error)?.message ?? ""));
+  const failure = storeFailure(e);
+  return failure !== undefined && failure !== "full";
 };
 
 /**
@@ -163,10 +161,9 @@ const isConstraint = (e: unknown) => {
  * anything else becomes 503 `job_not_stored`. The cause is logged once per batch, never sent.
  */
 export function intakeError(e: unknown): unknown {
-  const code = errorCode(e);
-  if (isConstraint(e) || code === "SQLITE_FULL") return e;
+  if (storeFailure(e)) return e;
   log.error("a batch of jobs could not be committed", e);
-  return new AppError(503, "job_not_stored", `the job was not stored: the store refused the write (${code || "error"}); nothing of this request was accepted, so retry it`, { "retry-after": "1" });
+  return new AppError(503, "job_not_stored", `the job was not stored: the store refused the write (${storeErrorCode(e) || "error"}); nothing of this request was accepted, so retry it`, { "retry-after": "1" });
 }
 
 /**
@@ -180,7 +177,8 @@ export function jobIntake(db: Db, opts: Partial<GroupCommitOptions> = {}): Group
   if (db.engine === "postgres") {
     const pg = pgOf(db);
     const write = async (rows: JobInsert[]) => {
-      const values = rows.map((r) => ({ id: r.id, workload_id: r.workloadId, key_id: r.keyId, kind: r.kind, body: Buffer.from(r.body), content_type: r.contentType, context: r.context, status: "queued", runs: 0, created_at: r.createdAt }));
+      // Each body as a view of the bytes already held (Buffer.from(Uint8Array) would copy them all).
+      const values = rows.map((r) => ({ id: r.id, workload_id: r.workloadId, key_id: r.keyId, kind: r.kind, body: Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength), content_type: r.contentType, context: r.context, status: "queued", runs: 0, created_at: r.createdAt }));
       await pg`INSERT INTO jobs ${pg(values)}`;
     };
     return new GroupCommit<JobInsert>(write, { ...common, maxInFlight: 4 });

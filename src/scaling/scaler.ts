@@ -157,7 +157,10 @@ export class Scaler {
     const d = this.decide(w, running.length, rows.filter((a) => !a.auto).length);
     let action = "";
     let reason = d.reason;
-    if (d.desired > running.length) {
+    // A workload's first replica is the fleet's to place (autoAssign, on every change): placing it
+    // here too races it and leaves two when both read "none" before either wrote (the store's reads
+    // and writes interleave; on PostgreSQL they take long enough to do so often).
+    if (d.desired > running.length && rows.length > 0) {
       const cap = await replicaRoom(this.db, w.project_id);
       const count = await this.withinCap(rows, d.desired - running.length, cap);
       if (count > 0) action = await this.room.startMore(w, rows, count, d.reason, (id) => this.lastBusy(id));

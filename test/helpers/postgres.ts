@@ -19,13 +19,20 @@ export interface TestPostgres {
   stop(): Promise<void>;
 }
 
-/** The directory holding `initdb` and `pg_ctl`: on PATH, else Debian's versioned directory. */
-export function postgresBinDir(): string {
+/** The directory holding `initdb` and `pg_ctl` (on PATH, else Debian's newest versioned one), or undefined when PostgreSQL is not installed. */
+export function findPostgresBin(): string | undefined {
   for (const dir of (process.env.PATH ?? "").split(":")) if (dir && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
   const root = "/usr/lib/postgresql";
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "pg_ctl"))).sort((a, b) => Number(b) - Number(a)) : [];
-  if (!versions.length) throw new Error("PostgreSQL is not installed: the cluster-mode tests need Debian's postgresql package (apt-get install postgresql); bun run test installs it when run as root");
-  return join(root, versions[0], "bin");
+  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "pg_ctl")) && existsSync(join(root, v, "bin", "initdb"))) : [];
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
+  return newest ? join(root, newest, "bin") : undefined;
+}
+
+/** The directory holding `initdb` and `pg_ctl`; throws, saying how to install them, when there is none. */
+export function postgresBinDir(): string {
+  const dir = findPostgresBin();
+  if (!dir) throw new Error("PostgreSQL is not installed: the cluster-mode tests need Debian's postgresql package (apt-get install postgresql); bun run test installs it when run as root");
+  return dir;
 }
 
 /** Runs a PostgreSQL tool, as the `postgres` user when we are root; throws with its output on failure. */
@@ -38,6 +45,19 @@ async function run(bin: string, args: string[]): Promise<void> {
 }
 
 let shared: Promise<TestPostgres> | undefined;
+
+/** Which store a test server runs on: the embedded SQLite file, or a database of the test cluster. */
+export type Engine = "sqlite" | "postgres";
+
+/**
+ * The settings that put a server on `engine`'s store: none for SQLite (the data dir's file), a fresh
+ * database of the test cluster as `INFERD_DATABASE_URL` for PostgreSQL.
+ * @example const srv = await startInferd({ env: { ...(await storeEnv("postgres")) } }); // or engine: "postgres"
+ */
+export async function storeEnv(engine: Engine = "sqlite"): Promise<Record<string, string>> {
+  if (engine === "sqlite") return {};
+  return { INFERD_DATABASE_URL: await (await testPostgres()).createDatabase() };
+}
 
 /**
  * The test cluster of this process, started on first use (`initdb` into a temp dir, `pg_ctl start`

@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { storeEnv, type Engine } from "./postgres";
 
 /** The repository root. */
 export const repoRoot = join(import.meta.dir, "..", "..");
@@ -98,6 +99,8 @@ export interface Inferd {
   proc: Subprocess;
   dataDir: string;
   adminToken: string;
+  /** The settings naming its store (`INFERD_DATABASE_URL` on PostgreSQL, none on SQLite): pass them again to restart it on the same store. */
+  storeEnv: Record<string, string>;
   /** Everything it printed so far, stdout and stderr interleaved. */
   output(): string;
   /** SIGTERM, then waits for the exit code (kills it and throws if it does not stop in time). */
@@ -108,14 +111,16 @@ export interface Inferd {
 
 /**
  * Starts `inferd serve --port 0 --data-dir <dataDir>` and waits for its `listening on` line.
- * The data dir defaults to a fresh `tempDir`. Fails with the collected output if it exits or
- * does not listen within START_TIMEOUT_MS.
+ * The data dir defaults to a fresh `tempDir`; `engine: "postgres"` gives it a fresh database of the
+ * test PostgreSQL cluster unless `env` already names one (a restart passes `storeEnv` back).
+ * Fails with the collected output if it exits or does not listen within START_TIMEOUT_MS.
  * @example const srv = await startInferd(); await fetch(`${srv.url}/healthz`); await srv.stop();
  */
-export async function startInferd(opts: InferdOptions & { dataDir?: string } = {}): Promise<Inferd> {
+export async function startInferd(opts: InferdOptions & { dataDir?: string; engine?: Engine } = {}): Promise<Inferd> {
   const dataDir = opts.dataDir ?? tempDir("data");
   const cmd = [...(opts.bin ?? sourceBin()), "serve", "--port", "0", "--data-dir", dataDir, ...(opts.args ?? [])];
-  const env = childEnv(opts.env);
+  const store = opts.env?.INFERD_DATABASE_URL ? { INFERD_DATABASE_URL: opts.env.INFERD_DATABASE_URL } : await storeEnv(opts.engine);
+  const env = childEnv({ ...opts.env, ...store });
   const { proc, text } = spawnCollecting(cmd, opts.cwd ?? repoRoot, env);
   let exited = false;
   void proc.exited.then(() => (exited = true));
@@ -145,6 +150,7 @@ export async function startInferd(opts: InferdOptions & { dataDir?: string } = {
     proc,
     dataDir,
     adminToken,
+    storeEnv: store,
     output: () => text.all,
     stop: async () => {
       if (exited) return proc.exited;

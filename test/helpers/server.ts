@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadConfig, type Config } from "../../src/config";
 import { startServer, type Running } from "../../src/server";
+import { storeEnv, type Engine } from "./postgres";
 
 /** A server started in this process on a random loopback port with a fresh data dir. */
 export interface TestServer extends Running {
@@ -12,14 +13,20 @@ export interface TestServer extends Running {
   admin(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
   /** fetch against the server with a given bearer token (or none). */
   call(path: string, token: string | undefined, init?: { method?: string; body?: unknown; headers?: Record<string, string>; raw?: BodyInit }): Promise<Response>;
+  /** The settings naming its store (`INFERD_DATABASE_URL` on PostgreSQL, none on SQLite), for a CLI run on it. */
+  storeEnv: Record<string, string>;
   /** stops the server and removes its data dir. */
   close(): Promise<void>;
 }
 
-/** Starts inferd in-process exactly as `inferd serve` does, with settings overridable by env-style names. */
-export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+/**
+ * Starts inferd in-process exactly as `inferd serve` does, with settings overridable by env-style
+ * names; `engine: "postgres"` gives it a fresh database of the test PostgreSQL cluster as its store.
+ */
+export async function startTestServer(env: Record<string, string> = {}, opts: { engine?: Engine } = {}): Promise<TestServer> {
   const dataDir = mkdtempSync(join(tmpdir(), "inferd-test-"));
-  const { config } = loadConfig([], { INFERD_PORT: "0", INFERD_DATA_DIR: dataDir, INFERD_LOCAL_AGENT: "0", INFERD_LOG_LEVEL: "error", ...env });
+  const store = await storeEnv(opts.engine);
+  const { config } = loadConfig([], { INFERD_PORT: "0", INFERD_DATA_DIR: dataDir, INFERD_LOCAL_AGENT: "0", INFERD_LOG_LEVEL: "error", ...store, ...env });
   const running = await startServer(config, () => {});
   const call: TestServer["call"] = (path, token, init = {}) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
@@ -35,6 +42,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     ...running,
     dataDir,
     config,
+    storeEnv: store,
     call,
     admin: (path, init) => call(path, running.adminToken, init),
     close: async () => {

@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { fixtureEnv, readRecord } from "../fixtures";
 import type { RecordEvent } from "../fixtures/record";
 import { startInferd, tempDir, waitFor, type Inferd } from "./proc";
+import type { Engine } from "./postgres";
 
 /** A running inferd with its local agent, fake GPUs and fake runtimes on PATH, and a seeded project. */
 export interface Serving extends Inferd {
@@ -35,10 +36,11 @@ export interface WorkloadDetail {
 }
 
 /**
- * Starts inferd serve with the local agent on; `env` adds settings and FAKE_* knobs. With `dataDir`
- * (a restart), the project is the one already there and fresh keys are made for it.
+ * Starts inferd serve with the local agent on; `env` adds settings and FAKE_* knobs; `engine` picks
+ * its store (a fresh PostgreSQL database for "postgres"). With `dataDir` (a restart: pass the first
+ * server's `storeEnv` in `env`), the project is the one already there and fresh keys are made for it.
  */
-export async function startServing(env: Record<string, string> = {}, args: string[] = [], dataDir?: string): Promise<Serving> {
+export async function startServing(env: Record<string, string> = {}, args: string[] = [], dataDir?: string, engine?: Engine): Promise<Serving> {
   const record = join(tempDir("record"), "events.jsonl");
   const srv = await startInferd({
     env: fixtureEnv({
@@ -53,6 +55,7 @@ export async function startServing(env: Record<string, string> = {}, args: strin
     }),
     args,
     dataDir,
+    engine,
   });
   const call = (path: string, token: string | null, init: { method?: string; body?: unknown; raw?: BodyInit; headers?: Record<string, string>; signal?: AbortSignal } = {}) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
@@ -111,12 +114,12 @@ export async function sseEvents(r: Response): Promise<unknown[]> {
     });
 }
 
-/** Servers a test file starts, stopped together at its end: `serve(env)` and `stopAll()`. */
-export function servingPool() {
+/** Servers a test file starts (on `engine`'s store), stopped together at its end: `serve(env)` and `stopAll()`. */
+export function servingPool(engine?: Engine) {
   const servers: Serving[] = [];
   return {
     serve: async (env: Record<string, string> = {}) => {
-      const s = await startServing(env);
+      const s = await startServing(env, [], undefined, engine);
       servers.push(s);
       return s;
     },

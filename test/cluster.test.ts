@@ -175,6 +175,29 @@ describe("a key's limits hold across the hosts", () => {
   });
 });
 
+describe("when the database drops the leader's connection", () => {
+  test("the lead is taken again (by either host), and only one host leads", async () => {
+    const db = new SQL(url);
+    /** The database session holding the leader's lock, if one does. */
+    const holder = async () => ((await db.unsafe(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = ${0x696e6c64} AND objsubid = 1 AND granted`)) as { pid: number }[])[0]?.pid;
+    try {
+      const old = await holder();
+      expect(old).toBeDefined();
+      // What a database restart or a network cut does to the lock's session.
+      await db.unsafe(`SELECT pg_terminate_backend(${old})`);
+      const seen = await waitFor(async () => {
+        const [ia, ib] = [await clusterOf(a), await clusterOf(b)];
+        const leading = new Set([ia, ib].flatMap((c) => c.hosts.filter((h) => h.leading).map((h) => h.id)));
+        const now = await holder();
+        return now !== undefined && now !== old && ia.leader && ia.leader.id === ib.leader?.id && leading.size === 1 ? ia : undefined;
+      }, { what: "one leader again, on a new session holding the lock", timeoutMs: 20_000 });
+      expect(seen.leader).not.toBeNull();
+    } finally {
+      await db.close();
+    }
+  });
+});
+
 describe("when the leader dies", () => {
   test("the other host takes the lead, and accepted jobs still complete", async () => {
     const before = await clusterOf(a);

@@ -3,13 +3,25 @@
  * sweeper, retention, backups. With the embedded store the one host always leads. With PostgreSQL
  * the leader holds a session advisory lock on a connection of its own: when its process dies the
  * connection closes, the lock goes with it, and another host takes it at its next try (every
- * LEADER_TRY_MS), well within the 15 s a cluster promises.
+ * LEADER_TRY_MS), well within the 15 s a cluster promises. When the leader's machine vanishes
+ * without closing it (power, network), the server's keepalive probes on that connection (set short
+ * here) end it within about 10 s; a leader that cannot reach its lock connection for CHECK_TIMEOUT_MS
+ * stops leading first, so two hosts never lead at once.
  */
 import type { ReservedSQL, SQL } from "bun";
 import { log } from "../log";
 
 /** How often a host that does not lead tries to, and a leader checks it still holds the lock. */
 export const LEADER_TRY_MS = 2_000;
+
+/** A leader whose lock connection does not answer within this stops leading. */
+export const CHECK_TIMEOUT_MS = 5_000;
+
+/**
+ * The server's TCP keepalive on the lock connection: probes after 4 s of silence, every 2 s, 3 of
+ * them. The leader's check every LEADER_TRY_MS keeps it busy while it lives.
+ */
+const KEEPALIVE = ["SET tcp_keepalives_idle = 4", "SET tcp_keepalives_interval = 2", "SET tcp_keepalives_count = 3"];
 
 /** The advisory lock key of the leader ("inld"). */
 export const LEADER_LOCK = 0x696e6c64;
@@ -83,6 +95,7 @@ export class LockLeadership implements Leadership {
         conn.release();
         return;
       }
+      for (const setting of KEEPALIVE) await conn.unsafe(setting).catch((e) => log.debug(`${setting}: ${(e as Error).message}`));
       this.held = conn;
       log.info("this host leads the cluster (placement, scaling, deliveries, retention, backups)");
       this.tell(true);
@@ -94,20 +107,23 @@ export class LockLeadership implements Leadership {
 
   /** A leader whose lock connection no longer answers has lost the lock with it. */
   private async check(): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS / 1000} s`)), CHECK_TIMEOUT_MS)));
     try {
-      await this.held!`SELECT 1`;
+      await Promise.race([this.held!`SELECT 1`, late]);
     } catch (e) {
       log.warn(`this host no longer leads: its lock connection failed (${(e as Error).message})`);
       this.lose();
+    } finally {
+      clearTimeout(timer);
     }
   }
 
   private lose(): void {
     const conn = this.held;
     this.held = undefined;
-    try {
-      conn?.release();
-    } catch {}
+    // Closed, not put back in the pool: it may still be waiting on a database it cannot reach.
+    void conn?.close().catch(() => {});
     this.tell(false);
   }
 

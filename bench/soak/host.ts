@@ -50,11 +50,14 @@ export function procUsage(pid: number): { rssKiB: number; fds: number; nonSocket
   }
 }
 
-/** Environment of inferd processes: the fakes first on PATH, no inherited INFERD_* settings, then `extra`. */
+/**
+ * Environment of inferd processes: the fakes first on PATH, no inherited INFERD_* settings but
+ * `INFERD_RUNTIME_ENV=FAKE_*` (so the fakes' FAKE_* timings reach the runtimes inferd starts), then `extra`.
+ */
 export function soakEnv(extra: Record<string, string>): Record<string, string> {
   const env = fixtureEnv();
   for (const k of Object.keys(env)) if (k.startsWith("INFERD_")) delete env[k];
-  return Object.assign(env, extra);
+  return Object.assign(env, { INFERD_RUNTIME_ENV: "FAKE_*" }, extra);
 }
 
 /** A host that can be killed and restarted in place; `admin` and `url` stay valid across restarts. */

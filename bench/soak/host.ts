@@ -1,7 +1,8 @@
 /**
- * The soak's processes: one `inferd serve` host that is killed with SIGKILL and restarted on the same
- * data dir and the same ports, with its RSS and open file descriptors sampled from /proc, and one
- * remote agent (`inferd agent join …`, later `inferd agent`) that is killed and rejoins the same way.
+ * The soak's processes: `inferd serve` hosts (one, or several on one PostgreSQL) each killed with
+ * SIGKILL and restarted on the same data dir and the same ports, with their RSS and open file
+ * descriptors sampled from /proc, and one remote agent (`inferd agent join …`, later `inferd agent`)
+ * that is killed and rejoins the same way.
  */
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -50,15 +51,22 @@ export function procUsage(pid: number): { rssKiB: number; fds: number; nonSocket
   }
 }
 
-/** Environment of inferd processes: the fakes first on PATH, no inherited INFERD_* settings, then `extra`. */
+/**
+ * Environment of inferd processes: the fakes first on PATH, no inherited INFERD_* settings but
+ * `INFERD_RUNTIME_ENV=FAKE_*` (so the fakes' FAKE_* timings reach the runtimes inferd starts), then `extra`.
+ */
 export function soakEnv(extra: Record<string, string>): Record<string, string> {
   const env = fixtureEnv();
   for (const k of Object.keys(env)) if (k.startsWith("INFERD_")) delete env[k];
-  return Object.assign(env, extra);
+  return Object.assign(env, { INFERD_RUNTIME_ENV: "FAKE_*" }, extra);
 }
 
 /** A host that can be killed and restarted in place; `admin` and `url` stay valid across restarts. */
 export interface SoakHost extends BenchInferd {
+  /** How the report names it: `inferd` alone, `host A`, `host B`… in a cluster. */
+  name: string;
+  /** Its id in the cluster (`GET /admin/info` → `cluster.host_id`; kept in its data dir across restarts). */
+  hostId: string;
   port: number;
   tlsPort: number;
   /** Every process so far, the current one last. */
@@ -75,9 +83,10 @@ export interface SoakHost extends BenchInferd {
 
 /**
  * Starts `inferd serve` on two fixed free ports (HTTP and the agents' HTTPS) and a fresh data dir
- * with `args` after them; `env` is the whole child environment. Stop removes the data dir.
+ * with `args` after them; `env` is the whole child environment (its INFERD_ADMIN_TOKEN, when set, is
+ * the admin token). Stop removes the data dir.
  */
-export async function startSoakHost(args: string[], env: Record<string, string>): Promise<SoakHost> {
+export async function startSoakHost(args: string[], env: Record<string, string>, name = "inferd"): Promise<SoakHost> {
   const dataDir = mkdtempSync(join(tmpdir(), "inferd-soak-"));
   const port = await freePort();
   let tlsPort = await freePort();
@@ -92,13 +101,15 @@ export async function startSoakHost(args: string[], env: Record<string, string>)
   const spawn = async () => {
     if (child) earlier = (earlier + child.output()).slice(-32 * 1024);
     const spawnedAt = Date.now();
-    child = spawnWithTail(cmd, { env, name: "inferd" });
+    child = spawnWithTail(cmd, { env, name });
     url = await waitForListening(child.proc, child.stdoutHead, 60_000);
     lives.push({ pid: child.pid, spawnedAt, listeningAt: Date.now(), samples: [] });
     up = true;
   };
   const stopped = () => !child || child.proc.exitCode !== null || child.proc.signalCode !== null;
   const host: SoakHost = {
+    name,
+    hostId: "",
     get url() {
       return url;
     },
@@ -144,7 +155,8 @@ export async function startSoakHost(args: string[], env: Record<string, string>)
     await host.stop();
     throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- inferd output ---\n${host.output()}`);
   }
-  host.adminToken = /admin token \(.*\): (ik_admin_\S+)/.exec(child!.stdoutHead())?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
+  host.adminToken = env.INFERD_ADMIN_TOKEN ?? /admin token \(.*\): (ik_admin_\S+)/.exec(child!.stdoutHead())?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
+  host.hostId = (await host.admin("/admin/info")).cluster?.host_id ?? "";
   return host;
 }
 

@@ -12,18 +12,28 @@ export function formatReport(r: SoakReport): string {
   const out: string[] = [];
   const table = (title: string, header: string[], rows: (string | number)[][]) => out.push(`\n${title}\n${rows.length ? formatTable(header, rows) : "(none)"}`);
   const f = r.faults;
-  out.push(`\nsoak (${r.mode}): ${fmt(r.seconds.total, 0)} s in all, traffic ${fmt(r.seconds.traffic, 0)} s, drain ${fmt(r.seconds.drain, 1)} s`);
-  out.push(
-    `faults: ${f.inferdKills} kill -9 of inferd (planned ${f.planned}; restart to listening p50 ${fmt(f.restartMsP50, 0)} ms, max ${fmt(f.restartMsMax, 0)} ms), ` +
-      `${f.runtimeKills} runtime kills, ${f.agentKills} agent kills, ${f.receiverFlaps} receiver flaps${f.skipped ? `, ${f.skipped} skipped (nothing to kill)` : ""}`,
-  );
+  const c = r.cluster;
+  out.push(`\nsoak (${r.mode}${c ? `, ${c.hosts.length} hosts` : ""}): ${fmt(r.seconds.total, 0)} s in all, traffic ${fmt(r.seconds.traffic, 0)} s, drain ${fmt(r.seconds.drain, 1)} s`);
+  const killed = c ? `${f.inferdKills} kill -9 of a host (planned ${f.planned}; kill to listening again p50 ${fmt(f.restartMsP50, 0)} ms, max ${fmt(f.restartMsMax, 0)} ms)` : `${f.inferdKills} kill -9 of inferd (planned ${f.planned}; restart to listening p50 ${fmt(f.restartMsP50, 0)} ms, max ${fmt(f.restartMsMax, 0)} ms)`;
+  out.push(`faults: ${killed}, ${f.runtimeKills} runtime kills, ${f.agentKills} agent kills, ${f.receiverFlaps} receiver flaps${f.skipped ? `, ${f.skipped} skipped (nothing to kill)` : ""}`);
+  if (c) {
+    table(
+      "Hosts (kill to listening again: a host that led waits for another to lead, one kept down waits to be listed gone)",
+      ["host", "id", "kills", "while leading", "kept down until gone", "jobs held", "requeued by leader", "down ms p50", "max", "start ms p50", "sent", "2xx", "5xx", "no response", "RSS MiB first/last", "fds idle start/end"],
+      c.hosts.map((h) => [h.name, h.id, h.kills, h.killsWhileLeading, h.killsListedGone, h.jobsHeldAtKills, h.jobsRequeuedByLeader, fmt(h.downMsP50, 0), fmt(h.downMsMax, 0), fmt(h.restartMsP50, 0), h.requests.sent, h.requests.ok, h.requests.fiveXX, h.requests.noResponse, `${fmt(h.inferd.rssKiB.loadStart / 1024, 0)}/${fmt(h.inferd.rssKiB.loadEnd / 1024, 0)}`, `${fmt(h.inferd.fds.idleStart, 0)}/${fmt(h.inferd.fds.idleEnd, 0)}`]),
+    );
+    const l = c.leader;
+    out.push(`leaders seen (s from the start of traffic): ${l.seen.map((s) => `${s.t} ${s.host}`).join(" → ") || "none"}`);
+    out.push(`the lead moved ${l.changes} time(s); ${l.killsOfLeader} kill(s) of the leader; another host led after p50 ${fmt(l.takeoverMsP50, 0)} ms, max ${fmt(l.takeoverMsMax, 0)} ms`);
+  }
   const statuses = [...new Set(Object.values(r.requests.byStatus).flatMap((m) => Object.keys(m)))].sort();
   table(
     "Requests by kind and answer",
     ["kind", "sent", ...statuses],
     (Object.keys(r.requests.sent) as (keyof typeof r.requests.sent)[]).map((k) => [k, r.requests.sent[k], ...statuses.map((s) => r.requests.byStatus[k][s] ?? 0)]),
   );
-  out.push(`no response: ${r.connection.refusedWhileDown} refused while inferd was down, ${r.connection.cutByKill} cut by a kill of inferd, ${Object.values(r.connection.unexplained).reduce((a, b) => a + b, 0)} while it was up`);
+  const inferd = c ? "its host" : "inferd";
+  out.push(`no response: ${r.connection.refusedWhileDown} refused while ${inferd} was down, ${r.connection.cutByKill} cut by a kill of ${inferd}, ${Object.values(r.connection.unexplained).reduce((a, b) => a + b, 0)} while it was up`);
   table("5xx by cause (explained: during a fault, with a code a fault may cause)", CAUSE_HEADER, causeRows(r.fiveXX));
   table(`Streams: ${r.streams.sent} sent, ${r.streams.completed} read to [DONE]; cut streams (and other answers broken off) by cause`, CAUSE_HEADER, causeRows(r.streams.cut));
   const j = r.jobs;
@@ -43,7 +53,7 @@ export function formatReport(r: SoakReport): string {
   out.push("(`failing` answers 500: its deliveries are owed and must end terminal, each after 6 attempts; duplicates elsewhere are allowed: delivery is at least once)");
   const m = r.inferd;
   table(
-    `inferd over ${m.processes} processes`,
+    `${c ? `${c.hosts[0].name} (inferd)` : "inferd"} over ${m.processes} processes`,
     ["", "under load: first", "last", "idle: start", "end", "max"],
     [
       ["RSS MiB", fmt(m.rssKiB.loadStart / 1024, 1), fmt(m.rssKiB.loadEnd / 1024, 1), fmt(m.rssKiB.idleStart / 1024, 1), fmt(m.rssKiB.idleEnd / 1024, 1), fmt(m.rssKiB.max / 1024, 1)],

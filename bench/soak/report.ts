@@ -2,8 +2,11 @@
  * The soak's report: requests by kind and status, 5xx and cut streams by cause (each explained by a
  * fault or not), connection errors while inferd was down, jobs and deliveries by id, inferd's RSS
  * and descriptors, the faults done, and the list of failures that make the exit code non-zero.
+ * With several hosts (`--hosts`), a connection error is explained only by a kill of the host it was
+ * sent to, and `cluster` adds each host's kills and figures and the leaders seen.
  */
 import { percentile } from "../lib";
+import type { ClusterReport } from "./cluster";
 import type { Fault } from "./faults";
 import type { Life, Sample } from "./host";
 import { RECEIVERS, type ReceiverName } from "./receivers";
@@ -16,13 +19,19 @@ import type { DeliveryTally, JobTally } from "./verify";
  * that died mid-request (502 `upstream_unavailable`, 503 `worker_lost` when no other replica could
  * take it), no ready replica right after a restart (503 `workload_unavailable`, `queue_timeout`),
  * and for streams an SSE `worker_lost` event, a stream broken off, or one ended without `[DONE]`.
- * A 500 (`internal_error`) or any other 5xx is never explained.
+ * A 500 (`internal_error`) or any other 5xx is never explained. In a cluster a kill of one host
+ * explains these on every host (a request to the other host may be served by the killed host's
+ * machine, or queued for a replica there); the report tells the two apart (`during`).
  */
 export const FAULT_CODES = new Set(["upstream_unavailable", "worker_lost", "workload_unavailable", "queue_timeout", "broken", "no_done"]);
 /** How long after a fault's recovery its errors still count as explained. */
 export const GRACE_MS = 2000;
 
-/** Count, explained by a fault, and not; `during` counts them by the kinds of fault they overlapped (e.g. `inferd+runtime`). */
+/**
+ * Count, explained by a fault, and not; `during` counts them by the kinds of fault they overlapped
+ * (e.g. `inferd+runtime`; in a cluster `inferd (its host)` when the host the request went to was the
+ * one killed, `inferd (other host)` when another host was).
+ */
 export interface Causes {
   [cause: string]: { count: number; explained: number; unexplained: number; during: Record<string, number> };
 }
@@ -51,6 +60,7 @@ export interface SoakReport {
   connection: { refusedWhileDown: number; cutByKill: number; unexplained: Record<string, number> };
   jobs: JobTally;
   deliveries: Record<ReceiverName, DeliveryTally>;
+  /** With one host, that host; in a cluster the first host (every host's figures are under `cluster.hosts`). */
   inferd: {
     processes: number;
     rssKiB: StartEnd;
@@ -60,6 +70,8 @@ export interface SoakReport {
     perProcess: { pid: number; rssMiB: number; fds: number }[];
     how: string;
   };
+  /** Only with `--hosts` 2 or more. */
+  cluster?: ClusterReport;
   failures: string[];
   ok: boolean;
 }
@@ -67,22 +79,30 @@ export interface SoakReport {
 const bump = (m: Record<string, number>, k: string, n = 1) => (m[k] = (m[k] ?? 0) + n);
 const overlaps = (o: Outcome, from: number, to: number) => o.t0 <= to && o.t1 >= from;
 
+/** How `during` names a fault: its kind; a host kill in a cluster by whether it was the outcome's host. */
+const faultLabel = (o: Outcome, f: Fault) => (f.host === undefined ? f.kind : f.host === o.host ? "inferd (its host)" : "inferd (other host)");
+
 /** The kinds of fault whose window (start to recovery plus grace) an outcome overlapped, e.g. `inferd+runtime`; "" for none. */
 function faultsDuring(o: Outcome, faults: Fault[], end: number): string {
-  const kinds = new Set(faults.filter((f) => f.kind !== "receiver" && overlaps(o, f.at, (f.recoveredAt ?? end) + GRACE_MS)).map((f) => f.kind));
+  const kinds = new Set(faults.filter((f) => f.kind !== "receiver" && overlaps(o, f.at, (f.recoveredAt ?? end) + GRACE_MS)).map((f) => faultLabel(o, f)));
   return [...kinds].sort().join("+");
 }
 
-/** Adds one outcome to a `Causes` map: explained when it overlapped a fault and its cause is one a fault may have. */
-function addCause(m: Causes, cause: string, code: string, during: string): void {
+/** Adds one outcome to a `Causes` map: explained when it overlapped a fault and its cause is one a fault may have; true when explained. */
+function addCause(m: Causes, cause: string, code: string, during: string): boolean {
   const c = (m[cause] ??= { count: 0, explained: 0, unexplained: 0, during: {} });
+  const explained = !!during && FAULT_CODES.has(code);
   c.count++;
-  c[during && FAULT_CODES.has(code) ? "explained" : "unexplained"]++;
+  c[explained ? "explained" : "unexplained"]++;
   bump(c.during, during || "no fault");
+  return explained;
 }
 
-/** Sorts every outcome into the report's request, 5xx, stream and connection-error buckets. */
-export function classify(outcomes: Outcome[], faults: Fault[], end: number): Pick<SoakReport, "requests" | "fiveXX" | "streams" | "unexpected" | "connection"> {
+/**
+ * Sorts every outcome into the report's request, 5xx, stream and connection-error buckets;
+ * `onUnexplained` hears of each outcome that counts against the run, with the faults it overlapped.
+ */
+export function classify(outcomes: Outcome[], faults: Fault[], end: number, onUnexplained: (o: Outcome, during: string) => void = () => {}): Pick<SoakReport, "requests" | "fiveXX" | "streams" | "unexpected" | "connection"> {
   const sent = { chat: 0, stream: 0, job: 0 } as Record<Kind, number>;
   const byStatus = { chat: {}, stream: {}, job: {} } as Record<Kind, Record<string, number>>;
   const fiveXX: Causes = {};
@@ -95,24 +115,32 @@ export function classify(outcomes: Outcome[], faults: Fault[], end: number): Pic
     sent[o.kind]++;
     bump(byStatus[o.kind], o.status === undefined ? "no response" : String(o.status));
     const during = faultsDuring(o, faults, end);
+    let explained = true;
     if (o.status === undefined && o.error?.startsWith("TimeoutError")) {
       bump(connection.unexplained, `${o.kind}: no answer within ${REQUEST_TIMEOUT_MS} ms`);
+      explained = false;
     } else if (o.status === undefined) {
-      const down = downs.find((f) => overlaps(o, f.at, f.upAt ?? end));
+      // Only a kill of the host it was sent to explains a request without an answer.
+      const down = downs.find((f) => (f.host === undefined || f.host === o.host) && overlaps(o, f.at, f.upAt ?? end));
       if (down && o.t0 >= down.at) connection.refusedWhileDown++;
       else if (down) connection.cutByKill++;
-      else bump(connection.unexplained, `${o.kind}: ${o.error}`);
+      else {
+        bump(connection.unexplained, `${o.kind}: ${o.error}`);
+        explained = false;
+      }
     } else if (o.status >= 500) {
       const cause = `${o.status} ${o.code ?? "(no code)"}`;
-      addCause(fiveXX, cause, o.code ?? "", during);
+      explained = addCause(fiveXX, cause, o.code ?? "", during);
     } else if (o.status !== (o.kind === "job" ? 202 : 200)) {
       bump(unexpected, `${o.kind} ${o.status} ${o.code ?? ""}`.trim());
+      explained = false;
     } else if (o.kind === "stream") {
       if (o.stream === "done") completed++;
-      else addCause(cut, o.stream ?? "unknown", o.stream ?? "", during);
+      else explained = addCause(cut, o.stream ?? "unknown", o.stream ?? "", during);
     } else if (o.error) {
-      addCause(cut, `${o.kind} body broken`, "broken", during); // a 200/202 whose body broke off
+      explained = addCause(cut, `${o.kind} body broken`, "broken", during); // a 200/202 whose body broke off
     }
+    if (!explained) onUnexplained(o, during);
   }
   return { requests: { sent, byStatus }, fiveXX, streams: { sent: sent.stream, completed, cut }, unexpected, connection };
 }

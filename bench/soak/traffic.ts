@@ -2,6 +2,8 @@
  * The soak's clients: closed loops that send synchronous chat completions, streaming chat
  * completions (read to the end) and async jobs (each with a unique `context` id) for the whole run,
  * and record every outcome as it happened; the report classifies them afterwards against the faults.
+ * With several hosts each client takes them in turn, request by request (as behind a round-robin
+ * balancer that does not check health): a host that is down refuses its share until it is back.
  */
 
 /** What a client sends. */
@@ -11,6 +13,8 @@ export type Kind = "chat" | "stream" | "job";
 export interface Outcome {
   kind: Kind;
   workload: string;
+  /** Which host it was sent to (index into `TrafficTarget.urls`). */
+  host: number;
   /** Epoch ms when it was sent and when it was over (body read to the end). */
   t0: number;
   t1: number;
@@ -29,8 +33,8 @@ export interface Outcome {
 
 /** Where the clients send. */
 export interface TrafficTarget {
-  /** inferd's URL (stable across restarts: same port). */
-  url: string;
+  /** Each host's URL (stable across restarts: same port). */
+  urls: string[];
   project: string;
   workloads: string[];
   liveKey: string;
@@ -79,9 +83,9 @@ export function streamEnd(text: string): string {
 }
 
 /** Sends one request of `kind` and records what happened. */
-async function sendOne(t: TrafficTarget, kind: Kind, workload: string, seq: number): Promise<Outcome> {
-  const o: Outcome = { kind, workload, t0: Date.now(), t1: 0 };
-  const base = `${t.url}/endpoint/${t.project}/${workload}`;
+async function sendOne(t: TrafficTarget, kind: Kind, workload: string, host: number, seq: number): Promise<Outcome> {
+  const o: Outcome = { kind, workload, host, t0: Date.now(), t1: 0 };
+  const base = `${t.urls[host]}/endpoint/${t.project}/${workload}`;
   const messages = [{ role: "user", content: `soak ${kind} ${seq} one two three four five six` }];
   let path = "/v1/chat/completions";
   let body: unknown = { messages, max_tokens: 8, stream: kind === "stream" };
@@ -125,14 +129,16 @@ export interface Traffic {
   stop(): Promise<Outcome[]>;
 }
 
-/** Starts the clients of `plan`, spreading each kind over the target's workloads. */
+/** Starts the clients of `plan`, spreading each kind over the target's workloads and hosts. */
 export function startTraffic(t: TrafficTarget, plan: TrafficPlan): Traffic {
   const outcomes: Outcome[] = [];
   let stopped = false;
   let seq = 0;
   const client = async (kind: Kind, index: number) => {
     for (let n = index; !stopped; n++) {
-      const o = await sendOne(t, kind, t.workloads[n % t.workloads.length], seq++);
+      // Every workload on every host in turn (the host changes once per round of workloads).
+      const host = Math.floor(n / t.workloads.length) % t.urls.length;
+      const o = await sendOne(t, kind, t.workloads[n % t.workloads.length], host, seq++);
       outcomes.push(o);
       if (!stopped) await Bun.sleep(o.status === undefined ? RETRY_PAUSE_MS : plan.thinkMs[kind]);
     }

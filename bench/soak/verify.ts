@@ -1,7 +1,8 @@
 /**
  * After the run: waits (bounded) until every job answered 202 is completed or failed and each of its
- * deliveries is delivered or terminal, reading `GET /endpoint/<p>/<w>/jobs/<id>`; then matches what
- * inferd says against what each receiver got, by job id.
+ * deliveries is delivered or terminal, reading `GET /endpoint/<p>/<w>/jobs/<id>` (in a cluster, from
+ * a host other than the one that accepted it); then matches what inferd says against what each
+ * receiver got, by job id.
  */
 import { arrivalsByJob, contextsByJob, RECEIVERS, type ReceiverName, type SoakReceiver } from "./receivers";
 import type { Outcome } from "./traffic";
@@ -27,6 +28,8 @@ interface Accepted {
   jobId: string;
   workload: string;
   ctx: string;
+  /** The host that answered 202 (index into the hosts' URLs). */
+  host: number;
 }
 
 const settled = (j: JobView | null) => j === null || ((j.status === "completed" || j.status === "failed") && j.deliveries.every((d) => d.state !== "pending"));
@@ -40,15 +43,17 @@ async function eachLimited<T>(items: T[], n: number, fn: (item: T) => Promise<vo
 }
 
 /**
- * Polls every accepted job until all are settled or `boundMs` pass; returns each one's last view
+ * Polls every accepted job until all are settled or `boundMs` pass, each through the next host after
+ * the one that accepted it (the same one when there is one host); returns each one's last view
  * (null for a 404: the job is gone) and how long the drain took.
  */
-export async function drainJobs(base: string, liveKey: string, accepted: Accepted[], boundMs: number): Promise<{ views: Map<string, JobView | null>; drainMs: number; drained: boolean }> {
+export async function drainJobs(bases: string[], liveKey: string, accepted: Accepted[], boundMs: number): Promise<{ views: Map<string, JobView | null>; drainMs: number; drained: boolean }> {
   const views = new Map<string, JobView | null>();
   const t0 = Date.now();
   let open = accepted;
   while (open.length > 0 && Date.now() - t0 < boundMs) {
     await eachLimited(open, 8, async (a) => {
+      const base = bases[(a.host + 1) % bases.length];
       const r = await fetch(`${base}/endpoint/soak/${a.workload}/jobs/${a.jobId}`, { headers: { authorization: `Bearer ${liveKey}` } }).catch(() => undefined);
       if (!r) return;
       if (r.status === 404) views.set(a.jobId, null);

@@ -9,6 +9,17 @@ import type { ReplicaReport, WorkMessage } from "./protocol";
  */
 export type AgentFailure = "upstream_unavailable" | "replica_not_ready";
 
+let session: string | undefined;
+
+/**
+ * This agent process's id, sent with every poll for work: when a process dies and the next one of
+ * the same worker polls, the host fails what the dead one took and never answered (it runs
+ * elsewhere) instead of waiting for the worker timeout, which a quick restart never reaches.
+ */
+export function agentSession(): string {
+  return (session ??= crypto.randomUUID());
+}
+
 /**
  * Pulls requests for this agent's replicas from the host (long poll; a new poll goes out as soon as
  * one returns) and runs each against its runtime on loopback, streaming the answer back as it comes
@@ -34,7 +45,7 @@ export class WorkPuller {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       try {
-        const r = await this.link.call("/agent/v1/work?wait=25000", { timeoutMs: 40_000, signal: this.abort.signal });
+        const r = await this.link.call(`/agent/v1/work?wait=25000&session=${agentSession()}`, { timeoutMs: 40_000, signal: this.abort.signal });
         const { items } = (await r.json()) as { items: WorkMessage[] };
         for (const item of items) {
           const p = this.run(item).finally(() => this.running.delete(p));

@@ -217,6 +217,40 @@ describe("a worker lost mid-stream", () => {
   });
 });
 
+describe("an agent killed and back before the worker timeout", () => {
+  test("a request it had taken and not answered runs again and is answered, not left waiting for good", async () => {
+    // A host whose workers count as offline only after 30 s: the agent is back long before.
+    const patient = await startHost({}, 30_000);
+    try {
+      await patient.admin("/admin/projects", { name: "Quick", slug: "quick" });
+      const key = (await (await patient.admin("/admin/projects/quick/keys", { name: "k", type: "live" })).json()).secret;
+      const agent = await joinAgent(patient, "quick-restart", { FAKE_DELAY_MS: "3000" });
+      const w = await (await patient.admin("/admin/projects/quick/workloads", { name: "slow", backend: "vllm", model_name: "slow", config: { command: "vllm serve slow" } })).json();
+      const ready = await waitFor(async () => {
+        const d = await (await patient.admin(`/admin/workloads/${w.id}`)).json();
+        return d.assignments[0]?.state === "ready" ? d.assignments[0] : undefined;
+      }, { what: "the replica ready", timeoutMs: 30_000 });
+      // Bounded by the client, well inside the worker timeout: without the fix it never ends.
+      const answer = fetch(`${patient.url}/endpoint/quick/${w.slug}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "still there?" }] }),
+        signal: AbortSignal.timeout(25_000),
+      }).then((r) => r.status, (e: Error) => e.name);
+      await waitFor(async () => (await stats(ready.base_url)).in_flight > 0 || undefined, { what: "the request running on the agent's runtime" });
+      await agent.kill9();
+      const back = await rerunAgent(patient, agent, { FAKE_DELAY_MS: "300" });
+      try {
+        expect(await answer).toBe(200);
+      } finally {
+        await back.stop();
+      }
+    } finally {
+      await patient.stop();
+    }
+  });
+});
+
 describe("a runtime lost under a job on a remote worker", () => {
   test("its runtime crashes while it runs a job: the job runs again and completes instead of failing with the agent's 502", async () => {
     const { w } = await soloWorkload("crashy", { FAKE_DELAY_MS: "1500" }, "crash-job", "crashy");

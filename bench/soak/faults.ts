@@ -4,7 +4,7 @@
  * agent restarts it), `kill -9` of the remote agent (run again from its data dir), and a webhook
  * receiver taken down and brought back. Each fault is recorded with when it started, when inferd
  * listened again (kills of inferd) and when the system was whole again, so the report can tell which
- * errors a fault explains. In a cluster a killed host stays down at least `hostDownMs`; one that led
+ * errors a fault explains. In a cluster a killed host stays down at least `hostDownMs` (default 0); one that led
  * is restarted only once another host is seen leading (else it could take the lead back at its start
  * and the lead would never move), and every `goneEvery`-th killed host stays down until the others
  * list it as gone (past the host timeout: its running jobs then go back to the queue by the leader's
@@ -55,10 +55,8 @@ export interface FaultPlan {
   /** Cluster: every `goneEvery`-th kill keeps its host down until the others list it as gone; unset or 0: never. */
   goneEvery?: number;
   /**
-   * Cluster: shortest time a killed host stays down. A host's machine is also an agent of the other
-   * hosts: like the remote agent (`agentDownMs`) it stays down past the worker timeout, so the
-   * others see it offline and fail over what it had taken. (Back sooner, a request it had taken
-   * from another host is never answered: see the cluster notes in bench/soak.ts.)
+   * Cluster: shortest time a killed host stays down (default: restarted at once). Its machine is an
+   * agent of the other hosts; what it had taken from them runs again when its new process polls.
    */
   hostDownMs?: number;
 }

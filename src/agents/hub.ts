@@ -14,6 +14,8 @@ interface Item {
   msg: WorkMessage;
   workerId: string;
   picked: boolean;
+  /** The agent process that took it (its poll's `session`). */
+  session?: string;
   started: boolean;
   cancelled: boolean;
   resolve(r: Response): void;
@@ -32,6 +34,8 @@ export class AgentHub {
   private queues = new Map<string, Item[]>();
   private waiters = new Map<string, Set<() => void>>();
   private items = new Map<string, Item>();
+  /** The agent process polling for each worker now. */
+  private sessions = new Map<string, string>();
 
   /** A dispatcher target for a remote replica: requests go to its agent. */
   target(workerId: string, report: ReplicaReport, concurrency: number, workloadId: string): Target {
@@ -83,12 +87,20 @@ export class AgentHub {
     if (q && i >= 0) q.splice(i, 1);
   }
 
-  /** Long poll of an agent: the requests waiting for it, as soon as there are any (or [] after `waitMs`). */
-  async poll(workerId: string, waitMs: number, signal: AbortSignal): Promise<WorkMessage[]> {
+  /**
+   * Long poll of an agent: the requests waiting for it, as soon as there are any (or [] after
+   * `waitMs`). `session` is the polling agent process's id: a new one means the process that took
+   * the requests still unanswered died, so those fail with WorkerLost and run elsewhere.
+   */
+  async poll(workerId: string, waitMs: number, signal: AbortSignal, session?: string): Promise<WorkMessage[]> {
+    if (session) this.newSession(workerId, session);
     const take = () => {
       const q = this.queues.get(workerId) ?? [];
       this.queues.set(workerId, []);
-      for (const it of q) it.picked = true;
+      for (const it of q) {
+        it.picked = true;
+        it.session = session;
+      }
       return q.map((it) => it.msg);
     };
     if ((this.queues.get(workerId)?.length ?? 0) > 0) return take();
@@ -105,6 +117,18 @@ export class AgentHub {
       this.waiters.set(workerId, set);
     });
     return signal.aborted ? [] : take();
+  }
+
+  /** Notes the worker's polling process; when it is another one, fails what the earlier one took and has not begun answering. */
+  private newSession(workerId: string, session: string): void {
+    const before = this.sessions.get(workerId);
+    this.sessions.set(workerId, session);
+    if (before === undefined || before === session) return;
+    for (const item of [...this.items.values()]) {
+      if (item.workerId !== workerId || !item.picked || item.started || item.session === session) continue;
+      this.drop(item);
+      item.reject(new WorkerLost("the worker's agent restarted before answering this request"));
+    }
   }
 
   /** Whether `id` is a request handed to this worker and still waiting for its answer. */
@@ -186,6 +210,7 @@ export class AgentHub {
       }
     }
     this.queues.delete(workerId);
+    this.sessions.delete(workerId);
     this.wake(workerId);
   }
 }

@@ -42,6 +42,8 @@ async function agentOf(deps: Deps, request: Request) {
 }
 
 /** Seconds a long poll may be held. */
+/** An agent process's id from its poll (a UUID); anything else is ignored, as from an agent without one. */
+const sessionOf = (q: unknown) => (typeof q === "string" && /^[0-9a-f-]{36}$/.test(q) ? q : undefined);
 const waitMs = (q: unknown) => Math.min(Math.max(Number(q ?? 25_000) || 25_000, 0), 55_000);
 
 /**
@@ -98,7 +100,7 @@ export const agentRoutes = (deps: Deps) =>
     })
     .get("/work", async ({ request, query }) => {
       const w = await agentOf(deps, request);
-      return { items: await deps.agents.hub.poll(w.id, waitMs(query.wait), request.signal) };
+      return { items: await deps.agents.hub.poll(w.id, waitMs(query.wait), request.signal, sessionOf(query.session)) };
     })
     .post("/work/:id/response", async ({ request, params }) => {
       const w = await agentOf(deps, request);

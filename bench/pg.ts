@@ -14,12 +14,11 @@
  * The benchmarks take `--store postgres` (a server started here) or `--database-url URL`
  * (`takeStoreArgs`); without either they keep the embedded SQLite store.
  */
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SQL } from "bun";
 import { freePort } from "../test/fixtures";
-import { postgresBinDir } from "../test/helpers/postgres";
 import { cpuMsOf } from "./lib";
 
 /** Which store a benchmark runs inferd on, from its command line. */
@@ -108,6 +107,18 @@ export async function readSettings(url: string): Promise<Record<string, string>>
   } finally {
     await sql.close();
   }
+}
+
+/**
+ * The directory holding `initdb` and `pg_ctl`: on PATH, else Debian's newest versioned one. (The
+ * test helper has the same; this copy keeps the benchmarks runnable against older checkouts.)
+ */
+function postgresBinDir(): string {
+  for (const dir of (process.env.PATH ?? "").split(":")) if (dir && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
+  const root = "/usr/lib/postgresql";
+  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "pg_ctl"))).sort((x, y) => Number(y) - Number(x)) : [];
+  if (!versions.length) throw new Error("PostgreSQL is not installed: --store postgres needs Debian's postgresql package (apt-get install postgresql)");
+  return join(root, versions[0], "bin");
 }
 
 /** Runs a PostgreSQL program, as the `postgres` user when root; throws with its output on failure. */

@@ -12,8 +12,9 @@
  * spread over both hosts ≥ 0.9× the throughput of one host. The exit code is 0 unless something
  * failed (2 when stopped by the time limit).
  *
- *   bun bench/cluster.ts [--quick] [--database-url postgres://…]
+ *   bun bench/cluster.ts [--quick] [--database-url postgres://…] [--cpu-prof-dir DIR]
  *
+ * `--cpu-prof-dir` runs both hosts under `bun --cpu-prof` and leaves their profiles in DIR.
  * Without `--database-url` a PostgreSQL with default, durable settings is started for the run
  * (`bench/pg.ts`); with it, a new database is made in that server and dropped afterwards.
  */
@@ -37,14 +38,14 @@ import {
 } from "./lib";
 import { startBenchPostgres, takeStoreArgs } from "./pg";
 
-const USAGE = "usage: bun bench/cluster.ts [--quick] [--database-url postgres://…]";
+const USAGE = "usage: bun bench/cluster.ts [--quick] [--database-url postgres://…] [--cpu-prof-dir DIR]";
 
 const { choice: STORE, rest: ARGV } = takeStoreArgs(process.argv.slice(2));
 if (STORE.store !== "postgres" && process.argv.includes("--store")) {
   console.error(`a cluster needs PostgreSQL: drop --store sqlite\n${USAGE}`);
   process.exit(2);
 }
-const { quick: QUICK } = parseQuickArgs(ARGV, USAGE);
+const { quick: QUICK, profileDir: PROFILE_DIR } = parseQuickArgs(ARGV, USAGE);
 
 /** The runtime's answer delay (ms), the client's concurrency and the model. */
 const DELAY_MS = 20;
@@ -133,9 +134,11 @@ process.exit(
     const token = `ik_admin_bench-${randomBytes(24).toString("hex")}`;
     const common = { INFERD_DATABASE_URL: pg.url, INFERD_ADMIN_TOKEN: token, FAKE_DELAY_MS: String(DELAY_MS) };
     // Host A first (it migrates the new database and leads), with the cluster's one machine.
-    const a = await startInferdForBench({ ...common, INFERD_LOCAL_AGENT: "1" });
+    const bunFlags = PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
+    if (PROFILE_DIR) console.log(`both hosts run under the CPU profiler (slower); their profiles go to ${PROFILE_DIR} (host A's pid first below)`);
+    const a = await startInferdForBench({ ...common, INFERD_LOCAL_AGENT: "1" }, { bunFlags });
     cleanup.add("host A", () => a.stop());
-    const b = await startInferdForBench({ ...common, INFERD_LOCAL_AGENT: "0" });
+    const b = await startInferdForBench({ ...common, INFERD_LOCAL_AGENT: "0" }, { bunFlags });
     cleanup.add("host B", () => b.stop());
     const wl = await createBenchWorkload(a, { model: MODEL, concurrency: SLOTS });
     const endpointB = `${b.url}/endpoint/${wl.projectSlug}/${wl.workloadSlug}`;

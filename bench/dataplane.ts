@@ -5,16 +5,21 @@
  * time to first token of streams, then prints both figures, the overhead and the ratio, and the
  * aims (informational: the exit code is 0 unless something failed).
  *
- *   bun bench/dataplane.ts [--quick] [--cpu-prof-dir DIR]
+ *   bun bench/dataplane.ts [--quick] [--cpu-prof-dir DIR] [--store sqlite|postgres | --database-url postgres://…]
  *
  * `--cpu-prof-dir` runs inferd under `bun --cpu-prof` and leaves its profile in DIR.
+ * `--store postgres` runs inferd in PostgreSQL mode on a server started for the run with default,
+ * durable settings (`bench/pg.ts`); `--database-url` uses that server instead (a new database in
+ * it). Both then also print one line per aim of cluster mode. Without them: the embedded SQLite store.
  * Direct and through-inferd phases alternate (ABBA) so drift on a shared machine hits both alike.
  */
 import { closedLoop, createBenchWorkload, fmt, hardLimit, printTable, startInferdForBench, summarize, withCpu, type BenchInferd, type Cell, type LoadResult, parseQuickArgs } from "./lib";
+import { startBenchPostgres, STORE_USAGE, takeStoreArgs, type BenchPostgres } from "./pg";
 
-const USAGE = "usage: bun bench/dataplane.ts [--quick] [--cpu-prof-dir DIR]";
+const USAGE = `usage: bun bench/dataplane.ts [--quick] [--cpu-prof-dir DIR] ${STORE_USAGE}`;
 
-const { quick: QUICK, profileDir: PROFILE_DIR } = parseQuickArgs(process.argv.slice(2), USAGE);
+const { choice: STORE, rest: ARGV } = takeStoreArgs(process.argv.slice(2));
+const { quick: QUICK, profileDir: PROFILE_DIR } = parseQuickArgs(ARGV, USAGE);
 
 /** The runtime's floor: non-stream answer delay, first-token delay and per-token delay (ms). */
 const DELAY_MS = 20;
@@ -194,17 +199,31 @@ function report(f: Figures): void {
     ],
     "Aims (informational)",
   );
+  if (STORE.store === "postgres") {
+    const met = (ok: boolean) => (ok ? "met" : "not met");
+    console.log(`postgres: p50 overhead ${signed(overhead)} ms (aim ≤ +${AIM_P50_OVERHEAD_MS} ms: ${met(overhead <= AIM_P50_OVERHEAD_MS)}); c=64 ${fmt(ratio)}x direct (aim ≥ ${AIM_C64_RATIO}x: ${met(ratio >= AIM_C64_RATIO)})`);
+  }
 }
 
 async function main(): Promise<number> {
   const delays = { FAKE_DELAY_MS: String(DELAY_MS), FAKE_FIRST_TOKEN_MS: String(FIRST_TOKEN_MS), FAKE_TOKEN_MS: String(TOKEN_MS), FAKE_LOAD_MS: "0" };
   let inferd: BenchInferd | undefined;
-  const limit = hardLimit(HARD_LIMIT_MS, async () => inferd?.stop());
+  let pg: BenchPostgres | undefined;
+  const limit = hardLimit(HARD_LIMIT_MS, async () => {
+    await inferd?.stop();
+    await pg?.stop();
+  });
   try {
     console.log(`dataplane benchmark${QUICK ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms (non-stream), first token ${FIRST_TOKEN_MS} ms, ${STREAM_TOKENS} tokens at ${TOKEN_MS} ms`);
     const bunFlags = PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
     if (PROFILE_DIR) console.log("inferd runs under the CPU profiler: its figures are slower than without it");
-    inferd = await startInferdForBench(delays, { bunFlags });
+    const storeEnv: Record<string, string> = {};
+    if (STORE.store === "postgres") {
+      pg = await startBenchPostgres({ databaseUrl: STORE.databaseUrl });
+      console.log(`store: ${pg.describe()}`);
+      storeEnv.INFERD_DATABASE_URL = pg.url;
+    }
+    inferd = await startInferdForBench({ ...delays, ...storeEnv }, { bunFlags });
     const wl = await createBenchWorkload(inferd, { model: MODEL });
     console.log(`inferd ${inferd.url} (pid ${inferd.pid}); runtime ${wl.runtimeUrl}${wl.runtimePid ? ` (pid ${wl.runtimePid})` : ""}`);
     const headers = { "content-type": "application/json", authorization: `Bearer ${wl.liveKey}` };
@@ -215,10 +234,15 @@ async function main(): Promise<number> {
     console.log("  warming up…");
     await warmUp(sides);
     const pids = { inferd: inferd.pid, runtime: wl.runtimePid };
+    const pgBefore = pg?.cpuMs() ?? NaN;
     const idle = await withCpu(pids, () => Bun.sleep(PLAN.idleMs));
     const perSecond = (ms: number) => `${fmt((ms * 1000) / PLAN.idleMs, 0)} ms/s`;
-    console.log(`  idle CPU (background work, not per request): inferd ${perSecond(idle.cpuMs.inferd)}, runtime ${perSecond(idle.cpuMs.runtime)}`);
+    const pgIdle = pg?.started ? `, postgres ${perSecond((pg.cpuMs() - pgBefore))}` : "";
+    console.log(`  idle CPU (background work, not per request): inferd ${perSecond(idle.cpuMs.inferd)}, runtime ${perSecond(idle.cpuMs.runtime)}${pgIdle}`);
+    const pgMeasureBefore = pg?.cpuMs() ?? NaN;
+    const t0 = performance.now();
     const figures = await measure(sides, pids);
+    if (pg?.started) console.log(`  postgres CPU while measuring: ${fmt((pg.cpuMs() - pgMeasureBefore) / ((performance.now() - t0) / 1000), 0)} ms/s (the hot path should not touch the database)`);
     report(figures);
     return 0;
   } catch (e) {
@@ -227,6 +251,7 @@ async function main(): Promise<number> {
     return 1;
   } finally {
     await inferd?.stop();
+    await pg?.stop();
     limit.clear();
     if (PROFILE_DIR) console.log(`\ninferd CPU profile written to ${PROFILE_DIR}`);
   }

@@ -14,20 +14,29 @@
  *      shows as a late arrival (and a duplicate) instead of stalling the run for a minute.
  * Prints tables; the exit code is 0 unless something failed (2 when stopped by the time limit).
  *
- *   bun bench/jobs.ts [--quick] [--only a|b] [--jobs N] [--rate JOBS_PER_S] [--cpu-prof-dir DIR]
+ *   bun bench/jobs.ts [--quick] [--only a|b] [--jobs N] [--rate JOBS_PER_S] [--cpu-prof-dir DIR] [--store sqlite|postgres | --database-url postgres://…]
  *
  * `--only a` / `--only b` runs one part; `--jobs` and `--rate` set (b)'s job count and its one rate;
  * `--cpu-prof-dir` runs inferd under `bun --cpu-prof` and leaves its profile in DIR.
+ * `--store postgres` runs inferd in PostgreSQL mode (cluster mode's store, group commit as one
+ * multi-row INSERT per batch) on a server started for the run with default, durable settings
+ * (`bench/pg.ts`); `--database-url` uses that server instead (a new database in it). The floor of
+ * (a) is then a plain Bun `SQL` loop inserting the same job row into the same database (one row
+ * per commit, 32 rows per commit as one multi-row INSERT, and one row per commit from 32
+ * connections at once), and the aim line of issue 21 is printed: intake at concurrency 32 ≥ 5,000
+ * jobs/s, beside the single-row commit floor.
  */
 import { Database } from "bun:sqlite";
+import { SQL } from "bun";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startReceiver, type Receiver } from "../test/fixtures/receiver";
 import { makeTestPki } from "../test/fixtures/tls";
 import { Cleanups, closedLoop, createBenchWorkload, fmt, machineLoad, printTable, runBenchmark, startInferdForBench, summarize, withCpu, type BenchInferd, type BenchWorkload, type Cell, type LoadResult } from "./lib";
+import { startBenchPostgres, STORE_USAGE, takeStoreArgs, type BenchPostgres } from "./pg";
 
-const USAGE = "usage: bun bench/jobs.ts [--quick] [--only a|b] [--jobs N] [--rate JOBS_PER_S] [--cpu-prof-dir DIR]";
+const USAGE = `usage: bun bench/jobs.ts [--quick] [--only a|b] [--jobs N] [--rate JOBS_PER_S] [--cpu-prof-dir DIR] ${STORE_USAGE}`;
 
 /** The command line; anything unknown is a usage error (exit 2). */
 function parseArgs(argv: string[]): { quick: boolean; only?: "a" | "b"; jobs?: number; rate?: number; profileDir?: string } {
@@ -47,7 +56,8 @@ function parseArgs(argv: string[]): { quick: boolean; only?: "a" | "b"; jobs?: n
   return out;
 }
 
-const ARGS = parseArgs(process.argv.slice(2));
+const { choice: STORE, rest: ARGV } = takeStoreArgs(process.argv.slice(2));
+const ARGS = parseArgs(ARGV);
 
 /** The fake runtime's answer delay (ms) and the workload's slots. */
 const DELAY_MS = 5;
@@ -124,7 +134,33 @@ async function drain(inferd: BenchInferd, workloadId: string, timeoutMs = 120_00
 }
 
 /** A submit run: the load, jobs per request, how many jobs the workload had stored before, CPU of inferd and of this client, and the run-off time of the backlog. */
-type SubmitRun = LoadResult & { mode: string; perRequest: number; storedBefore: number; inferdCpuMs: number; clientCpuMs: number; drainMs?: number };
+type SubmitRun = LoadResult & { mode: string; perRequest: number; storedBefore: number; inferdCpuMs: number; clientCpuMs: number; drainMs?: number; pg?: PgDelta };
+
+/** In a `--store postgres` run: its server, and one connection that reads the server's counters. */
+let PG: { server: BenchPostgres; probe: SQL } | undefined;
+
+/** What the PostgreSQL server did during a run: its CPU time, transactions that wrote (xids assigned) and WAL written. */
+interface PgDelta {
+  cpuMs: number;
+  xids: number;
+  walBytes: number;
+}
+
+/** The server's counters now (undefined in SQLite mode). Reading them assigns no xid and writes no WAL. */
+async function pgCounters(): Promise<PgDelta | undefined> {
+  if (!PG) return undefined;
+  const [r] = await PG.probe`SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xid, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal`;
+  return { cpuMs: PG.server.cpuMs(), xids: Number(r.xid), walBytes: Number(r.wal) };
+}
+
+/** `withCpu` for inferd and this client, plus the PostgreSQL server's share in PostgreSQL mode. */
+async function measured(inferd: BenchInferd, fn: () => Promise<LoadResult>): Promise<{ result: LoadResult; cpuMs: Record<string, number>; pg?: PgDelta }> {
+  const before = await pgCounters();
+  const { result, cpuMs } = await withCpu({ inferd: inferd.pid }, fn);
+  const after = await pgCounters();
+  const pg = before && after ? { cpuMs: after.cpuMs - before.cpuMs, xids: after.xids - before.xids, walBytes: after.walBytes - before.walBytes } : undefined;
+  return { result, cpuMs, pg };
+}
 
 /** Closed-loop submission at each concurrency in turn; with `drainAfter`, the backlog is run off after each. */
 async function submitRuns(inferd: BenchInferd, t: JobTarget, mode: string, concurrencies: number[], drainAfter: boolean): Promise<SubmitRun[]> {
@@ -132,9 +168,9 @@ async function submitRuns(inferd: BenchInferd, t: JobTarget, mode: string, concu
   for (const concurrency of concurrencies) {
     console.log(`  ${mode}: concurrency ${concurrency} for ${PLAN.submitMs} ms (${t.submitted} jobs stored)`);
     const storedBefore = t.submitted;
-    const { result, cpuMs } = await withCpu({ inferd: inferd.pid }, () => closedLoop({ concurrency, durationMs: PLAN.submitMs, fn: async () => void (await submitJob(t)) }));
+    const { result, cpuMs, pg } = await measured(inferd, () => closedLoop({ concurrency, durationMs: PLAN.submitMs, fn: async () => void (await submitJob(t)) }));
     if (result.errors > 0) throw new Error(`${mode} at concurrency ${concurrency}: ${result.errors} failed, first: ${result.firstError}`);
-    runs.push({ ...result, mode, perRequest: 1, storedBefore, inferdCpuMs: cpuMs.inferd, clientCpuMs: cpuMs.client, drainMs: drainAfter ? await drain(inferd, t.workloadId) : undefined });
+    runs.push({ ...result, mode, perRequest: 1, storedBefore, inferdCpuMs: cpuMs.inferd, clientCpuMs: cpuMs.client, pg, drainMs: drainAfter ? await drain(inferd, t.workloadId) : undefined });
   }
   return runs;
 }
@@ -145,9 +181,9 @@ async function batchRuns(inferd: BenchInferd, t: JobTarget): Promise<SubmitRun[]
   for (const b of BATCH_RUNS) {
     console.log(`  jobs:batch ${b.format}: ${b.size} per request at concurrency ${b.concurrency} for ${PLAN.submitMs} ms (${t.submitted} jobs stored)`);
     const storedBefore = t.submitted;
-    const { result, cpuMs } = await withCpu({ inferd: inferd.pid }, () => closedLoop({ concurrency: b.concurrency, durationMs: PLAN.submitMs, fn: () => submitBatch(t, b.size, b.format) }));
+    const { result, cpuMs, pg } = await measured(inferd, () => closedLoop({ concurrency: b.concurrency, durationMs: PLAN.submitMs, fn: () => submitBatch(t, b.size, b.format) }));
     if (result.errors > 0) throw new Error(`batch ${b.format} ×${b.size}: ${result.errors} failed, first: ${result.firstError}`);
-    runs.push({ ...result, mode: `jobs:batch ${b.format} ×${b.size}`, perRequest: b.size, storedBefore, inferdCpuMs: cpuMs.inferd, clientCpuMs: cpuMs.client });
+    runs.push({ ...result, mode: `jobs:batch ${b.format} ×${b.size}`, perRequest: b.size, storedBefore, inferdCpuMs: cpuMs.inferd, clientCpuMs: cpuMs.client, pg });
   }
   return runs;
 }
@@ -172,8 +208,17 @@ async function measureSubmit(inferd: BenchInferd, running: JobTarget): Promise<S
   return runs;
 }
 
+/** What a floor loop measured: rows per commit, connections committing at once, rows/s and ms per commit. */
+interface Floor {
+  batch: number;
+  connections: number;
+  rows: number;
+  rowsPerS: number;
+  commitMs: number[];
+}
+
 /** The floor: one row (or `batch` rows) per transaction into a jobs-shaped table (inferd's three indexes); rows/s and per-commit ms. */
-function sqliteFloor(dir: string, batch: number, durationMs: number): { batch: number; rows: number; rowsPerS: number; commitMs: number[] } {
+function sqliteFloor(dir: string, batch: number, durationMs: number): Floor {
   const db = new Database(join(dir, `floor-${batch}.db`), { create: true, strict: true });
   try {
     db.exec("PRAGMA busy_timeout = 5000");
@@ -201,9 +246,60 @@ function sqliteFloor(dir: string, batch: number, durationMs: number): { batch: n
       commitMs.push(performance.now() - t);
       rows += batch;
     }
-    return { batch, rows, rowsPerS: rows / ((performance.now() - t0) / 1000), commitMs };
+    return { batch, connections: 1, rows, rowsPerS: rows / ((performance.now() - t0) / 1000), commitMs };
   } finally {
     db.close();
+  }
+}
+
+/**
+ * The PostgreSQL floor, in inferd's own database: a table shaped like its `jobs` (same columns and
+ * three indexes, no foreign key) and a plain Bun `SQL` loop inserting the same job row as inferd
+ * does (`INSERT INTO … ${sql(rows)}`, autocommit: one statement is one commit) — `batch` rows per
+ * statement, from `connections` connections at once. The table is dropped afterwards.
+ */
+async function pgFloor(url: string, batch: number, connections: number, durationMs: number): Promise<Floor> {
+  const sql = new SQL({ url, max: connections });
+  try {
+    await sql.unsafe("DROP TABLE IF EXISTS bench_floor_jobs");
+    await sql.unsafe(`CREATE TABLE bench_floor_jobs (id text PRIMARY KEY NOT NULL, workload_id text NOT NULL, key_id text, kind text NOT NULL, body bytea NOT NULL,
+      content_type text NOT NULL, context text, status text NOT NULL, data text, runs bigint DEFAULT 0 NOT NULL, created_at text NOT NULL,
+      started_at text, finished_at text, claimed_by text)`);
+    await sql.unsafe("CREATE INDEX bench_floor_jobs_status ON bench_floor_jobs (status, created_at)");
+    await sql.unsafe("CREATE INDEX bench_floor_jobs_workload ON bench_floor_jobs (workload_id, created_at)");
+    await sql.unsafe("CREATE INDEX bench_floor_jobs_workload_status ON bench_floor_jobs (workload_id, status, created_at)");
+    // Open every connection before timing (each one answers a query of its own at the same time).
+    await Promise.all(Array.from({ length: connections }, () => sql`SELECT pg_sleep(0.01)`));
+    let seq = 0;
+    const row = () => ({
+      id: Bun.randomUUIDv7(),
+      workload_id: "wl_floor",
+      key_id: "key_floor",
+      kind: "embeddings",
+      body: Buffer.from(JSON.stringify({ input: jobInput(seq) })),
+      content_type: "application/json",
+      context: jobContext(seq++),
+      status: "queued",
+      runs: 0,
+      created_at: new Date().toISOString(),
+    });
+    const commitMs: number[] = [];
+    let rows = 0;
+    const t0 = performance.now();
+    const worker = async () => {
+      while (performance.now() - t0 < durationMs) {
+        const values = Array.from({ length: batch }, row);
+        const t = performance.now();
+        await sql`INSERT INTO bench_floor_jobs ${sql(values)}`;
+        commitMs.push(performance.now() - t);
+        rows += batch;
+      }
+    };
+    await Promise.all(Array.from({ length: connections }, worker));
+    return { batch, connections, rows, rowsPerS: rows / ((performance.now() - t0) / 1000), commitMs };
+  } finally {
+    await sql.unsafe("DROP TABLE IF EXISTS bench_floor_jobs").catch(() => {});
+    await sql.close();
   }
 }
 
@@ -344,32 +440,57 @@ async function measureHooks(inferd: BenchInferd, t: JobTarget, receivers: Receiv
 
 /** The aims of issue 13 for parked intake at concurrency 32. */
 const AIMS = { jobsPerS: 10_000, floorShare: 0.5, p99Ms: 10 };
+/** The aim of issue 21: intake at concurrency 32 in PostgreSQL mode. */
+const PG_AIM_JOBS_PER_S = 5_000;
 
-/** Prints (a) next to the floor, then the parked concurrency-32 run against the aims. */
-function reportSubmit(submit: SubmitRun[], floors: ReturnType<typeof sqliteFloor>[]): void {
+/** Prints (a) next to the floor, then the parked concurrency-32 run against the aims (issue 13's on SQLite, issue 21's on PostgreSQL). */
+function reportSubmit(submit: SubmitRun[], floors: Floor[]): void {
   const jobsPerS = (r: SubmitRun) => (r.completed * r.perRequest) / (r.elapsedMs / 1000);
   const perJob = (cpuMs: number, r: SubmitRun) => fmt((cpuMs * 1000) / (r.completed * r.perRequest), 0);
+  const onPg = PG !== undefined;
+  const pgCells = (r: SubmitRun): Cell[] => {
+    if (!r.pg) return ["", "", ""];
+    const jobs = r.completed * r.perRequest;
+    return [Number.isFinite(r.pg.cpuMs) ? perJob(r.pg.cpuMs, r) : "n/a", fmt(r.pg.xids / jobs, 3), fmt(r.pg.walBytes / jobs, 0)];
+  };
   const rows: Cell[][] = submit.map((r) => {
     const s = summarize(r.latencies);
-    return [r.mode, r.concurrency, r.storedBefore, r.completed * r.perRequest, fmt(jobsPerS(r), 0), fmt(s.p50), fmt(s.p99), perJob(r.inferdCpuMs, r), perJob(r.clientCpuMs, r), r.drainMs === undefined ? "" : fmt(r.drainMs / 1000, 1)];
+    const cells: Cell[] = [r.mode, r.concurrency, r.storedBefore, r.completed * r.perRequest, fmt(jobsPerS(r), 0), fmt(s.p50), fmt(s.p99), perJob(r.inferdCpuMs, r), perJob(r.clientCpuMs, r), r.drainMs === undefined ? "" : fmt(r.drainMs / 1000, 1)];
+    return onPg ? [...cells, ...pgCells(r)] : cells;
   });
   for (const f of floors) {
     const s = summarize(f.commitMs);
-    rows.push([`bun:sqlite floor, ${f.batch} row${f.batch > 1 ? "s" : ""}/commit`, 1, "", f.rows, fmt(f.rowsPerS, 0), fmt(s.p50, 3), fmt(s.p99, 3), "", "", ""]);
+    const label = onPg ? `PostgreSQL floor, ${f.batch} row${f.batch > 1 ? "s" : ""}/commit${f.batch > 1 ? " (one INSERT)" : ""}` : `bun:sqlite floor, ${f.batch} row${f.batch > 1 ? "s" : ""}/commit`;
+    const cells: Cell[] = [label, f.connections, "", f.rows, fmt(f.rowsPerS, 0), fmt(s.p50, 3), fmt(s.p99, 3), "", "", ""];
+    rows.push(onPg ? [...cells, "", "", ""] : cells);
   }
-  printTable(
-    ["what", "c", "stored before", "jobs", "jobs/s", "p50 ms", "p99 ms", "inferd CPU µs/job", "client CPU µs/job", "backlog run off s"],
-    rows,
-    "(a) Jobs accepted (202 = committed to SQLite) vs a plain insert+commit loop (WAL, synchronous=NORMAL; its ms are per commit; a batch's ms are per request)",
-  );
-  const floor1 = floors.find((f) => f.batch === 1)!.rowsPerS;
+  const header = ["what", "c", "stored before", "jobs", "jobs/s", "p50 ms", "p99 ms", "inferd CPU µs/job", "client CPU µs/job", "backlog run off s"];
+  if (onPg) {
+    const st = PG!.server.settings;
+    printTable(
+      [...header, "postgres CPU µs/job", "write xacts/job", "WAL bytes/job"],
+      rows,
+      `(a) Jobs accepted (202 = committed to PostgreSQL; fsync=${st.fsync}, synchronous_commit=${st.synchronous_commit}) vs a plain Bun SQL insert loop of the same row in the same database (autocommit: one statement, one commit; its ms are per commit, c its connections; a batch's ms are per request)`,
+    );
+  } else {
+    printTable(header, rows, "(a) Jobs accepted (202 = committed to SQLite) vs a plain insert+commit loop (WAL, synchronous=NORMAL; its ms are per commit; a batch's ms are per request)");
+  }
+  const floor1 = floors.find((f) => f.batch === 1 && f.connections === 1)!.rowsPerS;
   const share = (r: SubmitRun) => `${fmt((100 * jobsPerS(r)) / floor1, 1)}% of the one-row-per-commit floor (${fmt(floor1, 0)} rows/s)`;
   const parked = submit.find((r) => r.mode === "jobs parked" && r.concurrency === 32);
-  if (parked) {
+  const met = (ok: boolean) => (ok ? "met" : "not met");
+  if (parked && !onPg) {
     const rate = jobsPerS(parked);
     const p99 = summarize(parked.latencies).p99;
-    const met = (ok: boolean) => (ok ? "met" : "not met");
     console.log(`parked, concurrency 32: ${fmt(rate, 0)} jobs/s (aim ${AIMS.jobsPerS}: ${met(rate >= AIMS.jobsPerS)}), ${share(parked)} (aim ${AIMS.floorShare * 100}%: ${met(rate >= AIMS.floorShare * floor1)}), p99 ${fmt(p99)} ms (aim ${AIMS.p99Ms} ms: ${met(p99 <= AIMS.p99Ms)})`);
+  }
+  if (parked && onPg) {
+    const rate = jobsPerS(parked);
+    const others = floors.filter((f) => !(f.batch === 1 && f.connections === 1)).map((f) => `${f.batch} row${f.batch > 1 ? "s" : ""}/commit from ${f.connections} connection${f.connections > 1 ? "s" : ""} ${fmt(f.rowsPerS, 0)} rows/s`);
+    console.log(`postgres intake: ${fmt(rate, 0)} jobs/s at 32 at a time (aim ≥ ${PG_AIM_JOBS_PER_S}/s: ${met(rate >= PG_AIM_JOBS_PER_S)}); single-row commit floor ${fmt(floor1, 0)} rows/s (${others.join("; ")})`);
+    const running = submit.find((r) => r.mode === "jobs run" && r.concurrency === 32);
+    const p99 = summarize(parked.latencies).p99;
+    if (running) console.log(`  parked p99 ${fmt(p99)} ms, ${fmt(parked.pg!.xids / parked.completed, 3)} write transactions per job; with the jobs running as they arrive: ${fmt(jobsPerS(running), 0)} jobs/s at 32 at a time`);
   }
   const best = submit.reduce((a, b) => (jobsPerS(b) > jobsPerS(a) ? b : a));
   console.log(`best: ${best.mode} at concurrency ${best.concurrency}, ${fmt(jobsPerS(best), 0)} jobs/s = ${share(best)}`);
@@ -406,7 +527,16 @@ process.exit(
     const { receivers, caFile } = await startReceivers(dir, cleanup);
     const bunFlags = ARGS.profileDir ? ["--cpu-prof", "--cpu-prof-dir", ARGS.profileDir] : [];
     if (ARGS.profileDir) console.log(`inferd runs under the CPU profiler (slower); its profile goes to ${ARGS.profileDir}`);
-    const env = { FAKE_DELAY_MS: String(DELAY_MS), INFERD_ALLOW_PRIVATE_WEBHOOKS: "1", INFERD_WEBHOOK_CA_FILE: caFile, INFERD_WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE };
+    const env: Record<string, string> = { FAKE_DELAY_MS: String(DELAY_MS), INFERD_ALLOW_PRIVATE_WEBHOOKS: "1", INFERD_WEBHOOK_CA_FILE: caFile, INFERD_WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE };
+    if (STORE.store === "postgres") {
+      const server = await startBenchPostgres({ databaseUrl: STORE.databaseUrl });
+      cleanup.add("postgres", () => server.stop());
+      const probe = new SQL({ url: server.url, max: 1 });
+      cleanup.add("postgres probe", () => probe.close());
+      PG = { server, probe };
+      console.log(`store: ${server.describe()}`);
+      env.INFERD_DATABASE_URL = server.url;
+    }
     const inferd = await startInferdForBench(env, { bunFlags });
     cleanup.add("inferd", () => inferd.stop());
     const target = (wl: BenchWorkload): JobTarget => ({ workloadId: wl.workloadId, endpoint: wl.endpoint, liveKey: wl.liveKey, submitted: 0 });
@@ -416,8 +546,15 @@ process.exit(
     if (ARGS.only !== "b") {
       console.log("(a) submission throughput");
       const submit = await measureSubmit(inferd, submitWl);
-      console.log(`  SQLite floor: ${PLAN.floorMs} ms each at 1 and ${FLOOR_BATCH} rows per commit`);
-      const floors = [1, FLOOR_BATCH].map((batch) => sqliteFloor(dir, batch, PLAN.floorMs));
+      let floors: Floor[];
+      if (PG) {
+        console.log(`  PostgreSQL floor: ${PLAN.floorMs} ms each at 1 and ${FLOOR_BATCH} rows per commit, then 1 row per commit from ${FLOOR_BATCH} connections`);
+        floors = [];
+        for (const [batch, connections] of [[1, 1], [FLOOR_BATCH, 1], [1, FLOOR_BATCH]]) floors.push(await pgFloor(PG.server.url, batch, connections, PLAN.floorMs));
+      } else {
+        console.log(`  SQLite floor: ${PLAN.floorMs} ms each at 1 and ${FLOOR_BATCH} rows per commit`);
+        floors = [1, FLOOR_BATCH].map((batch) => sqliteFloor(dir, batch, PLAN.floorMs));
+      }
       reports.push(() => reportSubmit(submit, floors));
     }
     if (ARGS.only !== "a") {

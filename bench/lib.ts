@@ -354,14 +354,16 @@ export function spawnWithTail(cmd: string[], opts: { env: Record<string, string>
 /**
  * Starts `bun src/main.ts serve --port 0 --data-dir <fresh tmp dir>` with the local agent on, the
  * fake runtimes first on PATH, one fake RTX 4090 and instant model loads (`FAKE_LOAD_MS=0`); `env`
- * adds or overrides variables (inherited INFERD_* and FAKE_* are dropped). Resolves once it listens.
+ * adds or overrides variables (inherited INFERD_* and FAKE_* are dropped). The runtimes inferd
+ * starts get the FAKE_* knobs (`INFERD_RUNTIME_ENV=FAKE_*`, as `fixtureEnv` sets it): without it
+ * their delays were the fakes' defaults, whatever the benchmark asked. Resolves once it listens.
  * @example const inferd = await startInferdForBench({ FAKE_DELAY_MS: "20" }); try { … } finally { await inferd.stop(); }
  */
 export async function startInferdForBench(env: Record<string, string> = {}, opts: BenchInferdOptions = {}): Promise<BenchInferd> {
   const dataDir = mkdtempSync(join(tmpdir(), "inferd-bench-"));
   const childEnv = fixtureEnv();
   for (const k of Object.keys(childEnv)) if (k.startsWith("INFERD_")) delete childEnv[k];
-  Object.assign(childEnv, { INFERD_LOCAL_AGENT: "1", FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564", FAKE_LOAD_MS: "0" }, env);
+  Object.assign(childEnv, { INFERD_LOCAL_AGENT: "1", INFERD_RUNTIME_ENV: "FAKE_*", FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564", FAKE_LOAD_MS: "0" }, env);
   const cmd = [process.execPath, ...(opts.bunFlags ?? []), join(REPO_ROOT, "src/main.ts"), "serve", "--port", "0", "--data-dir", dataDir];
   const child = spawnWithTail(cmd, { env: childEnv, name: "inferd" });
   const tracked = new Set<number>();
@@ -376,7 +378,8 @@ export async function startInferdForBench(env: Record<string, string> = {}, opts
     })());
   try {
     const url = await waitForListening(child.proc, child.stdoutHead, opts.startTimeoutMs ?? 30_000);
-    const adminToken = /admin token \(.*\): (ik_admin_\S+)/.exec(child.stdoutHead())?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
+    // A token given in `env` (hosts of one cluster share one) is neither printed nor saved.
+    const adminToken = env.INFERD_ADMIN_TOKEN ?? /admin token \(.*\): (ik_admin_\S+)/.exec(child.stdoutHead())?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
     return { url, adminToken, dataDir, pid: child.pid, output: child.output, admin: adminCaller(url, adminToken), track: (pid) => tracked.add(pid), stop };
   } catch (e) {
     await stop();

@@ -172,7 +172,12 @@ export class RemoteHostLink implements HostLink {
       try {
         const r = await this.call(`/agent/v1/desired?rev=${this.revision}&wait=25000`, { timeoutMs: 40_000 });
         const body = (await r.json()) as { revision: string };
-        if (body.revision !== this.revision) for (const cb of this.listeners) cb();
+        // Kept here too: a link to another host of a cluster is never asked for `desired()`, and
+        // with its revision unknown every poll would answer at once (a busy loop).
+        if (body.revision !== this.revision) {
+          this.revision = body.revision;
+          for (const cb of this.listeners) cb();
+        }
       } catch {
         if (!this.stopped) await Bun.sleep(1000);
       }

@@ -77,7 +77,8 @@ async function startAgent(host: BenchInferd, name: string, cleanup: Cleanups): P
   if (!url?.startsWith("https://")) throw new Error(`unexpected join command: ${created.join_command}`);
   const dataDir = mkdtempSync(join(tmpdir(), `inferd-bench-${name}-`));
   const env = fixtureEnv({ FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_LOAD_MS: "50", FAKE_DELAY_MS: String(DELAY_MS) });
-  for (const k of Object.keys(env)) if (k.startsWith("INFERD_")) delete env[k];
+  // Ours are dropped, but not the fixtures' INFERD_RUNTIME_ENV=FAKE_*: the runtimes need their delays.
+  for (const k of Object.keys(env)) if (k.startsWith("INFERD_") && k !== "INFERD_RUNTIME_ENV") delete env[k];
   const cmd = [process.execPath, join(REPO_ROOT, "src/main.ts"), "agent", "join", url, "--token", created.join_token, "--data-dir", dataDir];
   const child = spawnWithTail(cmd, { env, name: `agent ${name}` });
   cleanup.add(`agent ${name}`, async () => {

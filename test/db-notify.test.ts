@@ -5,12 +5,15 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { eq, sql } from "drizzle-orm";
-import { openPgStore, type Store } from "../src/db";
+import { Database } from "bun:sqlite";
+import { join } from "node:path";
+import { openPgStore, openStore, sqliteOf, type Store } from "../src/db";
 import { memoize } from "../src/db/memo";
-import { changedTables } from "../src/db/notify";
+import { changedTables, coalesce } from "../src/db/notify";
 import { batch, exec, first } from "../src/db/raw";
-import { projects } from "../src/db/schema";
+import { auditLog, projects } from "../src/db/schema";
 import { storeEnv } from "./helpers/postgres";
+import { tempDir } from "./helpers/proc";
 
 describe("changedTables: the memoised tables a statement changes", () => {
   test.each([
@@ -27,6 +30,81 @@ describe("changedTables: the memoised tables a statement changes", () => {
     ["SELECT id FROM jobs ORDER BY created_at FOR UPDATE SKIP LOCKED", []],
   ])("%s → %j", (statement, tables) => {
     expect(changedTables(statement)).toEqual(tables);
+  });
+});
+
+describe("coalesce: signals to the other hosts in rounds", () => {
+  test("the first goes at once; those asked for meanwhile go together in one round; many or an empty one mean all", async () => {
+    const sent: string[] = [];
+    let release!: () => void;
+    const send = (p: string) => {
+      sent.push(p);
+      return new Promise<void>((r) => (release = r));
+    };
+    const wake = coalesce(send, 3);
+    wake("wl_a");
+    expect(sent).toEqual(["wl_a"]);
+    wake("wl_b");
+    wake("wl_c");
+    wake("wl_b");
+    expect(sent).toHaveLength(1); // still in flight
+    release();
+    await waitForRound(sent, 2);
+    expect(sent[1].split(",").sort()).toEqual(["wl_b", "wl_c"]);
+    for (const w of ["1", "2", "3", "4"]) wake(w);
+    release();
+    await waitForRound(sent, 3);
+    expect(sent[2]).toBe(""); // more than 3: all
+    wake("x");
+    wake("");
+    release();
+    await waitForRound(sent, 4);
+    expect(sent[3]).toBe("");
+    release();
+  });
+});
+
+/** Resolves once `sent` has `n` rounds (the next round starts when the previous send settles). */
+async function waitForRound(sent: string[], n: number): Promise<void> {
+  for (let i = 0; i < 100 && sent.length < n; i++) await new Promise((r) => setImmediate(r));
+  expect(sent).toHaveLength(n);
+}
+
+describe("a memo on the embedded SQLite store", () => {
+  test("forgets on writes to the tables it reads (whichever way they are made, and from another connection), not on other writes", async () => {
+    const file = join(tempDir("memo-sqlite"), "inferd.db");
+    const store = openStore(file);
+    try {
+      const at = new Date().toISOString();
+      await store.db.insert(projects).values({ id: "p1", name: "one", slug: "one", createdAt: at });
+      let loads = 0;
+      const nameOf = memoize(store.db, async (id) => (loads++, (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null));
+      expect(await nameOf("p1")).toBe("one");
+      // Writes to other tables, and usage counters of keys: what a job intake or a usage flush does.
+      await exec(store.db, sql`INSERT INTO audit_log (at, actor_type, actor_label, action, target_type) VALUES (${at}, 'system', 'test', 'x.y', 'thing')`);
+      await store.db.insert(auditLog).values({ at, actorType: "system", actorLabel: "test", action: "x.z", targetType: "thing" });
+      sqliteOf(store.db).prepare("UPDATE api_keys SET requests = requests + 1").run();
+      expect(await nameOf("p1")).toBe("one");
+      expect(loads).toBe(1);
+      // A change through the query builder, a raw statement, a prepared statement, a batch: read back at once.
+      const changes: (() => Promise<unknown> | unknown)[] = [
+        () => store.db.update(projects).set({ name: "two" }).where(eq(projects.id, "p1")),
+        () => exec(store.db, sql`UPDATE projects SET name = 'three' WHERE id = 'p1'`),
+        () => sqliteOf(store.db).prepare("UPDATE projects SET name = 'four' WHERE id = 'p1'").run(),
+        () => batch(store.db, [store.db.update(projects).set({ name: "five" }).where(eq(projects.id, "p1"))]),
+      ];
+      for (const [i, change] of changes.entries()) {
+        await change();
+        expect(await nameOf("p1")).toBe(["two", "three", "four", "five"][i]);
+      }
+      // Another connection (the CLI) changes it: data_version tells.
+      const other = new Database(file);
+      other.run("UPDATE projects SET name = 'six' WHERE id = 'p1'");
+      other.close();
+      expect(await nameOf("p1")).toBe("six");
+    } finally {
+      await store.close();
+    }
   });
 });
 

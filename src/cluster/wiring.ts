@@ -9,7 +9,7 @@ import type { SQL } from "bun";
 import { eq } from "drizzle-orm";
 import { workers } from "../db/schema";
 import type { Db } from "../db";
-import { onChange, onSignal, signal, SIGNALS } from "../db/notify";
+import { coalesce, onChange, onSignal, signal, SIGNALS } from "../db/notify";
 import { log } from "../log";
 import type { Cluster } from "./cluster";
 
@@ -54,7 +54,8 @@ export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster,
   });
   if (!pg) return async () => unwatch();
   const stops = [
-    await onSignal(pg, SIGNALS.jobs, (workload) => parts.jobs.wake(workload || undefined)),
+    // The payload: the workloads that got jobs, comma-separated ("" for any).
+    await onSignal(pg, SIGNALS.jobs, (workloads) => (workloads ? workloads.split(",").forEach((w) => parts.jobs.wake(w)) : parts.jobs.wake())),
     await onSignal(pg, SIGNALS.deliveries, () => parts.deliveries.wake()),
   ];
   return async () => {
@@ -65,18 +66,20 @@ export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster,
 
 /** Wakes job runners on every host (a job was stored for `workloadId`): this one at once, the others by signal. */
 export function jobsWaker(db: Db, pg: SQL | undefined, local: { wake(workloadId?: string): void }): { wake(workloadId?: string): void } {
+  const others = coalesce((payload) => signal(db, pg, SIGNALS.jobs, payload));
   return {
     wake: (workloadId) => {
       local.wake(workloadId);
-      void signal(db, pg, SIGNALS.jobs, workloadId ?? "");
+      if (pg) others(workloadId ?? "");
     },
   };
 }
 
 /** Wakes the delivery sweeper wherever it runs (a job finished): here at once, on the leader by signal. */
 export function deliveriesWaker(db: Db, pg: SQL | undefined, local: { wake(): void }): () => void {
+  const others = coalesce(() => signal(db, pg, SIGNALS.deliveries));
   return () => {
     local.wake();
-    void signal(db, pg, SIGNALS.deliveries);
+    if (pg) others();
   };
 }

@@ -13,7 +13,7 @@ import { drizzle as drizzlePg } from "drizzle-orm/bun-sql";
 import * as schema from "./schema";
 import { MIGRATIONS, PG_MIGRATIONS } from "./migrations";
 import { asDamaged, prepareStoreFile } from "../store/check";
-import { noteChange, watchWrites } from "./notify";
+import { noteChange, noteLocalWrite, watchSqliteWrites, watchWrites } from "./notify";
 
 /** Which database a store is (named `engine`: drizzle's own handle has a `dialect` property). */
 export type Engine = "sqlite" | "postgres";
@@ -84,7 +84,9 @@ export function openStore(path: string): Store {
     sqlite.close();
     throw asDamaged(path, e);
   }
-  const db = Object.assign(drizzleSqlite({ client: sqlite, schema }), { engine: "sqlite" as const }) as unknown as Db;
+  // Every query of the handle goes through the watched client: a write to a memoised table is noted as it runs.
+  const client = watchSqliteWrites(sqlite, () => noteLocalWrite(db));
+  const db: Db = Object.assign(drizzleSqlite({ client, schema }), { engine: "sqlite" as const }) as unknown as Db;
   return { db, engine: "sqlite", sqlite, location: path, close: async () => sqlite.close() };
 }
 

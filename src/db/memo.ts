@@ -2,7 +2,9 @@
  * Memoised lookups for the request path (a key by its hash, a workload by its slugs): answered from
  * memory while the store is unchanged, so a request does not wait on the database.
  * - SQLite: a cheap stamp (`data_version`, bumped by other connections' commits such as the CLI's,
- *   and `total_changes`, this connection's) is read before each lookup; any change empties the memo.
+ *   and this process's writes to the memoised tables, noted as they run by ./notify.ts's
+ *   `watchSqliteWrites`) is read before each lookup; any change empties the memo. Jobs inserted and
+ *   usage counters flushed do not touch what is memoised, so they leave it alone.
  * - PostgreSQL: the store's triggers NOTIFY on changes to the looked-up tables (./notify.ts); the memo
  *   then reloads the entries it holds in the background and keeps answering from the old ones until
  *   the new ones are in (a few milliseconds), so the request path never waits on a reload. A change
@@ -14,25 +16,25 @@ import { changeVersion, localChanges } from "./notify";
 const stamps = new WeakMap<Db, (fresh: boolean) => string>();
 
 /**
- * A cheap SQLite stamp that changes whenever the store may have changed: data_version (other
- * connections' commits) and total_changes (this connection's).
+ * A cheap SQLite stamp that changes whenever what the memos hold may have changed: data_version
+ * (other connections' commits) and this process's writes to the memoised tables.
  */
 function sqliteStamp(db: Db): (fresh: boolean) => string {
   let fn = stamps.get(db);
   if (!fn) {
-    const stmt = sqliteOf(db).prepare<{ dv: number; tc: number }, []>("SELECT (SELECT data_version FROM pragma_data_version) AS dv, total_changes() AS tc");
-    // A fresh read (authentication, first thing of every request) always queries; later lookups of
-    // the same request reuse a reading under a millisecond old.
+    const stmt = sqliteOf(db).prepare<{ dv: number }, []>("SELECT data_version AS dv FROM pragma_data_version");
+    // A fresh read (authentication, first thing of every request) always queries data_version;
+    // later lookups of the same request reuse a reading under a millisecond old. This process's
+    // own writes are counted in memory and always current.
     let at = -1;
-    let last = "";
+    let dv = 0;
     fn = (fresh) => {
       const now = performance.now();
       if (fresh || now - at >= 1) {
-        const r = stmt.get()!;
-        last = `${r.dv}:${r.tc}`;
+        dv = stmt.get()!.dv;
         at = now;
       }
-      return last;
+      return `${dv}:${localChanges(db)}`;
     };
     stamps.set(db, fn);
   }

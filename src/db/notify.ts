@@ -8,6 +8,7 @@
  * The embedded SQLite store needs none of this (one process writes; see ./memo.ts for its stamp).
  */
 import type { SQL } from "bun";
+import type { Database } from "bun:sqlite";
 import type { Db } from "./index";
 import { log } from "../log";
 
@@ -46,6 +47,15 @@ export function onChange(db: Db, fn: (table: string) => void): () => void {
   return () => f.listeners.delete(fn);
 }
 
+/**
+ * Records a write this process made to a memoised table, the moment it ran: memos forget at once
+ * (their next lookup reads it back). Listeners are not called: on PostgreSQL the store's trigger
+ * notification follows and calls them; the embedded store's one process calls its parts directly.
+ */
+export function noteLocalWrite(db: Db): void {
+  feedOf(db).local++;
+}
+
 /** Records a change: heard from the database, or (`local`) made here and known at once. */
 export function noteChange(db: Db, table: string, local = false): void {
   const f = feedOf(db);
@@ -82,6 +92,31 @@ export async function signal(db: Db, pg: SQL | undefined, channel: string, paylo
   await pg.notify(channel, payload).catch((e) => log.debug(`could not signal ${channel}: ${(e as Error).message}`));
 }
 
+/**
+ * Signals in rounds: the first call sends at once; calls while a round is in flight are sent
+ * together in the next one (their payloads joined with commas, or "" for "all" when any is empty
+ * or more than `most`). One NOTIFY per round instead of one per call: each is a transaction of its
+ * own, and a burst of job submissions would otherwise pay one per job.
+ * @example const wake = coalesce((p) => signal(db, pg, SIGNALS.jobs, p)); wake("wl_1"); wake("wl_2");
+ */
+export function coalesce(send: (payload: string) => Promise<void>, most = 32): (payload?: string) => void {
+  let pending: Set<string> | undefined;
+  let running = false;
+  const flush = async () => {
+    running = true;
+    while (pending) {
+      const round = pending;
+      pending = undefined;
+      await send(round.has("") || round.size > most ? "" : [...round].join(",")).catch(() => {});
+    }
+    running = false;
+  };
+  return (payload = "") => {
+    (pending ??= new Set()).add(payload);
+    if (!running) void flush();
+  };
+}
+
 /** Calls `fn` with each payload signalled on `channel` by any host (this one included); returns a stop. */
 export async function onSignal(pg: SQL, channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
   const sub = await pg.listen(channel, fn);
@@ -107,7 +142,7 @@ const QUIET_COLUMNS: Record<string, Set<string> | undefined> = {
  */
 export function changedTables(statement: string): string[] {
   const tables = new Set<string>();
-  for (const m of statement.matchAll(/\b(insert\s+into|delete\s+from|update)\s+"?(\w+)"?/gi)) {
+  for (const m of statement.matchAll(/\b(insert(?:\s+or\s+\w+)?\s+into|replace\s+into|delete\s+from|update(?:\s+or\s+\w+)?)\s+[`"]?(\w+)[`"]?/gi)) {
     const table = m[2].toLowerCase();
     const quiet = QUIET_COLUMNS[table];
     if (!quiet) continue;
@@ -120,6 +155,64 @@ export function changedTables(statement: string): string[] {
     if (columns.length === 0 || !columns.every((c) => quiet.has(c))) tables.add(table);
   }
   return [...tables];
+}
+
+/** `changedTables` of each statement text, remembered (drizzle and the services send the same texts over and over). */
+const changedOf = (() => {
+  const seen = new Map<string, string[]>();
+  return (text: string) => {
+    let t = seen.get(text);
+    if (!t) {
+      t = changedTables(text);
+      if (seen.size < 5000) seen.set(text, t);
+    }
+    return t;
+  };
+})();
+
+/** Statement methods that run it. */
+const RUNS = new Set(["run", "all", "get", "values", "iterate"]);
+
+/**
+ * The bun:sqlite database drizzle (and src/db's raw helpers) run on, wrapped so that a statement
+ * changing a memoised table (see `changedTables`) calls `changed()` each time it has run. The
+ * memo's stamp then moves only on such writes (and on other connections' commits), not on every job
+ * inserted or usage counter flushed.
+ */
+export function watchSqliteWrites(client: Database, changed: () => void): Database {
+  const watched = <S extends object>(stmt: S, text: string): S => {
+    if (changedOf(text).length === 0) return stmt;
+    return new Proxy(stmt, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target) as unknown;
+        if (typeof value !== "function") return value;
+        if (!RUNS.has(prop as string)) return value.bind(target);
+        return (...args: unknown[]) => {
+          try {
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          } finally {
+            changed();
+          }
+        };
+      },
+    });
+  };
+  return new Proxy(client, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target) as unknown;
+      if (typeof value !== "function") return value;
+      if (prop === "prepare" || prop === "query") return (text: string, ...rest: unknown[]) => watched((value as (...a: unknown[]) => object).call(target, text, ...rest), text);
+      if (prop === "run" || prop === "exec")
+        return (text: string, ...rest: unknown[]) => {
+          try {
+            return (value as (...a: unknown[]) => unknown).call(target, text, ...rest);
+          } finally {
+            if (changedOf(text).length) changed();
+          }
+        };
+      return value.bind(target);
+    },
+  });
 }
 
 /**

@@ -16,6 +16,7 @@ import { adminRoutes, loginRoute } from "./admin/routes";
 import { dataRoutes } from "./dataplane/routes";
 import { workerRoutes } from "./workers/routes";
 import { agentRoutes } from "./agents/routes";
+import { joinTokenRoutes } from "./agents/join-token-routes";
 import { adminExtraRoutes } from "./admin/extras";
 import { playgroundRoutes } from "./admin/playground";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
@@ -90,6 +91,7 @@ export function createApp(deps: AppDeps) {
     .use(keyRoutes(deps))
     .use(adminWorkloadRoutes(deps))
     .use(controlRoutes(deps))
+    .use(joinTokenRoutes(deps))
     .use(workerRoutes(deps))
     .use(modelRoutes(deps))
     .use(replicaControlRoutes(deps))

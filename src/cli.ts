@@ -50,6 +50,7 @@ usage:
                                        get models into the store (hf:owner/repo[:QUANT], hf:owner/repo/file.gguf, https://…, a local path)
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
   inferd agent                         run as the remote worker this data dir joined before
+                                       (not joined yet: joins --join-url with --join-token first)
   inferd backup [<file>]               a verified copy of the store (default: <data-dir>/backups/), also while serving
   inferd restore <file>                put a backup in place of the store (the server must be stopped)
   inferd store migrate --to postgres://… [--dry-run] [--json]
@@ -183,15 +184,23 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
   ensureDataDir(config.dataDir);
   for (const line of tightenDataDir(config.dataDir)) err(`inferd agent: file permissions: ${line}`);
   let state = loadAgentState(config.dataDir);
+  const join = async (url: string, token: string) => {
+    const joined = await joinHost(url, token, config.dataDir, VERSION, await probeMachine()).catch((e) => {
+      throw e instanceof AgentFatal ? new UsageError(e.message) : new UsageError(`could not reach the host at ${url}: ${(e as Error).message}`);
+    });
+    out(`joined ${joined.host_url} as worker ${joined.worker_id}; from now on \`inferd agent --data-dir ${config.dataDir}\` reconnects by itself`);
+    return joined;
+  };
   if (verb === "join") {
     const { pos, opt } = parseArgs(rest, ["token"]);
     if (pos.length !== 1 || !opt.token?.[0]) throw new UsageError("usage: inferd agent join https://HOST:PORT --token <join token>");
-    state = await joinHost(pos[0], opt.token[0], config.dataDir, VERSION, await probeMachine()).catch((e) => {
-      throw e instanceof AgentFatal ? new UsageError(e.message) : new UsageError(`could not reach the host at ${pos[0]}: ${(e as Error).message}`);
-    });
-    out(`joined ${state.host_url} as worker ${state.worker_id}; from now on \`inferd agent --data-dir ${config.dataDir}\` reconnects by itself`);
+    state = await join(pos[0], opt.token[0]);
   } else if (verb !== undefined) {
     throw new UsageError("usage: inferd agent [join https://HOST:PORT --token T]");
+  } else if (!state && (config.joinUrl || config.joinToken)) {
+    // Not joined yet, and told where and how (a DaemonSet's environment): join first, then run as usual.
+    if (!config.joinUrl || !config.joinToken) throw new UsageError("set both --join-url and --join-token (INFERD_JOIN_URL, INFERD_JOIN_TOKEN) to join at first start");
+    state = await join(config.joinUrl, config.joinToken);
   }
   if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`inferd agent join https://HOST:PORT --token <join token>\` (the dashboard's Workers → Add worker shows it)`);
   lockDataDir(config.dataDir).update(`agent for ${state.host_url}`);

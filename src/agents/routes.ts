@@ -8,6 +8,7 @@ import { sha256 } from "../ids";
 import { presentedToken } from "../auth/service";
 import { listAssignmentsOfWorker, recordMachine } from "../workers/service";
 import { joinWorker, workerByCredential } from "./service";
+import { isPoolToken, joinWithPoolToken } from "./join-tokens";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "agents" | "cluster" | "db" | "fleet" | "version">;
@@ -47,15 +48,17 @@ const sessionOf = (q: unknown) => (typeof q === "string" && /^[0-9a-f-]{36}$/.te
 const waitMs = (q: unknown) => Math.min(Math.max(Number(q ?? 25_000) || 25_000, 0), 55_000);
 
 /**
- * The agent protocol (HTTPS only): join with a one-time token, then heartbeats with telemetry and
- * replica states, a long poll for what to run, a long poll for requests, streamed answers and logs.
+ * The agent protocol (HTTPS only): join with a worker's one-time token or a pool join token, then
+ * heartbeats with telemetry and replica states, a long poll for what to run, a long poll for
+ * requests, streamed answers and logs.
  */
 export const agentRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/agent/v1", detail: { tags: ["agents"], hide: true } })
     .post("/join", async ({ request, set }) => {
       if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");
       const b = await body(request, JoinSchema);
-      const joined = await joinWorker(deps.db, b.token, b.version, deps.version, b.machine);
+      const join = isPoolToken(b.token) ? joinWithPoolToken : joinWorker;
+      const joined = await join(deps.db, b.token, b.version, deps.version, b.machine);
       deps.agents.touch(joined.workerId);
       await deps.fleet.reconcile();
       set.status = 201;

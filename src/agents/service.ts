@@ -14,7 +14,8 @@ export const AGENT_CREDENTIAL_PREFIX = "iag_";
 
 /**
  * A join token: `<worker_id>.<secret>.<sha256 of the host certificate>`. The fingerprint lets the
- * agent refuse a host whose certificate does not match (like kubeadm's discovery hash).
+ * agent refuse a host whose certificate does not match (like kubeadm's discovery hash). A pool join
+ * token (./join-tokens.ts) has the same form with its own id (`jt_…`) in the first place.
  */
 export function parseJoinToken(token: string): { workerId: string; secret: string; fingerprint: string } | undefined {
   const [workerId, secret, fingerprint, extra] = token.split(".");
@@ -38,9 +39,16 @@ export function compatible(a: string, b: string): boolean {
   return mm(a) === mm(b);
 }
 
+/** 409 `version_mismatch` unless the agent's version works with the host's (same major.minor). */
+export function requireCompatible(version: string, hostVersion: string): void {
+  if (!compatible(version, hostVersion)) {
+    throw new AppError(409, "version_mismatch", `this host runs inferd ${hostVersion} and the agent runs ${version}: run the same version (major.minor) on both`);
+  }
+}
+
 /**
- * Redeems a join token (once): checks the agent's version, records its machine, and returns the
- * credential it will use from now on (stored only as a hash).
+ * Redeems a worker's join token (once): checks the agent's version, records its machine, and returns
+ * the credential it will use from now on (stored only as a hash). Pool tokens: ./join-tokens.ts.
  */
 export async function joinWorker(db: Db, token: string, version: string, hostVersion: string, machine: MachineInfo): Promise<{ workerId: string; credential: string }> {
   const t = parseJoinToken(token);
@@ -48,9 +56,7 @@ export async function joinWorker(db: Db, token: string, version: string, hostVer
   if (!t || !row || !row.joinTokenHash || !safeEqual(row.joinTokenHash, sha256(t.secret))) {
     throw unauthorized("invalid_join_token", "the join token is unknown, already used, or its worker was deleted");
   }
-  if (!compatible(version, hostVersion)) {
-    throw new AppError(409, "version_mismatch", `this host runs inferd ${hostVersion} and the agent runs ${version}: run the same version (major.minor) on both`);
-  }
+  requireCompatible(version, hostVersion);
   const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
   await db.update(workers).set({ credentialHash: sha256(credential), joinTokenHash: null, version }).where(eq(workers.id, row.id));
   await recordMachine(db, row.id, machine, version);

@@ -117,6 +117,18 @@ export const workers = pgTable("workers", {
   hostId: text("host_id"),
 });
 
+/** Join tokens for pools of agents and one-time joins (see ./schema.ts). */
+export const joinTokens = pgTable("join_tokens", {
+  id: text("id").primaryKey(),
+  secretHash: text("secret_hash").notNull(),
+  reusable: flag("reusable").notNull().default(0),
+  expiresAt: text("expires_at").notNull(),
+  createdAt: text("created_at").notNull(),
+  revokedAt: text("revoked_at"),
+  uses: bigint("uses", { mode: "number" }).notNull().default(0),
+  lastUsedAt: text("last_used_at"),
+});
+
 /** A workload placed on a worker with its slot count and GPUs; `state` is what the agent reports. */
 export const assignments = pgTable(
   "assignments",

@@ -114,6 +114,23 @@ export const workers = sqliteTable("workers", {
   hostId: text("host_id"),
 });
 
+/**
+ * Join tokens made with `POST /admin/workers/join-tokens`: reusable ones let a pool of agents (a
+ * Kubernetes DaemonSet) join, each as a new worker; one-time ones let one agent join. They expire;
+ * only the secret's hash is kept. (The one-time token of `POST /admin/workers` lives on its worker.)
+ */
+export const joinTokens = sqliteTable("join_tokens", {
+  id: text("id").primaryKey(),
+  secretHash: text("secret_hash").notNull(),
+  reusable: integer("reusable", { mode: "boolean" }).notNull().default(false),
+  expiresAt: text("expires_at").notNull(),
+  createdAt: text("created_at").notNull(),
+  revokedAt: text("revoked_at"),
+  /** Agents that joined with it. */
+  uses: int("uses").notNull().default(0),
+  lastUsedAt: text("last_used_at"),
+});
+
 /** A workload placed on a worker with its slot count and GPUs; `state` is what the agent reports. */
 export const assignments = sqliteTable(
   "assignments",

@@ -25,6 +25,9 @@ import { buildUi, UI_EMBED_DIR, uiModules } from "../src/ui/bundle";
 /** The repository root (this file lives in build/). */
 export const ROOT = join(import.meta.dir, "..");
 
+/** Where `bun run build` writes the executables (the Dockerfile copies from here). */
+export const DIST = join(ROOT, "dist");
+
 /** Every target we ship: its Bun compile target, the file it produces in dist/, and its Node platform/arch. */
 export const TARGETS = {
   "linux-x64": { bun: "bun-linux-x64", file: "inferd-linux-x64", os: "linux", cpu: "x64" },
@@ -79,7 +82,7 @@ function explain(target: TargetName, error: unknown): string {
  * built-in llama.cpp runtime's pack embedded. Throws BuildFailed with a readable message.
  */
 export async function buildTarget(target: TargetName, opts: { outDir?: string; stamp?: string } = {}): Promise<Built> {
-  const outDir = opts.outDir ?? join(ROOT, "dist");
+  const outDir = opts.outDir ?? DIST;
   const path = join(outDir, TARGETS[target].file);
   const stamp = opts.stamp ?? buildStamp();
   const { os, cpu } = TARGETS[target];

@@ -156,6 +156,8 @@ describe("what the overlays promise", () => {
         const spec = o.spec.template.spec;
         // Kubernetes would set INFERD_PORT=tcp://… in each pod for the Service named inferd.
         expect(`${o.metadata.name}: enableServiceLinks ${spec.enableServiceLinks}`).toBe(`${o.metadata.name}: enableServiceLinks false`);
+        // Every image is the one kustomization.yaml names (not a bare name pulled from Docker Hub).
+        for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) expect(c.image).toMatch(/^[\w.-]+\/[\w./-]+:[\w.-]+$/);
         for (const c of spec.containers) {
           for (const e of c.env as EnvVar[]) if (e.name.startsWith("INFERD_") && e.name !== PENDING_ENV) expect(`${e.name} known: ${KNOWN_ENV.has(e.name)}`).toBe(`${e.name} known: true`);
           expect(spec.securityContext?.runAsNonRoot ?? c.securityContext?.runAsNonRoot).toBe(true);

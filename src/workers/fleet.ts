@@ -78,7 +78,15 @@ export class Fleet {
       groupRestart?: RestartPolicy;
     },
   ) {
-    this.groups = new GroupRestarts(db, { policy: opts.groupRestart, onChange: () => void this.reconcile() });
+    this.groups = new GroupRestarts(db, {
+      policy: opts.groupRestart,
+      onChange: () => void this.reconcile(),
+      onNote: (groupId, line) => {
+        void listAllAssignments(db).then((all) => {
+          for (const a of all) if (a.group_id === groupId) this.ringFor(a.id).push(`\x1b[1;33m[inferd] ${line}\x1b[0m\r\n`);
+        });
+      },
+    });
     this.makeTarget = opts.makeTarget ?? localTarget;
     this.policy = opts.policy;
     this.places = opts.places ?? (() => true);

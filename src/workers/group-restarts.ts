@@ -11,6 +11,8 @@ export interface GroupRestartOptions {
   policy?: RestartPolicy;
   /** Told after a group was restarted or given up (agents reconcile). */
   onChange: () => void;
+  /** Writes a line into the log of every member of a group (what happened to the group, and why). */
+  onNote?: (groupId: string, line: string) => void;
   now?: () => number;
   setTimeout?: (fn: () => void, ms: number) => unknown;
 }
@@ -46,12 +48,15 @@ export class GroupRestarts {
     const why = `member ${a.node_rank} on worker "${workerName}" failed${reason ? `: ${firstLine(reason)}` : ""}`;
     if (times.length > maxCrashes) {
       this.crashes.delete(group);
-      await failGroup(this.db, group, `${why}; the group failed ${times.length} times within ${Math.round(windowMs / 1000)} s, giving up (restart the workload to try again)`);
+      const given = `${why}; the group failed ${times.length} times within ${Math.round(windowMs / 1000)} s, giving up (restart the workload to try again)`;
+      this.opts.onNote?.(group, given);
+      await failGroup(this.db, group, given);
       this.opts.onChange();
       return;
     }
     const delay = Math.min(maxMs, baseMs * 2 ** (times.length - 1));
     this.pending.add(group);
+    this.opts.onNote?.(group, `${why}; restarting the whole group in ${delay} ms`);
     await noteGroup(this.db, group, `${why}; restarting the whole group in ${delay} ms`, a.id);
     this.setTimer(() => {
       void restartGroup(this.db, group, a.generation, `restarted after ${why}`)

@@ -38,14 +38,19 @@ export interface AgentOptions {
   runtimeEnv?: string[];
   /** How models named by commands are pulled; default: into `<dataDir>/models` on this machine. */
   pullModel?: ModelPuller;
+  /** Where the other members of a multi-node group reach this machine (`--cluster-address`). */
+  clusterAddress?: string;
 }
 
-/** A free TCP port on loopback, found by binding port 0. */
-export function freePort(): Promise<number> {
+/** An IPv4 or IPv6 address or a host name: what `--cluster-address` may be. */
+const CLUSTER_ADDRESS = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$/;
+
+/** A free TCP port on `host` (loopback by default), found by binding port 0. */
+export function freePort(host = "127.0.0.1"): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
+    srv.listen(0, host, () => {
       const port = (srv.address() as { port: number }).port;
       srv.close(() => resolve(port));
     });
@@ -72,6 +77,9 @@ export class Agent {
   private readonly pullModel: ModelPuller;
 
   constructor(private opts: AgentOptions) {
+    if (opts.clusterAddress !== undefined && !CLUSTER_ADDRESS.test(opts.clusterAddress)) {
+      throw new Error(`--cluster-address "${opts.clusterAddress}" is not an IP address or host name (no port, no scheme)`);
+    }
     this.env = opts.env ?? process.env;
     this.runtimeBase = runtimeEnv(this.env, opts.runtimeEnv);
     this.pullModel = opts.pullModel ?? directPuller(opts.dataDir, this.env);
@@ -82,16 +90,21 @@ export class Agent {
   async start(): Promise<void> {
     const reaped = await reapStale(this.opts.dataDir);
     if (reaped.length) process.stderr.write(`inferd: stopped ${reaped.length} runtime process group(s) left over from a previous run\n`);
-    const exec = this.opts.exec ?? realExec;
-    this.workerId = await this.opts.host.register(await probeMachine(exec));
+    this.workerId = await this.opts.host.register(await this.machine());
     this.timer = setInterval(() => void this.probe(), this.opts.telemetryMs ?? 5000);
     this.unsubscribe = this.opts.host.subscribe(() => void this.reconcile());
     await this.reconcile();
   }
 
+  /** The machine as probed now, with its cluster address. */
+  private async machine(): Promise<MachineInfo> {
+    const m = await probeMachine(this.opts.exec ?? realExec);
+    return this.opts.clusterAddress ? { ...m, cluster_address: this.opts.clusterAddress } : m;
+  }
+
   /** Probes the machine and sends the telemetry now. */
   private probe(): Promise<void> {
-    return probeMachine(this.opts.exec ?? realExec)
+    return this.machine()
       .then((m) => (this.stopped ? undefined : this.opts.host.heartbeat(this.workerId!, m)))
       .catch(() => {});
   }

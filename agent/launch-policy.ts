@@ -23,6 +23,8 @@ export interface LaunchPolicy {
   model_paths: string[];
   /** Whether tenants may set `vllm_version` / `sglang_version` (which install packages). */
   tenant_installs: boolean;
+  /** Whether tenants may set `nodes > 1` (a workload spanning machines). */
+  tenant_multinode: boolean;
   /** Whether tenants' model URLs may reach loopback and private addresses (and use http://). */
   private_model_urls: boolean;
 }
@@ -35,6 +37,7 @@ export const POLICY_SETTINGS = {
   forbidden_flags: { flag: "--policy-forbidden-flags", env: "INFERD_POLICY_FORBIDDEN_FLAGS" },
   model_paths: { flag: "--policy-model-paths", env: "INFERD_POLICY_MODEL_PATHS" },
   tenant_installs: { flag: "--policy-tenant-installs", env: "INFERD_POLICY_TENANT_INSTALLS" },
+  tenant_multinode: { flag: "--policy-tenant-multinode", env: "INFERD_POLICY_TENANT_MULTINODE" },
   private_model_urls: { flag: "--allow-private-model-urls", env: "INFERD_ALLOW_PRIVATE_MODEL_URLS" },
 } as const;
 
@@ -77,6 +80,15 @@ export function familyOf(backend: string): PolicyFamily | null {
 }
 
 const settingText = (key: keyof typeof POLICY_SETTINGS) => `${POLICY_SETTINGS[key].flag} (${POLICY_SETTINGS[key].env})`;
+
+/**
+ * Refuses a tenant's workload spanning machines (`nodes > 1`) unless the operator allows it: its
+ * members talk over the cluster network, unencrypted.
+ */
+export function checkNodes(policy: LaunchPolicy, nodes: number): PolicyViolation | null {
+  if (nodes <= 1 || policy.tenant_multinode) return null;
+  return { word: "nodes", field: "nodes", setting: settingText("tenant_multinode"), message: `nodes: ${nodes} machines for one workload is reserved to the operator; the operator allows tenants to with ${settingText("tenant_multinode")}` };
+}
 
 /** How file-ish a word is: an absolute path, a relative path spelled as one (`./`, `../`, `~`), or neither. */
 function pathKind(value: string): "absolute" | "relative" | null {

@@ -58,6 +58,8 @@ export const MachineInfoSchema = z.object({
   /** 1, 5 and 15 minute load averages. */
   load_avg: z.array(z.number()).max(3),
   probed_at: name(),
+  /** The address other members of a multi-node group reach this machine at (`--cluster-address`). */
+  cluster_address: name().optional(),
 });
 export type MachineInfo = z.infer<typeof MachineInfoSchema>;
 
@@ -76,6 +78,32 @@ export interface WorkloadSpec {
   config: Record<string, unknown>;
 }
 
+/** One member of a multi-node group as every member sees it. */
+export interface GroupMember {
+  rank: number;
+  /** Its worker's name (for reasons and logs). */
+  worker: string;
+  /** Its worker's `--cluster-address`. */
+  address: string;
+  /** `address:port` of its group listener (rendezvous, Ray head, RPC server), once it reported one. */
+  endpoint?: string;
+  /** Whether its process is up (a Ray worker joined, an RPC server listening). */
+  ready: boolean;
+}
+
+/**
+ * The group a replica is a member of when its workload spans machines (`nodes > 1`): its rank
+ * (0 leads and alone serves requests), the group's generation (bumped when the group restarts)
+ * and every member. Endpoints and readiness change without a restart: the agent waits on them.
+ */
+export interface GroupSpec {
+  id: string;
+  nodes: number;
+  rank: number;
+  generation: number;
+  members: GroupMember[];
+}
+
 /** One replica the host wants an agent to run. `revision` changes when a restart is needed. */
 export interface ReplicaSpec {
   assignment_id: string;
@@ -86,6 +114,8 @@ export interface ReplicaSpec {
   revision: string;
   /** The launch policy to enforce before launching (a tenant set the command); absent when trusted. */
   policy?: LaunchPolicy;
+  /** Set when the workload spans machines: this member's place in its group. */
+  group?: GroupSpec;
 }
 
 /** How far a download is: bytes, percent, rate and estimated time left. */
@@ -115,6 +145,10 @@ export const ReplicaReportSchema = z.object({
   progress: TransferProgressSchema.optional(),
   /** Requests the runtime serves at once (its own batch capacity), once ready. */
   slots: z.number().int().positive().max(1 << 16).optional(),
+  /** A group member: the port of its group listener on its cluster address (the host adds the address). */
+  group_port: z.number().int().min(1).max(65535).optional(),
+  /** A group member: the group generation this report is about (older ones are stale). */
+  group_generation: count().optional(),
 });
 export type ReplicaReport = z.infer<typeof ReplicaReportSchema>;
 

@@ -1,6 +1,7 @@
 import { mkdirSync, realpathSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { checkLaunch } from "./launch-policy";
+import { checkLaunch, checkNodes } from "./launch-policy";
+import { memberPlan, memberRole, missingFor, rayHead, type GroupWait } from "./runtimes/group";
 import { resolveModels, type ModelPuller } from "./replica-models";
 import { LogFile } from "./logfile";
 import type { LogRing } from "./ring";
@@ -18,7 +19,8 @@ export interface ReplicaHost {
   dataDir: string;
   env: Record<string, string | undefined>;
   which(cmd: string): string | null;
-  freePort(): Promise<number>;
+  /** A free TCP port on `host` (default loopback). */
+  freePort(host?: string): Promise<number>;
   builtinLlama(): { argv: string[]; env: Record<string, string> };
   /** Keeps a shared daemon (Ollama) running; resolves when it answers health. */
   ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>): Promise<void>;
@@ -93,7 +95,12 @@ export class Replica {
     this.state = state;
     this.reason = reason;
     const r: ReplicaReport = { assignment_id: this.spec.assignment_id, state, ...(reason ? { reason } : {}), ...(progress ? { progress } : {}) };
-    if (state === "ready" && this.plan) {
+    if (this.spec.group) {
+      r.group_generation = this.spec.group.generation;
+      if (this.groupPort) r.group_port = this.groupPort;
+    }
+    // A group's other members serve no requests: only the leader's URL and model matter.
+    if (state === "ready" && this.plan && !this.spec.group?.rank) {
       const fallback = this.spec.workload.model_name;
       r.base_url = this.plan.baseUrl;
       if (this.plan.apiKey) r.api_key = this.plan.apiKey;
@@ -103,6 +110,9 @@ export class Replica {
     }
     this.host.report(r);
   }
+
+  /** What the launch plan was built from (a group member's plan is built from it again). */
+  private ctx?: LaunchContext;
 
   private async makePlan(spec: ReplicaSpec): Promise<LaunchPlan> {
     const launcher = LAUNCHERS[spec.workload.backend];
@@ -116,6 +126,7 @@ export class Replica {
       builtinLlama: this.host.builtinLlama,
     };
     const plan = launcher(ctx);
+    this.ctx = ctx;
     plan.apiKey ??= plan.argv ? flagValue(plan.argv, ["--api-key"]) : undefined;
     return plan;
   }
@@ -124,7 +135,7 @@ export class Replica {
   async start(): Promise<void> {
     this.abort = new AbortController();
     const { policy, workload } = this.spec;
-    const refused = policy && checkLaunch(policy, workload.backend, workload.config, { realpath: realpathOrNull });
+    const refused = policy && (checkNodes(policy, this.spec.group?.nodes ?? 1) ?? checkLaunch(policy, workload.backend, workload.config, { realpath: realpathOrNull }));
     if (refused) return this.fail(`refused by the launch policy: ${refused.message}`);
     const signal = this.abort.signal;
     let models;
@@ -155,9 +166,16 @@ export class Replica {
     if (plan.builtin) this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
     if (!plan.argv) return this.startExternal(plan, env);
     this.freshWorkDir();
+    if (this.spec.group) return this.startMember(plan, env).catch((e) => (signal.aborted ? undefined : this.fail((e as Error).message)));
+    this.supervise(plan as LaunchPlan & { argv: string[] }, env);
+  }
+
+  /** Starts the plan's process under a supervisor that reports every state change. */
+  private supervise(plan: LaunchPlan & { argv: string[] }, env: Record<string, string>): void {
     const port = plan.port;
     this.supervisor = new Supervisor({
       ...this.host.supervisor,
+      ...(this.spec.group ? { restartOnCrash: false } : {}),
       argv: plan.argv,
       env,
       cwd: this.workDir,
@@ -172,6 +190,80 @@ export class Replica {
       },
     });
     this.supervisor.start();
+  }
+
+  /** The port this member listens on for its group (reported to the host), once picked. */
+  private groupPort?: number;
+  /** The Ray head a group's leader runs before its engine. */
+  private head?: Supervisor;
+  /** Wakes a member waiting on its group when the host sends news of the other members. */
+  private groupNews?: () => void;
+
+  /**
+   * Starts a member of a multi-node group: picks its group port on the cluster address (and starts
+   * the Ray head on a Ray leader), reports it, waits for what its role needs from the others, then
+   * starts the engine with the group's flags. A crash is not restarted here: the host restarts the
+   * whole group.
+   */
+  private async startMember(base: LaunchPlan, env: Record<string, string>): Promise<void> {
+    const signal = this.abort.signal;
+    const group = this.spec.group!;
+    const address = group.members.find((m) => m.rank === group.rank)?.address;
+    if (!address) throw new Error("this machine has no --cluster-address: the group's other members cannot reach it");
+    const role = memberRole(this.spec.workload.backend, base, group.rank);
+    const port = role.listens ? await this.host.freePort(address) : undefined;
+    if (role.headFirst && port) await this.startHead(address, port, env, signal);
+    this.groupPort = port;
+    await this.waitForGroup(role.waitFor, signal);
+    const plan = memberPlan(this.ctx!, base, this.spec.group!, address, port);
+    if (signal.aborted) return;
+    this.plan = plan;
+    this.note(`[inferd] member ${group.rank} of ${group.nodes}: ${plan.argv!.join(" ")}`);
+    this.supervise(plan as LaunchPlan & { argv: string[] }, { ...env, ...plan.env });
+  }
+
+  /** Starts the Ray head (the leader of a Ray group) and waits until its port answers. */
+  private async startHead(address: string, port: number, env: Record<string, string>, signal: AbortSignal): Promise<void> {
+    const head = rayHead(address, port, this.spec.gpus, env);
+    this.note(`[inferd] starting the Ray head: ${head.argv.join(" ")}`);
+    const up = new Promise<void>((resolve, reject) => {
+      this.head = new Supervisor({
+        ...this.host.supervisor,
+        restartOnCrash: false,
+        argv: head.argv,
+        env: head.env,
+        cwd: this.workDir,
+        healthUrls: head.healthUrls,
+        ring: this.ring,
+        logFile: this.logFile,
+        onState: (s, reason) => {
+          if (s === "ready") resolve();
+          if (s === "failed") {
+            reject(new Error(`the Ray head failed: ${withoutOutput(reason ?? "")}`));
+            if (!signal.aborted) void this.fail(`the Ray head failed: ${reason ?? ""}`);
+          }
+        },
+      });
+      this.head.start();
+    });
+    await up;
+  }
+
+  /** Waits (state `starting`, saying for what) until the group has what this member's role needs. */
+  private async waitForGroup(wait: GroupWait, signal: AbortSignal): Promise<void> {
+    let said = "";
+    for (;;) {
+      const missing = missingFor(wait, this.spec.group!);
+      if (!missing || signal.aborted) return;
+      if (missing !== said) {
+        said = missing;
+        await this.emit("starting", `waiting for ${missing}`);
+      }
+      await new Promise<void>((resolve) => {
+        this.groupNews = resolve;
+        signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+    }
   }
 
   /** Writes an inferd line into the replica's log (ring and file), as the runtime's output is. */
@@ -214,7 +306,7 @@ export class Replica {
   async update(spec: ReplicaSpec): Promise<void> {
     const restart = spec.revision !== this.spec.revision;
     this.spec = spec;
-    if (!restart) return;
+    if (!restart) return this.groupNews?.();
     this.ring.push("\r\n\x1b[1m[inferd] the workload changed: restarting the runtime\x1b[0m\r\n");
     await this.stopProcess();
     this.stopped = false;
@@ -230,7 +322,10 @@ export class Replica {
     this.stopped = true;
     this.abort.abort();
     await this.supervisor?.stop();
+    await this.head?.stop();
     this.supervisor = undefined;
+    this.head = undefined;
+    this.groupPort = undefined;
   }
 
   /** Stops the runtime (process group, grace period, then SIGKILL) and reports `stopped`. */

@@ -5,6 +5,7 @@
  * Every failure reason names the exit code or signal and ends with the last lines of output.
  */
 import { existsSync } from "node:fs";
+import { connect } from "node:net";
 import type { LogSink } from "./logfile.ts";
 import type { LogRing } from "./ring.ts";
 import { reasonWithOutput } from "./reason";
@@ -42,7 +43,10 @@ export interface SupervisorOptions {
   argv: string[];
   env: Record<string, string>;
   cwd?: string;
-  /** Ready once any answers 2xx; with none, ready as soon as the process is spawned. */
+  /**
+   * Ready once any answers 2xx (a `tcp://host:port` URL: once it accepts a connection); with none,
+   * ready as soon as the process is spawned.
+   */
   healthUrls: string[];
   /**
    * Whether the listener the health URLs reach belongs to process `pid` (or its descendants): an
@@ -56,6 +60,11 @@ export interface SupervisorOptions {
   /** No output and not ready for this long → failed; any output resets it. */
   stallTimeoutMs?: number;
   restart?: RestartPolicy;
+  /**
+   * False: a crash ends in `failed` at once instead of a restart (a multi-node group member, which
+   * the host restarts with its whole group).
+   */
+  restartOnCrash?: boolean;
   /** Time between SIGTERM and SIGKILL of the process group. */
   graceMs?: number;
   healthIntervalMs?: number;
@@ -118,6 +127,21 @@ export const ptySpawn: SpawnFn = ({ argv, env, cwd, onData }) => {
     close: () => proc.terminal?.close(),
   };
 };
+
+/** Whether `tcp://host:port` accepts a connection (closed at once). */
+function tcpOpen(url: string, signal: AbortSignal): Promise<boolean> {
+  const u = new URL(url.replace(/^tcp:/, "http:"));
+  return new Promise((resolve) => {
+    const socket = connect({ host: u.hostname.replace(/^\[(.*)\]$/, "$1"), port: Number(u.port) });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+    signal.addEventListener("abort", () => done(false), { once: true });
+  });
+}
 
 /** "exited with code 7" / "was killed by SIGSEGV". */
 export function describeExit(e: ExitInfo): string {
@@ -325,7 +349,7 @@ export class Supervisor {
   private async probe(run: Run): Promise<boolean> {
     const signal = AbortSignal.any([run.probes.signal, AbortSignal.timeout(this.o.probeTimeoutMs)]);
     const ok = (res: Response) => (void res.body?.cancel().catch(() => {}), res.ok);
-    const answers = await Promise.all(this.o.healthUrls.map((url) => (this.o.fetch ?? fetch)(url, { signal }).then(ok, () => false)));
+    const answers = await Promise.all(this.o.healthUrls.map((url) => (url.startsWith("tcp://") ? tcpOpen(url, signal) : (this.o.fetch ?? fetch)(url, { signal }).then(ok, () => false))));
     if (!answers.some(Boolean)) return false;
     if (!this.o.ownsListener || (await this.o.ownsListener(run.proc.pid)) !== false) return true;
     if (!run.notedForeign) {
@@ -358,6 +382,7 @@ export class Supervisor {
     this.crashes = [...this.crashes.filter((at) => t - at < windowMs), t];
     const n = this.crashes.length;
     const what = `${this.o.argv[0]} ${describeExit(info)}`;
+    if (this.o.restartOnCrash === false) return this.setState("failed", this.withOutput(run, what));
     if (n > maxCrashes) {
       return this.setState("failed", this.withOutput(run, `${what}; it crashed ${n} times within ${Math.round(windowMs / 1000)} s, giving up`));
     }

@@ -233,6 +233,7 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
     telemetryMs: config.telemetryMs,
     builtinLlama: () => builtinLlama(config.dataDir),
     runtimeEnv: config.runtimeEnv,
+    clusterAddress: config.clusterAddress,
     supervisor: {
       startTimeoutMs: config.startTimeoutMs,
       stallTimeoutMs: config.stallTimeoutMs,

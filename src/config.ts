@@ -54,6 +54,7 @@ export const SETTINGS = {
   metricsToken: { flag: "--metrics-token", env: "INFERD_METRICS_TOKEN", kind: "string", default: undefined, description: "A token that may read GET /metrics only (besides the admin token).", secret: true },
   modelGcAfterHours: { flag: "--model-gc-after-hours", env: "INFERD_MODEL_GC_AFTER_HOURS", kind: "int", default: 24, description: "A model pulled for a project's workload (not by the admin by hand) that no workload has used this long is removed (0: never)." },
   modelDownloadConcurrency: { flag: "--model-download-concurrency", env: "INFERD_MODEL_DOWNLOAD_CONCURRENCY", kind: "int", default: 4, description: "Model files downloaded at once across all pulls." },
+  clusterAddress: { flag: "--cluster-address", env: "INFERD_CLUSTER_ADDRESS", kind: "string", default: undefined, description: "The address (IP or host name) other members of a multi-node group reach this machine's agent at, for NCCL, Ray and llama.cpp RPC traffic (unencrypted: keep it on a private network). Unset: this machine hosts no multi-node members." },
   runtimeEnv: { flag: "--runtime-env", env: "INFERD_RUNTIME_ENV", kind: "list", default: [], description: "Environment variables runtimes get beyond the allow-list (NAME or PREFIX*, comma-separated); INFERD_* never." },
   policyVllmPrograms: { ...P.vllm, kind: "list", default: DEFAULT_PROGRAMS.vllm, description: "Launch policy: command prefixes a tenant's (control-plane key's) vLLM / vLLM-Omni workload may start with." },
   policySglangPrograms: { ...P.sglang, kind: "list", default: DEFAULT_PROGRAMS.sglang, description: "Launch policy: command prefixes a tenant's SGLang workload may start with." },
@@ -61,6 +62,7 @@ export const SETTINGS = {
   policyForbiddenFlags: { ...P.forbidden_flags, kind: "list", default: DEFAULT_FORBIDDEN_FLAGS, description: "Launch policy: flags tenants may not pass (`--flag:path`: only with a file path as its value)." },
   policyModelPaths: { ...P.model_paths, kind: "list", default: [], description: "Launch policy: directories tenants' commands may read model files from (default: <data-dir>/models)." },
   policyTenantInstalls: { ...P.tenant_installs, kind: "bool", default: false, description: "Launch policy: let tenants set vllm_version / sglang_version (package installs)." },
+  policyTenantMultinode: { ...P.tenant_multinode, kind: "bool", default: false, description: "Launch policy: let tenants set nodes > 1 (a workload spanning several machines, whose members talk over the cluster network)." },
   allowPrivateModelUrls: { ...P.private_model_urls, kind: "bool", default: false, description: "Launch policy: let tenants' model URLs (llama.cpp -mu) reach loopback and private addresses, and use http://." },
   logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
 } satisfies Record<string, Setting>;

@@ -90,7 +90,11 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   const targets: TargetFactory = (worker, report, concurrency, workloadId) =>
     worker.kind === "remote" ? agents!.hub.target(worker.id, report, concurrency, workloadId) : localTarget(worker, report, concurrency, workloadId);
   const policy = policyOf(config);
-  const fleet = new Fleet(store.db, { limits: { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, makeTarget: targets, policy, places: () => cluster.leading, hostId: cluster.hostId });
+  const fleet = new Fleet(store.db, { limits: { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, makeTarget: targets, policy,
+    places: () => cluster.leading,
+    hostId: cluster.hostId,
+    groupRestart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
+  });
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
   const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => void fleet.reconcile() });
@@ -248,6 +252,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
         hostId: services.cluster.hostId,
         telemetryMs: config.telemetryMs,
         runtimeEnv: config.runtimeEnv,
+        clusterAddress: config.clusterAddress,
         pullModel: deps.models.puller(),
         supervisor: {
           startTimeoutMs: config.startTimeoutMs,

@@ -15,8 +15,6 @@ import { storeEnv } from "./helpers/postgres";
 import { startTestServer } from "./helpers/server";
 
 const OVERLAYS = ["base", "overlays/single", "overlays/cluster", "overlays/cluster-keda"] as const;
-/** The agent setting the multi-node work adds (`--cluster-address`); accepted by name until config.ts has it. */
-const PENDING_ENV = "INFERD_CLUSTER_ADDRESS";
 const KNOWN_ENV = new Set<string>(Object.values(SETTINGS).map((s) => s.env));
 
 const rendered = new Map<string, KubeObject[]>();
@@ -144,7 +142,7 @@ describe("what the overlays promise", () => {
       const svc = find(overlay, "Service", url.hostname.split(".")[0]);
       expect(url.protocol).toBe("https:");
       expect(svc.spec.ports.find((p: { port: number }) => p.port === Number(url.port)).name).toBe("agents");
-      expect(envOf(ds, PENDING_ENV)!.valueFrom!.fieldRef!.fieldPath).toBe("status.podIP");
+      expect(envOf(ds, "INFERD_CLUSTER_ADDRESS")!.valueFrom!.fieldRef!.fieldPath).toBe("status.podIP");
       const mount = mainContainer(ds).volumeMounts.find((m: { mountPath: string }) => m.mountPath === envOf(ds, "INFERD_DATA_DIR")!.value);
       expect(spec.volumes.find((v: { name: string }) => v.name === mount.name).hostPath.path).toBe("/var/lib/inferd-agent");
       // The init container hands that directory to the agent's user.
@@ -159,7 +157,7 @@ describe("what the overlays promise", () => {
         // Every image is the one kustomization.yaml names (not a bare name pulled from Docker Hub).
         for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) expect(c.image).toMatch(/^[\w.-]+\/[\w./-]+:[\w.-]+$/);
         for (const c of spec.containers) {
-          for (const e of c.env as EnvVar[]) if (e.name.startsWith("INFERD_") && e.name !== PENDING_ENV) expect(`${e.name} known: ${KNOWN_ENV.has(e.name)}`).toBe(`${e.name} known: true`);
+          for (const e of c.env as EnvVar[]) if (e.name.startsWith("INFERD_")) expect(`${e.name} known: ${KNOWN_ENV.has(e.name)}`).toBe(`${e.name} known: true`);
           expect(spec.securityContext?.runAsNonRoot ?? c.securityContext?.runAsNonRoot).toBe(true);
           expect(c.securityContext.allowPrivilegeEscalation).toBe(false);
         }
@@ -170,6 +168,7 @@ describe("what the overlays promise", () => {
       const a = loadConfig(mainContainer(agent(overlay)).args, resolveEnv(agent(overlay), STAND_INS));
       expect(a.rest).toEqual(["agent"]);
       expect(a.config.joinUrl && a.config.joinToken).toBeTruthy();
+      expect(a.config.clusterAddress).toBe(STAND_INS["field:status.podIP"]);
     });
   }
 
@@ -227,7 +226,7 @@ describe("the manifests' command lines, run", () => {
     const made = await (await admin("/admin/workers/join-tokens", { reusable: true })).json();
     const ds = agent("overlays/single");
     const dataDir = tempDir("k8s-agent");
-    const env = { ...resolveEnv(ds, { ...STAND_INS, "secret:inferd-agent-join/token": made.token }), INFERD_DATA_DIR: dataDir, INFERD_JOIN_URL: made.join_command.split(" ")[3], FAKE_GPUS: "1x NVIDIA L4:23034" };
+    const env = { ...resolveEnv(ds, { ...STAND_INS, "secret:inferd-agent-join/token": made.token }), INFERD_DATA_DIR: dataDir, INFERD_JOIN_URL: made.join_command.split(" ")[3], INFERD_CLUSTER_ADDRESS: "127.0.0.1", FAKE_GPUS: "1x NVIDIA L4:23034" };
     // The container's args after the image's entrypoint (`inferd`), with the fake GPUs and runtimes.
     const run = async () => {
       const proc = Bun.spawn([...sourceBin(), ...mainContainer(ds).args], { env: fixtureEnv(env), stdout: "pipe", stderr: "pipe", stdin: "ignore" });

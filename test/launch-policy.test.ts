@@ -13,7 +13,7 @@ import { freePort } from "./fixtures";
  * admin token can; a policy tightened later stops a running workload it no longer allows.
  */
 const MODELS = tempDir("policy-models");
-const policy: LaunchPolicy = { programs: DEFAULT_PROGRAMS, forbidden_flags: DEFAULT_FORBIDDEN_FLAGS, model_paths: [MODELS], tenant_installs: false, private_model_urls: false };
+const policy: LaunchPolicy = { programs: DEFAULT_PROGRAMS, forbidden_flags: DEFAULT_FORBIDDEN_FLAGS, model_paths: [MODELS], tenant_installs: false, tenant_multinode: false, private_model_urls: false };
 mkdirSync(join(MODELS, "qwen"), { recursive: true });
 writeFileSync(join(MODELS, "tiny.gguf"), "GGUF");
 symlinkSync("/etc", join(MODELS, "escape"));

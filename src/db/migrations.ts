@@ -13,13 +13,15 @@ import m10 from "./migrations/0010_project_limits.sql" with { type: "text" };
 import m11 from "./migrations/0011_cluster.sql" with { type: "text" };
 import m12 from "./migrations/0012_host_leading.sql" with { type: "text" };
 import m13 from "./migrations/0013_cluster_certs.sql" with { type: "text" };
-import m14 from "./migrations/0014_join_tokens.sql" with { type: "text" };
+import m14 from "./migrations/0014_multinode.sql" with { type: "text" };
+import m15 from "./migrations/0015_join_tokens.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
 import p3 from "./migrations-pg/0003_host_leading.sql" with { type: "text" };
 import p4 from "./migrations-pg/0004_cluster_certs.sql" with { type: "text" };
-import p5 from "./migrations-pg/0005_join_tokens.sql" with { type: "text" };
+import p5 from "./migrations-pg/0005_multinode.sql" with { type: "text" };
+import p6 from "./migrations-pg/0006_join_tokens.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -37,7 +39,8 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0011_cluster", sql: m11 },
   { tag: "0012_host_leading", sql: m12 },
   { tag: "0013_cluster_certs", sql: m13 },
-  { tag: "0014_join_tokens", sql: m14 },
+  { tag: "0014_multinode", sql: m14 },
+  { tag: "0015_join_tokens", sql: m15 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -47,5 +50,6 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0002_cluster", sql: p2 },
   { tag: "0003_host_leading", sql: p3 },
   { tag: "0004_cluster_certs", sql: p4 },
-  { tag: "0005_join_tokens", sql: p5 },
+  { tag: "0005_multinode", sql: p5 },
+  { tag: "0006_join_tokens", sql: p6 },
 ];

@@ -48,6 +48,8 @@ export const workloads = sqliteTable(
     executionParams: text("execution_params").notNull().default("{}"),
     /** Stopped by the operator (`POST …/stop`): no replica runs until `POST …/start`. */
     paused: integer("paused", { mode: "boolean" }).notNull().default(false),
+    /** Machines one replica spans (1–16): a group of that many members, placed all or nothing. */
+    nodes: int("nodes").notNull().default(1),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -112,6 +114,8 @@ export const workers = sqliteTable("workers", {
   openTo: text("open_to").notNull().default("[]"),
   /** For a host's own machine (`local`): the host it belongs to (cluster mode has one per host). */
   hostId: text("host_id"),
+  /** The address other members of a multi-node group reach this machine at (`--cluster-address`). */
+  clusterAddress: text("cluster_address"),
 });
 
 /**
@@ -152,6 +156,12 @@ export const assignments = sqliteTable(
     concurrencySet: integer("concurrency_set", { mode: "boolean" }).notNull().default(true),
     /** Bumped by a restart or a retry: part of the replica's revision, so the agent starts it anew. */
     generation: int("generation").notNull().default(0),
+    /** A multi-node group this member belongs to (null: a single-node replica). */
+    groupId: text("group_id"),
+    /** The member's rank in its group; rank 0 leads and alone receives requests. */
+    nodeRank: int("node_rank").notNull().default(0),
+    /** `address:port` the member reported for its group's traffic (rendezvous, Ray head, RPC server). */
+    endpoint: text("endpoint"),
   },
   (t) => [index("assignments_workload").on(t.workloadId), index("assignments_worker").on(t.workerId)],
 );

@@ -6,7 +6,8 @@ import { conflict } from "../errors";
 import { nowIso } from "../ids";
 import { log } from "../log";
 import { getWorkloadById, resolveWorkload, type Workload } from "../workloads/service";
-import { bumpGeneration, createAssignment, deleteAssignment, getAssignment, listAssignments, setAssignmentDesired } from "../workers/service";
+import { bumpGeneration, createAssignment, deleteAssignment, getAssignment, listAssignments, setAssignmentDesired, type AssignmentView } from "../workers/service";
+import { restartGroup } from "../workers/groups";
 import { audit } from "../audit/service";
 import { replicaRoom } from "../limits/project";
 
@@ -48,7 +49,14 @@ export async function rollingRestart(deps: Deps, w: Workload): Promise<void> {
 }
 
 async function restartSteps(deps: Deps, w: Workload): Promise<void> {
-  const running = (await listAssignments(deps.db, w.id)).filter((a) => a.desired === "run");
+  const all = await listAssignments(deps.db, w.id);
+  // A group restarts whole (its members cannot run apart), the failed one too.
+  const leaders = all.filter((a) => a.group_id && a.node_rank === 0);
+  if (leaders.length) {
+    for (const a of leaders) await restartWholeGroup(deps, a, "restarted by the operator");
+    return;
+  }
+  const running = all.filter((a) => a.desired === "run");
   // A project at its max_replicas restarts in place: no second replica, even for a while.
   if (running.length === 1 && running[0].auto && (await replicaRoom(deps.db, w.project_id)).room > 0) {
     const old = running[0];
@@ -71,6 +79,13 @@ async function restartSteps(deps: Deps, w: Workload): Promise<void> {
     await deps.fleet.reconcile();
     await readyOrNot(deps, a.id, READY_WAIT_MS);
   }
+}
+
+/** Starts a multi-node group anew, every member at once, with a fresh crash count. */
+async function restartWholeGroup(deps: Deps, a: AssignmentView, reason: string): Promise<void> {
+  deps.fleet.groups.forget(a.group_id!);
+  await restartGroup(deps.db, a.group_id!, a.generation, reason);
+  await deps.fleet.reconcile();
 }
 
 /** Sets or clears a workload's `paused` flag (stopped by the operator). */
@@ -108,7 +123,8 @@ export const controlRoutes = (deps: Deps) =>
     .post("/assignments/:id/retry", async ({ params }) => {
       const a = await getAssignment(deps.db, params.id);
       if (a.state !== "failed") throw conflict(`replica ${a.id} is ${a.state}, not failed`, "not_failed");
-      await bumpGeneration(deps.db, a.id);
+      if (a.group_id) await restartWholeGroup(deps, a, "started again by the operator");
+      else await bumpGeneration(deps.db, a.id);
       await audit(deps.db, "assignment.retry", { type: "assignment", id: a.id }, { workload_id: a.workload_id });
       await deps.fleet.reconcile();
       return getAssignment(deps.db, a.id);

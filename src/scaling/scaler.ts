@@ -153,6 +153,7 @@ export class Scaler {
   /** Decides and acts for one workload; true when assignments changed. */
   private async evaluate(w: Workload): Promise<boolean> {
     const rows = await listAssignments(this.db, w.id);
+    if (w.nodes > 1) return this.evaluateGroup(w, rows);
     const running = rows.filter((a) => a.desired === "run");
     const d = this.decide(w, running.length, rows.filter((a) => !a.auto).length);
     let action = "";
@@ -171,6 +172,39 @@ export class Scaler {
     const last = action ? { at: new Date(this.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
     if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
     this.views.set(w.id, { policy: w.execution_policy, desired: d.desired, current: ready, running: running.length, last_decision: last, reason });
+    return action !== "";
+  }
+
+  /**
+   * Decides and acts for a workload spanning machines: it runs as one group (placed by the fleet),
+   * started and stopped whole. A group given up after too many failures stays stopped until the
+   * operator restarts it.
+   */
+  private async evaluateGroup(w: Workload, rows: AssignmentView[]): Promise<boolean> {
+    const leader = rows.find((a) => a.group_id && a.node_rank === 0);
+    const members = leader ? rows.filter((a) => a.group_id === leader.group_id) : [];
+    const running = leader && (leader.desired === "run" || leader.state === "failed") ? 1 : 0;
+    const d = this.decide(w, running);
+    const want = Math.min(d.desired, 1);
+    let action = "";
+    let reason = d.desired > 1 ? `${d.reason}; a workload spanning machines runs one group` : d.reason;
+    if (leader && want > running) {
+      const cap = await replicaRoom(this.db, w.project_id);
+      if (cap.room > 0) {
+        for (const a of members) await setAssignmentDesired(this.db, a.id, "run", d.reason);
+        action = `started the group of ${members.length} machines`;
+      } else reason = `${reason}; not started: ${cap.why}`;
+    } else if (leader && want < running && !this.held.has(w.id) && leader.state !== "failed") {
+      const busy = this.fleet.dispatcher.targetsOf(w.id).some((t) => t.inFlight > 0);
+      if (!busy) {
+        for (const a of members) await setAssignmentDesired(this.db, a.id, "idle", d.reason);
+        action = `stopped the group of ${members.length} machines`;
+      }
+    }
+    const prev = this.views.get(w.id);
+    const last = action ? { at: new Date(this.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
+    if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
+    this.views.set(w.id, { policy: w.execution_policy, desired: want, current: leader?.desired === "run" && leader.state === "ready" ? 1 : 0, running, last_decision: last, reason });
     return action !== "";
   }
 

@@ -10,8 +10,13 @@ import { TelemetryHistory } from "./telemetry";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 import { publicReason } from "../../agent/reason";
 import { initialDesired } from "../scaling/decide";
+import type { RestartPolicy } from "../../agent/supervisor";
+import { GroupRestarts } from "./group-restarts";
+import { recordEndpoint } from "./groups";
 import type { ScalingView } from "../scaling/schema";
-import { autoAssign, desiredFor, getAssignment, getWorker, listAllAssignments, listAssignments, listAssignmentsOfWorker, setAssignmentState } from "./service";
+import { autoAssign } from "./placing";
+import { desiredFor } from "./desired";
+import { getAssignment, getWorker, listAllAssignments, listAssignments, listAssignmentsOfWorker, setAssignmentState, type AssignmentView } from "./service";
 
 /** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */
 export type TargetFactory = (worker: { id: string; kind: "local" | "remote" }, report: ReplicaReport, concurrency: number, workloadId: string) => Target;
@@ -51,6 +56,8 @@ export class Fleet {
   /** Output of every replica (and shared daemon) by assignment id, for the logs API. */
   readonly rings = new Map<string, LogRing>();
   readonly telemetry = new TelemetryHistory();
+  /** Restarts multi-node groups whole when a member fails. */
+  readonly groups: GroupRestarts;
 
   private readonly makeTarget: TargetFactory;
   private readonly policy?: LaunchPolicy;
@@ -67,8 +74,19 @@ export class Fleet {
       places?: () => boolean;
       /** This host: its own machine's replicas are reached in-process, every other worker's through its agent. */
       hostId?: string;
+      /** Back-off and crash limit of multi-node groups (restarted whole when a member fails). */
+      groupRestart?: RestartPolicy;
     },
   ) {
+    this.groups = new GroupRestarts(db, {
+      policy: opts.groupRestart,
+      onChange: () => void this.reconcile(),
+      onNote: (groupId, line) => {
+        void listAllAssignments(db).then((all) => {
+          for (const a of all) if (a.group_id === groupId) this.ringFor(a.id).push(`\x1b[1;33m[inferd] ${line}\x1b[0m\r\n`);
+        });
+      },
+    });
     this.makeTarget = opts.makeTarget ?? localTarget;
     this.policy = opts.policy;
     this.places = opts.places ?? (() => true);
@@ -165,12 +183,15 @@ export class Fleet {
       return;
     }
     if (a.worker_id !== workerId) return;
+    // A group member's report about an earlier start of its group (restarted since) is stale.
+    if (a.group_id && r.group_generation !== undefined && r.group_generation !== a.generation) return;
     if (a.desired === "idle") {
       // Told to stop (scaled to zero, swapped out, stopped): it shows `idle` once it has.
       this.dispatcher.removeTarget(a.id);
       this.reports.delete(a.id);
       if (r.state === "stopped" || r.state === "failed" || r.state === "pending") {
-        await setAssignmentState(this.db, a.id, "idle", a.reason);
+        // A group given up keeps showing `failed` (with the member that failed) once its members stopped.
+        await setAssignmentState(this.db, a.id, a.group_id && a.state === "failed" ? "failed" : "idle", a.reason);
         this.verdicts.delete(a.workload_id);
         this.scaling?.wake(); // its GPU memory may be what another replica waits for
       }
@@ -181,10 +202,28 @@ export class Fleet {
       this.verdicts.delete(a.workload_id);
     }
     this.reports.set(a.id, r);
+    if (a.group_id) return this.applyMember(workerId, a, r);
     const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
     if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id));
     else this.dispatcher.removeTarget(a.id);
     this.dispatcher.failIfUnservable(a.workload_id);
+  }
+
+  /**
+   * A multi-node group member's report: its endpoint is stored for the other members, a change of
+   * endpoint or readiness wakes the agents (members wait on each other), a failure restarts the
+   * whole group, and only the leader (rank 0) takes requests.
+   */
+  private async applyMember(workerId: string, a: AssignmentView, r: ReplicaReport): Promise<void> {
+    const worker = await getWorker(this.db, workerId);
+    const moved = await recordEndpoint(this.db, a, worker.clusterAddress, r.group_port);
+    if (r.state === "failed" && a.state !== "failed") await this.groups.memberFailed(a, worker.name, r.reason);
+    if (a.node_rank === 0 && r.state === "ready" && r.base_url) {
+      const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
+      this.dispatcher.upsertTarget(this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id));
+    } else this.dispatcher.removeTarget(a.id);
+    this.dispatcher.failIfUnservable(a.workload_id);
+    if (moved || (a.state === "ready") !== (r.state === "ready")) for (const cb of this.listeners) cb();
   }
 
   private kinds = new Map<string, "local" | "remote">();
@@ -283,10 +322,13 @@ export class Fleet {
     if (offline) this.offline.add(workerId);
     else this.offline.delete(workerId);
     this.verdicts.clear();
-    for (const a of await listAssignmentsOfWorker(this.db, workerId)) {
+    const placed = await listAssignmentsOfWorker(this.db, workerId);
+    for (const a of placed) {
       if (offline && a.state !== "failed") await setAssignmentState(this.db, a.id, "pending", "its worker is offline");
       this.judgeSoon(a.workload_id);
     }
+    // A group whose member's agent is lost is placed again whole (on the next pass, now).
+    if (placed.some((a) => a.group_id)) void this.reconcile();
   }
 
   /** The admin view of a workload: stored fields, replicas with their states, queue and usage. */

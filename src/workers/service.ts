@@ -5,12 +5,9 @@ import { assignments, workers } from "../db/schema";
 import { AppError, conflict, notFound, validation } from "../errors";
 import { estimate, fitOnGpus, gib, type FreeGpu } from "../models/fit";
 import { modelOfWorkload } from "../models/service";
-import { initialDesired } from "../scaling/decide";
-import { replicaRoom } from "../limits/project";
-import { newId, nowIso, sha256 } from "../ids";
-import type { GpuInfo, MachineInfo, ReplicaSpec, ReplicaState } from "../../agent/protocol";
-import { getWorkloadById, listAllWorkloads, type Workload } from "../workloads/service";
-import { checkLaunch, type LaunchPolicy } from "../../agent/launch-policy";
+import { newId, nowIso } from "../ids";
+import type { GpuInfo, MachineInfo, ReplicaState } from "../../agent/protocol";
+import { getWorkloadById, type Workload } from "../workloads/service";
 import { audit, diffOf } from "../audit/service";
 
 type WorkerRow = typeof workers.$inferSelect;
@@ -32,6 +29,12 @@ export interface AssignmentView {
   /** Whether `concurrency` was set by hand (else the runtime's own slots are used once known). */
   concurrency_set: boolean;
   generation: number;
+  /** The multi-node group this replica is a member of (null: a single-node replica). */
+  group_id: string | null;
+  /** Its rank in the group: 0 leads and alone receives requests. */
+  node_rank: number;
+  /** `address:port` of the member's group listener, once reported. */
+  endpoint: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -54,10 +57,12 @@ export interface WorkerView {
   open_to: string[] | "*";
   /** A local worker's host (the machine an `inferd serve` runs on); null for a remote agent. */
   host_id: string | null;
+  /** Where other members of a multi-node group reach it (`--cluster-address`); null: it hosts none. */
+  cluster_address: string | null;
 }
 
 /** Backends that need a GPU to be placed automatically. */
-const GPU_BACKENDS = new Set(["vllm", "vllm-omni", "sglang"]);
+export const GPU_BACKENDS = new Set(["vllm", "vllm-omni", "sglang"]);
 
 /** Workers not heard from for this long are offline (`--worker-timeout-ms`). */
 let offlineAfterMs = 30_000;
@@ -80,6 +85,9 @@ const assignmentView = (a: AssignmentRow): AssignmentView => ({
   desired: a.desired,
   concurrency_set: a.concurrencySet,
   generation: a.generation,
+  group_id: a.groupId,
+  node_rank: a.nodeRank,
+  endpoint: a.endpoint,
   created_at: a.createdAt,
   updated_at: a.updatedAt,
 });
@@ -102,6 +110,7 @@ export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
     created_at: w.createdAt,
     open_to: JSON.parse(w.openTo),
     host_id: w.hostId,
+    cluster_address: w.clusterAddress,
   };
 }
 
@@ -162,6 +171,7 @@ export async function recordMachine(db: Db, workerId: string, machine: MachineIn
       gpus: JSON.stringify(machine.gpus),
       telemetry: JSON.stringify({ ram_free_bytes: machine.ram_free_bytes, load_avg: machine.load_avg, probed_at: machine.probed_at }),
       lastSeenAt: nowIso(),
+      clusterAddress: machine.cluster_address ?? null,
       ...(version ? { version } : {}),
     })
     .where(eq(workers.id, workerId));
@@ -258,6 +268,7 @@ function requireFit(worker: WorkerRow, need: { bytes: number; text: string }, co
 
 /** Places a workload on a worker with a slot count and a GPU count. */
 export async function createAssignment(db: Db, workload: Workload, input: AssignmentInput, auto = false): Promise<AssignmentView> {
+  if (workload.nodes > 1) throw validation("worker_id", `this workload spans ${workload.nodes} machines: inferd places its group itself (pin its leader with the workload's worker_id)`);
   const worker = await getWorker(db, input.worker_id);
   const gpuCount = (JSON.parse(worker.gpus) as GpuInfo[]).length;
   const gpus = input.gpus ?? 1;
@@ -273,6 +284,9 @@ export async function createAssignment(db: Db, workload: Workload, input: Assign
     concurrencySet: input.concurrency !== undefined,
     desired: "run",
     generation: 0,
+    groupId: null,
+    nodeRank: 0,
+    endpoint: null,
     gpus,
     gpuIndices: JSON.stringify(await pickGpus(db, worker, gpus, workload.gpu_resource_id, need?.bytes)),
     auto,
@@ -342,92 +356,4 @@ export async function bumpGeneration(db: Db, id: string): Promise<void> {
 /** Stores the state an agent reported for an assignment's replica. */
 export async function setAssignmentState(db: Db, id: string, state: ReplicaState | "idle", reason?: string): Promise<void> {
   await db.update(assignments).set({ state, reason: reason ?? null, updatedAt: nowIso() }).where(eq(assignments.id, id));
-}
-
-/** Which worker can host a workload, or why none can. */
-async function chooseWorker(db: Db, w: Workload): Promise<{ worker?: WorkerRow; why?: string }> {
-  const all = await workerRows(db);
-  const online = all.filter((x) => workerView(x).state === "online");
-  if (w.worker_id) {
-    const pinned = all.find((x) => x.id === w.worker_id || x.name === w.worker_id);
-    return pinned ? { worker: pinned } : { why: `the pinned worker "${w.worker_id}" does not exist` };
-  }
-  if (w.gpu_resource_id) {
-    const owner = all.find((x) => (JSON.parse(x.gpus) as GpuInfo[]).some((g) => g.uuid === w.gpu_resource_id));
-    return owner ? { worker: owner } : { why: `no worker has the pinned GPU "${w.gpu_resource_id}"` };
-  }
-  const withGpu = online.filter((x) => JSON.parse(x.gpus).length > 0);
-  if (GPU_BACKENDS.has(w.backend)) {
-    if (!withGpu[0]) return { why: `no online worker has a GPU, which backend "${w.backend}" needs` };
-    const need = await workloadNeed(db, w);
-    if (!need) return { worker: withGpu[0] };
-    const fitting = withGpu.find((x) => fitOnGpus(need.bytes, freeGpus(x), defaultGpus(w, x)).fits);
-    if (fitting) return { worker: fitting };
-    const best = withGpu.flatMap((x) => freeGpus(x).map((g) => ({ x, g }))).sort((a, b) => b.g.free_mib - a.g.free_mib)[0];
-    return { why: `${need.text}; the most free GPU memory is ${gib(best.g.free_mib * 1048576)} on GPU ${best.g.index} of "${best.x.name}"` };
-  }
-  const local = online.find((x) => x.kind === "local");
-  return local ?? online[0] ? { worker: local ?? online[0] } : { why: "no worker is online" };
-}
-
-/**
- * Gives every workload without assignments one on a worker that can host it (honouring
- * `worker_id` / `gpu_resource_id` pins), moves automatic ones whose pin changed, and drops the
- * automatic one once the user has placed the workload by hand.
- * Returns, per workload that could not be placed, the reason.
- */
-export async function autoAssign(db: Db): Promise<Map<string, string>> {
-  const unplaced = new Map<string, string>();
-  const byWorkload = new Map<string, AssignmentView[]>();
-  for (const a of await listAllAssignments(db)) byWorkload.set(a.workload_id, [...(byWorkload.get(a.workload_id) ?? []), a]);
-  const rows = await workerRows(db);
-  const ownsGpu = (workerId: string, uuid: string) => (JSON.parse(rows.find((x) => x.id === workerId)?.gpus ?? "[]") as GpuInfo[]).some((g) => g.uuid === uuid);
-  for (const w of await listAllWorkloads(db)) {
-    let current = byWorkload.get(w.id) ?? [];
-    const manual = current.some((a) => !a.auto);
-    const stale = current.filter((a) => a.auto && (manual || (w.worker_id && a.worker_id !== w.worker_id) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(a.worker_id, w.gpu_resource_id))));
-    for (const a of stale) await deleteAssignment(db, a.id);
-    current = current.filter((a) => !stale.includes(a));
-    if (current.length > 0) continue;
-    const { worker, why } = await chooseWorker(db, w);
-    if (!worker) {
-      unplaced.set(w.id, why!);
-      continue;
-    }
-    const a = await createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
-    const start = initialDesired(w, Date.now());
-    const cap = start.desired === "run" ? await replicaRoom(db, w.project_id) : null;
-    if (start.desired === "idle") await setAssignmentDesired(db, a.id, "idle", start.reason);
-    else if (cap && cap.room < 0) await setAssignmentDesired(db, a.id, "idle", `not started: ${cap.why}`);
-  }
-  return unplaced;
-}
-
-/** GPUs for an automatic assignment: an explicit tensor-parallel size in the command, else 1. */
-function defaultGpus(w: Workload, worker: WorkerRow): number {
-  const m = /(?:--tensor-parallel-size|-tp|--tp-size|--tp)[= ](\d+)/.exec(String(w.config.command ?? ""));
-  const want = m ? Number(m[1]) : 1;
-  const have = (JSON.parse(worker.gpus) as GpuInfo[]).length;
-  return have > 0 ? Math.min(want, have) : 1;
-}
-
-/**
- * What a worker should run: one spec per assignment, with a revision that changes on edits. A
- * workload whose command a tenant set carries the launch policy, and its verdict is part of the
- * revision, so a policy tightened after launch restarts (and so stops) a runtime it no longer allows.
- */
-export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy): Promise<ReplicaSpec[]> {
-  const byId = new Map((await listAllWorkloads(db)).map((w) => [w.id, w]));
-  const rows = await db.select().from(assignments).where(and(eq(assignments.workerId, workerId)));
-  return rows.flatMap((a) => {
-      const w = byId.get(a.workloadId);
-      if (!w || a.desired !== "run" || w.paused) return [];
-      const workload = { id: w.id, slug: w.slug, project_slug: w.project_slug, backend: w.backend, model_name: w.model_name, task_type: w.task_type, config: w.config };
-      const gpu_indices = JSON.parse(a.gpuIndices) as number[];
-      const guarded = policy && w.config_origin === "tenant" ? policy : undefined;
-      const verdict = guarded ? [checkLaunch(guarded, w.backend, w.config)?.message ?? "allowed"] : [];
-      const fresh = a.generation ? [`generation ${a.generation}`] : [];
-      const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus, ...verdict, ...fresh])).slice(0, 16);
-      return [{ assignment_id: a.id, workload, concurrency: a.concurrency, gpus: a.gpus, gpu_indices, revision, ...(guarded ? { policy: guarded } : {}) }];
-    });
 }

@@ -1,15 +1,16 @@
 import { join } from "node:path";
 import type { Config } from "../config";
 import { AppError } from "../errors";
-import { checkLaunch, familyOf, POLICY_SETTINGS, type LaunchPolicy, type PolicyViolation } from "../../agent/launch-policy";
+import { checkLaunch, checkNodes, familyOf, POLICY_SETTINGS, type LaunchPolicy, type PolicyViolation } from "../../agent/launch-policy";
 
 /** The launch policy in force, from the settings (`--policy-*`). */
-export function policyOf(config: Pick<Config, "dataDir" | "policyVllmPrograms" | "policySglangPrograms" | "policyLlamacppPrograms" | "policyForbiddenFlags" | "policyModelPaths" | "policyTenantInstalls" | "allowPrivateModelUrls">): LaunchPolicy {
+export function policyOf(config: Pick<Config, "dataDir" | "policyVllmPrograms" | "policySglangPrograms" | "policyLlamacppPrograms" | "policyForbiddenFlags" | "policyModelPaths" | "policyTenantInstalls" | "policyTenantMultinode" | "allowPrivateModelUrls">): LaunchPolicy {
   return {
     programs: { vllm: config.policyVllmPrograms, sglang: config.policySglangPrograms, llamacpp: config.policyLlamacppPrograms },
     forbidden_flags: config.policyForbiddenFlags,
     model_paths: config.policyModelPaths.length ? config.policyModelPaths : [join(config.dataDir, "models")],
     tenant_installs: config.policyTenantInstalls,
+    tenant_multinode: config.policyTenantMultinode,
     private_model_urls: config.allowPrivateModelUrls,
   };
 }
@@ -21,8 +22,8 @@ export const notAllowed = (v: PolicyViolation) => new AppError(403, "command_not
  * Refuses (403 `command_not_allowed`) a workload a tenant wants to save when the policy would not
  * let it run. Config shape errors are reported by the schema first.
  */
-export function requireTenantLaunch(policy: LaunchPolicy, backend: string, config: Record<string, unknown>): void {
-  const v = checkLaunch(policy, backend, config);
+export function requireTenantLaunch(policy: LaunchPolicy, backend: string, config: Record<string, unknown>, nodes = 1): void {
+  const v = checkNodes(policy, nodes) ?? checkLaunch(policy, backend, config);
   if (v) throw notAllowed(v);
 }
 

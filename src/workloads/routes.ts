@@ -49,7 +49,7 @@ export const controlRoutes = (deps: Deps) => {
       const key = keyOf(request);
       if (key.scope !== "project") throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
       const project = await getProject(deps.db, params.project_id);
-      requireTenantLaunch(deps.policy, body.backend, checkConfig(body.backend, body.config ?? {}));
+      requireTenantLaunch(deps.policy, body.backend, checkConfig(body.backend, body.config ?? {}), body.nodes);
       await requireOpenWorker(deps.db, project.id, body);
       await requireProjectRoom(deps.db, project.id, body);
       const w = await createWorkload(deps.db, project, body, "tenant");
@@ -66,8 +66,8 @@ export const controlRoutes = (deps: Deps) => {
     .patch("/workloads/:id", async ({ params, body, request }) => {
       const current = await owned(request, params.id);
       const next = patchedLaunch(current, body);
-      const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config);
-      if (changed) requireTenantLaunch(deps.policy, next.backend, next.config);
+      const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config) || (body.nodes !== undefined && body.nodes !== current.nodes);
+      if (changed) requireTenantLaunch(deps.policy, next.backend, next.config, body.nodes ?? current.nodes);
       await requireOpenWorker(deps.db, current.project_id, {
         worker_id: body.worker_id !== current.worker_id ? body.worker_id : undefined,
         gpu_resource_id: body.gpu_resource_id !== current.gpu_resource_id ? body.gpu_resource_id : undefined,

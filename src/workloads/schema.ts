@@ -21,6 +21,18 @@ export const TASK_TYPES = [
 /** Modalities served only through async jobs, never on the synchronous routes. */
 export const JOB_ONLY_TASK_TYPES = ["reranker", "classification", "reward"] as const;
 
+/** Most machines one multi-node replica may span. */
+export const MAX_NODES = 16;
+
+/** Backends whose engines span machines (vLLM: torch or Ray; SGLang; llama.cpp: RPC servers). */
+export const MULTINODE_BACKENDS = ["vllm", "sglang", "llamacpp"] as const;
+
+/**
+ * Flags inferd sets itself on the members of a multi-node group (ranks, rendezvous, Ray, RPC
+ * servers): a command that sets one is refused for `nodes > 1`, so the group's wiring is inferd's.
+ */
+export const GROUP_FLAGS = ["--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--dist-init-addr", "--rpc", "--data-parallel-address"];
+
 /** Execution policies a workload may carry. */
 export const EXECUTION_POLICIES = ["fixed", "scheduled", "autoscaling"] as const;
 export type ExecutionPolicy = (typeof EXECUTION_POLICIES)[number];
@@ -69,6 +81,7 @@ const fields = {
   config: z.record(z.string(), z.unknown()),
   worker_id: z.string().min(1).max(128).nullable(),
   gpu_resource_id: z.string().min(1).max(128).nullable(),
+  nodes: z.number().int().min(1).max(MAX_NODES),
   execution_policy: z.enum(EXECUTION_POLICIES),
   execution_params: z.record(z.string(), z.unknown()),
 };
@@ -84,6 +97,8 @@ export const WorkloadCreate = z.strictObject({
   config: fields.config.optional(),
   worker_id: fields.worker_id.optional(),
   gpu_resource_id: fields.gpu_resource_id.optional(),
+  /** Machines one replica spans: a group of that many workers, each with the assignment's GPUs (default 1). */
+  nodes: fields.nodes.optional(),
   execution_policy: fields.execution_policy.optional(),
   /** The policy's parameters (checked per policy; see src/scaling/schema.ts). */
   execution_params: fields.execution_params.optional(),

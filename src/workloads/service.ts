@@ -6,7 +6,8 @@ import { projects, workloads } from "../db/schema";
 import { fromSchemaIssue, notFound, validation } from "../errors";
 import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
-import { CONFIG_BY_BACKEND, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
+import { splitCommand } from "../../agent/command";
+import { CONFIG_BY_BACKEND, GROUP_FLAGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
 import { DEFAULTS, PARAMS_BY_POLICY } from "../scaling/schema";
 import { audit, diffOf, fieldsOf } from "../audit/service";
 
@@ -26,6 +27,8 @@ export interface WorkloadView {
   config: Record<string, unknown>;
   worker_id: string | null;
   gpu_resource_id: string | null;
+  /** Machines one replica spans (1: a single worker). */
+  nodes: number;
   execution_policy: string;
   /** The policy's parameters with defaults filled in. */
   execution_params: Record<string, unknown>;
@@ -59,6 +62,7 @@ function toWorkload(r: Row, projectSlug: string): Workload {
     config: JSON.parse(r.config),
     worker_id: r.workerId,
     gpu_resource_id: r.gpuResourceId,
+    nodes: r.nodes,
     execution_policy: r.executionPolicy,
     execution_params: JSON.parse(r.executionParams),
     config_origin: r.configOrigin,
@@ -104,6 +108,20 @@ export function checkParams(policy: ExecutionPolicy, params: Record<string, unkn
   return { ...DEFAULTS[policy], ...r.data };
 }
 
+/**
+ * Refuses (400) a multi-node workload its backend cannot run across machines, or whose command sets
+ * a flag inferd sets itself on group members (ranks, rendezvous addresses, RPC servers).
+ */
+export function checkNodes(backend: string, config: Record<string, unknown>, nodes: number): void {
+  if (nodes <= 1) return;
+  if (!(MULTINODE_BACKENDS as readonly string[]).includes(backend)) {
+    throw validation("nodes", `backend "${backend}" runs on one machine; nodes > 1 needs ${MULTINODE_BACKENDS.join(", ")}`);
+  }
+  const words = splitCommand(String(config.command ?? ""));
+  const set = GROUP_FLAGS.find((f) => words.some((w) => w === f || w.startsWith(`${f}=`)));
+  if (set) throw validation("config.command", `sets ${set}, which inferd sets itself on each member of a multi-node group (nodes: ${nodes}); remove it`);
+}
+
 const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug: string) =>
   !!(await first(db.select({ id: workloads.id }).from(workloads).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))));
 
@@ -113,6 +131,7 @@ export type Origin = "admin" | "tenant";
 /** Creates a workload in a project; every endpoint toggle starts on. */
 export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Promise<Workload> {
   const config = checkConfig(input.backend, input.config ?? {});
+  checkNodes(input.backend, config, input.nodes ?? 1);
   const now = nowIso();
   const row: Row = {
     id: newId("wl"),
@@ -126,6 +145,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
     config: JSON.stringify(config),
     workerId: input.worker_id ?? null,
     gpuResourceId: input.gpu_resource_id ?? null,
+    nodes: input.nodes ?? 1,
     executionPolicy: input.execution_policy ?? "fixed",
     executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
     paused: false,
@@ -136,7 +156,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
   };
   await db.insert(workloads).values(row);
   const w = toWorkload(row, project.slug);
-  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
+  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "execution_policy", "execution_params"]));
   return w;
 }
 
@@ -166,6 +186,7 @@ export function patchedPolicy(current: Workload, patch: WorkloadUpdate): { polic
  */
 export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Promise<Workload> {
   const { backend, config } = patchedLaunch(current, patch);
+  checkNodes(backend, config, patch.nodes ?? current.nodes);
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;
@@ -177,6 +198,7 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
   if ((set.backend !== undefined || set.config !== undefined) && origin !== current.config_origin) set.configOrigin = origin;
   if (patch.worker_id !== undefined && patch.worker_id !== current.worker_id) set.workerId = patch.worker_id;
   if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id) set.gpuResourceId = patch.gpu_resource_id;
+  if (patch.nodes !== undefined && patch.nodes !== current.nodes) set.nodes = patch.nodes;
   if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;
   const next = patchedPolicy(current, patch);
   if (next && JSON.stringify(next.params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(next.params);
@@ -184,7 +206,7 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
   set.updatedAt = nowIso();
   await db.update(workloads).set(set).where(eq(workloads.id, current.id));
   const after = (await getWorkloadById(db, current.id))!;
-  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "execution_policy", "execution_params"]));
+  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "execution_policy", "execution_params"]));
   return after;
 }
 

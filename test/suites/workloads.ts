@@ -24,7 +24,7 @@ export function workloadsSuite(engine: Engine): void {
       expect(r.status).toBe(201);
       const w = await r.json();
       expect(Object.keys(w).sort()).toEqual(
-        ["backend", "config", "created_at", "description", "execution_params", "execution_policy", "gpu_resource_id", "id", "model_name", "name", "project_id", "project_slug", "slug", "task_type", "updated_at", "worker_id", "workload_slug"].sort(),
+        ["backend", "config", "created_at", "description", "execution_params", "execution_policy", "gpu_resource_id", "id", "model_name", "name", "nodes", "project_id", "project_slug", "slug", "task_type", "updated_at", "worker_id", "workload_slug"].sort(),
       );
       expect(w).toMatchObject({
         name: "Llama 3 8B",
@@ -37,6 +37,7 @@ export function workloadsSuite(engine: Engine): void {
         backend: "vllm",
         worker_id: null,
         gpu_resource_id: null,
+        nodes: 1,
         config: { command: "vllm serve meta-llama/Llama-3-8B --max-model-len 8192", vllm_version: "0.11.0" },
       });
       expect(w.id).toMatch(/^wl_/);
@@ -172,6 +173,42 @@ export function workloadsSuite(engine: Engine): void {
       expect((await unknown.json()).error.field).toBe("video");
       const list = await (await s.admin(`/admin/projects/acme/workloads`)).json();
       expect(list.find((x: { id: string }) => x.id === w.id).endpoints.chat).toBe(false);
+    });
+  });
+
+  describe("spanning machines: nodes", () => {
+    const vllm = { backend: "vllm", model_name: "m", config: { command: "vllm serve m" } };
+    const adminCreate = (body: unknown) => s.admin("/admin/projects/acme/workloads", { method: "POST", body });
+
+    test("a tenant may not set nodes > 1 unless the operator allows it; the error names the setting", async () => {
+      const r = await create({ name: "Big", ...vllm, nodes: 2 });
+      expect(r.status).toBe(403);
+      expect((await r.json()).error).toMatchObject({ code: "command_not_allowed", field: "nodes", setting: "--policy-tenant-multinode (INFERD_POLICY_TENANT_MULTINODE)" });
+      const one = await (await create({ name: "Small", ...vllm, nodes: 1 })).json();
+      const up = await s.call(`/api/workloads/${one.id}`, ctx.sdk, { method: "PATCH", body: { nodes: 3 } });
+      expect(up.status).toBe(403);
+      expect((await (await s.call(`/api/workloads/${one.id}`, ctx.sdk)).json()).nodes).toBe(1);
+    });
+
+    test("the operator sets nodes 1–16 on engines that span machines, without the flags inferd sets on each member", async () => {
+      const ok = await adminCreate({ name: "Spread", ...vllm, nodes: 2 });
+      expect(ok.status).toBe(201);
+      expect((await ok.json()).nodes).toBe(2);
+      const cases: [unknown, number, string, string][] = [
+        [{ name: "x", ...vllm, nodes: 17 }, 400, "nodes", ""],
+        [{ name: "x", ...vllm, nodes: 0 }, 400, "nodes", ""],
+        [{ name: "x", ...vllm, nodes: 1.5 }, 400, "nodes", ""],
+        [{ name: "x", backend: "ollama", model_name: "m", nodes: 2 }, 400, "nodes", 'backend "ollama" runs on one machine'],
+        [{ name: "x", ...vllm, config: { command: "vllm serve m --master-addr 10.0.0.9" }, nodes: 2 }, 400, "config.command", "sets --master-addr, which inferd sets itself"],
+        [{ name: "x", backend: "llamacpp", model_name: "m", config: { command: "llama-server -m /models/m.gguf --rpc=10.0.0.9:1" }, nodes: 2 }, 400, "config.command", "sets --rpc"],
+      ];
+      for (const [body, status, field, message] of cases) {
+        const r = await adminCreate(body);
+        expect(r.status).toBe(status);
+        const e = (await r.json()).error;
+        expect(e.field).toBe(field);
+        expect(e.message).toContain(message);
+      }
     });
   });
 }

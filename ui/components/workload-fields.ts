@@ -66,6 +66,10 @@ export function WorkloadFields({ d, onChange, error, workers, editing }: { d: Dr
           <option value="">Any suitable worker</option>
           ${(workers ?? []).map((w) => html`<option value=${w.id}>${w.name} (${w.gpus.length} GPU${w.gpus.length === 1 ? "" : "s"})</option>`)}
         </select><${FieldError} error=${error} field="worker_id" /></label>
+      ${d.backend === "ollama" ? null : html`<label>Machines (nodes)
+        <input name="nodes" type="number" min="1" max="16" step="1" value=${d.nodes} onInput=${(e: Event) => set({ nodes: val(e) })} ...${invalidAt(error, "nodes")} />
+        <small class="muted">More than 1: one replica spans that many workers (the engine's multi-node mode); the chosen worker leads.</small>
+        <${FieldError} error=${error} field="nodes" /></label>`}
     </div>
     <${BackendFields} d=${d} set=${set} error=${error} />
     <${PolicyFields} d=${d.policy} onChange=${(policy: PolicyDraft) => onChange({ ...d, policy })} error=${error} />`;

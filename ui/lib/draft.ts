@@ -17,6 +17,8 @@ export interface Draft {
   command: string;
   version: string;
   worker_id: string;
+  /** Machines one replica spans ("1": one worker). */
+  nodes: string;
   /** Whether the user typed the command (else it follows the model). */
   commandTouched: boolean;
   policy: PolicyDraft;
@@ -25,7 +27,7 @@ export interface Draft {
 /** An empty draft for `backend`. */
 export const emptyDraft = (backend = "llamacpp"): Draft => ({
   name: "", slug: "", description: "", task_type: "text2text", backend, model_name: "", gguf: "",
-  command: defaultCommand(backend, ""), version: "", worker_id: "", commandTouched: false, policy: emptyPolicy(),
+  command: defaultCommand(backend, ""), version: "", worker_id: "", nodes: "1", commandTouched: false, policy: emptyPolicy(),
 });
 
 /** The `config` object of a draft for its backend. */
@@ -47,6 +49,7 @@ export function bodyOf(d: Draft): Record<string, unknown> {
     model_name: d.model_name.trim(),
     config: configOf(d),
     worker_id: d.worker_id || null,
+    nodes: Number(d.nodes) || 1,
     execution_policy: d.policy.policy,
     execution_params: paramsOf(d.policy),
   };
@@ -83,6 +86,7 @@ export function draftOf(w: Workload): Draft {
     command,
     version: String(w.config.vllm_version ?? w.config.sglang_version ?? ""),
     worker_id: w.worker_id ?? "",
+    nodes: String(w.nodes ?? 1),
     commandTouched: true,
     policy: policyDraftOf(w.execution_policy, w.execution_params),
   };

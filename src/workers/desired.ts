@@ -1,0 +1,36 @@
+import { eq } from "drizzle-orm";
+import type { Db } from "../db";
+import { assignments } from "../db/schema";
+import { sha256 } from "../ids";
+import type { GroupSpec, ReplicaSpec } from "../../agent/protocol";
+import { checkLaunch, checkNodes, type LaunchPolicy } from "../../agent/launch-policy";
+import { listAllWorkloads } from "../workloads/service";
+import { groupMembers } from "./groups";
+
+/**
+ * What a worker should run: one spec per assignment, with a revision that changes on edits. A
+ * workload whose command a tenant set carries the launch policy, and its verdict is part of the
+ * revision, so a policy tightened after launch restarts (and so stops) a runtime it no longer allows.
+ * A member of a multi-node group also gets its group: its rank and the generation are part of the
+ * revision; the other members' endpoints and readiness are not (the member waits on them).
+ */
+export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy): Promise<ReplicaSpec[]> {
+  const byId = new Map((await listAllWorkloads(db)).map((w) => [w.id, w]));
+  const rows = (await db.select().from(assignments).where(eq(assignments.workerId, workerId))).filter((a) => {
+    const w = byId.get(a.workloadId);
+    return w && a.desired === "run" && !w.paused;
+  });
+  const groups = await groupMembers(db, [...new Set(rows.flatMap((a) => (a.groupId ? [a.groupId] : [])))]);
+  return rows.map((a) => {
+    const w = byId.get(a.workloadId)!;
+    const workload = { id: w.id, slug: w.slug, project_slug: w.project_slug, backend: w.backend, model_name: w.model_name, task_type: w.task_type, config: w.config };
+    const gpu_indices = JSON.parse(a.gpuIndices) as number[];
+    const guarded = policy && w.config_origin === "tenant" ? policy : undefined;
+    const verdict = guarded ? [(checkNodes(guarded, w.nodes) ?? checkLaunch(guarded, w.backend, w.config))?.message ?? "allowed"] : [];
+    const fresh = a.generation ? [`generation ${a.generation}`] : [];
+    const group: GroupSpec | undefined = a.groupId ? { id: a.groupId, nodes: w.nodes, rank: a.nodeRank, generation: a.generation, members: groups.get(a.groupId) ?? [] } : undefined;
+    const place = group ? [group.id, group.rank, group.nodes, ...group.members.map((m) => m.address)] : [];
+    const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus, ...verdict, ...fresh, ...place])).slice(0, 16);
+    return { assignment_id: a.id, workload, concurrency: a.concurrency, gpus: a.gpus, gpu_indices, revision, ...(guarded ? { policy: guarded } : {}), ...(group ? { group } : {}) };
+  });
+}

@@ -3,8 +3,9 @@ import { eq } from "drizzle-orm";
 import { openPgStore, openStore, type Store } from "../../src/db";
 import { joinTokens } from "../../src/db/schema";
 import { cleanup, tempDir, waitFor } from "../helpers/proc";
-import { spawnAgent, startHost, type Host } from "../helpers/agents";
+import { joinAgent, spawnAgent, startHost, type Host } from "../helpers/agents";
 import { storeEnv, type Engine } from "../helpers/postgres";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 
 /** A pool join token as `POST /admin/workers/join-tokens` answers it. */
@@ -29,6 +30,7 @@ export function joinTokensSuite(engine: Engine): void {
   let version = "";
   let live = "";
   const agents: ReturnType<typeof spawnAgent>[] = [];
+  const stops: (() => Promise<unknown>)[] = [];
   const secrets: string[] = [];
 
   beforeAll(async () => {
@@ -43,7 +45,7 @@ export function joinTokensSuite(engine: Engine): void {
   });
   afterAll(async () => {
     for (const a of agents) a.proc.kill("SIGTERM");
-    await Promise.all(agents.map((a) => a.proc.exited));
+    await Promise.all([...agents.map((a) => a.proc.exited), ...stops.map((stop) => stop().catch(() => 0))]);
     await store?.close();
     await host?.stop();
     await cleanup();
@@ -78,6 +80,7 @@ export function joinTokensSuite(engine: Engine): void {
   describe("a reusable pool token", () => {
     let pool: MadeToken;
     let first: { dir: string; worker: { id: string; name: string } };
+    let second: { dir: string; worker: { id: string; name: string } };
 
     test("is made with its id, expiry and join command; it pins the same certificate as a worker's token", async () => {
       const before = Date.now();
@@ -116,6 +119,7 @@ export function joinTokensSuite(engine: Engine): void {
       const t = (await listed()).find((x) => x.id === pool.id)!;
       expect(t).toMatchObject({ state: "active", uses: 2 });
       first = { dir: dirA, worker: wa };
+      second = { dir: dirB, worker: wb };
     });
 
     test("a workload pinned to a pool-joined worker is served by it", async () => {
@@ -143,6 +147,28 @@ export function joinTokensSuite(engine: Engine): void {
       expect(w.id).toBe(first.worker.id);
       expect(again.output()).not.toContain("joined ");
       expect((await listed()).find((x) => x.id === pool.id)!.uses).toBe(2);
+    });
+
+    // Needs the fake engines' multi-node rendezvous (test/fixtures/rendezvous.ts, with the multi-node tests).
+    test.skipIf(!existsSync(join(import.meta.dir, "../fixtures/rendezvous.ts")))("a worker joined with a pool token can host a member of a multi-node group", async () => {
+      // The second pool agent restarts with a cluster address; a third worker joins with its own one-time token.
+      agents[1].proc.kill("SIGTERM");
+      await agents[1].proc.exited;
+      agents[1] = spawnAgent([], second.dir, { INFERD_CLUSTER_ADDRESS: "127.0.0.1" });
+      expect((await online(second.dir, agents[1])).id).toBe(second.worker.id);
+      const third = await joinAgent(host, "gpu-third", { INFERD_CLUSTER_ADDRESS: "127.0.0.1" });
+      stops.push(() => third.stop());
+      const w = await (await host.admin("/admin/projects/pool/workloads", { name: "grouped", backend: "vllm", model_name: "grouped", nodes: 2, config: { command: "vllm serve grouped" } })).json();
+      let seen = "";
+      const d = await waitFor(async () => {
+        const x = await (await host.admin(`/admin/workloads/${w.id}`)).json();
+        seen = JSON.stringify({ error: x.scheduling_error, members: x.assignments });
+        return x.assignments.length === 2 && x.assignments.every((a: { state: string }) => a.state === "ready") ? x : undefined;
+      }, { what: "both members of the group ready", timeoutMs: 60_000, detail: () => seen });
+      expect(d.assignments.map((a: { worker_id: string }) => a.worker_id).sort()).toEqual([second.worker.id, third.workerId].sort());
+      const r = await fetch(`${host.url}/endpoint/pool/${w.slug}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: "hello group" }] }) });
+      expect(r.status).toBe(200);
+      await host.admin(`/admin/workloads/${w.id}`, undefined, "DELETE");
     });
   });
 

@@ -24,7 +24,7 @@ import { openConfiguredStore } from "./db/open";
 import { VERSION } from "./version";
 import type { z } from "zod";
 import { Agent } from "../agent/agent";
-import { AgentFatal, joinHost, loadAgentState, peerState, RemoteHostLink, saveAgentState } from "../agent/remote";
+import { AgentFatal, joinHost, loadAgentState, peerState, RemoteHostLink, saveAgentState, type AgentState } from "../agent/remote";
 import { ClusterLink } from "../agent/cluster-link";
 import { WorkPuller } from "../agent/puller";
 import { probeMachine } from "../agent/gpu";
@@ -177,13 +177,11 @@ async function storeCommand(config: Config, args: string[], out: (s: string) => 
   return migrateCommand(config.dataDir, { to: opt.to[0], dryRun: rest.includes("--dry-run"), json }, out, err);
 }
 
-/** `inferd agent [join URL --token T]`: a remote GPU worker that connects out to its host. */
-async function agentCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<void> {
-  const [verb, ...rest] = args;
-  restrictUmask();
-  ensureDataDir(config.dataDir);
-  for (const line of tightenDataDir(config.dataDir)) err(`inferd agent: file permissions: ${line}`);
-  let state = loadAgentState(config.dataDir);
+/**
+ * The data dir's join state, joining first when asked: by `inferd agent join URL --token T`, or, while
+ * the data dir has not joined, by --join-url and --join-token (a DaemonSet's environment).
+ */
+async function agentState(config: Config, verb: string | undefined, rest: string[], out: (s: string) => void): Promise<AgentState | undefined> {
   const join = async (url: string, token: string) => {
     const joined = await joinHost(url, token, config.dataDir, VERSION, await probeMachine()).catch((e) => {
       throw e instanceof AgentFatal ? new UsageError(e.message) : new UsageError(`could not reach the host at ${url}: ${(e as Error).message}`);
@@ -194,14 +192,22 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
   if (verb === "join") {
     const { pos, opt } = parseArgs(rest, ["token"]);
     if (pos.length !== 1 || !opt.token?.[0]) throw new UsageError("usage: inferd agent join https://HOST:PORT --token <join token>");
-    state = await join(pos[0], opt.token[0]);
-  } else if (verb !== undefined) {
-    throw new UsageError("usage: inferd agent [join https://HOST:PORT --token T]");
-  } else if (!state && (config.joinUrl || config.joinToken)) {
-    // Not joined yet, and told where and how (a DaemonSet's environment): join first, then run as usual.
-    if (!config.joinUrl || !config.joinToken) throw new UsageError("set both --join-url and --join-token (INFERD_JOIN_URL, INFERD_JOIN_TOKEN) to join at first start");
-    state = await join(config.joinUrl, config.joinToken);
+    return join(pos[0], opt.token[0]);
   }
+  if (verb !== undefined) throw new UsageError("usage: inferd agent [join https://HOST:PORT --token T]");
+  const saved = loadAgentState(config.dataDir);
+  if (saved || (!config.joinUrl && !config.joinToken)) return saved;
+  if (!config.joinUrl || !config.joinToken) throw new UsageError("set both --join-url and --join-token (INFERD_JOIN_URL, INFERD_JOIN_TOKEN) to join at first start");
+  return join(config.joinUrl, config.joinToken);
+}
+
+/** `inferd agent [join URL --token T]`: a remote GPU worker that connects out to its host. */
+async function agentCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<void> {
+  const [verb, ...rest] = args;
+  restrictUmask();
+  ensureDataDir(config.dataDir);
+  for (const line of tightenDataDir(config.dataDir)) err(`inferd agent: file permissions: ${line}`);
+  const state = await agentState(config, verb, rest, out);
   if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`inferd agent join https://HOST:PORT --token <join token>\` (the dashboard's Workers → Add worker shows it)`);
   lockDataDir(config.dataDir).update(`agent for ${state.host_url}`);
   let stopping = false;

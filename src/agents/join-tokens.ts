@@ -38,7 +38,7 @@ export interface JoinTokenView {
   last_used_at: string | null;
 }
 
-/** Why a token no longer lets agents join, or undefined while it does. */
+/** `active` while a token lets agents join, else why it no longer does. */
 function stateOf(row: JoinTokenRow, now: string): JoinTokenView["state"] {
   if (row.revokedAt) return "revoked";
   if (row.expiresAt <= now) return "expired";

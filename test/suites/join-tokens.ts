@@ -229,6 +229,9 @@ export function joinTokensSuite(engine: Engine): void {
         expect((await r.json()).error.code).toBe("validation_error");
       }
       expect((await fetch(`${host.url}/admin/workers/join-tokens`)).status).toBe(401);
+      // The API reference lists the routes.
+      const doc = await (await fetch(`${host.url}/docs/json`)).json();
+      expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/admin/workers/join-tokens", "/admin/workers/join-tokens/{id}"]));
     });
   });
 

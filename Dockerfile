@@ -26,7 +26,8 @@ RUN case "${TARGETARCH:-amd64}" in \
 
 FROM ${BASE}
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --home-dir /data --no-create-home --shell /usr/sbin/nologin inferd \
+ && groupadd --system --gid 10001 inferd \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /data --no-create-home --shell /usr/sbin/nologin inferd \
  && mkdir -p /data && chown 10001:10001 /data && chmod 0700 /data
 COPY --from=build /inferd /usr/local/bin/inferd
 USER 10001:10001

@@ -49,6 +49,8 @@ export async function autoAssign(db: Db): Promise<Map<string, string>> {
   for (const a of await listAllAssignments(db)) byWorkload.set(a.workload_id, [...(byWorkload.get(a.workload_id) ?? []), a]);
   const rows = await workerRows(db);
   const ownsGpu = (workerId: string, uuid: string) => (JSON.parse(rows.find((x) => x.id === workerId)?.gpus ?? "[]") as GpuInfo[]).some((g) => g.uuid === uuid);
+  // A pin names a worker by id or by name.
+  const pinnedTo = (workerId: string, pin: string) => workerId === pin || rows.find((x) => x.id === workerId)?.name === pin;
   for (const w of await listAllWorkloads(db)) {
     let current = byWorkload.get(w.id) ?? [];
     if (w.nodes > 1 || current.some((a) => a.group_id)) {
@@ -57,7 +59,7 @@ export async function autoAssign(db: Db): Promise<Map<string, string>> {
       continue;
     }
     const manual = current.some((a) => !a.auto);
-    const stale = current.filter((a) => a.auto && (manual || (w.worker_id && a.worker_id !== w.worker_id) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(a.worker_id, w.gpu_resource_id))));
+    const stale = current.filter((a) => a.auto && (manual || (w.worker_id && !pinnedTo(a.worker_id, w.worker_id)) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(a.worker_id, w.gpu_resource_id))));
     for (const a of stale) await deleteAssignment(db, a.id);
     current = current.filter((a) => !stale.includes(a));
     if (current.length > 0) continue;

@@ -122,9 +122,9 @@ export function joinTokensSuite(engine: Engine): void {
       second = { dir: dirB, worker: wb };
     });
 
-    test("a workload pinned to a pool-joined worker is served by it", async () => {
+    test("a workload pinned (by name) to a pool-joined worker is served by it, its replica kept across placement passes", async () => {
       let last: unknown;
-      const w = await (await host.admin("/admin/projects/pool/workloads", { name: "pooled", backend: "vllm", model_name: "pooled", worker_id: first.worker.id, config: { command: "vllm serve pooled" } })).json();
+      const w = await (await host.admin("/admin/projects/pool/workloads", { name: "pooled", backend: "vllm", model_name: "pooled", worker_id: first.worker.name, config: { command: "vllm serve pooled" } })).json();
       const d = await waitFor(async () => {
         const x = (last = await (await host.admin(`/admin/workloads/${w.id}`)).json());
         return x.assignments?.[0]?.state === "ready" ? x : undefined;
@@ -135,6 +135,10 @@ export function joinTokensSuite(engine: Engine): void {
       expect((await r.json()).choices[0].message.content).toBeTruthy();
       const stats = await (await fetch(`${d.assignments[0].base_url}/fake/stats`)).json();
       expect(stats.total).toBeGreaterThanOrEqual(1);
+      // An edit runs a placement pass: the replica pinned by name stays (it was recreated on each pass).
+      await host.admin(`/admin/workloads/${w.id}`, { description: "edited" }, "PATCH");
+      await host.admin(`/admin/workloads/${w.id}`, { description: "edited again" }, "PATCH");
+      expect((await (await host.admin(`/admin/workloads/${w.id}`)).json()).assignments.map((a: { id: string }) => a.id)).toEqual([d.assignments[0].id]);
     });
 
     test("an agent restarted on its data dir comes back as the same worker (it does not join again)", async () => {

@@ -97,7 +97,7 @@ export class Replica {
     const r: ReplicaReport = { assignment_id: this.spec.assignment_id, state, ...(reason ? { reason } : {}), ...(progress ? { progress } : {}) };
     if (this.spec.group) {
       r.group_generation = this.spec.group.generation;
-      if (this.groupPort) r.group_port = this.groupPort;
+      if (this.groupPort && !this.stopped) r.group_port = this.groupPort;
     }
     // A group's other members serve no requests: only the leader's URL and model matter.
     if (state === "ready" && this.plan && !this.spec.group?.rank) {
@@ -166,7 +166,8 @@ export class Replica {
     if (plan.builtin) this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
     if (!plan.argv) return this.startExternal(plan, env);
     this.freshWorkDir();
-    if (this.spec.group) return this.startMember(plan, env).catch((e) => (signal.aborted ? undefined : this.fail((e as Error).message)));
+    // A member may wait on its group for long: the agent's reconcile must not wait with it.
+    if (this.spec.group) return void this.startMember(plan, env).catch((e) => (signal.aborted ? undefined : this.fail((e as Error).message)));
     this.supervise(plan as LaunchPlan & { argv: string[] }, env);
   }
 
@@ -304,11 +305,14 @@ export class Replica {
 
   /** Applies a changed spec: a new revision restarts the runtime; a new slot count only re-reports. */
   async update(spec: ReplicaSpec): Promise<void> {
-    const restart = spec.revision !== this.spec.revision;
-    this.spec = spec;
-    if (!restart) return this.groupNews?.();
+    if (spec.revision === this.spec.revision) {
+      this.spec = spec;
+      return this.groupNews?.();
+    }
     this.ring.push("\r\n\x1b[1m[inferd] the workload changed: restarting the runtime\x1b[0m\r\n");
+    // Stopped under the old spec: what it reports while stopping is about the old group generation.
     await this.stopProcess();
+    this.spec = spec;
     this.stopped = false;
     await this.start();
   }

@@ -5,7 +5,6 @@ import { joinTokens } from "../../src/db/schema";
 import { cleanup, tempDir, waitFor } from "../helpers/proc";
 import { joinAgent, spawnAgent, startHost, type Host } from "../helpers/agents";
 import { storeEnv, type Engine } from "../helpers/postgres";
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 
 /** A pool join token as `POST /admin/workers/join-tokens` answers it. */
@@ -153,8 +152,7 @@ export function joinTokensSuite(engine: Engine): void {
       expect((await listed()).find((x) => x.id === pool.id)!.uses).toBe(2);
     });
 
-    // Needs the fake engines' multi-node rendezvous (test/fixtures/rendezvous.ts, with the multi-node tests).
-    test.skipIf(!existsSync(join(import.meta.dir, "../fixtures/rendezvous.ts")))("a worker joined with a pool token can host a member of a multi-node group", async () => {
+    test("a worker joined with a pool token can host a member of a multi-node group", async () => {
       // The second pool agent restarts with a cluster address; a third worker joins with its own one-time token.
       agents[1].proc.kill("SIGTERM");
       await agents[1].proc.exited;

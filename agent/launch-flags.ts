@@ -3,7 +3,9 @@
  * tenants), which make it open connections elsewhere (forbidden to tenants by default), and which
  * take a file or directory path, per runtime family. Spelled as the runtimes' argparse spells them.
  */
-import type { PolicyFamily } from "./launch-policy";
+/** Backend families that run a command (Ollama runs none: its daemon pulls a model by name). */
+export const POLICY_FAMILIES = ["vllm", "sglang", "llamacpp"] as const;
+export type PolicyFamily = (typeof POLICY_FAMILIES)[number];
 
 /** Flags that choose where a runtime listens: for tenants' workloads inferd alone sets these. */
 export const ADDRESS_FLAGS = ["--port", "--host", "--uds", "--reuse-port"];

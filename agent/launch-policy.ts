@@ -6,12 +6,10 @@
  */
 import { isAbsolute, normalize, relative } from "node:path";
 import { splitCommand } from "./command";
-import { ADDRESS_FLAGS, CONNECT_FLAGS, FILE_FLAGS, MODEL_URL_FLAGS, type FileFlagKind } from "./launch-flags";
+import { ADDRESS_FLAGS, CONNECT_FLAGS, FILE_FLAGS, MODEL_URL_FLAGS, type FileFlagKind, type PolicyFamily } from "./launch-flags";
 import { AddressRefused, checkUrl } from "./net/address";
 
-/** Backend families that run a command (Ollama runs none: its daemon pulls a model by name). */
-export const POLICY_FAMILIES = ["vllm", "sglang", "llamacpp"] as const;
-export type PolicyFamily = (typeof POLICY_FAMILIES)[number];
+export { POLICY_FAMILIES, type PolicyFamily } from "./launch-flags";
 
 /** The operator's rules for tenant workloads. */
 export interface LaunchPolicy {

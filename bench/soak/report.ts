@@ -6,7 +6,6 @@
  * sent to, and `cluster` adds each host's kills and figures and the leaders seen.
  */
 import { percentile } from "../lib";
-import type { ClusterReport } from "./cluster";
 import type { Fault } from "./faults";
 import type { Life, Sample } from "./host";
 import { RECEIVERS, type ReceiverName } from "./receivers";
@@ -227,5 +226,38 @@ export function faultSummary(faults: Fault[], planned: number): SoakReport["faul
     restartMsMax: restart.length ? Math.max(...restart) : NaN,
     skipped: faults.filter(skipped).length,
     notRecovered: faults.filter((f) => f.error && !skipped(f)).map((f) => `${f.what}: ${f.error}`),
+  };
+}
+
+/** The report's cluster part (only with `--hosts` 2 or more). */
+export interface ClusterReport {
+  /** Each host: its cluster id, its kills (those kept down until listed gone, those while it led), its processes and figures. */
+  hosts: {
+    name: string;
+    id: string;
+    kills: number;
+    killsWhileLeading: number;
+    killsListedGone: number;
+    /** Jobs it was running when killed; of those, held at kills that kept it down until listed gone (the leader put them back in the queue). */
+    jobsHeldAtKills: number;
+    jobsRequeuedByLeader: number;
+    /** Kill to listening again (it stays down until another host leads, or until it is listed gone). */
+    downMsP50: number;
+    downMsMax: number;
+    /** Start of a process to its `listening on`. */
+    restartMsP50: number;
+    inferd: SoakReport["inferd"];
+    /** The clients' requests to this host: sent, answered 2xx, 5xx, no response. */
+    requests: { sent: number; ok: number; fiveXX: number; noResponse: number };
+  }[];
+  leader: {
+    /** Each change of leader seen over the run (the first one: the leader at the start), s since the start. */
+    seen: { t: number; host: string; via: string }[];
+    /** How many times the lead moved from one host to another. */
+    changes: number;
+    killsOfLeader: number;
+    /** Kill of the leader until another host was seen leading. */
+    takeoverMsP50: number;
+    takeoverMsMax: number;
   };
 }

@@ -9,8 +9,12 @@
  */
 import type { SQL } from "bun";
 import type { Database } from "bun:sqlite";
-import type { Db } from "./index";
 import { log } from "../log";
+
+/** A store as change tracking sees it: one identity per store, and its engine (./index.ts's `Db`). */
+export interface StoreRef {
+  readonly engine: "sqlite" | "postgres";
+}
 
 /** The channel the store's triggers notify on. */
 export const CHANGES_CHANNEL = "inferd_changes";
@@ -22,26 +26,26 @@ interface Feed {
   listeners: Set<(table: string) => void>;
 }
 
-const feeds = new WeakMap<Db, Feed>();
+const feeds = new WeakMap<StoreRef, Feed>();
 
-function feedOf(db: Db): Feed {
+function feedOf(db: StoreRef): Feed {
   let f = feeds.get(db);
   if (!f) feeds.set(db, (f = { version: 0, local: 0, listeners: new Set() }));
   return f;
 }
 
 /** How many changes this host has heard of (0 on SQLite): a memo compares it to know when to reload. */
-export function changeVersion(db: Db): number {
+export function changeVersion(db: StoreRef): number {
   return feedOf(db).version;
 }
 
 /** How many of those changes this host made itself: a memo forgets at once on these (its own writes are read back at once). */
-export function localChanges(db: Db): number {
+export function localChanges(db: StoreRef): number {
   return feedOf(db).local;
 }
 
 /** Calls `fn` with the table's name on every change heard; returns an unsubscribe. */
-export function onChange(db: Db, fn: (table: string) => void): () => void {
+export function onChange(db: StoreRef, fn: (table: string) => void): () => void {
   const f = feedOf(db);
   f.listeners.add(fn);
   return () => f.listeners.delete(fn);
@@ -52,12 +56,12 @@ export function onChange(db: Db, fn: (table: string) => void): () => void {
  * (their next lookup reads it back). Listeners are not called: on PostgreSQL the store's trigger
  * notification follows and calls them; the embedded store's one process calls its parts directly.
  */
-export function noteLocalWrite(db: Db): void {
+export function noteLocalWrite(db: StoreRef): void {
   feedOf(db).local++;
 }
 
 /** Records a change: heard from the database, or (`local`) made here and known at once. */
-export function noteChange(db: Db, table: string, local = false): void {
+export function noteChange(db: StoreRef, table: string, local = false): void {
   const f = feedOf(db);
   f.version++;
   if (local) f.local++;
@@ -75,7 +79,7 @@ export function noteChange(db: Db, table: string, local = false): void {
  * A lost connection is re-established by Bun's SQL client; every (re)subscription counts as a change
  * of everything (`*`), since notifications sent while it was down are lost.
  */
-export async function listenForChanges(db: Db, pg: SQL): Promise<() => Promise<void>> {
+export async function listenForChanges(db: StoreRef, pg: SQL): Promise<() => Promise<void>> {
   const sub = await pg.listen(CHANGES_CHANNEL, (payload) => noteChange(db, payload), () => noteChange(db, "*"));
   return () => sub.unlisten();
 }
@@ -87,7 +91,7 @@ export const SIGNALS = { jobs: "inferd_jobs", deliveries: "inferd_deliveries" } 
  * Tells every host of the cluster something happened (`payload`, e.g. the workload that got a job).
  * A no-op on the embedded store, whose one host calls its parts directly.
  */
-export async function signal(db: Db, pg: SQL | undefined, channel: string, payload = ""): Promise<void> {
+export async function signal(db: StoreRef, pg: SQL | undefined, channel: string, payload = ""): Promise<void> {
   if (db.engine !== "postgres" || !pg) return;
   await pg.notify(channel, payload).catch((e) => log.debug(`could not signal ${channel}: ${(e as Error).message}`));
 }

@@ -1,7 +1,8 @@
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { z } from "zod";
-import { errorPlugin } from "./errors";
+import { errorPlugin, setRetryHint } from "./errors";
+import { noteRequestId, requestIdOf } from "./dataplane/request-id";
 import { parseJsonBody } from "./http";
 import { modelRoutes } from "./models/routes";
 import { controlRoutes as replicaControlRoutes } from "./scaling/routes";
@@ -50,7 +51,10 @@ export function createApp(deps: AppDeps) {
     .onRequest(({ request }) => {
       const path = pathOf(request.url);
       const data = path.startsWith("/endpoint/");
-      if (data) noteArrival(request);
+      if (data) {
+        noteArrival(request);
+        noteRequestId(request);
+      }
       // Who changes what, for the audit log: entered now (before any wait, so the rest of the
       // request sees it), filled in once authentication has said who it is.
       const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous" });
@@ -60,8 +64,16 @@ export function createApp(deps: AppDeps) {
         if (data && request.method === "POST") return andThen(deps.limiter.admit(keyOf(request), request), () => undefined);
       });
     })
-    // A limited key's x-ratelimit-* headers go on every answer it gets.
+    // A data-plane answer carries its request id and retry hint; a limited key's x-ratelimit-*
+    // headers go on every answer it gets.
     .onAfterHandle({ as: "global" }, ({ request, response, set }) => {
+      const rid = requestIdOf(request);
+      if (rid) {
+        if (response instanceof Response) {
+          response.headers.set("x-request-id", rid);
+          setRetryHint(response.headers, response.status);
+        } else set.headers["x-request-id"] = rid;
+      }
       const t = deps.limiter.ticketOf(request);
       if (!t) return;
       if (response instanceof Response) for (const [k, v] of Object.entries(t.headers)) response.headers.set(k, v);

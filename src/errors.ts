@@ -1,6 +1,7 @@
 import { Elysia } from "elysia";
 import { log } from "./log";
 import { storeFailure } from "./db/errors";
+import { requestIdOf } from "./dataplane/request-id";
 
 /** The one error family of inferd: an HTTP status, a stable machine code and a human message. */
 export class AppError extends Error {
@@ -59,8 +60,26 @@ function openAiType(status: number): string {
   return "invalid_request_error";
 }
 
-/** True for paths answered in the Anthropic Messages error shape. */
-export const isMessagesPath = (path: string) => /^\/endpoint\/[^/]+\/[^/]+\/v1\/messages\/?$/.test(path);
+/** True for paths answered in the Anthropic Messages error shape (either base, count_tokens too). */
+export const isMessagesPath = (path: string) => /^\/endpoint\/[^/]+\/(?:[^/]+\/)?v1\/messages(?:\/count_tokens)?\/?$/.test(path);
+
+/** True for the Ollama API's paths, whose errors are `{"error": "<message>"}` as Ollama's clients read them. */
+export const isOllamaPath = (path: string) => /^\/endpoint\/[^/]+\/(?:[^/]+\/)?api\/[a-z]+\/?$/.test(path);
+
+/** Statuses a retry cannot fix: the official SDKs are told not to retry them (they retry 409 otherwise). */
+const NO_RETRY = new Set([400, 401, 403, 404, 409, 413, 415, 422]);
+
+/**
+ * The retry hint of a data-plane answer: `x-should-retry: false` on errors a retry cannot fix,
+ * `true` (with Retry-After, default 1 s) on 429 and 503. Sets nothing on other statuses.
+ */
+export function setRetryHint(headers: Headers, status: number): void {
+  if (NO_RETRY.has(status)) headers.set("x-should-retry", "false");
+  else if (status === 429 || status === 503) {
+    headers.set("x-should-retry", "true");
+    if (!headers.has("retry-after")) headers.set("retry-after", "1");
+  }
+}
 
 /**
  * The body of an error response in the shape the route family promises:
@@ -71,6 +90,7 @@ export function errorBody(path: string, err: AppError): unknown {
   if (isMessagesPath(path)) {
     return { type: "error", error: { type: ANTHROPIC_TYPES[err.status] ?? "api_error", message: err.message } };
   }
+  if (isOllamaPath(path)) return { error: err.message };
   const body: Record<string, unknown> = { code: err.code, message: err.message };
   if (err.field) body.field = err.field;
   if (err.extra) Object.assign(body, err.extra);
@@ -78,9 +98,17 @@ export function errorBody(path: string, err: AppError): unknown {
   return { error: body };
 }
 
-/** Builds the JSON response for an AppError on the given path. */
-export function errorResponse(path: string, err: AppError): Response {
-  return Response.json(errorBody(path, err), { status: err.status, headers: err.headers });
+/**
+ * Builds the JSON response for an AppError on the given path; a data-plane answer carries its
+ * request id and retry hint.
+ */
+export function errorResponse(path: string, err: AppError, requestId?: string): Response {
+  const r = Response.json(errorBody(path, err), { status: err.status, headers: err.headers });
+  if (path.startsWith("/endpoint/")) {
+    setRetryHint(r.headers, err.status);
+    if (requestId) r.headers.set("x-request-id", requestId);
+  }
+  return r;
 }
 
 interface SchemaIssue {
@@ -143,5 +171,5 @@ export const errorPlugin = new Elysia({ name: "inferd/errors" }).onError({ as: "
   else if (code === "NOT_FOUND") err = new AppError(404, "not_found", `no route for ${request.method} ${p}`);
   else if (code === "INVALID_COOKIE_SIGNATURE") err = unauthorized("invalid_session", "the session cookie is not valid");
   else err = fromUnknown(error);
-  return errorResponse(p, err);
+  return errorResponse(p, err, requestIdOf(request));
 });

@@ -99,9 +99,10 @@ export function requireWorkloadScope(key: KeyRecord, projectSlug: string, worklo
 
 /**
  * Data plane (`/endpoint/<project>/<workload>/...`): only an `ik_live_` key of that project whose
- * scope covers the workload. The Messages-style route also accepts `x-api-key`.
+ * scope covers the workload (on the project's base, `workloadSlug` null, routing checks the scope
+ * of the workload a request's model reaches). The Messages-style routes also accept `x-api-key`.
  */
-export function authData(deps: AuthDeps, request: Request, projectSlug: string, workloadSlug: string, allowApiKeyHeader = false): Maybe<KeyRecord> {
+export function authData(deps: AuthDeps, request: Request, projectSlug: string, workloadSlug: string | null, allowApiKeyHeader = false): Maybe<KeyRecord> {
   return andThen(resolveKey(deps, presentedToken(request, allowApiKeyHeader), "data-plane"), (key) => {
     if (key === "admin" || key.type !== "live") {
       throw forbidden("wrong_credential_type", `the data plane (/endpoint) takes an ${KEY_PREFIX.live} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.sdk} control-plane key`}`);
@@ -109,7 +110,7 @@ export function authData(deps: AuthDeps, request: Request, projectSlug: string, 
     if (key.projectSlug !== projectSlug) {
       throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
     }
-    requireWorkloadScope(key, projectSlug, workloadSlug);
+    if (workloadSlug !== null) requireWorkloadScope(key, projectSlug, workloadSlug);
     return key;
   });
 }
@@ -304,7 +305,9 @@ export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: s
   } else if (path.startsWith("/endpoint/")) {
     const m = /^\/endpoint\/([^/]+)\/([^/]+)(\/.*)?$/.exec(path);
     if (!m) throw notFound(`no route for ${request.method} ${path}`);
-    const allowApiKey = /^\/v1\/messages$/.test(m[3] ?? "");
+    // The project's base URL (`/endpoint/<project>/v1/…`, `/api/…`): routing checks the key's scope per model.
+    if (m[2] === "v1" || m[2] === "api") return andThen(authData(deps, request, segment(m[1]), null, m[2] === "v1" && /^\/messages(\/count_tokens)?$/.test(m[3] ?? "")), keep);
+    const allowApiKey = /^\/v1\/messages(\/count_tokens)?$/.test(m[3] ?? "");
     return andThen(authData(deps, request, segment(m[1]), segment(m[2]), allowApiKey), keep);
   } else if (path.startsWith("/agent/")) {
     // Agents authenticate with their own credential over the pinned HTTPS link (agents/routes.ts).

@@ -1,7 +1,9 @@
 import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
-import { badRequest } from "../errors";
-import { accounting, checkModel, checkRoute, readJsonObject, workloadOf } from "./service";
+import { AppError, badRequest } from "../errors";
+import { accounting, checkRoute, readJsonObject } from "./service";
+import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
+import type { Workload } from "../workloads/service";
 import { dispatchWith, isEventStream, relay } from "./forward";
 import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
 import { translateChatStream } from "./anthropic-stream";
@@ -28,19 +30,27 @@ async function anthropicError(r: Response): Promise<Response> {
  * own `/v1/messages`; a runtime without that route (404) gets it translated to chat completions
  * and the answer (or stream) translated back. Errors always come back in the Messages shape.
  */
-export async function messagesRoute(deps: DataplaneDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
+export async function messagesRoute(deps: DataplaneDeps, request: Request, base: RouteBase): Promise<Response> {
   try {
-    return await messagesHeld(deps, request, params);
+    if (base.workload !== undefined) {
+      const w = await workloadOf(deps, base.project, base.workload);
+      checkRoute(w, "chat", "POST /v1/messages");
+      const json = await readJsonObject(deps, request);
+      checkModel(w, json.model);
+      return await messagesHeld(deps, request, w, json);
+    }
+    const json = await readJsonObject(deps, request);
+    const route = await routeOf(deps, request, base, json.model);
+    return await tryInOrder(route, (w) => {
+      checkRoute(w, "chat", "POST /v1/messages");
+      return messagesHeld(deps, request, w, json);
+    });
   } finally {
     deps.bodyBudget.release(request);
   }
 }
 
-async function messagesHeld(deps: DataplaneDeps, request: Request, params: { project: string; workload: string }): Promise<Response> {
-  const w = await workloadOf(deps, params.project, params.workload);
-  checkRoute(w, "chat", "POST /v1/messages");
-  const json = await readJsonObject(deps, request);
-  checkModel(w, json.model);
+async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
   const requestedModel = typeof json.model === "string" && json.model !== "default" ? json.model : w.model_name;
   const translated = messagesToChat(json, w.model_name);
   const stream = json.stream === true;
@@ -71,4 +81,10 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, params: { pro
   }
   const message = chatToMessage(await upstream.json().catch(() => ({})), requestedModel);
   return relay({ ...got, upstream: Response.json(message) }, acct);
+}
+
+/** `POST /v1/messages/count_tokens` (Anthropic's token counting). STUB: answers 501 until built. */
+export async function countTokensRoute(deps: DataplaneDeps, request: Request, _base: RouteBase): Promise<Response> {
+  deps.bodyBudget.release(request);
+  throw new AppError(501, "not_implemented", "count_tokens is not built yet");
 }

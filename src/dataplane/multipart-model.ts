@@ -80,3 +80,12 @@ export function uploadBytesFor(req: ModelAliases, body: Uint8Array, served: stri
   const boundary = boundaryOf(req.headers["content-type"]);
   return boundary && served && req.modelAliases ? withModelFieldWhole(body, boundary, served, req.modelAliases) : body;
 }
+
+/**
+ * The `model` field of an upload that came in on a project's base URL (so its workload is not known
+ * yet), and a request carrying the same body to forward. STUB until the streaming reader lands:
+ * reads nothing and reports no model.
+ */
+export async function uploadModel(request: Request, _limit: number): Promise<{ model: string | undefined; request: Request }> {
+  return { model: undefined, request };
+}

@@ -1,8 +1,11 @@
 import { Elysia } from "elysia";
 import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
-import { messagesRoute } from "./messages";
-import { forwardToWorkload, SYNC_ROUTES, workloadOf } from "./service";
+import { countTokensRoute, messagesRoute } from "./messages";
+import { forwardOnProject, forwardToWorkload, SYNC_ROUTES } from "./service";
+import { callableModels, workloadOf, type RouteBase } from "./target";
+import { responsesRoute } from "./responses";
+import { OLLAMA_ROUTES, ollamaRoute } from "./ollama";
 
 /**
  * Inference may sit in the queue, or wait for a slow first token, longer than Bun's idle timeout:
@@ -12,31 +15,68 @@ function noIdleTimeout(server: { timeout(req: Request, seconds: number): void } 
   server?.timeout(request, 0);
 }
 
-/** Data-plane routes (`/endpoint/<project_slug>/<workload_slug>/v1/...`, `ik_live_` keys). */
-export const dataRoutes = (deps: DataplaneDeps) => {
-  let app = new Elysia({ prefix: "/endpoint/:project/:workload", detail: { tags: ["data plane"] } })
-    .get("/v1/models", async ({ params }) => {
-      const w = await workloadOf(deps, params.project, params.workload);
-      return {
-        object: "list",
-        data: [{ id: w.model_name, object: "model", created: Math.floor(Date.parse(w.created_at) / 1000), owned_by: w.project_slug }],
-      };
-    }, { detail: { summary: "The model this endpoint serves (OpenAI models.list)" } })
+/** The base of a data-plane path's params: a workload's when the path names one. */
+const baseOf = (params: { project: string; workload?: string }): RouteBase => ({ project: params.project, workload: params.workload });
+
+/** `GET /v1/models` (OpenAI models.list): what the key may call on this base. */
+async function modelList(deps: DataplaneDeps, request: Request, base: RouteBase) {
+  const models = await callableModels(deps, request, base);
+  return {
+    object: "list",
+    data: models.map(({ id, workloads }) => ({
+      id,
+      object: "model",
+      created: Math.floor(Math.min(...workloads.map((w) => Date.parse(w.created_at))) / 1000),
+      owned_by: base.project,
+    })),
+  };
+}
+
+/**
+ * The routes one base serves. `prefix` is the workload's base (`/endpoint/:project/:workload`) or
+ * the project's (`/endpoint/:project`, routed by `model`: ./target.ts).
+ */
+function baseRoutes(deps: DataplaneDeps, prefix: string, onProject: boolean) {
+  const app = new Elysia({ prefix, detail: { tags: ["data plane"] } })
+    .get("/v1/models", ({ params, request }) => modelList(deps, request, baseOf(params as RouteBase)), {
+      detail: { summary: onProject ? "The models this key may call on the project's base URL (OpenAI models.list)" : "The model this endpoint serves (OpenAI models.list)" },
+    })
     .post("/v1/messages", ({ request, params, server }) => {
       noIdleTimeout(server, request);
-      return messagesRoute(deps, request, params);
-    }, {
+      return messagesRoute(deps, request, baseOf(params as RouteBase));
+    }, { parse: "none", detail: { summary: "Anthropic Messages-style chat" } })
+    .post("/v1/messages/count_tokens", ({ request, params }) => countTokensRoute(deps, request, baseOf(params as RouteBase)), {
       parse: "none",
-      detail: { summary: "Anthropic Messages-style chat" },
-    });
-  for (const spec of SYNC_ROUTES) {
-    app = app.post(`/v1/${spec.path}`, async ({ request, params, server }) => {
+      detail: { summary: "Anthropic token counting for a Messages request" },
+    })
+    .post("/v1/responses", ({ request, params, server }) => {
       noIdleTimeout(server, request);
-      return forwardToWorkload(deps, spec, request, await workloadOf(deps, params.project, params.workload), keyOf(request).id);
-    }, {
-      parse: "none",
-      detail: { summary: `Forwarded to the runtime's /v1/${spec.path}` },
-    });
+      return responsesRoute(deps, request, baseOf(params as RouteBase));
+    }, { parse: "none", detail: { summary: "OpenAI Responses API (passed through, or translated to chat completions)" } });
+  for (const spec of SYNC_ROUTES) {
+    app.post(`/v1/${spec.path}`, async ({ request, params, server }) => {
+      noIdleTimeout(server, request);
+      const base = baseOf(params as RouteBase);
+      if (onProject) return forwardOnProject(deps, spec, request, base, keyOf(request).id);
+      return forwardToWorkload(deps, spec, request, await workloadOf(deps, base.project, base.workload!), keyOf(request).id);
+    }, { parse: "none", detail: { summary: `Forwarded to the runtime's /v1/${spec.path}${onProject ? ", routed by model" : ""}` } });
+  }
+  for (const r of OLLAMA_ROUTES) {
+    const handler = ({ request, params, server }: { request: Request; params: unknown; server: { timeout(req: Request, seconds: number): void } | null }) => {
+      noIdleTimeout(server, request);
+      return ollamaRoute(deps, request, baseOf(params as RouteBase), r.name);
+    };
+    const opts = { parse: "none" as const, detail: { summary: `Ollama API /api/${r.name}` } };
+    // Elysia's route methods add to the app they are called on.
+    if (r.method === "GET") app.get(`/api/${r.name}`, handler, opts);
+    else app.post(`/api/${r.name}`, handler, opts);
   }
   return app;
-};
+}
+
+/**
+ * Data-plane routes, `ik_live_` keys: a project's base URL (`/endpoint/<project_slug>/v1/...`,
+ * routed by `model`) and each workload's (`/endpoint/<project_slug>/<workload_slug>/v1/...`).
+ */
+export const dataRoutes = (deps: DataplaneDeps) =>
+  new Elysia().use(baseRoutes(deps, "/endpoint/:project", true)).use(baseRoutes(deps, "/endpoint/:project/:workload", false));

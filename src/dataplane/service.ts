@@ -1,11 +1,13 @@
-import { andThen, type Maybe } from "../maybe";
 import type { AppDeps } from "../deps";
-import { AppError, badRequest, notFound } from "../errors";
+import { AppError, badRequest } from "../errors";
 import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
 import { arrivalOf } from "../usage/arrival";
-import { findWorkload, type Workload } from "../workloads/service";
+import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { dispatch, relay, type Accounting } from "./forward";
+import { requestIdOf } from "./request-id";
+import { checkModel, modelAliasesOf, routeOf, tryInOrder, type RouteBase } from "./target";
+import { uploadModel } from "./multipart-model";
 
 /** What this module uses of the app's dependencies. */
 export type DataplaneDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "fleet" | "limiter" | "metering">;
@@ -38,14 +40,6 @@ export const SYNC_ROUTES: RouteSpec[] = [
   { path: "forecast", toggle: "forecast", body: "json" },
 ];
 
-/** The workload of a data-plane path, or 404. */
-export function workloadOf(deps: Pick<AppDeps, "db">, project: string, workload: string): Maybe<Workload> {
-  return andThen(findWorkload(deps.db, project, workload), (w) => {
-    if (!w) throw notFound(`workload "${project}/${workload}"`);
-    return w;
-  });
-}
-
 /**
  * Refuses a route whose toggle is off (409) or whose workload only takes async jobs (400); the
  * admin's playground (`jobOnlyToo`) may try a job-only workload directly, without making a job.
@@ -55,21 +49,6 @@ export function checkRoute(w: Workload, toggle: Toggle, what: string, jobOnlyToo
   if (!jobOnlyToo && (JOB_ONLY_TASK_TYPES as readonly string[]).includes(w.task_type)) {
     throw badRequest("async_only", `${w.task_type} workloads are served only through async jobs: POST /endpoint/${w.project_slug}/${w.slug}/jobs`);
   }
-}
-
-/** The `model` names that mean a workload's own model: `default`, its slug, its model name. */
-export const modelAliasesOf = (w: Workload): string[] => ["default", w.slug, w.model_name];
-
-/**
- * Accepts `model` when it is absent, `default`, the workload slug or its model name; otherwise the
- * contract's model_not_available error, naming the queue and suggesting `default`.
- */
-export function checkModel(w: Workload, model: unknown): void {
-  if (model === undefined || model === null || modelAliasesOf(w).includes(model as string)) return;
-  throw badRequest(
-    "model_not_available",
-    `model is not available on this endpoint: "${String(model)}" is not served by the queue ${w.project_slug}/${w.slug}, which serves "${w.model_name}"; use "default" (or "${w.slug}")`,
-  );
 }
 
 /** Reads a JSON object body of the data plane (up to the data-plane body limit). */
@@ -94,21 +73,49 @@ export function accounting(deps: DataplaneDeps, request: Request, keyId: string 
  */
 export async function forwardToWorkload(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown, playground = false): Promise<Response> {
   try {
-    return await forwardHeld(deps, spec, request, w, keyId, parsed, playground);
+    return await forwardHeld(deps, spec, request, w, keyId, parsed, playground ? "playground" : "workload");
   } finally {
     deps.bodyBudget.release(request);
   }
 }
 
-async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed: unknown, playground: boolean): Promise<Response> {
-  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, playground);
+/**
+ * Forwards a synchronous request that came in on a project's base URL: routed by its `model` to the
+ * pool of workloads answering to it, then their fallbacks (see ./target.ts).
+ */
+export async function forwardOnProject(deps: DataplaneDeps, spec: RouteSpec, request: Request, base: RouteBase, keyId: string): Promise<Response> {
+  try {
+    if (spec.body === "raw") {
+      const upload = await uploadModel(request, deps.config.maxDataBodyBytes);
+      const route = await routeOf(deps, request, base, upload.model);
+      try {
+        return await tryInOrder(route, (w) => forwardHeld(deps, spec, request, w, keyId, undefined, "routed", upload.request));
+      } finally {
+        deps.bodyBudget.release(upload.request);
+      }
+    }
+    const json = await readJsonObject(deps, request);
+    const route = await routeOf(deps, request, base, json.model);
+    return await tryInOrder(route, (w) => forwardHeld(deps, spec, request, w, keyId, json, "routed"));
+  } finally {
+    deps.bodyBudget.release(request);
+  }
+}
+
+/** How a forwarded request reached its workload: named by the path, routed by its model, or the admin's playground. */
+type Reached = "workload" | "routed" | "playground";
+
+async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed: unknown, via: Reached, uploadFrom = request): Promise<Response> {
+  checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, via === "playground");
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
+  const rid = requestIdOf(request);
+  if (rid) headers["x-request-id"] = rid;
   let json: Record<string, unknown> | undefined;
   let injectedUsage = false;
   if (spec.body === "json") {
     if (parsed !== undefined && (!parsed || typeof parsed !== "object" || Array.isArray(parsed))) throw badRequest("invalid_request", "the request body must be a JSON object");
     json = (parsed as Record<string, unknown> | undefined) ?? (await readJsonObject(deps, request));
-    checkModel(w, json.model);
+    if (via !== "routed") checkModel(w, json.model);
     headers["content-type"] = "application/json";
     const so = json.stream_options as Record<string, unknown> | undefined;
     if (json.stream === true && (spec.path === "chat/completions" || spec.path === "completions") && !so?.include_usage) {
@@ -117,10 +124,10 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
     }
   }
   // An upload goes to a local runtime as it arrives (not held in memory); JSON bodies are small.
-  const source = spec.body === "raw" ? new UploadSource(request, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
+  const source = spec.body === "raw" ? new UploadSource(uploadFrom, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   const meter = accounting(deps, request, keyId, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? modelAliasesOf(w) : undefined }, request.signal).catch((e) => {
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal).catch((e) => {
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
     throw source?.failure ?? e;
   });

@@ -15,6 +15,7 @@ import m12 from "./migrations/0012_host_leading.sql" with { type: "text" };
 import m13 from "./migrations/0013_cluster_certs.sql" with { type: "text" };
 import m14 from "./migrations/0014_multinode.sql" with { type: "text" };
 import m15 from "./migrations/0015_join_tokens.sql" with { type: "text" };
+import m16 from "./migrations/0016_routing.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -22,6 +23,7 @@ import p3 from "./migrations-pg/0003_host_leading.sql" with { type: "text" };
 import p4 from "./migrations-pg/0004_cluster_certs.sql" with { type: "text" };
 import p5 from "./migrations-pg/0005_multinode.sql" with { type: "text" };
 import p6 from "./migrations-pg/0006_join_tokens.sql" with { type: "text" };
+import p7 from "./migrations-pg/0007_routing.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -41,6 +43,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0013_cluster_certs", sql: m13 },
   { tag: "0014_multinode", sql: m14 },
   { tag: "0015_join_tokens", sql: m15 },
+  { tag: "0016_routing", sql: m16 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -52,4 +55,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0004_cluster_certs", sql: p4 },
   { tag: "0005_multinode", sql: p5 },
   { tag: "0006_join_tokens", sql: p6 },
+  { tag: "0007_routing", sql: p7 },
 ];

@@ -50,6 +50,10 @@ export const workloads = sqliteTable(
     paused: integer("paused", { mode: "boolean" }).notNull().default(false),
     /** Machines one replica spans (1–16): a group of that many members, placed all or nothing. */
     nodes: int("nodes").notNull().default(1),
+    /** Other names the project base URL routes to this workload (JSON array of strings, unique in the project). */
+    aliases: text("aliases").notNull().default("[]"),
+    /** Workload slugs tried in order when this one fails before answering (JSON array). */
+    fallbacks: text("fallbacks").notNull().default("[]"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },

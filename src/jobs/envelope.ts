@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AppError, badRequest, fromSchemaIssue, validation } from "../errors";
 import type { Workload } from "../workloads/service";
-import { checkModel } from "../dataplane/service";
+import { checkModel } from "../dataplane/target";
 import { ACCEPTED_KINDS, canonicalKind, KINDS } from "./kinds";
 import { detached, rawFields } from "./raw";
 import { parseJsonBytes } from "../http";

@@ -5,7 +5,7 @@ import { AppError, notFound } from "../errors";
 import { bodyChunks, readBodyLimited, utf8Text } from "../http";
 import { nowIso } from "../ids";
 import { resolveWorkload, type Workload } from "../workloads/service";
-import { workloadOf } from "../dataplane/service";
+import { workloadOf } from "../dataplane/target";
 import { acceptBatch, acceptNdjson, batchFormat } from "./batch";
 import { acceptEnvelope, checkJobsOn, checkKindOn, type AcceptedJob } from "./envelope";
 import { jobIntake, type GroupCommit, type JobInsert } from "./intake";

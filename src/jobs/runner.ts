@@ -8,7 +8,7 @@ import { getWorkloadById } from "../workloads/service";
 import { KINDS } from "./kinds";
 import { buildJobData, type JobData } from "./result";
 import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueuedJobs } from "./service";
-import { modelAliasesOf } from "../dataplane/service";
+import { modelAliasesOf } from "../dataplane/target";
 
 type JobRow = Awaited<ReturnType<typeof claimJobs>>[number];
 

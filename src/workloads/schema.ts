@@ -4,6 +4,9 @@ import { CommandSyntaxError, splitCommand } from "../../agent/command";
 import { modelRefs } from "../../agent/model-refs";
 import { SourceError } from "../../agent/models/source";
 
+/** Workload slugs that would collide with the project base URL (`/endpoint/<project>/v1`, `/api`). */
+export const RESERVED_SLUGS = ["v1", "api"];
+
 /** Backends a workload can run on. */
 export const BACKENDS = ["ollama", "vllm", "vllm-omni", "sglang", "llamacpp"] as const;
 export type Backend = (typeof BACKENDS)[number];
@@ -74,7 +77,7 @@ export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown
 const fields = {
   name: z.string().trim().min(1).max(200),
   description: z.string().max(10_000),
-  slug: Slug,
+  slug: Slug.refine((s) => !RESERVED_SLUGS.includes(s), "\"v1\" and \"api\" are the project base URL's own paths"),
   task_type: z.enum(TASK_TYPES),
   backend: z.enum(BACKENDS),
   model_name: z.string().trim().min(1).max(500),
@@ -82,6 +85,8 @@ const fields = {
   worker_id: z.string().min(1).max(128).nullable(),
   gpu_resource_id: z.string().min(1).max(128).nullable(),
   nodes: z.number().int().min(1).max(MAX_NODES),
+  aliases: z.array(z.string().trim().min(1).max(200).refine((s) => s !== "default", "\"default\" is reserved")).max(32),
+  fallbacks: z.array(Slug).max(8),
   execution_policy: z.enum(EXECUTION_POLICIES),
   execution_params: z.record(z.string(), z.unknown()),
 };
@@ -99,6 +104,10 @@ export const WorkloadCreate = z.strictObject({
   gpu_resource_id: fields.gpu_resource_id.optional(),
   /** Machines one replica spans: a group of that many workers, each with the assignment's GPUs (default 1). */
   nodes: fields.nodes.optional(),
+  /** Other names the project base URL routes to this workload (unique in the project). */
+  aliases: fields.aliases.optional(),
+  /** Other workloads' slugs, tried in order when this one fails before answering (project base URL). */
+  fallbacks: fields.fallbacks.optional(),
   execution_policy: fields.execution_policy.optional(),
   /** The policy's parameters (checked per policy; see src/scaling/schema.ts). */
   execution_params: fields.execution_params.optional(),

@@ -3,7 +3,7 @@ import type { Db } from "../db";
 import { memoize, type Lookup } from "../db/memo";
 import { first } from "../db/raw";
 import { projects, workloads } from "../db/schema";
-import { fromSchemaIssue, notFound, validation } from "../errors";
+import { conflict, fromSchemaIssue, notFound, validation } from "../errors";
 import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
 import { splitCommand } from "../../agent/command";
@@ -29,6 +29,10 @@ export interface WorkloadView {
   gpu_resource_id: string | null;
   /** Machines one replica spans (1: a single worker). */
   nodes: number;
+  /** Other names the project base URL (`/endpoint/<project>/v1`) routes to this workload. */
+  aliases: string[];
+  /** Workload slugs of the project tried in order when this one fails before answering. */
+  fallbacks: string[];
   execution_policy: string;
   /** The policy's parameters with defaults filled in. */
   execution_params: Record<string, unknown>;
@@ -63,6 +67,8 @@ function toWorkload(r: Row, projectSlug: string): Workload {
     worker_id: r.workerId,
     gpu_resource_id: r.gpuResourceId,
     nodes: r.nodes,
+    aliases: JSON.parse(r.aliases),
+    fallbacks: JSON.parse(r.fallbacks),
     execution_policy: r.executionPolicy,
     execution_params: JSON.parse(r.executionParams),
     config_origin: r.configOrigin,
@@ -125,6 +131,28 @@ export function checkNodes(backend: string, config: Record<string, unknown>, nod
 const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug: string) =>
   !!(await first(db.select({ id: workloads.id }).from(workloads).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))));
 
+/**
+ * A workload's `aliases` or `fallbacks`, checked against the rest of its project: an alias is
+ * not another workload's slug or alias (a shared model name is fine: such workloads are a pool);
+ * a fallback is another workload's slug. Duplicates are dropped, order kept.
+ */
+async function checkRouting(db: Db, projectId: string, selfId: string | undefined, selfSlug: string, field: "aliases" | "fallbacks", values: string[]): Promise<string[]> {
+  const list = [...new Set(values)];
+  if (!list.length) return list;
+  const others = (await db.select({ id: workloads.id, slug: workloads.slug, aliases: workloads.aliases }).from(workloads).where(eq(workloads.projectId, projectId))).filter((o) => o.id !== selfId);
+  for (const [i, v] of list.entries()) {
+    if (field === "aliases") {
+      if (v === selfSlug) throw validation(`aliases.${i}`, `"${v}" is this workload's slug already`);
+      const clash = others.find((o) => o.slug === v || (JSON.parse(o.aliases) as string[]).includes(v));
+      if (clash) throw conflict(`alias "${v}" is already the ${clash.slug === v ? "slug" : "alias"} of workload "${clash.slug}" in this project`, "alias_taken", `aliases.${i}`);
+    } else {
+      if (v === selfSlug) throw validation(`fallbacks.${i}`, "a workload cannot fall back to itself");
+      if (!others.some((o) => o.slug === v)) throw validation(`fallbacks.${i}`, `no workload "${v}" in this project`);
+    }
+  }
+  return list;
+}
+
 /** Who is saving a workload: the operator (trusted) or a tenant's control-plane key. */
 export type Origin = "admin" | "tenant";
 
@@ -133,12 +161,13 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
   const config = checkConfig(input.backend, input.config ?? {});
   checkNodes(input.backend, config, input.nodes ?? 1);
   const now = nowIso();
+  const slug = await uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload");
   const row: Row = {
     id: newId("wl"),
     projectId: project.id,
     name: input.name,
     description: input.description ?? "",
-    slug: await uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload"),
+    slug,
     taskType: input.task_type ?? "text2text",
     backend: input.backend,
     modelName: input.model_name,
@@ -146,6 +175,8 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
     workerId: input.worker_id ?? null,
     gpuResourceId: input.gpu_resource_id ?? null,
     nodes: input.nodes ?? 1,
+    aliases: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "aliases", input.aliases ?? [])),
+    fallbacks: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "fallbacks", input.fallbacks ?? [])),
     executionPolicy: input.execution_policy ?? "fixed",
     executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
     paused: false,
@@ -156,7 +187,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
   };
   await db.insert(workloads).values(row);
   const w = toWorkload(row, project.slug);
-  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "execution_policy", "execution_params"]));
+  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "execution_policy", "execution_params"]));
   return w;
 }
 
@@ -199,6 +230,13 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
   if (patch.worker_id !== undefined && patch.worker_id !== current.worker_id) set.workerId = patch.worker_id;
   if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id) set.gpuResourceId = patch.gpu_resource_id;
   if (patch.nodes !== undefined && patch.nodes !== current.nodes) set.nodes = patch.nodes;
+  const slug = set.slug ?? current.slug;
+  for (const field of ["aliases", "fallbacks"] as const) {
+    const sent = patch[field];
+    if (sent === undefined) continue;
+    const checked = await checkRouting(db, current.project_id, current.id, slug, field, sent);
+    if (JSON.stringify(checked) !== JSON.stringify(current[field])) set[field] = JSON.stringify(checked);
+  }
   if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;
   const next = patchedPolicy(current, patch);
   if (next && JSON.stringify(next.params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(next.params);
@@ -206,7 +244,7 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
   set.updatedAt = nowIso();
   await db.update(workloads).set(set).where(eq(workloads.id, current.id));
   const after = (await getWorkloadById(db, current.id))!;
-  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "execution_policy", "execution_params"]));
+  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "execution_policy", "execution_params"]));
   return after;
 }
 
@@ -245,6 +283,24 @@ export function findWorkload(db: Db, projectSlug: string, workloadSlug: string):
     workloadLookups.set(db, find);
   }
   return find(JSON.stringify([projectSlug, workloadSlug]));
+}
+
+const projectLookups = new WeakMap<Db, Lookup<Workload[]>>();
+
+/**
+ * Every workload of a project by its slug, oldest first: the project base URL's routing table,
+ * from memory while the store is unchanged (the value at once), else a promise of it.
+ */
+export function findProjectWorkloads(db: Db, projectSlug: string): Workload[] | Promise<Workload[]> {
+  let find = projectLookups.get(db);
+  if (!find) {
+    find = memoize(db, async (slug) => {
+      const rows = await joined(db).where(eq(projects.slug, slug)).orderBy(asc(workloads.createdAt), asc(workloads.id));
+      return rows.map((r) => toWorkload(r.w, r.projectSlug));
+    }, false);
+    projectLookups.set(db, find);
+  }
+  return find(projectSlug);
 }
 
 /** Every workload of a project, oldest first. */

@@ -1,0 +1,167 @@
+/**
+ * Which workload a data-plane request runs on. The per-workload base (`/endpoint/<project>/<workload>`)
+ * names it in the path; the project base (`/endpoint/<project>`) picks it by the request's `model`:
+ * a workload's slug, its model name or one of its aliases. Workloads answering to the same name are
+ * one pool (the least busy is tried first); a workload's `fallbacks` follow, tried in order when the
+ * ones before fail before sending anything (see `tryInOrder`). An endpoint-scoped key sees and
+ * reaches only its endpoints. Every handler of both bases (chat, Messages, Responses, Ollama…) asks
+ * here, so keys, scopes and routing are the same everywhere.
+ */
+import { andThen, type Maybe } from "../maybe";
+import type { AppDeps } from "../deps";
+import { AppError, badRequest, notFound } from "../errors";
+import { keyOf, canTouchWorkload } from "../auth/service";
+import { findProjectWorkloads, findWorkload, type Workload } from "../workloads/service";
+
+/** The workload of a data-plane path, or 404. */
+export function workloadOf(deps: Pick<AppDeps, "db">, project: string, workload: string): Maybe<Workload> {
+  return andThen(findWorkload(deps.db, project, workload), (w) => {
+    if (!w) throw notFound(`workload "${project}/${workload}"`);
+    return w;
+  });
+}
+
+/** The `model` names that mean a workload's own model: `default`, its slug, its model name. */
+export const modelAliasesOf = (w: Workload): string[] => ["default", w.slug, w.model_name];
+
+/**
+ * Accepts `model` when it is absent, `default`, the workload slug or its model name; otherwise the
+ * contract's model_not_available error, naming the queue and suggesting `default`.
+ */
+export function checkModel(w: Workload, model: unknown): void {
+  if (model === undefined || model === null || modelAliasesOf(w).includes(model as string)) return;
+  throw badRequest(
+    "model_not_available",
+    `model is not available on this endpoint: "${String(model)}" is not served by the queue ${w.project_slug}/${w.slug}, which serves "${w.model_name}"; use "default" (or "${w.slug}")`,
+  );
+}
+
+/** The base a request came in on: a project's, or one workload's. */
+export interface RouteBase {
+  project: string;
+  /** Set on the per-workload base. */
+  workload?: string;
+}
+
+/** Where a request goes: workloads to try in order (the pool answering to its model, then fallbacks). */
+export interface Route {
+  workloads: Workload[];
+  /** The model name the client asked for, when it named one other than `default`. */
+  requested?: string;
+}
+
+/** The names a workload answers to on its project's base URL, listed first to last. */
+export const namesOf = (w: Workload): string[] => [w.model_name, ...w.aliases, w.slug];
+
+/** The names `/v1/models` lists for a workload: its model name and aliases (the slug is accepted too). */
+export const listedNamesOf = (w: Workload): string[] => [w.model_name, ...w.aliases];
+
+/** The workloads of the base the request's key may call (one on the per-workload base). */
+export function callableWorkloads(deps: Pick<AppDeps, "db">, request: Request, base: RouteBase): Maybe<Workload[]> {
+  if (base.workload !== undefined) return andThen(workloadOf(deps, base.project, base.workload), (w) => [w]);
+  const key = keyOf(request);
+  return andThen(findProjectWorkloads(deps.db, base.project), (all) => all.filter((w) => canTouchWorkload(key, base.project, w.slug)));
+}
+
+/**
+ * The model ids the request's key may call on this base, each once, with the workloads answering
+ * to it (what `/v1/models` and Ollama's `/api/tags` list).
+ */
+export function callableModels(deps: Pick<AppDeps, "db">, request: Request, base: RouteBase): Maybe<{ id: string; workloads: Workload[] }[]> {
+  return andThen(callableWorkloads(deps, request, base), (ws) => {
+    const byId = new Map<string, Workload[]>();
+    for (const w of ws) for (const id of listedNamesOf(w)) byId.set(id, [...(byId.get(id) ?? []), w]);
+    return [...byId].map(([id, workloads]) => ({ id, workloads }));
+  });
+}
+
+/** The pool's members least busy first: waiting plus running requests per slot of their ready replicas. */
+function byLoad(deps: Pick<AppDeps, "fleet">, pool: Workload[]): Workload[] {
+  if (pool.length < 2) return pool;
+  const d = deps.fleet.dispatcher;
+  const load = (w: Workload) => {
+    let cap = 0;
+    let busy = d.depth(w.id);
+    for (const t of d.targetsOf(w.id)) {
+      cap += t.capacity;
+      busy += t.inFlight;
+    }
+    return cap ? busy / cap : Number.POSITIVE_INFINITY;
+  };
+  return pool.map((w) => ({ w, l: load(w) })).sort((a, b) => a.l - b.l).map((x) => x.w);
+}
+
+/**
+ * The route of a request for `model`. On a workload's base: that workload when `model` is absent,
+ * `default`, its slug or its model name (else 400 model_not_available). On a project's base: the
+ * pool of callable workloads answering to `model` (`default` or none: the project's only workload),
+ * then the fallbacks of the first of them the key may call; an unknown model is 404
+ * `model_not_found` naming the models the key may use.
+ */
+export function routeOf(deps: Pick<AppDeps, "db" | "fleet">, request: Request, base: RouteBase, model: unknown): Maybe<Route> {
+  const requested = typeof model === "string" && model !== "default" ? model : undefined;
+  if (base.workload !== undefined) {
+    return andThen(workloadOf(deps, base.project, base.workload), (w) => {
+      checkModel(w, model);
+      return { workloads: [w], requested };
+    });
+  }
+  return andThen(callableWorkloads(deps, request, base), (ws) => {
+    let pool: Workload[];
+    if (requested === undefined) pool = ws.length === 1 ? ws : [];
+    else pool = ws.filter((w) => namesOf(w).includes(requested));
+    if (!pool.length) throw modelNotFound(base.project, model, ws);
+    const ordered = byLoad(deps, pool);
+    const seen = new Set(ordered.map((w) => w.id));
+    const fallbacks: Workload[] = [];
+    for (const slug of ordered[0].fallbacks) {
+      const f = ws.find((w) => w.slug === slug);
+      if (f && !seen.has(f.id)) {
+        seen.add(f.id);
+        fallbacks.push(f);
+      }
+    }
+    return { workloads: [...ordered, ...fallbacks], requested };
+  });
+}
+
+/** 404 model_not_found naming the models the key may use. */
+function modelNotFound(project: string, model: unknown, callable: Workload[]): AppError {
+  const names = [...new Set(callable.flatMap(listedNamesOf))];
+  const asked = model === undefined || model === null || model === "default" ? "no model was named and the project serves more than one (or none)" : `the model "${String(model)}" is not served in project "${project}" for this key`;
+  const offer = names.length ? `; models you may use: ${names.map((n) => `"${n}"`).join(", ")}` : "; this key may not call any model here";
+  return new AppError(404, "model_not_found", `${asked}${offer}`, {}, "model");
+}
+
+/**
+ * Whether a failed try may go to the next workload of the route: nothing reached the client and the
+ * failure is the workload's, not the request's (unavailable, queue full or timed out, runtime 5xx or
+ * unreachable).
+ */
+export function worthFallingBack(e: unknown): boolean {
+  if (!(e instanceof AppError)) return false;
+  return e.status >= 500 || e.code === "queue_full";
+}
+
+/**
+ * Runs `attempt` on the route's workloads in order until one answers: a thrown failure that
+ * `worthFallingBack`, or a response with a 5xx status (its body not read yet, so nothing reached the
+ * client), moves on to the next; the last one's answer or error stands. Once a response with a
+ * status below 500 is returned, its bytes are the client's and nothing else is tried.
+ */
+export async function tryInOrder(route: Route, attempt: (w: Workload) => Promise<Response>): Promise<Response> {
+  const last = route.workloads.length - 1;
+  for (let i = 0; ; i++) {
+    const w = route.workloads[i];
+    if (i === last) return attempt(w);
+    let r: Response;
+    try {
+      r = await attempt(w);
+    } catch (e) {
+      if (worthFallingBack(e)) continue;
+      throw e;
+    }
+    if (r.status < 500) return r;
+    await r.body?.cancel().catch(() => {});
+  }
+}

@@ -1,0 +1,2 @@
+ALTER TABLE "workloads" ADD COLUMN "aliases" text DEFAULT '[]' NOT NULL;--> statement-breakpoint
+ALTER TABLE "workloads" ADD COLUMN "fallbacks" text DEFAULT '[]' NOT NULL;

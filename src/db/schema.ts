@@ -186,6 +186,8 @@ export const jobs = sqliteTable(
   {
     id: text("id").primaryKey(),
     workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    /** The `x-request-id` of the request that made this row, when one did (data plane, admin API). */
+    requestId: text("request_id"),
     keyId: text("key_id"),
     kind: text("kind").notNull(),
     body: blob("body", { mode: "buffer" }).notNull(),
@@ -330,6 +332,8 @@ export const auditLog = sqliteTable(
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
     at: text("at").notNull(),
+    /** The `x-request-id` of the request that made this row, when one did (data plane, admin API). */
+    requestId: text("request_id"),
     /** `admin` (the token), `session` (the dashboard), `key` (a control-plane key), `cli`, `system`. */
     actorType: text("actor_type").notNull(),
     actorId: text("actor_id"),

@@ -40,10 +40,12 @@ const PLAN = QUICK
 /** The aims this benchmark reports on. */
 const AIM_P50_OVERHEAD_MS = 1;
 const AIM_C64_RATIO = 0.9;
+/** The project base URL (routed by `model`) may add at most this to the workload base URL's p50 (ms). */
+const AIM_PROJECT_ROUTE_MS = 0.1;
 
-/** One way to reach the runtime: directly, or through inferd's data plane. */
+/** One way to reach the runtime: directly, or through inferd's data plane (a workload's base URL or its project's). */
 interface Side {
-  name: "direct" | "inferd";
+  name: "direct" | "inferd" | "project";
   chatUrl: string;
   headers: Record<string, string>;
 }
@@ -78,7 +80,7 @@ async function streamOnce(side: Side): Promise<{ ttft: number; total: number }> 
 
 /** Runs `fn` on both sides for `rounds` rounds, alternating which goes first; results per side. */
 async function alternate<T>(sides: [Side, Side], rounds: number, fn: (side: Side) => Promise<T>): Promise<Record<Side["name"], T[]>> {
-  const out: Record<Side["name"], T[]> = { direct: [], inferd: [] };
+  const out: Record<Side["name"], T[]> = { direct: [], inferd: [], project: [] };
   for (let r = 0; r < rounds; r++) {
     for (const side of r % 2 === 0 ? sides : [sides[1], sides[0]]) out[side.name].push(await fn(side));
   }
@@ -107,10 +109,15 @@ async function warmUp(sides: [Side, Side]): Promise<void> {
 type Run = LoadResult & { cpuMs: Record<string, number> };
 
 /** What one run measured, per side. */
+/** Samples of the direct and through-inferd sides. */
+type Pair = Record<"direct" | "inferd", number[]>;
+
 interface Figures {
-  latency: Record<Side["name"], number[]>;
-  ttft: Record<Side["name"], number[]>;
-  streamTotal: Record<Side["name"], number[]>;
+  latency: Pair;
+  ttft: Pair;
+  streamTotal: Pair;
+  /** Latency at concurrency 1 on the workload's base URL and on the project's (routed by model), alternating. */
+  projectRoute: { workload: number[]; project: number[] };
   throughput: { concurrency: number; direct: Run[]; inferd: Run[] }[];
 }
 
@@ -118,8 +125,10 @@ interface Figures {
 type Pids = { inferd: number; runtime: number | undefined };
 
 /** Every measurement, in order: latency at concurrency 1, throughput per concurrency, streams. */
-async function measure(sides: [Side, Side], pids: Pids): Promise<Figures> {
+async function measure(sides: [Side, Side], project: Side, pids: Pids): Promise<Figures> {
   const step = (what: string) => console.log(`  ${what}…`);
+  step(`project route: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests on the workload's and the project's base URL`);
+  const routes = await alternate([sides[1], project], PLAN.rounds, async (side) => checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })));
   step(`latency: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests per side`);
   const lat = await alternate(sides, PLAN.rounds, async (side) => checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })));
   const throughput: Figures["throughput"] = [];
@@ -142,6 +151,7 @@ async function measure(sides: [Side, Side], pids: Pids): Promise<Figures> {
     latency: { direct: lat.direct.flatMap((r) => r.latencies), inferd: lat.inferd.flatMap((r) => r.latencies) },
     ttft: pick("ttft"),
     streamTotal: pick("total"),
+    projectRoute: { workload: routes.inferd.flatMap((r) => r.latencies), project: routes.project.flatMap((r) => r.latencies) },
     throughput,
   };
 }
@@ -154,7 +164,7 @@ const signed = (x: number) => `${x >= 0 ? "+" : ""}${fmt(x)}`;
 /** Prints the comparison, the load runs, CPU per request and the aims. */
 function report(f: Figures): void {
   const rows: Cell[][] = [];
-  const msRows = (label: string, samples: Record<Side["name"], number[]>) => {
+  const msRows = (label: string, samples: Pair) => {
     const d = summarize(samples.direct);
     const v = summarize(samples.inferd);
     rows.push([`${label} p50 (ms)`, fmt(d.p50), fmt(v.p50), signed(v.p50 - d.p50), ""]);
@@ -199,6 +209,9 @@ function report(f: Figures): void {
     ],
     "Aims (informational)",
   );
+  const wp = summarize(f.projectRoute.workload).p50;
+  const pp = summarize(f.projectRoute.project).p50;
+  console.log(`project route vs workload route: p50 ${fmt(pp)} ms vs ${fmt(wp)} ms (${signed(pp - wp)} ms; aim ≤ +${AIM_PROJECT_ROUTE_MS} ms: ${verdict(pp - wp <= AIM_PROJECT_ROUTE_MS)})`);
   if (STORE.store === "postgres") {
     const met = (ok: boolean) => (ok ? "met" : "not met");
     console.log(`postgres: p50 overhead ${signed(overhead)} ms (aim ≤ +${AIM_P50_OVERHEAD_MS} ms: ${met(overhead <= AIM_P50_OVERHEAD_MS)}); c=64 ${fmt(ratio)}x direct (aim ≥ ${AIM_C64_RATIO}x: ${met(ratio >= AIM_C64_RATIO)})`);
@@ -231,8 +244,10 @@ async function main(): Promise<number> {
       { name: "direct", chatUrl: `${wl.runtimeUrl}/v1/chat/completions`, headers },
       { name: "inferd", chatUrl: `${wl.endpoint}/v1/chat/completions`, headers },
     ];
+    const project: Side = { name: "project", chatUrl: `${inferd.url}/endpoint/${wl.projectSlug}/v1/chat/completions`, headers };
     console.log("  warming up…");
     await warmUp(sides);
+    checked(project, await closedLoop({ concurrency: 8, requests: PLAN.warmupRequests, fn: () => chatOnce(project) }));
     const pids = { inferd: inferd.pid, runtime: wl.runtimePid };
     const pgBefore = pg?.cpuMs() ?? NaN;
     const idle = await withCpu(pids, () => Bun.sleep(PLAN.idleMs));
@@ -241,7 +256,7 @@ async function main(): Promise<number> {
     console.log(`  idle CPU (background work, not per request): inferd ${perSecond(idle.cpuMs.inferd)}, runtime ${perSecond(idle.cpuMs.runtime)}${pgIdle}`);
     const pgMeasureBefore = pg?.cpuMs() ?? NaN;
     const t0 = performance.now();
-    const figures = await measure(sides, pids);
+    const figures = await measure(sides, project, pids);
     if (pg?.started) console.log(`  postgres CPU while measuring: ${fmt((pg.cpuMs() - pgMeasureBefore) / ((performance.now() - t0) / 1000), 0)} ms/s (the hot path should not touch the database)`);
     report(figures);
     return 0;

@@ -51,28 +51,28 @@ export function createApp(deps: AppDeps) {
     .onRequest(({ request }) => {
       const path = pathOf(request.url);
       const data = path.startsWith("/endpoint/");
-      if (data) {
-        noteArrival(request);
-        noteRequestId(request);
-      }
+      if (data) noteArrival(request);
+      const requestId = noteRequestId(request);
       // Who changes what, for the audit log: entered now (before any wait, so the rest of the
       // request sees it), filled in once authentication has said who it is.
-      const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous" });
+      const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous", requestId });
       return andThen(authenticateRequest(deps, request, path), () => {
         if (actor) Object.assign(actor, actorOf(request));
         // The key's limits, next to authentication: inference and job submissions count.
         if (data && request.method === "POST") return andThen(deps.limiter.admit(keyOf(request), request), () => undefined);
       });
     })
-    // A data-plane answer carries its request id and retry hint; a limited key's x-ratelimit-*
-    // headers go on every answer it gets.
+    // Every answer carries its request id (`request-id` too, where Anthropic's SDK reads it), a
+    // data-plane error its retry hint; a limited key's
+    // x-ratelimit-* headers go on every answer it gets.
     .onAfterHandle({ as: "global" }, ({ request, response, set }) => {
       const rid = requestIdOf(request);
       if (rid) {
         if (response instanceof Response) {
           response.headers.set("x-request-id", rid);
-          setRetryHint(response.headers, response.status);
-        } else set.headers["x-request-id"] = rid;
+          response.headers.set("request-id", rid);
+          if (response.status >= 400 && pathOf(request.url).startsWith("/endpoint/")) setRetryHint(response.headers, response.status);
+        } else set.headers["x-request-id"] = set.headers["request-id"] = rid;
       }
       const t = deps.limiter.ticketOf(request);
       if (!t) return;

@@ -98,16 +98,14 @@ export function errorBody(path: string, err: AppError): unknown {
   return { error: body };
 }
 
-/**
- * Builds the JSON response for an AppError on the given path; a data-plane answer carries its
- * request id and retry hint.
- */
+/** Builds the JSON response for an AppError on the given path, with its request id; a data-plane one also gets its retry hint. */
 export function errorResponse(path: string, err: AppError, requestId?: string): Response {
   const r = Response.json(errorBody(path, err), { status: err.status, headers: err.headers });
-  if (path.startsWith("/endpoint/")) {
-    setRetryHint(r.headers, err.status);
-    if (requestId) r.headers.set("x-request-id", requestId);
+  if (requestId) {
+    r.headers.set("x-request-id", requestId);
+    r.headers.set("request-id", requestId);
   }
+  if (path.startsWith("/endpoint/")) setRetryHint(r.headers, err.status);
   return r;
 }
 

@@ -14,6 +14,8 @@ export interface Actor {
   type: "admin" | "session" | "key" | "cli" | "system" | "anonymous";
   id?: string;
   label: string;
+  /** The `x-request-id` of the request acting, when a request is. */
+  requestId?: string;
 }
 
 /** What was acted on. */
@@ -79,7 +81,7 @@ export async function audit(db: Db, action: string, target: Target, diff: Record
   diff = Object.fromEntries(Object.entries(diff).map(([k, v]) => [k, safe(k, v)]));
   await db
     .insert(auditLog)
-    .values({ at: new Date().toISOString(), actorType: actor.type, actorId: actor.id ?? null, actorLabel: actor.label, action, targetType: target.type, targetId: target.id ?? null, targetLabel: target.label ?? null, diff: JSON.stringify(diff) });
+    .values({ at: new Date().toISOString(), actorType: actor.type, actorId: actor.id ?? null, actorLabel: actor.label, action, targetType: target.type, targetId: target.id ?? null, targetLabel: target.label ?? null, diff: JSON.stringify(diff), requestId: actor.requestId ?? null });
 }
 
 /** An entry as `GET /admin/audit` shows it. */
@@ -90,6 +92,8 @@ export interface AuditEntry {
   action: string;
   target: { type: string; id: string | null; label: string | null };
   diff: Record<string, unknown>;
+  /** The `x-request-id` of the request that made the change (null for the CLI and inferd itself). */
+  request_id: string | null;
 }
 
 /**
@@ -106,7 +110,7 @@ export async function listAudit(db: Db, q: { since?: string; until?: string; act
     q.action ? or(eq(auditLog.action, q.action), startsWith(auditLog.action, `${q.action}.`)) : undefined,
   ];
   const rows = await db.select().from(auditLog).where(and(...conds)).orderBy(desc(auditLog.id)).limit(Math.min(Math.max(q.limit ?? 100, 1), 1000));
-  return rows.map((r) => ({ id: r.id, at: r.at, actor: { type: r.actorType, id: r.actorId, label: r.actorLabel }, action: r.action, target: { type: r.targetType, id: r.targetId, label: r.targetLabel }, diff: JSON.parse(r.diff) }));
+  return rows.map((r) => ({ id: r.id, at: r.at, actor: { type: r.actorType, id: r.actorId, label: r.actorLabel }, action: r.action, target: { type: r.targetType, id: r.targetId, label: r.targetLabel }, diff: JSON.parse(r.diff), request_id: r.requestId }));
 }
 
 /** Deletes entries older than `days`; returns how many. */

@@ -17,5 +17,5 @@ export function noteRequestId(request: Request): string {
   return id;
 }
 
-/** The id noted for a request, if it is a data-plane request. */
+/** The id noted for a request (every request that reached the app has one). */
 export const requestIdOf = (request: Request): string | undefined => ids.get(request);

@@ -6,6 +6,7 @@ import { bodyChunks, readBodyLimited, utf8Text } from "../http";
 import { nowIso } from "../ids";
 import { resolveWorkload, type Workload } from "../workloads/service";
 import { workloadOf } from "../dataplane/target";
+import { requestIdOf } from "../dataplane/request-id";
 import { acceptBatch, acceptNdjson, batchFormat } from "./batch";
 import { acceptEnvelope, checkJobsOn, checkKindOn, type AcceptedJob } from "./envelope";
 import { jobIntake, type GroupCommit, type JobInsert } from "./intake";
@@ -22,7 +23,8 @@ type Deps = Pick<AppDeps, "bodyBudget" | "config" | "db" | "jobQuota" | "jobs" |
 async function store(deps: Deps, intake: GroupCommit<JobInsert>, w: Workload, request: Request, accepted: AcceptedJob[]): Promise<string[]> {
   const keyId = keyOf(request).id;
   const createdAt = nowIso();
-  const rows = accepted.map((job) => ({ id: Bun.randomUUIDv7(), workloadId: w.id, keyId, kind: job.kind, body: job.body, contentType: job.contentType, context: job.context, createdAt }));
+  const requestId = requestIdOf(request) ?? null;
+  const rows = accepted.map((job) => ({ id: Bun.randomUUIDv7(), workloadId: w.id, keyId, kind: job.kind, body: job.body, contentType: job.contentType, context: job.context, requestId, createdAt }));
   await intake.submit(rows);
   deps.jobs.wake(w.id);
   return rows.map((r) => r.id);

@@ -127,7 +127,7 @@ export class JobRunner {
     const req = {
       path: `/v1/${spec.route}`,
       method: "POST",
-      headers: { "content-type": job.contentType, accept: "*/*" },
+      headers: { "content-type": job.contentType, accept: "*/*", "x-request-id": job.requestId ?? job.id },
       body: json ? null : new Uint8Array(job.body),
       json,
       // An upload's `model` field may say default, the slug or the model name, as on the data plane.

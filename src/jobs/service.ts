@@ -16,6 +16,8 @@ export interface JobView {
   started_at: string | null;
   finished_at: string | null;
   runs: number;
+  /** The `x-request-id` of the submission that made the job. */
+  request_id: string | null;
   data?: unknown;
   deliveries: DeliveryView[];
 }
@@ -71,6 +73,7 @@ const view = (j: JobRow, ds: DeliveryView[]): JobView => ({
   started_at: j.startedAt,
   finished_at: j.finishedAt,
   runs: j.runs,
+  request_id: j.requestId,
   ...(j.data ? { data: JSON.parse(j.data) } : {}),
   deliveries: ds,
 });

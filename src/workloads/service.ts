@@ -7,7 +7,7 @@ import { conflict, fromSchemaIssue, notFound, validation } from "../errors";
 import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
 import { splitCommand } from "../../agent/command";
-import { CONFIG_BY_BACKEND, GROUP_FLAGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
+import { CONFIG_BY_BACKEND, GROUP_FLAGS, RESERVED_SLUGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
 import { DEFAULTS, PARAMS_BY_POLICY } from "../scaling/schema";
 import { audit, diffOf, fieldsOf } from "../audit/service";
 
@@ -129,6 +129,7 @@ export function checkNodes(backend: string, config: Record<string, unknown>, nod
 }
 
 const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug: string) =>
+  RESERVED_SLUGS.includes(slug) ||
   !!(await first(db.select({ id: workloads.id }).from(workloads).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))));
 
 /**

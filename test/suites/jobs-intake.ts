@@ -30,6 +30,7 @@ export function jobsIntakeSuite(engine: Engine): void {
       id,
       workloadId,
       keyId: null,
+      requestId: null,
       kind: "embeddings",
       body: new TextEncoder().encode('{"input":"x"}'),
       contentType: "application/json",

@@ -5,6 +5,8 @@ import { join } from "node:path";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
 import { writeTinyGguf } from "./fixtures/gguf";
 import { startServing, type Serving } from "./helpers/serving";
+import { Dispatcher, type Upstream } from "../src/dispatch/queue";
+import { countPromptTokens } from "../src/dataplane/anthropic-count";
 
 /**
  * Anthropic extras on both base URLs, with the official SDK and LangChain's ChatAnthropic:
@@ -132,5 +134,33 @@ describe("a translated stream's message_start", () => {
     for await (const chunk of await chat.stream("count these five words please")) input += chunk.usage_metadata?.input_tokens ?? 0;
     expect(input).toBe(5);
     await waitFor(async () => (await s.workload(llama.id)).usage.input_tokens > 0, { what: "the streams' input tokens metered" });
+  });
+});
+
+describe("counting on a runtime without a chat tokenizer", () => {
+  test("a tokenizer route answering 404 falls back to a one-token generation on a slot, its prompt_tokens the count", async () => {
+    const sent: string[] = [];
+    let busy = 0;
+    const d = new Dispatcher({ waitMs: 1000, maxWaiting: 4 });
+    const target = {
+      id: "r1",
+      workloadId: "w1",
+      workerId: "k",
+      capacity: 1,
+      inFlight: 0,
+      send: async (req: Upstream) => {
+        sent.push(req.path);
+        busy = target.inFlight;
+        if (req.path !== "/v1/chat/completions") return Response.json({ detail: "Not Found" }, { status: 404 });
+        return Response.json({ choices: [], usage: { prompt_tokens: 42, completion_tokens: 1 } });
+      },
+    };
+    d.upsertTarget(target);
+    const chat = { model: "m", messages: [{ role: "user", content: "hi" }] };
+    expect(await countPromptTokens(d, "w1", "vllm", chat, new AbortController().signal)).toBe(42);
+    expect(sent).toEqual(["/tokenize", "/v1/chat/completions"]);
+    expect(busy).toBe(1);
+    expect(target.inFlight).toBe(0);
+    expect(await countPromptTokens(d, "w1", "generate", chat, new AbortController().signal)).toBe(42);
   });
 });

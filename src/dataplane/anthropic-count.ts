@@ -70,17 +70,31 @@ function readyTarget(dispatcher: Dispatcher, workloadId: string): Target | undef
  * The prompt tokens of chat body `chat` on a replica of the workload. A tokenizer call is not
  * inference: it takes no slot when a replica is ready; with none ready it waits in the workload's
  * queue like any request (its wait limit and length apply: 503 / 429), then gives the slot back at
- * once. A one-token generation (runtimes without a chat tokenizer) is inference and holds a slot.
+ * once. A one-token generation (runtimes without a chat tokenizer, or whose tokenizer routes answer
+ * 404) is inference and holds a slot.
  */
 export async function countPromptTokens(dispatcher: Dispatcher, workloadId: string, way: CountWay, chat: JsonObject, signal: AbortSignal, headers: Record<string, string> = {}): Promise<number> {
-  if (way !== "generate") {
-    const ready = readyTarget(dispatcher, workloadId);
-    if (ready) return tokenizeOn(ready, way, chat, signal, headers);
+  const ready = way === "generate" ? undefined : readyTarget(dispatcher, workloadId);
+  if (ready && way !== "generate") {
+    try {
+      return await tokenizeOn(ready, way, chat, signal, headers);
+    } catch (e) {
+      if (!missingRoute(e)) throw e;
+      way = "generate"; // a runtime build without the tokenizer routes
+    }
   }
   let count = 0;
   const got = await dispatchWith(dispatcher, workloadId, signal, async (target, s) => {
     try {
-      count = way === "generate" ? await generatedCount(target, chat, s, headers) : await tokenizeOn(target, way, chat, s, headers);
+      if (way !== "generate") {
+        try {
+          count = await tokenizeOn(target, way, chat, s, headers);
+          return new Response(null, { status: 204 });
+        } catch (e) {
+          if (!missingRoute(e)) throw e;
+        }
+      }
+      count = await generatedCount(target, chat, s, headers);
       return new Response(null, { status: 204 });
     } catch (e) {
       if (e instanceof RuntimeRefused) return e.response; // relayed, not a broken runtime
@@ -90,4 +104,11 @@ export async function countPromptTokens(dispatcher: Dispatcher, workloadId: stri
   got.slot.release();
   if (!got.upstream.ok) throw new RuntimeRefused(got.upstream);
   return count;
+}
+
+/** True for a runtime's 404 (a build without the route asked for); its body is dropped. */
+function missingRoute(e: unknown): boolean {
+  if (!(e instanceof RuntimeRefused) || e.response.status !== 404) return false;
+  void e.response.body?.cancel().catch(() => {});
+  return true;
 }

@@ -29,8 +29,15 @@ export class ChatStreamToMessages {
   #matched: unknown = null;
   #usage: unknown = null;
 
-  /** @param model the model name to report (the one the client asked for). */
-  constructor(private readonly model: string) {}
+  /**
+   * @param model the model name to report (the one the client asked for).
+   * @param inputTokens the prompt's tokens, counted before the stream, for `message_start` (the
+   *   runtime's usage arrives only with its last chunk).
+   */
+  constructor(
+    private readonly model: string,
+    private readonly inputTokens?: number,
+  ) {}
 
   /** True once `message_stop` or an `error` event has been produced; later input is ignored. */
   get done(): boolean {
@@ -133,11 +140,11 @@ export class ChatStreamToMessages {
     }
   }
 
-  /** `message_start`, once, with the input tokens when this first chunk already carries usage. */
+  /** `message_start`, once, with the input tokens this first chunk carries (vLLM's continuous usage), else those counted before. */
   #start(c: JsonObject): void {
     if (this.#started) return;
     this.#started = true;
-    const usage = { input_tokens: usageOf(c.usage).input_tokens, output_tokens: 0 };
+    const usage = { input_tokens: isObj(c.usage) ? usageOf(c.usage).input_tokens : (this.inputTokens ?? 0), output_tokens: 0 };
     const message = { id: messageIdOf(c.id), type: "message", role: "assistant", model: this.model, content: [], stop_reason: null, stop_sequence: null, usage };
     this.#emit("message_start", { message });
   }
@@ -227,11 +234,12 @@ export class ChatStreamToMessages {
 }
 
 /**
- * Translates a runtime's chat-completions SSE body into an Anthropic Messages SSE body. Reads upstream
+ * Translates a runtime's chat-completions SSE body into an Anthropic Messages SSE body;
+ * `inputTokens` (counted before) goes in `message_start`. Reads upstream
  * only as the client reads (backpressure), cancels upstream when the client goes away or after `[DONE]`.
  */
-export function translateChatStream(upstream: ReadableStream<Uint8Array>, model: string): ReadableStream<Uint8Array> {
-  const t = new ChatStreamToMessages(model);
+export function translateChatStream(upstream: ReadableStream<Uint8Array>, model: string, inputTokens?: number): ReadableStream<Uint8Array> {
+  const t = new ChatStreamToMessages(model, inputTokens);
   const reader = upstream.getReader();
   const encoder = new TextEncoder();
   return new ReadableStream<Uint8Array>({

@@ -4,7 +4,10 @@ import { AppError, badRequest } from "../errors";
 import { accounting, checkRoute, readJsonObject } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
-import { dispatchWith, isEventStream, relay } from "./forward";
+import { dispatchWith, isEventStream, relay, upstreamFailed } from "./forward";
+import { countPromptTokens, countWayOf, RuntimeRefused, tokenizeOn } from "./anthropic-count";
+import type { Target } from "../dispatch/queue";
+import { requestIdOf } from "./request-id";
 import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
 import { translateChatStream } from "./anthropic-stream";
 
@@ -55,6 +58,7 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
   const translated = messagesToChat(json, w.model_name);
   const stream = json.stream === true;
   let viaChat = false;
+  let inputTokens: number | undefined;
   const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {
     if (!noMessagesRoute.has(target.id)) {
       const headers = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json", "anthropic-version": request.headers.get("anthropic-version") ?? "2023-06-01" };
@@ -65,6 +69,7 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
     }
     if ("error" in translated) throw badRequest("invalid_request", translated.error);
     viaChat = true;
+    if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
   });
   const acct = accounting(deps, request, keyOf(request).id, w);
@@ -76,15 +81,66 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
   }
   if (!viaChat) return relay(got, acct);
   if (stream && isEventStream(upstream) && upstream.body) {
-    const body = translateChatStream(upstream.body, requestedModel);
+    const body = translateChatStream(upstream.body, requestedModel, inputTokens);
     return relay({ ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) }, acct);
   }
   const message = chatToMessage(await upstream.json().catch(() => ({})), requestedModel);
   return relay({ ...got, upstream: Response.json(message) }, acct);
 }
 
-/** `POST /v1/messages/count_tokens` (Anthropic's token counting). STUB: answers 501 until built. */
-export async function countTokensRoute(deps: DataplaneDeps, request: Request, _base: RouteBase): Promise<Response> {
-  deps.bodyBudget.release(request);
-  throw new AppError(501, "not_implemented", "count_tokens is not built yet");
+/**
+ * The prompt tokens of a translated stream, for its `message_start` (the runtime reports usage
+ * only at the end): counted by the runtime's tokenizer on the replica about to run it, when it has
+ * one (a loopback call, no generation); undefined otherwise or when the count fails.
+ */
+async function streamInputTokens(target: Target, w: Workload, chat: Record<string, unknown>, signal: AbortSignal): Promise<number | undefined> {
+  const way = countWayOf(w.backend);
+  if (way === "generate") return undefined;
+  return tokenizeOn(target, way, chat, signal).catch((e) => {
+    if (e instanceof RuntimeRefused) void e.response.body?.cancel().catch(() => {});
+    return undefined;
+  });
+}
+
+/**
+ * `POST /v1/messages/count_tokens` (Anthropic's token counting): `{"input_tokens": N}` for the
+ * Messages request, counted by the runtime's tokenizer on a replica of the workload (see
+ * ./anthropic-count.ts). Routed and checked like `/v1/messages`; not metered (nothing is generated).
+ */
+export async function countTokensRoute(deps: DataplaneDeps, request: Request, base: RouteBase): Promise<Response> {
+  try {
+    const json = await readJsonObject(deps, request);
+    const count = (w: Workload) => {
+      checkRoute(w, "chat", "POST /v1/messages/count_tokens");
+      return countHeld(deps, request, w, json);
+    };
+    if (base.workload !== undefined) {
+      const w = await workloadOf(deps, base.project, base.workload);
+      checkModel(w, json.model);
+      return await count(w);
+    }
+    return await tryInOrder(await routeOf(deps, request, base, json.model), count);
+  } finally {
+    deps.bodyBudget.release(request);
+    deps.limiter.ticketOf(request)?.release();
+  }
+}
+
+async function countHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
+  const translated = messagesToChat({ ...json, max_tokens: 1, stream: false }, w.model_name);
+  if ("error" in translated) throw badRequest("invalid_request", translated.error);
+  const { max_tokens: _max, ...chat } = translated.body;
+  try {
+    return Response.json({ input_tokens: await countPromptTokens(deps.fleet.dispatcher, w.id, countWayOf(w.backend), chat, request.signal, runtimeHeaders(request)) });
+  } catch (e) {
+    if (e instanceof RuntimeRefused) return anthropicError(e.response);
+    if (e instanceof AppError) throw e;
+    throw upstreamFailed(e);
+  }
+}
+
+/** The request id, passed to the runtime. */
+function runtimeHeaders(request: Request): Record<string, string> {
+  const rid = requestIdOf(request);
+  return rid ? { "x-request-id": rid } : {};
 }

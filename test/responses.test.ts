@@ -125,6 +125,30 @@ describe("OpenAI SDK on a workload's base URL", () => {
     });
   }
 
+  test("bad requests are 4xx in OpenAI's shape, never 500, on either path", async () => {
+    const bad: [string, unknown][] = [
+      ["not json", undefined],
+      ["a JSON array", [1, 2]],
+      ["no input", {}],
+      ["input a number", { input: 5 }],
+      ["a null item", { input: [null] }],
+      ["an item_reference", { input: [{ type: "item_reference", id: "msg_1" }] }],
+      ["background", { input: "x", background: true }],
+      ["a nameless tool", { input: "x", tools: [{ type: "function" }] }],
+      ["a schema format without a schema", { input: "x", text: { format: { type: "json_schema", name: "n" } } }],
+      ["a string temperature", { input: "x", temperature: "hot" }],
+    ];
+    for (const w of [qwen, legacy]) {
+      for (const [what, body] of bad) {
+        const r = await s.data(w.slug, "/v1/responses", body === undefined ? { raw: "not json", headers: { "content-type": "application/json" } } : { body });
+        const json = await r.json();
+        // Passed through, the runtime judges what it accepts; translated, inferd refuses what it cannot translate.
+        expect({ what, w: w.slug, below500: r.status < 500 }).toEqual({ what, w: w.slug, below500: true });
+        if (w === legacy) expect({ what, status: r.status, message: typeof json.error?.message }).toEqual({ what, status: 400, message: "string" });
+      }
+    }
+  });
+
   test("usage is counted on the workload for plain and streamed answers, passed through or translated", async () => {
     /** The workload's usage once every request its runtime received is counted (counts are written in batches). */
     const settled = (w: W, extra = 0) =>

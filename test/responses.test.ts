@@ -68,11 +68,13 @@ describe("OpenAI SDK on a workload's base URL", () => {
     test(`plain, with instructions (${how})`, async () => {
       const w = get();
       let r!: OpenAI.Responses.Response;
+      let requestId: string | null = null;
       const paths = await reached(w, async () => {
-        r = await client(workloadBase(w)).responses.create({ model: "default", input: "hi there", instructions: "be brief" });
+        ({ data: r, request_id: requestId } = await client(workloadBase(w)).responses.create({ model: "default", input: "hi there", instructions: "be brief" }).withResponse());
       });
       expect(paths).toEqual([w.path]);
       expect(r.object).toBe("response");
+      expect(requestId).toStartWith("req_");
       expect(r.status).toBe("completed");
       expect(r.output_text).toBe("You said: hi there");
       expect(r.model).toBe(w.model);

@@ -1,11 +1,94 @@
 import type { DataplaneDeps } from "./service";
-import type { RouteBase } from "./target";
-import { AppError } from "../errors";
+import { keyOf } from "../auth/service";
+import { badRequest } from "../errors";
+import type { Workload } from "../workloads/service";
+import { accounting, checkRoute, readJsonObject } from "./service";
+import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
+import { dispatchWith, isEventStream, relay, type Accounting } from "./forward";
+import { requestIdOf } from "./request-id";
+import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
+import { ChatStreamToResponses, pipeTranslator, ResponsesRelay } from "./responses-stream";
+import type { Usage } from "./meter";
 
 /**
- * `POST /v1/responses` (OpenAI's Responses API) on both bases. STUB: answers 501 until built.
+ * OpenAI's Responses API (`POST /v1/responses`) on both bases: passed through to a runtime that
+ * serves it (vLLM ≥ 0.10), translated to chat completions for the others. inferd keeps no
+ * responses, so `previous_response_id` and other references to stored ones are refused.
  */
-export async function responsesRoute(deps: DataplaneDeps, request: Request, _base: RouteBase): Promise<Response> {
-  deps.bodyBudget.release(request);
-  throw new AppError(501, "not_implemented", "the Responses API is not built yet");
+
+/** Replicas whose runtime has no `/v1/responses` (learnt from a 404), so requests are translated. */
+const noResponsesRoute = new Set<string>();
+
+/**
+ * `POST /v1/responses`: checks toggle and model, refuses what needs stored responses, then runs the
+ * request on the runtime's own `/v1/responses` or, where it has none, as a chat completion whose
+ * answer (or stream) is translated back. Errors come back in OpenAI's shape.
+ */
+export async function responsesRoute(deps: DataplaneDeps, request: Request, base: RouteBase): Promise<Response> {
+  try {
+    if (base.workload !== undefined) {
+      const w = await workloadOf(deps, base.project, base.workload);
+      checkRoute(w, "chat", "POST /v1/responses");
+      const json = await readJsonObject(deps, request);
+      checkModel(w, json.model);
+      return await responsesHeld(deps, request, w, json);
+    }
+    const json = await readJsonObject(deps, request);
+    const route = await routeOf(deps, request, base, json.model);
+    return await tryInOrder(route, (w) => {
+      checkRoute(w, "chat", "POST /v1/responses");
+      return responsesHeld(deps, request, w, json);
+    });
+  } finally {
+    deps.bodyBudget.release(request);
+  }
+}
+
+/** The meter of a stream whose usage the translator counts (the generic meter reads chat and Messages usage only). */
+function countedBy(acct: Accounting, t: { readonly usage: Usage }): Accounting {
+  return {
+    waited: (ms) => acct.waited(ms),
+    firstByte: () => acct.firstByte(),
+    record: (u, ok) => acct.record({ inputTokens: Math.max(u.inputTokens, t.usage.inputTokens), outputTokens: Math.max(u.outputTokens, t.usage.outputTokens) }, ok),
+  };
+}
+
+async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
+  const refused = needsStoredResponses(json);
+  if (refused) throw badRequest("unsupported_parameter", refused);
+  const requestedModel = typeof json.model === "string" && json.model !== "default" ? json.model : w.model_name;
+  const stream = json.stream === true;
+  const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json" };
+  const rid = requestIdOf(request);
+  if (rid) headers["x-request-id"] = rid;
+  let viaChat = false;
+  const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {
+    if (!noResponsesRoute.has(target.id)) {
+      const r = await target.send({ path: "/v1/responses", method: "POST", headers, body: null, json }, signal);
+      if (r.status !== 404) return r;
+      await r.body?.cancel();
+      noResponsesRoute.add(target.id);
+    }
+    const translated = responsesToChat(json, w.model_name);
+    if ("error" in translated) throw badRequest("invalid_request", translated.error);
+    viaChat = true;
+    return target.send({ path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body }, signal);
+  });
+  const acct = accounting(deps, request, keyOf(request).id, w);
+  const { upstream } = got;
+  if (!upstream.ok) {
+    got.slot.release();
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false);
+    const text = await upstream.text().catch(() => "");
+    return Response.json(openAiErrorOf(upstream.status, text), { status: upstream.status });
+  }
+  const shell = responseShell(json, requestedModel);
+  if (stream && isEventStream(upstream) && upstream.body) {
+    const t = viaChat ? new ChatStreamToResponses(shell) : new ResponsesRelay(requestedModel);
+    const body = pipeTranslator(upstream.body, t);
+    return relay({ ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) }, countedBy(acct, t));
+  }
+  const answer: unknown = await upstream.json().catch(() => ({}));
+  const out = viaChat ? chatToResponse(answer, shell) : isObj(answer) ? { ...answer, model: requestedModel } : answer;
+  return relay({ ...got, upstream: Response.json(out) }, acct);
 }

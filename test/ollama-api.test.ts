@@ -21,7 +21,7 @@ const client = (host = projectBase(), key: string | null = s.live) => new Ollama
 beforeAll(async () => {
   const port = await freePort();
   // Streamed tokens 5 ms apart, so a client can leave in the middle of an answer.
-  s = await startServing({ OLLAMA_HOST: `127.0.0.1:${port}`, FAKE_OLLAMA_DIR: tempDir("ollama"), FAKE_PULL_MS: "100", FAKE_TOKEN_MS: "5" });
+  s = await startServing({ OLLAMA_HOST: `127.0.0.1:${port}`, FAKE_OLLAMA_DIR: tempDir("ollama"), FAKE_PULL_MS: "100", FAKE_OLLAMA_UNKNOWN: "no-such-model", FAKE_TOKEN_MS: "5" });
   chat = await s.createWorkload({ name: "chat", backend: "vllm", model_name: "org/chat-7b", aliases: ["fast"], config: { command: "vllm serve org/chat-7b --enable-auto-tool-choice --tool-call-parser hermes --max-model-len 300" } });
   embedder = await s.createWorkload({ name: "embedder", backend: "vllm", task_type: "embedding", model_name: "org/embed-small", config: { command: "vllm serve org/embed-small" } });
   llama = await s.createWorkload({ name: "llama", backend: "ollama", model_name: "llama3.2", aliases: ["local"] });
@@ -269,7 +269,8 @@ describe("a workload's own base", () => {
 describe("an ollama-backend workload: passed through to the daemon's own API", () => {
   test("chat (plain and streamed), generate and embed reach /api/<name> on the daemon, named as asked", async () => {
     const before = (await s.workload(llama.id)).usage;
-    const r = await client().chat({ model: "local", messages: [{ role: "user", content: "hi daemon" }] });
+    const traced = new Ollama({ host: projectBase(), headers: { Authorization: `Bearer ${s.live}`, "x-request-id": "trace-ollama-1" } });
+    const r = await traced.chat({ model: "local", messages: [{ role: "user", content: "hi daemon" }] });
     expect(r).toMatchObject({ model: "local", message: { role: "assistant", content: "You said: hi daemon" }, done: true, prompt_eval_count: 2, eval_count: 4 });
     const parts = await collect(await client().chat({ model: "llama3.2", messages: [{ role: "user", content: "stream daemon" }], stream: true }));
     expect(parts.map((p) => p.message.content).join("")).toBe("You said: stream daemon");
@@ -280,6 +281,8 @@ describe("an ollama-backend workload: passed through to the daemon's own API", (
     expect(e.embeddings[0]).toHaveLength(8);
     const paths = s.events((ev) => ev.event === "request" && String(ev.path).startsWith("/api/")).map((ev) => `${ev.path} ${ev.model}`);
     expect(paths).toEqual(expect.arrayContaining(["/api/chat llama3.2", "/api/generate llama3.2", "/api/embed llama3.2"]));
+    // The caller's request id reached the runtime.
+    expect(s.events((ev) => ev.event === "request" && ev.request_id === "trace-ollama-1")).toHaveLength(1);
     const after = await usageAfter(llama.id, before.requests + 3);
     expect(after.requests - before.requests).toBe(4);
     expect(after.input_tokens - before.input_tokens).toBe(2 + 2 + 2 + 2);
@@ -290,5 +293,37 @@ describe("an ollama-backend workload: passed through to the daemon's own API", (
     const r = await fetch(`${projectBase()}/api/generate`, { method: "POST", headers: { authorization: `Bearer ${s.live}` }, body: JSON.stringify({ model: "local", prompt: 42 }) });
     expect(r.status).toBe(400);
     expect(typeof (await r.json()).error).toBe("string");
+  });
+});
+
+describe("what a key sees", () => {
+  const keyFor = async (body: Record<string, unknown>) => (await (await s.admin(`/admin/projects/${s.project}/keys`, { body: { type: "live", ...body } })).json()).secret as string;
+
+  test("an endpoint-scoped key lists and reaches only its endpoints", async () => {
+    const scoped = client(projectBase(), await keyFor({ name: "embed-only", scope: "endpoints", endpoints: [`${s.project}/${embedder.slug}`] }));
+    expect((await scoped.list()).models.map((m) => m.name)).toEqual(["org/embed-small"]);
+    expect((await scoped.ps()).models.map((m) => m.name)).toEqual(["org/embed-small"]);
+    const e = await failure(scoped.chat({ model: "fast", messages: [{ role: "user", content: "x" }] }));
+    expect(e.status_code).toBe(404);
+    expect(e.message).toContain('models you may use: "org/embed-small"');
+  });
+
+  test("answers that run nothing (show, a load) give the key's concurrency back", async () => {
+    const one = client(projectBase(), await keyFor({ name: "one-at-a-time", limits: { max_concurrent: 1 } }));
+    for (let i = 0; i < 3; i++) {
+      expect((await one.show({ model: "fast" })).capabilities).toContain("completion");
+      expect((await one.chat({ model: "fast", messages: [] })).done_reason).toBe("load");
+    }
+    expect((await one.chat({ model: "fast", messages: [{ role: "user", content: "still allowed" }] })).message.content).toBe("You said: still allowed");
+  });
+
+  test("ps lists only models with a ready replica; tags lists every callable one", async () => {
+    const ghost = await s.createWorkload({ name: "ghost", backend: "ollama", model_name: "no-such-model" });
+    await s.waitState(ghost.id, "failed");
+    expect((await client().list()).models.map((m) => m.name)).toContain("no-such-model");
+    expect((await client().ps()).models.map((m) => m.name)).not.toContain("no-such-model");
+    const e = await failure(client().chat({ model: "no-such-model", messages: [{ role: "user", content: "x" }] }));
+    expect(e.status_code).toBe(503);
+    expect(e.message).toContain("failed to start");
   });
 });

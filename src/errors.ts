@@ -51,7 +51,7 @@ const ANTHROPIC_TYPES: Record<number, string> = {
 };
 
 /** OpenAI-style error `type` for the data plane, so the OpenAI SDK's error classes carry it. */
-function openAiType(status: number): string {
+export function openAiType(status: number): string {
   if (status === 401) return "authentication_error";
   if (status === 403) return "permission_error";
   if (status === 404) return "not_found_error";
@@ -61,7 +61,7 @@ function openAiType(status: number): string {
 }
 
 /** True for paths answered in the Anthropic Messages error shape (either base, count_tokens too). */
-export const isMessagesPath = (path: string) => /^\/endpoint\/[^/]+\/(?:[^/]+\/)?v1\/messages(?:\/count_tokens)?\/?$/.test(path);
+export const isMessagesPath = (path: string) => /^\/endpoint\/[^/]+\/(?:[^/]+\/)?v1\/messages(?:\/.*)?$/.test(path);
 
 /** True for the Ollama API's paths, whose errors are `{"error": "<message>"}` as Ollama's clients read them. */
 export const isOllamaPath = (path: string) => /^\/endpoint\/[^/]+\/(?:[^/]+\/)?api\/[a-z]+\/?$/.test(path);

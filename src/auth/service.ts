@@ -308,8 +308,8 @@ export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: s
     // The project's base URL (`/endpoint/<project>/v1/…`, `/api/…`): routing checks the key's scope
     // per model. A workload slugged `v1` or `api` before those were reserved keeps its own paths
     // (`…/v1/v1/…`, `…/api/jobs`), checked as any workload's.
-    if ((m[2] === "v1" || m[2] === "api") && !/^\/(v1|api|jobs)(\/|:|$)/.test(m[3] ?? "")) return andThen(authData(deps, request, segment(m[1]), null, m[2] === "v1" && /^\/messages(\/count_tokens)?$/.test(m[3] ?? "")), keep);
-    const allowApiKey = /^\/v1\/messages(\/count_tokens)?$/.test(m[3] ?? "");
+    if ((m[2] === "v1" || m[2] === "api") && !/^\/(v1|api|jobs)(\/|:|$)/.test(m[3] ?? "")) return andThen(authData(deps, request, segment(m[1]), null, m[2] === "v1" && /^\/messages(\/|$)/.test(m[3] ?? "")), keep);
+    const allowApiKey = /^\/v1\/messages(\/|$)/.test(m[3] ?? "");
     return andThen(authData(deps, request, segment(m[1]), segment(m[2]), allowApiKey), keep);
   } else if (path.startsWith("/agent/")) {
     // Agents authenticate with their own credential over the pinned HTTPS link (agents/routes.ts).

@@ -2,6 +2,7 @@
  * Streaming half of the Messages ⇄ chat-completions translation: a runtime's `chat.completion.chunk`
  * SSE bytes in, Anthropic Messages SSE out, each event as soon as the input that decides it arrives.
  */
+import { pipeTranslator } from "./stream-pipe";
 import { chatErrorToAnthropic, type JsonObject, messageIdOf, stopReasonOf, usageOf } from "./anthropic";
 
 const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -239,30 +240,5 @@ export class ChatStreamToMessages {
  * only as the client reads (backpressure), cancels upstream when the client goes away or after `[DONE]`.
  */
 export function translateChatStream(upstream: ReadableStream<Uint8Array>, model: string, inputTokens?: number): ReadableStream<Uint8Array> {
-  const t = new ChatStreamToMessages(model, inputTokens);
-  const reader = upstream.getReader();
-  const encoder = new TextEncoder();
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      for (;;) {
-        let out: string;
-        try {
-          const r = await reader.read();
-          out = r.done ? t.end() : t.push(r.value);
-        } catch (e) {
-          out = t.fail(`the model runtime's stream failed: ${e instanceof Error ? e.message : String(e)}`);
-        }
-        if (out) controller.enqueue(encoder.encode(out));
-        if (t.done) {
-          controller.close();
-          reader.cancel().catch(() => {});
-          return;
-        }
-        if (out) return;
-      }
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  });
+  return pipeTranslator(upstream, new ChatStreamToMessages(model, inputTokens));
 }

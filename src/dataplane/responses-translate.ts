@@ -2,6 +2,7 @@
  * OpenAI Responses API ⇄ chat completions, for runtimes that serve only `/v1/chat/completions`.
  * Pure functions over parsed JSON: no I/O. The streaming half lives in `responses-stream.ts`.
  */
+import { openAiType } from "../errors";
 
 /** A parsed JSON object whose fields are checked before use. */
 export type JsonObject = Record<string, unknown>;
@@ -278,15 +279,6 @@ export function chatToResponse(chat: unknown, shell: ResponseObject): ResponseOb
   return { ...shell, ...endOf(choice.finish_reason), output, usage: responseUsageOf(c.usage) };
 }
 
-/** The OpenAI error `type` for an HTTP status. */
-function errorTypeOf(status: number): string {
-  if (status === 401) return "authentication_error";
-  if (status === 403) return "permission_error";
-  if (status === 404) return "not_found_error";
-  if (status === 429) return "rate_limit_error";
-  return status >= 500 ? "server_error" : "invalid_request_error";
-}
-
 /**
  * A runtime's error body (vLLM's nested or flat shape, llama-server's, FastAPI's `detail`, plain
  * text) → OpenAI's `{error: {message, type, param, code}}`, the message passed through unchanged.
@@ -308,7 +300,7 @@ export function openAiErrorOf(status: number, body: unknown): { error: { message
   return {
     error: {
       message: message || `the model runtime answered HTTP ${status}`,
-      type: errorTypeOf(status),
+      type: openAiType(status),
       param: typeof o.param === "string" ? o.param : null,
       code: typeof o.code === "string" ? o.code : null,
     },

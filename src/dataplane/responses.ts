@@ -7,7 +7,8 @@ import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./t
 import { dispatchWith, isEventStream, relay, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
-import { ChatStreamToResponses, pipeTranslator, ResponsesRelay } from "./responses-stream";
+import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
+import { pipeTranslator } from "./stream-pipe";
 import type { Usage } from "./meter";
 
 /**

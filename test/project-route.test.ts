@@ -118,6 +118,12 @@ describe("routing by model on the project base URL", () => {
     const err = await anthropic.messages.create({ model: "nope", max_tokens: 5, messages: [{ role: "user", content: "x" }] }).catch((e) => e);
     expect(err).toBeInstanceOf(Anthropic.NotFoundError);
     expect(err.error).toMatchObject({ type: "error", error: { type: "not_found_error" } });
+    // Any path under /v1/messages answers in Anthropic's shape, with x-api-key as with Bearer.
+    for (const path of [`/endpoint/${s.project}/v1/messages/batches`, `/endpoint/${s.project}/${alpha.slug}/v1/messages/batches`]) {
+      const r = await fetch(s.url + path, { method: "POST", headers: { "x-api-key": s.live, "content-type": "application/json" }, body: "{}" });
+      expect(r.status).toBe(404);
+      expect(await r.json()).toMatchObject({ type: "error", error: { type: "not_found_error" } });
+    }
   });
 });
 

@@ -124,11 +124,18 @@ export class BatchFinisher {
     }
   }
 
-  /** Moves one batch on now (once at a time per batch): see the class comment. */
+  /**
+   * Moves one batch on now (once at a time per batch): see the class comment. Never fails: a
+   * failure (another host ended it first, the store is busy) is logged and the next look retries.
+   */
   settle(b: BatchRow): Promise<void> {
     let p = this.settling.get(b.id);
     if (!p) {
-      p = this.settleNow(b).finally(() => this.settling.delete(b.id));
+      p = this.settleNow(b)
+        .catch((e) => {
+          if (!this.stopped) log.warn(`could not move batch ${b.id} on`, e);
+        })
+        .finally(() => this.settling.delete(b.id));
       this.settling.set(b.id, p);
     }
     return p;

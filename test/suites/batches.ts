@@ -7,6 +7,10 @@ import { startServing, type Serving } from "../helpers/serving";
 import { makeTestPki, type TestPki } from "../fixtures/tls";
 import { startReceiver, type Receiver } from "../fixtures/receiver";
 import type { Engine } from "../helpers/postgres";
+import { sql } from "drizzle-orm";
+import { exec } from "../../src/db/raw";
+import { openPgStore, openStore } from "../../src/db";
+import { dataPaths } from "../../src/datadir";
 
 /** One line of a batch input file. */
 const line = (custom_id: string, url: string, body: Record<string, unknown>, extra: Record<string, unknown> = {}) => JSON.stringify({ custom_id, method: "POST", url, body, ...extra });
@@ -25,6 +29,17 @@ function settled(openai: OpenAI, id: string, status: string, s: Serving, timeout
     if (["completed", "failed", "cancelled", "expired"].includes(b.status) && b.status !== status) throw new Error(`batch ended ${b.status}, not ${status}: ${JSON.stringify(b)}`);
     return b.status === status ? b : undefined;
   }, { what: `batch ${id} ${status}`, timeoutMs, intervalMs: 100, detail: () => s.output() });
+}
+
+/** Moves a batch's completion window into the past, in the running server's store (as 24 hours passing would). */
+async function pastWindow(srv: Serving, id: string): Promise<void> {
+  const url = srv.storeEnv.INFERD_DATABASE_URL;
+  const store = url ? await openPgStore(url, 1) : openStore(dataPaths(srv.dataDir).db);
+  try {
+    await exec(store.db, sql`UPDATE batches SET expires_at = ${new Date(Date.now() - 1000).toISOString()} WHERE id = ${id}`);
+  } finally {
+    await store.close();
+  }
 }
 
 /** The status and error of a call the SDK rejects. */
@@ -255,6 +270,25 @@ export function batchesSuite(engine: Engine): void {
       const chatBatch = (await openai.batches.list({ limit: 100 })).data.find((b) => b.endpoint === "/v1/chat/completions")!;
       expect((await refusal(scoped.batches.retrieve(chatBatch.id))).status).toBe(404);
       expect((await refusal(scoped.files.content(chatBatch.output_file_id ?? chatBatch.error_file_id!))).status).toBe(404);
+    });
+  });
+
+  describe("the completion window", () => {
+    test("a batch still running when its window ends is expired: queued requests end as batch_expired, the running one finishes", async () => {
+      const n = 30;
+      const input = await upload(Array.from({ length: n }, (_, i) => chatLine(`x${i}`, "slow-model", `late ${i}`)).join("\n"));
+      const b = await openai.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      expect(b.expires_at! - b.created_at).toBe(24 * 3600);
+      await pastWindow(s, b.id);
+      const done = await settled(openai, b.id, "expired", s);
+      expect(done.expired_at).toBeNumber();
+      expect(done.request_counts!.total).toBe(n);
+      expect(done.request_counts!.completed + done.request_counts!.failed).toBe(n);
+      const errs = await linesOf(openai, done.error_file_id!);
+      expect(errs.length).toBeGreaterThan(n / 2);
+      for (const e of errs) expect(e).toMatchObject({ response: null, error: { code: "batch_expired" } });
+      const outs = done.output_file_id ? await linesOf(openai, done.output_file_id) : [];
+      expect(new Set([...errs, ...outs].map((l) => l.custom_id)).size).toBe(n);
     });
   });
 

@@ -178,11 +178,16 @@ export function batchesSuite(engine: Engine): void {
       expect(rcv.requests().filter((r) => r.headers["x-service-event"] === "job")).toEqual([]);
     });
 
-    test("on a workload's base every line goes to that workload (embeddings, no model named)", async () => {
+    test("on a workload's base every line goes to that workload (embeddings, no model named); its event goes out with nobody polling", async () => {
       const embed = new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/embed/v1`, apiKey: s.live, maxRetries: 0 });
+      const w = (await (await s.admin(`/admin/projects/${s.project}/workloads`)).json()).find((x: { slug: string }) => x.slug === "embed");
+      expect((await s.admin(`/admin/workloads/${w.id}/webhooks`, { body: { url: rcv.url("/embed") } })).status).toBe(201);
       const text = ["x", "y z"].map((t, i) => line(`e${i}`, "/v1/embeddings", { input: t })).join("\n");
       const input = await embed.files.create({ file: await toFile(Buffer.from(text), "emb.jsonl"), purpose: "batch" });
       const b = await embed.batches.create({ input_file_id: input.id, endpoint: "/v1/embeddings", completion_window: "24h" });
+      // The server ends the batch on its own: the event arrives before anyone reads the batch again.
+      const got = await waitFor(() => rcv.requests().find((r) => r.path === "/embed"), { what: "the embed batch's event", timeoutMs: 20_000 });
+      expect(JSON.parse(got.rawBody)).toMatchObject({ event: "batch.completed", batch_id: b.id, data: { status: "completed", request_counts: { total: 2, completed: 2, failed: 0 } } });
       const done = await settled(embed, b.id, "completed", s);
       expect(done.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
       expect(done.error_file_id).toBeNull();

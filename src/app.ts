@@ -15,6 +15,7 @@ import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
 import { adminRoutes, loginRoute } from "./admin/routes";
 import { dataRoutes } from "./dataplane/routes";
+import { batchRoutes } from "./batches/routes";
 import { workerRoutes } from "./workers/routes";
 import { agentRoutes } from "./agents/routes";
 import { joinTokenRoutes } from "./agents/join-token-routes";
@@ -113,6 +114,7 @@ export function createApp(deps: AppDeps) {
     .use(adminJobRoutes(deps))
     .use(agentRoutes(deps))
     .use(jobRoutes(deps))
+    .use(batchRoutes(deps))
     .use(dataRoutes(deps))
     .use(uiRoutes());
 }

@@ -16,6 +16,7 @@ import m13 from "./migrations/0013_cluster_certs.sql" with { type: "text" };
 import m14 from "./migrations/0014_multinode.sql" with { type: "text" };
 import m15 from "./migrations/0015_join_tokens.sql" with { type: "text" };
 import m16 from "./migrations/0016_routing.sql" with { type: "text" };
+import m17 from "./migrations/0017_batches.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -24,6 +25,7 @@ import p4 from "./migrations-pg/0004_cluster_certs.sql" with { type: "text" };
 import p5 from "./migrations-pg/0005_multinode.sql" with { type: "text" };
 import p6 from "./migrations-pg/0006_join_tokens.sql" with { type: "text" };
 import p7 from "./migrations-pg/0007_routing.sql" with { type: "text" };
+import p8 from "./migrations-pg/0008_batches.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -44,6 +46,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0014_multinode", sql: m14 },
   { tag: "0015_join_tokens", sql: m15 },
   { tag: "0016_routing", sql: m16 },
+  { tag: "0017_batches", sql: m17 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -56,4 +59,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0005_multinode", sql: p5 },
   { tag: "0006_join_tokens", sql: p6 },
   { tag: "0007_routing", sql: p7 },
+  { tag: "0008_batches", sql: p8 },
 ];

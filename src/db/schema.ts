@@ -201,8 +201,13 @@ export const jobs = sqliteTable(
     finishedAt: text("finished_at"),
     /** The host running it (set when claimed): a host that dies has its running jobs put back in the queue. */
     claimedBy: text("claimed_by"),
+    /** The OpenAI batch this job is a request of (its webhook goes out for the batch, not the job), else null. */
+    batchId: text("batch_id"),
+    /** The request's `custom_id` in its batch's input file. */
+    customId: text("custom_id"),
   },
   (t) => [
+    index("jobs_batch").on(t.batchId),
     index("jobs_status").on(t.status, t.createdAt),
     index("jobs_workload").on(t.workloadId, t.createdAt),
     index("jobs_workload_status").on(t.workloadId, t.status, t.createdAt),
@@ -257,6 +262,63 @@ export const deliveryAttempts = sqliteTable(
     durationMs: int("duration_ms").notNull(),
   },
   (t) => [index("delivery_attempts_delivery").on(t.deliveryId)],
+);
+
+/**
+ * A file of the OpenAI Files API: a `batch` upload (JSONL requests) or a `batch_output` file a batch
+ * wrote (its output or error file). The bytes live in the store, so a file is there exactly when its
+ * row is (kill -9 and restart included) and every host of a cluster reads the same file.
+ */
+export const files = sqliteTable(
+  "files",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    /** The batch that wrote it (output and error files), else null (an upload). */
+    batchId: text("batch_id"),
+    keyId: text("key_id"),
+    filename: text("filename").notNull(),
+    purpose: text("purpose").notNull(),
+    bytes: int("bytes").notNull(),
+    content: blob("content", { mode: "buffer" }).notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [index("files_project").on(t.projectId, t.createdAt)],
+);
+
+/** An OpenAI batch: its requests are jobs (`jobs.batch_id`); counts and files are set when it ends. */
+export const batches = sqliteTable(
+  "batches",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    /** The workload of the per-workload base it was made on; null on the project's base. */
+    workloadId: text("workload_id").references(() => workloads.id, { onDelete: "cascade" }),
+    /** The slugs of the workloads its requests run on, as a JSON array (who may see it). */
+    workloads: text("workloads").notNull(),
+    keyId: text("key_id"),
+    endpoint: text("endpoint").notNull(),
+    inputFileId: text("input_file_id").notNull(),
+    completionWindow: text("completion_window").notNull(),
+    status: text("status", { enum: ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] }).notNull(),
+    metadata: text("metadata"),
+    errors: text("errors"),
+    outputFileId: text("output_file_id"),
+    errorFileId: text("error_file_id"),
+    total: int("total").notNull().default(0),
+    completed: int("completed").notNull().default(0),
+    failed: int("failed").notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    inProgressAt: text("in_progress_at"),
+    expiresAt: text("expires_at").notNull(),
+    finalizingAt: text("finalizing_at"),
+    completedAt: text("completed_at"),
+    failedAt: text("failed_at"),
+    expiredAt: text("expired_at"),
+    cancellingAt: text("cancelling_at"),
+    cancelledAt: text("cancelled_at"),
+  },
+  (t) => [index("batches_project").on(t.projectId, t.createdAt), index("batches_status").on(t.status)],
 );
 
 /**

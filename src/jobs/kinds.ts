@@ -9,6 +9,7 @@ export interface KindSpec {
 /** Job kinds and the synchronous route each equals (the contract's table). */
 export const KINDS: Record<string, KindSpec> = {
   chat: { route: "chat/completions", toggle: "chat" },
+  completions: { route: "completions", toggle: "chat" },
   embeddings: { route: "embeddings", toggle: "embeddings" },
   rerank: { route: "rerank", toggle: "rerank" },
   audio_speech: { route: "audio/speech", toggle: "audio" },

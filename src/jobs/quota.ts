@@ -8,7 +8,8 @@ import { andThen, type Maybe } from "../maybe";
 const FRESH_MS = 10_000;
 
 /**
- * Stored async-job bytes per project (bodies and results), against `--max-job-bytes-per-project`.
+ * Stored async-job bytes per project (bodies and results, and the Files API's files), against
+ * `--max-job-bytes-per-project`.
  * Sums come from the store (SQLite's length() reads no blob pages) and are kept for a few seconds,
  * plus what this process stored since, so submission does not scan the table each time.
  */
@@ -24,7 +25,7 @@ export class JobQuota {
   used(projectId: string): Maybe<number> {
     const cached = this.sums.get(projectId);
     if (cached && this.now() - cached.at < FRESH_MS) return cached.bytes;
-    return rows<{ bytes: number | string | null }>(this.db, sql`SELECT SUM(length(j.body) + coalesce(length(j.data), 0)) AS bytes FROM jobs j JOIN workloads w ON w.id = j.workload_id WHERE w.project_id = ${projectId}`).then((r) => {
+    return rows<{ bytes: number | string | null }>(this.db, sql`SELECT coalesce((SELECT SUM(length(j.body) + coalesce(length(j.data), 0)) FROM jobs j JOIN workloads w ON w.id = j.workload_id WHERE w.project_id = ${projectId}), 0) + coalesce((SELECT SUM(f.bytes) FROM files f WHERE f.project_id = ${projectId}), 0) AS bytes`).then((r) => {
       const bytes = Number(r[0]?.bytes ?? 0);
       this.sums.set(projectId, { bytes, at: this.now() });
       return bytes;

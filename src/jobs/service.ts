@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, getTableColumns, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../db";
-import { batch, first } from "../db/raw";
+import { batch, first, type Statement } from "../db/raw";
 import { deliveries, jobs, webhooks } from "../db/schema";
 import { live } from "../webhooks/service";
 import { newId, nowIso } from "../ids";
@@ -140,22 +140,27 @@ export async function requeueJob(db: Db, jobId: string): Promise<void> {
  * between reading them and the commit has its delivery cancelled in that same transaction.
  */
 export async function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown): Promise<void> {
+  // A request of an OpenAI batch has no event of its own: the batch's goes out when it ends.
+  const fanOut = job.batchId ? [] : await deliveryStatements(db, job.workloadId, job.id, ok ? "job.completed" : "job.failed");
+  await batch(db, [db.update(jobs).set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: nowIso() }).where(eq(jobs.id, job.id)), ...fanOut]);
+}
+
+/**
+ * The writes that fan a job row's `event` out to its workload's destinations: one pending delivery
+ * per destination, due now, and (for a destination deleted between this read and the commit of the
+ * transaction they go into) its delivery cancelled. None when the workload has no destination.
+ */
+export async function deliveryStatements(db: Db, workloadId: string, jobId: string, event: string): Promise<Statement[]> {
   const now = nowIso();
-  const dests = await db.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, job.workloadId)));
-  const event = ok ? "job.completed" : "job.failed";
-  const rows = dests.map((d) => ({ id: newId("dlv"), jobId: job.id, webhookId: d.id, event, state: "pending" as const, nextAttemptAt: Date.now(), createdAt: now }));
-  await batch(db, [
-    db.update(jobs).set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: now }).where(eq(jobs.id, job.id)),
-    ...(rows.length
-      ? [
-          db.insert(deliveries).values(rows),
-          db
-            .update(deliveries)
-            .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
-            .where(and(eq(deliveries.jobId, job.id), eq(deliveries.state, "pending"), sql`${deliveries.webhookId} IN (SELECT id FROM webhooks WHERE deleted_at IS NOT NULL)`)),
-        ]
-      : []),
-  ]);
+  const dests = await db.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId)));
+  if (!dests.length) return [];
+  return [
+    db.insert(deliveries).values(dests.map((d) => ({ id: newId("dlv"), jobId, webhookId: d.id, event, state: "pending" as const, nextAttemptAt: Date.now(), createdAt: now }))),
+    db
+      .update(deliveries)
+      .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
+      .where(and(eq(deliveries.jobId, jobId), eq(deliveries.state, "pending"), sql`${deliveries.webhookId} IN (SELECT id FROM webhooks WHERE deleted_at IS NOT NULL)`)),
+  ];
 }
 
 /**

@@ -41,6 +41,14 @@ export function deliveryBody(event: string, jobId: string, context: string | nul
   return `{"event":${JSON.stringify(event)},"ts":${JSON.stringify(new Date().toISOString())},"job_id":${JSON.stringify(jobId)}${context !== null ? `,"context":${context}` : ""},"data":${data}}`;
 }
 
+/** The kind of the job row that carries an OpenAI batch's end event (`data` holds the batch object). */
+export const BATCH_EVENT_KIND = "batch";
+
+/** The exact body of a batch's end event (`batch.completed`, `batch.cancelled`…): the batch object as `data`. */
+export function batchDeliveryBody(event: string, batchId: string, data: string): string {
+  return `{"event":${JSON.stringify(event)},"ts":${JSON.stringify(new Date().toISOString())},"batch_id":${JSON.stringify(batchId)},"data":${data}}`;
+}
+
 /**
  * The durable delivery loop: takes due deliveries from SQLite (never those of a workload whose
  * `jobs` toggle is off), sends them concurrently up to a bound, records every attempt, and schedules
@@ -144,15 +152,17 @@ export class DeliveryLoop {
   private async attempt(id: string): Promise<void> {
     const row = await first(
       this.db
-        .select({ d: deliveries, job: { id: jobs.id, context: jobs.context, data: jobs.data }, hook: { url: webhooks.url, secret: webhooks.secret } })
+        .select({ d: deliveries, job: { id: jobs.id, kind: jobs.kind, batchId: jobs.batchId, context: jobs.context, data: jobs.data }, hook: { url: webhooks.url, secret: webhooks.secret } })
         .from(deliveries)
         .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
         .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
         .where(eq(deliveries.id, id)),
     );
     if (!row || row.d.state !== "pending" || !row.job.data) return;
-    const body = deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);
-    const headers = deliveryHeaders({ secret: row.hook.secret, event: "job", jobId: row.job.id, messageId: `msg_${row.d.id}`, body });
+    // A batch's end event rides on a job row of its own kind (src/batches/finish.ts).
+    const batchId = row.job.kind === BATCH_EVENT_KIND ? row.job.batchId : null;
+    const body = batchId ? batchDeliveryBody(row.d.event, batchId, row.job.data) : deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);
+    const headers = deliveryHeaders({ secret: row.hook.secret, event: batchId ? "batch" : "job", ...(batchId ? { batchId } : { jobId: row.job.id }), messageId: `msg_${row.d.id}`, body });
     const result = await postWebhook(row.hook.url, body, headers, this.opts.policy, this.opts.ca);
     if (this.stopped && !result.ok) return; // shutting down: the attempt is repeated after restart
     await this.record(row.d, result);

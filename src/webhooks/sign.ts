@@ -22,7 +22,7 @@ export function standardSignature(secret: string, id: string, t: number, body: s
 }
 
 /** Every header of a delivery or ping, signed both ways. */
-export function deliveryHeaders(opts: { secret: string | null; event: "job" | "ping"; jobId?: string; messageId: string; body: string; now?: number }): Record<string, string> {
+export function deliveryHeaders(opts: { secret: string | null; event: "job" | "batch" | "ping"; jobId?: string; batchId?: string; messageId: string; body: string; now?: number }): Record<string, string> {
   const t = Math.floor((opts.now ?? Date.now()) / 1000);
   const h: Record<string, string> = {
     "content-type": "application/json",
@@ -32,6 +32,7 @@ export function deliveryHeaders(opts: { secret: string | null; event: "job" | "p
     "webhook-timestamp": String(t),
   };
   if (opts.jobId) h["x-service-job-id"] = opts.jobId;
+  if (opts.batchId) h["x-service-batch-id"] = opts.batchId;
   if (opts.secret) {
     h["x-service-signature"] = serviceSignature(opts.secret, t, opts.body);
     h["webhook-signature"] = standardSignature(opts.secret, opts.messageId, t, opts.body);

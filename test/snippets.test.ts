@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServing, type Serving } from "./helpers/serving";
 import { cleanup, tempDir } from "./helpers/proc";
-import { snippets } from "../ui/components/snippets";
+import { projectSnippets, snippets } from "../ui/components/snippets";
 import { boundaryOf, withModelField } from "../src/dataplane/multipart-model";
 
 /**
@@ -15,7 +15,7 @@ import { boundaryOf, withModelField } from "../src/dataplane/multipart-model";
 const HOOK_MS = 90_000;
 const TYPES = ["text2text", "image2text", "embedding", "text2image", "image2image", "text2audio", "audio2text", "forecast", "reranker"] as const;
 let srv: Serving;
-const made: Record<string, { slug: string; task_type: string; project_slug: string }> = {};
+const made: Record<string, { slug: string; task_type: string; project_slug: string; model_name: string }> = {};
 let work: string;
 /** Inside the repository, so the snippets' `import "openai"` finds its node_modules. */
 const scripts = join(import.meta.dir, ".tmp", `snippets-${process.pid}`);
@@ -24,7 +24,7 @@ beforeAll(async () => {
   srv = await startServing({ FAKE_GPUS: `${TYPES.length}x NVIDIA GeForce RTX 4090:24564` });
   for (const t of TYPES) {
     const w = await srv.createWorkload({ name: `use-${t}`, backend: "vllm", model_name: `m-${t}`, task_type: t, config: { command: `vllm serve m-${t}` } });
-    made[t] = { slug: w.slug, task_type: t, project_slug: srv.project };
+    made[t] = { slug: w.slug, task_type: t, project_slug: srv.project, model_name: `m-${t}` };
   }
   await Promise.all(Object.values(made).map(async (w) => srv.waitState((await (await srv.admin(`/admin/projects/${srv.project}/workloads`)).json()).find((x: { slug: string }) => x.slug === w.slug).id)));
   work = tempDir("snippet-work");
@@ -68,28 +68,52 @@ describe("an upload's model field", () => {
   });
 });
 
+/** Runs one set of snippets: the curl command as printed, the JavaScript, and the Python compiled. */
+function runSnippets(t: string, s: ReturnType<typeof snippets>, jobs: boolean) {
+  const curl = run(["bash", "-c", `${s.curl} -sS -w '\\n%{http_code}'`]);
+  expect(curl.err).toBe("");
+  expect(curl.out.trim().split("\n").at(-1)).toBe(jobs ? "202" : "200");
+  const file = join(scripts, `${t}.mjs`);
+  writeFileSync(file, s.js);
+  const js = run(["bun", file]);
+  expect(js.err).toBe("");
+  expect(js.code).toBe(0);
+  if (t === "text2image" || t === "image2image") expect(readFileSync(join(work, "image.png")).subarray(1, 4).toString()).toBe("PNG");
+  else if (t === "text2audio") expect(readFileSync(join(work, "speech.wav")).subarray(0, 4).toString()).toBe("RIFF");
+  else expect(js.out.trim().length).toBeGreaterThan(0);
+  // The job-only snippet submits a job and reads it back by its id.
+  if (jobs) expect(js.out).toMatch(/status: "(queued|running|completed)"/);
+  const py = join(scripts, `${t}.py`);
+  writeFileSync(py, s.python);
+  expect(run(["python3", "-m", "py_compile", py]).code).toBe(0);
+}
+
 describe("snippets fitted to the task type", () => {
   for (const t of TYPES) {
     test(`${t}: the curl and JavaScript snippets answer, the Python compiles`, () => {
       const s = snippets(made[t], srv.live, srv.url);
       const jobs = t === "reranker";
-      const curl = run(["bash", "-c", `${s.curl} -sS -w '\\n%{http_code}'`]);
-      expect(curl.err).toBe("");
-      expect(curl.out.trim().split("\n").at(-1)).toBe(jobs ? "202" : "200");
-      const file = join(scripts, `${t}.mjs`);
-      writeFileSync(file, s.js);
-      const js = run(["bun", file]);
-      expect(js.err).toBe("");
-      expect(js.code).toBe(0);
-      if (t === "text2image" || t === "image2image") expect(readFileSync(join(work, "image.png")).subarray(1, 4).toString()).toBe("PNG");
-      else if (t === "text2audio") expect(readFileSync(join(work, "speech.wav")).subarray(0, 4).toString()).toBe("RIFF");
-      else expect(js.out.trim().length).toBeGreaterThan(0);
-      // The job-only snippet submits a job and reads it back by its id.
-      if (jobs) expect(js.out).toMatch(/status: "(queued|running|completed)"/);
-      const py = join(scripts, `${t}.py`);
-      writeFileSync(py, s.python);
-      expect(run(["python3", "-m", "py_compile", py]).code).toBe(0);
+      runSnippets(t, s, jobs);
       expect(s.curl).toContain(jobs ? `/endpoint/${srv.project}/${made[t].slug}/jobs` : `/endpoint/${srv.project}/${made[t].slug}/v1/`);
     });
   }
+});
+
+/** Task types whose calls are JSON (uploads are routed by their multipart model field, not yet read on the project base). */
+const ROUTED = ["text2text", "image2text", "embedding", "text2image", "text2audio", "forecast"] as const;
+
+describe("snippets through the project's base URL, routed by the model name", () => {
+  for (const t of ROUTED) {
+    test(`${t}: one base URL for nine workloads, the model name picks this one`, () => {
+      const s = projectSnippets(made[t], srv.live, srv.url)!;
+      runSnippets(t, s, false);
+      expect(s.curl).toContain(`/endpoint/${srv.project}/v1/`);
+      expect(s.js).toContain(`baseURL: "${srv.url}/endpoint/${srv.project}/v1"`);
+      expect(s.python).toContain(`base_url="${srv.url}/endpoint/${srv.project}/v1"`);
+    });
+  }
+
+  test("job-only task types have none: the project's base URL serves no jobs", () => {
+    expect(projectSnippets(made.reranker, srv.live, srv.url)).toBeUndefined();
+  });
 });

@@ -80,15 +80,18 @@ describe("first run in the browser", () => {
     expect(secret).toStartWith("ik_live_");
     await page.getByText("you will not see it again").waitFor();
     const curl = (await page.locator("figure.code pre").first().textContent())!;
-    expect(curl).toContain(`${srv.url}/endpoint/demo-app/chat/v1/chat/completions`);
+    // The project's base URL first, the workload's model name as `model`; the workload's own base second.
+    expect(curl).toContain(`${srv.url}/endpoint/demo-app/v1/chat/completions`);
     expect(curl).toContain(`Bearer ${secret}`);
-    expect(await page.locator("figure.code pre").nth(1).textContent()).toContain(`base_url="${srv.url}/endpoint/demo-app/chat/v1"`);
+    const model = /"model":"([^"]+)"/.exec(curl)![1];
+    expect(await page.locator("figure.code pre").nth(1).textContent()).toContain(`base_url="${srv.url}/endpoint/demo-app/v1"`);
+    expect(await page.getByTestId("workload-snippets").locator("figure.code pre").first().textContent()).toContain(`${srv.url}/endpoint/demo-app/chat/v1/chat/completions`);
     await ui.checkWidths("setup-done");
     // The snippet's request answers once the runtime is up.
     await until(async () => {
-      const r = await fetch(`${srv.url}/endpoint/demo-app/chat/v1/chat/completions`, {
+      const r = await fetch(`${srv.url}/endpoint/demo-app/v1/chat/completions`, {
         method: "POST", headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-        body: JSON.stringify({ messages: [{ role: "user", content: "Say hello" }] }),
+        body: JSON.stringify({ model, messages: [{ role: "user", content: "Say hello" }] }),
       });
       return r.status === 200 && (await r.json()).choices[0].message.content.includes("Say hello");
     }, "the snippet's request to answer", 30_000);

@@ -46,7 +46,8 @@ describe("where inferd listens", () => {
     const w = await srv.createWorkload({ name: "lan", backend: "vllm", model_name: "lan-model", config: { command: "vllm serve lan-model" } });
     await ui.visit(`/workloads/${w.id}`);
     await page.getByTestId("listen-warning").waitFor();
-    expect(await page.locator(".snippets pre code").first().textContent()).toContain(`http://127.0.0.1:${port}/endpoint/${srv.project}/lan/v1`);
+    expect(await page.locator(".snippets pre code").first().textContent()).toContain(`http://127.0.0.1:${port}/endpoint/${srv.project}/v1/chat/completions`);
+    expect(await page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toContain(`http://127.0.0.1:${port}/endpoint/${srv.project}/lan/v1`);
     await ui.checkWidths("listen-loopback");
   });
 
@@ -57,7 +58,8 @@ describe("where inferd listens", () => {
     await other.visit(`/workloads/${w.id}`);
     const port = new URL(advertised.url).port;
     await textMatching(other.page.getByTestId("listen-lan"), new RegExp(`reach inferd at http://inferd\\.test:${port}`), "the LAN address");
-    expect(await other.page.locator(".snippets pre code").first().textContent()).toContain(`curl http://inferd.test:${port}/endpoint/${advertised.project}/adv/v1/chat/completions`);
+    expect(await other.page.locator(".snippets pre code").first().textContent()).toContain(`curl http://inferd.test:${port}/endpoint/${advertised.project}/v1/chat/completions`);
+    expect(await other.page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toContain(`curl http://inferd.test:${port}/endpoint/${advertised.project}/adv/v1/chat/completions`);
     expect(await other.page.getByTestId("listen-warning").count()).toBe(0);
     await other.checkWidths("listen-advertised");
     await other.visit("/workers");

@@ -1,10 +1,10 @@
 /** The playgrounds of embeddings workloads (texts → vectors, similarity) and rerank workloads (query + documents → ranked scores). */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
-import { api } from "../lib/api";
+import { answer } from "../lib/api";
 import { useAction } from "../lib/hooks";
 import type { Workload } from "../lib/types";
-import { ErrorNote } from "./ui";
+import { ErrorNote, RequestId } from "./ui";
 
 /** The lines of a textarea that have text. */
 const lines = (text: string) => text.split("\n").map((l) => l.trim()).filter(Boolean);
@@ -38,13 +38,13 @@ function Similarity({ texts, vectors }: { texts: string[]; vectors: number[][] }
 /** Texts in, one vector each: dimensions, a preview of each vector, and how similar the texts are. */
 export function EmbeddingsPlayground({ w }: { w: Workload }) {
   const [text, setText] = useState("The cat sat on the mat.\nA dog slept on the rug.");
-  const [out, setOut] = useState<{ texts: string[]; vectors: number[][]; tokens?: number }>();
-  const embed = useAction((texts: string[]) => api<Embedded>(`/admin/workloads/${w.id}/embeddings`, { body: { input: texts } }));
+  const [out, setOut] = useState<{ texts: string[]; vectors: number[][]; tokens?: number; requestId?: string }>();
+  const embed = useAction((texts: string[]) => answer<Embedded>(`/admin/workloads/${w.id}/embeddings`, { body: { input: texts } }));
   const submit = async (e: Event) => {
     e.preventDefault();
     const texts = lines(text);
     const r = await embed.run(texts);
-    if (r) setOut({ texts, vectors: [...r.data].sort((a, b) => a.index - b.index).map((d) => d.embedding), tokens: r.usage?.prompt_tokens });
+    if (r) setOut({ texts, vectors: [...r.data.data].sort((a, b) => a.index - b.index).map((d) => d.embedding), tokens: r.data.usage?.prompt_tokens, requestId: r.requestId });
   };
   const dims = out?.vectors[0]?.length ?? 0;
   return html`<form class="form card" onSubmit=${submit} aria-label="Embed texts">
@@ -54,6 +54,7 @@ export function EmbeddingsPlayground({ w }: { w: Workload }) {
     </form>
     ${out ? html`<section aria-labelledby="emb-h"><h2 id="emb-h">Vectors</h2>
       <p role="status" data-testid="embed-summary">${out.vectors.length} vector${out.vectors.length === 1 ? "" : "s"} · ${dims} dimensions${out.tokens ? ` · ${out.tokens} tokens` : ""}</p>
+      ${out.requestId ? html`<${RequestId} id=${out.requestId} />` : null}
       <div class="table-wrap"><table aria-label="Vectors"><thead><tr><th scope="col">#</th><th scope="col">Text</th><th scope="col">First values</th></tr></thead>
         <tbody>${out.vectors.map((v, i) => html`<tr><td>${i + 1}</td><td class="doc-text">${out.texts[i]}</td><td><code class="vector">[${v.slice(0, 6).map((x) => x.toFixed(4)).join(", ")}${v.length > 6 ? ", …" : ""}]</code></td></tr>`)}</tbody>
       </table></div>
@@ -67,13 +68,13 @@ type Ranked = { results: { index: number; relevance_score: number }[] };
 export function RerankPlayground({ w }: { w: Workload }) {
   const [query, setQuery] = useState("Where do cats sleep?");
   const [docs, setDocs] = useState("Cats sleep on warm mats.\nThe stock market fell today.\nDogs like long walks.");
-  const [out, setOut] = useState<{ docs: string[]; results: Ranked["results"] }>();
-  const rank = useAction((body: { query: string; documents: string[] }) => api<Ranked>(`/admin/workloads/${w.id}/rerank`, { body }));
+  const [out, setOut] = useState<{ docs: string[]; results: Ranked["results"]; requestId?: string }>();
+  const rank = useAction((body: { query: string; documents: string[] }) => answer<Ranked>(`/admin/workloads/${w.id}/rerank`, { body }));
   const submit = async (e: Event) => {
     e.preventDefault();
     const documents = lines(docs);
     const r = await rank.run({ query: query.trim(), documents });
-    if (r) setOut({ docs: documents, results: [...r.results].sort((a, b) => b.relevance_score - a.relevance_score) });
+    if (r) setOut({ docs: documents, results: [...r.data.results].sort((a, b) => b.relevance_score - a.relevance_score), requestId: r.requestId });
   };
   return html`<form class="form card" onSubmit=${submit} aria-label="Rank documents">
       <label>Query<input name="query" value=${query} onInput=${(e: Event) => setQuery((e.target as HTMLInputElement).value)} /></label>
@@ -82,6 +83,7 @@ export function RerankPlayground({ w }: { w: Workload }) {
       <div class="actions"><button type="submit" class="primary" disabled=${rank.busy || !query.trim() || !lines(docs).length}>Rank</button></div>
     </form>
     ${out ? html`<section aria-labelledby="rank-h"><h2 id="rank-h">Ranking</h2>
+      ${out.requestId ? html`<${RequestId} id=${out.requestId} />` : null}
       <div class="table-wrap"><table aria-label="Ranking"><thead><tr><th scope="col">Rank</th><th scope="col">Score</th><th scope="col">Document</th></tr></thead>
         <tbody>${out.results.map((r, i) => html`<tr><td>${i + 1}</td><td><meter min="0" max="1" value=${Math.max(0, Math.min(1, r.relevance_score))} aria-label=${`Score of document ${r.index + 1}`}></meter> ${r.relevance_score.toFixed(4)}</td><td class="doc-text">${out.docs[r.index]}</td></tr>`)}</tbody>
       </table></div>

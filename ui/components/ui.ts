@@ -4,11 +4,18 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useId, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { ApiError } from "../lib/api";
 
-/** An error from the API (or any message) announced to screen readers. */
+/** An error from the API (or any message) announced to screen readers, with the answer's request id when it had one. */
 export function ErrorNote({ error }: { error?: ApiError | string | null }) {
   if (!error) return null;
   const text = typeof error === "string" ? error : error.message;
-  return html`<p class="note error" role="alert">${text}</p>`;
+  const id = typeof error === "string" ? undefined : error.requestId;
+  if (!id) return html`<p class="note error" role="alert">${text}</p>`;
+  return html`<div class="note error" role="alert"><p class="flush">${text}</p><${RequestId} id=${id} /></div>`;
+}
+
+/** A data-plane answer's request id, to quote in a support request or find in the logs. */
+export function RequestId({ id }: { id: string }) {
+  return html`<p class="request-id" data-testid="request-id">Request id: <samp>${id}</samp> <${CopyButton} text=${id} name="Copy the request id" /></p>`;
 }
 
 /** The id of the note that explains an error at `field` (for aria-describedby). */

@@ -1,4 +1,4 @@
-/** The fields of a workload, per backend, with its model, its execution policy and the launch preview. */
+/** The fields of a workload, per backend, with its model, its names and fallbacks on the project's base URL, its execution policy and the launch preview. */
 import { html } from "htm/preact";
 import type { ApiError } from "../lib/api";
 import { BACKENDS, TASK_TYPES } from "../lib/constants";
@@ -8,6 +8,7 @@ import type { Worker } from "../lib/types";
 import { PreviewView, useLaunchPreview } from "./launch-preview";
 import { ModelPicker } from "./model-picker";
 import { PolicyFields } from "./policy-fields";
+import { RoutingFields, type FallbackChoice } from "./routing-fields";
 import { FieldError, invalidAt } from "./ui";
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
@@ -45,8 +46,8 @@ function BackendFields({ d, set, error: saved }: { d: Draft; set(p: Partial<Draf
     <${PreviewView} preview=${preview} error=${previewed} shownFields=${shown} />`;
 }
 
-/** Every field of a workload; `error` is shown at the field the server named. */
-export function WorkloadFields({ d, onChange, error, workers, editing }: { d: Draft; onChange(d: Draft): void; error?: ApiError; workers?: Worker[]; editing?: boolean }) {
+/** Every field of a workload; `error` is shown at the field the server named; `others`: the project's other workloads (fallback choices). */
+export function WorkloadFields({ d, onChange, error, workers, editing, others }: { d: Draft; onChange(d: Draft): void; error?: ApiError; workers?: Worker[]; editing?: boolean; others?: FallbackChoice[] }) {
   const set = (p: Partial<Draft>) => onChange(edit(d, p));
   return html`<fieldset class="backends">
       <legend>Backend</legend>
@@ -72,5 +73,6 @@ export function WorkloadFields({ d, onChange, error, workers, editing }: { d: Dr
         <${FieldError} error=${error} field="nodes" /></label>`}
     </div>
     <${BackendFields} d=${d} set=${set} error=${error} />
+    <${RoutingFields} d=${d} set=${set} error=${error} others=${others} />
     <${PolicyFields} d=${d.policy} onChange=${(policy: PolicyDraft) => onChange({ ...d, policy })} error=${error} />`;
 }

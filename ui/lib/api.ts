@@ -1,12 +1,13 @@
 /** The dashboard's only way to the server: the admin API, authenticated by the session cookie. */
 
-/** An error answer of the admin API: `{error: {code, message, field?}}`. */
+/** An error answer of the admin API: `{error: {code, message, field?}}`, with the answer's `x-request-id` when it had one (data-plane calls). */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
     readonly field?: string,
+    readonly requestId?: string,
   ) {
     super(message);
   }
@@ -49,7 +50,7 @@ export async function failure(res: Response): Promise<ApiError> {
     localStorage.removeItem(FLAG);
     onUnauthorized();
   }
-  return new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? `the server answered ${res.status}`, err.field);
+  return new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? `the server answered ${res.status}`, err.field, res.headers.get("x-request-id") ?? undefined);
 }
 
 /**
@@ -57,11 +58,20 @@ export async function failure(res: Response): Promise<ApiError> {
  * @example const projects = await api<Project[]>("/admin/projects");
  */
 export async function api<T>(path: string, opts: CallOptions = {}): Promise<T> {
+  return (await answer<T>(path, opts)).data;
+}
+
+/**
+ * Like `api`, with the answer's `x-request-id` (the playground's data-plane calls carry one).
+ * @example const { data, requestId } = await answer<Embedded>(`/admin/workloads/${id}/embeddings`, { body });
+ */
+export async function answer<T>(path: string, opts: CallOptions = {}): Promise<{ data: T; requestId?: string }> {
   const res = await send(path, opts);
   if (!res.ok) throw await failure(res);
-  if (res.status === 204) return undefined as T;
+  const requestId = res.headers.get("x-request-id") ?? undefined;
+  if (res.status === 204) return { data: undefined as T, requestId };
   const text = await res.text();
-  return (text ? JSON.parse(text) : undefined) as T;
+  return { data: (text ? JSON.parse(text) : undefined) as T, requestId };
 }
 
 /**

@@ -22,13 +22,28 @@ export interface Draft {
   /** Whether the user typed the command (else it follows the model). */
   commandTouched: boolean;
   policy: PolicyDraft;
+  /** Other names the project base URL routes to this workload, one per input (blank ones are not sent). */
+  aliases: string[];
+  /** Other workloads' slugs, tried in this order when this one fails before answering. */
+  fallbacks: string[];
 }
 
 /** An empty draft for `backend`. */
 export const emptyDraft = (backend = "llamacpp"): Draft => ({
   name: "", slug: "", description: "", task_type: "text2text", backend, model_name: "", gguf: "",
   command: defaultCommand(backend, ""), version: "", worker_id: "", nodes: "1", commandTouched: false, policy: emptyPolicy(),
+  aliases: [], fallbacks: [],
 });
+
+/**
+ * Where the alias typed in input `i` stands in the body sent (blank inputs are left out), for the
+ * server's `aliases.N`; -1 when that input is blank.
+ * @example sentAliasIndex(["a", " ", "b"], 2) // → 1
+ */
+export function sentAliasIndex(aliases: string[], i: number): number {
+  if (!aliases[i]?.trim()) return -1;
+  return aliases.slice(0, i).filter((a) => a.trim()).length;
+}
 
 /** The `config` object of a draft for its backend. */
 export function configOf(d: Draft): Record<string, string> {
@@ -50,6 +65,8 @@ export function bodyOf(d: Draft): Record<string, unknown> {
     config: configOf(d),
     worker_id: d.worker_id || null,
     nodes: Number(d.nodes) || 1,
+    aliases: d.aliases.map((a) => a.trim()).filter(Boolean),
+    fallbacks: d.fallbacks,
     execution_policy: d.policy.policy,
     execution_params: paramsOf(d.policy),
   };
@@ -89,5 +106,7 @@ export function draftOf(w: Workload): Draft {
     nodes: String(w.nodes ?? 1),
     commandTouched: true,
     policy: policyDraftOf(w.execution_policy, w.execution_params),
+    aliases: [...(w.aliases ?? [])],
+    fallbacks: [...(w.fallbacks ?? [])],
   };
 }

@@ -5,23 +5,24 @@
  */
 import { html } from "htm/preact";
 import { useRef, useState } from "preact/hooks";
-import { failure, send } from "../lib/api";
+import { ApiError, failure, send } from "../lib/api";
 import { useApi } from "../lib/hooks";
 import { markdownHtml } from "../lib/markdown";
 import { sseData } from "../lib/sse";
 import type { Workload } from "../lib/types";
-import { ErrorNote, Loading } from "../components/ui";
+import { ErrorNote, Loading, RequestId } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { EmbeddingsPlayground, RerankPlayground } from "../components/playground-tools";
 
 type Role = "system" | "user" | "assistant";
 type Usage = { prompt_tokens?: number; completion_tokens?: number };
-/** A turn of the conversation; an answer carries its timings, or the error that ended it. */
+/** A turn of the conversation; an answer carries its timings, or the error that ended it, and its request id. */
 interface Turn {
   role: Role;
   content: string;
   stats?: string;
   error?: string;
+  requestId?: string;
 }
 /** The chat parameters (empty: the runtime's default). */
 interface Params {
@@ -30,10 +31,14 @@ interface Params {
   maxTokens: string;
 }
 
-/** Streams one chat completion through the admin API, calling `onText` per chunk; an error event in the stream throws. */
-async function streamChat(id: string, body: Record<string, unknown>, signal: AbortSignal, onText: (t: string) => void): Promise<Usage | undefined> {
+/**
+ * Streams one chat completion through the admin API, calling `onId` with the answer's request id
+ * and `onText` per chunk; an error event in the stream throws.
+ */
+async function streamChat(id: string, body: Record<string, unknown>, signal: AbortSignal, onId: (id: string | undefined) => void, onText: (t: string) => void): Promise<Usage | undefined> {
   const res = await send(`/admin/workloads/${id}/chat`, { body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
   if (!res.ok) throw await failure(res);
+  onId(res.headers.get("x-request-id") ?? undefined);
   let usage: Usage | undefined;
   for await (const data of sseData(res)) {
     if (data === "[DONE]") break;
@@ -70,11 +75,13 @@ function chatBody(history: Turn[], p: Params): Record<string, unknown> {
 function Bubble({ t, name }: { t: Turn; name: string }) {
   const who = html`<span class="who">${t.role === "user" ? "You" : name}</span>`;
   if (t.role === "user") return html`<li class="msg user">${who}<div class="text">${t.content}</div></li>`;
-  if (t.error && !t.content) return html`<li class="msg assistant failed" role="alert">${who}<div class="text">${t.error}</div></li>`;
+  const id = t.requestId ? html`<${RequestId} id=${t.requestId} />` : null;
+  if (t.error && !t.content) return html`<li class="msg assistant failed" role="alert">${who}<div class="text">${t.error}</div>${id}</li>`;
   return html`<li class="msg assistant">${who}
     ${t.content ? html`<div class="text md" dangerouslySetInnerHTML=${{ __html: markdownHtml(t.content) }}></div>` : html`<div class="text" aria-label="Waiting for the first token">…</div>`}
     ${t.error ? html`<p class="note error" role="alert">${t.error}</p>` : null}
     ${t.stats ? html`<span class="answer-stats" data-testid="answer-stats">${t.stats}</span>` : null}
+    ${id}
   </li>`;
 }
 
@@ -111,7 +118,7 @@ function ChatPlayground({ w }: { w: Workload }) {
     let first: number | undefined;
     let chunks = 0;
     try {
-      const usage = await streamChat(w.id, chatBody(history, params), ctl.current.signal, (t) => {
+      const usage = await streamChat(w.id, chatBody(history, params), ctl.current.signal, (rid) => (answer.requestId = rid), (t) => {
         first ??= performance.now();
         chunks++;
         answer.content += t;
@@ -124,6 +131,7 @@ function ChatPlayground({ w }: { w: Workload }) {
     } catch (err) {
       const aborted = (err as Error).name === "AbortError";
       answer.error = aborted ? "Stopped." : (err as Error).message;
+      if (err instanceof ApiError) answer.requestId ??= err.requestId;
       if (first !== undefined) answer.stats = statsLine(chunks, started, first, performance.now());
       setStatus(aborted ? "Stopped" : "Failed");
     } finally {

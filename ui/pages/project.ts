@@ -1,4 +1,4 @@
-/** One project: its workloads with their replica states, its quotas and limits, and deleting it. */
+/** One project: its workloads with their replica states, its base URL and how to call it, its quotas and limits, and deleting it. */
 import { html } from "htm/preact";
 import { api } from "../lib/api";
 import { useAction, useApi, type Loaded } from "../lib/hooks";
@@ -9,6 +9,7 @@ import type { UsageExport } from "../lib/types";
 import { bytes, count } from "../lib/format";
 import { ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge, Tabs } from "../components/ui";
 import { CAP_FIELDS, LimitsForm, QUOTA_FIELDS } from "../components/limits";
+import { ProjectBase } from "../components/project-base";
 
 /** The project's name (from the list) and its section tabs. */
 export function ProjectHead({ project, current }: { project: string; current: string }) {
@@ -89,6 +90,7 @@ export function ProjectPage({ project }: { project: string }) {
               <td class="wrap">${w.model_name}</td><td>${states.length ? states.map((s) => html`<${StateBadge} state=${s} /> `) : html`<span class="muted">none</span>`}</td></tr>`;
           })}</tbody>
         </table></div>`}
+    ${list.data ? html`<${ProjectBase} project=${detail.data?.slug ?? list.data[0]?.project_slug ?? project} workloads=${list.data} />` : null}
     <${Quotas} project=${project} p=${detail} />
     <${Caps} project=${project} p=${detail} />
     <section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete project</h2>

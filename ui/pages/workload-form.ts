@@ -13,6 +13,7 @@ import { ErrorNote, FormError, Loading, PageTitle } from "../components/ui";
 export function WorkloadNew({ project }: { project: string }) {
   const info = useApi<Info>("/admin/info");
   const workers = useApi<Worker[]>("/admin/workers");
+  const others = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(project)}/workloads`);
   const [d, setD] = useState<Draft>(emptyDraft());
   const save = useAction((body: Record<string, unknown>) => api<Workload>(`/admin/projects/${encodeURIComponent(project)}/workloads`, { body }));
   const submit = async (e: Event) => {
@@ -24,7 +25,7 @@ export function WorkloadNew({ project }: { project: string }) {
     ${info.data?.ollama.running ? html`<p class="note">An Ollama daemon answers at <code>${info.data.ollama.url}</code>.</p>` : null}
     <form class="card form" onSubmit=${submit} aria-label="New workload">
       <${FormError} error=${save.error} />
-      <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} />
+      <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} others=${others.data} />
       <div class="actions"><a class="button" href=${`/projects/${project}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Create workload</button></div>
     </form>`;
 }
@@ -33,6 +34,8 @@ export function WorkloadNew({ project }: { project: string }) {
 export function WorkloadEdit({ id }: { id: string }) {
   const wl = useApi<Workload>(`/admin/workloads/${id}`);
   const workers = useApi<Worker[]>("/admin/workers");
+  const siblings = useApi<Workload[]>(wl.data ? `/admin/projects/${encodeURIComponent(wl.data.project_slug)}/workloads` : null);
+  const others = siblings.data?.filter((w) => w.id !== wl.data?.id);
   const [d, setD] = useState<Draft>();
   useEffect(() => {
     if (wl.data && !d) setD(draftOf(wl.data));
@@ -48,7 +51,7 @@ export function WorkloadEdit({ id }: { id: string }) {
   return html`<${PageTitle} sub="Changing the command, model, backend or placement restarts its runtime.">Edit ${wl.data.name}<//>
     <form class="card form" onSubmit=${submit} aria-label="Edit workload">
       <${FormError} error=${save.error} />
-      <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} editing=${true} />
+      <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} editing=${true} others=${others} />
       <div class="actions"><a class="button" href=${`/workloads/${id}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Save</button></div>
     </form>`;
 }

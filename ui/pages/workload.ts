@@ -1,4 +1,4 @@
-/** A workload: start/stop/restart, its replicas and their states, scaling, placement, endpoint toggles, usage and snippets. */
+/** A workload: start/stop/restart, its replicas and their states, scaling, placement, endpoint toggles, usage, its aliases and fallbacks, and snippets. */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { api } from "../lib/api";
@@ -64,6 +64,15 @@ function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
   </section>`;
 }
 
+/** The names the project's base URL routes to this workload by, and the workloads it falls back to, in order. */
+function Routing({ w }: { w: Workload }) {
+  const codes = (list: string[], sep: string) => list.map((x, i) => html`${i ? sep : ""}<code>${x}</code>`);
+  return html`<dl class="facts routing" data-testid="routing">
+    <div><dt>Aliases</dt><dd data-testid="aliases">${w.aliases.length ? codes(w.aliases, ", ") : html`<span class="muted">none</span>`}</dd></div>
+    <div><dt>Falls back to</dt><dd data-testid="fallbacks">${w.fallbacks.length ? codes(w.fallbacks, " → ") : html`<span class="muted">none</span>`}</dd></div>
+  </dl>`;
+}
+
 /** The workload overview page. */
 export function WorkloadPage({ id }: { id: string }) {
   const wl = useApi<Workload>(`/admin/workloads/${id}`, 2000);
@@ -89,7 +98,7 @@ export function WorkloadPage({ id }: { id: string }) {
     <${WorkloadActivity} id=${w.id} />
     ${workers.data?.length ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
     <${Toggles} w=${w} onChange=${reload} />
-    <section aria-labelledby="use"><h2 id="use">Use it</h2><${Snippets} workload=${w} /></section>
+    <section aria-labelledby="use"><h2 id="use">Use it</h2><${Routing} w=${w} /><${Snippets} workload=${w} /></section>
     <section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete workload</h2>
       <${ErrorNote} error=${del.error} />
       <${ConfirmButton} label="Delete workload" title=${`Delete ${w.name}?`} confirm="Delete workload" body=${html`<p>Its runtimes stop and its endpoint goes away.</p>`}

@@ -99,8 +99,8 @@ describe("snippets fitted to the task type", () => {
   }
 });
 
-/** Task types whose calls are JSON (uploads are routed by their multipart model field, not yet read on the project base). */
-const ROUTED = ["text2text", "image2text", "embedding", "text2image", "text2audio", "forecast"] as const;
+/** Task types served on the project's base URL (uploads are routed by their multipart `model` field). */
+const ROUTED = ["text2text", "image2text", "embedding", "text2image", "text2audio", "forecast", "audio2text", "image2image"] as const;
 
 describe("snippets through the project's base URL, routed by the model name", () => {
   for (const t of ROUTED) {

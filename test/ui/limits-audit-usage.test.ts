@@ -91,6 +91,8 @@ describe("limits, quotas, audit log and usage in the dashboard", () => {
     await rows.first().waitFor();
     expect(await rows.first().textContent()).toContain("max_concurrent: 59 → 60");
     expect(await rows.first().textContent()).toContain("key.limits");
+    // Each change names the request that made it (its x-request-id), to match with the caller's logs.
+    expect(await rows.first().getByTestId("audit-request-id").textContent()).toMatch(/^req_[0-9a-f]{32}$/);
     expect(await rows.count()).toBe(50);
     await page.getByRole("button", { name: "Older entries" }).click();
     const all = (await (await world.srv.admin("/admin/audit?limit=1000")).json()).entries as { id: number }[];

@@ -75,7 +75,7 @@ export function AuditPageView() {
           <tbody>${entries.map((e) => html`<tr key=${e.id} data-testid="audit-row">
             <td><span title=${new Date(e.at).toLocaleString()}>${ago(e.at)}</span></td>
             <td>${e.actor.label}${e.actor.id ? html`<div class="muted small-text"><code>${e.actor.id}</code></div>` : null}</td>
-            <td><code>${e.action}</code></td>
+            <td><code>${e.action}</code>${e.request_id ? html`<div class="muted small-text" title="The request that made this change">request <code data-testid="audit-request-id">${e.request_id}</code></div>` : null}</td>
             <td>${e.target.label ?? e.target.id ?? e.target.type}<div class="muted small-text">${e.target.type}</div></td>
             <td><${Changes} diff=${e.diff} /></td>
           </tr>`)}</tbody>

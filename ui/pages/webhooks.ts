@@ -5,7 +5,7 @@ import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { ago, when } from "../lib/format";
 import type { Attempt, Info, Job, PingResult, Webhook, Workload } from "../lib/types";
-import { ConfirmButton, ErrorNote, Loading, SecretOnce, StateBadge } from "../components/ui";
+import { ConfirmButton, ErrorNote, Loading, RequestId, SecretOnce, StateBadge } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 
 /** One destination with its test button and the receiver's last answer. */
@@ -47,6 +47,7 @@ function Jobs({ id }: { id: string }) {
   if (jobs.data.length === 0) return html`<p class="muted">No jobs yet. Apps submit them with <code>POST …/jobs</code>.</p>`;
   return html`<ul class="jobs">${jobs.data.map((j) => html`<li class="card">
     <div class="job-head"><code>${j.job_id}</code> <span>${j.kind}</span> <${StateBadge} state=${j.status} /> <span class="muted">${ago(j.created_at)}</span></div>
+    ${j.request_id ? html`<${RequestId} id=${j.request_id} />` : null}
     ${j.deliveries.length === 0 ? html`<p class="muted">No deliveries.</p>` : html`<div class="table-wrap"><table>
       <thead><tr><th scope="col">Destination</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last status</th><th scope="col">Next attempt</th></tr></thead>
       <tbody>${j.deliveries.map((d) => html`<tr>

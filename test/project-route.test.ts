@@ -32,7 +32,7 @@ const requestsReach = (id: string, n: number) =>
 beforeAll(async () => {
   s = await startServing({ FAKE_DELAY_MS: "30" });
   alpha = await s.createWorkload({ name: "alpha", backend: "vllm", model_name: "org/alpha", aliases: ["fast"], config: { command: "vllm serve org/alpha" } });
-  beta = await s.createWorkload({ name: "beta", backend: "vllm", model_name: "org/beta", config: { command: "vllm serve org/beta" } });
+  beta = await s.createWorkload({ name: "beta", backend: "vllm", model_name: "org/beta", config: { command: "vllm serve org/beta --enable-log-requests" } });
   embed = await s.createWorkload({ name: "embed", task_type: "embedding", backend: "vllm", model_name: "org/embed", config: { command: "vllm serve org/embed" } });
   await Promise.all([alpha, beta, embed].map((w) => s.waitState(w.id)));
   base = `${s.url}/endpoint/${s.project}/v1`;

@@ -1,7 +1,7 @@
 import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { AppError, badRequest } from "../errors";
-import { accounting, checkRoute, readJsonObject } from "./service";
+import { accounting, checkRoute, readJsonObject, runOnBase } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
 import { dispatchWith, isEventStream, relay, upstreamFailed } from "./forward";
@@ -34,23 +34,7 @@ async function anthropicError(r: Response): Promise<Response> {
  * and the answer (or stream) translated back. Errors always come back in the Messages shape.
  */
 export async function messagesRoute(deps: DataplaneDeps, request: Request, base: RouteBase): Promise<Response> {
-  try {
-    if (base.workload !== undefined) {
-      const w = await workloadOf(deps, base.project, base.workload);
-      checkRoute(w, "chat", "POST /v1/messages");
-      const json = await readJsonObject(deps, request);
-      checkModel(w, json.model);
-      return await messagesHeld(deps, request, w, json);
-    }
-    const json = await readJsonObject(deps, request);
-    const route = await routeOf(deps, request, base, json.model);
-    return await tryInOrder(route, (w) => {
-      checkRoute(w, "chat", "POST /v1/messages");
-      return messagesHeld(deps, request, w, json);
-    });
-  } finally {
-    deps.bodyBudget.release(request);
-  }
+  return runOnBase(deps, request, base, "chat", "POST /v1/messages", (w, json) => messagesHeld(deps, request, w, json));
 }
 
 async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {

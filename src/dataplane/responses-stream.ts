@@ -6,7 +6,7 @@
  */
 import { endOf, isObj, newId, openAiErrorOf, outputText, responseUsageOf, type JsonObject, type OutputItem, type ResponseObject } from "./responses-translate";
 import type { Usage } from "./meter";
-import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
+import type { StreamTranslator } from "./stream-pipe";
 
 const EVENT_END = /\r?\n\r?\n/;
 

@@ -2,8 +2,8 @@ import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { badRequest } from "../errors";
 import type { Workload } from "../workloads/service";
-import { accounting, checkRoute, readJsonObject } from "./service";
-import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
+import { accounting, runOnBase } from "./service";
+import type { RouteBase } from "./target";
 import { dispatchWith, isEventStream, relay, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
@@ -26,23 +26,7 @@ const noResponsesRoute = new Set<string>();
  * answer (or stream) is translated back. Errors come back in OpenAI's shape.
  */
 export async function responsesRoute(deps: DataplaneDeps, request: Request, base: RouteBase): Promise<Response> {
-  try {
-    if (base.workload !== undefined) {
-      const w = await workloadOf(deps, base.project, base.workload);
-      checkRoute(w, "chat", "POST /v1/responses");
-      const json = await readJsonObject(deps, request);
-      checkModel(w, json.model);
-      return await responsesHeld(deps, request, w, json);
-    }
-    const json = await readJsonObject(deps, request);
-    const route = await routeOf(deps, request, base, json.model);
-    return await tryInOrder(route, (w) => {
-      checkRoute(w, "chat", "POST /v1/responses");
-      return responsesHeld(deps, request, w, json);
-    });
-  } finally {
-    deps.bodyBudget.release(request);
-  }
+  return runOnBase(deps, request, base, "chat", "POST /v1/responses", (w, json) => responsesHeld(deps, request, w, json));
 }
 
 /** The meter of a stream whose usage the translator counts (the generic meter reads chat and Messages usage only). */

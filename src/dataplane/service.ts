@@ -6,7 +6,7 @@ import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { dispatch, relay, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
-import { checkModel, modelAliasesOf, routeOf, tryInOrder, type RouteBase } from "./target";
+import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
 
 /** What this module uses of the app's dependencies. */
@@ -97,6 +97,32 @@ export async function forwardOnProject(deps: DataplaneDeps, spec: RouteSpec, req
     const json = await readJsonObject(deps, request);
     const route = await routeOf(deps, request, base, json.model);
     return await tryInOrder(route, (w) => forwardHeld(deps, spec, request, w, keyId, json, "routed"));
+  } finally {
+    deps.bodyBudget.release(request);
+  }
+}
+
+/**
+ * Runs a translated JSON route (Messages, Responses) on its workload, on either base: the workload
+ * base checks the route's toggle before reading the body and the model after; the project base
+ * routes by the body's `model` and tries the route's workloads in order, each checked for the
+ * toggle. The body's bytes count against the budget until the answer is made.
+ */
+export async function runOnBase(deps: DataplaneDeps, request: Request, base: RouteBase, toggle: Toggle, what: string, run: (w: Workload, json: Record<string, unknown>) => Promise<Response>): Promise<Response> {
+  try {
+    if (base.workload !== undefined) {
+      const w = await workloadOf(deps, base.project, base.workload);
+      checkRoute(w, toggle, what);
+      const json = await readJsonObject(deps, request);
+      checkModel(w, json.model);
+      return await run(w, json);
+    }
+    const json = await readJsonObject(deps, request);
+    const route = await routeOf(deps, request, base, json.model);
+    return await tryInOrder(route, (w) => {
+      checkRoute(w, toggle, what);
+      return run(w, json);
+    });
   } finally {
     deps.bodyBudget.release(request);
   }

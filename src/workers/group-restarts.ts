@@ -40,12 +40,14 @@ export class GroupRestarts {
   /** A member of a running group failed: schedules the group's restart, or gives the group up. */
   async memberFailed(a: AssignmentView, workerName: string, reason: string | undefined): Promise<void> {
     const group = a.group_id!;
-    if (this.pending.has(group)) return;
+    const why = `member ${a.node_rank} on worker "${workerName}" failed${reason ? `: ${firstLine(reason)}` : ""}`;
+    // The others of a group often fail with it (a leader loses its peer): each failure goes to the
+    // log, whichever came first; the members' reason stays the first one's.
+    if (this.pending.has(group)) return void this.opts.onNote?.(group, `${why} (the group is restarting already)`);
     const t = this.now();
     const { baseMs, maxMs, maxCrashes, windowMs } = this.policy;
     const times = [...(this.crashes.get(group) ?? []).filter((at) => t - at < windowMs), t];
     this.crashes.set(group, times);
-    const why = `member ${a.node_rank} on worker "${workerName}" failed${reason ? `: ${firstLine(reason)}` : ""}`;
     if (times.length > maxCrashes) {
       this.crashes.delete(group);
       const given = `${why}; the group failed ${times.length} times within ${Math.round(windowMs / 1000)} s, giving up (restart the workload to try again)`;

@@ -2,8 +2,6 @@ import { Elysia } from "elysia";
 import { z } from "zod";
 import { jsonBody } from "../http";
 import { forwardToWorkload, SYNC_ROUTES, type DataplaneDeps } from "../dataplane/service";
-import { noteRequestId } from "../dataplane/request-id";
-import { AppError, errorResponse } from "../errors";
 import { resolveWorkload } from "../workloads/service";
 
 /** What the dashboard's playground sends for each kind of workload. */
@@ -18,21 +16,12 @@ const route = (path: string) => SYNC_ROUTES.find((r) => r.path === path)!;
  * embeddings and rerank against a workload's replicas without a data-plane key, through the same
  * queue and meter as the data plane (usage under no key). A workload that only takes async jobs
  * (a reranker) may be tried here directly, without making a job or webhook deliveries. Each try
- * gets a request id as a data-plane request does (sent to the runtime, on the answer and its error
- * as `x-request-id`), so the dashboard can show it.
+ * has its request id, as every request does (src/app.ts): sent to the runtime and on the answer
+ * and its error as `x-request-id`, so the dashboard can show it.
  */
 export const playgroundRoutes = (deps: DataplaneDeps) => {
-  const forward = async (path: string, request: Request, id: string, body: unknown) => {
-    // The app's after-handle puts a noted id on the answer (src/app.ts); the error mapper does so
-    // only under /endpoint/, so a refusal is answered here, as a response the after-handle sees.
-    noteRequestId(request);
-    try {
-      return await forwardToWorkload(deps, route(path), request, await resolveWorkload(deps.db, id), null, body, true);
-    } catch (e) {
-      if (e instanceof AppError) return errorResponse(new URL(request.url).pathname, e);
-      throw e;
-    }
-  };
+  const forward = async (path: string, request: Request, id: string, body: unknown) =>
+    forwardToWorkload(deps, route(path), request, await resolveWorkload(deps.db, id), null, body, true);
   return new Elysia({ prefix: "/admin/workloads/:id", detail: { tags: ["admin"] } })
     .post("/chat", ({ params, request, server, body }) => {
       server?.timeout(request, 0);

@@ -11,8 +11,8 @@ export interface Accounting {
   record(usage: Usage, ok: boolean): void;
 }
 
-/** Headers of a runtime response worth passing to the client. */
-const PASS_HEADERS = ["content-type", "cache-control", "x-request-id"];
+/** Headers of a runtime response worth passing to the client (its request id is inferd's own, set by the app). */
+const PASS_HEADERS = ["content-type", "cache-control"];
 
 function responseHeaders(upstream: Response, extra: Record<string, string> = {}): Headers {
   const h = new Headers(extra);

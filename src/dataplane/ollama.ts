@@ -19,8 +19,8 @@ import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
 import { chatAnswerOf, chatRequestOf, countsOf, embedAnswerOf, embedRequestOf, generateAnswerOf, generateRequestOf, loadAnswerOf, ollamaErrorOf, streams, type RuntimeCall, type Timing } from "./ollama-translate";
 import { requestIdOf } from "./request-id";
-import { accounting, checkRoute, readJsonObject, type DataplaneDeps } from "./service";
-import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
+import { accounting, readJsonObject, runOnBase, type DataplaneDeps, type ModelLookup } from "./service";
+import { routeOf, type RouteBase } from "./target";
 
 /** The Ollama API routes served under both bases (`…/api/<name>`), and their methods. */
 export const OLLAMA_ROUTES = [
@@ -68,7 +68,7 @@ export async function ollamaRoute(deps: OllamaDeps, request: Request, base: Rout
  * Runs `find` for `model`, and again without a `:latest` tag when that name is unknown: Ollama
  * clients add the tag Ollama itself treats as implied.
  */
-async function tolerantOfLatest<T>(model: unknown, find: (model: unknown) => T | Promise<T>): Promise<T> {
+const tolerantOfLatest: ModelLookup = async (model, find) => {
   try {
     return await find(model);
   } catch (e) {
@@ -76,28 +76,14 @@ async function tolerantOfLatest<T>(model: unknown, find: (model: unknown) => T |
     if (bare && e instanceof AppError && e.status < 500) return find(bare);
     throw e;
   }
-}
+};
 
 /** The toggle and the name of an inference route, for `checkRoute`. */
 const toggleOf = (name: Inference) => (name === "embed" || name === "embeddings" ? "embeddings" : "chat");
 
 /** chat, generate, embed, embeddings: routed like every data-plane request (./target.ts), then run on the workload. */
-async function inference(deps: DataplaneDeps, request: Request, base: RouteBase, name: Inference): Promise<Response> {
-  const what = `POST /api/${name}`;
-  if (base.workload !== undefined) {
-    const w = await workloadOf(deps, base.project, base.workload);
-    checkRoute(w, toggleOf(name), what);
-    const json = await readJsonObject(deps, request);
-    await tolerantOfLatest(json.model, (m) => checkModel(w, m));
-    return await inferOn(deps, request, w, json, name);
-  }
-  const json = await readJsonObject(deps, request);
-  const route = await tolerantOfLatest(json.model, (m) => routeOf(deps, request, base, m));
-  return await tryInOrder(route, (w) => {
-    checkRoute(w, toggleOf(name), what);
-    return inferOn(deps, request, w, json, name);
-  });
-}
+const inference = (deps: DataplaneDeps, request: Request, base: RouteBase, name: Inference) =>
+  runOnBase(deps, request, base, toggleOf(name), `POST /api/${name}`, (w, json) => inferOn(deps, request, w, json, name), tolerantOfLatest);
 
 /** The OpenAI-style call an Ollama request becomes on a non-Ollama runtime. */
 function runtimeCallOf(name: Inference, json: JsonObject, servedModel: string): RuntimeCall {

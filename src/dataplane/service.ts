@@ -102,23 +102,26 @@ export async function forwardOnProject(deps: DataplaneDeps, spec: RouteSpec, req
   }
 }
 
+/** How a route looks a request's model up: `find` for the model as sent (Ollama's also tries it without `:latest`). */
+export type ModelLookup = <T>(model: unknown, find: (model: unknown) => T | Promise<T>) => Promise<T>;
+
 /**
- * Runs a translated JSON route (Messages, Responses) on its workload, on either base: the workload
+ * Runs a translated JSON route (Messages, Responses, Ollama's) on its workload, on either base: the workload
  * base checks the route's toggle before reading the body and the model after; the project base
  * routes by the body's `model` and tries the route's workloads in order, each checked for the
  * toggle. The body's bytes count against the budget until the answer is made.
  */
-export async function runOnBase(deps: DataplaneDeps, request: Request, base: RouteBase, toggle: Toggle, what: string, run: (w: Workload, json: Record<string, unknown>) => Promise<Response>): Promise<Response> {
+export async function runOnBase(deps: DataplaneDeps, request: Request, base: RouteBase, toggle: Toggle, what: string, run: (w: Workload, json: Record<string, unknown>) => Promise<Response>, lookup: ModelLookup = async (model, find) => find(model)): Promise<Response> {
   try {
     if (base.workload !== undefined) {
       const w = await workloadOf(deps, base.project, base.workload);
       checkRoute(w, toggle, what);
       const json = await readJsonObject(deps, request);
-      checkModel(w, json.model);
+      await lookup(json.model, (m) => checkModel(w, m));
       return await run(w, json);
     }
     const json = await readJsonObject(deps, request);
-    const route = await routeOf(deps, request, base, json.model);
+    const route = await lookup(json.model, (m) => routeOf(deps, request, base, m));
     return await tryInOrder(route, (w) => {
       checkRoute(w, toggle, what);
       return run(w, json);

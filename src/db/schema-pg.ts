@@ -442,3 +442,24 @@ export const clusterCerts = pgTable("cluster_certs", {
   keyPem: text("key_pem").notNull(),
   createdAt: text("created_at").notNull(),
 });
+
+/** Settings changed at run time (see ./schema.ts). */
+export const settings = pgTable("settings", {
+  key: text("key").primaryKey(),
+  value: text("value").notNull(),
+  updatedAt: text("updated_at").notNull(),
+  updatedBy: text("updated_by"),
+});
+
+/** Completed chart buckets kept across restarts (see ./schema.ts). */
+export const seriesBuckets = pgTable(
+  "series_buckets",
+  {
+    kind: text("kind").notNull(),
+    subject: text("subject").notNull(),
+    t: bigint("t", { mode: "number" }).notNull(),
+    hostId: text("host_id").notNull(),
+    data: text("data").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.kind, t.subject, t.t, t.hostId] }), index("series_buckets_t").on(t.t)],
+);

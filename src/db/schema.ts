@@ -459,3 +459,32 @@ export const clusterCerts = sqliteTable("cluster_certs", {
   keyPem: text("key_pem").notNull(),
   createdAt: text("created_at").notNull(),
 });
+
+/**
+ * Settings changed at run time from the dashboard or `/admin/settings` (one row per setting key of
+ * src/config.ts SETTINGS that may change while serving): the value as JSON, who changed it and when.
+ * A stored value beats the flag, environment and default; deleting the row returns to them.
+ */
+export const settings = sqliteTable("settings", {
+  key: text("key").primaryKey(),
+  value: text("value").notNull(),
+  updatedAt: text("updated_at").notNull(),
+  updatedBy: text("updated_by"),
+});
+
+/**
+ * Completed chart buckets kept across restarts: one row per series (`kind`: "workload" or "gpu";
+ * `subject`: the workload id, or worker id and GPU index), bucket start (unix ms) and host that
+ * recorded it; `data` holds the bucket's figures as JSON. A restart leaves a gap, never zeros.
+ */
+export const seriesBuckets = sqliteTable(
+  "series_buckets",
+  {
+    kind: text("kind").notNull(),
+    subject: text("subject").notNull(),
+    t: int("t").notNull(),
+    hostId: text("host_id").notNull(),
+    data: text("data").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.kind, t.subject, t.t, t.hostId] }), index("series_buckets_t").on(t.t)],
+);

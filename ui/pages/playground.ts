@@ -1,161 +1,126 @@
 /**
  * Try a workload from the page, with the playground its task type fits: chat (streamed token by
  * token, Markdown answers, temperature / max tokens / system prompt, time to first token and
- * tokens/s per answer), embeddings, or rerank.
+ * tokens/s per answer, replica progress while a cold start holds the answer, conversations kept in
+ * this browser per workload, or two workloads of the project compared side by side), embeddings, or rerank.
  */
 import { html } from "htm/preact";
-import { useRef, useState } from "preact/hooks";
-import { ApiError, failure, send } from "../lib/api";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { useApi } from "../lib/hooks";
-import { markdownHtml } from "../lib/markdown";
-import { sseData } from "../lib/sse";
+import { navigate, useLocation } from "../lib/router";
 import type { Workload } from "../lib/types";
-import { ErrorNote, Loading, RequestId } from "../components/ui";
+import { ConfirmButton, ErrorNote, Loading } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { EmbeddingsPlayground, RerankPlayground } from "../components/playground-tools";
+import { Bubble, MessageBox, ParamFields, streamAnswer, type Turn } from "../components/playground-chat";
+import { forgetGone, titleOf, useConversations, type Conversation } from "../components/playground-store";
+import { ComparePlayground } from "../components/playground-compare";
 
-type Role = "system" | "user" | "assistant";
-type Usage = { prompt_tokens?: number; completion_tokens?: number };
-/** A turn of the conversation; an answer carries its timings, or the error that ended it, and its request id. */
-interface Turn {
-  role: Role;
-  content: string;
-  stats?: string;
-  error?: string;
-  requestId?: string;
-}
-/** The chat parameters (empty: the runtime's default). */
-interface Params {
-  system: string;
-  temperature: string;
-  maxTokens: string;
+type Conversations = ReturnType<typeof useConversations>;
+
+/** The kept conversations: New chat, and one button per conversation to open it (not while an answer streams). */
+function ConversationList({ c, busy }: { c: Conversations; busy: boolean }) {
+  return html`<nav class="conversations" aria-label="Conversations">
+    <button type="button" onClick=${c.create} disabled=${busy}>New chat</button>
+    <ul>${c.list.map((x) => html`<li key=${x.id}><button type="button" class="conversation" aria-current=${x.id === c.open.id ? "true" : undefined} disabled=${busy} onClick=${() => c.select(x.id)}>${titleOf(x)}</button></li>`)}</ul>
+    ${c.saved ? null : html`<p class="note error" role="alert">This browser would not keep the conversation (storage full or off).</p>`}
+  </nav>`;
 }
 
-/**
- * Streams one chat completion through the admin API, calling `onId` with the answer's request id
- * and `onText` per chunk; an error event in the stream throws.
- */
-async function streamChat(id: string, body: Record<string, unknown>, signal: AbortSignal, onId: (id: string | undefined) => void, onText: (t: string) => void): Promise<Usage | undefined> {
-  const res = await send(`/admin/workloads/${id}/chat`, { body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
-  if (!res.ok) throw await failure(res);
-  onId(res.headers.get("x-request-id") ?? undefined);
-  let usage: Usage | undefined;
-  for await (const data of sseData(res)) {
-    if (data === "[DONE]") break;
-    const chunk = JSON.parse(data) as { choices?: { delta?: { content?: string } }[]; usage?: Usage; error?: { message?: string } };
-    if (chunk.error) throw new Error(chunk.error.message ?? "the runtime broke off the answer");
-    const text = chunk.choices?.[0]?.delta?.content;
-    if (text) onText(text);
-    if (chunk.usage) usage = chunk.usage;
+/** The open conversation's title with Rename (inline) and Delete (confirmed). */
+function ConversationHead({ c, busy }: { c: Conversations; busy: boolean }) {
+  const [naming, setNaming] = useState<string | null>(null);
+  const open: Conversation = c.open;
+  if (naming !== null) {
+    const save = (e: Event) => {
+      e.preventDefault();
+      c.rename(open.id, naming);
+      setNaming(null);
+    };
+    return html`<form class="conversation-head" onSubmit=${save} aria-label="Rename the conversation">
+      <label class="inline-field">Conversation name<input value=${naming} maxLength=${80} placeholder=${titleOf({ ...open, name: "" })} onInput=${(e: Event) => setNaming((e.target as HTMLInputElement).value)} /></label>
+      <button type="submit" class="primary">Save name</button><button type="button" onClick=${() => setNaming(null)}>Cancel</button>
+    </form>`;
   }
-  return usage;
+  return html`<div class="conversation-head">
+    <h2 data-testid="conversation-title">${titleOf(open)}</h2>
+    <button type="button" class="small" disabled=${busy} onClick=${() => setNaming(open.name || titleOf(open))}>Rename</button>
+    <${ConfirmButton} class="small danger" label="Delete" title="Delete this conversation?" confirm="Delete conversation"
+      body=${html`<p><strong>${titleOf(open)}</strong> (${open.turns.length} message${open.turns.length === 1 ? "" : "s"}) is forgotten by this browser.</p>`}
+      onConfirm=${() => c.remove(open.id)} />
+  </div>`;
 }
 
-/** "12 tokens · 48.0 tokens/s · first token 120 ms · 0.4 s": output tokens over the time after the first token. */
-function statsLine(tokens: number, startMs: number, firstMs: number | undefined, endMs: number): string {
-  const parts = [`${tokens} token${tokens === 1 ? "" : "s"}`];
-  const after = firstMs === undefined ? 0 : (endMs - firstMs) / 1000;
-  parts.push(tokens > 1 && after > 0 ? `${((tokens - 1) / after).toFixed(1)} tokens/s` : "– tokens/s");
-  parts.push(firstMs === undefined ? "no token" : `first token ${Math.round(firstMs - startMs)} ms`);
-  parts.push(`${((endMs - startMs) / 1000).toFixed(1)} s`);
-  return parts.join(" · ");
-}
-
-/** The request body of a conversation with the parameters set. */
-function chatBody(history: Turn[], p: Params): Record<string, unknown> {
-  const sent = history.filter((t) => !t.error && t.content).map((t) => ({ role: t.role, content: t.content }));
-  const messages = p.system.trim() ? [{ role: "system", content: p.system.trim() }, ...sent] : sent;
-  const body: Record<string, unknown> = { messages };
-  if (p.temperature.trim() !== "") body.temperature = Number(p.temperature);
-  if (p.maxTokens.trim() !== "") body.max_tokens = Number(p.maxTokens);
-  return body;
-}
-
-/** One turn: the user's text as typed, an answer as sanitised Markdown with its stats or error. */
-function Bubble({ t, name }: { t: Turn; name: string }) {
-  const who = html`<span class="who">${t.role === "user" ? "You" : name}</span>`;
-  if (t.role === "user") return html`<li class="msg user">${who}<div class="text">${t.content}</div></li>`;
-  const id = t.requestId ? html`<${RequestId} id=${t.requestId} />` : null;
-  if (t.error && !t.content) return html`<li class="msg assistant failed" role="alert">${who}<div class="text">${t.error}</div>${id}</li>`;
-  return html`<li class="msg assistant">${who}
-    ${t.content ? html`<div class="text md" dangerouslySetInnerHTML=${{ __html: markdownHtml(t.content) }}></div>` : html`<div class="text" aria-label="Waiting for the first token">…</div>`}
-    ${t.error ? html`<p class="note error" role="alert">${t.error}</p>` : null}
-    ${t.stats ? html`<span class="answer-stats" data-testid="answer-stats">${t.stats}</span>` : null}
-    ${id}
-  </li>`;
-}
-
-/** The chat parameters, folded away. */
-function ParamFields({ p, set }: { p: Params; set(p: Params): void }) {
-  const field = (k: keyof Params) => (e: Event) => set({ ...p, [k]: (e.target as HTMLInputElement).value });
-  return html`<details class="card params"><summary>Parameters</summary><div class="form">
-    <label>System prompt<textarea rows="2" value=${p.system} onInput=${field("system")}></textarea></label>
-    <div class="grid2">
-      <label>Temperature<input type="number" min="0" max="2" step="0.1" placeholder="model default" value=${p.temperature} onInput=${field("temperature")} /></label>
-      <label>Max tokens<input type="number" min="1" max="131072" step="1" placeholder="model default" value=${p.maxTokens} onInput=${field("maxTokens")} /></label>
-    </div></div></details>`;
-}
-
-/** The chat playground. */
+/** The chat playground: the kept conversations of this workload and the open one. */
 function ChatPlayground({ w }: { w: Workload }) {
-  const [params, setParams] = useState<Params>({ system: "", temperature: "", maxTokens: "" });
+  const c = useConversations(w.project_id, w.id);
+  const [live, setLive] = useState<Turn[] | null>(null);
   const [input, setInput] = useState("");
-  const [turns, setTurns] = useState<Turn[]>([]);
   const [status, setStatus] = useState("");
   const ctl = useRef<AbortController>();
-  const busy = !!ctl.current;
-  const submit = async (e?: Event) => {
-    e?.preventDefault();
-    if (!input.trim() || ctl.current) return;
-    const history: Turn[] = [...turns, { role: "user", content: input.trim() }];
+  const open = c.open;
+  const turns = live ?? open.turns;
+  useEffect(() => setStatus(""), [open.id]);
+  const send = async () => {
+    const history: Turn[] = [...open.turns, { role: "user", content: input.trim() }];
     const answer: Turn = { role: "assistant", content: "" };
-    const show = () => setTurns([...history, { ...answer }]);
-    show();
+    const show = () => setLive([...history, { ...answer }]);
+    c.update(open.id, { turns: history });
     setInput("");
     setStatus("Waiting for the model…");
     ctl.current = new AbortController();
-    const started = performance.now();
-    let first: number | undefined;
-    let chunks = 0;
-    try {
-      const usage = await streamChat(w.id, chatBody(history, params), ctl.current.signal, (rid) => (answer.requestId = rid), (t) => {
-        first ??= performance.now();
-        chunks++;
-        answer.content += t;
-        setStatus("Streaming…");
-        show();
-      });
-      const end = performance.now();
-      answer.stats = statsLine(usage?.completion_tokens ?? chunks, started, first, end);
-      setStatus(`Done in ${((end - started) / 1000).toFixed(1)} s`);
-    } catch (err) {
-      const aborted = (err as Error).name === "AbortError";
-      answer.error = aborted ? "Stopped." : (err as Error).message;
-      if (err instanceof ApiError) answer.requestId ??= err.requestId;
-      if (first !== undefined) answer.stats = statsLine(chunks, started, first, performance.now());
-      setStatus(aborted ? "Stopped" : "Failed");
-    } finally {
-      ctl.current = undefined;
+    const done = await streamAnswer(w.id, history, open.params, answer, ctl.current.signal, () => {
+      if (answer.content) setStatus("Streaming…");
       show();
-    }
+    });
+    ctl.current = undefined;
+    c.update(open.id, { turns: [...history, { ...answer }] });
+    setLive(null);
+    setStatus(done);
   };
-  const keydown = (e: KeyboardEvent) => {
-    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) void submit(e);
-  };
-  return html`<${ParamFields} p=${params} set=${setParams} />
-    <ol class="chat" aria-live="polite" aria-label="Conversation">${turns.map((t) => html`<${Bubble} t=${t} name=${w.name} />`)}</ol>
-    <form class="chat-input" onSubmit=${submit} aria-label="Send a message">
-      <label>Message<textarea name="message" rows="3" value=${input} onKeyDown=${keydown} onInput=${(e: Event) => setInput((e.target as HTMLTextAreaElement).value)} placeholder="Ask something (Enter sends, Shift+Enter adds a line)"></textarea></label>
-      <div class="actions">
-        <span class="muted" role="status">${status}</span>
-        ${turns.length && !busy ? html`<button type="button" onClick=${() => { setTurns([]); setStatus(""); }}>Clear</button>` : null}
-        ${busy ? html`<button type="button" onClick=${() => ctl.current?.abort()}>Stop</button>` : html`<button type="submit" class="primary" disabled=${!input.trim()}>Send</button>`}
-      </div>
-    </form>`;
+  const busy = !!ctl.current;
+  const clear = open.turns.length ? html`<button type="button" onClick=${() => { c.update(open.id, { turns: [] }); setStatus(""); }}>Clear</button>` : null;
+  return html`<div class="playground">
+    <${ConversationList} c=${c} busy=${busy} />
+    <div class="playground-main">
+      <${ConversationHead} key=${open.id} c=${c} busy=${busy} />
+      <${ParamFields} p=${open.params} set=${(params: Conversation["params"]) => c.update(open.id, { params })} />
+      <ol class="chat" aria-live="polite" aria-label="Conversation">${turns.map((t) => html`<${Bubble} t=${t} name=${w.name} workloadId=${w.id} />`)}</ol>
+      <${MessageBox} value=${input} set=${setInput} busy=${busy} status=${status} onSend=${send} onStop=${() => ctl.current?.abort()} extra=${clear} />
+    </div>
+  </div>`;
 }
 
 /** Which playground a task type gets, if any. */
 const KIND: Record<string, "chat" | "embeddings" | "rerank"> = { text2text: "chat", image2text: "chat", embedding: "embeddings", reranker: "rerank" };
+
+/**
+ * Pick a second chat workload of the project to compare with (kept in the URL as `?compare=`); the
+ * project's list also lets this browser forget the conversations of its deleted workloads.
+ */
+function ChatOrCompare({ w }: { w: Workload }) {
+  const { query } = useLocation();
+  const others = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(w.project_slug)}/workloads`);
+  useEffect(() => {
+    if (others.data) forgetGone(w.project_id, new Set(others.data.map((x) => x.id)));
+  }, [others.data]);
+  const chats = (others.data ?? []).filter((x) => x.id !== w.id && KIND[x.task_type] === "chat");
+  const wanted = query.get("compare") ?? "";
+  const b = chats.find((x) => x.id === wanted);
+  const pick = (e: Event) => {
+    const id = (e.target as HTMLSelectElement).value;
+    navigate(`/workloads/${w.id}/playground${id ? `?compare=${encodeURIComponent(id)}` : ""}`, { replace: true });
+  };
+  return html`<div class="inline-field compare-pick">
+      <label for="compare-with">Compare with</label>
+      <select id="compare-with" value=${b?.id ?? ""} onChange=${pick} disabled=${!chats.length}>
+        <option value="">${chats.length ? "nobody (one conversation)" : "no other chat workload in this project"}</option>
+        ${chats.map((x) => html`<option value=${x.id}>${x.name} (${x.model_name})</option>`)}
+      </select>
+      ${wanted && others.data && !b ? html`<span class="note error" role="alert">That workload is not a chat workload of this project any more.</span>` : null}
+    </div>
+    ${b ? html`<${ComparePlayground} key=${b.id} a=${w} b=${b} />` : html`<${ChatPlayground} w=${w} />`}`;
+}
 
 /** The playground page. */
 export function Playground({ id }: { id: string }) {
@@ -164,7 +129,7 @@ export function Playground({ id }: { id: string }) {
   if (!wl.data) return html`<${Loading} />`;
   const w = wl.data;
   const kind = KIND[w.task_type];
-  const body = kind === "chat" ? html`<${ChatPlayground} w=${w} />`
+  const body = kind === "chat" ? html`<${ChatOrCompare} w=${w} />`
     : kind === "embeddings" ? html`<${EmbeddingsPlayground} w=${w} />`
     : kind === "rerank" ? html`<${RerankPlayground} w=${w} />`
     : html`<p class="muted">The dashboard has no playground for <code>${w.task_type}</code> workloads yet; the snippets on the workload's page show how to call it.</p>`;

@@ -35,6 +35,7 @@ import { modelCommand } from "./models/cli";
 import { backupCommand, doctorCommand, restoreCommand } from "./store/commands";
 import { migrateCommand } from "./store/migrate";
 import { isPostgresUrl } from "./db";
+import { table } from "./text-table";
 
 const HELP = `inferd ${VERSION}: a small inference cloud on your own GPUs
 
@@ -68,6 +69,17 @@ settings (flag, environment variable):
 /** Wrong command-line usage: the CLI prints the message and exits 2. */
 class UsageError extends Error {}
 
+/** The refusal of a flag the command does not take, naming the ones it does. */
+const unknownFlag = (flag: string, known: string[]) =>
+  new UsageError(`unknown flag ${flag}; this command takes ${[...known.map((k) => `--${k}`), "--json"].join(", ")} (and the settings in inferd help)`);
+
+/** Refuses anything after a command that takes no arguments of its own (settings are taken out before). */
+function noArgs(cmd: string, args: string[]): void {
+  const [first] = args;
+  if (first === undefined) return;
+  throw new UsageError(first.startsWith("-") ? `unknown flag ${first} (see inferd help for the settings)` : `${cmd} takes no argument, got "${first}" (see inferd help)`);
+}
+
 /** Splits subcommand arguments into positionals, repeatable `--name value` options and `--json`. */
 function parseArgs(args: string[], valued: string[]): { pos: string[]; opt: Record<string, string[]>; json: boolean } {
   const pos: string[] = [];
@@ -78,7 +90,7 @@ function parseArgs(args: string[], valued: string[]): { pos: string[]; opt: Reco
     if (a === "--json") json = true;
     else if (a.startsWith("--")) {
       const [name, inline] = a.includes("=") ? [a.slice(2, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a.slice(2), undefined];
-      if (!valued.includes(name)) throw new UsageError(`unknown option --${name}`);
+      if (!valued.includes(name)) throw unknownFlag(`--${name}`, valued);
       const v = inline ?? args[++i];
       if (v === undefined) throw new UsageError(`--${name} needs a value`);
       (opt[name] ??= []).push(v);
@@ -92,14 +104,6 @@ function check<T>(schema: z.ZodType<T>, value: unknown): T {
   const r = schema.safeParse(value);
   if (!r.success) throw fromSchemaIssue("input", r.error.issues[0] as never);
   return r.data;
-}
-
-function table(rows: Record<string, unknown>[], cols: string[]): string {
-  if (rows.length === 0) return "(none)";
-  const cells = rows.map((r) => cols.map((c) => String(r[c] ?? "")));
-  const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i])).join("  ").trimEnd();
-  return [line(cols), ...cells.map(line)].join("\n");
 }
 
 /** Runs `fn` on the store the settings name (the data dir's SQLite file, or `--database-url`), then closes it. */
@@ -131,7 +135,8 @@ async function keyCommand(config: Config, args: string[], out: (s: string) => vo
   const { pos, opt, json } = parseArgs(rest, ["project", "name", "type", "scope", "endpoint", ...LIMIT_OPTIONS]);
   const limits = limitsOf(opt);
   if (verb === "create") {
-    if (!opt.project?.[0]) throw new UsageError("--project is required");
+    for (const [name, what] of [["project", "--project <slug or id>"], ["name", "--name <a name for the key>"], ["type", "--type sdk|live (sdk: manages the project through /api; live: calls its endpoints)"]])
+      if (!opt[name]?.[0]) throw new UsageError(`key create needs ${what}`);
     const input = check(KeyCreate, { name: opt.name?.[0], type: opt.type?.[0], scope: opt.scope?.[0], endpoints: opt.endpoint, ...(Object.keys(limits).length ? { limits } : {}) });
     const k = await withStore(config, async (db) => createKey(db, await getProject(db, opt.project[0]), input));
     out(json ? JSON.stringify(k) : `created ${k.type} key ${k.id} (${k.scope}${k.endpoints.length ? `: ${k.endpoints.join(", ")}` : ""})\nsecret (shown once, keep it safe): ${k.secret}`);
@@ -287,7 +292,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     const [cmd = "serve", ...args] = rest;
     switch (cmd) {
       case "serve":
-        if (args.length) throw new UsageError(`unknown argument for serve: ${args[0]} (see inferd help)`);
+        noArgs(cmd, args);
         await serve(config);
         return "running";
       case "project":
@@ -297,6 +302,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         await withActor(CLI_ACTOR, () => keyCommand(config, args, out));
         return 0;
       case "model":
+        for (const a of args) if (a.startsWith("-") && a !== "--json") throw unknownFlag(a, []);
         return await withActor(CLI_ACTOR, () => modelCommand(config, args, out, err));
       case "agent":
         await agentCommand(config, args, out, err);
@@ -314,9 +320,10 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "doctor":
         return await doctorCommand(config, parseArgs(args, []).json, out);
       case "desktop":
-        await desktop(config, out);
-        return "running";
+        noArgs(cmd, args);
+        return await desktop(config, out, err);
       case "config":
+        noArgs(cmd, args);
         out(describeConfig(config));
         return 0;
       case "version":
@@ -329,7 +336,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         out(HELP + describeConfig(config));
         return 0;
       default:
-        throw new UsageError(`unknown command "${cmd}" (see inferd help)`);
+        throw new UsageError(cmd.startsWith("-") ? `unknown flag ${cmd} (see inferd help for the settings)` : `unknown command "${cmd}" (see inferd help)`);
     }
   } catch (e) {
     if (e instanceof UsageError || e instanceof ConfigError) {

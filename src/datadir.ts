@@ -50,17 +50,25 @@ const heldHere = new Map<string, Database>();
 /** A second server on one data dir; the message says which process holds it. */
 export class DataDirLocked extends Error {}
 
-/** Who holds a data dir, as its holder wrote in `inferd.pid`: pid and what it does (its URL). */
+/** Where a server listens: the address it bound and its HTTP and TLS ports (the real ones, also with `--port 0`). */
+export interface Listening {
+  host: string;
+  http: number;
+  tls: number;
+}
+
+/** Who holds a data dir, as its holder wrote in `inferd.pid`: pid, what it does (its URL) and, for a server, where it listens. */
 export interface Holder {
   pid?: number;
   info?: string;
+  listen?: Listening;
 }
 
 /** The holder file's contents, when it names a live process. */
 function readHolder(dir: string): Holder {
   try {
     const held = JSON.parse(readFileSync(dataPaths(dir).pid, "utf8"));
-    if (typeof held.pid === "number" && alive(held.pid, held.start ?? null)) return { pid: held.pid, info: typeof held.info === "string" ? held.info : undefined };
+    if (typeof held.pid === "number" && alive(held.pid, held.start ?? null)) return { pid: held.pid, info: typeof held.info === "string" ? held.info : undefined, listen: held.listen ?? undefined };
   } catch {}
   return {};
 }
@@ -111,7 +119,7 @@ const isBusy = (e: unknown) => (e as { code?: string }).code === "SQLITE_BUSY";
  * longer than one read (for `inferd doctor`).
  */
 export function lockHolder(dir: string): Holder | undefined {
-  if (heldHere.has(dataPaths(dir).lock)) return { pid: process.pid };
+  if (heldHere.has(dataPaths(dir).lock)) return { ...readHolder(dir), pid: process.pid };
   if (!existsSync(dataPaths(dir).lock)) return undefined;
   try {
     const db = new Database(dataPaths(dir).lock, { readonly: true });
@@ -131,9 +139,10 @@ export function lockHolder(dir: string): Holder | undefined {
  * Takes the data dir for this process: one `inferd serve` (or `agent`) per data dir. The lock is
  * an exclusive SQLite lock on `inferd.lock` (a kernel file lock), so it ends with the process however
  * it ends, even a `kill -9`ed one its parent has not reaped yet. Who holds it is in `inferd.pid`,
- * which a refused start names. Returns a release function and `update(info)` for that file.
+ * which a refused start names (and `inferd doctor` reads for the ports in use). Returns a release
+ * function and `update(info, listen?)` for that file.
  */
-export function lockDataDir(dir: string): { release(): void; update(info: string): void } {
+export function lockDataDir(dir: string): { release(): void; update(info: string, listen?: Listening): void } {
   const paths = dataPaths(dir);
   if (heldHere.has(paths.lock)) throw new DataDirLocked(`this inferd is already serving the data dir ${dir}`);
   retireOldLock(dir);
@@ -145,7 +154,7 @@ export function lockDataDir(dir: string): { release(): void; update(info: string
     throw e;
   }
   heldHere.set(paths.lock, db);
-  const write = (info: string) => writeFileSync(paths.pid, JSON.stringify({ pid: process.pid, start: startTime(process.pid), info }), { mode: 0o600 });
+  const write = (info: string, listen?: Listening) => writeFileSync(paths.pid, JSON.stringify({ pid: process.pid, start: startTime(process.pid), info, listen }), { mode: 0o600 });
   write("starting");
   return {
     release: () => {

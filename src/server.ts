@@ -227,7 +227,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     services.ports.http = app.server!.port!;
     const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
     const url = `http://${urlHost(shownHost)}:${app.server!.port}`;
-    lock.update(url);
+    lock.update(url, { host: config.host, http: app.server!.port!, tls: tls.port! });
     const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, agents: services.agents, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
     await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
     await deps.fleet.reconcile();

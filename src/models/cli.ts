@@ -5,6 +5,7 @@ import { dataPaths, ensureDataDir } from "../datadir";
 import { runningServer } from "../desktop";
 import type { TransferProgress } from "../../agent/protocol";
 import { gib } from "./fit";
+import { aligned } from "../text-table";
 import { ModelManager } from "./manager";
 import type { StoreModel } from "./tenants";
 
@@ -103,6 +104,34 @@ function listLines(list: StoreModel[]): string[] {
   });
 }
 
+/** What a model is and where it stands, for `inferd model show`: a field per line, then its files. */
+function showText(m: StoreModel, now = Date.now()): string {
+  const status = m.state === "downloading" && m.progress ? `downloading ${m.progress.percent}%` : m.state === "failed" && m.reason ? `failed: ${m.reason}` : m.state;
+  const quants = [...new Set(m.files.map((f) => /[-.]((?:I?Q\d\w*)|F16|F32|BF16)(?:-\d+-of-\d+)?\.gguf$/i.exec(f.path)?.[1]?.toUpperCase()).filter(Boolean))];
+  const shape = m.info ? [m.info.format, m.info.architecture, m.info.parameters && (m.info.parameters < 1e9 ? `${(m.info.parameters / 1e6).toFixed(1)} M params` : `${(m.info.parameters / 1e9).toFixed(1)} B params`), m.info.context_length && `ctx ${m.info.context_length}`, m.info.layers && `${m.info.layers} layers`].filter(Boolean).join(", ") : "";
+  const fields: [string, string | null | undefined][] = [
+    ["id", m.id],
+    ["name", m.info?.name ?? m.repo ?? m.source],
+    ["source", m.source],
+    ["kind", m.kind],
+    ["status", status],
+    ["size", size(m.size_bytes)],
+    ["files", `${m.files.length}${quants.length ? ` (${quants.join(", ")})` : ""}`],
+    ["quantization", m.info?.quantization],
+    ["shape", shape],
+    ["needs", m.estimate && `~${size(m.estimate.total_bytes)} at ctx ${m.estimate.context} (weights ${size(m.estimate.weights_bytes)}, KV cache ${size(m.estimate.kv_bytes)}, overhead ${size(m.estimate.overhead_bytes)})`],
+    ["used by", m.used_by.length ? m.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ") : "no workload"],
+    ["pulled for", tenantText(m, now) || "the admin (kept until removed)"],
+    ["revision", m.revision],
+    ["entry", m.entry],
+    ["pulled", m.created_at],
+    ["last used", m.last_used_at ?? "never"],
+  ];
+  const head = aligned(fields.filter((f): f is [string, string] => !!f[1]).map(([k, v]) => [k, v]));
+  if (m.files.length === 0) return head;
+  return `${head}\n\n${aligned([["file", "size", "sha256"], ...m.files.map((f) => [f.path, size(f.size), f.sha256 ?? "-"])])}`;
+}
+
 /**
  * `inferd model pull|list|show|rm`: through the running server when one serves the data dir (so
  * its dashboard sees the same pull), else directly on the store. Returns the exit code.
@@ -144,7 +173,7 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
   if ((verb === "show" || verb === "rm") && target && target !== "--json") {
     const id = await local(idOf);
     const v = url && token ? await api(`/admin/models/${id}`, verb === "rm" ? "DELETE" : "GET") : await local((m) => (verb === "rm" ? m.remove(id) : m.view(id)));
-    out(json || verb === "show" ? JSON.stringify(v, null, json ? undefined : 2) : `removed ${(v as StoreModel).source}`);
+    out(json ? JSON.stringify(v) : verb === "show" ? showText(v as StoreModel) : `removed ${(v as StoreModel).source}`);
     return 0;
   }
   err("usage: inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]\n  sources: hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/path/file.gguf, https://…/x.gguf, /a/local/file.gguf");

@@ -89,18 +89,26 @@ function certCheck(config: Config, now: number): Check {
   return check("certificate", "ok", `${detail} (${days} days left)`);
 }
 
-/** The host's checks for `inferd doctor`: GPUs, runtimes on PATH, the HTTP and TLS ports, the certificate. */
+/**
+ * The host's checks for `inferd doctor`: GPUs, runtimes on PATH, the HTTP and TLS ports, the
+ * certificate. While a server runs on the data dir, the ports checked are the ones it recorded at
+ * start (also when it was started with `--port 0` or other flags than doctor's); else the ones
+ * `inferd serve` would take with these settings.
+ */
 export async function hostChecks(config: Config, deps: Partial<HostDeps> = {}): Promise<Check[]> {
   const holder = existsSync(config.dataDir) ? lockHolder(config.dataDir) : undefined;
   const who = holder && `this data dir's server (pid ${holder.pid ?? "?"}${holder.info ? `, ${holder.info}` : ""})`;
   const ownUrl = holder?.info && /^https?:\/\//.test(holder.info) ? new URL(holder.info) : undefined;
-  const tlsPort = config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1);
-  const sameCert = async () => existsSync(certFile(config)) && (await peerFingerprint(config.host, tlsPort)) === new X509Certificate(readFileSync(certFile(config))).fingerprint256;
+  const live = holder?.listen;
+  const host = live?.host ?? config.host;
+  const httpPort = live?.http ?? config.port;
+  const tlsPort = live?.tls ?? config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1);
+  const sameCert = async () => existsSync(certFile(config)) && (await peerFingerprint(host, tlsPort)) === new X509Certificate(readFileSync(certFile(config))).fingerprint256;
   return [
     await gpuCheck(deps.exec ?? realExec),
     runtimeCheck(deps.which ?? ((cmd) => Bun.which(cmd))),
-    await portCheck("http port", "--port", config.host, config.port, async () => (ownUrl?.port === String(config.port) ? who : undefined)),
-    await portCheck("tls port", "--tls-port", config.host, tlsPort, async () => (who && (await sameCert()) ? `${who}: same certificate` : undefined)),
+    await portCheck("http port", "--port", host, httpPort, async () => (live || ownUrl?.port === String(httpPort) ? who : undefined)),
+    await portCheck("tls port", "--tls-port", host, tlsPort, async () => (who && (await sameCert()) ? `${who}: same certificate` : undefined)),
     certCheck(config, (deps.now ?? Date.now)()),
   ];
 }

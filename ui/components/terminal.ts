@@ -28,9 +28,16 @@ const DECORATIONS = { matchBackground: "#6b5a1e", matchOverviewRuler: "#d4a72c",
 /**
  * Columns the terminal keeps however narrow its box: the width of the agent's PTY (`PTY_SIZE` in
  * agent/supervisor.ts), which runtimes draw their progress bars for and redraw with `\r` — that
- * only works on an unwrapped line. A narrower box scrolls sideways (the page does not).
+ * only works on an unwrapped line. The font shrinks (down to `MIN_FONT`) so they fit the box on a
+ * desktop; a narrower box scrolls sideways (the page does not).
  */
 export const MIN_COLS = 160;
+
+/** The font size (px) the terminal starts at, and the smallest it shrinks to, to fit `MIN_COLS` columns. */
+const FONT = { desktop: 13, phone: 11, min: 10 };
+
+/** The whole font size at which `cols` columns measured at `size` become `MIN_COLS`, kept within [min, max]. */
+const fittingFont = (size: number, cols: number, min: number, max: number) => Math.min(max, Math.max(min, Math.floor((size * cols) / MIN_COLS)));
 
 /** Mounts a terminal (xterm.js is loaded on first use) and hands it to `onReady`; `onResults` hears search counts. */
 export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): void; onResults?(r: SearchResult): void; label: string }) {
@@ -46,7 +53,8 @@ export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): vo
       if (gone || !box.current) return;
       const narrow = window.matchMedia("(max-width: 760px)").matches;
       // allowProposedApi: the search add-on highlights matches with decorations, still a proposed API in xterm 6.
-      term = new Terminal({ disableStdin: true, cursorBlink: false, scrollback: 10_000, fontSize: narrow ? 11 : 13, theme: THEME, convertEol: false, allowProposedApi: true });
+      const largest = narrow ? FONT.phone : FONT.desktop;
+      term = new Terminal({ disableStdin: true, cursorBlink: false, scrollback: 10_000, fontSize: largest, lineHeight: 1.2, theme: THEME, convertEol: false, allowProposedApi: true });
       const fit = new FitAddon();
       const search: SearchAddon = new SearchAddon();
       term.loadAddon(fit);
@@ -55,6 +63,11 @@ export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): vo
       term.open(box.current);
       const t = term;
       const refit = () => {
+        const measured = fit.proposeDimensions();
+        if (measured && Number.isFinite(measured.cols)) {
+          const size = fittingFont(t.options.fontSize!, measured.cols, narrow ? largest : FONT.min, largest);
+          if (size !== t.options.fontSize) t.options.fontSize = size;
+        }
         const dims = fit.proposeDimensions();
         if (dims && Number.isFinite(dims.cols) && Number.isFinite(dims.rows)) t.resize(Math.max(MIN_COLS, dims.cols), Math.max(2, dims.rows));
       };

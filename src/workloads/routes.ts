@@ -1,12 +1,13 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
-import { forbidden } from "../errors";
+import { forbidden, validation } from "../errors";
 import { getProject } from "../projects/service";
 import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
 import { TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
 import { checkConfig, checkParams, createWorkload, deleteWorkload, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
 import { policyView, requireTenantLaunch } from "./launch-policy";
+import { projectorOf } from "./projector";
 import { requireOpenWorker } from "../workers/service";
 import { requireReplicaRoom, requireWorkloadRoom } from "../limits/project";
 import { requireModelRoom } from "../models/tenants";
@@ -88,6 +89,11 @@ export const controlRoutes = (deps: Deps) => {
 export const adminWorkloadRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy for workloads saved with control-plane keys" } })
+    .get("/projector", async ({ query }) => {
+      const model = typeof query.model === "string" ? query.model.trim() : "";
+      if (!model || model.length > 4096 || model.includes("\0")) throw validation("model", "must name a llama.cpp model (a GGUF path or a Hugging Face reference)");
+      return { model, projector: await projectorOf(deps.db, model) };
+    }, { detail: { summary: "The projector file (mmproj) known for a llama.cpp model, for a vision workload's --mmproj" } })
     .get("/projects/:project/workloads", async ({ params }) => listWorkloads(deps.db, (await getProject(deps.db, params.project)).id), {
       detail: { summary: "List a project's workloads" },
     })

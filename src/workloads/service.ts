@@ -7,6 +7,7 @@ import { conflict, fromSchemaIssue, notFound, validation } from "../errors";
 import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
 import { splitCommand } from "../../agent/command";
+import { taskFlagProblem } from "../../agent/runtimes/task-flags";
 import { CONFIG_BY_BACKEND, GROUP_FLAGS, RESERVED_SLUGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
 import { DEFAULTS, PARAMS_BY_POLICY } from "../scaling/schema";
 import { audit, diffOf, fieldsOf } from "../audit/service";
@@ -128,6 +129,16 @@ export function checkNodes(backend: string, config: Record<string, unknown>, nod
   if (set) throw validation("config.command", `sets ${set}, which inferd sets itself on each member of a multi-node group (nodes: ${nodes}); remove it`);
 }
 
+/**
+ * Refuses (400, at `config.command`) a command that cannot serve the workload's task type, naming
+ * the flag to add (llama.cpp's `--embeddings`, SGLang's `--is-embedding`…: agent/runtimes/task-flags.ts).
+ */
+export function checkTaskFlags(backend: string, task: string, config: Record<string, unknown>): void {
+  if (typeof config.command !== "string") return;
+  const problem = taskFlagProblem(backend, task, splitCommand(config.command));
+  if (problem) throw validation("config.command", problem);
+}
+
 const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug: string) =>
   RESERVED_SLUGS.includes(slug) ||
   !!(await first(db.select({ id: workloads.id }).from(workloads).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))));
@@ -161,6 +172,7 @@ export type Origin = "admin" | "tenant";
 export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Promise<Workload> {
   const config = checkConfig(input.backend, input.config ?? {});
   checkNodes(input.backend, config, input.nodes ?? 1);
+  checkTaskFlags(input.backend, input.task_type ?? "text2text", config);
   const now = nowIso();
   const slug = await uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload");
   const row: Row = {
@@ -219,6 +231,7 @@ export function patchedPolicy(current: Workload, patch: WorkloadUpdate): { polic
 export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Promise<Workload> {
   const { backend, config } = patchedLaunch(current, patch);
   checkNodes(backend, config, patch.nodes ?? current.nodes);
+  if (patch.task_type !== undefined || patch.backend !== undefined || patch.config !== undefined) checkTaskFlags(backend, patch.task_type ?? current.task_type, config);
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;

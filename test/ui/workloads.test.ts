@@ -49,8 +49,10 @@ describe("workloads in the browser", () => {
     await page.getByRole("link", { name: "New workload" }).click();
     await page.getByRole("radio", { name: /^vLLM A Hugging Face/ }).check();
     await page.getByLabel("Name", { exact: true }).fill("Qwen chat");
-    await page.getByRole("textbox", { name: /^Model name/ }).fill("Qwen/Qwen3-8B");
-    expect(await page.getByRole("textbox", { name: /^Command/ }).inputValue()).toBe("vllm serve Qwen/Qwen3-8B");
+    // vLLM's model is typed once, in its command; the name clients send follows it.
+    expect(await page.getByRole("textbox", { name: /^Command/ }).inputValue()).toBe("vllm serve <model>");
+    await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve Qwen/Qwen3-8B");
+    await page.getByTestId("served-name").filter({ hasText: "Clients send Qwen/Qwen3-8B as the model" }).waitFor();
     const cmd = await textMatching(page.getByTestId("launch-command"), /--port/, "the launch preview");
     expect(cmd).toBe(`vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 --host 127.0.0.1 --port "<free port>"`);
     await page.getByText("--tensor-parallel-size is set to the replica's GPU count").waitFor();
@@ -201,7 +203,7 @@ describe("workloads in the browser", () => {
     await ui.visit(`/projects/${srv.project}/workloads/new`);
     await page.getByRole("radio", { name: /^vLLM A Hugging Face/ }).check();
     await page.getByLabel("Name", { exact: true }).fill("Scaled");
-    await page.getByRole("textbox", { name: /^Model name/ }).fill("scaled-model");
+    await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve scaled-model");
     await page.getByRole("radio", { name: /^Autoscaling/ }).check();
     await page.getByRole("spinbutton", { name: /^Minimum replicas/ }).fill("3");
     await page.getByRole("spinbutton", { name: /^Maximum replicas/ }).fill("2");

@@ -1,6 +1,8 @@
 /** A workload being edited in a form, and the create/update body it becomes. Pure functions. */
-import { defaultCommand } from "./constants";
-import { llamaModelArgs, modelNameOf, refOfCommand } from "./model-ref";
+import { flagValue, hasFlag, splitCommand } from "../../agent/command";
+import { taskFlagProblem, taskFlagRule } from "../../agent/runtimes/task-flags";
+import { BACKENDS, defaultCommand, TASK_TYPES } from "./constants";
+import { llamaModelArgs, modelNameOf, refOfCommand, shellWord } from "./model-ref";
 import { emptyPolicy, paramsOf, policyDraftOf, type PolicyDraft } from "./policy";
 import type { Workload } from "./types";
 
@@ -26,14 +28,69 @@ export interface Draft {
   aliases: string[];
   /** Other workloads' slugs, tried in this order when this one fails before answering. */
   fallbacks: string[];
+  /** The words the form added to the command for the task type (`--embeddings`, `--mmproj <file>`), removed again when the task changes. */
+  taskAdded: string;
+  /** The projector file known for the llama.cpp model ("" when none is known), for a vision workload's `--mmproj`. */
+  projector: string;
 }
 
 /** An empty draft for `backend`. */
 export const emptyDraft = (backend = "llamacpp"): Draft => ({
   name: "", slug: "", description: "", task_type: "text2text", backend, model_name: "", gguf: "",
   command: defaultCommand(backend, ""), version: "", worker_id: "", nodes: "1", commandTouched: false, policy: emptyPolicy(),
-  aliases: [], fallbacks: [],
+  aliases: [], fallbacks: [], taskAdded: "", projector: "",
 });
+
+/** What `--mmproj` gets until the model's projector is known: the user replaces it. */
+export const PROJECTOR_PLACEHOLDER = "/path/to/mmproj.gguf";
+
+/** Backends whose command names the model (`vllm serve <model>`, `--model-path`): the form asks for it there only. */
+export const modelInCommand = (backend: string) => backend === "vllm" || backend === "vllm-omni" || backend === "sglang";
+
+/** A command's words, or undefined when it does not split (an unclosed quote: the server explains that one). */
+function splitOrNot(command: string): string[] | undefined {
+  try {
+    return splitCommand(command);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A command's words, or none when it does not split. */
+const wordsOf = (command: string) => splitOrNot(command) ?? [];
+
+/** A model word that is still the form's placeholder (`<model>`). */
+const unnamed = (w: string | undefined) => !w || w.startsWith("-") || /^<.*>$/.test(w);
+
+/**
+ * The model name clients send for a vLLM or SGLang command, as the runtime itself names it: its
+ * `--served-model-name`, else the model it loads (`vllm serve <model>`, `--model`, `--model-path`); "" when
+ * none, undefined when the command does not split (the server says why).
+ * @example servedNameOf("vllm", "vllm serve Qwen/Qwen3-8B --max-model-len 4096") // → "Qwen/Qwen3-8B"
+ */
+export function servedNameOf(backend: string, command: string): string | undefined {
+  const words = splitOrNot(command);
+  if (!words) return undefined;
+  const named = flagValue(words, ["--served-model-name"]) ?? flagValue(words, backend === "sglang" ? ["--model-path", "--model"] : ["--model"]);
+  const serve = words.indexOf("serve");
+  const model = named ?? (backend === "sglang" || serve < 0 ? undefined : words[serve + 1]);
+  return unnamed(model) ? "" : model!;
+}
+
+/**
+ * The problem the form shows at a field before saving (so no browser bubble pops up), or undefined:
+ * a missing name, a vLLM/SGLang command without its model, a command without its task type's flag.
+ */
+export function draftProblem(d: Draft): { field: string; message: string } | undefined {
+  if (!d.name.trim()) return { field: "name", message: "Give the workload a name." };
+  if (modelInCommand(d.backend) && servedNameOf(d.backend, d.command) === "") {
+    const example = d.backend === "sglang" ? "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B" : d.backend === "vllm-omni" ? "vllm serve Qwen/Qwen-Image --omni" : "vllm serve Qwen/Qwen3-8B";
+    return { field: "config.command", message: `Name the model to serve in the command, e.g. ${example}.` };
+  }
+  if (!modelInCommand(d.backend) && !d.model_name.trim()) return { field: "model_name", message: d.backend === "ollama" ? "Name the Ollama model, e.g. llama3.2:1b." : "Give the model a name clients may send." };
+  const problem = d.backend === "ollama" ? undefined : taskFlagProblem(d.backend, d.task_type, wordsOf(d.command));
+  return problem ? { field: "config.command", message: problem } : undefined;
+}
 
 /**
  * Where the alias typed in input `i` stands in the body sent (blank inputs are left out), for the
@@ -72,20 +129,46 @@ export function bodyOf(d: Draft): Record<string, unknown> {
   };
 }
 
+/** `command` without the words `added` (where they stand as whole words), else unchanged. */
+function withoutAdded(command: string, added: string): string {
+  const at = new RegExp(`\\s+${added.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?=\\s|$)`);
+  return added ? command.replace(at, "") : command;
+}
+
+/**
+ * The command with its task type's flag (agent/runtimes/task-flags.ts): the one the form added for
+ * the previous task is taken out, the new one added unless the command has it already (then it is
+ * the user's, and stays when the task changes again).
+ */
+function withTaskFlag(d: Draft): Draft {
+  const command = withoutAdded(d.command, d.taskAdded);
+  const rule = d.backend === "ollama" ? undefined : taskFlagRule(d.backend, d.task_type);
+  if (!rule || hasFlag(wordsOf(command), rule.flags)) return { ...d, command, taskAdded: "" };
+  const added = rule.value ? `${rule.add} ${shellWord(d.projector || PROJECTOR_PLACEHOLDER)}` : rule.add;
+  return { ...d, command: `${command.trimEnd()} ${added}`, taskAdded: added };
+}
+
 /**
  * Applies one edit, keeping an untouched model name and command in step with the model (a typed
- * command still gets a new model in place of the old one's flags).
+ * command still gets a new model in place of the old one's flags), the task type's flag in the
+ * command, and a vLLM/SGLang model name in step with the model its command serves.
  */
 export function edit(d: Draft, patch: Partial<Draft>): Draft {
   const next = { ...d, ...patch };
+  if (patch.gguf !== undefined && patch.projector === undefined && patch.gguf !== d.gguf) next.projector = "";
   if (patch.gguf !== undefined && (!d.model_name || d.model_name === modelNameOf(d.gguf))) next.model_name = modelNameOf(patch.gguf);
+  let redo = patch.task_type !== undefined || patch.backend !== undefined || (patch.projector !== undefined && patch.projector !== d.projector);
   if (patch.gguf !== undefined && next.commandTouched && d.backend === "llamacpp" && d.command.includes(llamaModelArgs(d.gguf))) {
     next.command = d.command.replace(llamaModelArgs(d.gguf), llamaModelArgs(patch.gguf));
   } else if (!next.commandTouched || patch.backend !== undefined) {
     next.command = defaultCommand(next.backend, next.model_name, next.gguf);
     if (patch.backend !== undefined) next.commandTouched = false;
+    redo = true;
   }
-  return next;
+  const served = patch.command !== undefined && modelInCommand(next.backend) ? servedNameOf(next.backend, next.command) : undefined;
+  const before = servedNameOf(d.backend, d.command);
+  if (served !== undefined && (!d.model_name || before === undefined || d.model_name === before)) next.model_name = served;
+  return redo ? withTaskFlag(next) : next;
 }
 
 /** A draft holding an existing workload's values. */
@@ -109,4 +192,26 @@ export function draftOf(w: Workload): Draft {
     aliases: [...(w.aliases ?? [])],
     fallbacks: [...(w.fallbacks ?? [])],
   };
+}
+
+/** Task type words a link may use besides the API's ids (`?task=embeddings`). */
+const TASK_WORDS: Record<string, string> = { chat: "text2text", embeddings: "embedding", embed: "embedding", rerank: "reranker", vision: "image2text" };
+
+/**
+ * A new workload's draft from the page's query (`?model=…&backend=llamacpp&task=embeddings`, as a
+ * model's "Serve this model" links): the model where that backend names it, the command built from it.
+ * @example draftFromQuery(new URLSearchParams("model=o/r-GGUF:Q8_0&task=embeddings")).command // → "llama-server -hf o/r-GGUF:Q8_0 -c 4096 --embeddings"
+ */
+export function draftFromQuery(query: URLSearchParams): Draft {
+  const asked = query.get("backend") ?? "";
+  const backend = BACKENDS.some((b) => b.id === asked) ? asked : "llamacpp";
+  const task = TASK_WORDS[query.get("task") ?? ""] ?? query.get("task") ?? "";
+  const model = (query.get("model") ?? "").trim();
+  let d = emptyDraft(backend);
+  if (TASK_TYPES.some(([id]) => id === task)) d = edit(d, { task_type: task });
+  if (!model) return d;
+  const hub = model.replace(/^hf:/, "").replace(/:[^/:]*$/, "");
+  if (backend === "llamacpp") d = edit(d, { gguf: model });
+  else d = edit(d, { model_name: backend === "ollama" ? model : hub });
+  return { ...d, name: backend === "llamacpp" ? modelNameOf(model) : (hub.split("/").pop() ?? hub) };
 }

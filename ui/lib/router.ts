@@ -12,6 +12,18 @@ export function navigate(to: string, opts: { replace?: boolean } = {}): void {
   window.scrollTo(0, 0);
 }
 
+/**
+ * Keeps a page's choices in its address without a new history entry, a re-render or a scroll (a
+ * reload then lands on the same choices); empty values are left out.
+ * @example replaceQuery({ step: "2", model: "" }) // → /setup?step=2
+ */
+export function replaceQuery(values: Record<string, string | undefined>): void {
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries(values)) if (v) query.set(k, v);
+  const search = query.toString();
+  history.replaceState(history.state, "", `${location.pathname}${search ? `?${search}` : ""}`);
+}
+
 /** The current path and query, re-rendering the caller when it changes. */
 export function useLocation(): { path: string; query: URLSearchParams } {
   const [, bump] = useState(0);

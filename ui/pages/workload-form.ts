@@ -1,29 +1,38 @@
 /** Create and edit a workload: the form per backend, saved through the admin API. */
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
-import { api } from "../lib/api";
+import { api, ApiError } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
-import { navigate } from "../lib/router";
+import { navigate, useLocation } from "../lib/router";
 import type { Info, Workload, Worker } from "../lib/types";
-import { bodyOf, draftOf, emptyDraft, type Draft } from "../lib/draft";
+import { bodyOf, draftFromQuery, draftOf, draftProblem, type Draft } from "../lib/draft";
 import { WorkloadFields } from "../components/workload-fields";
 import { ErrorNote, FormError, Loading, PageTitle } from "../components/ui";
 
-/** The form for a new workload in `project`. */
+/** Shows the draft's first problem at its field instead of sending it (no browser bubble); true when there is one. */
+export function refuseDraft(d: Draft, setError: (e: ApiError) => void): boolean {
+  const problem = draftProblem(d);
+  if (problem) setError(new ApiError(400, "validation_error", problem.message, problem.field));
+  return !!problem;
+}
+
+/** The form for a new workload in `project`, filled from the page's query when a link gave one. */
 export function WorkloadNew({ project }: { project: string }) {
+  const { query } = useLocation();
   const info = useApi<Info>("/admin/info");
   const workers = useApi<Worker[]>("/admin/workers");
   const others = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(project)}/workloads`);
-  const [d, setD] = useState<Draft>(emptyDraft());
+  const [d, setD] = useState<Draft>(() => draftFromQuery(query));
   const save = useAction((body: Record<string, unknown>) => api<Workload>(`/admin/projects/${encodeURIComponent(project)}/workloads`, { body }));
   const submit = async (e: Event) => {
     e.preventDefault();
+    if (refuseDraft(d, save.setError)) return;
     const w = await save.run(bodyOf(d));
     if (w) navigate(`/workloads/${w.id}`);
   };
   return html`<${PageTitle} sub=${html`in project <a href=${`/projects/${project}`}>${project}</a>`}>New workload<//>
     ${info.data?.ollama.running ? html`<p class="note">An Ollama daemon answers at <code>${info.data.ollama.url}</code>.</p>` : null}
-    <form class="card form" onSubmit=${submit} aria-label="New workload">
+    <form class="card form" onSubmit=${submit} aria-label="New workload" noValidate>
       <${FormError} error=${save.error} />
       <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} others=${others.data} />
       <div class="actions"><a class="button" href=${`/projects/${project}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Create workload</button></div>
@@ -45,11 +54,12 @@ export function WorkloadEdit({ id }: { id: string }) {
   if (!d || !wl.data) return html`<${Loading} />`;
   const submit = async (e: Event) => {
     e.preventDefault();
+    if (refuseDraft(d, save.setError)) return;
     const { slug: _slug, ...body } = bodyOf(d);
     if (await save.run(body)) navigate(`/workloads/${id}`);
   };
   return html`<${PageTitle} sub="Changing the command, model, backend or placement restarts its runtime.">Edit ${wl.data.name}<//>
-    <form class="card form" onSubmit=${submit} aria-label="Edit workload">
+    <form class="card form" onSubmit=${submit} aria-label="Edit workload" noValidate>
       <${FormError} error=${save.error} />
       <${WorkloadFields} d=${d} onChange=${(next: Draft) => (setD(next), save.setError(undefined))} error=${save.error} workers=${workers.data} editing=${true} others=${others} />
       <div class="actions"><a class="button" href=${`/workloads/${id}`}>Cancel</a><button type="submit" class="primary" disabled=${save.busy}>Save</button></div>

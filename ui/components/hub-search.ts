@@ -53,7 +53,7 @@ function Offer({ hit, offer, backend, action, models }: { hit: SearchHit; offer:
   const size = offer.size_bytes === null ? "size unknown" : `${offer.estimated ? "~" : ""}${bytes(offer.size_bytes)}${offer.files > 1 ? ` in ${offer.files} files` : ""}`;
   const name = `${hit.id} ${offer.label}`;
   const button = (() => {
-    if (backend === "ollama") return html`<${ServeButton} model=${offer.source} backend="ollama" label="Serve" name=${`Serve ${offer.source}`} />`;
+    if (backend === "ollama") return html`<${ServeButton} model=${offer.source} backend="ollama" label="Serve" name=${`Serve ${offer.source}`} small=${true} />`;
     if (action.kind === "use") return html`<button type="button" class="small" aria-label=${`Use ${name}`} onClick=${() => action.onUse(refOfSource(offer.source))}>Use</button>`;
     if (have && have.state !== "failed" && have.state !== "cancelled") return html`<${StateBadge} state=${have.state} />`;
     return html`<button type="button" class="small primary" aria-label=${`Pull ${name}`} disabled=${pull.busy}

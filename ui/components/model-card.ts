@@ -85,7 +85,7 @@ export const serveHref = (project: string, model: string, backend: string) => `/
  * "Serve this model": straight to the workload form when there is one project; otherwise a dialog
  * to pick the project (or, with none, a link to create one). `name` is the button's accessible name.
  */
-export function ServeButton({ model, backend, label = "Serve this model", name }: { model: string; backend: string; label?: string; name?: string }) {
+export function ServeButton({ model, backend, label = "Serve this model", name, small }: { model: string; backend: string; label?: string; name?: string; small?: boolean }) {
   const dialog = useRef<HTMLDialogElement>(null);
   const id = useId();
   const [projects, setProjects] = useState<ProjectRow[]>([]);
@@ -98,7 +98,7 @@ export function ServeButton({ model, backend, label = "Serve this model", name }
     setProjects(list);
     dialog.current?.showModal();
   };
-  return html`<button type="button" class="small" aria-label=${name ?? label} disabled=${load.busy} onClick=${open}>${label}</button>
+  return html`<button type="button" class=${small ? "small" : undefined} aria-label=${name ?? label} disabled=${load.busy} onClick=${open}>${label}</button>
     <dialog ref=${dialog} aria-labelledby=${id} class="serve-dialog">
       <h2 id=${id} class="wrap">Serve ${model}</h2>
       ${projects.length

@@ -74,7 +74,7 @@ export function ModelsPage() {
   const list = useApi<Model[]>("/admin/models", 3000);
   const reload = () => list.reload();
   const live = new Set((list.data ?? []).filter((m) => m.state === "downloading").slice(0, LIVE_STREAMS).map((m) => m.id));
-  return html`<${PageTitle} sub="Model files on this machine: pull them from Hugging Face or a URL, see what they need and who uses them.">Models<//>
+  return html`<${PageTitle} sub="Model files on this machine: find them by name on Hugging Face (or the Ollama library), pull them, see what they need and who uses them, and serve them.">Models<//>
     <section class="card" aria-labelledby="find"><h2 id="find">Find a model</h2>
       <${HubSearch} action=${{ kind: "pull", onPulled: reload }} models=${list.data ?? []} /></section>
     <${PullForm} onPulled=${reload} />

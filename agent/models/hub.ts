@@ -5,13 +5,17 @@
  *   GET  /api/models/<owner>/<name>/tree/<rev>?recursive=true  files with size, git oid and LFS sha256
  *                                                              (paged by a `Link: <…>; rel="next"` header)
  *   GET  /<owner>/<name>/resolve/<rev>/<path>                  the bytes (LFS files: a 302 to a CDN)
+ *   GET  /api/models?search=<q>&filter=gguf&expand[]=…         repos whose id matches, most downloaded first
+ *
+ * A repo that does not exist is told apart from a gated one by the hub's `X-Error-Code`
+ * (`RepoNotFound` / `GatedRepo`): without a token the hub answers 401 for both.
  *
  * The token goes to the hub endpoint only, never to a host a redirect leads to.
  */
 import { availableQuants, ggufName, hasRuntimeWeights, isModelGguf, pickQuant, snapshotFiles, splitParts } from "./select";
 import { fetchFollowing } from "./http";
 import { planLocal, planUrl } from "./plan-other";
-import type { ModelSource, PlannedFile, PullPlan } from "./source";
+import { DEFAULT_QUANTS, type ModelSource, type PlannedFile, type PullPlan } from "./source";
 
 /** Repo info from `/api/models/<repo>/revision/<rev>`. */
 export interface RepoInfo {
@@ -39,8 +43,15 @@ export class HubError extends Error {
     readonly status: number,
     message: string,
     readonly repo?: string,
+    /** The hub's `X-Error-Code` (`RepoNotFound`, `GatedRepo`, `RevisionNotFound`, `EntryNotFound`), when it sent one. */
+    readonly code?: string,
   ) {
     super(message);
+  }
+
+  /** Whether the name is wrong (no such repo, revision, file or quant), not a refusal a token or time could lift. */
+  get notFound(): boolean {
+    return this.status === 404 || this.code === "RepoNotFound";
   }
 }
 
@@ -52,6 +63,8 @@ export function hubError(status: number, repo: string, opts: { code?: string | n
   const where = `Hugging Face repo ${repo}`;
   const msg = (() => {
     if (status === 401 && opts.detail === "Invalid credentials in Authorization header") return `${where}: the hub refused HF_TOKEN as invalid (401): check the token`;
+    if (opts.code === "RepoNotFound") return `${where} not found (check the name, or set HF_TOKEN if it is private)`;
+    if (status === 401 && opts.code === "GatedRepo") return `${where} is gated or private: set HF_TOKEN to a token that can read it`;
     if (status === 401) return `${where} is gated or private: set HF_TOKEN to a token that can read it (the hub answers the same for a repo that does not exist: check the name)`;
     if (status === 403) return `${where}: your token has no access: accept the repo's terms on the hub (https://huggingface.co/${repo}) with the account of HF_TOKEN, or use a token of an account that has`;
     if (status === 404 && opts.code === "RevisionNotFound") return `${where}: revision ${opts.what ?? ""} not found`;
@@ -60,8 +73,24 @@ export function hubError(status: number, repo: string, opts: { code?: string | n
     if (status === 429) return `${where}: the hub is rate-limiting requests (429); try again later${opts.hasToken ? "" : " or set HF_TOKEN"}`;
     return `${where}: the hub answered ${status}${opts.detail ? `: ${opts.detail}` : ""}`;
   })();
-  return new HubError(status, msg, repo);
+  return new HubError(status, msg, repo, opts.code ?? undefined);
 }
+
+/** One repo a hub search found, with the fields `search` asks for. */
+export interface HubHit {
+  id: string;
+  downloads: number;
+  likes: number;
+  /** false, or how access is granted ("auto" / "manual"). */
+  gated: false | string;
+  private: boolean;
+  tags: string[];
+  pipeline_tag: string | null;
+  last_modified: string | null;
+}
+
+/** The fields a search asks the hub for (`expand[]`), beside `id`. */
+const SEARCH_FIELDS = ["downloads", "likes", "gated", "private", "tags", "pipeline_tag", "lastModified"] as const;
 
 /** Options of `HubClient`; each has a real default. */
 export interface HubClientOptions {
@@ -106,19 +135,48 @@ export class HubClient {
     return this.token && new URL(url).origin === new URL(this.endpoint).origin ? { authorization: `Bearer ${this.token}` } : {};
   }
 
-  /** GETs a hub API path as JSON; non-2xx answers become a `HubError` naming `repo`. */
-  private async api<T>(pathOrUrl: string, repo: string, what?: string): Promise<{ body: T; res: Response }> {
+  /** GETs a hub URL or path with the token (on the hub only), following redirects by hand. */
+  private async get(pathOrUrl: string): Promise<Response> {
     const url = pathOrUrl.startsWith("http") ? pathOrUrl : `${this.endpoint}${pathOrUrl}`;
     const { res } = await fetchFollowing(url, {
       fetch: this.fetch,
       headers: { accept: "application/json" },
       credentials: { origin: new URL(this.endpoint).origin, headers: this.authHeaders(this.endpoint) },
     });
+    return res;
+  }
+
+  /** GETs a hub API path as JSON; non-2xx answers become a `HubError` naming `repo`. */
+  private async api<T>(pathOrUrl: string, repo: string, what?: string): Promise<{ body: T; res: Response }> {
+    const res = await this.get(pathOrUrl);
     if (!res.ok) {
       const detail = await res.json().then((b: { error?: string }) => b?.error, () => undefined);
       throw hubError(res.status, repo, { code: res.headers.get("x-error-code"), hasToken: !!this.token, what, detail: res.headers.get("x-error-message") ?? detail });
     }
     return { body: (await res.json()) as T, res };
+  }
+
+  /**
+   * Repos whose id contains `query`, most downloaded first (`filter`: a tag such as `gguf` or
+   * `safetensors`). Throws a `HubError` when the hub refuses or answers something else than a list.
+   */
+  async search(query: string, opts: { filter?: string; limit?: number } = {}): Promise<HubHit[]> {
+    const params = new URLSearchParams({ search: query, sort: "downloads", direction: "-1", limit: String(opts.limit ?? 10) });
+    if (opts.filter) params.set("filter", opts.filter);
+    for (const field of SEARCH_FIELDS) params.append("expand[]", field);
+    const res = await this.get(`/api/models?${params}`);
+    const body = res.ok ? await res.json().catch(() => null) : null;
+    if (!Array.isArray(body)) throw new HubError(res.ok ? 502 : res.status, `Hugging Face search: the hub answered ${res.status}${res.ok ? " without a list" : ""}`);
+    return body.filter((h) => typeof h?.id === "string").map((h) => ({
+      id: h.id,
+      downloads: Number(h.downloads ?? 0),
+      likes: Number(h.likes ?? 0),
+      gated: h.gated ? String(h.gated) : false,
+      private: !!h.private,
+      tags: Array.isArray(h.tags) ? h.tags.map(String) : [],
+      pipeline_tag: typeof h.pipeline_tag === "string" ? h.pipeline_tag : null,
+      last_modified: typeof h.lastModified === "string" ? h.lastModified : null,
+    }));
   }
 
   /** The repo's info at `revision` (a branch, tag or commit). */
@@ -187,8 +245,15 @@ export class HubClient {
       return { files, entry: files[0].path, quant: ggufName(f.path)?.tag || source.quant };
     }
     const files = snapshotFiles(all);
+    const quants = availableQuants(all);
+    if (!hasRuntimeWeights(files) && quants.length === 1) {
+      // A GGUF repo with one quantisation: that is the model, nothing to choose.
+      const parts = splitParts(all, pickQuant(all, quants[0], true)!);
+      return { files: parts, entry: parts[0].path, quant: ggufName(parts[0].path)?.tag || undefined };
+    }
     if (!hasRuntimeWeights(files) && all.some((f) => isModelGguf(f.path))) {
-      throw new HubError(422, `Hugging Face repo ${repo} holds GGUF files only: name one quant, e.g. hf:${repo}:${availableQuants(all)[0] ?? "Q4_K_M"} (quants there: ${availableQuants(all).join(", ")})`, repo);
+      const example = quants.includes(DEFAULT_QUANTS[0]) ? DEFAULT_QUANTS[0] : quants[0];
+      throw new HubError(422, `Hugging Face repo ${repo} holds GGUF files only: name one quant, e.g. hf:${repo}:${example} (quants there: ${quants.join(", ")})`, repo);
     }
     return { files, entry: "" };
   }

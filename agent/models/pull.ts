@@ -267,7 +267,8 @@ async function download(plan: PullPlan, t: Target, opts: PullOptions, signal: Ab
     });
   } catch (e) {
     if (hubFile && e instanceof DownloadError && e.status && [401, 403, 404].includes(e.status)) {
-      throw hubError(e.status, plan.repo!, { code: e.status === 404 ? "EntryNotFound" : null, what: t.file.path });
+      // The plan listed this file, so the repo exists: a refused download is its gate.
+      throw hubError(e.status, plan.repo!, { code: e.status === 404 ? "EntryNotFound" : "GatedRepo", what: t.file.path });
     }
     throw e;
   }

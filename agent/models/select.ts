@@ -132,3 +132,34 @@ export function snapshotFiles<F extends NamedFile>(files: F[]): F[] {
 export function hasRuntimeWeights(files: NamedFile[]): boolean {
   return files.some((f) => /\.(safetensors|bin|pt|pth)$/i.test(f.path));
 }
+
+/** One quantisation of a GGUF repo: its tag, the file a pull starts from, every part, and their total size. */
+export interface QuantGroup {
+  /** The tag (`Q4_K_M`), or "" for a GGUF whose name carries none. */
+  quant: string;
+  /** The model file (the first part when split). */
+  entry: string;
+  files: string[];
+  size: number;
+}
+
+/**
+ * The quantisations of a repo's model GGUFs (projectors and other sidecars left out), each with all
+ * its split parts and their total size, smallest first; a tag carried by two files is the first
+ * one, as `pickQuant` picks it.
+ * @example quantGroups(files) // → [{ quant: "Q4_K_M", entry: "M-Q4_K_M.gguf", files: ["M-Q4_K_M.gguf"], size: 4683 }, …]
+ */
+export function quantGroups<F extends NamedFile & { size: number }>(files: F[]): QuantGroup[] {
+  const out: QuantGroup[] = [];
+  const seen = new Set<string>();
+  for (const f of files) {
+    const name = ggufName(f.path);
+    if (!name || !isModelGguf(f.path) || name.index !== 1) continue;
+    const key = name.tag || f.path;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const parts = splitParts(files, f);
+    out.push({ quant: name.tag, entry: f.path, files: parts.map((p) => p.path), size: parts.reduce((s, p) => s + Math.max(0, p.size), 0) });
+  }
+  return out.sort((a, b) => a.size - b.size);
+}

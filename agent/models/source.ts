@@ -6,6 +6,7 @@
  *   hf:owner/name[@rev]                    a snapshot (safetensors for vLLM / SGLang)
  *   hf:owner/name[@rev]/path/in/repo       one file (a split GGUF part means all its parts)
  *   hf:owner/name[@rev]:Q4_K_M             the GGUF carrying that quantisation tag
+ *   owner/name[@rev][:Q4_K_M]              the same without `hf:` (a file needs `hf:`: `a/b.gguf` reads as a path)
  *   https://huggingface.co/owner/name[/resolve|blob/rev/path]   the same, pasted from the hub
  *   https://host/x.gguf                    a URL (http:// only for loopback hosts)
  *   /abs/path                              a file or folder here (also file:///abs/path)
@@ -34,6 +35,8 @@ const HF_HOSTS = new Set(["huggingface.co", "www.huggingface.co", "hf.co"]);
 const REPO_PART = /^[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?$/;
 const REVISION = /^(?:refs\/pr\/\d+|refs\/convert\/[A-Za-z0-9_.-]+|[A-Za-z0-9_][A-Za-z0-9_.-]*)$/;
 const QUANT = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+/** `owner/name[@rev][:QUANT]` written without `hf:` (one slash, no file path). */
+const BARE_REPO = /^[A-Za-z0-9_][\w.-]*\/[A-Za-z0-9_][\w.-]*(?:@[\w.-]+)?(?::[A-Za-z0-9][\w.-]*)?$/;
 
 /**
  * Checks a repo id as the hub does (`owner/name`, word characters, `-` and `.`, no `--` or `..`,
@@ -74,7 +77,8 @@ function validateQuant(quant: string, spec: string): string {
 }
 
 /**
- * Parses a model name a user wrote (see the module comment for the forms).
+ * Parses a model name a user wrote (see the module comment for the forms; `hf:` may be left out of
+ * `owner/name[:QUANT]`).
  * @example parseSource("hf:unsloth/Qwen3-0.6B-GGUF:q8_0") // → { kind: "hf-quant", repo: "unsloth/Qwen3-0.6B-GGUF", revision: "main", quant: "q8_0" }
  */
 export function parseSource(spec: string): ModelSource {
@@ -83,6 +87,7 @@ export function parseSource(spec: string): ModelSource {
   if (s.startsWith("hf:")) return parseHf(s.slice(3), spec);
   if (s.startsWith("file://")) return parseLocal(decodeURIComponent(s.slice("file://".length)), spec);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(s)) return parseUrl(s, spec);
+  if (BARE_REPO.test(s) && !/\.gguf$/i.test(s)) return parseHf(s, spec);
   return parseLocal(s, spec);
 }
 
@@ -141,7 +146,7 @@ function parseHubUrl(u: URL, spec: string): ModelSource {
 }
 
 function parseLocal(p: string, spec: string): ModelSource {
-  if (!isAbsolute(p)) throw new SourceError(`"${spec}" is not a source: write hf:owner/name, an https:// URL or an absolute path`);
+  if (!isAbsolute(p)) throw new SourceError(`"${spec}" is not a source: write owner/name (or hf:owner/name), an https:// URL or an absolute path`);
   if (p.includes("\0")) throw new SourceError(`"${spec}" is not a valid path`);
   const path = normalize(p);
   return { kind: "local", path: path.length > 1 ? path.replace(/\/+$/, "") : path };

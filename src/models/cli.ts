@@ -94,7 +94,7 @@ export function tenantText(m: Pick<StoreModel, "pulled_for" | "removes_at">, now
 
 /** The model table for `inferd model list`. */
 function listLines(list: StoreModel[]): string[] {
-  if (list.length === 0) return ["(no models; pull one with: inferd model pull hf:owner/repo:Q4_K_M)"];
+  if (list.length === 0) return ["(no models; pull one with: inferd model pull owner/repo:Q4_K_M)"];
   return list.map((m) => {
     const state = m.state === "downloading" && m.progress ? `downloading ${m.progress.percent}%` : m.state;
     const shape = m.info ? [m.info.architecture, m.info.quantization, m.info.context_length && `ctx ${m.info.context_length}`].filter(Boolean).join(", ") : "";
@@ -156,7 +156,8 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
       await store.close();
     }
   };
-  const idOf = async (m: ModelManager) => (target.includes(":") || target.startsWith("/") ? ((await m.find(target))?.id ?? target) : target);
+  // A model id has no ':' or '/'; anything else names a source (`owner/repo` with or without `hf:`).
+  const idOf = async (m: ModelManager) => (/[:/]/.test(target) ? ((await m.find(target))?.id ?? target) : target);
   if (verb === "pull" && target && target !== "--json") {
     const show = progressPrinter(err);
     const v = url && token ? await pullViaServer(url, token, target, show) : await pullHere(config, target, show);
@@ -176,6 +177,6 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
     out(json ? JSON.stringify(v) : verb === "show" ? showText(v as StoreModel) : `removed ${(v as StoreModel).source}`);
     return 0;
   }
-  err("usage: inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]\n  sources: hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/path/file.gguf, https://…/x.gguf, /a/local/file.gguf");
+  err("usage: inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]\n  sources: owner/repo or hf:owner/repo, owner/repo:Q4_K_M, hf:owner/repo/path/file.gguf, https://…/x.gguf, /a/local/file.gguf");
   return 2;
 }

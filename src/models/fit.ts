@@ -118,8 +118,21 @@ const BASE_OVERHEAD = 512 * 1024 * 1024;
 export function estimate(info: ModelInfo, opts: { context?: number } = {}): Estimate {
   const context = opts.context && opts.context > 0 ? opts.context : Math.min(4096, info.context_length ?? 4096);
   const kv = (info.kv_bytes_per_token ?? 0) * context;
-  const overhead = BASE_OVERHEAD + Math.round(info.weights_bytes * 0.05);
+  const overhead = overheadOf(info.weights_bytes);
   return { context, weights_bytes: info.weights_bytes, kv_bytes: kv, overhead_bytes: overhead, total_bytes: info.weights_bytes + kv + overhead };
+}
+
+/** The overhead of the estimate for weights of this size. */
+const overheadOf = (weights: number) => BASE_OVERHEAD + Math.round(weights * 0.05);
+
+/**
+ * The least memory a model of `weightsBytes` needs, before its shape is known (a hub file not yet
+ * pulled): weights and overhead, no KV cache (`context` 0).
+ * @example estimateFromSize(4 << 30).total_bytes // → weights + 512 MiB + 5 %
+ */
+export function estimateFromSize(weightsBytes: number): Estimate {
+  const overhead = overheadOf(weightsBytes);
+  return { context: 0, weights_bytes: weightsBytes, kv_bytes: 0, overhead_bytes: overhead, total_bytes: weightsBytes + overhead };
 }
 
 /** A GPU as the fit needs it: index and free memory in MiB. */

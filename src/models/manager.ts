@@ -3,19 +3,20 @@ import { join, sep } from "node:path";
 import type { Db } from "../db";
 import { rows } from "../db/raw";
 import { sql } from "drizzle-orm";
-import { conflict } from "../errors";
+import { AppError, conflict } from "../errors";
 import { log } from "../log";
 import { nowIso } from "../ids";
 import { DownloadLimiter } from "../../agent/models/download";
-import { HubClient } from "../../agent/models/hub";
+import { HubClient, HubError } from "../../agent/models/hub";
 import { pullModel } from "../../agent/models/pull";
-import { hfHome } from "../../agent/models/store";
+import { blobPath, hfHome, urlDir } from "../../agent/models/store";
 import { parseSource, SourceError, type ModelSource } from "../../agent/models/source";
 import { describeSource, directPuller, hubFor, toTransfer, type ModelPuller } from "../../agent/replica-models";
 import type { AddressPolicy } from "../../agent/net/address";
 import type { TransferProgress } from "../../agent/protocol";
 import { validation } from "../errors";
 import { inspectModel } from "./inspect";
+import { searchModels, type SearchAnswer, type SearchBackend } from "./search";
 import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, sourceOfRow, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
 import { audit } from "../audit/service";
 import { adoptModel, markPulledFor, overModelBytes, withTenancy, type StoreModel } from "./tenants";
@@ -48,6 +49,16 @@ function removeFiles(dir: string, files: { path: string }[], stillUsed: Set<stri
 /** Every file (link and blob behind it) the model rows list. */
 function filesOfRows(rows: { dir: string | null; files: string }[]): Set<string | null> {
   return new Set(rows.flatMap((r) => (r.dir ? (JSON.parse(r.files) as { path: string }[]).flatMap((f) => [join(r.dir!, f.path), realOrNull(join(r.dir!, f.path))]) : [])));
+}
+
+/** The `.part` files a pull of `row` may have left: its planned hub weights (by sha256), or its URL file. */
+function partialFiles(modelsDir: string, row: Parameters<typeof sourceOfRow>[0]): string[] {
+  const files = JSON.parse(row.files) as { path: string; sha256: string | null }[];
+  if (row.kind === "url") {
+    const source = sourceOfRow(row);
+    return source.kind === "url" ? files.map((f) => `${join(urlDir(modelsDir, source.url), f.path)}.part`) : [];
+  }
+  return row.repo ? files.filter((f) => f.sha256).map((f) => `${blobPath(modelsDir, row.repo!, f.sha256!)}.part`) : [];
 }
 
 /** How often a download's progress is written to the store (the API reads live progress from memory). */
@@ -122,8 +133,36 @@ export class ModelManager {
    * admin, the model is theirs; a download a project's workload starts (first, or again after it
    * failed or was cancelled) counts against that project's `model_bytes` and may be collected.
    */
-  pull(spec: string, by: PullBy = "admin"): Promise<StoreModel> {
-    return this.pullSource(ModelManager.parse(spec), spec.trim(), by);
+  async pull(spec: string, by: PullBy = "admin"): Promise<StoreModel> {
+    const source = ModelManager.parse(spec);
+    const written = spec.trim();
+    // `owner/repo` written without `hf:` is stored as the hub source it is, as the Models page shows them.
+    const stored = "repo" in source && !/^(hf:|https?:)/i.test(written) ? `hf:${written}` : written;
+    if (!(await findBySource(this.db, source))) await this.check(source, stored);
+    return this.pullSource(source, stored, by);
+  }
+
+  /**
+   * Refuses a new hub pull whose name is wrong before it becomes a row: no such repo, revision, file
+   * or quantisation (404), or a GGUF repo of several quantisations named without one (400). A refusal
+   * a token or time could lift (gated, rate limited, hub unreachable) goes ahead and fails on the row,
+   * where "Try again" retries it.
+   */
+  private async check(source: ModelSource, spec: string): Promise<void> {
+    if (source.kind === "url" || source.kind === "local") return;
+    try {
+      await this.hub.plan(source);
+    } catch (e) {
+      if (!(e instanceof HubError)) return;
+      if (e.notFound) throw new AppError(404, "not_found", e.message, {}, "source");
+      if (e.status === 422) throw validation("source", e.message);
+      log.debug(`pull of ${spec}: the hub's check failed (${e.message}); the pull goes ahead`);
+    }
+  }
+
+  /** Searches the hub (or the Ollama library) through this store's hub client; see search.ts. */
+  search(query: string, backend: SearchBackend): Promise<SearchAnswer> {
+    return searchModels(this.db, this.hub, this.opts.env, query, backend);
   }
 
   /**
@@ -201,7 +240,9 @@ export class ModelManager {
   private async download(id: string, source: ModelSource, run: Running, hub: HubClient): Promise<void> {
     const plan = await hub.plan(source);
     const planned = plan.files.every((f) => f.size >= 0) ? plan.files.reduce((s, f) => s + f.size, 0) : -1;
-    await updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0) });
+    // The planned files are kept while it downloads, so a failed pull's partial files can be found (dismiss).
+    const files = plan.files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 }));
+    await updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0), files: JSON.stringify(files) });
     const over = planned >= 0 ? await overModelBytes(this.db, id, describeSource(source), planned) : null;
     if (over) throw new Error(over);
     const pulled = await pullModel(plan, {
@@ -316,6 +357,21 @@ export class ModelManager {
     await deleteModelRow(this.db, id);
     await audit(this.db, "model.delete", { type: "model", id, label: v.source }, note);
     if (v.kind !== "local" && row.dir) await this.deleteFiles(row.dir, v.files);
+    return v;
+  }
+
+  /**
+   * Forgets a failed or cancelled pull (409 `not_dismissable` in any other state): its row and the
+   * partial downloads it left, unless another model lists the same file.
+   */
+  async dismiss(id: string): Promise<StoreModel> {
+    const v = await this.view(id);
+    if (v.state !== "failed" && v.state !== "cancelled") throw conflict(`model ${v.source} is ${v.state}: only a failed or cancelled pull can be dismissed (Delete removes a model)`, "not_dismissable");
+    const row = await getModelRow(this.db, id);
+    await deleteModelRow(this.db, id);
+    await audit(this.db, "model.dismiss", { type: "model", id, label: v.source }, { state: v.state });
+    const kept = new Set((await listModelRows(this.db)).flatMap((r) => partialFiles(this.modelsDir, r)));
+    for (const part of partialFiles(this.modelsDir, row)) if (!kept.has(part)) rmSync(part, { force: true });
     return v;
   }
 

@@ -8,11 +8,31 @@ import { validation } from "../errors";
 import { checkLocalFile, discoverLocalModels } from "./discover";
 import { fitOnGpus, type Estimate } from "./fit";
 import type { ModelView } from "./service";
+import { SEARCH_BACKENDS, type SearchBackend } from "./search";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "models">;
 
 const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000) });
+const STATES = ["downloading", "ready", "failed", "cancelled"] as const;
+
+/** The `q` and `backend` of a search, checked. */
+function searchQuery(query: Record<string, string | undefined>): { q: string; backend: SearchBackend } {
+  const q = (query.q ?? "").trim();
+  if (!q || q.length > 200) throw validation("q", "write 1 to 200 characters of a model's name");
+  const backend = (query.backend ?? "llamacpp") as SearchBackend;
+  if (!SEARCH_BACKENDS.includes(backend)) throw validation("backend", `must be one of ${SEARCH_BACKENDS.join(", ")}`);
+  return { q, backend };
+}
+
+/** The states `?state=ready,downloading` keeps (every state when absent). */
+function statesOf(value: string | undefined): Set<string> | null {
+  if (!value) return null;
+  const states = value.split(",").map((s) => s.trim());
+  const bad = states.find((s) => !(STATES as readonly string[]).includes(s));
+  if (bad) throw validation("state", `"${bad}" is not a model state (${STATES.join(", ")})`);
+  return new Set(states);
+}
 
 /** Keep-alive comment interval for progress streams. */
 const KEEPALIVE_MS = 15_000;
@@ -77,13 +97,21 @@ function progressStream(deps: Deps, id: string, signal: AbortSignal): Response {
 /** Admin routes of the model store: pull, list, show with fit, progress, cancel, remove, discover. */
 export const modelRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["models"] } })
-    .get("/models", () => deps.models.list(), { detail: { summary: "Models in the store (pulled, downloading, registered), with size, shape and users" } })
+    .get("/models", async ({ query }) => {
+      const states = statesOf(query.state);
+      const list = await deps.models.list();
+      return states ? list.filter((m) => states.has(m.state)) : list;
+    }, { detail: { summary: "Models in the store (pulled, downloading, registered), with size, shape and users; `?state=ready,downloading` keeps those states" } })
     .post("/models", async ({ body, set }) => {
       const v = await deps.models.pull(body.source);
       set.status = v.state === "ready" ? 200 : 202;
       return v;
     }, { ...jsonBody(ModelCreate), detail: { summary: "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register)" } })
     .get("/models/discover", () => discoverLocalModels(process.env), { detail: { summary: "GGUF files already on this machine (Hugging Face cache, LM Studio, llama.cpp cache, Ollama)" } })
+    .get("/models/search", ({ query }) => {
+      const { q, backend } = searchQuery(query);
+      return deps.models.search(q, backend);
+    }, { detail: { summary: "Find a model by name: Hugging Face repos (GGUF for llamacpp, safetensors for vllm/sglang) or the Ollama library (backend=ollama), each with its quantisations, sizes and fit on this cluster's GPUs" } })
     .get("/models/file", ({ query }) => {
       const path = typeof query.path === "string" ? query.path : "";
       if (!isAbsolute(path) || path.length > 4096 || path.includes("\0")) throw validation("path", "must be an absolute path");
@@ -99,4 +127,5 @@ export const modelRoutes = (deps: Deps) =>
       return progressStream(deps, params.id, request.signal);
     }, { detail: { summary: "The pull's progress as server-sent events (bytes, %, rate, ETA), ending with its state" } })
     .post("/models/:id/cancel", ({ params }) => deps.models.cancel(params.id), { detail: { summary: "Stop a pull (pulling again resumes it)" } })
+    .post("/models/:id/dismiss", ({ params }) => deps.models.dismiss(params.id), { detail: { summary: "Forget a failed or cancelled pull: its row and the partial files it left (409 for any other state)" } })
     .delete("/models/:id", ({ params }) => deps.models.remove(params.id), { detail: { summary: "Remove a model (refused while a workload uses it)" } });

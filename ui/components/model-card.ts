@@ -1,11 +1,16 @@
-/** One model of the store: its shape and memory estimate, a live download bar, who uses it, where it fits. */
+/**
+ * One model of the store: its shape and memory estimate, a live download bar, who uses it, where it
+ * fits, and its actions (Serve this model, cancel, retry, dismiss a failed pull, delete).
+ */
 import { html } from "htm/preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useId, useRef, useState } from "preact/hooks";
 import { api, failure, send } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { sseData } from "../lib/sse";
+import { navigate } from "../lib/router";
 import { bytes, mib, params } from "../lib/format";
-import type { Model, ModelDetail, Progress } from "../lib/types";
+import { refOfModel } from "../lib/model-ref";
+import type { Model, ModelDetail, Progress, ProjectRow } from "../lib/types";
 import { ConfirmButton, ErrorNote, StateBadge } from "./ui";
 import { DownloadProgress } from "./progress";
 
@@ -71,6 +76,48 @@ function Fit({ id }: { id: string }) {
 }
 
 /**
+ * The workload form of a project, filled with a model and backend.
+ * @example serveHref("demo", "o/r:Q4_K_M", "llamacpp") // → "/projects/demo/workloads/new?model=o%2Fr%3AQ4_K_M&backend=llamacpp"
+ */
+export const serveHref = (project: string, model: string, backend: string) => `/projects/${encodeURIComponent(project)}/workloads/new?${new URLSearchParams({ model, backend })}`;
+
+/**
+ * "Serve this model": straight to the workload form when there is one project; otherwise a dialog
+ * to pick the project (or, with none, a link to create one). `name` is the button's accessible name.
+ */
+export function ServeButton({ model, backend, label = "Serve this model", name, small }: { model: string; backend: string; label?: string; name?: string; small?: boolean }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const id = useId();
+  const [projects, setProjects] = useState<ProjectRow[]>([]);
+  const load = useAction(() => api<ProjectRow[]>("/admin/projects"));
+  const close = () => dialog.current?.close();
+  const open = async () => {
+    const list = await load.run();
+    if (!list) return;
+    if (list.length === 1) return navigate(serveHref(list[0].slug, model, backend));
+    setProjects(list);
+    dialog.current?.showModal();
+  };
+  return html`<button type="button" class=${small ? "small" : undefined} aria-label=${name ?? label} disabled=${load.busy} onClick=${open}>${label}</button>
+    <dialog ref=${dialog} aria-labelledby=${id} class="serve-dialog">
+      <h2 id=${id} class="wrap">Serve ${model}</h2>
+      ${projects.length
+        ? html`<p>A workload belongs to a project. In which one?</p>
+          <ul class="serve-projects">${projects.map((p) => html`<li><a href=${serveHref(p.slug, model, backend)} onClick=${close}>${p.name}</a> <span class="muted small-text">${p.slug}</span></li>`)}</ul>`
+        : html`<p>A workload belongs to a project, and there is none yet. <a href="/projects" onClick=${close}>Create a project</a>, then serve the model from here.</p>`}
+      <div class="actions"><button type="button" onClick=${close}>Cancel</button></div>
+    </dialog>
+    <${ErrorNote} error=${load.error} />`;
+}
+
+/** What serving a store model means: a GGUF through llama.cpp, a safetensors snapshot through vLLM. */
+function serveTarget(m: Model): { model: string; backend: string } | null {
+  const snapshot = m.info?.format === "safetensors" || (m.kind === "hf-repo" && !/\.gguf$/i.test(m.entry ?? ""));
+  if (snapshot) return m.repo ? { model: m.repo, backend: "vllm" } : null;
+  return { model: refOfModel(m), backend: "llamacpp" };
+}
+
+/**
  * A model's card with its actions: cancel a download, pull again, delete (refused while used).
  * `stream`: follow the download live (else it moves as the list is read again).
  */
@@ -80,9 +127,11 @@ export function ModelCard({ model, stream, onChange }: { model: Model; stream: b
   const cancel = useAction(() => api(`/admin/models/${m.id}/cancel`, { method: "POST" }).then(() => true));
   const again = useAction(() => api(`/admin/models`, { body: { source: m.source } }).then(() => true));
   const del = useAction(() => api(`/admin/models/${m.id}`, { method: "DELETE" }).then(() => true));
+  const dismiss = useAction(() => api(`/admin/models/${m.id}/dismiss`, { method: "POST" }).then(() => true));
   const est = m.estimate;
+  const serve = m.state === "ready" || m.state === "downloading" ? serveTarget(m) : null;
   const local = m.kind === "local";
-  return html`<li class="card model" aria-label=${`Model ${m.source}`}>
+  return html`<li class=${`card model${m.state === "failed" ? " model-failed" : ""}`} aria-label=${`Model ${m.source}`}>
     <div class="model-head"><h2 class="wrap">${m.source}</h2><span aria-live="polite"><${StateBadge} state=${m.state} /></span></div>
     ${shape(m) ? html`<p class="muted">${shape(m)}</p>` : null}
     ${est ? html`<p data-testid="estimate">Needs ~${(est.total_bytes / 1073741824).toFixed(1)} GiB <span class="muted">for ${est.context} tokens of context: weights ${bytes(est.weights_bytes)}, KV cache ${bytes(est.kv_bytes)}, overhead ${bytes(est.overhead_bytes)}</span></p>` : null}
@@ -95,12 +144,14 @@ export function ModelCard({ model, stream, onChange }: { model: Model; stream: b
     ${m.entry ? html`<p class="muted small-text wrap">${local ? "File" : "Stored at"} <code>${m.entry}</code></p>` : null}
     ${m.state === "ready" ? html`<details class="fit" onToggle=${(e: Event) => setFitOpen((e.target as HTMLDetailsElement).open)}>
         <summary>Where it fits</summary>${fitOpen ? html`<${Fit} id=${m.id} />` : null}</details>` : null}
-    <${ErrorNote} error=${cancel.error ?? again.error ?? del.error} />
+    <${ErrorNote} error=${cancel.error ?? again.error ?? del.error ?? dismiss.error} />
     <div class="actions">
+      ${serve ? html`<${ServeButton} model=${serve.model} backend=${serve.backend} />` : null}
       ${m.state === "downloading" ? html`<button type="button" disabled=${cancel.busy} onClick=${async () => (await cancel.run()) && onChange()}>Cancel download</button>` : null}
       ${m.state === "failed" || m.state === "cancelled" ? html`<button type="button" disabled=${again.busy} onClick=${async () => (await again.run()) && onChange()}>${m.state === "cancelled" ? "Resume download" : "Try again"}</button>` : null}
-      <${ConfirmButton} label="Delete" title=${`Delete ${m.source}?`} confirm="Delete model" onConfirm=${async () => (await del.run()) && onChange()}
-        body=${html`<p>${local ? "inferd forgets this file; the file itself stays where it is." : "Its downloaded files are removed from inferd's models."}</p>`} />
+      ${m.state === "failed" ? html`<button type="button" disabled=${dismiss.busy} onClick=${async () => (await dismiss.run()) && onChange()}>Dismiss</button>`
+        : html`<${ConfirmButton} label="Delete" title=${`Delete ${m.source}?`} confirm="Delete model" onConfirm=${async () => (await del.run()) && onChange()}
+        body=${html`<p>${local ? "inferd forgets this file; the file itself stays where it is." : "Its downloaded files are removed from inferd's models."}</p>`} />`}
     </div>
   </li>`;
 }

@@ -1,7 +1,8 @@
 /**
- * Choosing a llama.cpp model: one pulled into inferd's store, a GGUF file other tools left on this
- * machine, or a typed Hugging Face reference, URL or path — with a plain note of what will happen
- * (downloaded first, found, or not there at all) before the workload is saved.
+ * Choosing a llama.cpp model: one pulled into inferd's store (never a failed or cancelled pull), a
+ * GGUF file other tools left on this machine, one found by name on Hugging Face, or a typed
+ * reference, URL or path — with a plain note of what will happen (downloaded first, found, or not
+ * there at all) before the workload is saved.
  */
 import { html } from "htm/preact";
 import { useId } from "preact/hooks";
@@ -9,13 +10,14 @@ import { useApi, useDebouncedApi } from "../lib/hooks";
 import { bytes } from "../lib/format";
 import { refKind, refOfModel, sameRef } from "../lib/model-ref";
 import type { FileCheck, FoundModel, Model } from "../lib/types";
+import { HubSearch } from "./hub-search";
 
-/** Whether a store model is something llama.cpp can load (a GGUF file, not a safetensors snapshot). */
-const isGguf = (m: Model) => m.kind !== "hf-repo" && (m.info?.format === "gguf" || m.kind === "hf-quant" || /\.gguf$/i.test(m.entry ?? m.source));
+/** Whether a store model is something llama.cpp can load (a GGUF file, not a safetensors snapshot; a one-quant GGUF repo is one). */
+const isGguf = (m: Model) => m.info?.format === "gguf" || m.kind === "hf-quant" || /\.gguf$/i.test(m.entry ?? (m.kind === "hf-repo" ? "" : m.source));
 
-/** The store's GGUF models and the GGUF files found on this machine, read once. */
+/** The store's usable GGUF models (pulled or downloading) and the GGUF files found on this machine, read once. */
 export function useModelChoices() {
-  const models = useApi<Model[]>("/admin/models");
+  const models = useApi<Model[]>("/admin/models?state=ready,downloading");
   const found = useApi<FoundModel[]>("/admin/models/discover");
   return { models: (models.data ?? []).filter(isGguf), found: found.data ?? [] };
 }
@@ -75,5 +77,6 @@ export function ModelPicker({ value, onChange, label = "GGUF file or Hugging Fac
         placeholder="owner/repo-GGUF:Q4_K_M or /models/model.gguf" aria-invalid=${note?.bad ? "true" : undefined} aria-describedby=${noteId} />
       <small>A Hugging Face model as <code>owner/repo:Q4_K_M</code> (downloaded first, becomes <code>-hf</code>), or the path of a GGUF file on the worker.</small></label>
     <${RefNote} note=${note} id=${noteId} />
+    <${HubSearch} backend="llamacpp" action=${{ kind: "use", onUse: onChange }} models=${choices.models} />
   </div>`;
 }

@@ -1,6 +1,7 @@
 /**
  * How a llama.cpp command names its model, from what the user picked or typed: a Hugging Face
- * reference (`owner/repo:Q4_K_M` → `-hf owner/repo:Q4_K_M`, pulled before launch), an `hf:` source
+ * reference with or without `hf:` (`owner/repo:Q4_K_M` → `-hf owner/repo:Q4_K_M`, pulled before
+ * launch; no tag: llama.cpp's default, or the only quantisation there is), an `hf:` source
  * or URL from the model store, or a GGUF path on the worker (`-m /path`). Pure functions.
  */
 import type { Model } from "./types";
@@ -43,8 +44,8 @@ export function llamaModelArgs(ref: string): string {
     case "hub":
       return `-hf ${r}`;
     case "hf":
-      // A quant tag without a revision is what llama.cpp's own -hf takes.
-      return /^hf:[^/@:]+\/[^/@:]+:[^/@:]+$/.test(r) ? `-hf ${r.slice(3)}` : `-m ${shellWord(r)}`;
+      // A repo (with a quant tag or none) without a revision is what llama.cpp's own -hf takes.
+      return /^hf:[^/@:]+\/[^/@:]+(?::[^/@:]+)?$/.test(r) ? `-hf ${r.slice(3)}` : `-m ${shellWord(r)}`;
     case "url":
       return `-mu ${shellWord(r)}`;
     default:

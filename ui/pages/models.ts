@@ -1,4 +1,7 @@
-/** Models: pull one (with live progress), see each one's shape, size, need and users, and use files found here. */
+/**
+ * Models: find one by name (Hugging Face or the Ollama library) or pull one by its exact name (with
+ * live progress), see each one's shape, size, need and users, serve it, and use files found here.
+ */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { api } from "../lib/api";
@@ -8,12 +11,14 @@ import { STARTER_MODEL } from "../lib/model-ref";
 import type { FoundModel, Model } from "../lib/types";
 import { ErrorNote, FieldError, invalidAt, Loading, PageTitle } from "../components/ui";
 import { ModelCard } from "../components/model-card";
+import { HubSearch } from "../components/hub-search";
 
 /** Source forms the pull field takes, with what each means. */
 const EXAMPLES: [string, string][] = [
-  ["hf:owner/repo-GGUF:Q4_K_M", "the GGUF with that quantisation (llama.cpp)"],
+  ["owner/repo-GGUF:Q4_K_M", "the GGUF with that quantisation (llama.cpp); hf: in front is optional"],
+  ["owner/repo-GGUF", "a GGUF repo with a single quantisation"],
   ["hf:owner/repo/file.gguf", "one file of a repo"],
-  ["hf:owner/repo", "a whole repo (safetensors, for vLLM and SGLang)"],
+  ["owner/repo", "a whole repo (safetensors, for vLLM and SGLang)"],
   ["https://host/model.gguf", "a file from a URL"],
   ["/path/on/this/machine.gguf", "a file already here (registered, not copied)"],
 ];
@@ -33,7 +38,7 @@ function PullForm({ onPulled }: { onPulled(): unknown }) {
     <h2>Pull a model</h2>
     <label>Source
       <input name="source" required value=${source} spellcheck=${false} onInput=${(e: Event) => setSource((e.target as HTMLInputElement).value)}
-        placeholder="hf:owner/repo-GGUF:Q4_K_M" ...${invalidAt(pull.error, "source")} />
+        placeholder="owner/repo-GGUF:Q4_K_M" ...${invalidAt(pull.error, "source")} />
       <small>Suggested to start: <code>hf:${STARTER_MODEL}</code> (a small chat model, about 400 MB). Downloads resume where they stopped.</small>
       <${FieldError} error=${pull.error} field="source" alert=${true} /></label>
     <details><summary>What a source can be</summary>
@@ -69,7 +74,9 @@ export function ModelsPage() {
   const list = useApi<Model[]>("/admin/models", 3000);
   const reload = () => list.reload();
   const live = new Set((list.data ?? []).filter((m) => m.state === "downloading").slice(0, LIVE_STREAMS).map((m) => m.id));
-  return html`<${PageTitle} sub="Model files on this machine: pull them from Hugging Face or a URL, see what they need and who uses them.">Models<//>
+  return html`<${PageTitle} sub="Model files on this machine: find them by name on Hugging Face (or the Ollama library), pull them, see what they need and who uses them, and serve them.">Models<//>
+    <section class="card" aria-labelledby="find"><h2 id="find">Find a model</h2>
+      <${HubSearch} action=${{ kind: "pull", onPulled: reload }} models=${list.data ?? []} /></section>
     <${PullForm} onPulled=${reload} />
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
       ? html`<p class="muted">No models yet. Pull one above, use one found below, or name one in a workload's command (it is pulled before launch).</p>`

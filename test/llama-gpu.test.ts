@@ -146,6 +146,12 @@ describe("the compiled binary on a machine with 2× RTX 4090 (fake nvidia-smi, f
   });
 
   test("first launch: downloads the CUDA build into the data dir with progress, checks it, and says why it does not load here", async () => {
+    // What a process killed while downloading left behind is cleared.
+    const dead = Bun.spawn(["true"]);
+    await dead.exited;
+    const leftover = join(dataDir, "runtimes", "llama-gpu", NLC_VERSION, "node_modules", `.download-${dead.pid}-abc123`);
+    mkdirSync(leftover);
+    await Bun.write(join(leftover, "package.tgz"), "half a tarball");
     registry.hold();
     await launch("first");
     const downloading = await waitFor(
@@ -175,6 +181,7 @@ describe("the compiled binary on a machine with 2× RTX 4090 (fake nvidia-smi, f
     await ui.checkWidths("llama-gpu-cpu-fallback");
     expect(a.backend).toBe("CPU (GPU build unavailable: the CUDA build does not run on this machine)");
     expect(readFileSync(join(cached(), ".inferd-integrity"), "utf8")).toStartWith("sha512-");
+    expect(readdirSync(join(dataDir, "runtimes", "llama-gpu", NLC_VERSION, "node_modules"))).toEqual(["@node-llama-cpp"]);
     expect(readdirSync(join(cached(), "bins", "linux-x64-cuda")).sort()).toEqual(["_nlcBuildMetadata.json", "libggml-filler.so", "llama-addon.node"]);
     const log = await logs();
     expect(log).toContain(`[inferd] downloading the llama.cpp CUDA build (${CUDA} ${NLC_VERSION}) from ${registry.url}/${CUDA}/-/linux-x64-cuda-${NLC_VERSION}.tgz`);

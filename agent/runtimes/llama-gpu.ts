@@ -10,7 +10,7 @@
  * Whatever fails (offline, a bad checksum, no build for this platform) leaves the runner on the CPU
  * with the reason, which its log and the replica's row show.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Progress } from "../models/progress";
 import type { GpuInfo, TransferProgress } from "../protocol";
@@ -75,6 +75,19 @@ export interface LlamaGpuOptions {
   fetch?: typeof fetch;
   platform?: string;
   arch?: string;
+}
+
+/** Removes `.download-<pid>-*` dirs of processes that died while downloading (EPERM: another user's, running). */
+function removeLeftovers(dir: string): void {
+  for (const name of readdirSync(dir)) {
+    const pid = Number(/^\.download-(\d+)-/.exec(name)?.[1]);
+    if (!pid || pid === process.pid) continue;
+    try {
+      process.kill(pid, 0);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EPERM") rmSync(join(dir, name), { recursive: true, force: true });
+    }
+  }
 }
 
 /** Written into an unpacked package once complete (holds its integrity); its absence means damaged. */
@@ -151,6 +164,7 @@ export class LlamaGpuBuilds {
     hooks.onDownloading(what);
     hooks.note(`[inferd] downloading ${what} from ${dist.tarball}`);
     mkdirSync(dir, { recursive: true });
+    removeLeftovers(dir);
     const work = mkdtempSync(join(dir, `.download-${process.pid}-`));
     try {
       const tarball = await this.download(dist.tarball, hooks);

@@ -4,10 +4,11 @@ import { LogRing } from "./ring";
 import { Replica, type ReplicaHost } from "./replica";
 import { Supervisor, type SpawnFn, type SupervisorOptions } from "./supervisor";
 import { reapStale, trackedSpawn } from "./pidfiles";
-import type { MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
+import type { GpuInfo, MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
 import type { LaunchPlan } from "./runtimes/types";
 import { runtimeEnv } from "./env";
 import { directPuller, type ModelPuller } from "./replica-models";
+import { LlamaGpuBuilds, npmRegistry } from "./runtimes/llama-gpu";
 
 /**
  * How an agent talks to its host. The local agent calls the host in-process; a remote agent
@@ -75,6 +76,10 @@ export class Agent {
   private readonly runtimeBase: Record<string, string>;
   private readonly spawn: SpawnFn;
   private readonly pullModel: ModelPuller;
+  /** The machine's GPUs as last probed. */
+  private gpus: GpuInfo[] = [];
+  /** The built-in llama.cpp runtime's GPU builds, fetched from the npm registry (`npm_config_registry`). */
+  private readonly llamaGpu: LlamaGpuBuilds;
 
   constructor(private opts: AgentOptions) {
     if (opts.clusterAddress !== undefined && !CLUSTER_ADDRESS.test(opts.clusterAddress)) {
@@ -84,6 +89,7 @@ export class Agent {
     this.runtimeBase = runtimeEnv(this.env, opts.runtimeEnv);
     this.pullModel = opts.pullModel ?? directPuller(opts.dataDir, this.env);
     this.spawn = trackedSpawn(opts.dataDir);
+    this.llamaGpu = new LlamaGpuBuilds({ dataDir: opts.dataDir, registry: npmRegistry(this.env), gpus: () => this.gpus });
   }
 
   /** Registers, starts telemetry and runs the first reconcile. */
@@ -99,6 +105,7 @@ export class Agent {
   /** The machine as probed now, with its cluster address. */
   private async machine(): Promise<MachineInfo> {
     const m = await probeMachine(this.opts.exec ?? realExec);
+    this.gpus = m.gpus;
     return this.opts.clusterAddress ? { ...m, cluster_address: this.opts.clusterAddress } : m;
   }
 
@@ -158,6 +165,7 @@ export class Agent {
       which: (cmd) => (cmd.includes("/") ? cmd : Bun.which(cmd, { PATH: this.env.PATH ?? "" })),
       freePort,
       builtinLlama: this.opts.builtinLlama,
+      llamaGpu: this.llamaGpu,
       ensureDaemon: (d) => this.ensureDaemon(d),
       report: (r) => this.workerId && !this.stopped && this.opts.host.report(this.workerId, r),
       supervisor: { spawn: this.spawn, ...this.opts.supervisor },

@@ -143,6 +143,8 @@ export const ReplicaReportSchema = z.object({
   api_key: text().optional(),
   /** While `downloading`: how far the model pull is. */
   progress: TransferProgressSchema.optional(),
+  /** The compute backend that really runs, once ready, when the runtime says (built-in llama.cpp: "CUDA", "CPU (GPU build unavailable: …)"). */
+  backend: text().optional(),
   /** Requests the runtime serves at once (its own batch capacity), once ready. */
   slots: z.number().int().positive().max(1 << 16).optional(),
   /** A group member: the port of its group listener on its cluster address (the host adds the address). */

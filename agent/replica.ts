@@ -13,6 +13,7 @@ import { flagValue } from "./command";
 import type { LaunchContext, LaunchPlan } from "./runtimes/types";
 import { withoutOutput } from "./reason";
 import { listenerOwnedBy } from "./listener";
+import type { LlamaGpuBuilds } from "./runtimes/llama-gpu";
 
 /** What a replica needs from its agent. */
 export interface ReplicaHost {
@@ -22,6 +23,8 @@ export interface ReplicaHost {
   /** A free TCP port on `host` (default loopback). */
   freePort(host?: string): Promise<number>;
   builtinLlama(): { argv: string[]; env: Record<string, string> };
+  /** Gets the built-in llama.cpp runtime's GPU build for a replica and says which to load (absent: CPU/auto). */
+  llamaGpu?: Pick<LlamaGpuBuilds, "prepare">;
   /** Keeps a shared daemon (Ollama) running; resolves when it answers health. */
   ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>): Promise<void>;
   report(r: ReplicaReport): void;
@@ -45,14 +48,15 @@ function realpathOrNull(path: string): string | null {
   }
 }
 
-/** The model name a ready runtime serves, from its /v1/models (falling back to the workload's). */
-async function servedModel(baseUrl: string, fallback: string, apiKey?: string): Promise<string> {
+/** The model name a ready runtime serves, from its /v1/models (falling back to the workload's), and the backend it names there. */
+async function servedModel(baseUrl: string, fallback: string, apiKey?: string): Promise<{ id: string; backend?: string }> {
   try {
     const r = await fetch(`${baseUrl}/v1/models`, { signal: AbortSignal.timeout(5000), headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} });
-    const body = (await r.json()) as { data?: { id?: string }[] };
-    return body.data?.[0]?.id ?? fallback;
+    const body = (await r.json()) as { data?: { id?: string; meta?: { backend?: unknown } }[] };
+    const backend = body.data?.[0]?.meta?.backend;
+    return { id: body.data?.[0]?.id ?? fallback, ...(typeof backend === "string" ? { backend: backend.slice(0, 4096) } : {}) };
   } catch {
-    return fallback;
+    return { id: fallback };
   }
 }
 
@@ -90,6 +94,13 @@ export class Replica {
 
   private lastProgressAt = 0;
 
+  /** Reports download progress (a model pull, a runtime build), at most every PROGRESS_EVERY_MS and always at the end. */
+  private progress(p: TransferProgress): void {
+    if (Date.now() - this.lastProgressAt < PROGRESS_EVERY_MS && p.bytes_done < p.bytes_total) return;
+    this.lastProgressAt = Date.now();
+    void this.emit("downloading", this.reason, p);
+  }
+
   private async emit(state: ReplicaState, reason?: string, progress?: TransferProgress): Promise<void> {
     if (this.stopped && state !== "stopped") return;
     this.state = state;
@@ -105,7 +116,9 @@ export class Replica {
       r.base_url = this.plan.baseUrl;
       if (this.plan.apiKey) r.api_key = this.plan.apiKey;
       if (this.plan.slots) r.slots = this.plan.slots;
-      r.served_model = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey) : fallback;
+      const served = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey) : { id: fallback };
+      r.served_model = served.id;
+      if (served.backend) r.backend = served.backend;
       if (this.stopped || this.state !== "ready") return;
     }
     this.host.report(r);
@@ -145,11 +158,7 @@ export class Replica {
           this.note(`[inferd] downloading ${what}`);
           void this.emit("downloading", `downloading ${what}`);
         },
-        onProgress: (p) => {
-          if (Date.now() - this.lastProgressAt < PROGRESS_EVERY_MS && p.bytes_done < p.bytes_total) return;
-          this.lastProgressAt = Date.now();
-          void this.emit("downloading", this.reason, p);
-        },
+        onProgress: (p) => this.progress(p),
         signal,
       });
     } catch (e) {
@@ -163,7 +172,17 @@ export class Replica {
     }
     const plan = this.plan;
     const env = { ...(Object.fromEntries(Object.entries(this.host.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...plan.env, ...models.env };
-    if (plan.builtin) this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
+    if (plan.builtin) {
+      this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
+      const gpu = await this.host.llamaGpu?.prepare(this.spec.gpu_indices, plan.env, {
+        onDownloading: (what) => void this.emit("downloading", `downloading ${what}`),
+        onProgress: (p) => this.progress(p),
+        note: (line, warning) => this.note(line, warning ? "1;33" : "1"),
+        signal,
+      }).catch(() => undefined);
+      if (signal.aborted) return;
+      Object.assign(env, gpu);
+    }
     if (!plan.argv) return this.startExternal(plan, env);
     this.freshWorkDir();
     // A member may wait on its group for long: the agent's reconcile must not wait with it.

@@ -3,6 +3,10 @@
  * llama-runner.ts bundled into `llama-runner.js` (node-llama-cpp left external), and under
  * `node_modules/` node-llama-cpp, its dependencies and the target's prebuilt CPU binaries package.
  * `packModules` gives the in-memory modules that make `Bun.build` embed it in the executable.
+ *
+ * The binary packs the CPU build only (on macOS arm64 that package is the Metal build): the GPU
+ * builds are far bigger (CUDA ~180 MB, Vulkan ~70 MB) and only some machines can use them. A replica
+ * placed on a GPU fetches its GPU build from the npm registry at first use (agent/runtimes/llama-gpu.ts).
  */
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";

@@ -84,7 +84,8 @@ export function createHandler(state: RunnerState) {
 
 function modelsBody(o: LlamaRunnerOptions, engine: Engine) {
   const f = engine.facts;
-  const meta = { n_vocab: f.vocabSize, n_ctx_train: f.trainContextSize, n_ctx: f.contextSize, n_embd: f.embeddingLength, size: f.sizeBytes };
+  // llama-server's meta, plus the backend that really runs (the agent shows it in the replica's row).
+  const meta = { n_vocab: f.vocabSize, n_ctx_train: f.trainContextSize, n_ctx: f.contextSize, n_embd: f.embeddingLength, size: f.sizeBytes, backend: f.backend };
   return { object: "list", data: [{ id: modelId(o), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "llamacpp", meta }] };
 }
 

@@ -342,6 +342,7 @@ export class Fleet {
         in_flight: this.dispatcher.targetsOf(w.id).find((t) => t.id === a.id)?.inFlight ?? 0,
         base_url: this.reports.get(a.id)?.base_url,
         served_model: this.reports.get(a.id)?.served_model,
+        backend: a.state === "ready" ? this.reports.get(a.id)?.backend : undefined,
         progress: a.state === "downloading" ? this.reports.get(a.id)?.progress : undefined,
       })),
       scheduling_error: this.unplaced.get(w.id) ?? null,

@@ -55,11 +55,10 @@ const SERVER_DEFAULTS = { temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05 };
  */
 export async function loadEngine(o: LlamaRunnerOptions, log: (line: string) => void, nlcIn?: NodeLlamaCpp): Promise<Engine> {
   const nlc = nlcIn ?? (await importNodeLlamaCpp());
-  const llama = await startLlama(nlc, { gpu: o.gpuLayers !== 0, maxThreads: o.threads, verbose: o.verbose, log });
+  const { llama, backend } = await startLlama(nlc, { gpu: o.gpuLayers !== 0, maxThreads: o.threads, verbose: o.verbose, log });
   // On CPU, more threads than math cores makes ggml's workers spin against each other.
   const threads = o.threads ?? Math.max(1, llama.cpuMathCores);
-  const backend = llama.gpu === false ? "CPU" : llama.gpu;
-  log(`llama.cpp backend: ${backend} (${llama.buildType} binaries), ${threads} thread(s)`);
+  log(`llama.cpp backend: ${backend}; ${llama.buildType} binaries, ${threads} thread(s)`);
 
   let lastStep = -1;
   const model = await llama.loadModel({
@@ -79,7 +78,7 @@ export async function loadEngine(o: LlamaRunnerOptions, log: (line: string) => v
   log(`creating context: ${o.parallel} slot(s) x ${contextSize} tokens`);
   const context = await model.createContext({ contextSize, sequences: o.parallel, threads, batchSize: o.batchSize, flashAttention: o.flashAttention });
   const embedContext = o.embedding ? await model.createEmbeddingContext({ contextSize, batchSize: contextSize, threads }) : undefined;
-  return new LlamaEngine(nlc, { llama, model, context, embedContext }, o, String(backend), threads);
+  return new LlamaEngine(nlc, { llama, model, context, embedContext }, o, backend, threads);
 }
 
 /** The node-llama-cpp objects an engine owns. */

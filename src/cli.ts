@@ -8,6 +8,7 @@ import { createKey, listKeys, revokeKey, setKeyLimits } from "./keys/service";
 import { KeyLimits } from "./limits/schema";
 import { withActor, type Actor } from "./audit/service";
 import { userInfo } from "node:os";
+import { commandHint } from "./invocation";
 
 /** Who the audit log says made a change from the command line. */
 const CLI_ACTOR: Actor = { type: "cli", label: `inferd CLI (${(() => {
@@ -208,7 +209,7 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
   ensureDataDir(config.dataDir);
   for (const line of tightenDataDir(config.dataDir)) err(`inferd agent: file permissions: ${line}`);
   const state = await agentState(config, verb, rest, out);
-  if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`inferd agent join https://HOST:PORT --token <join token>\` (the dashboard's Workers → Add worker shows it)`);
+  if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`${commandHint("agent join https://HOST:PORT --token <join token>")}\` (the dashboard's Workers → Add worker shows it)`);
   lockDataDir(config.dataDir).update(`agent for ${state.host_url}`);
   let stopping = false;
   const shutdown = async (code: number, why: string) => {
@@ -287,7 +288,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
     const [cmd = "serve", ...args] = rest;
     switch (cmd) {
       case "serve":
-        if (args.length) throw new UsageError(`unknown argument for serve: ${args[0]} (see inferd help)`);
+        if (args.length) throw new UsageError(`unknown argument for serve: ${args[0]} (see ${commandHint("help")})`);
         await serve(config);
         return "running";
       case "project":
@@ -329,7 +330,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         out(HELP + describeConfig(config));
         return 0;
       default:
-        throw new UsageError(`unknown command "${cmd}" (see inferd help)`);
+        throw new UsageError(`unknown command "${cmd}" (see ${commandHint("help")})`);
     }
   } catch (e) {
     if (e instanceof UsageError || e instanceof ConfigError) {

@@ -54,8 +54,8 @@ function AddWorker({ onAdded }: { onAdded(): void }) {
     ${joined ? html`<div class="joined" data-testid="join">
       <p>Run this on <strong>${joined.name}</strong>. <strong>The command holds a join token shown only now.</strong></p>
       <${CodeBlock} label="Join command" code=${joined.join_command} />
-      <${WhereToGetIt} command=${joined.join_command} />
-    </div>` : null}
+    </div>
+    <${WhereToGetIt} command=${joined.join_command} />` : null}
   </details>`;
 }
 

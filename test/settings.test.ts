@@ -5,12 +5,13 @@
  * runtime setting changed with `PATCH /admin/settings` takes effect on the next request (private
  * webhooks, the retry schedule, default key limits, the log level, the HF token); bad values are 400
  * naming the setting; a stored value survives a restart and Reset returns to the flag; every change
- * is audited (a secret as set/unset only).
+ * is audited (a secret as set/unset only). Hints name the command inferd was started with.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { SETTINGS } from "../src/config";
-import { cleanup, tempDir, waitFor } from "./helpers/proc";
+import { cleanup, runInferd, tempDir, waitFor } from "./helpers/proc";
+import { commandPrefix } from "../src/invocation";
 import { startServing, type Serving } from "./helpers/serving";
 import { makeTestPki, type TestPki } from "./fixtures/tls";
 import { startReceiver, type Receiver } from "./fixtures/receiver";
@@ -203,4 +204,23 @@ describe("stored, audited, kept across a restart, reset to the flag", () => {
     expect((await (await s.admin("/admin/webhooks/delivery")).json()).retry_delays_ms).toEqual([600_000, 1_200_000]);
     expect((await addHook(receiver.url("/again"))).status).toBe(400);
   }, 90_000);
+});
+
+describe("hints use the command the user ran", () => {
+  test("the binary, the start script, a linked bin and bun on the file each get their own prefix", () => {
+    const from = (main: string, argv1: string | undefined, script?: string) => commandPrefix({ main, argv1, script, cwd: "/repo" });
+    expect(from("/$bunfs/root/inferd-linux-x64", "/usr/local/bin/inferd")).toBe("inferd");
+    expect(from("B:/~BUN/root/inferd-windows-x64.exe", undefined)).toBe("inferd");
+    expect(from("/repo/src/main.ts", "/repo/src/main.ts", "start")).toBe("bun run start --");
+    expect(from("/repo/src/main.ts", "/home/me/.bun/bin/inferd")).toBe("inferd");
+    expect(from("/repo/src/main.ts", "/repo/src/main.ts")).toBe("bun src/main.ts");
+    expect(from("/elsewhere/src/main.ts", "/elsewhere/src/main.ts")).toBe("bun /elsewhere/src/main.ts");
+  });
+
+  test("the CLI's hints and the server's start lines print it", async () => {
+    const r = await runInferd({ args: ["frobnicate"] });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('unknown command "frobnicate" (see bun src/main.ts help)');
+    expect(s.output()).toContain("to serve your network, restart with bun src/main.ts serve --host 0.0.0.0");
+  });
 });

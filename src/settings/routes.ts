@@ -1,3 +1,4 @@
+/** The admin routes of the settings in force: list them all, change or reset the runtime ones. */
 import { Elysia } from "elysia";
 import { z } from "zod";
 import type { AppDeps } from "../deps";

@@ -23,6 +23,7 @@ import { adminExtraRoutes } from "./admin/extras";
 import { playgroundRoutes } from "./admin/playground";
 import { adminJobRoutes, jobRoutes } from "./jobs/routes";
 import { webhookRoutes } from "./webhooks/routes";
+import { settingsRoutes } from "./settings/routes";
 import { uiRoutes } from "./ui/routes";
 import { docsRoutes } from "./docs/routes";
 import { noteArrival } from "./usage/arrival";
@@ -111,6 +112,7 @@ export function createApp(deps: AppDeps) {
     .use(auditRoutes(deps))
     .use(usageRoutes(deps))
     .use(webhookRoutes(deps))
+    .use(settingsRoutes(deps))
     .use(adminJobRoutes(deps))
     .use(agentRoutes(deps))
     .use(jobRoutes(deps))

@@ -8,6 +8,7 @@ import { createKey, listKeys, revokeKey, setKeyLimits } from "./keys/service";
 import { KeyLimits } from "./limits/schema";
 import { withActor, type Actor } from "./audit/service";
 import { userInfo } from "node:os";
+import { commandHint } from "./invocation";
 
 /** Who the audit log says made a change from the command line. */
 const CLI_ACTOR: Actor = { type: "cli", label: `inferd CLI (${(() => {
@@ -77,7 +78,7 @@ const unknownFlag = (flag: string, known: string[]) =>
 function noArgs(cmd: string, args: string[]): void {
   const [first] = args;
   if (first === undefined) return;
-  throw new UsageError(first.startsWith("-") ? `unknown flag ${first} (see inferd help for the settings)` : `${cmd} takes no argument, got "${first}" (see inferd help)`);
+  throw new UsageError(first.startsWith("-") ? `unknown flag ${first} (see ${commandHint("help")} for the settings)` : `${cmd} takes no argument, got "${first}" (see ${commandHint("help")})`);
 }
 
 /** Splits subcommand arguments into positionals, repeatable `--name value` options and `--json`. */
@@ -213,7 +214,7 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
   ensureDataDir(config.dataDir);
   for (const line of tightenDataDir(config.dataDir)) err(`inferd agent: file permissions: ${line}`);
   const state = await agentState(config, verb, rest, out);
-  if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`inferd agent join https://HOST:PORT --token <join token>\` (the dashboard's Workers → Add worker shows it)`);
+  if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`${commandHint("agent join https://HOST:PORT --token <join token>")}\` (the dashboard's Workers → Add worker shows it)`);
   lockDataDir(config.dataDir).update(`agent for ${state.host_url}`);
   let stopping = false;
   const shutdown = async (code: number, why: string) => {
@@ -336,7 +337,7 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         out(HELP + describeConfig(config));
         return 0;
       default:
-        throw new UsageError(cmd.startsWith("-") ? `unknown flag ${cmd} (see inferd help for the settings)` : `unknown command "${cmd}" (see inferd help)`);
+        throw new UsageError(cmd.startsWith("-") ? `unknown flag ${cmd} (see ${commandHint("help")} for the settings)` : `unknown command "${cmd}" (see ${commandHint("help")})`);
     }
   } catch (e) {
     if (e instanceof UsageError || e instanceof ConfigError) {

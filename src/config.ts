@@ -1,6 +1,9 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_FORBIDDEN_FLAGS, DEFAULT_PROGRAMS, POLICY_SETTINGS as P } from "../agent/launch-policy";
+import { LOG_LEVELS } from "./log";
+import { scheduleProblem } from "./webhooks/schedule";
+import { keyLimitsProblem } from "./limits/defaults";
 
 /** The kinds of value a setting can hold. */
 type Kind = "string" | "int" | "bool" | "list";
@@ -13,7 +16,14 @@ interface Setting {
   default: string | number | boolean | string[] | undefined;
   description: string;
   secret?: boolean;
+  /** Can change while serving (the Settings page, `PATCH /admin/settings`); others need a restart. */
+  runtime?: true;
+  /** A further check of the converted value: why it cannot be used, or null. */
+  check?: (value: never) => string | null;
 }
+
+/** Refuses values outside `allowed`. */
+const oneOf = (allowed: readonly string[]) => (v: string) => (allowed.includes(v) ? null : `must be one of ${allowed.join(", ")}, got "${v}"`);
 
 /** Every setting of `inferd serve`; `inferd config` prints this table with the values in force. */
 export const SETTINGS = {
@@ -41,9 +51,9 @@ export const SETTINGS = {
   stallTimeoutMs: { flag: "--runtime-stall-timeout-ms", env: "INFERD_RUNTIME_STALL_TIMEOUT_MS", kind: "int", default: 300_000, description: "A starting runtime silent this long counts as failed." },
   restartBackoffMs: { flag: "--restart-backoff-ms", env: "INFERD_RESTART_BACKOFF_MS", kind: "int", default: 1000, description: "First delay before restarting a crashed runtime (doubles per crash, up to 60 s)." },
   maxCrashes: { flag: "--max-crashes", env: "INFERD_MAX_CRASHES", kind: "int", default: 5, description: "Crashes within 10 minutes after which a runtime is marked failed." },
-  allowPrivateWebhooks: { flag: "--allow-private-webhooks", env: "INFERD_ALLOW_PRIVATE_WEBHOOKS", kind: "bool", default: false, description: "Allow webhook receivers on LAN and loopback addresses (off: public addresses only)." },
+  allowPrivateWebhooks: { flag: "--allow-private-webhooks", env: "INFERD_ALLOW_PRIVATE_WEBHOOKS", kind: "bool", default: false, runtime: true, description: "Allow webhook receivers on LAN and loopback addresses (off: public addresses only)." },
   webhookCaFile: { flag: "--webhook-ca-file", env: "INFERD_WEBHOOK_CA_FILE", kind: "string", default: undefined, description: "Extra CA certificate(s) (PEM) trusted for webhook receivers, e.g. a self-signed one." },
-  webhookRetrySchedule: { flag: "--webhook-retry-schedule", env: "INFERD_WEBHOOK_RETRY_SCHEDULE", kind: "string", default: "1m,5m,15m,1h,6h", description: "Delays before delivery attempts 2 to 6." },
+  webhookRetrySchedule: { flag: "--webhook-retry-schedule", env: "INFERD_WEBHOOK_RETRY_SCHEDULE", kind: "string", default: "1m,5m,15m,1h,6h", runtime: true, check: scheduleProblem, description: "Delays before webhook delivery attempts 2, 3, … (ms, s, m, h; comma-separated); after the last one a delivery is terminal." },
   webhookDnsServers: { flag: "--webhook-dns-servers", env: "INFERD_WEBHOOK_DNS_SERVERS", kind: "list", default: [], description: "DNS servers (ip[:port], comma-separated) for webhook hosts; default: the system resolver." },
   webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
   auditRetentionDays: { flag: "--audit-retention-days", env: "INFERD_AUDIT_RETENTION_DAYS", kind: "int", default: 90, description: "Audit log entries are deleted after this many days." },
@@ -64,7 +74,9 @@ export const SETTINGS = {
   policyTenantInstalls: { ...P.tenant_installs, kind: "bool", default: false, description: "Launch policy: let tenants set vllm_version / sglang_version (package installs)." },
   policyTenantMultinode: { ...P.tenant_multinode, kind: "bool", default: false, description: "Launch policy: let tenants set nodes > 1 (a workload spanning several machines, whose members talk over the cluster network)." },
   allowPrivateModelUrls: { ...P.private_model_urls, kind: "bool", default: false, description: "Launch policy: let tenants' model URLs (llama.cpp -mu) reach loopback and private addresses, and use http://." },
-  logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", description: "One of error, warn, info, debug." },
+  hfToken: { flag: "--hf-token", env: "HF_TOKEN", kind: "string", default: undefined, runtime: true, secret: true, description: "Hugging Face access token for gated and private repos: inferd serve's model pulls and searches send it to HF_ENDPOINT (runtimes that download by themselves, and remote agents, use the HF_TOKEN of their own environment)." },
+  defaultKeyLimits: { flag: "--default-key-limits", env: "INFERD_DEFAULT_KEY_LIMITS", kind: "list", default: [], runtime: true, check: keyLimitsProblem, description: "Limits every API key gets where it has none of its own: name=N, comma-separated (rpm, tpm, max_concurrent, tokens_per_day, tokens_per_month)." },
+  logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", runtime: true, check: oneOf(LOG_LEVELS), description: "What the server log writes: error, warn, info or debug (each includes the ones before it)." },
 } satisfies Record<string, Setting>;
 
 /** The value type of each kind of setting. */
@@ -79,7 +91,8 @@ export type Config = { -readonly [K in keyof typeof SETTINGS]: ValueOf<(typeof S
 /** A command-line or environment value that cannot be used; the CLI prints its message and exits 2. */
 export class ConfigError extends Error {}
 
-function convert(name: string, kind: Kind, raw: string): string | number | boolean | string[] {
+/** A value of `kind` from text, as flags and environment variables give it; throws `ConfigError` naming `name`. */
+function convertKind(name: string, kind: Kind, raw: string): string | number | boolean | string[] {
   switch (kind) {
     case "int": {
       const n = Number(raw);
@@ -97,6 +110,42 @@ function convert(name: string, kind: Kind, raw: string): string | number | boole
   }
 }
 
+/** A setting's value from text, converted and checked; throws `ConfigError` naming `name`. */
+function convert(name: string, s: Setting, raw: string): string | number | boolean | string[] {
+  const value = convertKind(name, s.kind, raw);
+  const problem = s.check?.(value as never);
+  if (problem) throw new ConfigError(problem.startsWith("must") ? `${name} ${problem}` : `${name}: ${problem}`);
+  return value;
+}
+
+/** Where a setting's value in force came from. */
+export type SettingSource = "flag" | "env" | "default" | "dashboard";
+
+/** The source of each value of a config `loadConfig` made (a config made otherwise has none). */
+const sources = new WeakMap<Config, Record<string, SettingSource>>();
+
+/** Where each value of `config` came from: flag, environment or default (all "default" when unknown). */
+export function settingSources(config: Config): Record<keyof Config, SettingSource> {
+  const known = sources.get(config) ?? {};
+  return Object.fromEntries(Object.keys(SETTINGS).map((k) => [k, known[k] ?? "default"])) as Record<keyof Config, SettingSource>;
+}
+
+/** A setting's key by name, or undefined. */
+export const settingOf = (key: string): (Setting & { key: keyof Config }) | undefined =>
+  Object.hasOwn(SETTINGS, key) ? { ...(SETTINGS[key as keyof Config] as Setting), key: key as keyof Config } : undefined;
+
+/**
+ * A value for a setting as the dashboard sends it (JSON: text as a flag takes it, or a number,
+ * boolean or list), converted and checked exactly as the flag's value; throws `ConfigError`.
+ * @example convertSetting("webhookRetrySchedule", "1s,2s") // → "1s,2s"
+ */
+export function convertSetting(key: keyof Config, value: unknown): string | number | boolean | string[] {
+  const s = SETTINGS[key] as Setting;
+  const raw = Array.isArray(value) && value.every((v) => typeof v === "string") ? value.join(",") : ["string", "number", "boolean"].includes(typeof value) ? String(value) : undefined;
+  if (raw === undefined) throw new ConfigError(`${s.flag} takes ${s.kind === "list" ? "a list of text" : s.kind === "int" ? "a whole number" : s.kind === "bool" ? "true or false" : "text"}`);
+  return convert(s.flag, s, raw);
+}
+
 /**
  * Resolves settings: flag beats environment beats default. Returns the config and the arguments
  * that were not settings (the subcommand's own).
@@ -104,9 +153,12 @@ function convert(name: string, kind: Kind, raw: string): string | number | boole
  */
 export function loadConfig(argv: string[], env: Record<string, string | undefined>): { config: Config; rest: string[] } {
   const values: Record<string, unknown> = {};
+  const from: Record<string, SettingSource> = {};
   for (const [key, s] of Object.entries(SETTINGS) as [string, Setting][]) {
     const fromEnv = env[s.env];
-    values[key] = fromEnv !== undefined && fromEnv !== "" ? convert(s.env, s.kind, fromEnv) : s.default;
+    const set = fromEnv !== undefined && fromEnv !== "";
+    values[key] = set ? convert(s.env, s, fromEnv) : s.default;
+    from[key] = set ? "env" : "default";
   }
   const rest: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -118,15 +170,18 @@ export function loadConfig(argv: string[], env: Record<string, string | undefine
       continue;
     }
     const [key, s] = entry;
+    from[key] = "flag";
     if (s.kind === "bool") {
-      values[key] = flag.startsWith("--no-") ? false : inline === undefined ? true : convert(s.flag, s.kind, inline);
+      values[key] = flag.startsWith("--no-") ? false : inline === undefined ? true : convert(s.flag, s, inline);
       continue;
     }
     const raw = inline ?? argv[++i];
     if (raw === undefined) throw new ConfigError(`${s.flag} needs a value`);
-    values[key] = convert(s.flag, s.kind, raw);
+    values[key] = convert(s.flag, s, raw);
   }
-  return { config: values as Config, rest };
+  const config = values as Config;
+  sources.set(config, from);
+  return { config, rest };
 }
 
 /** The settings table with the values in force, secrets hidden, for `inferd config`. */

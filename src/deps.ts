@@ -21,6 +21,7 @@ import type { Scaler } from "./scaling/scaler";
 import type { Workload } from "./workloads/service";
 import type { ListenInfo } from "./admin/listen";
 import type { Cluster } from "./cluster/cluster";
+import type { Settings } from "./settings/service";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -65,6 +66,8 @@ export interface AppDeps {
   models: ModelManager;
   /** Execution policies made real: replicas started, stopped and swapped. */
   scaler: Scaler;
+  /** The settings in force, some changeable while serving (`config` is their live view). */
+  settings: Settings;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): Promise<WorkloadDetail>;
 }

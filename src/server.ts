@@ -23,6 +23,9 @@ import { pruneJobs } from "./jobs/service";
 import { pruneDeletedWebhooks } from "./webhooks/service";
 import { pruneAudit } from "./audit/service";
 import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
+import { Settings } from "./settings/service";
+import { commandHint } from "./invocation";
+import { liveKeyLimits } from "./limits/defaults";
 import { makeResolver } from "./webhooks/address";
 import { caBundle } from "./webhooks/post";
 import type { Agent } from "../agent/agent";
@@ -74,14 +77,18 @@ async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Pro
   await collector.mark().catch((e) => log.warn("could not note which models are unused", e));
 }
 
-/** Builds every service and the app's dependencies over an open store. */
-function buildServices(config: Config, store: Store, token: string, hostCert: HostCert): Services {
+/**
+ * Builds every service and the app's dependencies over an open store. `config` is the settings'
+ * live view: the runtime settings (private webhooks, retry schedule, default key limits, HF token)
+ * are read where they are used, so a change on the Settings page applies without a restart.
+ */
+function buildServices(config: Config, store: Store, token: string, hostCert: HostCert, settings: Settings): Services {
   const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
   const usage = new UsageRecorder(store.db);
   const metrics = new MetricsStore();
   // With a shared store the per-minute limits are counted across the hosts (src/limits/shared.ts).
   const shared = store.pg ? new SharedLimits(store.db, () => Math.max(1, cluster.alive.length)) : undefined;
-  const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()), Date.now, shared);
+  const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()), Date.now, shared, liveKeyLimits(() => config.defaultKeyLimits));
   const metering = new Metering({ usage, series: metrics, limits: limiter });
   setOfflineAfter(config.workerTimeoutMs);
   const ports = { http: 0, tls: 0 };
@@ -97,14 +104,14 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   });
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
-  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => void fleet.reconcile() });
+  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: { ...process.env, get HF_TOKEN() { return config.hfToken; } }, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => void fleet.reconcile() });
   const collector = new ModelCollector(store.db, models, config.modelGcAfterHours * 3_600_000);
   agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
   const webhooks = {
-    policy: { allowPrivate: config.allowPrivateWebhooks, resolve: makeResolver(config.webhookDnsServers) },
+    policy: { get allowPrivate() { return config.allowPrivateWebhooks; }, resolve: makeResolver(config.webhookDnsServers) },
     ca: caBundle(config.webhookCaFile),
   };
-  const deliveries = new DeliveryLoop(store.db, { schedule: parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
+  const deliveries = new DeliveryLoop(store.db, { schedule: () => parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
   const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId);
   const deps: AppDeps = {
     db: store.db,
@@ -132,6 +139,7 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
     listen,
     joinUrl: () => joinUrlOf(listen()),
     describeWorkload: (w) => fleet.describe(w),
+    settings,
   };
   return { deps, jobs, deliveries, agents, collector, cluster, shared, ports };
 }
@@ -208,7 +216,9 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const ownCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
     // A cluster's hosts serve one certificate (unless the operator gives each its own with --tls-cert).
     const hostCert = store.pg && !config.tlsCert ? await clusterCert(store.db, ownCert) : ownCert;
-    const services = buildServices(config, store, token.token, hostCert);
+    const settings = new Settings(store.db, config, store.pg);
+    await settings.load();
+    const services = buildServices(settings.live, store, token.token, hostCert, settings);
     const { deps } = services;
     const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
     const app = createApp(deps).listen({ hostname: config.host, port: config.port, idleTimeout: 255, maxRequestBodySize: bodyLimit });
@@ -231,7 +241,8 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, agents: services.agents, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
     await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
     await deps.fleet.reconcile();
-    const stopChores = startChores(config, services);
+    const stopChores = startChores(settings.live, services);
+    const unwatchSettings = await settings.watch();
     const backups = new AutoBackups(autoBackupOptions(config, store, () => services.cluster.leading));
     backups.start();
     await services.jobs.start();
@@ -266,7 +277,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     out(`dashboard: ${url}/`);
     out(`agents join at ${deps.joinUrl()} (certificate sha256 ${deps.hostCert.fingerprint})`);
     const listen = deps.listen();
-    if (listen.loopback_only && !listen.url) out(`only this machine can connect (listening on ${listen.host}); to serve your network, restart with ${listen.restart!.flag} (or ${listen.restart!.env})`);
+    if (listen.loopback_only && !listen.url) out(`only this machine can connect (listening on ${listen.host}); to serve your network, restart with ${commandHint(`serve ${listen.restart!.flag}`)} (or ${listen.restart!.env})`);
     if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
     const openedStore = store;
     let stopping: Promise<void> | undefined;
@@ -280,6 +291,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
       stop: () =>
         (stopping ??= (async () => {
           stopChores();
+          await unwatchSettings();
           await services.shared?.stop();
           deps.scaler.stop();
           backups.stop();

@@ -19,6 +19,7 @@ import { Telemetry } from "./pages/telemetry";
 import { ModelsPage } from "./pages/models";
 import { AuditPageView } from "./pages/audit";
 import { UsagePage } from "./pages/usage";
+import { SettingsPage } from "./pages/settings";
 import { Exists, NotFound } from "./components/not-found";
 import { useFocusHeading, useOverflowHints } from "./lib/a11y";
 
@@ -51,6 +52,7 @@ const ROUTES: [string, Page][] = [
   ["/telemetry", () => html`<${Telemetry} />`],
   ["/usage", () => html`<${UsagePage} />`],
   ["/audit", () => html`<${AuditPageView} />`],
+  ["/settings", () => html`<${SettingsPage} />`],
 ];
 
 const NAV = [
@@ -61,6 +63,7 @@ const NAV = [
   { href: "/telemetry", label: "Telemetry" },
   { href: "/usage", label: "Usage" },
   { href: "/audit", label: "Audit log" },
+  { href: "/settings", label: "Settings" },
   { href: "/setup", label: "Get started" },
   { href: "/docs", label: "API docs" },
 ];

@@ -96,8 +96,8 @@ const SEARCH_FIELDS = ["downloads", "likes", "gated", "private", "tags", "pipeli
 export interface HubClientOptions {
   /** The hub's base URL; default `HF_ENDPOINT` or https://huggingface.co. */
   endpoint?: string;
-  /** Default `HF_TOKEN` (or `HUGGING_FACE_HUB_TOKEN`). */
-  token?: string;
+  /** Default `HF_TOKEN` (or `HUGGING_FACE_HUB_TOKEN`); a function is asked at each request (a token changed while serving). */
+  token?: string | (() => string | undefined);
   fetch?: typeof fetch;
 }
 
@@ -116,18 +116,23 @@ const encodePath = (path: string) => path.split("/").map(encodeURIComponent).joi
 export class HubClient {
   readonly endpoint: string;
   readonly fetch: typeof fetch;
-  private readonly token?: string;
+  private readonly tokenOf: () => string | undefined;
 
   constructor(opts: HubClientOptions = {}) {
     this.endpoint = (opts.endpoint ?? process.env.HF_ENDPOINT ?? "https://huggingface.co").replace(/\/+$/, "");
-    const token = opts.token ?? process.env.HF_TOKEN ?? process.env.HUGGING_FACE_HUB_TOKEN;
-    this.token = token ? token : undefined;
+    const given = opts.token;
+    this.tokenOf = () => (typeof given === "function" ? given() : given) ?? process.env.HF_TOKEN ?? process.env.HUGGING_FACE_HUB_TOKEN;
     this.fetch = opts.fetch ?? fetch;
   }
 
   /** The same hub with another `fetch` (a tenant's URL pulls go through the address rules). */
   withFetch(fetchFn: typeof fetch): HubClient {
-    return new HubClient({ endpoint: this.endpoint, token: this.token ?? "", fetch: fetchFn });
+    return new HubClient({ endpoint: this.endpoint, token: () => this.token ?? "", fetch: fetchFn });
+  }
+
+  /** The token in force now, if any. */
+  private get token(): string | undefined {
+    return this.tokenOf() || undefined;
   }
 
   /** `{ authorization }` when `url` is on the hub endpoint and a token is set; `{}` for any other host. */

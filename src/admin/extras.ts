@@ -14,6 +14,7 @@ import { prometheusText } from "./prometheus";
 import { BUCKET_MS, completeUntil } from "../usage/series";
 import { tenantVerdict } from "../workloads/launch-policy";
 import type { LaunchPolicy } from "../../agent/launch-policy";
+import { thisCommand } from "../invocation";
 
 const Preview = z.strictObject({
   backend: z.enum(BACKENDS),
@@ -78,6 +79,8 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       listen: deps.listen(),
       started_at: deps.startedAt,
       allow_private_webhooks: deps.config.allowPrivateWebhooks,
+      /** How this server was started (`inferd`, `bun run start --`…): the prefix of commands the dashboard prints. */
+      command: thisCommand(),
       ollama: await ollamaStatus(),
       builtin_llama: true,
       llama_server: Bun.which("llama-server"),

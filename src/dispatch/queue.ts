@@ -167,7 +167,7 @@ export class Dispatcher {
     const queue = this.waiting.get(workloadId) ?? [];
     // Async jobs wait as long as it takes (their runner bounds how many wait); requests are bounded.
     if (kind === "sync" && queue.filter((x) => x.kind === "sync").length >= this.limits.maxWaiting) {
-      return Promise.reject(new AppError(429, "queue_full", `the queue of this workload is full (${this.limits.maxWaiting} waiting); retry later`, { "retry-after": "1" }));
+      return Promise.reject(new AppError(429, "queue_full", `the queue of this workload is full (${this.limits.maxWaiting} waiting, the server's --queue-max); retry later`, { "retry-after": "1" }));
     }
     return new Promise<Slot>((resolve, reject) => {
       const w: Waiter = {
@@ -180,7 +180,7 @@ export class Dispatcher {
           kind === "sync"
             ? this.timers.set(() => {
                 this.dropWaiter(w);
-                const refuse = (why: string | undefined) => reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s${why ? ` (${why})` : ""}`, { "retry-after": "5" }));
+                const refuse = (why: string | undefined) => reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s (the server's --queue-wait-ms)${why ? `: ${why}` : ""}`, { "retry-after": "5" }));
                 void Promise.resolve(this.explain(workloadId)).then(refuse, () => refuse(undefined));
               }, this.limits.waitMs)
             : undefined,

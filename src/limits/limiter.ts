@@ -9,6 +9,7 @@ import { AppError } from "../errors";
 import { andThen } from "../maybe";
 import type { SharedLimits } from "./shared";
 import type { Finished } from "../usage/meter";
+import { withDefaults, type KeyLimitDefaults } from "./defaults";
 
 /** What the limiter needs of a key (its row). */
 export interface LimitedKey {
@@ -64,7 +65,7 @@ function nextPeriods(now: number): { day: number; month: number } {
   return { day: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1), month: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) };
 }
 
-/** Per-key limits and quotas; `now` injectable for tests. */
+/** Per-key limits and quotas (a key without a limit of some kind gets the default one, if set); `now` injectable for tests. */
 export class Limiter {
   private requests = new Map<string, Bucket>();
   private tokens = new Map<string, Bucket>();
@@ -78,6 +79,8 @@ export class Limiter {
     private now: () => number = Date.now,
     /** In a cluster: request, token and concurrency limits counted across the hosts (src/limits/shared.ts). */
     private shared?: SharedLimits,
+    /** The default key limits in force (`--default-key-limits`, read at each request: it may change while serving). */
+    private defaults: () => KeyLimitDefaults = () => ({}),
   ) {}
 
   private fill(map: Map<string, Bucket>, id: string, capacity: number, t: number): Bucket {
@@ -113,7 +116,8 @@ export class Limiter {
    * pass at once; a key with quotas whose counts are in memory is decided at once too, else once
    * they are read (a promise).
    */
-  admit(key: LimitedKey, request?: Request): Ticket | Promise<Ticket> {
+  admit(own: LimitedKey, request?: Request): Ticket | Promise<Ticket> {
+    const key = withDefaults(own, this.defaults());
     const q = this.quotas.projectQuotas(key.projectId);
     return q instanceof Promise ? q.then((v) => this.admitWith(key, v, request)) : this.admitWith(key, q, request);
   }

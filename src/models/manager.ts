@@ -107,7 +107,7 @@ export class ModelManager {
     private db: Db,
     private opts: ModelManagerOptions,
   ) {
-    this.hub = new HubClient({ endpoint: opts.env.HF_ENDPOINT || undefined, token: opts.env.HF_TOKEN || undefined });
+    this.hub = new HubClient({ endpoint: opts.env.HF_ENDPOINT || undefined, token: () => opts.env.HF_TOKEN });
     this.limiter = new DownloadLimiter(opts.concurrency ?? 4);
     this.modelsDir = join(opts.dataDir, "models");
   }

@@ -1,8 +1,10 @@
 /**
  * Webhook receivers' addresses: the shared address rules (`agent/net/address.ts`) with the HTTP
- * shape of a refusal, 400 `invalid_webhook_url`.
+ * shape of a refusal, 400 `invalid_webhook_url`; a receiver refused only for being on a private or
+ * loopback address is told which setting allows it.
  */
 import { AppError } from "../errors";
+import { SETTINGS } from "../config";
 import { AddressRefused, checkUrl, resolveAllowed, type AddressPolicy, type Resolved } from "../../agent/net/address";
 
 export { isAllowedAddress, makeResolver, type AddressPolicy, type Resolve, type Resolved } from "../../agent/net/address";
@@ -24,14 +26,20 @@ export function checkUrlShape(raw: string): URL {
   return asRefusal(() => checkUrl(raw, { what: "webhook URLs" }));
 }
 
+/** How the operator allows private receivers, for messages. */
+const ALLOW_PRIVATE = `${SETTINGS.allowPrivateWebhooks.flag} (${SETTINGS.allowPrivateWebhooks.env}, or Private webhooks on the dashboard's Settings page)`;
+
 /**
  * Resolves the URL's host and checks every address; returns the one to connect to. Called at save
- * and again at each delivery, whose connection then goes to exactly this address.
+ * and again at each delivery, whose connection then goes to exactly this address. A refusal that
+ * allowing private addresses would lift names the setting.
  */
 export async function resolveChecked(url: URL, policy: AddressPolicy): Promise<Resolved> {
   try {
     return await resolveAllowed(url, policy);
   } catch (e) {
-    throw e instanceof AddressRefused ? refused(e.message) : e;
+    if (!(e instanceof AddressRefused)) throw e;
+    const privateOnly = !policy.allowPrivate && (await resolveAllowed(url, { resolve: policy.resolve, allowPrivate: true }).then(() => true, () => false));
+    throw refused(privateOnly ? `${e.message}; receivers on LAN or loopback addresses are allowed only with ${ALLOW_PRIVATE}` : e.message);
   }
 }

@@ -7,20 +7,7 @@ import type { AddressPolicy } from "./address";
 import { postWebhook, type PostResult } from "./post";
 import { deliveryHeaders } from "./sign";
 
-/** The contract's retry delays after attempts 1 to 5: 1 min, 5 min, 15 min, 1 h, 6 h. */
-export const DEFAULT_SCHEDULE_MS = [60_000, 300_000, 900_000, 3_600_000, 21_600_000];
-
-/**
- * Parses a retry schedule such as `1s,1s,1s,1s,1s` or `1m,5m,15m,1h,6h` (ms, s, m, h).
- * @example parseSchedule("500ms,2s,1m") // → [500, 2000, 60000]
- */
-export function parseSchedule(text: string): number[] {
-  return text.split(",").map((part) => {
-    const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(part);
-    if (!m) throw new Error(`"${part}" is not a duration (use e.g. 500ms, 1s, 5m, 1h)`);
-    return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? "ms") as "ms"]);
-  });
-}
+export { DEFAULT_SCHEDULE_MS, parseSchedule } from "./schedule";
 
 /** Deliveries of a workload whose `jobs` toggle is off are held (the toggle map is JSON text). */
 const jobsOn = (db: Db) =>
@@ -28,7 +15,8 @@ const jobsOn = (db: Db) =>
 
 /** How the delivery loop sends. */
 export interface DeliveryOptions {
-  schedule: number[];
+  /** The retry delays in force, read at each failure (`--webhook-retry-schedule` may change while serving). */
+  schedule: () => number[];
   concurrency: number;
   policy: AddressPolicy;
   ca: string[] | undefined;
@@ -174,7 +162,8 @@ export class DeliveryLoop {
    */
   private async record(d: typeof deliveries.$inferSelect, r: PostResult): Promise<void> {
     const n = d.attempts + 1;
-    const terminal = !r.ok && n > this.opts.schedule.length;
+    const schedule = this.opts.schedule();
+    const terminal = !r.ok && n > schedule.length;
     const still = and(eq(deliveries.id, d.id), eq(deliveries.state, "pending"));
     const recorded = await first(this.db.select({ id: deliveries.id }).from(deliveries).where(still));
     if (!recorded) return;
@@ -189,7 +178,7 @@ export class DeliveryLoop {
           lastError: r.ok ? null : (r.error ?? `HTTP ${r.status_code}`),
           state: r.ok ? "delivered" : terminal ? "terminal" : "pending",
           deliveredAt: r.ok ? new Date().toISOString() : null,
-          nextAttemptAt: r.ok || terminal ? null : Date.now() + this.opts.schedule[n - 1],
+          nextAttemptAt: r.ok || terminal ? null : Date.now() + schedule[n - 1],
         })
         .where(still),
     ]);

@@ -9,15 +9,42 @@ import { postWebhook } from "./post";
 import { deliveryHeaders } from "./sign";
 import { addWebhook, deleteWebhook, listWebhooks, webhookRow } from "./service";
 import { randomUUID } from "node:crypto";
+import { parseSchedule } from "./schedule";
+import { SETTINGS } from "../config";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "webhooks">;
+type Deps = Pick<AppDeps, "db" | "webhooks" | "config">;
+
+/**
+ * How deliveries go now: the retry schedule and private-receiver rule in force (flag, environment or
+ * the Settings page), and what is kept of a destination's signing secret.
+ */
+export function deliveryPolicy(config: Pick<AppDeps["config"], "webhookRetrySchedule" | "allowPrivateWebhooks">) {
+  const delays = parseSchedule(config.webhookRetrySchedule);
+  return {
+    retry_schedule: config.webhookRetrySchedule,
+    retry_delays_ms: delays,
+    /** Attempts before a delivery is terminal: the first and one per delay. */
+    attempts: delays.length + 1,
+    allow_private_webhooks: config.allowPrivateWebhooks,
+    flags: { retry_schedule: SETTINGS.webhookRetrySchedule.flag, allow_private_webhooks: SETTINGS.allowPrivateWebhooks.flag },
+    /**
+     * The signing secret is stored in plain text in the store (HMAC signing needs the secret itself,
+     * a hash would not do), readable by whoever can read the data dir or the database; the API shows
+     * it once, when the destination is added, then only its prefix. Deleting the destination wipes it.
+     */
+    secret_storage: "plaintext" as const,
+  };
+}
 
 const WebhookCreate = z.strictObject({ url: z.string().min(1).max(2048) });
 
 /** Admin routes for webhook destinations: add (secret shown once), list, delete, test ping, attempts. */
 export const webhookRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
+    .get("/webhooks/delivery", () => deliveryPolicy(deps.config), {
+      detail: { summary: "How deliveries go now: the retry schedule and private-receiver rule in force (including a change on the Settings page), and how signing secrets are kept (plain text, shown once)" },
+    })
     .post("/workloads/:id/webhooks", async ({ params, body, set }) => {
       const w = await resolveWorkload(deps.db, params.id);
       const hook = await addWebhook(deps.db, w.id, body.url, deps.webhooks.policy);

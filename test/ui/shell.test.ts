@@ -37,7 +37,8 @@ describe("where inferd listens", () => {
     await ui.visit("/workers");
     const warning = await textMatching(page.getByTestId("listen-warning"), /listens on/, "the loopback warning");
     expect(warning).toContain("inferd listens on 127.0.0.1 only: other machines cannot connect to it.");
-    expect(warning).toContain("restart it with inferd serve --host 0.0.0.0 (or set INFERD_HOST=0.0.0.0)");
+    // The command inferd was started with (these tests run it as `bun src/main.ts`; the binary says `inferd`).
+    expect(warning).toContain("restart it with bun src/main.ts serve --host 0.0.0.0 (or set INFERD_HOST=0.0.0.0)");
     await page.getByText("Add a worker").click();
     await page.getByLabel("Worker name").fill("gpu-box-2");
     await page.getByRole("button", { name: "Add worker" }).click();

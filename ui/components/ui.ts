@@ -122,12 +122,12 @@ export function CodeBlock({ code, label }: { code: string; label: string }) {
   </figure>`;
 }
 
-/** A secret shown once, right after it was made, with a copy button and a clear warning. */
-export function SecretOnce({ secret, what, onDone }: { secret: string; what: string; onDone(): void }) {
+/** A secret shown once, right after it was made, with a copy button, a clear warning and what inferd keeps of it (`kept`; default: a hash). */
+export function SecretOnce({ secret, what, onDone, kept = "inferd keeps only a hash of it." }: { secret: string; what: string; onDone(): void; kept?: string }) {
   const id = useId();
   return html`<section class="secret" aria-labelledby=${id}>
     <h3 id=${id}>Your new ${what}</h3>
-    <p class="warn"><strong>Copy it now: you will not see this again.</strong> inferd keeps only a hash of it.</p>
+    <p class="warn"><strong>Copy it now: you will not see this again.</strong> ${kept}</p>
     <div class="secret-row"><code class="secret-value" data-testid="secret">${secret}</code><${CopyButton} text=${secret} label="Copy secret" /></div>
     <button type="button" onClick=${onDone}>I have copied it</button>
   </section>`;

@@ -104,6 +104,8 @@ export interface Info {
   data_dir: string;
   listen: Listen;
   allow_private_webhooks: boolean;
+  /** The command prefix of this server's start (`inferd`, `bun run start --`), for commands the dashboard prints. */
+  command: string;
   ollama: { url: string; running: boolean };
   builtin_llama: boolean;
   llama_server?: string | null;

@@ -4,9 +4,33 @@ import { useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { ago, when } from "../lib/format";
-import type { Attempt, Info, Job, PingResult, Webhook, Workload } from "../lib/types";
+import type { Attempt, Job, PingResult, Webhook, Workload } from "../lib/types";
+import type { deliveryPolicy } from "../../src/webhooks/routes";
 import { ConfirmButton, ErrorNote, Loading, RequestId, SecretOnce, StateBadge } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
+
+/** How deliveries go now (`GET /admin/webhooks/delivery`). */
+type Delivery = ReturnType<typeof deliveryPolicy>;
+
+/**
+ * A delay as the page says it.
+ * @example delayText(90_000) // → "1.5 min"
+ */
+function delayText(ms: number): string {
+  const [n, unit] = ms >= 3_600_000 ? [ms / 3_600_000, "h"] : ms >= 60_000 ? [ms / 60_000, "min"] : ms >= 1000 ? [ms / 1000, "s"] : [ms, "ms"];
+  return `+${Number(n.toFixed(2))} ${unit}`;
+}
+
+/** What inferd keeps of a destination's signing secret, as the secret box says it. */
+const SECRET_KEPT = "inferd keeps this secret in plain text in its store (it signs every delivery with it) and never shows it again, only its prefix; deleting the destination wipes it.";
+
+/** The retry schedule in force and whether private receivers are allowed. */
+function DeliveryNote({ d }: { d: Delivery | undefined }) {
+  if (!d) return html`<p class="muted">Every finished job's result is POSTed, signed, to each destination.</p>`;
+  const delays = d.retry_delays_ms.map(delayText);
+  return html`<p class="muted" data-testid="retry-schedule">Every finished job's result is POSTed, signed, to each destination; a failed delivery is retried at ${delays.slice(0, -1).join(", ")}${delays.length > 1 ? " and " : ""}${delays.at(-1)} (${d.attempts} attempts in all, then it gives up). The schedule in force is <code>${d.retry_schedule}</code>: <a href="/settings">change it in Settings</a> or with <code>${d.flags.retry_schedule}</code>.</p>
+    ${d.allow_private_webhooks ? html`<p class="note warn" role="note">Private and loopback receivers are allowed on this server (<code>${d.flags.allow_private_webhooks}</code>, or Private webhooks in <a href="/settings">Settings</a>).</p>` : null}`;
+}
 
 /** One destination with its test button and the receiver's last answer. */
 function Destination({ hook, onDeleted }: { hook: Webhook; onDeleted(): void }) {
@@ -62,7 +86,7 @@ function Jobs({ id }: { id: string }) {
 /** The webhooks page of a workload. */
 export function WebhooksPage({ id }: { id: string }) {
   const wl = useApi<Workload>(`/admin/workloads/${id}`);
-  const info = useApi<Info>("/admin/info");
+  const delivery = useApi<Delivery>("/admin/webhooks/delivery");
   const hooks = useApi<Webhook[]>(`/admin/workloads/${id}/webhooks`);
   const [url, setUrl] = useState("");
   const [fresh, setFresh] = useState<Webhook>();
@@ -79,9 +103,8 @@ export function WebhooksPage({ id }: { id: string }) {
     }
   };
   return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/webhooks`} />
-    <p class="muted">Every finished job's result is POSTed, signed, to each destination; failures are retried at +1 min, +5 min, +15 min, +1 h and +6 h.</p>
-    ${info.data?.allow_private_webhooks ? html`<p class="note warn" role="note">Private and loopback receivers are allowed on this server (<code>--allow-private-webhooks</code>).</p>` : null}
-    ${fresh?.secret ? html`<${SecretOnce} secret=${fresh.secret} what="signing secret" onDone=${() => setFresh(undefined)} />` : null}
+    <${DeliveryNote} d=${delivery.data} />
+    ${fresh?.secret ? html`<${SecretOnce} secret=${fresh.secret} what="signing secret" kept=${SECRET_KEPT} onDone=${() => setFresh(undefined)} />` : null}
     <form class="card form" onSubmit=${submit} aria-label="Add a destination">
       <label>Destination URL<input name="url" type="url" required value=${url} onInput=${(e: Event) => setUrl((e.target as HTMLInputElement).value)} placeholder="https://example.com/hooks/inferd" /></label>
       <${ErrorNote} error=${add.error} />

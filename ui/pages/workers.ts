@@ -12,6 +12,21 @@ import { ReplicaStatus } from "../components/replica-status";
 
 type Joined = { id: string; name: string; join_token: string; join_command: string };
 
+/**
+ * Where the joining machine gets inferd: the single executable `bun run build` makes, or a clone of
+ * this repository run with Bun (the same command, started by `bun run start --`).
+ */
+function WhereToGetIt({ command }: { command: string }) {
+  return html`<div class="where-binary" data-testid="where-binary">
+    <p>That machine needs inferd, either of two ways:</p>
+    <ul>
+      <li><strong>The single executable.</strong> In a clone of the inferd repository, <code>bun run build</code> writes <code>dist/inferd-linux-x64</code> (<code>bun run build --all</code> also makes linux-arm64, darwin-arm64 and windows-x64). Copy it to that machine as <code>inferd</code> (or run it by its path, <code>./inferd-linux-x64 agent join …</code>); it needs nothing beside it.</li>
+      <li><strong>A clone of the repository</strong> with Bun 1.4.5 (<code>npm i -g bun@1.4.5 && bun install</code>): run the same command through the start script.</li>
+    </ul>
+    <${CodeBlock} label="From a clone" code=${command.replace(/^inferd /, "bun run start -- ")} />
+  </div>`;
+}
+
 /** The add-worker form, then its join command. */
 function AddWorker({ onAdded }: { onAdded(): void }) {
   const [name, setName] = useState("");
@@ -37,9 +52,10 @@ function AddWorker({ onAdded }: { onAdded(): void }) {
       <div class="actions"><button type="submit" class="primary" disabled=${add.busy || !name.trim()}>Add worker</button></div>
     </form>
     ${joined ? html`<div class="joined" data-testid="join">
-      <p>Run this on <strong>${joined.name}</strong> (with the same inferd executable). <strong>The command holds a join token shown only now.</strong></p>
+      <p>Run this on <strong>${joined.name}</strong>. <strong>The command holds a join token shown only now.</strong></p>
       <${CodeBlock} label="Join command" code=${joined.join_command} />
-    </div>` : null}
+    </div>
+    <${WhereToGetIt} command=${joined.join_command} />` : null}
   </details>`;
 }
 

@@ -1,0 +1,69 @@
+/**
+ * Default limits for API keys (`--default-key-limits rpm=60,max_concurrent=4`): each applies to a key
+ * that has no limit of that kind of its own, so an operator can cap every key at once and still give
+ * one key more. Pure: src/config.ts checks the setting with it, the limiter applies it.
+ */
+import type { LimitedKey } from "./limiter";
+
+/** The limits a default can set, by the names keys' limits use (`PATCH /admin/keys/:id`). */
+const NAMES = { rpm: "rpm", tpm: "tpm", max_concurrent: "maxConcurrent", tokens_per_day: "tokensPerDay", tokens_per_month: "tokensPerMonth" } as const;
+
+/** Default key limits by the limiter's field names (absent: none). */
+export type KeyLimitDefaults = Partial<Pick<LimitedKey, (typeof NAMES)[keyof typeof NAMES]>>;
+
+/**
+ * Parses `name=N` items (the setting's list); throws with a message naming what is wrong.
+ * @example parseKeyLimits(["rpm=60", "max_concurrent=4"]) // → { rpm: 60, maxConcurrent: 4 }
+ */
+export function parseKeyLimits(items: string[]): KeyLimitDefaults {
+  const out: KeyLimitDefaults = {};
+  for (const item of items) {
+    const [name, value, extra] = item.split("=").map((s) => s.trim());
+    const field = NAMES[name as keyof typeof NAMES];
+    if (!field || extra !== undefined) throw new Error(`"${item}" is not a limit: write name=N with name one of ${Object.keys(NAMES).join(", ")}`);
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1 || n > 1_000_000_000) throw new Error(`${name} must be a whole number from 1 to 1000000000, got "${value ?? ""}"`);
+    out[field] = n;
+  }
+  return out;
+}
+
+/** Why the items cannot be used, or null when they can (the setting's check). */
+export function keyLimitsProblem(items: string[]): string | null {
+  try {
+    parseKeyLimits(items);
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+/**
+ * A key with the defaults filled in where it has no limit of its own.
+ * @example withDefaults({ …key, rpm: null }, { rpm: 60 }).rpm // → 60
+ */
+export function withDefaults<K extends LimitedKey>(key: K, defaults: KeyLimitDefaults): K {
+  let out = key;
+  for (const field of Object.values(NAMES)) {
+    const d = defaults[field];
+    if (d !== undefined && key[field] === null) out = { ...out, [field]: d };
+  }
+  return out;
+}
+
+/**
+ * `live()`'s items parsed, parsing again only when the list in force changes (the limiter asks on
+ * every request). Items that do not parse (checked before they are stored) count as none.
+ */
+export function liveKeyLimits(live: () => string[]): () => KeyLimitDefaults {
+  let seen: string[] | undefined;
+  let parsed: KeyLimitDefaults = {};
+  return () => {
+    const items = live();
+    if (items !== seen) {
+      seen = items;
+      parsed = keyLimitsProblem(items) ? {} : parseKeyLimits(items);
+    }
+    return parsed;
+  };
+}

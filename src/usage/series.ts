@@ -197,7 +197,8 @@ export class MetricsStore {
     const t = completeUntil(now);
     let list = this.series.get(workloadId);
     if (!list) this.series.set(workloadId, (list = []));
-    let b = list.find((x) => x.t === t);
+    // The bucket filling is the last one (a linear search only for a carried or injected time).
+    let b = list.at(-1)?.t === t ? list.at(-1) : list.findLast((x) => x.t === t);
     if (!b) {
       b = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], firstTokens: [], seen: 0, queueDepth: 0 };
       list.push(b);
@@ -227,7 +228,7 @@ export class MetricsStore {
 
   /** Records a workload's queue depth now (called on a timer); a bucket keeps the deepest seen. */
   sampleQueue(workloadId: string, depth: number, now = Date.now()): void {
-    if (depth === 0 && !this.series.get(workloadId)?.some((b) => b.t === completeUntil(now))) return;
+    if (depth === 0 && this.series.get(workloadId)?.at(-1)?.t !== completeUntil(now)) return;
     const b = this.bucket(workloadId, now);
     b.queueDepth = Math.max(b.queueDepth, depth);
   }

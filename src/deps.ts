@@ -8,6 +8,7 @@ import type { Db } from "./db";
 import type { UsageRecorder } from "./usage/recorder";
 import type { Fleet, WorkloadDetail } from "./workers/fleet";
 import type { MetricsStore } from "./usage/series";
+import type { SeriesKeeper } from "./usage/series-store";
 import type { Metering } from "./usage/meter";
 import type { Limiter } from "./limits/limiter";
 import type { RemoteAgents } from "./agents/remote";
@@ -42,6 +43,8 @@ export interface AppDeps {
   jobs: { wake(workloadId?: string): void };
   webhooks: { policy: AddressPolicy; ca: string[] | undefined };
   metrics: MetricsStore;
+  /** The charts' series in the store: completed buckets written, older and other hosts' ones read back. */
+  series: SeriesKeeper;
   /** The one metering path: a meter per request, recorded once where it ends. */
   metering: Metering;
   /** Per-key limits and quotas on the data plane. */

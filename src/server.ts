@@ -13,6 +13,7 @@ import { RemoteAgents } from "./agents/remote";
 import { viaTls } from "./agents/routes";
 import { loadHostCert, type HostCert } from "./tls/hostcert";
 import { MetricsStore } from "./usage/series";
+import { SeriesKeeper } from "./usage/series-store";
 import { Metering } from "./usage/meter";
 import { Limiter } from "./limits/limiter";
 import { SharedLimits } from "./limits/shared";
@@ -85,7 +86,8 @@ async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Pro
 function buildServices(config: Config, store: Store, token: string, hostCert: HostCert, settings: Settings): Services {
   const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
   const usage = new UsageRecorder(store.db);
-  const metrics = new MetricsStore();
+  const since = Date.now();
+  const metrics = new MetricsStore(since);
   // With a shared store the per-minute limits are counted across the hosts (src/limits/shared.ts).
   const shared = store.pg ? new SharedLimits(store.db, () => Math.max(1, cluster.alive.length)) : undefined;
   const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()), Date.now, shared, liveKeyLimits(() => config.defaultKeyLimits));
@@ -102,6 +104,7 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
     hostId: cluster.hostId,
     groupRestart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
   });
+  const series = new SeriesKeeper(store.db, cluster.hostId, [metrics, fleet.telemetry], since);
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
   const models = new ModelManager(store.db, { dataDir: config.dataDir, env: { ...process.env, get HF_TOKEN() { return config.hfToken; } }, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => void fleet.reconcile() });
@@ -129,6 +132,7 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
     scaler,
     fleet,
     metrics,
+    series,
     metering,
     limiter,
     jobs: jobsWaker(store.db, store.pg, jobs),
@@ -178,6 +182,7 @@ function startChores(config: Config, s: Services): () => void {
     }, 1000),
     setInterval(() => {
       for (const [id, depth] of deps.fleet.dispatcher.depths()) deps.metrics.sampleQueue(id, depth);
+      deps.series.flush().catch((e) => log.warn("could not write the charts' series", e));
     }, 1000),
     setInterval(() => {
       void deps.fleet.reconcile();
@@ -220,6 +225,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     await settings.load();
     const services = buildServices(settings.live, store, token.token, hostCert, settings);
     const { deps } = services;
+    await deps.series.start();
     const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
     const app = createApp(deps).listen({ hostname: config.host, port: config.port, idleTimeout: 255, maxRequestBodySize: bodyLimit });
     const tls = Bun.serve({
@@ -306,6 +312,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
           await app.stop(true);
           tls.stop(true);
           await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
+          await deps.series.flush(Date.now(), true).catch((e) => log.warn("could not write the charts' series", e));
           walCheckpoints?.stop();
           await unlisten?.().catch(() => {});
           await openedStore.close();

@@ -18,7 +18,7 @@ describe("MetricsStore.points (injected time)", () => {
   const t0 = Date.parse("2026-03-01T12:00:00Z");
 
   test("the bucket still filling is left out; the last point is the last complete bucket", () => {
-    const m = new MetricsStore();
+    const m = new MetricsStore(t0 - 60_000);
     m.observe(finished(), t0 + 2_000);
     m.observe(finished({ ok: false, firstByteMs: 90 }), t0 + 9_000);
     const during = m.points("w", 1, t0 + 9_500);

@@ -11,7 +11,7 @@ import { BACKENDS, type Backend } from "../workloads/schema";
 import { checkConfig, listAllWorkloads, resolveWorkload } from "../workloads/service";
 import type { ReplicaSpec } from "../../agent/protocol";
 import { prometheusText } from "./prometheus";
-import { BUCKET_MS, completeUntil } from "../usage/series";
+import { BUCKET_MS, windowOf } from "../usage/series";
 import { tenantVerdict } from "../workloads/launch-policy";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 import { thisCommand } from "../invocation";
@@ -91,16 +91,19 @@ export const adminExtraRoutes = (deps: AppDeps) =>
     .get("/admin/metrics/series", async ({ query }) => {
       const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
       const now = Date.now();
-      const until = completeUntil(now);
-      const list = query.workload ? [await resolveWorkload(deps.db, String(query.workload))] : await listAllWorkloads(deps.db);
+      const { from, until } = windowOf(minutes, now);
+      const one = query.workload ? await resolveWorkload(deps.db, String(query.workload)) : undefined;
+      const list = one ? [one] : await listAllWorkloads(deps.db);
+      // Older buckets (earlier runs, other hosts of a cluster) come from the store; this process's from memory.
+      const stored = await deps.series.workloads(from, until, one?.id);
       return {
         interval_s: BUCKET_MS / 1000,
         /** The start of the first bucket and the end of the last one: every point is a complete bucket. */
-        from: new Date(until - Math.ceil((minutes * 60_000) / BUCKET_MS) * BUCKET_MS).toISOString(),
+        from: new Date(from).toISOString(),
         complete_until: new Date(until).toISOString(),
-        workloads: list.map((w) => ({ id: w.id, name: w.name, project_slug: w.project_slug, slug: w.slug, points: deps.metrics.points(w.id, minutes, now) })),
+        workloads: list.map((w) => ({ id: w.id, name: w.name, project_slug: w.project_slug, slug: w.slug, points: deps.metrics.points(w.id, minutes, now, stored.of(w.id)) })),
       };
-    }, { detail: { summary: "Per workload, one point per complete 10 s bucket (the one still filling is left out; `complete_until` says until when): requests/s, latency and time to first token p50/p99, tokens/s, errors/s, queue depth. ?minutes (1–60), ?workload (an id)" } })
+    }, { detail: { summary: "Per workload, one point per complete 10 s bucket (the one still filling is left out; `complete_until` says until when), kept across restarts and merged over a cluster's hosts: requests/s, latency and time to first token p50/p99, tokens/s, errors/s, queue depth; every figure null in a bucket no host was up in (a gap). ?minutes (1–60), ?workload (an id)" } })
     .get("/metrics", ({ set }) => {
       set.headers["content-type"] = "text/plain; version=0.0.4; charset=utf-8";
       return prometheusText(deps.db, deps.fleet, deps.metrics, deps.metering);

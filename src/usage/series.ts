@@ -2,8 +2,8 @@ import type { Finished } from "./meter";
 
 /** Width of one time bucket of the per-workload series. */
 export const BUCKET_MS = 10_000;
-/** Buckets kept (an hour). */
-const KEEP = 360;
+/** Buckets kept (an hour): in memory, and in the store (src/usage/series-store.ts). */
+export const KEEP = 360;
 /** Latency samples kept per bucket (a uniform reservoir beyond this). */
 const SAMPLES = 512;
 
@@ -17,21 +17,50 @@ interface Bucket {
   firstTokens: number[];
   seen: number;
   queueDepth: number;
+  /** What a previous process of this host counted in the same bucket before it stopped. */
+  carried?: BucketSummary;
 }
 
-/** A point of a workload's series, as the dashboard charts it. */
+/**
+ * What a complete bucket keeps in the store: its counts, and its quantiles computed when it
+ * completed (the samples themselves stay in memory).
+ */
+export interface BucketSummary {
+  requests: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+  p50_ms: number | null;
+  p99_ms: number | null;
+  /** Requests that had a first token: the weight of the two TTFT quantiles. */
+  ttft_n: number;
+  ttft_p50_ms: number | null;
+  ttft_p99_ms: number | null;
+  queue_depth: number;
+}
+
+/**
+ * A point of a workload's series, as the dashboard charts it. Every figure is null for a bucket
+ * no host recorded (the server was down): the chart's line breaks there instead of dropping to 0.
+ */
 export interface SeriesPoint {
   t: string;
-  rps: number;
+  rps: number | null;
   p50_ms: number | null;
   p99_ms: number | null;
   /** Time to first token (or to the response headers), p50 and p99. */
   ttft_p50_ms: number | null;
   ttft_p99_ms: number | null;
-  tokens_per_s: number;
-  errors_per_s: number;
-  error_rate: number;
-  queue_depth: number;
+  tokens_per_s: number | null;
+  errors_per_s: number | null;
+  error_rate: number | null;
+  queue_depth: number | null;
+}
+
+/** What the store holds of one workload over a window: its buckets recorded elsewhere (other hosts, earlier runs), and the buckets some host was up in. */
+export interface StoredSeries {
+  buckets: Map<number, BucketSummary>;
+  up: Set<number>;
 }
 
 /**
@@ -59,27 +88,124 @@ function sample(list: number[], seen: number, v: number): void {
   }
 }
 
+/** The mean of some quantiles weighted by their bucket's count; null when none has a value. */
+function weighted(parts: [number | null, number][]): number | null {
+  const some = parts.filter((p): p is [number, number] => p[0] !== null && p[1] > 0);
+  const n = some.reduce((a, [, w]) => a + w, 0);
+  return n ? some.reduce((a, [v, w]) => a + v * w, 0) / n : null;
+}
+
+/** The largest of some quantiles; null when none has a value. */
+function largest(values: (number | null)[]): number | null {
+  const some = values.filter((v): v is number => v !== null);
+  return some.length ? Math.max(...some) : null;
+}
+
+/**
+ * One summary of the same bucket recorded in parts (by several hosts, or by two runs of one host):
+ * counts add; the exact quantiles of the whole are gone with the samples, so p50 is the
+ * request-weighted mean of the parts' p50 and p99 the largest part's p99 (never below the truth's
+ * worst part: a slow host is not averaged away). Queue depths add across hosts (`queue: "sum"`,
+ * each host queues its own requests) and take the deepest across runs of one host (`"max"`).
+ * @example combine([{ requests: 1, p50_ms: 100, p99_ms: 100, … }, { requests: 3, p50_ms: 200, p99_ms: 900, … }], "sum") // → { requests: 4, p50_ms: 175, p99_ms: 900, … }
+ */
+export function combine(parts: BucketSummary[], queue: "sum" | "max"): BucketSummary {
+  const sum = (f: (s: BucketSummary) => number) => parts.reduce((a, s) => a + f(s), 0);
+  return {
+    requests: sum((s) => s.requests),
+    errors: sum((s) => s.errors),
+    input_tokens: sum((s) => s.input_tokens),
+    output_tokens: sum((s) => s.output_tokens),
+    p50_ms: weighted(parts.map((s) => [s.p50_ms, s.requests])),
+    p99_ms: largest(parts.map((s) => s.p99_ms)),
+    ttft_n: sum((s) => s.ttft_n),
+    ttft_p50_ms: weighted(parts.map((s) => [s.ttft_p50_ms, s.ttft_n])),
+    ttft_p99_ms: largest(parts.map((s) => s.ttft_p99_ms)),
+    queue_depth: queue === "sum" ? sum((s) => s.queue_depth) : Math.max(0, ...parts.map((s) => s.queue_depth)),
+  };
+}
+
+/** A bucket's summary: its quantiles computed now, merged with what an earlier run carried into it. */
+function summarize(b: Bucket): BucketSummary {
+  const own: BucketSummary = {
+    requests: b.requests,
+    errors: b.errors,
+    input_tokens: b.inputTokens,
+    output_tokens: b.outputTokens,
+    p50_ms: quantile(b.latencies, 0.5),
+    p99_ms: quantile(b.latencies, 0.99),
+    ttft_n: b.firstTokens.length,
+    ttft_p50_ms: quantile(b.firstTokens, 0.5),
+    ttft_p99_ms: quantile(b.firstTokens, 0.99),
+    queue_depth: b.queueDepth,
+  };
+  return b.carried ? combine([b.carried, own], "max") : own;
+}
+
+/**
+ * The chart point of bucket `t`: its figures as rates, zeros for a bucket a host was up in with no
+ * traffic, and nulls for one no host recorded.
+ */
+export function pointOf(t: number, s: BucketSummary | undefined, up: boolean): SeriesPoint {
+  const secs = BUCKET_MS / 1000;
+  if (!s && !up) return { t: new Date(t).toISOString(), rps: null, p50_ms: null, p99_ms: null, ttft_p50_ms: null, ttft_p99_ms: null, tokens_per_s: null, errors_per_s: null, error_rate: null, queue_depth: null };
+  return {
+    t: new Date(t).toISOString(),
+    rps: (s?.requests ?? 0) / secs,
+    p50_ms: s?.p50_ms ?? null,
+    p99_ms: s?.p99_ms ?? null,
+    ttft_p50_ms: s?.ttft_p50_ms ?? null,
+    ttft_p99_ms: s?.ttft_p99_ms ?? null,
+    tokens_per_s: ((s?.input_tokens ?? 0) + (s?.output_tokens ?? 0)) / secs,
+    errors_per_s: (s?.errors ?? 0) / secs,
+    error_rate: s && s.requests ? s.errors / s.requests : 0,
+    queue_depth: s?.queue_depth ?? 0,
+  };
+}
+
+/**
+ * The window of `minutes` ending with the last complete bucket at `now`: the first bucket's start
+ * and the end of the last one (`completeUntil(now)`).
+ */
+export function windowOf(minutes: number, now = Date.now()): { from: number; until: number } {
+  const until = completeUntil(now);
+  return { from: until - Math.ceil((minutes * 60_000) / BUCKET_MS) * BUCKET_MS, until };
+}
+
 /**
  * Request figures per workload in 10-second buckets for the last hour, in memory: requests,
  * errors, tokens, latency and time-to-first-token samples (from the request's arrival, as the
- * histograms measure) and the queue depth seen at each bucket's end. Totals since start feed the
- * Prometheus counters.
+ * histograms measure) and the queue depth seen at each bucket's end. Counting never touches the
+ * store: completed buckets are handed to the store in one batch per bucket round
+ * (src/usage/series-store.ts). Totals since start feed the Prometheus counters.
  */
 export class MetricsStore {
   private series = new Map<string, Bucket[]>();
   readonly totals = new Map<string, { requests: number; errors: number; inputTokens: number; outputTokens: number }>();
+  /** The first bucket this process records (it started in it): from there on, a bucket with no traffic is a zero. */
+  readonly firstBucket: number;
+
+  /** `since`: when this process started recording. */
+  constructor(since = Date.now()) {
+    this.firstBucket = completeUntil(since);
+  }
+
+  /** The kind of its rows in the store. */
+  readonly kind = "workload";
 
   private bucket(workloadId: string, now = Date.now()): Bucket {
-    const t = Math.floor(now / BUCKET_MS) * BUCKET_MS;
+    const t = completeUntil(now);
     let list = this.series.get(workloadId);
     if (!list) this.series.set(workloadId, (list = []));
-    let last = list[list.length - 1];
-    if (!last || last.t !== t) {
-      last = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], firstTokens: [], seen: 0, queueDepth: 0 };
-      list.push(last);
+    // The bucket filling is the last one (a linear search only for a carried or injected time).
+    let b = list.at(-1)?.t === t ? list.at(-1) : list.findLast((x) => x.t === t);
+    if (!b) {
+      b = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], firstTokens: [], seen: 0, queueDepth: 0 };
+      list.push(b);
+      list.sort((x, y) => x.t - y.t);
       if (list.length > KEEP) list.splice(0, list.length - KEEP);
     }
-    return last;
+    return b;
   }
 
   /** Counts one finished request (sync or job) in its bucket and the totals. */
@@ -101,37 +227,39 @@ export class MetricsStore {
   }
 
   /** Records a workload's queue depth now (called on a timer); a bucket keeps the deepest seen. */
-  sampleQueue(workloadId: string, depth: number): void {
-    const b = this.bucket(workloadId);
+  sampleQueue(workloadId: string, depth: number, now = Date.now()): void {
+    if (depth === 0 && this.series.get(workloadId)?.at(-1)?.t !== completeUntil(now)) return;
+    const b = this.bucket(workloadId, now);
     b.queueDepth = Math.max(b.queueDepth, depth);
   }
 
+  /** The summaries of the buckets in [from, until) that saw traffic, per workload, for the store. */
+  completed(from: number, until: number): { subject: string; t: number; data: BucketSummary }[] {
+    return [...this.series].flatMap(([subject, list]) =>
+      list.filter((b) => b.t >= from && b.t < until && (b.requests || b.queueDepth || b.carried)).map((b) => ({ subject, t: b.t, data: summarize(b) })),
+    );
+  }
+
+  /** Takes in what a previous run of this host stored for bucket `t` (the one this process started in). */
+  carry(subject: string, t: number, data: unknown): void {
+    this.bucket(subject, t).carried = data as BucketSummary;
+  }
+
   /**
-   * The workload's complete buckets over the last `minutes`, one point per bucket, gaps filled
-   * with zeros. The bucket still filling (the one `now` falls in) is left out: drawn, it would
-   * always dip. The last point ends at `completeUntil(now)`.
+   * The workload's complete buckets over the last `minutes`, one point per bucket: this process's
+   * own from memory, merged with `stored` (other hosts' and earlier runs'); a bucket with no
+   * traffic is a zero while some host was up, and null (a gap) while none was. The bucket still
+   * filling (the one `now` falls in) is left out: drawn, it would always dip. The last point ends
+   * at `completeUntil(now)`.
    */
-  points(workloadId: string, minutes: number, now = Date.now()): SeriesPoint[] {
-    const list = this.series.get(workloadId) ?? [];
-    const end = completeUntil(now) - BUCKET_MS;
-    const start = end - Math.ceil((minutes * 60_000) / BUCKET_MS) * BUCKET_MS + BUCKET_MS;
-    const byT = new Map(list.map((b) => [b.t, b]));
+  points(workloadId: string, minutes: number, now = Date.now(), stored: StoredSeries = { buckets: new Map(), up: new Set() }): SeriesPoint[] {
+    const { from, until } = windowOf(minutes, now);
+    const mine = new Map((this.series.get(workloadId) ?? []).map((b) => [b.t, summarize(b)]));
     const out: SeriesPoint[] = [];
-    for (let t = start; t <= end; t += BUCKET_MS) {
-      const b = byT.get(t);
-      const secs = BUCKET_MS / 1000;
-      out.push({
-        t: new Date(t).toISOString(),
-        rps: (b?.requests ?? 0) / secs,
-        p50_ms: b ? quantile(b.latencies, 0.5) : null,
-        p99_ms: b ? quantile(b.latencies, 0.99) : null,
-        ttft_p50_ms: b ? quantile(b.firstTokens, 0.5) : null,
-        ttft_p99_ms: b ? quantile(b.firstTokens, 0.99) : null,
-        tokens_per_s: ((b?.inputTokens ?? 0) + (b?.outputTokens ?? 0)) / secs,
-        errors_per_s: (b?.errors ?? 0) / secs,
-        error_rate: b && b.requests ? b.errors / b.requests : 0,
-        queue_depth: b?.queueDepth ?? 0,
-      });
+    for (let t = from; t < until; t += BUCKET_MS) {
+      const parts = [mine.get(t), stored.buckets.get(t)].filter((s): s is BucketSummary => !!s);
+      const s = parts.length > 1 ? combine(parts, "sum") : parts[0];
+      out.push(pointOf(t, s, t >= this.firstBucket || stored.up.has(t)));
     }
     return out;
   }

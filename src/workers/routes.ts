@@ -7,9 +7,10 @@ import { resolveWorkload } from "../workloads/service";
 import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
 import { createAssignment, removeAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, setWorkerOpenTo, workerView } from "./service";
 import { getProject } from "../projects/service";
+import { gpuHistory } from "./telemetry";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "hostCert" | "joinUrl">;
+type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "hostCert" | "joinUrl" | "series">;
 
 const AssignmentCreate = z.strictObject({
   worker_id: z.string().min(1).max(128),
@@ -82,7 +83,7 @@ export const workerRoutes = (deps: Deps) =>
     .get("/workers/:id", async ({ params }) => ({
       ...workerView(await getWorker(deps.db, params.id)),
       replicas: await deps.fleet.replicasOf(params.id),
-      history: deps.fleet.telemetry.of(params.id),
+      history: await gpuHistory(deps.series, deps.fleet.telemetry, params.id),
     }), { detail: { summary: "A worker with its telemetry history" } })
     .post("/workloads/:id/assignments", async ({ params, body, set }) => {
       const a = await createAssignment(deps.db, await resolveWorkload(deps.db, params.id), body);

@@ -14,13 +14,45 @@ export interface Line {
 /** A fixed [min, max] of an axis. */
 export type Range = [number, number];
 
+/** How a value is written on an axis tick, in the legend and for screen readers; `scale` is the largest value of the axis (the top of its range; the value itself elsewhere). */
+export type Format = (v: number, scale: number) => string;
+
+/**
+ * Milliseconds as a latency is read: in ms below 10 s, in s from there (every tick of an axis in
+ * the same unit, chosen by the top of its range).
+ * @example duration(850, 2000) // → "850 ms"
+ * @example duration(12500, 15000) // → "12.5 s"
+ */
+export const duration: Format = (v, scale) => (Math.abs(scale) >= 10_000 ? `${+(v / 1000).toFixed(1)} s` : `${+v.toFixed(Math.abs(v) < 10 ? 1 : 0)} ms`);
+
+/** The default format: the value to two decimals and the unit. */
+const plain = (unit: string): Format => (v) => `${+v.toFixed(2)}${unit}`;
+
+/** uPlot's axis font (its default), to measure tick labels with. */
+const AXIS_FONT = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+
+/** A label's width in px at the axis font (measured on a canvas; about 8 px a character where there is none). */
+function textWidth(label: string): number {
+  const ctx = typeof document === "undefined" ? null : document.createElement("canvas").getContext("2d");
+  if (!ctx) return label.length * 8;
+  ctx.font = AXIS_FONT;
+  return ctx.measureText(label).width;
+}
+
+/**
+ * Pixels a value axis needs for its longest tick label, plus the tick and its gap (15 px) and a
+ * margin, so no label is clipped at the chart's left edge.
+ */
+export const axisWidth = (labels: string[], measure: (label: string) => number = textWidth): number =>
+  Math.max(36, Math.ceil(Math.max(0, ...labels.map(measure))) + 20);
+
 /** The line colours, in order; a workload keeps its colour across charts. */
 export const COLORS = ["#3b82f6", "#f97316", "#10b981", "#e11d48", "#a855f7", "#eab308", "#06b6d4", "#64748b"];
 
 /** The dash pattern of a p99 line (drawn in its p50's colour). */
 export const DASHED = [6, 4];
 
-type Ranges = { x?: Range; y?: Range };
+type Ranges = { x?: Range; y?: Range; format: Format };
 
 /** The points of a series with no value on either side, drawn as dots (no line reaches them); null draws none. */
 function isolated(u: uPlot, i: number): number[] | null {
@@ -29,9 +61,16 @@ function isolated(u: uPlot, i: number): number[] | null {
   return out.length ? out : null;
 }
 
-/** The uPlot options for `lines` at `width`; fixed ranges are read from `ranges` on every redraw. */
-function options(lines: Line[], width: number, unit: string, ranges: { current: Ranges }): uPlot.Options {
+/** The uPlot options for `lines` at `width`; fixed ranges and the format are read from `live` on every redraw. */
+function options(lines: Line[], width: number, live: { current: Ranges }): uPlot.Options {
   const axis = { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,0.2)" }, ticks: { stroke: "rgba(128,128,128,0.3)" } };
+  // The value axis's labels as drawn, also kept on the figure (`data-y-ticks`): the canvas has no text to read.
+  const ticks = (u: uPlot, values: number[]) => {
+    const scale = Math.max(Math.abs(u.scales.y.max ?? 0), Math.abs(u.scales.y.min ?? 0), ...values.map(Math.abs));
+    const labels = values.map((t) => live.current.format(t, scale));
+    u.root.closest("figure")?.setAttribute("data-y-ticks", labels.join("|"));
+    return labels;
+  };
   return {
     width,
     height: 200,
@@ -39,23 +78,29 @@ function options(lines: Line[], width: number, unit: string, ranges: { current: 
     legend: { show: true, markers: { dash: (u, i) => (u.series[i].dash ? "dashed" : "solid") } },
     cursor: { drag: { x: false, y: false } },
     scales: {
-      x: { time: true, range: (_u, min, max) => ranges.current.x ?? [min, max] },
-      y: { range: (_u, min, max) => ranges.current.y ?? [Math.min(0, min ?? 0), Math.max(max ?? 1, 1)] },
+      x: { time: true, range: (_u, min, max) => live.current.x ?? [min, max] },
+      y: { range: (_u, min, max) => live.current.y ?? [Math.min(0, min ?? 0), Math.max(max ?? 1, 1)] },
     },
-    axes: [axis, { ...axis, size: 56, values: (_u, ticks) => ticks.map((t) => `${+t.toFixed(2)}${unit}`) }],
-    series: [{}, ...lines.map((l, i) => ({ label: l.label, stroke: l.color ?? COLORS[i % COLORS.length], dash: l.dash, width: 2, spanGaps: false, points: { show: false, size: 5, filter: isolated } }))],
+    // Time labels at least 60 px apart (they never touch at phone width); value labels sized to the longest.
+    axes: [{ ...axis, space: 60 }, { ...axis, size: (_u, values) => axisWidth(values ?? []), values: (u, t) => ticks(u, t) }],
+    series: [{}, ...lines.map((l, i) => ({
+      label: l.label, stroke: l.color ?? COLORS[i % COLORS.length], dash: l.dash, width: 2, spanGaps: false,
+      value: (_u: uPlot, v: number | null) => (v == null ? "–" : live.current.format(v, v)),
+      points: { show: false, size: 5, filter: isolated },
+    }))],
   };
 }
 
 /**
  * A chart of `lines` over `x` (unix seconds) with a caption and the latest values for screen
- * readers. `xRange` pins the time axis (so charts side by side share one), `yRange` the value axis.
+ * readers. `xRange` pins the time axis (so charts side by side share one), `yRange` the value axis;
+ * `format` writes the values (default: two decimals and `unit`). A null value breaks its line.
  */
-export function Chart({ title, x, lines, unit = "", xRange, yRange }: { title: string; x: number[]; lines: Line[]; unit?: string; xRange?: Range; yRange?: Range }) {
+export function Chart({ title, x, lines, unit = "", format, xRange, yRange }: { title: string; x: number[]; lines: Line[]; unit?: string; format?: Format; xRange?: Range; yRange?: Range }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot>();
-  const ranges = useRef<Ranges>({});
-  ranges.current = { x: xRange, y: yRange };
+  const live = useRef<Ranges>({ format: plain(unit) });
+  live.current = { x: xRange, y: yRange, format: format ?? plain(unit) };
   const shape = lines.map((l) => `${l.label}\u0001${l.color}\u0001${l.dash}`).join("\u0000");
   const data = [x, ...lines.map((l) => l.values)] as uPlot.AlignedData;
   useEffect(() => {
@@ -64,7 +109,7 @@ export function Chart({ title, x, lines, unit = "", xRange, yRange }: { title: s
     void import("uplot").then(({ default: UPlot }) => {
       if (gone || !box.current) return;
       const el = box.current;
-      plot.current = new UPlot(options(lines, el.clientWidth || 300, unit, ranges), data, el);
+      plot.current = new UPlot(options(lines, el.clientWidth || 300, live), data, el);
       observer = new ResizeObserver(() => plot.current?.setSize({ width: el.clientWidth || 300, height: 200 }));
       observer.observe(el);
     });
@@ -74,11 +119,11 @@ export function Chart({ title, x, lines, unit = "", xRange, yRange }: { title: s
       plot.current?.destroy();
       plot.current = undefined;
     };
-  }, [shape, unit]);
+  }, [shape]);
   useEffect(() => plot.current?.setData(data), [data]);
   const latest = lines.map((l) => {
     const v = l.values.filter((y) => y !== null).at(-1);
-    return `${l.label}: ${v === undefined ? "no data" : +v.toFixed(2)}${unit}`;
+    return `${l.label}: ${v == null ? "no data" : live.current.format(v, v)}`;
   }).join(", ");
   return html`<figure class="chart card" aria-label=${`${title}. Latest: ${latest}`} data-x-last=${x.at(-1) ?? ""} data-x-min=${xRange?.[0] ?? ""} data-x-max=${xRange?.[1] ?? ""} data-y-max=${yRange?.[1] ?? ""}>
     <figcaption>${title}</figcaption>

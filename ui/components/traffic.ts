@@ -3,8 +3,8 @@ import { html } from "htm/preact";
 import { useApi } from "../lib/hooks";
 import { count } from "../lib/format";
 
-/** The parts of a series point the summary adds up (rates per second over `interval_s`). */
-type RatePoint = { rps: number; errors_per_s?: number; tokens_per_s: number };
+/** The parts of a series point the summary adds up (rates per second over `interval_s`; null while the server was down). */
+type RatePoint = { rps: number | null; errors_per_s?: number | null; tokens_per_s: number | null };
 
 /** What `GET /admin/metrics/series` answers, as far as the summary reads it. */
 interface SeriesAnswer {
@@ -13,7 +13,7 @@ interface SeriesAnswer {
 }
 
 /**
- * Totals over every workload's points: each rate times the bucket width, rounded.
+ * Totals over every workload's points: each rate times the bucket width, rounded (a gap counts nothing).
  * @example trafficTotals({ interval_s: 10, workloads: [{ points: [{ rps: 0.3, errors_per_s: 0.1, tokens_per_s: 5 }] }] }) // → { requests: 3, errors: 1, tokens: 50 }
  */
 export function trafficTotals(s: SeriesAnswer): { requests: number; errors: number; tokens: number } {
@@ -22,9 +22,9 @@ export function trafficTotals(s: SeriesAnswer): { requests: number; errors: numb
   let tokens = 0;
   for (const w of s.workloads)
     for (const p of w.points) {
-      requests += p.rps * s.interval_s;
+      requests += (p.rps ?? 0) * s.interval_s;
       errors += (p.errors_per_s ?? 0) * s.interval_s;
-      tokens += p.tokens_per_s * s.interval_s;
+      tokens += (p.tokens_per_s ?? 0) * s.interval_s;
     }
   return { requests: Math.round(requests), errors: Math.round(errors), tokens: Math.round(tokens) };
 }

@@ -3,7 +3,7 @@ import { html } from "htm/preact";
 import { useRef, useState } from "preact/hooks";
 import { useApi, type Loaded } from "../lib/hooks";
 import type { SeriesAnswer, SeriesPoint, WorkloadSeries } from "../lib/types";
-import { Chart, COLORS, DASHED, type Line, type Range } from "./chart";
+import { Chart, COLORS, DASHED, duration, type Line, type Range } from "./chart";
 import { ErrorNote, Loading } from "./ui";
 
 /** The windows the selector offers, in minutes. */
@@ -34,21 +34,29 @@ export function RangeSelect({ minutes, onChange }: { minutes: number; onChange(m
 
 type Pick = (p: SeriesPoint) => number | null;
 
-/** The charts of some workloads: one colour per workload, p50 solid and p99 dashed in that colour. */
+/** Whether a workload had traffic (requests or a queue) in any bucket of its series. */
+export const hadTraffic = (s: WorkloadSeries): boolean => s.points.some((p) => (p.rps ?? 0) > 0 || (p.queue_depth ?? 0) > 0);
+
+/**
+ * The charts of some workloads: one colour per workload (kept whether or not the others had
+ * traffic), p50 solid and p99 dashed in that colour; workloads without traffic in the range get no
+ * line and no legend row. A bucket no host recorded (the server was down) breaks the lines.
+ */
 export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?: (s: WorkloadSeries) => string }) {
-  const series = answer.workloads;
-  if (series.length === 0) return html`<p class="muted">No workloads yet.</p>`;
-  const x = series[0].points.map((p) => secs(p.t));
+  if (answer.workloads.length === 0) return html`<p class="muted">No workloads yet.</p>`;
+  const series = answer.workloads.map((s, i) => ({ s, color: COLORS[i % COLORS.length] })).filter(({ s }) => hadTraffic(s));
+  if (series.length === 0) return html`<p class="muted" data-testid="no-traffic">No requests in this time range.</p>`;
+  const x = series[0].s.points.map((p) => secs(p.t));
   const name = label ?? ((s: WorkloadSeries) => `${s.project_slug}/${s.slug}`);
   const one = (f: Pick, suffix = "", dash?: number[]): Line[] =>
-    series.map((s, i) => ({ label: `${name(s)}${suffix}`, color: COLORS[i % COLORS.length], dash, values: s.points.map(f) }));
+    series.map(({ s, color }) => ({ label: `${name(s)}${suffix}`, color, dash, values: s.points.map(f) }));
   const pair = (p50: Pick, p99: Pick): Line[] => one(p50, " p50").flatMap((l, i) => [l, one(p99, " p99", DASHED)[i]]);
   const range = rangeOf(answer);
   return html`<div class="charts">
     <${Chart} title="Requests per second" x=${x} xRange=${range} lines=${one((p) => p.rps)} />
     <${Chart} title="Errors per second" x=${x} xRange=${range} lines=${one((p) => p.errors_per_s)} />
-    <${Chart} title="Latency p50 (solid) / p99 (dashed), ms" x=${x} xRange=${range} lines=${pair((p) => p.p50_ms, (p) => p.p99_ms)} />
-    <${Chart} title="Time to first token p50 (solid) / p99 (dashed), ms" x=${x} xRange=${range} lines=${pair((p) => p.ttft_p50_ms, (p) => p.ttft_p99_ms)} />
+    <${Chart} title="Latency p50 (solid) / p99 (dashed)" x=${x} xRange=${range} format=${duration} lines=${pair((p) => p.p50_ms, (p) => p.p99_ms)} />
+    <${Chart} title="Time to first token p50 (solid) / p99 (dashed)" x=${x} xRange=${range} format=${duration} lines=${pair((p) => p.ttft_p50_ms, (p) => p.ttft_p99_ms)} />
     <${Chart} title="Tokens per second" x=${x} xRange=${range} lines=${one((p) => p.tokens_per_s)} />
     <${Chart} title="Queue depth" x=${x} xRange=${range} lines=${one((p) => p.queue_depth)} />
   </div>`;
@@ -58,7 +66,7 @@ export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?
 export function SeriesCharts({ read, label }: { read: ReturnType<typeof useSeries>; label?: (s: WorkloadSeries) => string }) {
   if (read.error) return html`<${ErrorNote} error=${read.error} />`;
   if (!read.data) return html`<${Loading} />`;
-  return html`<p class="muted chart-note">Points are complete 10 s buckets up to ${new Date(read.data.complete_until).toLocaleTimeString()}; the one still filling is not drawn.</p>
+  return html`<p class="muted chart-note">Points are complete 10 s buckets up to ${new Date(read.data.complete_until).toLocaleTimeString()}; the one still filling is not drawn, and a break in a line is time the server was down.</p>
     <${WorkloadCharts} answer=${read.data} label=${label} />`;
 }
 

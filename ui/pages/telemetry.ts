@@ -29,14 +29,35 @@ function useHistories(ms: number): Worker[] | undefined {
 
 const gib = (m: number) => +(m / 1024).toFixed(1);
 
+/**
+ * Sample times with a break (null) inserted where samples stop for longer than three usual
+ * spacings (at least 2 s): the server or the agent was down, and the line must not bridge it.
+ * @example withGaps([0, 5, 10, 60, 65]) // → { x: [0, 5, 10, 35, 60, 65], at: [0, 1, 2, null, 3, 4] }
+ */
+export function withGaps(times: number[]): { x: number[]; at: (number | null)[] } {
+  const steps = times.slice(1).map((t, i) => t - times[i]).sort((a, b) => a - b);
+  const limit = Math.max(2, 3 * (steps[Math.floor(steps.length / 2)] ?? 0));
+  const x: number[] = [];
+  const at: (number | null)[] = [];
+  times.forEach((t, i) => {
+    if (i > 0 && t - times[i - 1] > limit) {
+      x.push((t + times[i - 1]) / 2);
+      at.push(null);
+    }
+    x.push(t);
+    at.push(i);
+  });
+  return { x, at };
+}
+
 /** The GPU charts of one worker on the page's time range: utilisation on 0–100 %, memory on 0 to the GPUs' total. */
 function GpuCharts({ w, range }: { w: Worker; range: Range }) {
   if (w.gpus.length === 0) return null;
   const samples = (w.history ?? []).filter((s) => secs(s.t) >= range[0] && secs(s.t) <= range[1]);
-  const x = samples.map((s) => secs(s.t));
+  const { x, at } = withGaps(samples.map((s) => secs(s.t)));
   const per = (f: (g: { utilization_percent: number; memory_used_mib: number }) => number): Line[] =>
-    w.gpus.map((g) => ({ label: `GPU ${g.index}`, values: samples.map((s) => {
-      const v = s.gpus.find((sg) => sg.index === g.index);
+    w.gpus.map((g) => ({ label: `GPU ${g.index}`, values: at.map((i) => {
+      const v = i === null ? undefined : samples[i].gpus.find((sg) => sg.index === g.index);
       return v ? f(v) : null;
     }) }));
   const totals = [...new Set(w.gpus.map((g) => gib(g.memory_total_mib)))];

@@ -4,7 +4,7 @@ import { badRequest } from "../errors";
 import type { Workload } from "../workloads/service";
 import { accounting, runOnBase } from "./service";
 import type { RouteBase } from "./target";
-import { dispatchWith, isEventStream, relay, type Accounting } from "./forward";
+import { dispatchWith, isEventStream, relay, servedNameOf, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
@@ -41,7 +41,7 @@ function countedBy(acct: Accounting, t: { readonly usage: Usage }): Accounting {
 async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
   const refused = needsStoredResponses(json);
   if (refused) throw badRequest("unsupported_parameter", refused);
-  const requestedModel = typeof json.model === "string" && json.model !== "default" ? json.model : w.model_name;
+  const requestedModel = servedNameOf(w, json.model);
   const stream = json.stream === true;
   const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json" };
   const rid = requestIdOf(request);

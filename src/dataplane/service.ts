@@ -4,7 +4,7 @@ import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
 import { arrivalOf } from "../usage/arrival";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
-import { dispatch, relay, type Accounting } from "./forward";
+import { dispatch, relay, servedNameOf, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
@@ -160,6 +160,7 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
     throw source?.failure ?? e;
   });
-  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage });
+  // The answer names the model as /v1/models does, whatever the runtime calls it.
+  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: servedNameOf(w, json?.model) });
 }
 

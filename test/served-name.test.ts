@@ -79,7 +79,7 @@ describe("OpenAI SDK: chat completions, plain and streamed, on both bases", () =
     { what: "llama-server launched with its alias", w: plain, base: workloadBase(plain.slug), model: "default", id: "tiny-chat" },
     { what: "llama-server launched with its alias (project base)", w: plain, base: projectBase(), model: "tiny-chat", id: "tiny-chat" },
     { what: "the user's own llama-server alias", w: ownAlias, base: workloadBase(ownAlias.slug), model: ownAlias.slug, id: "mine" },
-    { what: "the user's own alias, asked by an inferd alias (project base)", w: ownAlias, base: projectBase(), model: "mine-too", id: "mine-too" },
+    { what: "the user's own alias, asked by an inferd alias (project base)", w: ownAlias, base: projectBase(), model: "mine-too", id: "mine" },
     { what: "vLLM serving a path under that path", w: vllm, base: projectBase(), model: "qwen-local", id: "qwen-local" },
   ];
 

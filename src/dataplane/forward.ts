@@ -1,8 +1,6 @@
 import { AppError } from "../errors";
 import type { Dispatcher, Slot, Upstream } from "../dispatch/queue";
-import type { Workload } from "../workloads/service";
 import { meteredStream, usageOf, type Usage } from "./meter";
-import { listedNamesOf } from "./target";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
 export interface Accounting {
@@ -71,15 +69,6 @@ export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstre
 /** True for an SSE response. */
 export const isEventStream = (r: Response) => (r.headers.get("content-type") ?? "").includes("text/event-stream");
 
-/**
- * The model name an answer of workload `w` carries: the name the client asked for when `/v1/models`
- * lists it for `w` (its model name or an alias), else the workload's model name — never what the
- * runtime calls its model (llama-server says its `-m` path when it has no alias).
- * @example servedNameOf(w, "default") // → w.model_name
- */
-export const servedNameOf = (w: Workload, requested: unknown): string =>
-  typeof requested === "string" && listedNamesOf(w).includes(requested) ? requested : w.model_name;
-
 /** A `"model": "…"` member of a JSON text, at any depth (a key inside a string value is escaped, so never matches). */
 const MODEL_FIELD = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 
@@ -105,9 +94,10 @@ export function modelNamer(name: string): (text: string) => string {
 
 /**
  * Turns a runtime response into the client's: streams pass through event by event (metered), other
- * bodies are read, metered and answered with the runtime's status and content type. With `model`,
- * every `model` member of the answer says that name (see `servedNameOf`). The slot is released when
- * the body is done.
+ * bodies are read, metered and answered with the runtime's status and content type. With `model`
+ * (the workload's model name, first in `/v1/models`, whichever name or alias the client used),
+ * every `model` member of the answer says that name, whatever the runtime calls its model. The
+ * slot is released when the body is done.
  */
 export async function relay(
   got: { slot: Slot; upstream: Response; abort: AbortController; waitedMs: number },

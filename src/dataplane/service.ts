@@ -4,7 +4,7 @@ import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
 import { arrivalOf } from "../usage/arrival";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
-import { dispatch, relay, servedNameOf, type Accounting } from "./forward";
+import { dispatch, relay, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
@@ -161,6 +161,6 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
     throw source?.failure ?? e;
   });
   // The answer names the model as /v1/models does, whatever the runtime calls it.
-  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: servedNameOf(w, json?.model) });
+  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: w.model_name });
 }
 

@@ -77,7 +77,7 @@ const MODEL_FIELD = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
  * without parsing it; a text that already says `name` (the usual case) comes back as it was.
  * @example modelNamer("tiny")('data: {"model":"/d/models/x.gguf","choices":[]}\n\n') // → 'data: {"model":"tiny","choices":[]}\n\n'
  */
-export function modelNamer(name: string): (text: string) => string {
+function modelNamer(name: string): (text: string) => string {
   const json = JSON.stringify(name);
   const inner = json.slice(1, -1);
   return (text) => {

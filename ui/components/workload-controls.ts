@@ -26,7 +26,9 @@ const DOWN = new Set(["idle", "stopped"]);
  */
 function noteFor(what: "start" | "stop" | "restart", before: Workload): Note {
   const settled = (w: Workload) => (w.assignments ?? []).length > 0 && (w.assignments ?? []).every((a) => SETTLED.has(a.state));
-  if (what === "start") return { text: "Started: its replicas are coming up.", done: (w) => !w.paused && settled(w) };
+  // A workload that scales to zero starts no replica until its first request (once the scaler looked again).
+  const toZero = (w: Workload) => w.scaling?.desired === 0 && !w.scaling.reason.startsWith("stopped by the operator");
+  if (what === "start") return { text: "Started: its replicas are coming up.", done: (w) => !w.paused && (settled(w) || toZero(w)) };
   if (what === "stop") return { text: "Stopped: its replicas are shutting down and stay idle until you start it.", done: (w) => w.paused && (w.assignments ?? []).every((a) => DOWN.has(a.state)) };
   const generation = new Map((before.assignments ?? []).map((a) => [a.id, a.generation]));
   const restarted = (a: NonNullable<Workload["assignments"]>[number]) => !generation.has(a.id) || a.generation > generation.get(a.id)!;

@@ -110,18 +110,37 @@ export class Replica {
       r.group_generation = this.spec.group.generation;
       if (this.groupPort && !this.stopped) r.group_port = this.groupPort;
     }
+    // The runtime's slots in every state (the dashboard's "In flight" shows them from the start).
+    const slots = this.spec.group?.rank ? undefined : (this.plan?.slots ?? this.slotsHint());
+    if (slots) r.slots = slots;
     // A group's other members serve no requests: only the leader's URL and model matter.
     if (state === "ready" && this.plan && !this.spec.group?.rank) {
       const fallback = this.spec.workload.model_name;
       r.base_url = this.plan.baseUrl;
       if (this.plan.apiKey) r.api_key = this.plan.apiKey;
-      if (this.plan.slots) r.slots = this.plan.slots;
       const served = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey) : { id: fallback };
       r.served_model = served.id;
       if (served.backend) r.backend = served.backend;
       if (this.stopped || this.state !== "ready") return;
     }
     this.host.report(r);
+  }
+
+  private hint?: number;
+
+  /**
+   * The slots the runtime will have, before its launch plan is made (while the model downloads):
+   * the backend's launcher run on the spec without starting anything (launchers are pure).
+   */
+  private slotsHint(): number | undefined {
+    if (this.hint !== undefined) return this.hint || undefined;
+    try {
+      const dry = LAUNCHERS[this.spec.workload.backend]?.({ spec: this.spec, freePort: 1, dataDir: this.host.dataDir, env: this.host.env, which: this.host.which, builtinLlama: () => ({ argv: ["llama-runner"], env: {} }) });
+      this.hint = dry?.slots ?? 0;
+    } catch {
+      this.hint = 0;
+    }
+    return this.hint || undefined;
   }
 
   /** What the launch plan was built from (a group member's plan is built from it again). */

@@ -42,3 +42,16 @@ export function gpuEnv(indices: number[]): Record<string, string> {
 
 /** `http://host:port` with IPv6 hosts bracketed. */
 export const baseUrlOf = (host: string, port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+
+/** The flags that name a runtime's served model: llama-server's alias, vLLM's and SGLang's served name. */
+export const SERVED_NAME_FLAGS = { llama: ["--alias", "-a"], python: ["--served-model-name", "--served_model_name"] };
+
+/**
+ * Adds `<flags[0]> <name>` so the runtime answers with the workload's model name, unless the command
+ * names its served model itself or would already serve it under `name` (`loaded`: the model the
+ * command loads, which the runtime reports when no name is given — llama-server reports its `-m` path).
+ * @example withServedName(["llama-server", "-m", "/d/models/q.gguf"], SERVED_NAME_FLAGS.llama, "/d/models/q.gguf", "qwen") // → [..., "--alias", "qwen"]
+ */
+export function withServedName(args: string[], flags: string[], loaded: string | undefined, name: string): string[] {
+  return hasFlag(args, flags) || loaded === name ? args : [...args, flags[0], name];
+}

@@ -1,14 +1,16 @@
 import { flagValue, splitCommand } from "../command";
-import { baseUrlOf, gpuEnv, withPort } from "./args";
+import { baseUrlOf, gpuEnv, SERVED_NAME_FLAGS, withPort, withServedName } from "./args";
 import type { Launcher } from "./types";
 
 /**
- * llama.cpp: the verbatim `llama-server` command with the port rule. When that executable is not
- * installed, the built-in runtime (node-llama-cpp) serves the same flags instead.
+ * llama.cpp: the verbatim `llama-server` command with the port rule and, without `-a/--alias`, the
+ * workload's model name as its alias (else it would call its model by its file path). When that
+ * executable is not installed, the built-in runtime (node-llama-cpp) serves the same flags instead.
  */
 export const llamacpp: Launcher = (ctx) => {
   const words = splitCommand(String(ctx.spec.workload.config.command));
-  const { args, host, port } = withPort(words, ctx.freePort);
+  const named = withServedName(words, SERVED_NAME_FLAGS.llama, flagValue(words, ["-m", "--model"]), ctx.spec.workload.model_name);
+  const { args, host, port } = withPort(named, ctx.freePort);
   const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices);
   const base = baseUrlOf(host, port);
   const health = [`${base}/health`, `${base}/v1/models`];

@@ -69,21 +69,48 @@ export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstre
 /** True for an SSE response. */
 export const isEventStream = (r: Response) => (r.headers.get("content-type") ?? "").includes("text/event-stream");
 
+/** A `"model": "…"` member of a JSON text, at any depth (a key inside a string value is escaped, so never matches). */
+const MODEL_FIELD = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
+
+/**
+ * A function that sets every `model` member of a JSON text (a body, or one SSE event) to `name`
+ * without parsing it; a text that already says `name` (the usual case) comes back as it was.
+ * @example modelNamer("tiny")('data: {"model":"/d/models/x.gguf","choices":[]}\n\n') // → 'data: {"model":"tiny","choices":[]}\n\n'
+ */
+function modelNamer(name: string): (text: string) => string {
+  const json = JSON.stringify(name);
+  const inner = json.slice(1, -1);
+  return (text) => {
+    if (!text.includes('"model"')) return text;
+    let changed = false;
+    const out = text.replace(MODEL_FIELD, (m, v: string) => {
+      if (v === inner) return m;
+      changed = true;
+      return `"model":${json}`;
+    });
+    return changed ? out : text;
+  };
+}
+
 /**
  * Turns a runtime response into the client's: streams pass through event by event (metered), other
- * bodies are read, metered and answered with the runtime's status and content type. The slot is
- * released when the body is done.
+ * bodies are read, metered and answered with the runtime's status and content type. With `model`
+ * (the workload's model name, first in `/v1/models`, whichever name or alias the client used),
+ * every `model` member of the answer says that name, whatever the runtime calls its model. The
+ * slot is released when the body is done.
  */
 export async function relay(
   got: { slot: Slot; upstream: Response; abort: AbortController; waitedMs: number },
   acct: Accounting,
-  opts: { dropUsageOnlyChunks?: boolean } = {},
+  opts: { dropUsageOnlyChunks?: boolean; model?: string } = {},
 ): Promise<Response> {
   const { slot, upstream, abort } = got;
   acct.waited(got.waitedMs);
+  const rename = opts.model === undefined ? undefined : modelNamer(opts.model);
   if (isEventStream(upstream) && upstream.body) {
     const body = meteredStream(upstream.body, {
       dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
+      rename,
       abort: () => abort.abort(),
       onFirst: () => acct.firstByte(),
       onEnd: (usage, outcome) => {
@@ -104,11 +131,15 @@ export async function relay(
     slot.release();
   }
   let usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  let body: ArrayBuffer | string = bytes;
   if ((upstream.headers.get("content-type") ?? "").includes("json")) {
+    const text = new TextDecoder().decode(bytes);
     try {
-      usage = usageOf(JSON.parse(new TextDecoder().decode(bytes))) ?? usage;
+      usage = usageOf(JSON.parse(text)) ?? usage;
     } catch {}
+    const renamed = rename?.(text);
+    if (renamed !== undefined && renamed !== text) body = renamed;
   }
   acct.record(usage, upstream.ok);
-  return new Response(bytes, { status: upstream.status, headers: responseHeaders(upstream) });
+  return new Response(body, { status: upstream.status, headers: responseHeaders(upstream) });
 }

@@ -38,7 +38,8 @@ export async function messagesRoute(deps: DataplaneDeps, request: Request, base:
 }
 
 async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
-  const requestedModel = typeof json.model === "string" && json.model !== "default" ? json.model : w.model_name;
+  // Answers name the model as /v1/models does first, whichever name or alias the client used.
+  const servedName = w.model_name;
   const translated = messagesToChat(json, w.model_name);
   const stream = json.stream === true;
   let viaChat = false;
@@ -63,12 +64,12 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
     acct.record({ inputTokens: 0, outputTokens: 0 }, false);
     return anthropicError(upstream);
   }
-  if (!viaChat) return relay(got, acct);
+  if (!viaChat) return relay(got, acct, { model: servedName });
   if (stream && isEventStream(upstream) && upstream.body) {
-    const body = translateChatStream(upstream.body, requestedModel, inputTokens);
+    const body = translateChatStream(upstream.body, servedName, inputTokens);
     return relay({ ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) }, acct);
   }
-  const message = chatToMessage(await upstream.json().catch(() => ({})), requestedModel);
+  const message = chatToMessage(await upstream.json().catch(() => ({})), servedName);
   return relay({ ...got, upstream: Response.json(message) }, acct);
 }
 

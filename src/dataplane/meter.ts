@@ -28,6 +28,8 @@ export interface MeterOptions {
   abort(): void;
   /** Called once, when the first event carrying data goes to the client (time to first token). */
   onFirst?(): void;
+  /** Rewrites the events that go to the client (the model name they carry: see `modelNamer`). */
+  rename?(events: string): string;
 }
 
 const enc = new TextEncoder();
@@ -42,7 +44,8 @@ function brokenOffEvent(anthropic: boolean, e: unknown): string {
 /**
  * Passes a runtime's SSE stream to the client event by event, as each arrives (nothing is held
  * back beyond an incomplete event), while reading token usage out of it. Handles both OpenAI
- * chunks and Anthropic events; events are forwarded byte for byte unless dropped as usage-only.
+ * chunks and Anthropic events; events are forwarded byte for byte unless dropped as usage-only
+ * or given another model name (`rename`).
  */
 export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterOptions): ReadableStream<Uint8Array> {
   const reader = upstream.getReader();
@@ -52,6 +55,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
   let ended = false;
   let first = false;
   let anthropic = false;
+  const rename = opts.rename ?? ((events: string) => events);
   const end = (outcome: "done" | "cancelled" | "error") => {
     if (ended) return;
     ended = true;
@@ -79,7 +83,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
         for (;;) {
           const { done, value } = await reader.read();
           if (done) {
-            if (pending && scan(pending)) controller.enqueue(enc.encode(pending));
+            if (pending && scan(pending)) controller.enqueue(enc.encode(rename(pending)));
             controller.close();
             end("done");
             return;
@@ -98,7 +102,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
               first = true;
               opts.onFirst?.();
             }
-            controller.enqueue(enc.encode(out));
+            controller.enqueue(enc.encode(rename(out)));
             return;
           }
         }

@@ -1,7 +1,7 @@
 /**
  * Streaming half of the Responses API: a runtime's chat-completions SSE translated into Responses
  * events (`event:` + `data:` lines, each with its `sequence_number`), and a runtime's own Responses
- * stream relayed with the client's model name. Each event goes out as soon as the input that
+ * stream relayed with the workload's model name. Each event goes out as soon as the input that
  * decides it arrives; both count the tokens they see.
  */
 import { endOf, isObj, newId, openAiErrorOf, outputText, responseUsageOf, type JsonObject, type OutputItem, type ResponseObject } from "./responses-translate";
@@ -254,7 +254,7 @@ export class ChatStreamToResponses implements StreamTranslator {
 /**
  * Relays a runtime's own Responses stream: events pass through as they are, except that the
  * `response` object of lifecycle events (created, in_progress, completed…) is named after the
- * model the client asked for; the usage of the final one is counted.
+ * workload's model name; the usage of the final one is counted.
  */
 export class ResponsesRelay implements StreamTranslator {
   #events = new SseEvents();
@@ -262,7 +262,7 @@ export class ResponsesRelay implements StreamTranslator {
   #seq = -1;
   usage: Usage = { inputTokens: 0, outputTokens: 0 };
 
-  /** @param model the model name to report (the one the client asked for). */
+  /** @param model the model name to report (the workload's, as /v1/models lists it first). */
   constructor(private readonly model: string) {}
 
   /** True once upstream ended or broke. */

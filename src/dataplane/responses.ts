@@ -41,7 +41,8 @@ function countedBy(acct: Accounting, t: { readonly usage: Usage }): Accounting {
 async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
   const refused = needsStoredResponses(json);
   if (refused) throw badRequest("unsupported_parameter", refused);
-  const requestedModel = typeof json.model === "string" && json.model !== "default" ? json.model : w.model_name;
+  // Answers name the model as /v1/models does first, whichever name or alias the client used.
+  const servedName = w.model_name;
   const stream = json.stream === true;
   const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json" };
   const rid = requestIdOf(request);
@@ -67,13 +68,13 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
     const text = await upstream.text().catch(() => "");
     return Response.json(openAiErrorOf(upstream.status, text), { status: upstream.status });
   }
-  const shell = responseShell(json, requestedModel);
+  const shell = responseShell(json, servedName);
   if (stream && isEventStream(upstream) && upstream.body) {
-    const t = viaChat ? new ChatStreamToResponses(shell) : new ResponsesRelay(requestedModel);
+    const t = viaChat ? new ChatStreamToResponses(shell) : new ResponsesRelay(servedName);
     const body = pipeTranslator(upstream.body, t);
     return relay({ ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) }, countedBy(acct, t));
   }
   const answer: unknown = await upstream.json().catch(() => ({}));
-  const out = viaChat ? chatToResponse(answer, shell) : isObj(answer) ? { ...answer, model: requestedModel } : answer;
+  const out = viaChat ? chatToResponse(answer, shell) : isObj(answer) ? { ...answer, model: servedName } : answer;
   return relay({ ...got, upstream: Response.json(out) }, acct);
 }

@@ -160,6 +160,7 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
     throw source?.failure ?? e;
   });
-  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage });
+  // The answer names the model as /v1/models does, whatever the runtime calls it.
+  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: w.model_name });
 }
 

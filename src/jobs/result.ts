@@ -51,9 +51,10 @@ function textOf(kind: string, p: Record<string, any>): string | undefined {
 /**
  * Builds a job's `data` from the runtime's answer: `payload` for JSON, `output` for text,
  * `binary_b64` + `content_type` for audio and images, token `usage`, physical `units`, and `error`
- * when the runtime refused.
+ * when the runtime refused. With `model`, the payload's `model` says that name (the workload's
+ * served name) rather than what the runtime calls its model.
  */
-export function buildJobData(jobId: string, kind: string, status: number, contentType: string, bytes: Uint8Array, metrics: JobData["metrics"]): JobData {
+export function buildJobData(jobId: string, kind: string, status: number, contentType: string, bytes: Uint8Array, metrics: JobData["metrics"], model?: string): JobData {
   const text = () => new TextDecoder().decode(bytes);
   if (status < 200 || status >= 300) {
     return { job_id: jobId, status: "error", metrics, error: { http_status: status, code: `http_${status}`, message: errorMessage(text(), status) } };
@@ -67,6 +68,7 @@ export function buildJobData(jobId: string, kind: string, status: number, conten
     } catch {
       return { job_id: jobId, status: "error", metrics, error: { code: "invalid_runtime_response", message: "the runtime answered invalid JSON" } };
     }
+    if (model !== undefined && p && typeof p === "object" && typeof p.model === "string") p.model = model;
     data.payload = p;
     const out = textOf(kind, p);
     if (out !== undefined) data.output = out;

@@ -144,7 +144,7 @@ export class JobRunner {
       } finally {
         got.slot.release();
       }
-      data = buildJobData(job.id, job.kind, got.upstream.status, got.upstream.headers.get("content-type") ?? "", bytes, { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs });
+      data = buildJobData(job.id, job.kind, got.upstream.status, got.upstream.headers.get("content-type") ?? "", bytes, { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs }, w.model_name);
     } catch (e) {
       if (this.stopped) return; // left running: the next start runs it again
       const err = e instanceof AppError ? e : new AppError(502, "upstream_unavailable", String(e));

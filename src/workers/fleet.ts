@@ -48,6 +48,8 @@ export class Fleet {
   readonly dispatcher: Dispatcher;
   private unplaced = new Map<string, string>();
   private reports = new Map<string, ReplicaReport>();
+  /** The slots each replica's runtime last reported, kept while it is idle (its report is dropped then). */
+  private slots = new Map<string, number>();
   private listeners = new Set<() => void>();
   private offline = new Set<string>();
   private verdicts = new Map<string, { always?: string; offline?: string }>();
@@ -141,6 +143,7 @@ export class Fleet {
         this.dispatcher.removeTarget(r.assignment_id);
       }
     }
+    for (const id of this.slots.keys()) if (!present.has(id)) this.slots.delete(id);
     for (const cb of this.listeners) cb();
     for (const id of this.unplaced.keys()) this.dispatcher.failIfUnservable(id);
   }
@@ -202,6 +205,7 @@ export class Fleet {
       this.verdicts.delete(a.workload_id);
     }
     this.reports.set(a.id, r);
+    if (r.slots) this.slots.set(a.id, r.slots);
     if (a.group_id) return this.applyMember(workerId, a, r);
     const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
     if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id));
@@ -338,7 +342,7 @@ export class Fleet {
       ...fresh,
       assignments: (await listAssignments(this.db, w.id)).map((a) => ({
         ...a,
-        concurrency: a.concurrency_set ? a.concurrency : (this.reports.get(a.id)?.slots ?? a.concurrency),
+        concurrency: a.concurrency_set ? a.concurrency : (this.slots.get(a.id) ?? a.concurrency),
         in_flight: this.dispatcher.targetsOf(w.id).find((t) => t.id === a.id)?.inFlight ?? 0,
         base_url: this.reports.get(a.id)?.base_url,
         served_model: this.reports.get(a.id)?.served_model,

@@ -1,6 +1,6 @@
 /** The hosts of a cluster (inferd serve processes sharing one PostgreSQL): who leads, heartbeats. */
 import { html } from "htm/preact";
-import { ago } from "../lib/format";
+import { ago, plural } from "../lib/format";
 import type { Cluster } from "../lib/types";
 import { StateBadge } from "./ui";
 
@@ -8,7 +8,7 @@ import { StateBadge } from "./ui";
 export function clusterLine(c: Cluster | undefined): string | null {
   if (!c || c.mode !== "cluster") return null;
   const running = c.hosts.filter((h) => h.alive).length;
-  return `cluster of ${running} host${running === 1 ? "" : "s"}, ${c.leader ? `led by ${c.leader.name}` : "no leader yet"}`;
+  return `cluster of ${plural(running, "host")}, ${c.leader ? `led by ${c.leader.name}` : "no leader yet"}`;
 }
 
 /** Each host with its address, version, last heartbeat and whether it leads; nothing in the embedded store. */

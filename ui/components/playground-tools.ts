@@ -2,6 +2,7 @@
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { answer } from "../lib/api";
+import { plural } from "../lib/format";
 import { useAction } from "../lib/hooks";
 import type { Workload } from "../lib/types";
 import { ErrorNote, RequestId } from "./ui";
@@ -53,7 +54,7 @@ export function EmbeddingsPlayground({ w }: { w: Workload }) {
       <div class="actions"><button type="submit" class="primary" disabled=${embed.busy || !lines(text).length}>Embed</button></div>
     </form>
     ${out ? html`<section aria-labelledby="emb-h"><h2 id="emb-h">Vectors</h2>
-      <p role="status" data-testid="embed-summary">${out.vectors.length} vector${out.vectors.length === 1 ? "" : "s"} · ${dims} dimensions${out.tokens ? ` · ${out.tokens} tokens` : ""}</p>
+      <p role="status" data-testid="embed-summary">${plural(out.vectors.length, "vector")} · ${plural(dims, "dimension")}${out.tokens ? ` · ${plural(out.tokens, "token")}` : ""}</p>
       ${out.requestId ? html`<${RequestId} id=${out.requestId} />` : null}
       <div class="table-wrap"><table aria-label="Vectors"><thead><tr><th scope="col">#</th><th scope="col">Text</th><th scope="col">First values</th></tr></thead>
         <tbody>${out.vectors.map((v, i) => html`<tr><td>${i + 1}</td><td class="doc-text">${out.texts[i]}</td><td><code class="vector">[${v.slice(0, 6).map((x) => x.toFixed(4)).join(", ")}${v.length > 6 ? ", …" : ""}]</code></td></tr>`)}</tbody>

@@ -1,7 +1,7 @@
 /** The overview's traffic summary: requests, errors and tokens over the last hour, from the metrics series. */
 import { html } from "htm/preact";
 import { useApi } from "../lib/hooks";
-import { count } from "../lib/format";
+import { count, noun } from "../lib/format";
 
 /** The parts of a series point the summary adds up (rates per second over `interval_s`; null while the server was down). */
 type RatePoint = { rps: number | null; errors_per_s?: number | null; tokens_per_s: number | null };
@@ -37,9 +37,9 @@ export function TrafficSummary() {
   return html`<section aria-labelledby="traffic" data-testid="traffic">
     <h2 id="traffic">Last hour</h2>
     <div class="stats">
-      <a class="stat" href="/telemetry"><strong>${count(t.requests)}</strong> request${t.requests === 1 ? "" : "s"}</a>
-      <a class=${`stat ${t.errors ? "stat-bad" : ""}`} href="/telemetry"><strong>${count(t.errors)}</strong> error${t.errors === 1 ? "" : "s"}</a>
-      <a class="stat" href="/telemetry"><strong>${count(t.tokens)}</strong> token${t.tokens === 1 ? "" : "s"}</a>
+      <a class="stat" href="/telemetry"><strong>${count(t.requests)}</strong> ${noun(t.requests, "request")}</a>
+      <a class=${`stat ${t.errors ? "stat-bad" : ""}`} href="/telemetry"><strong>${count(t.errors)}</strong> ${noun(t.errors, "error")}</a>
+      <a class="stat" href="/telemetry"><strong>${count(t.tokens)}</strong> ${noun(t.tokens, "token")}</a>
     </div>
   </section>`;
 }

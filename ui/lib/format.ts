@@ -18,6 +18,19 @@ export const mib = (n: number) => `${(n / 1024).toFixed(1)} GiB`;
 /** A count with thousands separators. */
 export const count = (n: number | undefined) => (n ?? 0).toLocaleString("en-US");
 
+/**
+ * The noun for a count: `word` for exactly one, else `many` (`word` + "s" unless given), for
+ * markup that sets the number apart (`<strong>3</strong> requests`).
+ * @example noun(1, "request") // → "request"
+ */
+export const noun = (n: number | null | undefined, word: string, many = `${word}s`) => ((n ?? 0) === 1 ? word : many);
+
+/**
+ * A count and its noun, singular for exactly one: every count text of the dashboard says it so.
+ * @example plural(1, "request") // → "1 request"; plural(1024, "token") // → "1,024 tokens"; plural(2, "entry", "entries") // → "2 entries"
+ */
+export const plural = (n: number | null | undefined, word: string, many?: string) => `${count(n ?? 0)} ${noun(n, word, many)}`;
+
 /** An ISO time as "3 min ago" / "in 5 min", with the exact time in a tooltip by the caller. */
 export function ago(iso: string | null | undefined, now = Date.now()): string {
   if (!iso) return "never";

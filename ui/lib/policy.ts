@@ -4,7 +4,7 @@
  */
 import type { AutoscalingParams, DAYS as ServerDays, FixedParams, ScheduledParams, Window } from "../../src/scaling/schema";
 import type { ExecutionPolicy } from "../../src/workloads/schema";
-import { duration } from "./format";
+import { duration, plural } from "./format";
 
 /** The policies, in the order the form offers them. */
 export const POLICIES: { id: ExecutionPolicy; label: string; hint: string }[] = [
@@ -86,8 +86,6 @@ export function policyDraftOf(policy: string, params: Record<string, unknown>): 
     windows: windows.length ? windows : base.windows,
   };
 }
-
-const plural = (n: unknown, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
 
 /** A window in words, e.g. "mon–fri 09:00–18:00 (Europe/Berlin)". */
 export function windowText(w: Window): string {

@@ -1,5 +1,6 @@
 /** The start page: what runs where, and the way in for a fresh server. */
 import { html } from "htm/preact";
+import { noun } from "../lib/format";
 import { useApi, useNow } from "../lib/hooks";
 import type { Info, Project, Worker } from "../lib/types";
 import { ErrorNote, Loading, PageTitle } from "../components/ui";
@@ -32,9 +33,9 @@ export function Overview() {
       : null}
     <${Attention} workers=${workers.data} />
     <div class="stats">
-      <a class="stat" href="/projects"><strong>${projects.data.length}</strong> project${projects.data.length === 1 ? "" : "s"}</a>
+      <a class="stat" href="/projects"><strong>${projects.data.length}</strong> ${noun(projects.data.length, "project")}</a>
       <a class="stat" href="/workers"><strong>${online}/${workers.data.length - waiting}</strong> workers online${waiting ? html`<small class="muted"> · ${waiting} waiting to join</small>` : null}</a>
-      <a class="stat" href="/workers"><strong>${gpus}</strong> GPU${gpus === 1 ? "" : "s"}</a>
+      <a class="stat" href="/workers"><strong>${gpus}</strong> ${noun(gpus, "GPU")}</a>
       <span class="stat"><strong>${replicas.filter((r) => r.state === "ready").length}/${replicas.length}</strong> replicas ready</span>
     </div>
     ${projects.data.length ? html`<${TrafficSummary} />` : null}

@@ -6,7 +6,7 @@ import { navigate } from "../lib/router";
 import type { Project, ProjectDetail, Workload, Worker } from "../lib/types";
 import { BACKENDS } from "../lib/constants";
 import type { UsageExport } from "../lib/types";
-import { bytes, count } from "../lib/format";
+import { bytes, count, noun } from "../lib/format";
 import { ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge, Tabs } from "../components/ui";
 import { CAP_FIELDS, LimitsForm, QUOTA_FIELDS } from "../components/limits";
 import { ProjectBase } from "../components/project-base";
@@ -37,7 +37,7 @@ function useTokensUsed(projectId: string | undefined) {
 /** The project's token quotas (all its keys together) with what it used today and this month. */
 function Quotas({ project, p }: { project: string; p: Loaded<ProjectDetail> }) {
   const { day, month } = useTokensUsed(p.data?.id);
-  const used = (n: number | undefined, of: number | null) => `${count(n)}${of == null ? "" : ` of ${count(of)}`} tokens`;
+  const used = (n: number | undefined, of: number | null) => `${count(n)}${of == null ? "" : ` of ${count(of)}`} ${noun(of ?? n, "token")}`;
   return html`<section class="card quotas" aria-labelledby="quotas" data-testid="quotas">
     <h2 id="quotas">Token quotas</h2>
     <p class="muted">Every key of this project together. Past a quota its requests get 429 until the next UTC day or month.</p>

@@ -4,7 +4,7 @@ import { useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { navigate } from "../lib/router";
-import { when } from "../lib/format";
+import { noun, when } from "../lib/format";
 import type { Project, ProjectRow } from "../lib/types";
 import { ErrorNote, Loading, PageTitle } from "../components/ui";
 
@@ -36,6 +36,6 @@ export function Projects() {
       : html`<div class="table-wrap"><table>
           <thead><tr><th scope="col">Project</th><th scope="col">Slug</th><th scope="col">Workloads</th><th scope="col">Keys</th><th scope="col">Created</th></tr></thead>
           <tbody>${list.data.map((p) => html`<tr data-testid="project-row"><td><a href=${`/projects/${p.slug}`}>${p.name}</a></td><td><code>${p.slug}</code></td>
-            <td class="num">${p.workload_count}</td><td class="num"><a href=${`/projects/${p.slug}/keys`}>${p.key_count}<span class="offscreen"> live key${p.key_count === 1 ? "" : "s"}</span></a></td><td>${when(p.created_at)}</td></tr>`)}</tbody>
+            <td class="num">${p.workload_count}</td><td class="num"><a href=${`/projects/${p.slug}/keys`}>${p.key_count}<span class="offscreen"> live ${noun(p.key_count, "key")}</span></a></td><td>${when(p.created_at)}</td></tr>`)}</tbody>
         </table></div>`}`;
 }

@@ -4,7 +4,7 @@ import { useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { navigate } from "../lib/router";
-import { count } from "../lib/format";
+import { count, noun } from "../lib/format";
 import { TASK_TOGGLES, TASK_TYPES, TOGGLES } from "../lib/constants";
 import type { Workload, Worker } from "../lib/types";
 import { ConfirmButton, ErrorNote, Loading } from "../components/ui";
@@ -88,9 +88,9 @@ export function WorkloadPage({ id }: { id: string }) {
   return html`<${WorkloadHead} w=${w} current=${`/workloads/${id}`} />
     <${Controls} w=${w} onChange=${reload} />
     <div class="stats">
-      <span class="stat"><strong>${count(u?.requests)}</strong> requests</span>
-      <span class="stat"><strong>${count(u?.total_tokens)}</strong> tokens</span>
-      <span class="stat"><strong>${count(u?.errors)}</strong> errors</span>
+      <span class="stat"><strong>${count(u?.requests)}</strong> ${noun(u?.requests, "request")}</span>
+      <span class="stat"><strong>${count(u?.total_tokens)}</strong> ${noun(u?.total_tokens, "token")}</span>
+      <span class="stat"><strong>${count(u?.errors)}</strong> ${noun(u?.errors, "error")}</span>
       <span class="stat"><strong>${w.queue_depth ?? 0}</strong> waiting</span>
     </div>
     <${Replicas} w=${w} workers=${workers.data ?? []} onChange=${reload} />

@@ -58,15 +58,16 @@ async function exactId(t: Tally, page: Page): Promise<void> {
   await firstAnswer(t, page);
 }
 
-/** The Models page's search, one-click pull and Serve this model. */
+/** The Models page's search, one-click pull and Serve this model (a project made in its dialog). */
 async function byName(t: Tally, page: Page): Promise<void> {
   await click(t, page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Models" }));
-  await type(t, page.getByRole("searchbox", { name: /Search/ }).first(), "smollm2");
-  const hit = page.getByTestId("hub-hit").filter({ hasText: REPO });
-  await click(t, hit.getByRole("button", { name: /^Pull Q4_K_M/ }));
-  await click(t, page.getByRole("button", { name: "Serve this model" }).first());
-  await click(t, page.getByRole("button", { name: /^Create workload|^Save/ }).first());
-  await click(t, page.getByRole("link", { name: /playground/i }).first());
+  await type(t, page.getByRole("searchbox", { name: "Search models by name" }), "smollm2");
+  await click(t, page.getByRole("button", { name: `Pull ${REPO} Q4_K_M` }));
+  const card = page.getByRole("listitem", { name: `Model hf:${REPO}:Q4_K_M` });
+  await click(t, card.getByRole("button", { name: "Serve this model" }));
+  await click(t, card.getByRole("dialog").getByRole("button", { name: "Create project and continue" }));
+  await click(t, page.getByRole("button", { name: "Create workload" }));
+  await click(t, page.getByRole("link", { name: "Playground" }).first());
   await firstAnswer(t, page);
 }
 

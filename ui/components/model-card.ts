@@ -81,6 +81,23 @@ function Fit({ id }: { id: string }) {
  */
 export const serveHref = (project: string, model: string, backend: string) => `/projects/${encodeURIComponent(project)}/workloads/new?${new URLSearchParams({ model, backend })}`;
 
+/** With no project yet: one is made here (a name, one click) and the model is served in it. */
+function FirstProject({ onMade }: { onMade(slug: string): void }) {
+  const [name, setName] = useState("My app");
+  const make = useAction(() => api<ProjectRow>("/admin/projects", { body: { name: name.trim() } }));
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const p = await make.run();
+    if (p) onMade(p.slug);
+  };
+  return html`<form onSubmit=${submit} noValidate>
+    <p>A workload belongs to a project, and there is none yet: name one and the model is served in it.</p>
+    <label>Project name<input name="project" value=${name} onInput=${(e: Event) => setName((e.target as HTMLInputElement).value)} /></label>
+    <${ErrorNote} error=${make.error} />
+    <div class="actions"><button type="submit" class="primary" disabled=${make.busy || !name.trim()}>Create project and continue</button></div>
+  </form>`;
+}
+
 /**
  * "Serve this model": straight to the workload form when there is one project; otherwise a dialog
  * to pick the project (or, with none, a link to create one). `name` is the button's accessible name.
@@ -104,7 +121,7 @@ export function ServeButton({ model, backend, label = "Serve this model", name, 
       ${projects.length
         ? html`<p>A workload belongs to a project. In which one?</p>
           <ul class="serve-projects">${projects.map((p) => html`<li><a href=${serveHref(p.slug, model, backend)} onClick=${close}>${p.name}</a> <span class="muted small-text">${p.slug}</span></li>`)}</ul>`
-        : html`<p>A workload belongs to a project, and there is none yet. <a href="/projects" onClick=${close}>Create a project</a>, then serve the model from here.</p>`}
+        : html`<${FirstProject} onMade=${(slug: string) => (close(), navigate(serveHref(slug, model, backend)))} />`}
       <div class="actions"><button type="button" onClick=${close}>Cancel</button></div>
     </dialog>
     <${ErrorNote} error=${load.error} />`;

@@ -55,7 +55,7 @@ describe("the dispatcher", () => {
     d.upsertTarget(target("a", 1));
     const first = await d.acquire("w");
     const order: string[] = [];
-    const job = d.acquire("w", undefined, "job").then((s) => (order.push("job"), s));
+    const job = d.acquire("w", undefined, { kind: "job" }).then((s) => (order.push("job"), s));
     const sync1 = d.acquire("w").then((s) => (order.push("sync1"), s));
     const sync2 = d.acquire("w").then((s) => (order.push("sync2"), s));
     expect(d.depth("w")).toBe(3);

@@ -1,5 +1,5 @@
 import { AppError } from "../errors";
-import type { Dispatcher, Slot, Upstream } from "../dispatch/queue";
+import { SYNC, type Dispatcher, type Slot, type Ticket, type Upstream } from "../dispatch/queue";
 import { meteredStream, usageOf, type Usage } from "./meter";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
@@ -35,10 +35,10 @@ export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<R
  * and gives the slot back when the response (or stream) is over or the client leaves. The slot
  * holds for the whole stream, so `concurrency` bounds what a replica runs at once.
  */
-export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, kind: "sync" | "job" = "sync"): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
+export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, ticket: Ticket = SYNC): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
   const queuedAt = performance.now();
   for (let tries = 1; ; tries++) {
-    const slot = await dispatcher.acquire(workloadId, signal, kind);
+    const slot = await dispatcher.acquire(workloadId, signal, ticket);
     const waitedMs = performance.now() - queuedAt;
     const abort = new AbortController();
     const onClientGone = () => abort.abort(signal.reason);
@@ -63,8 +63,8 @@ export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, s
 const MAX_TRIES = 3;
 
 /** `dispatchWith` for a single upstream request. */
-export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstream, signal: AbortSignal, kind: "sync" | "job" = "sync") =>
-  dispatchWith(dispatcher, workloadId, signal, (t, s) => t.send(req, s), kind);
+export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstream, signal: AbortSignal, ticket: Ticket = SYNC) =>
+  dispatchWith(dispatcher, workloadId, signal, (t, s) => t.send(req, s), ticket);
 
 /** True for an SSE response. */
 export const isEventStream = (r: Response) => (r.headers.get("content-type") ?? "").includes("text/event-stream");

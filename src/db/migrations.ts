@@ -18,6 +18,7 @@ import m15 from "./migrations/0015_join_tokens.sql" with { type: "text" };
 import m16 from "./migrations/0016_routing.sql" with { type: "text" };
 import m17 from "./migrations/0017_batches.sql" with { type: "text" };
 import m18 from "./migrations/0018_settings_series.sql" with { type: "text" };
+import m19 from "./migrations/0019_scheduling.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -28,6 +29,7 @@ import p6 from "./migrations-pg/0006_join_tokens.sql" with { type: "text" };
 import p7 from "./migrations-pg/0007_routing.sql" with { type: "text" };
 import p8 from "./migrations-pg/0008_batches.sql" with { type: "text" };
 import p9 from "./migrations-pg/0009_settings_series.sql" with { type: "text" };
+import p10 from "./migrations-pg/0010_scheduling.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -50,6 +52,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0016_routing", sql: m16 },
   { tag: "0017_batches", sql: m17 },
   { tag: "0018_settings_series", sql: m18 },
+  { tag: "0019_scheduling", sql: m19 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -64,4 +67,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0007_routing", sql: p7 },
   { tag: "0008_batches", sql: p8 },
   { tag: "0009_settings_series", sql: p9 },
+  { tag: "0010_scheduling", sql: p10 },
 ];

@@ -57,6 +57,8 @@ export const workloads = pgTable(
     aliases: text("aliases").notNull().default("[]"),
     /** Workload slugs tried in order when this one fails before answering (JSON array). */
     fallbacks: text("fallbacks").notNull().default("[]"),
+    /** How requests pick a replica: "prefix" (the one likely holding the prompt's prefix in its KV cache) or "least_loaded"; null: by task type (prefix for chat-like ones). */
+    routing: text("routing"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -87,6 +89,10 @@ export const apiKeys = pgTable(
     maxConcurrent: bigint("max_concurrent", { mode: "number" }),
     tokensPerDay: bigint("tokens_per_day", { mode: "number" }),
     tokensPerMonth: bigint("tokens_per_month", { mode: "number" }),
+    /** Scheduling class of its requests: "interactive" (null: the default) or "batch" (after interactive ones, as jobs). */
+    priority: text("priority"),
+    /** Its share of a workload's slots against other keys waiting for it (deficit round-robin); null: 1. */
+    weight: bigint("weight", { mode: "number" }),
   },
   (t) => [index("api_keys_project").on(t.projectId)],
 );

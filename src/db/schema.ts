@@ -54,6 +54,8 @@ export const workloads = sqliteTable(
     aliases: text("aliases").notNull().default("[]"),
     /** Workload slugs tried in order when this one fails before answering (JSON array). */
     fallbacks: text("fallbacks").notNull().default("[]"),
+    /** How requests pick a replica: "prefix" (the one likely holding the prompt's prefix in its KV cache) or "least_loaded"; null: by task type (prefix for chat-like ones). */
+    routing: text("routing"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -84,6 +86,10 @@ export const apiKeys = sqliteTable(
     maxConcurrent: int("max_concurrent"),
     tokensPerDay: int("tokens_per_day"),
     tokensPerMonth: int("tokens_per_month"),
+    /** Scheduling class of its requests: "interactive" (null: the default) or "batch" (after interactive ones, as jobs). */
+    priority: text("priority"),
+    /** Its share of a workload's slots against other keys waiting for it (deficit round-robin); null: 1. */
+    weight: int("weight"),
   },
   (t) => [index("api_keys_project").on(t.projectId)],
 );

@@ -42,8 +42,25 @@ export interface Slot {
   release(): void;
 }
 
+/**
+ * Who asks for a slot and how it should be placed: the request's kind, the key it came with (for
+ * priorities and fair share between keys) and its prefix affinity (for prefix-aware routing).
+ */
+export interface Ticket {
+  kind: "sync" | "job";
+  /** The API key's id (undefined: no key, e.g. the dashboard's playground). */
+  keyId?: string;
+  /** The key's share against other keys waiting for the same workload (default 1). */
+  weight?: number;
+  /** "batch": served after interactive requests, as jobs are (default "interactive" for sync requests). */
+  priority?: "interactive" | "batch";
+  /** Hashes of the prompt's prefix blocks, first block first (empty or undefined: no affinity). */
+  affinity?: readonly number[];
+}
+
 interface Waiter {
   workloadId: string;
+  ticket: Ticket;
   resolve(slot: Slot): void;
   reject(err: AppError): void;
   timer: unknown;
@@ -51,6 +68,12 @@ interface Waiter {
   signal?: AbortSignal;
   kind: "sync" | "job";
 }
+
+/** A synchronous request with no key or affinity. */
+export const SYNC: Ticket = { kind: "sync" };
+
+/** An async job's request. */
+export const JOB: Ticket = { kind: "job" };
 
 /** Limits of the queue, from settings. */
 export interface QueueLimits {
@@ -132,7 +155,7 @@ export class Dispatcher {
     return new Map([...this.waiting].map(([k, v]) => [k, v.length]));
   }
 
-  private freeTarget(workloadId: string): Target | undefined {
+  private freeTarget(workloadId: string, _ticket?: Ticket): Target | undefined {
     let best: Target | undefined;
     for (const t of this.targets.values()) {
       if (t.workloadId !== workloadId || t.inFlight >= t.capacity) continue;
@@ -159,8 +182,9 @@ export class Dispatcher {
    * Waits for a slot on the workload. Rejects with 429 when the queue is full, 503 when the wait
    * runs out or the workload cannot be served, and 499-style abort when the client goes away.
    */
-  acquire(workloadId: string, signal?: AbortSignal, kind: "sync" | "job" = "sync"): Promise<Slot> {
-    const free = this.freeTarget(workloadId);
+  acquire(workloadId: string, signal?: AbortSignal, ticket: Ticket = SYNC): Promise<Slot> {
+    const kind = ticket.kind;
+    const free = this.freeTarget(workloadId, ticket);
     if (free && this.depth(workloadId) === 0) return Promise.resolve(this.grant(free));
     const why = this.unservable(workloadId, kind);
     if (why) return Promise.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
@@ -172,6 +196,7 @@ export class Dispatcher {
     return new Promise<Slot>((resolve, reject) => {
       const w: Waiter = {
         workloadId,
+        ticket,
         resolve,
         reject,
         signal,
@@ -214,9 +239,9 @@ export class Dispatcher {
   drain(workloadId: string): void {
     const q = this.waiting.get(workloadId);
     while (q && q.length > 0) {
-      const t = this.freeTarget(workloadId);
-      if (!t) break;
       const w = q[0];
+      const t = this.freeTarget(workloadId, w.ticket);
+      if (!t) break;
       this.dropWaiter(w);
       w.resolve(this.grant(t));
     }

@@ -115,6 +115,8 @@ export async function createKey(db: Db, project: { id: string; slug: string }, i
     maxConcurrent: null,
     tokensPerDay: null,
     tokensPerMonth: null,
+    priority: null,
+    weight: null,
     ...limitColumns(input.limits ?? {}),
   } as const;
   await db.insert(apiKeys).values(row);

@@ -71,7 +71,7 @@ describe("limits, quotas, audit log and usage in the dashboard", () => {
     // A quota below what was used today refuses the next request until the next UTC day.
     await quotas.getByLabel("Tokens per day").fill("1");
     await quotas.getByRole("button", { name: "Save limits" }).click();
-    await textMatching(usedToday, /^[1-9][\d,]* of 1 tokens$/, "the lowered quota");
+    await textMatching(usedToday, /^[1-9][\d,]* of 1 token$/, "the lowered quota");
     const refused = await chat();
     expect(refused.status).toBe(429);
     expect((await refused.json()).error.code).toBe("quota_exceeded");

@@ -65,7 +65,7 @@ describe("the project's base URL in the dashboard", () => {
     await world.ui.visit(`/projects/${srv.project}/workloads/new`);
     await page.getByRole("radio", { name: /^vLLM A Hugging Face/ }).check();
     await page.getByLabel("Name", { exact: true }).fill("Primary");
-    await page.getByRole("textbox", { name: /^Model name/ }).fill("primary-model");
+    await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve primary-model");
     await page.getByRole("button", { name: "Add alias" }).click();
     await page.getByRole("textbox", { name: "Alias 1" }).fill("smart");
     await page.getByRole("button", { name: "Add fallback" }).click();
@@ -93,7 +93,7 @@ describe("the project's base URL in the dashboard", () => {
     await world.ui.visit(`/projects/${world.srv.project}/workloads/new`);
     await page.getByRole("radio", { name: /^vLLM A Hugging Face/ }).check();
     await page.getByLabel("Name", { exact: true }).fill("Second");
-    await page.getByRole("textbox", { name: /^Model name/ }).fill("second-model");
+    await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve second-model");
     await page.getByRole("button", { name: "Add alias" }).click();
     await page.getByRole("button", { name: "Add alias" }).click();
     await page.getByRole("button", { name: "Add alias" }).click();

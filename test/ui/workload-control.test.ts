@@ -140,7 +140,6 @@ describe("workload form errors", () => {
     await page.getByRole("radio", { name: /^vLLM A Hugging Face/ }).check();
     await page.getByLabel("Name", { exact: true }).fill("Second");
     await page.getByRole("textbox", { name: /^Slug/ }).fill("taken");
-    await page.getByRole("textbox", { name: /^Model name/ }).fill("m");
     const command = page.getByRole("textbox", { name: /^Command/ });
     await command.fill(`vllm serve "m`);
     const note = page.locator("#error-config-command");

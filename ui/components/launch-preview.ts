@@ -2,14 +2,14 @@
 import { html } from "htm/preact";
 import type { ApiError } from "../lib/api";
 import { useDebouncedApi } from "../lib/hooks";
-import { configOf, type Draft } from "../lib/draft";
+import { configOf, sentModelName, type Draft } from "../lib/draft";
 import type { LaunchPreview } from "../lib/types";
 import { plainMessage } from "./ui";
 
 /** Asks the server for the command the agent would run, a moment after the user stops typing. */
 export function useLaunchPreview(d: Draft): { preview?: LaunchPreview; error?: ApiError } {
   const config = configOf(d);
-  const body = { backend: d.backend, model_name: d.model_name.trim(), config };
+  const body = { backend: d.backend, model_name: sentModelName(d), config };
   const ready = !!body.model_name && (d.backend === "ollama" || !!config.command);
   const { data, error } = useDebouncedApi<LaunchPreview>(ready ? "/admin/launch-preview" : null, { body }, JSON.stringify(body));
   return { preview: data, error };

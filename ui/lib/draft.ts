@@ -110,6 +110,13 @@ export function configOf(d: Draft): Record<string, string> {
   return config;
 }
 
+/**
+ * The model name a draft sends. vLLM's and SGLang's is the one its command names; a command that does
+ * not split yet names none, and the server is what explains why (an unclosed quote), so a placeholder
+ * goes meanwhile (the server refuses the command before it would use the name).
+ */
+export const sentModelName = (d: Draft) => d.model_name.trim() || (modelInCommand(d.backend) ? "<model>" : "");
+
 /** The create/update body of a draft (slug and pins only when given). */
 export function bodyOf(d: Draft): Record<string, unknown> {
   return {
@@ -118,7 +125,7 @@ export function bodyOf(d: Draft): Record<string, unknown> {
     description: d.description,
     task_type: d.task_type,
     backend: d.backend,
-    model_name: d.model_name.trim(),
+    model_name: sentModelName(d),
     config: configOf(d),
     worker_id: d.worker_id || null,
     nodes: Number(d.nodes) || 1,

@@ -71,7 +71,7 @@ describe("first run in the browser", () => {
     await page.getByTestId("model-note").filter({ hasText: /^A GGUF file of \d+ KiB on this machine\.$/ }).waitFor();
     const command = page.getByTestId("launch-command");
     await command.filter({ hasText: "--port" }).waitFor();
-    expect(await command.textContent()).toContain(`llama-server -m ${gguf} -c 4096 --host 127.0.0.1 --port`);
+    expect(await command.textContent()).toContain(`llama-server -m ${gguf} -c 4096 --alias tiny-chat --host 127.0.0.1 --port`);
     await ui.checkWidths("setup-workload");
     await page.getByRole("button", { name: "Create workload" }).click();
     await page.getByLabel("Key name").fill("first-app");

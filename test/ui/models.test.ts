@@ -80,7 +80,7 @@ describe("models in the browser", () => {
     await page.getByTestId("model-note").filter({ hasText: "Downloaded from Hugging Face before the runtime starts" }).waitFor();
     const command = await textMatching(page.getByTestId("launch-command"), /--port/, "the launch preview");
     // Without llama-server, the built-in runtime takes the same flags.
-    expect(command).toContain(`llama-runner -hf ${STARTER}:Q4_K_M -c 4096 --host 127.0.0.1 --port`);
+    expect(command).toContain(`llama-runner -hf ${STARTER}:Q4_K_M -c 4096 --alias Qwen2.5-0.5B-Instruct --host 127.0.0.1 --port`);
     await page.getByText("llama-server is not installed here").waitFor();
     await ui.checkWidths("models-setup-starter");
     await page.getByRole("button", { name: "Create workload" }).click();

@@ -6,10 +6,12 @@
  */
 import type { Db } from "../db";
 import { AppError } from "../errors";
-import { freeGpus, workerRows } from "../workers/service";
+import { workerRows } from "../workers/service";
+import { loadSnapshot } from "../placement/load";
+import { freeMemory } from "../placement/snapshot";
 import { HubError, type HubClient, type HubHit } from "../../agent/models/hub";
 import { quantGroups, snapshotFiles } from "../../agent/models/select";
-import { estimateFromSize, fitOnGpus } from "./fit";
+import { estimateFromSize, fitOnGpus, type FreeGpu } from "./fit";
 import { ollamaLibraryUrl, paramsOfSize, Q4_K_M_BYTES_PER_PARAM, searchOllamaLibrary, type OllamaLibraryModel } from "./ollama-library";
 
 /** Backends a search is for; they decide where it looks and what a hit offers. */
@@ -69,18 +71,19 @@ type Fitter = (bytes: number | null) => SearchFit;
 /** The fit of a size on the workers now (read once): one GPU, all of one worker's GPUs, else RAM. */
 async function fitter(db: Db): Promise<Fitter> {
   const workers = await workerRows(db);
-  return (bytes) => fitOn(workers, bytes);
+  const free = freeMemory(await loadSnapshot(db));
+  return (bytes) => fitOn(workers, free, bytes);
 }
 
 /** The fit of `bytes` on `workers`, best first: one GPU, all of one worker's GPUs, RAM. */
-function fitOn(workers: Awaited<ReturnType<typeof workerRows>>, bytes: number | null): SearchFit {
+function fitOn(workers: Awaited<ReturnType<typeof workerRows>>, free: Map<string, FreeGpu[]>, bytes: number | null): SearchFit {
   if (bytes === null || workers.length === 0) return { verdict: "unknown", needs_mib: bytes === null ? null : Math.ceil(estimateFromSize(bytes).total_bytes / 1048576), where: null };
   const need = estimateFromSize(bytes).total_bytes;
   const needs_mib = Math.ceil(need / 1048576);
   const gib = (mib: number) => `${(mib / 1024).toFixed(1)} GiB free`;
   for (const count of [1, 0]) {
     for (const w of workers) {
-      const gpus = freeGpus(w);
+      const gpus = free.get(w.id) ?? [];
       const n = count || gpus.length;
       if (!gpus.length || (count === 0 && n < 2)) continue;
       const fit = fitOnGpus(need, gpus, n);

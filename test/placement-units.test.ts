@@ -17,7 +17,7 @@ import type { LaunchContext } from "../agent/runtimes/types";
 const GIB = 1024 ** 3;
 const PROBED = 1_000_000; // when every worker here last reported its GPUs
 const gpu = (index: number, usedMiB = 0, totalMiB = 24000) => ({ index, uuid: `GPU-${index}`, name: "L4", totalMiB, usedMiB });
-const worker = (name: string, over: Partial<WorkerSnapshot> = {}): WorkerSnapshot => ({ id: `wk_${name}`, name, kind: "remote", online: true, clusterAddress: "10.0.0.1", gpus: [gpu(0)], probedAt: PROBED, ...over });
+const worker = (name: string, over: Partial<WorkerSnapshot> = {}): WorkerSnapshot => ({ id: `wk_${name}`, name, kind: "remote", online: true, clusterAddress: "10.0.0.1", gpus: [gpu(0)], ramFreeBytes: 64 * GIB, probedAt: PROBED, ...over });
 const replica = (id: string, over: Partial<ReplicaSnapshot> = {}): ReplicaSnapshot => ({ id, workloadId: "a", workerId: "wk_a", gpus: 1, gpuIndices: [0], desired: "run", state: "starting", auto: true, groupId: null, nodeRank: 0, updatedAt: PROBED - 1000, ...over });
 const workload = (id: string, over: Partial<WorkloadSnapshot> = {}): WorkloadSnapshot => ({ id, label: `p/${id}`, backend: "llamacpp", nodes: 1, gpus: 1, needsGpu: false, need: {}, pinnedWorker: null, pinnedGpu: null, swappable: false, ...over });
 const snapshot = (workers: WorkerSnapshot[], replicas: ReplicaSnapshot[] = [], workloads: WorkloadSnapshot[] = []): Snapshot => ({ workers, replicas, workloads: new Map(workloads.map((w) => [w.id, w])) });

@@ -6,12 +6,10 @@
  */
 import type { Db } from "../db";
 import { AppError } from "../errors";
-import { workerRows } from "../workers/service";
-import { loadSnapshot } from "../placement/load";
-import { freeMemory } from "../placement/snapshot";
+import { freeMemoryNow } from "../workers/snapshot";
 import { HubError, type HubClient, type HubHit } from "../../agent/models/hub";
 import { quantGroups, snapshotFiles } from "../../agent/models/select";
-import { estimateFromSize, fitOnGpus, type FreeGpu } from "./fit";
+import { estimateFromSize, fitOnGpus } from "./fit";
 import { ollamaLibraryUrl, paramsOfSize, Q4_K_M_BYTES_PER_PARAM, searchOllamaLibrary, type OllamaLibraryModel } from "./ollama-library";
 
 /** Backends a search is for; they decide where it looks and what a hit offers. */
@@ -70,13 +68,12 @@ type Fitter = (bytes: number | null) => SearchFit;
 
 /** The fit of a size on the workers now (read once): one GPU, all of one worker's GPUs, else RAM. */
 async function fitter(db: Db): Promise<Fitter> {
-  const workers = await workerRows(db);
-  const free = freeMemory(await loadSnapshot(db));
-  return (bytes) => fitOn(workers, free, bytes);
+  const now = await freeMemoryNow(db);
+  return (bytes) => fitOn(now, bytes);
 }
 
 /** The fit of `bytes` on `workers`, best first: one GPU, all of one worker's GPUs, RAM. */
-function fitOn(workers: Awaited<ReturnType<typeof workerRows>>, free: Map<string, FreeGpu[]>, bytes: number | null): SearchFit {
+function fitOn({ workers, free }: Awaited<ReturnType<typeof freeMemoryNow>>, bytes: number | null): SearchFit {
   if (bytes === null || workers.length === 0) return { verdict: "unknown", needs_mib: bytes === null ? null : Math.ceil(estimateFromSize(bytes).total_bytes / 1048576), where: null };
   const need = estimateFromSize(bytes).total_bytes;
   const needs_mib = Math.ceil(need / 1048576);
@@ -94,7 +91,7 @@ function fitOn(workers: Awaited<ReturnType<typeof workerRows>>, free: Map<string
     }
   }
   for (const w of workers) {
-    const ram = (JSON.parse(w.telemetry) as { ram_free_bytes?: number }).ram_free_bytes ?? w.ramBytes;
+    const ram = w.ramFreeBytes;
     if (ram >= need) return { verdict: "ram", needs_mib, where: `RAM of ${w.name}: ${gib(Math.floor(ram / 1048576))}` };
   }
   return { verdict: "too_big", needs_mib, where: null };

@@ -1,6 +1,6 @@
 /**
  * What placement decides from: a snapshot of the workers, their GPUs as last reported, every
- * assigned replica and what each workload's replica needs — read once (load.ts), then only
+ * assigned replica and what each workload's replica needs — read once (src/workers/snapshot.ts), then only
  * computed on. The one free-memory computation of inferd lives here (`freeMemory`).
  */
 import type { FreeGpu } from "../models/fit";
@@ -28,6 +28,8 @@ export interface WorkerSnapshot {
   /** Its `--cluster-address`, or null when it hosts no group members. */
   clusterAddress: string | null;
   gpus: GpuSnapshot[];
+  /** Free RAM as last reported (all of it when unknown): where a model fits without a GPU. */
+  ramFreeBytes: number;
   /** When the reported usage was measured (ms since the epoch; 0: never). */
   probedAt: number;
 }

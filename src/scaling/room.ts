@@ -8,7 +8,7 @@ import type { Db } from "../db";
 import type { Workload } from "../workloads/service";
 import type { Fleet } from "../workers/fleet";
 import { insertAssignment, moveAssignment, setAssignmentDesired, type AssignmentView } from "../workers/service";
-import { loadSnapshot, replicaOfView } from "../placement/load";
+import { loadSnapshot, replicaOfView } from "../workers/snapshot";
 import { pickGpus } from "../placement/replica";
 import { room, workerForAnother, type RoomContext, type Spot } from "../placement/room";
 import { note, type Snapshot } from "../placement/snapshot";

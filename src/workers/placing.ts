@@ -7,7 +7,7 @@ import type { Db } from "../db";
 import { initialDesired } from "../scaling/decide";
 import { replicaRoom } from "../limits/project";
 import { listAllWorkloads, type Workload } from "../workloads/service";
-import { loadSnapshot, replicaOfView, replicaSnapshot } from "../placement/load";
+import { loadSnapshot, replicaOfView, replicaSnapshot } from "./snapshot";
 import { groupStands, placeGroup } from "../placement/group";
 import { placeReplica, staleReplicas } from "../placement/replica";
 import { note, type ReplicaSnapshot, type Snapshot, type WorkloadSnapshot } from "../placement/snapshot";

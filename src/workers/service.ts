@@ -3,7 +3,7 @@ import type { Db } from "../db";
 import { first } from "../db/raw";
 import { assignments, workers } from "../db/schema";
 import { AppError, conflict, notFound, validation } from "../errors";
-import { loadSnapshot } from "../placement/load";
+import { loadSnapshot } from "./snapshot";
 import { placeOn } from "../placement/replica";
 import { without, type ReplicaSnapshot } from "../placement/snapshot";
 import { workloadSnapshot } from "../placement/workload";

@@ -1,18 +1,18 @@
 /**
  * The one reader of placement's snapshot: workers (their GPUs as last reported, online or not),
- * every assignment, and each workload's need, from the store. Everything else in src/placement is
- * pure; `Fleet`, the scaler and the assignment routes load here, ask, and write the answer.
+ * every assignment, and each workload's need, from the store. src/placement is pure functions over
+ * it; `Fleet` (placing.ts), the scaler and the assignment routes load here, ask there, and write.
  */
 import { asc } from "drizzle-orm";
 import type { Db } from "../db";
 import { assignments, workers } from "../db/schema";
-import { estimate, gib } from "../models/fit";
+import { estimate, gib, type FreeGpu } from "../models/fit";
 import { modelOfWorkload } from "../models/service";
 import { listAllWorkloads, type Workload } from "../workloads/service";
-import { isOnline } from "../workers/online";
+import { isOnline } from "./online";
 import type { GpuInfo } from "../../agent/protocol";
-import type { ReplicaSnapshot, Snapshot, WorkerSnapshot } from "./snapshot";
-import { workloadSnapshot } from "./workload";
+import { freeMemory, type ReplicaSnapshot, type Snapshot, type WorkerSnapshot } from "../placement/snapshot";
+import { workloadSnapshot } from "../placement/workload";
 
 /** The memory a workload's model needs with its command's context, when the store knows the model. */
 export async function workloadNeed(db: Db, w: Workload): Promise<{ bytes: number; text: string } | undefined> {
@@ -24,7 +24,7 @@ export async function workloadNeed(db: Db, w: Workload): Promise<{ bytes: number
 
 /** A worker row as placement sees it, online or not at `now`. */
 export function workerSnapshot(row: typeof workers.$inferSelect, now: number): WorkerSnapshot {
-  const probedAt = (JSON.parse(row.telemetry) as { probed_at?: string }).probed_at;
+  const telemetry = JSON.parse(row.telemetry) as { probed_at?: string; ram_free_bytes?: number };
   return {
     id: row.id,
     name: row.name,
@@ -32,7 +32,8 @@ export function workerSnapshot(row: typeof workers.$inferSelect, now: number): W
     online: isOnline(row.lastSeenAt, now),
     clusterAddress: row.clusterAddress,
     gpus: (JSON.parse(row.gpus) as GpuInfo[]).map((g) => ({ index: g.index, uuid: g.uuid, name: g.name, totalMiB: g.memory_total_mib, usedMiB: g.memory_used_mib })),
-    probedAt: Date.parse(probedAt ?? "") || 0,
+    ramFreeBytes: telemetry.ram_free_bytes ?? row.ramBytes,
+    probedAt: Date.parse(telemetry.probed_at ?? "") || 0,
   };
 }
 
@@ -54,4 +55,10 @@ export async function loadSnapshot(db: Db, workloads?: Workload[]): Promise<Snap
   const now = Date.now();
   const placed = await db.select().from(assignments).orderBy(asc(assignments.createdAt));
   return { workers: rows.map((w) => workerSnapshot(w, now)), replicas: placed.map(replicaSnapshot), workloads: byId };
+}
+
+/** Every worker now, with the free memory of its GPUs by worker id (placement's `freeMemory` over a fresh snapshot). */
+export async function freeMemoryNow(db: Db): Promise<{ workers: WorkerSnapshot[]; free: Map<string, FreeGpu[]> }> {
+  const snap = await loadSnapshot(db);
+  return { workers: snap.workers, free: freeMemory(snap) };
 }

@@ -1,5 +1,4 @@
 import { describe, expect, test } from "bun:test";
-import { placeGroup, type WorkerSnapshot } from "../src/workers/placement";
 import { memberPlan, memberRole, missingFor } from "../agent/runtimes/group";
 import { GroupRestarts } from "../src/workers/group-restarts";
 import type { GroupSpec, ReplicaSpec } from "../agent/protocol";
@@ -7,54 +6,7 @@ import type { LaunchContext, LaunchPlan } from "../agent/runtimes/types";
 import type { AssignmentView } from "../src/workers/service";
 import type { Db } from "../src/db";
 
-/** The arithmetic of group placement, member launch plans and group restarts, without processes. */
-
-const GIB = 1024 * 1024 * 1024;
-const worker = (name: string, over: Partial<WorkerSnapshot> = {}): WorkerSnapshot => ({
-  id: `wk_${name}`,
-  name,
-  online: true,
-  clusterAddress: "10.0.0.1",
-  gpus: [{ index: 0, name: "L4", total_mib: 23034, free_mib: 23034 }],
-  gpuUuids: [`GPU-${name}`],
-  gpuUse: new Map(),
-  ...over,
-});
-
-describe("placing a group", () => {
-  const need = { nodes: 2, gpusPerNode: 1, needsGpu: true };
-
-  test("two fitting workers host the group, the pinned one leading", () => {
-    const r = placeGroup([worker("a"), worker("b"), worker("c")], { ...need, pinnedWorker: "c" });
-    expect(r).toEqual({ members: [{ workerId: "wk_c", gpuIndices: [0] }, { workerId: "wk_a", gpuIndices: [0] }] });
-  });
-
-  test("all or nothing: one fitting worker is not enough, and the error names what is missing", () => {
-    const r = placeGroup([worker("a"), worker("b", { clusterAddress: null }), worker("c", { online: false }), worker("d", { gpus: [] })], need);
-    expect("why" in r && r.why).toBe(
-      'this workload spans 2 machines: it needs 2 workers online with --cluster-address and 1 GPU each; found 1: "a" ("b" has no --cluster-address; "c" is offline; "d" has 0 GPUs, not 1)',
-    );
-  });
-
-  test("the model's estimate is split over the machines: a model too big for one GPU fits on two", () => {
-    const gpu = (free: number) => [{ index: 0, name: "L4", total_mib: 23034, free_mib: free }];
-    const big = { ...need, bytes: 30 * GIB, text: "m needs ~30.0 GiB" };
-    expect("members" in placeGroup([worker("a"), worker("b")], big)).toBe(true);
-    const r = placeGroup([worker("a"), worker("b", { gpus: gpu(10_000) })], big);
-    expect("why" in r && r.why).toContain('room for ~15.0 GiB each (m needs ~30.0 GiB, split over 2 machines); found 1: "a" ("b" has at most 9.8 GiB free on a GPU)');
-  });
-
-  test("llama.cpp RPC members may be machines without GPUs; the least used GPUs are taken", () => {
-    const busy = worker("a", { gpus: [0, 1].map((index) => ({ index, name: "L4", total_mib: 23034, free_mib: 23034 })), gpuUse: new Map([[0, 2]]) });
-    const r = placeGroup([busy, worker("cpu", { gpus: [] })], { nodes: 2, gpusPerNode: 1, needsGpu: false });
-    expect(r).toEqual({ members: [{ workerId: "wk_a", gpuIndices: [1] }, { workerId: "wk_cpu", gpuIndices: [] }] });
-  });
-
-  test("a pinned leader that cannot host says so", () => {
-    const r = placeGroup([worker("a", { clusterAddress: null }), worker("b"), worker("c")], { ...need, pinnedWorker: "a" });
-    expect("why" in r && r.why).toEndWith('the pinned leader "a" has no --cluster-address');
-  });
-});
+/** Member launch plans and group restarts, without processes (group placement: test/placement-units.test.ts). */
 
 const group = (rank: number, members: GroupSpec["members"]): GroupSpec => ({ id: "grp_1", nodes: members.length, rank, generation: 0, members });
 const ctx = (backend: string, gpus = 1): LaunchContext => ({

@@ -18,6 +18,7 @@ import { existsSync } from "node:fs";
 import { hasFlag } from "../command";
 import type { GroupSpec } from "../protocol";
 import type { LaunchContext, LaunchPlan } from "./types";
+import { tpFlags } from "./args";
 
 /**
  * What a member must have before its main process starts: nothing, the leader's group port, every
@@ -92,7 +93,7 @@ export function memberPlan(ctx: LaunchContext, base: LaunchPlan, group: GroupSpe
     return { ...base, argv: [...args, "--rpc", servers.join(",")] };
   }
   if (backend === "sglang") {
-    const tp = hasFlag(args, ["--tp", "--tp-size", "--tensor-parallel-size"]) ? [] : ["--tp", String(ctx.spec.gpus * nodes)];
+    const tp = hasFlag(args, tpFlags("sglang")) ? [] : ["--tp", String(ctx.spec.gpus * nodes)];
     const leader = rank === 0 ? hostPort(address, ownPort!) : leaderEndpoint(group);
     const argv = [...args, ...tp, "--nnodes", String(nodes), "--node-rank", String(rank), "--dist-init-addr", leader];
     return rank === 0 ? { ...base, argv } : follower(argv);

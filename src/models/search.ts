@@ -6,7 +6,7 @@
  */
 import type { Db } from "../db";
 import { AppError } from "../errors";
-import { freeGpus, workerRows } from "../workers/service";
+import { freeMemoryNow } from "../workers/snapshot";
 import { HubError, type HubClient, type HubHit } from "../../agent/models/hub";
 import { quantGroups, snapshotFiles } from "../../agent/models/select";
 import { estimateFromSize, fitOnGpus } from "./fit";
@@ -68,19 +68,19 @@ type Fitter = (bytes: number | null) => SearchFit;
 
 /** The fit of a size on the workers now (read once): one GPU, all of one worker's GPUs, else RAM. */
 async function fitter(db: Db): Promise<Fitter> {
-  const workers = await workerRows(db);
-  return (bytes) => fitOn(workers, bytes);
+  const now = await freeMemoryNow(db);
+  return (bytes) => fitOn(now, bytes);
 }
 
 /** The fit of `bytes` on `workers`, best first: one GPU, all of one worker's GPUs, RAM. */
-function fitOn(workers: Awaited<ReturnType<typeof workerRows>>, bytes: number | null): SearchFit {
+function fitOn({ workers, free }: Awaited<ReturnType<typeof freeMemoryNow>>, bytes: number | null): SearchFit {
   if (bytes === null || workers.length === 0) return { verdict: "unknown", needs_mib: bytes === null ? null : Math.ceil(estimateFromSize(bytes).total_bytes / 1048576), where: null };
   const need = estimateFromSize(bytes).total_bytes;
   const needs_mib = Math.ceil(need / 1048576);
   const gib = (mib: number) => `${(mib / 1024).toFixed(1)} GiB free`;
   for (const count of [1, 0]) {
     for (const w of workers) {
-      const gpus = freeGpus(w);
+      const gpus = free.get(w.id) ?? [];
       const n = count || gpus.length;
       if (!gpus.length || (count === 0 && n < 2)) continue;
       const fit = fitOnGpus(need, gpus, n);
@@ -91,7 +91,7 @@ function fitOn(workers: Awaited<ReturnType<typeof workerRows>>, bytes: number | 
     }
   }
   for (const w of workers) {
-    const ram = (JSON.parse(w.telemetry) as { ram_free_bytes?: number }).ram_free_bytes ?? w.ramBytes;
+    const ram = w.ramFreeBytes;
     if (ram >= need) return { verdict: "ram", needs_mib, where: `RAM of ${w.name}: ${gib(Math.floor(ram / 1048576))}` };
   }
   return { verdict: "too_big", needs_mib, where: null };

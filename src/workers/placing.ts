@@ -1,40 +1,18 @@
+/**
+ * Workload placement as the fleet applies it: reads placement's snapshot once per pass, asks
+ * src/placement where each unplaced workload (or multi-node group) goes, and writes the answers —
+ * new assignments, stale automatic ones removed — keeping the snapshot in step with each write.
+ */
 import type { Db } from "../db";
-import { fitOnGpus, gib } from "../models/fit";
 import { initialDesired } from "../scaling/decide";
 import { replicaRoom } from "../limits/project";
-import type { GpuInfo } from "../../agent/protocol";
 import { listAllWorkloads, type Workload } from "../workloads/service";
-import { createAssignment, deleteAssignment, freeGpus, GPU_BACKENDS, listAllAssignments, setAssignmentDesired, workerRows, workerView, workloadNeed, type AssignmentView } from "./service";
-import { groupStands, gpusPerMember, placeGroupOf, tensorParallel } from "./groups";
-
-/** A worker row as the store holds it. */
-type WorkerRow = Awaited<ReturnType<typeof workerRows>>[number];
-
-/** Which worker can host a workload, or why none can. */
-async function chooseWorker(db: Db, w: Workload): Promise<{ worker?: WorkerRow; why?: string }> {
-  const all = await workerRows(db);
-  const online = all.filter((x) => workerView(x).state === "online");
-  if (w.worker_id) {
-    const pinned = all.find((x) => x.id === w.worker_id || x.name === w.worker_id);
-    return pinned ? { worker: pinned } : { why: `the pinned worker "${w.worker_id}" does not exist` };
-  }
-  if (w.gpu_resource_id) {
-    const owner = all.find((x) => (JSON.parse(x.gpus) as GpuInfo[]).some((g) => g.uuid === w.gpu_resource_id));
-    return owner ? { worker: owner } : { why: `no worker has the pinned GPU "${w.gpu_resource_id}"` };
-  }
-  const withGpu = online.filter((x) => JSON.parse(x.gpus).length > 0);
-  if (GPU_BACKENDS.has(w.backend)) {
-    if (!withGpu[0]) return { why: `no online worker has a GPU, which backend "${w.backend}" needs` };
-    const need = await workloadNeed(db, w);
-    if (!need) return { worker: withGpu[0] };
-    const fitting = withGpu.find((x) => fitOnGpus(need.bytes, freeGpus(x), defaultGpus(w, x)).fits);
-    if (fitting) return { worker: fitting };
-    const best = withGpu.flatMap((x) => freeGpus(x).map((g) => ({ x, g }))).sort((a, b) => b.g.free_mib - a.g.free_mib)[0];
-    return { why: `${need.text}; the most free GPU memory is ${gib(best.g.free_mib * 1048576)} on GPU ${best.g.index} of "${best.x.name}"` };
-  }
-  const local = online.find((x) => x.kind === "local");
-  return local ?? online[0] ? { worker: local ?? online[0] } : { why: "no worker is online" };
-}
+import { loadSnapshot, replicaOfView, replicaSnapshot } from "./snapshot";
+import { groupStands, placeGroup } from "../placement/group";
+import { placeReplica, staleReplicas } from "../placement/replica";
+import { note, type ReplicaSnapshot, type Snapshot, type WorkloadSnapshot } from "../placement/snapshot";
+import { deleteAssignment, insertAssignment, setAssignmentDesired } from "./service";
+import { insertGroup } from "./groups";
 
 /**
  * Gives every workload without assignments one on a worker that can host it (honouring
@@ -45,33 +23,37 @@ async function chooseWorker(db: Db, w: Workload): Promise<{ worker?: WorkerRow; 
  */
 export async function autoAssign(db: Db): Promise<Map<string, string>> {
   const unplaced = new Map<string, string>();
-  const byWorkload = new Map<string, AssignmentView[]>();
-  for (const a of await listAllAssignments(db)) byWorkload.set(a.workload_id, [...(byWorkload.get(a.workload_id) ?? []), a]);
-  const rows = await workerRows(db);
-  const ownsGpu = (workerId: string, uuid: string) => (JSON.parse(rows.find((x) => x.id === workerId)?.gpus ?? "[]") as GpuInfo[]).some((g) => g.uuid === uuid);
-  // A pin names a worker by id or by name.
-  const pinnedTo = (workerId: string, pin: string) => workerId === pin || rows.find((x) => x.id === workerId)?.name === pin;
-  for (const w of await listAllWorkloads(db)) {
-    let current = byWorkload.get(w.id) ?? [];
-    if (w.nodes > 1 || current.some((a) => a.group_id)) {
-      const why = await keepGroup(db, w, current, rows);
+  const all = await listAllWorkloads(db);
+  const snap = await loadSnapshot(db, all);
+  for (const w of all) {
+    const ws = snap.workloads.get(w.id)!;
+    const current = snap.replicas.filter((r) => r.workloadId === w.id);
+    if (w.nodes > 1 || current.some((r) => r.groupId)) {
+      const why = await keepGroup(db, snap, w, ws, current);
       if (why) unplaced.set(w.id, why);
       continue;
     }
-    const manual = current.some((a) => !a.auto);
-    const stale = current.filter((a) => a.auto && (manual || (w.worker_id && !pinnedTo(a.worker_id, w.worker_id)) || (!w.worker_id && w.gpu_resource_id && !ownsGpu(a.worker_id, w.gpu_resource_id))));
-    for (const a of stale) await deleteAssignment(db, a.id);
-    current = current.filter((a) => !stale.includes(a));
-    if (current.length > 0) continue;
-    const { worker, why } = await chooseWorker(db, w);
-    if (!worker) {
-      unplaced.set(w.id, why!);
+    const stale = staleReplicas(snap, ws);
+    await drop(db, snap, stale);
+    if (current.length > stale.length) continue;
+    const placed = placeReplica(snap, ws);
+    if ("why" in placed) {
+      unplaced.set(w.id, placed.why);
       continue;
     }
-    const a = await createAssignment(db, w, { worker_id: worker.id, gpus: defaultGpus(w, worker) }, true);
-    await startOrHold(db, w, [a.id]);
+    const a = await insertAssignment(db, w, { ...placed, auto: true });
+    note(snap, { add: replicaOfView(a) });
+    await startOrHold(db, snap, w, [a.id]);
   }
   return unplaced;
+}
+
+/** Removes replicas from the store and the snapshot. */
+async function drop(db: Db, snap: Snapshot, replicas: ReplicaSnapshot[]): Promise<void> {
+  for (const r of replicas) {
+    await deleteAssignment(db, r.id);
+    note(snap, { remove: r.id });
+  }
 }
 
 /**
@@ -79,27 +61,25 @@ export async function autoAssign(db: Db): Promise<Map<string, string>> {
  * member's worker offline or gone, the pin moved) is removed whole and placed anew. Returns why
  * no group could be placed, if none stands.
  */
-async function keepGroup(db: Db, w: Workload, current: AssignmentView[], rows: WorkerRow[]): Promise<string | undefined> {
-  if (current.length > 0 && groupStands(w, current, rows)) return undefined;
-  for (const a of current) await deleteAssignment(db, a.id);
+async function keepGroup(db: Db, snap: Snapshot, w: Workload, ws: WorkloadSnapshot, current: ReplicaSnapshot[]): Promise<string | undefined> {
+  if (current.length > 0 && groupStands(snap, ws, current)) return undefined;
+  await drop(db, snap, current);
   if (w.nodes <= 1) return undefined; // back to one machine: placed as a single replica on the next pass
-  const placed = await placeGroupOf(db, w, gpusPerMember(w));
+  const placed = placeGroup(snap, ws);
   if ("why" in placed) return placed.why;
-  await startOrHold(db, w, placed.ids);
+  const rows = await insertGroup(db, w, ws.gpus, placed.members);
+  for (const r of rows) note(snap, { add: replicaSnapshot(r) });
+  await startOrHold(db, snap, w, rows.map((r) => r.id));
   return undefined;
 }
 
 /** Idles new replicas (every member of a group alike) that their schedule or the project's replica cap keeps from starting now. */
-async function startOrHold(db: Db, w: Workload, ids: string[]): Promise<void> {
+async function startOrHold(db: Db, snap: Snapshot, w: Workload, ids: string[]): Promise<void> {
   const start = initialDesired(w, Date.now());
   const cap = start.desired === "run" ? await replicaRoom(db, w.project_id) : null;
   const why = start.desired === "idle" ? start.reason : cap && cap.room < 0 ? `not started: ${cap.why}` : undefined;
-  if (why) for (const id of ids) await setAssignmentDesired(db, id, "idle", why);
-}
-
-/** GPUs for an automatic assignment: an explicit tensor-parallel size in the command, else 1. */
-function defaultGpus(w: Workload, worker: WorkerRow): number {
-  const want = tensorParallel(w) ?? 1;
-  const have = (JSON.parse(worker.gpus) as GpuInfo[]).length;
-  return have > 0 ? Math.min(want, have) : 1;
+  if (!why) return;
+  for (const id of ids) {
+    note(snap, { set: { id, desired: "idle", state: await setAssignmentDesired(db, id, "idle", why) } });
+  }
 }

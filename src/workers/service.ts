@@ -3,8 +3,11 @@ import type { Db } from "../db";
 import { first } from "../db/raw";
 import { assignments, workers } from "../db/schema";
 import { AppError, conflict, notFound, validation } from "../errors";
-import { estimate, fitOnGpus, gib, type FreeGpu } from "../models/fit";
-import { modelOfWorkload } from "../models/service";
+import { loadSnapshot } from "./snapshot";
+import { placeOn } from "../placement/replica";
+import { without, type ReplicaSnapshot } from "../placement/snapshot";
+import { workloadSnapshot } from "../placement/workload";
+import { isOnline } from "./online";
 import { newId, nowIso } from "../ids";
 import type { GpuInfo, MachineInfo, ReplicaState } from "../../agent/protocol";
 import { getWorkloadById, type Workload } from "../workloads/service";
@@ -61,16 +64,7 @@ export interface WorkerView {
   cluster_address: string | null;
 }
 
-/** Backends that need a GPU to be placed automatically. */
-export const GPU_BACKENDS = new Set(["vllm", "vllm-omni", "sglang"]);
-
-/** Workers not heard from for this long are offline (`--worker-timeout-ms`). */
-let offlineAfterMs = 30_000;
-
-/** Sets how long a silent worker stays online. */
-export function setOfflineAfter(ms: number): void {
-  offlineAfterMs = ms;
-}
+export { setOfflineAfter } from "./online";
 
 const assignmentView = (a: AssignmentRow): AssignmentView => ({
   id: a.id,
@@ -94,14 +88,13 @@ const assignmentView = (a: AssignmentRow): AssignmentView => ({
 
 /** The admin view of a worker row. */
 export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
-  const seen = w.lastSeenAt ? Date.parse(w.lastSeenAt) : 0;
   return {
     id: w.id,
     name: w.name,
     kind: w.kind,
     hostname: w.hostname,
     version: w.version,
-    state: now - seen < offlineAfterMs ? "online" : "offline",
+    state: isOnline(w.lastSeenAt, now) ? "online" : "offline",
     cpu_cores: w.cpuCores,
     ram_bytes: w.ramBytes,
     gpus: JSON.parse(w.gpus),
@@ -216,29 +209,6 @@ export async function getAssignment(db: Db, id: string): Promise<AssignmentView>
   return assignmentView(a);
 }
 
-/** A worker's GPUs with their free memory (from its last telemetry). */
-export function freeGpus(worker: WorkerRow): FreeGpu[] {
-  return (JSON.parse(worker.gpus) as GpuInfo[]).map((g) => ({ index: g.index, name: g.name, total_mib: g.memory_total_mib, free_mib: Math.max(0, g.memory_total_mib - g.memory_used_mib) }));
-}
-
-/**
- * Picks `count` GPU indices on a worker: the pinned GPU first; when the model's need is known, the
- * GPUs with the most free memory; otherwise the least shared ones, the freest among equals.
- */
-async function pickGpus(db: Db, worker: WorkerRow, count: number, pinnedUuid: string | null, needBytes?: number): Promise<number[]> {
-  const gpus: GpuInfo[] = JSON.parse(worker.gpus);
-  if (gpus.length === 0) return [];
-  if (needBytes !== undefined && !pinnedUuid) return fitOnGpus(needBytes, freeGpus(worker), count).gpus;
-  const use = new Map<number, number>(gpus.map((g) => [g.index, 0]));
-  for (const a of await db.select().from(assignments).where(eq(assignments.workerId, worker.id))) {
-    for (const i of JSON.parse(a.gpuIndices) as number[]) use.set(i, (use.get(i) ?? 0) + 1);
-  }
-  const pinned = gpus.find((g) => g.uuid === pinnedUuid)?.index;
-  const free = new Map(freeGpus(worker).map((g) => [g.index, g.free_mib]));
-  const rest = gpus.map((g) => g.index).filter((i) => i !== pinned).sort((a, b) => use.get(a)! - use.get(b)! || free.get(b)! - free.get(a)! || a - b);
-  return (pinned !== undefined ? [pinned, ...rest] : rest).slice(0, count).sort((a, b) => a - b);
-}
-
 /** Input of a manual assignment. */
 export interface AssignmentInput {
   worker_id: string;
@@ -248,56 +218,49 @@ export interface AssignmentInput {
   force?: boolean;
 }
 
-/** The memory a workload's model needs with its command's context, when the store knows the model. */
-export async function workloadNeed(db: Db, w: Workload): Promise<{ bytes: number; text: string } | undefined> {
-  const m = await modelOfWorkload(db, w);
-  if (!m) return undefined;
-  const e = estimate(m.info, { context: m.context });
-  return { bytes: e.total_bytes, text: `${m.model} needs ~${gib(e.total_bytes)} (weights ${gib(e.weights_bytes)} + KV cache ${gib(e.kv_bytes)} for ${e.context} tokens + overhead ${gib(e.overhead_bytes)})` };
-}
-
-/** Refuses (409 `does_not_fit`) a placement whose GPUs lack the memory the model needs, with the numbers. */
-function requireFit(worker: WorkerRow, need: { bytes: number; text: string }, count: number): void {
-  const gpus = freeGpus(worker);
-  if (gpus.length === 0) return;
-  const fit = fitOnGpus(need.bytes, gpus, count);
-  if (fit.fits) return;
-  const free = fit.gpus.map((i, k) => `GPU ${i} has ${gib(fit.free_mib[k] * 1048576)} free`).join(", ");
-  throw conflict(`${need.text}${count > 1 ? `, ${gib(fit.need_per_gpu_mib * 1048576)} on each of ${count} GPUs` : ""}; on worker "${worker.name}" ${free}. Free memory, pick another worker, or pass "force": true`, "does_not_fit");
-}
-
-/** Places a workload on a worker with a slot count and a GPU count. */
+/**
+ * Places a workload on a worker with a slot count and a GPU count, GPUs picked by placement. A
+ * placement by hand (not `auto`) is refused (409 `does_not_fit`, with the numbers) when the model's
+ * estimate does not fit the worker's free GPU memory, unless forced; the workload's automatic
+ * replicas, which it replaces, are not counted against it.
+ */
 export async function createAssignment(db: Db, workload: Workload, input: AssignmentInput, auto = false): Promise<AssignmentView> {
   if (workload.nodes > 1) throw validation("worker_id", `this workload spans ${workload.nodes} machines: inferd places its group itself (pin its leader with the workload's worker_id)`);
-  const worker = await getWorker(db, input.worker_id);
-  const gpuCount = (JSON.parse(worker.gpus) as GpuInfo[]).length;
+  const row = await getWorker(db, input.worker_id);
+  const snap = await loadSnapshot(db);
+  const mine = (r: ReplicaSnapshot) => !auto && r.workloadId === workload.id && r.auto;
   const gpus = input.gpus ?? 1;
-  if (gpuCount > 0 && gpus > gpuCount) throw validation("gpus", `worker "${worker.name}" has only ${gpuCount} GPU${gpuCount === 1 ? "" : "s"}`);
-  const need = await workloadNeed(db, workload);
-  if (need && !auto && !input.force) requireFit(worker, need, gpus);
+  const placed = placeOn(without(snap, mine), snap.workloads.get(workload.id) ?? workloadSnapshot(workload), snap.workers.find((w) => w.id === row.id)!, gpus, !auto && !input.force);
+  if ("why" in placed) throw placed.code === "does_not_fit" ? conflict(placed.why, "does_not_fit") : validation("gpus", placed.why);
+  const a = await insertAssignment(db, workload, { workerId: row.id, gpus, gpuIndices: placed.gpuIndices, concurrency: input.concurrency, auto });
+  // Placements by hand are audited; automatic ones are the system's own bookkeeping.
+  if (!auto) await audit(db, "assignment.create", { type: "assignment", id: a.id, label: `${workload.project_slug}/${workload.slug}` }, { workload_id: workload.id, worker_id: row.id, worker: row.name, concurrency: a.concurrency, gpus, gpu_indices: a.gpu_indices, force: !!input.force });
+  return a;
+}
+
+/** Writes a single-machine replica placement decided elsewhere (`desired` run unless said; slots 20 unless set). */
+export async function insertAssignment(db: Db, workload: Pick<Workload, "id">, p: { workerId: string; gpus: number; gpuIndices: number[]; concurrency?: number; auto: boolean; desired?: "run" | "idle"; reason?: string }): Promise<AssignmentView> {
   const now = nowIso();
   const row: AssignmentRow = {
     id: newId("asg"),
     workloadId: workload.id,
-    workerId: worker.id,
-    concurrency: input.concurrency ?? 20,
-    concurrencySet: input.concurrency !== undefined,
-    desired: "run",
+    workerId: p.workerId,
+    concurrency: p.concurrency ?? 20,
+    concurrencySet: p.concurrency !== undefined,
+    desired: p.desired ?? "run",
     generation: 0,
     groupId: null,
     nodeRank: 0,
     endpoint: null,
-    gpus,
-    gpuIndices: JSON.stringify(await pickGpus(db, worker, gpus, workload.gpu_resource_id, need?.bytes)),
-    auto,
+    gpus: p.gpus,
+    gpuIndices: JSON.stringify(p.gpuIndices),
+    auto: p.auto,
     state: "pending",
-    reason: null,
+    reason: p.reason ?? null,
     createdAt: now,
     updatedAt: now,
   };
   await db.insert(assignments).values(row);
-  // Placements by hand are audited; automatic ones are the system's own bookkeeping.
-  if (!auto) await audit(db, "assignment.create", { type: "assignment", id: row.id, label: `${workload.project_slug}/${workload.slug}` }, { workload_id: workload.id, worker_id: worker.id, worker: worker.name, concurrency: row.concurrency, gpus, gpu_indices: JSON.parse(row.gpuIndices), force: !!input.force });
   return assignmentView(row);
 }
 
@@ -334,12 +297,14 @@ const ACTIVE = ["ready", "starting", "downloading", "installing"];
 /**
  * Tells the agents to run an assignment's replica or to stop it (`idle`: scaled to zero, swapped
  * out, stopped by the operator), with the reason shown. An idled replica whose runtime may be up
- * keeps its state until the agent reports it stopped; `state` overrides the shown state.
+ * keeps its state until the agent reports it stopped; `state` overrides the shown state. Returns
+ * the state written.
  */
-export async function setAssignmentDesired(db: Db, id: string, desired: "run" | "idle", reason: string, state?: string): Promise<void> {
+export async function setAssignmentDesired(db: Db, id: string, desired: "run" | "idle", reason: string, state?: string): Promise<string> {
   const a = await getAssignment(db, id);
   const next = state ?? (desired === "run" ? "pending" : ACTIVE.includes(a.state) ? a.state : "idle");
   await db.update(assignments).set({ desired, state: next, reason, updatedAt: nowIso() }).where(eq(assignments.id, id));
+  return next;
 }
 
 /** Moves a replica that is not running to other GPUs (of the same or another worker). */

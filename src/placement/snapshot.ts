@@ -1,0 +1,173 @@
+/**
+ * What placement decides from: a snapshot of the workers, their GPUs as last reported, every
+ * assigned replica and what each workload's replica needs — read once (src/workers/snapshot.ts), then only
+ * computed on. The one free-memory computation of inferd lives here (`freeMemory`).
+ */
+import type { FreeGpu } from "../models/fit";
+
+/** Bytes in a MiB. */
+export const MiB = 1048576;
+
+/** A GPU as its worker last reported it. */
+export interface GpuSnapshot {
+  index: number;
+  uuid: string;
+  name: string;
+  totalMiB: number;
+  /** Memory in use when the worker last probed (what nvidia-smi said). */
+  usedMiB: number;
+}
+
+/** One worker as placement sees it. */
+export interface WorkerSnapshot {
+  id: string;
+  name: string;
+  /** `local`: an inferd host's own machine (CPU backends go there first); `remote`: an agent's. */
+  kind: "local" | "remote";
+  online: boolean;
+  /** Its `--cluster-address`, or null when it hosts no group members. */
+  clusterAddress: string | null;
+  gpus: GpuSnapshot[];
+  /** Free RAM as last reported (all of it when unknown): where a model fits without a GPU. */
+  ramFreeBytes: number;
+  /** When the reported usage was measured (ms since the epoch; 0: never). */
+  probedAt: number;
+}
+
+/** One assigned replica (a member of a multi-node group too). */
+export interface ReplicaSnapshot {
+  id: string;
+  workloadId: string;
+  workerId: string;
+  /** GPUs it was given: how many, and which (none on a worker without GPUs). */
+  gpus: number;
+  gpuIndices: number[];
+  /** `run`: its agent runs it; `idle`: told to stop, or to wait for memory. */
+  desired: "run" | "idle";
+  /** Its last state (`pending`, `downloading`, `installing`, `starting`, `ready`, `failed`, `stopped`, `idle`). */
+  state: string;
+  /** Placed by inferd (true) or by hand. */
+  auto: boolean;
+  groupId: string | null;
+  nodeRank: number;
+  /** When its row last changed (ms): a replica ready since before its worker's probe is in the reported usage. */
+  updatedAt: number;
+}
+
+/** The memory one replica of a workload takes. */
+export interface Need {
+  /** The model's estimate (weights + KV cache + overhead), when the store knows the model. */
+  bytes?: number;
+  /** The estimate in words, for reasons ("m needs ~8.0 GiB (weights …)"). */
+  text?: string;
+  /** The share of each of its GPUs vLLM or SGLang preallocates whatever the model (0.9, 0.88 by default). */
+  share?: number;
+}
+
+/** One workload as placement sees it. */
+export interface WorkloadSnapshot {
+  id: string;
+  /** `project/workload`, as reasons name it. */
+  label: string;
+  backend: string;
+  /** Machines it spans (one group when more than 1). */
+  nodes: number;
+  /** GPUs each replica (each group member) takes: the command's tensor-parallel size, else 1. */
+  gpus: number;
+  /** Whether it needs a GPU to be placed automatically (vLLM, vLLM-Omni, SGLang). */
+  needsGpu: boolean;
+  need: Need;
+  /** `worker_id` pin (id or name). */
+  pinnedWorker: string | null;
+  /** `gpu_resource_id` pin (a GPU uuid). */
+  pinnedGpu: string | null;
+  /** Whether its idle replicas may be swapped out: autoscaling down to zero, not stopped by the operator. */
+  swappable: boolean;
+}
+
+/** Everything placement decides from. */
+export interface Snapshot {
+  workers: WorkerSnapshot[];
+  replicas: ReplicaSnapshot[];
+  workloads: Map<string, WorkloadSnapshot>;
+}
+
+/**
+ * The MiB one replica takes on each of its `count` GPUs: vLLM's and SGLang's share of the GPU
+ * (they preallocate it whatever the model), else the model's estimate split evenly, else 0 (unknown).
+ * @example needMiB({ share: 0.9 }, 24000, 1) // → 21600
+ * @example needMiB({ bytes: 8 * 1024 ** 3 }, 24000, 2) // → 4096
+ */
+export function needMiB(need: Need, totalMiB: number, count: number): number {
+  if (need.share !== undefined) return Math.ceil(totalMiB * need.share);
+  return need.bytes ? Math.ceil(need.bytes / Math.max(1, count) / MiB) : 0;
+}
+
+/** States of a replica whose runtime is on its way to holding its memory. */
+const STARTING = new Set(["pending", "downloading", "installing", "starting"]);
+
+/**
+ * Whether a replica holds (or is about to hold) memory its worker's last report does not show:
+ * told to run and still starting, or ready only since that report was measured. A failed, stopped
+ * or idle one holds nothing; one ready before the probe is in `usedMiB` already.
+ */
+export function unreported(r: ReplicaSnapshot, w: WorkerSnapshot): boolean {
+  return r.desired === "run" && (STARTING.has(r.state) || (r.state === "ready" && r.updatedAt >= w.probedAt));
+}
+
+/**
+ * Free memory of every GPU, by worker id: what the worker reported free (total − used), minus the
+ * need of each replica on that GPU the report does not show yet (`unreported`) — once a replica is
+ * in the report it is subtracted there, never twice. May be negative: replicas starting there were
+ * promised more than is left.
+ *
+ * Example: a worker with two 24000 MiB GPUs reports 2000 MiB used on GPU 0 and none on GPU 1. A
+ * replica ready before the probe (on GPU 0) is in those 2000 already. A vLLM replica starting on
+ * GPU 1 takes 0.9 × 24000 = 21600; a llama.cpp replica of an 8 GiB model starting on both takes
+ * 4096 on each. Free: GPU 0 = 24000 − 2000 − 4096 = 17904; GPU 1 = 24000 − 21600 − 4096 = −1696.
+ * A starting replica whose need is unknown (no share, model not in the store) takes 0 until it reports.
+ */
+export function freeMemory(snap: Snapshot): Map<string, FreeGpu[]> {
+  const out = new Map<string, FreeGpu[]>();
+  for (const w of snap.workers) {
+    const free = new Map(w.gpus.map((g) => [g.index, g.totalMiB - g.usedMiB]));
+    for (const r of snap.replicas) {
+      const need = snap.workloads.get(r.workloadId)?.need;
+      if (r.workerId !== w.id || !need || !unreported(r, w)) continue;
+      for (const i of r.gpuIndices) {
+        const g = w.gpus.find((x) => x.index === i);
+        if (g) free.set(i, free.get(i)! - needMiB(need, g.totalMiB, r.gpuIndices.length));
+      }
+    }
+    out.set(w.id, w.gpus.map((g) => ({ index: g.index, name: g.name, total_mib: g.totalMiB, free_mib: free.get(g.index)! })));
+  }
+  return out;
+}
+
+/** How many replicas (any state) use each GPU index of a worker: the least shared are picked when the need is unknown. */
+export function gpuUse(snap: Snapshot, workerId: string): Map<number, number> {
+  const use = new Map<number, number>();
+  for (const r of snap.replicas) if (r.workerId === workerId) for (const i of r.gpuIndices) use.set(i, (use.get(i) ?? 0) + 1);
+  return use;
+}
+
+/** A worker by id, or by name (a pin may say either). */
+export const workerNamed = (snap: Snapshot, idOrName: string): WorkerSnapshot | undefined => snap.workers.find((w) => w.id === idOrName || w.name === idOrName);
+
+/** The snapshot without the replicas `drop` picks (replicas about to be replaced). */
+export function without(snap: Snapshot, drop: (r: ReplicaSnapshot) => boolean): Snapshot {
+  return { ...snap, replicas: snap.replicas.filter((r) => !drop(r)) };
+}
+
+/**
+ * Keeps a snapshot true to writes just made (a replica added, changed or removed), so later decisions
+ * of the same pass see them. The one place a snapshot changes: its appliers call it after each write.
+ */
+export function note(snap: Snapshot, change: { add?: ReplicaSnapshot; set?: { id: string } & Partial<ReplicaSnapshot>; remove?: string }): void {
+  if (change.add) snap.replicas.push(change.add);
+  if (change.remove) snap.replicas = snap.replicas.filter((r) => r.id !== change.remove);
+  if (change.set) {
+    const i = snap.replicas.findIndex((r) => r.id === change.set!.id);
+    if (i >= 0) snap.replicas[i] = { ...snap.replicas[i], ...change.set };
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * A workload as placement sees it, read from its stored fields and its command: how many GPUs a
+ * replica takes (the tensor-parallel flags the agent reads too), whether it needs one, and the
+ * memory it holds. Pure: the model's estimate comes from the caller (src/workers/snapshot.ts reads the store).
+ */
+import { flagValue, splitCommand } from "../../agent/command";
+import { tensorParallelOf } from "../../agent/runtimes/args";
+import type { Need, WorkloadSnapshot } from "./snapshot";
+
+/** The fields of a workload (as src/workloads stores it) that placement reads. */
+export interface PlacedWorkload {
+  id: string;
+  project_slug: string;
+  slug: string;
+  backend: string;
+  nodes: number;
+  config: Record<string, unknown>;
+  worker_id: string | null;
+  gpu_resource_id: string | null;
+  paused: boolean;
+  execution_policy: string;
+  execution_params: Record<string, unknown>;
+}
+
+/** Backends that need a GPU to be placed automatically. */
+export const GPU_BACKENDS = new Set(["vllm", "vllm-omni", "sglang"]);
+
+/** The command's words, or none when it cannot be split (it is refused at save time anyway). */
+function words(w: Pick<PlacedWorkload, "config">): string[] {
+  try {
+    return splitCommand(String(w.config.command ?? ""));
+  } catch {
+    return [];
+  }
+}
+
+/** The share of each GPU a vLLM or SGLang runtime takes for itself whatever the model (their defaults: 0.9, 0.88). */
+function gpuShare(backend: string, args: string[]): number | undefined {
+  if (backend === "vllm" || backend === "vllm-omni") return Number(flagValue(args, ["--gpu-memory-utilization"]) ?? 0.9) || 0.9;
+  if (backend === "sglang") return Number(flagValue(args, ["--mem-fraction-static"]) ?? 0.88) || 0.88;
+  return undefined;
+}
+
+/**
+ * GPUs each replica (each member of a group) takes: the command's tensor-parallel size, else 1.
+ * vLLM's size is per machine; SGLang's is the whole group's, split over its machines.
+ * @example replicaGpus({ backend: "sglang", nodes: 2, config: { command: "python3 -m sglang.launch_server --tp-size 4" } }) // → 2
+ */
+export function replicaGpus(w: Pick<PlacedWorkload, "backend" | "nodes" | "config">): number {
+  const tp = tensorParallelOf(w.backend, words(w)) ?? 1;
+  return w.backend === "sglang" ? Math.max(1, Math.ceil(tp / Math.max(1, w.nodes))) : tp;
+}
+
+/** A workload as placement sees it; `estimate` is its model's, when the store knows the model. */
+export function workloadSnapshot(w: PlacedWorkload, estimate?: { bytes: number; text: string }): WorkloadSnapshot {
+  const share = gpuShare(w.backend, words(w));
+  const need: Need = { ...(estimate ? { bytes: estimate.bytes, text: estimate.text } : {}), ...(share !== undefined ? { share } : {}) };
+  return {
+    id: w.id,
+    label: `${w.project_slug}/${w.slug}`,
+    backend: w.backend,
+    nodes: w.nodes,
+    gpus: replicaGpus(w),
+    needsGpu: GPU_BACKENDS.has(w.backend),
+    need,
+    pinnedWorker: w.worker_id,
+    pinnedGpu: w.gpu_resource_id,
+    swappable: !w.paused && w.execution_policy === "autoscaling" && ((w.execution_params as { min_replicas?: number }).min_replicas ?? 0) === 0,
+  };
+}

@@ -12,10 +12,12 @@
  * its own FIFO; the keys with waiters form a ring; the key at the head of the ring is credited its
  * quantum (its `weight`, 1–1000, default 1) and takes one grant per unit of credit, then goes to the
  * back of the ring. A grant costs 1 (what a request will cost is unknown when it is granted), so a
- * key of weight 3 gets three grants to a weight-1 key's one while both wait. A key that floods waits
- * behind its own queue only; a key that sends a trickle joins the ring behind at most one turn of
- * each other key, however long their queues are. DRR rather than weighted fair queuing: O(1) per
- * grant with integer quanta, no virtual clock, no sorting.
+ * key of weight 3 gets three grants to a weight-1 key's one while both wait. As in fq_codel (RFC
+ * 8290), a key that had no one waiting joins a `fresh` ring served before the keys with a backlog,
+ * for one quantum: a key that sends a trickle is served at the next free slot, whatever the queues
+ * of the others; a key that floods builds a backlog, waits behind its own queue only and takes its
+ * turns in the `old` ring. DRR rather than weighted fair queuing: O(1) per grant with integer
+ * quanta, no virtual clock, no sorting.
  *
  * Every operation is O(1), except `fattest` (O(keys), used only when the queue is full): waiters and
  * keys live in doubly-linked lists, so removing a waiter that timed out or left (in the middle of a
@@ -72,6 +74,8 @@ interface Flow<T> extends Link<Flow<T>> {
   entries: Chain<Entry<T>>;
   /** How many of its waiters count against the queue's bound. */
   bounded: number;
+  /** The ring it is in: fresh (it just started waiting) or old (it has had a turn and still waits). */
+  ring: Chain<Flow<T>>;
 }
 
 /** One waiter; `flow` is undefined once it has left the line. */
@@ -99,44 +103,55 @@ export interface Joining {
  */
 export const quantumOf = (weight: number | undefined) => (weight === undefined || !Number.isFinite(weight) ? 1 : Math.min(MAX_WEIGHT, Math.max(1, Math.floor(weight))));
 
-/** Deficit round-robin over the keys of one class. Invariant: the flow at the head of the ring has credit (deficit ≥ 1). */
+/**
+ * Deficit round-robin over the keys of one class, with two rings as fq_codel has: `fresh` for keys
+ * that just started waiting, served first for one quantum, and `old` for keys with a backlog.
+ * Invariant: the flow served next (head of `fresh`, else of `old`) has credit (deficit ≥ 1).
+ */
 class Drr<T> {
   private flows = new Map<string, Flow<T>>();
-  private ring = new Chain<Flow<T>>();
+  private fresh = new Chain<Flow<T>>();
+  private old = new Chain<Flow<T>>();
   size = 0;
 
   push(value: T, key: string, weight: number | undefined, bounded: boolean): Entry<T> {
     let flow = this.flows.get(key);
     if (!flow) {
-      flow = { key, quantum: 1, deficit: 0, entries: new Chain(), bounded: 0, prev: undefined, next: undefined };
+      flow = { key, quantum: quantumOf(weight), deficit: quantumOf(weight), entries: new Chain(), bounded: 0, ring: this.fresh, prev: undefined, next: undefined };
       this.flows.set(key, flow);
-      this.ring.push(flow);
+      this.fresh.push(flow);
     }
     // The weight a key's newest request carries is the key's weight from now on (limits change live).
     flow.quantum = quantumOf(weight);
-    this.credit();
     const e: Entry<T> = { value, flow, drr: this, bounded, prev: undefined, next: undefined };
     flow.entries.push(e);
     if (bounded) flow.bounded++;
     this.size++;
+    this.credit();
     return e;
+  }
+
+  /** The flow the next grant of this class goes to. */
+  private serving(): Flow<T> | undefined {
+    return this.fresh.head ?? this.old.head;
   }
 
   /** The waiter the next grant of this class goes to. */
   peek(): Entry<T> | undefined {
-    return this.ring.head?.entries.head;
+    return this.serving()?.entries.head;
   }
 
-  /** Grants the head waiter: its key spends one unit of credit and, out of credit, goes to the back of the ring. */
+  /** Grants the next waiter: its key spends one unit of credit and, out of credit, goes to the back of the old ring. */
   take(): Entry<T> | undefined {
-    const flow = this.ring.head;
+    const flow = this.serving();
     const e = flow?.entries.head;
     if (!flow || !e) return undefined;
     flow.deficit -= 1;
     this.unlinkEntry(e);
     if (flow.entries.size > 0 && flow.deficit < 1) {
-      this.ring.unlink(flow);
-      this.ring.push(flow);
+      flow.ring.unlink(flow);
+      flow.ring = this.old;
+      this.old.push(flow);
       this.credit();
     }
     return e;
@@ -154,16 +169,16 @@ class Drr<T> {
     if (e.bounded) flow.bounded--;
     this.size--;
     if (flow.entries.size > 0) return;
-    // A key with no one waiting leaves the ring and forgets its credit (DRR's rule).
+    // A key with no one waiting leaves its ring and forgets its credit (DRR's rule).
     this.flows.delete(flow.key);
-    this.ring.unlink(flow);
+    flow.ring.unlink(flow);
     this.credit();
   }
 
-  /** Gives the key at the head of the ring its quantum when it has no credit left. */
+  /** Gives the flow served next its quantum when it has no credit left (only old flows can be out of it). */
   private credit(): void {
-    const head = this.ring.head;
-    if (head && head.deficit < 1) head.deficit += head.quantum;
+    const next = this.serving();
+    if (next && next.deficit < 1) next.deficit += next.quantum;
   }
 
   /** How many bounded waiters `key` has here. */
@@ -179,7 +194,7 @@ class Drr<T> {
   }
 
   *values(): Generator<T> {
-    for (let f = this.ring.head; f; f = f.next) for (let e = f.entries.head; e; e = e.next) yield e.value;
+    for (const ring of [this.fresh, this.old]) for (let f = ring.head; f; f = f.next) for (let e = f.entries.head; e; e = e.next) yield e.value;
   }
 }
 

@@ -45,6 +45,7 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
   const relabel = (x: Record<string, string>) => (names.has(x.workload) ? { workload: names.get(x.workload)!, kind: x.kind } : null);
   for (const h of [metering.duration, metering.firstToken, metering.queueWait, metering.tokenRate]) e.raw(h.exposition(relabel));
   e.family("inferd_queue_depth", "gauge", "Requests and jobs waiting for a slot, per workload.", wls.map(({ w, l }) => [l, fleet.dispatcher.depth(w.id)]));
+  e.family("inferd_queue_class_depth", "gauge", "Requests and jobs waiting for a slot, per workload and class (interactive; batch: jobs and batch-priority keys).", wls.flatMap(({ w, l }) => Object.entries(fleet.dispatcher.depthByClass(w.id)).map(([cls, n]) => [{ ...l, class: cls }, n] as [Record<string, string>, number])));
   e.family("inferd_replicas", "gauge", "Replicas per workload and state.", wls.flatMap(({ w, l }) => [...(states.get(w.id) ?? [])].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number])));
   const workers = await listWorkers(db);
   e.family("inferd_worker_online", "gauge", "1 when the worker reported recently.", workers.map((w) => [{ worker: w.name }, w.state === "online" ? 1 : 0]));

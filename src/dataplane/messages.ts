@@ -1,7 +1,7 @@
 import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { AppError, badRequest } from "../errors";
-import { accounting, checkRoute, readJsonObject, runOnBase } from "./service";
+import { accounting, syncTicket, checkRoute, readJsonObject, runOnBase } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
 import { dispatchWith, isEventStream, relay, upstreamFailed } from "./forward";
@@ -56,7 +56,7 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
     viaChat = true;
     if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
-  });
+  }, syncTicket(keyOf(request)));
   const acct = accounting(deps, request, keyOf(request).id, w);
   const { upstream } = got;
   if (!upstream.ok) {

@@ -19,7 +19,7 @@ import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
 import { chatAnswerOf, chatRequestOf, countsOf, embedAnswerOf, embedRequestOf, generateAnswerOf, generateRequestOf, loadAnswerOf, ollamaErrorOf, streams, type RuntimeCall, type Timing } from "./ollama-translate";
 import { requestIdOf } from "./request-id";
-import { accounting, readJsonObject, runOnBase, type DataplaneDeps, type ModelLookup } from "./service";
+import { accounting, syncTicket, readJsonObject, runOnBase, type DataplaneDeps, type ModelLookup } from "./service";
 import { routeOf, type RouteBase } from "./target";
 
 /** The Ollama API routes served under both bases (`…/api/<name>`), and their methods. */
@@ -117,7 +117,7 @@ async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json:
   const rid = requestIdOf(request);
   if (rid) headers["x-request-id"] = rid;
   const acct = accounting(deps, request, keyOf(request).id, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal).catch((e) => {
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, syncTicket(keyOf(request))).catch((e) => {
     acct.record(NO_USAGE, false); // a queue timeout, a full queue, a runtime that broke off
     throw e;
   });

@@ -2,7 +2,7 @@ import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { badRequest } from "../errors";
 import type { Workload } from "../workloads/service";
-import { accounting, runOnBase } from "./service";
+import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
 import { dispatchWith, isEventStream, relay, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
@@ -59,7 +59,7 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
     if ("error" in translated) throw badRequest("invalid_request", translated.error);
     viaChat = true;
     return target.send({ path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body }, signal);
-  });
+  }, syncTicket(keyOf(request)));
   const acct = accounting(deps, request, keyOf(request).id, w);
   const { upstream } = got;
   if (!upstream.ok) {

@@ -5,6 +5,9 @@ import { arrivalOf } from "../usage/arrival";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { dispatch, relay, type Accounting } from "./forward";
+import { SYNC, type Ticket } from "../dispatch/queue";
+import { keyOf } from "../auth/service";
+import { priorityOf, type KeyRecord } from "../keys/service";
 import { requestIdOf } from "./request-id";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
@@ -64,6 +67,14 @@ export async function readJsonObject(deps: DataplaneDeps, request: Request): Pro
  */
 export function accounting(deps: DataplaneDeps, request: Request, keyId: string | null, w: Workload): Accounting {
   return deps.metering.begin(w, keyId, "sync", arrivalOf(request), deps.limiter.ticketOf(request)?.release);
+}
+
+/**
+ * The queue ticket of a synchronous request of `key` (null: keyless, the dashboard's playground):
+ * its key, weight and priority, from the key already loaded to authenticate it (no store read).
+ */
+export function syncTicket(key: KeyRecord | null): Ticket {
+  return key ? { kind: "sync", keyId: key.id, weight: key.weight ?? undefined, priority: priorityOf(key.priority) ?? undefined } : SYNC;
 }
 
 /**
@@ -156,7 +167,7 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
   const source = spec.body === "raw" ? new UploadSource(uploadFrom, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   const meter = accounting(deps, request, keyId, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal).catch((e) => {
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal, syncTicket(keyId === null ? null : keyOf(request))).catch((e) => {
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
     throw source?.failure ?? e;
   });

@@ -1,4 +1,5 @@
 import { AppError } from "../errors";
+import { FairQueue, type Place, type WaitClass } from "./fair";
 
 /**
  * A replica that can take requests: `capacity` slots (its assignment's concurrency), `inFlight`
@@ -67,7 +68,14 @@ interface Waiter {
   onAbort: () => void;
   signal?: AbortSignal;
   kind: "sync" | "job";
+  place?: Place<Waiter>;
 }
+
+/**
+ * The class a ticket waits in: jobs and the synchronous requests of `priority: "batch"` keys are
+ * batch; other synchronous requests (keyless ones included) are interactive.
+ */
+export const classOf = (t: Ticket): WaitClass => (t.kind === "job" || t.priority === "batch" ? "batch" : "interactive");
 
 /** A synchronous request with no key or affinity. */
 export const SYNC: Ticket = { kind: "sync" };
@@ -95,14 +103,15 @@ const REAL_TIMERS: Timers = { set: (fn, ms) => setTimeout(fn, ms), clear: (h) =>
 export type Unservable = (workloadId: string, kind: "sync" | "job") => string | undefined;
 
 /**
- * Per-workload queues over the replicas' slots. A request takes a free slot on the least-loaded
- * ready replica of its workload at once, or waits (FIFO; synchronous requests ahead of async jobs)
- * until one frees, a replica becomes ready, its wait runs out (503) or the queue is full (429).
- * One request is served by exactly one replica.
+ * Per-workload queues over the replicas' slots. A request takes a free slot on a ready replica of
+ * its workload at once, or waits until one frees, a replica becomes ready, its wait runs out (503)
+ * or the queue is full (429). Waiters are served fairly (./fair.ts): interactive before batch with
+ * a bounded share for batch, deficit round-robin over keys within each class. One request is served
+ * by exactly one replica.
  */
 export class Dispatcher {
   private targets = new Map<string, Target>();
-  private waiting = new Map<string, Waiter[]>();
+  private waiting = new Map<string, FairQueue<Waiter>>();
 
   constructor(
     private limits: QueueLimits,
@@ -147,12 +156,18 @@ export class Dispatcher {
 
   /** How many requests wait for a workload. */
   depth(workloadId: string): number {
-    return this.waiting.get(workloadId)?.length ?? 0;
+    return this.waiting.get(workloadId)?.size ?? 0;
+  }
+
+  /** How many requests wait for a workload, per class. */
+  depthByClass(workloadId: string): Record<WaitClass, number> {
+    const q = this.waiting.get(workloadId);
+    return { interactive: q?.sizeOf("interactive") ?? 0, batch: q?.sizeOf("batch") ?? 0 };
   }
 
   /** Total queued requests per workload id. */
   depths(): Map<string, number> {
-    return new Map([...this.waiting].map(([k, v]) => [k, v.length]));
+    return new Map([...this.waiting].map(([k, v]) => [k, v.size]));
   }
 
   private freeTarget(workloadId: string, _ticket?: Ticket): Target | undefined {
@@ -181,6 +196,9 @@ export class Dispatcher {
   /**
    * Waits for a slot on the workload. Rejects with 429 when the queue is full, 503 when the wait
    * runs out or the workload cannot be served, and 499-style abort when the client goes away.
+   * `--queue-max` bounds the synchronous requests waiting per workload (jobs wait unbounded: their
+   * runner bounds how many wait); when it is full, the key with the most requests waiting makes
+   * room: a request of another key takes the place of that key's newest one (which gets the 429).
    */
   acquire(workloadId: string, signal?: AbortSignal, ticket: Ticket = SYNC): Promise<Slot> {
     const kind = ticket.kind;
@@ -188,11 +206,9 @@ export class Dispatcher {
     if (free && this.depth(workloadId) === 0) return Promise.resolve(this.grant(free));
     const why = this.unservable(workloadId, kind);
     if (why) return Promise.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
-    const queue = this.waiting.get(workloadId) ?? [];
-    // Async jobs wait as long as it takes (their runner bounds how many wait); requests are bounded.
-    if (kind === "sync" && queue.filter((x) => x.kind === "sync").length >= this.limits.maxWaiting) {
-      return Promise.reject(new AppError(429, "queue_full", `the queue of this workload is full (${this.limits.maxWaiting} waiting, the server's --queue-max); retry later`, { "retry-after": "1" }));
-    }
+    const queue = this.waiting.get(workloadId) ?? new FairQueue<Waiter>();
+    const how = { cls: classOf(ticket), key: ticket.keyId ?? "", weight: ticket.weight, bounded: kind === "sync" };
+    if (how.bounded && queue.bounded >= this.limits.maxWaiting && !this.makeRoom(queue, how.cls, how.key)) return Promise.reject(this.full());
     return new Promise<Slot>((resolve, reject) => {
       const w: Waiter = {
         workloadId,
@@ -215,14 +231,28 @@ export class Dispatcher {
         },
       };
       signal?.addEventListener("abort", w.onAbort, { once: true });
-      // Synchronous requests go ahead of async jobs; each kind stays FIFO.
-      const at = kind === "sync" ? queue.findIndex((x) => x.kind === "job") : -1;
-      if (at === -1) queue.push(w);
-      else queue.splice(at, 0, w);
+      w.place = queue.push(w, how);
       this.waiting.set(workloadId, queue);
       this.drain(workloadId);
       if (this.depth(workloadId) > 0) this.onWait(workloadId);
     });
+  }
+
+  /** 429: the workload's queue is full. */
+  private full(): AppError {
+    return new AppError(429, "queue_full", `the queue of this workload is full (${this.limits.maxWaiting} waiting, the server's --queue-max); retry later`, { "retry-after": "1" });
+  }
+
+  /**
+   * A full queue makes room for a request of `key` when another key has at least two more requests
+   * waiting: that key's newest waiter is refused (429) in its place. False: refuse the newcomer.
+   */
+  private makeRoom(queue: FairQueue<Waiter>, cls: WaitClass, key: string): boolean {
+    const fat = queue.fattest();
+    if (!fat || fat.key === key || fat.count <= queue.boundedOf(cls, key) + 1) return false;
+    this.dropWaiter(fat.newest);
+    fat.newest.reject(this.full());
+    return true;
   }
 
   private dropWaiter(w: Waiter): void {
@@ -230,18 +260,18 @@ export class Dispatcher {
     w.signal?.removeEventListener("abort", w.onAbort);
     const q = this.waiting.get(w.workloadId);
     if (!q) return;
-    const i = q.indexOf(w);
-    if (i >= 0) q.splice(i, 1);
-    if (q.length === 0) this.waiting.delete(w.workloadId);
+    if (w.place) q.remove(w.place);
+    if (q.size === 0) this.waiting.delete(w.workloadId);
   }
 
-  /** Hands free slots to waiting requests of a workload, oldest first. */
+  /** Hands free slots to waiting requests of a workload, in the fair queue's order. */
   drain(workloadId: string): void {
     const q = this.waiting.get(workloadId);
-    while (q && q.length > 0) {
-      const w = q[0];
+    while (q && q.size > 0) {
+      const w = q.peek()!;
       const t = this.freeTarget(workloadId, w.ticket);
       if (!t) break;
+      q.shift();
       this.dropWaiter(w);
       w.resolve(this.grant(t));
     }
@@ -250,12 +280,16 @@ export class Dispatcher {
 
   /** Fails every waiter of a workload that has become unservable (e.g. all replicas failed). */
   failIfUnservable(workloadId: string): void {
-    if (!this.waiting.get(workloadId)?.length) return;
-    for (const w of [...(this.waiting.get(workloadId) ?? [])]) {
-      const why = this.unservable(workloadId, w.kind);
-      if (!why) continue;
+    const q = this.waiting.get(workloadId);
+    if (!q?.size) return;
+    // Asked once per kind that waits (not per waiter): a long queue costs nothing while servable.
+    const why = { sync: q.bounded > 0 ? this.unservable(workloadId, "sync") : undefined, job: q.size > q.bounded ? this.unservable(workloadId, "job") : undefined };
+    if (!why.sync && !why.job) return;
+    for (const w of [...q.values()]) {
+      const reason = why[w.kind];
+      if (!reason) continue;
       this.dropWaiter(w);
-      w.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
+      w.reject(new AppError(503, "workload_unavailable", reason, { "retry-after": "30" }));
     }
   }
 }

@@ -25,5 +25,5 @@ export const keyRoutes = (deps: Deps) =>
     .delete("/keys/:id", ({ params }) => revokeKey(deps.db, params.id), { detail: { summary: "Revoke a key" } })
     .patch("/keys/:id", ({ params, body }) => setKeyLimits(deps.db, params.id, body.limits), {
       ...jsonBody(KeyPatch),
-      detail: { summary: "Set a key's limits (rpm, tpm, max_concurrent, tokens_per_day, tokens_per_month; null removes one)" },
+      detail: { summary: "Set a key's limits (rpm, tpm, max_concurrent, tokens_per_day, tokens_per_month, priority, weight; null removes one)" },
     });

@@ -34,6 +34,9 @@ export interface KeyView {
 /** A key row joined with its project's slug: what authentication works with. */
 export type KeyRecord = typeof apiKeys.$inferSelect & { projectSlug: string };
 
+/** A stored priority as the API names it (null: interactive, the default). */
+export const priorityOf = (p: string | null): "interactive" | "batch" | null => (p === "batch" || p === "interactive" ? p : null);
+
 function view(k: KeyRecord): KeyView {
   return {
     id: k.id,
@@ -53,7 +56,7 @@ function view(k: KeyRecord): KeyView {
       total_tokens: k.inputTokens + k.outputTokens,
       last_used_at: k.lastUsedAt,
     },
-    limits: { rpm: k.rpm, tpm: k.tpm, max_concurrent: k.maxConcurrent, tokens_per_day: k.tokensPerDay, tokens_per_month: k.tokensPerMonth },
+    limits: { rpm: k.rpm, tpm: k.tpm, max_concurrent: k.maxConcurrent, tokens_per_day: k.tokensPerDay, tokens_per_month: k.tokensPerMonth, priority: priorityOf(k.priority), weight: k.weight },
   };
 }
 
@@ -65,6 +68,8 @@ function limitColumns(l: KeyLimits): Partial<typeof apiKeys.$inferInsert> {
   if (l.max_concurrent !== undefined) out.maxConcurrent = l.max_concurrent;
   if (l.tokens_per_day !== undefined) out.tokensPerDay = l.tokens_per_day;
   if (l.tokens_per_month !== undefined) out.tokensPerMonth = l.tokens_per_month;
+  if (l.priority !== undefined) out.priority = l.priority;
+  if (l.weight !== undefined) out.weight = l.weight;
   return out;
 }
 

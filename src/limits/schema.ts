@@ -13,6 +13,10 @@ export const KeyLimits = z.strictObject({
   /** Tokens per UTC day and per calendar month (UTC), kept across restarts. */
   tokens_per_day: Count.optional(),
   tokens_per_month: Count.optional(),
+  /** "batch": its synchronous requests wait behind interactive ones, as jobs do (null: interactive). */
+  priority: z.enum(["interactive", "batch"]).nullable().optional(),
+  /** Its share against other keys waiting for the same workload (null: 1). */
+  weight: z.number().int().min(1).max(1000).nullable().optional(),
 });
 export type KeyLimits = z.infer<typeof KeyLimits>;
 
@@ -41,4 +45,8 @@ export interface LimitsView {
   max_concurrent: number | null;
   tokens_per_day: number | null;
   tokens_per_month: number | null;
+  /** null: interactive. */
+  priority: "interactive" | "batch" | null;
+  /** null: 1. */
+  weight: number | null;
 }

@@ -63,7 +63,8 @@ describe("Get started across reloads", () => {
     const state = page.getByTestId("first-state");
     const badge = page.locator(".first-replicas .badge");
     await until(async () => {
-      const [words, shown] = [await state.textContent(), (await badge.count()) ? await badge.first().textContent() : ""];
+      // Both read in one go in the page: two reads could straddle a re-render.
+      const [words, shown] = await page.evaluate(() => [document.querySelector("[data-testid=first-state]")?.textContent ?? "", document.querySelector(".first-replicas .badge")?.textContent ?? ""]);
       if (shown === "ready") expect(words).not.toContain("starting");
       return shown === "ready" && words === "Your workload is ready: it answers now.";
     }, "the replica ready, and the words saying so", 30_000);

@@ -15,7 +15,7 @@ let s: Serving;
 let w: { id: string; slug: string; [k: string]: unknown };
 
 /** The pid of the fake runtime that served request `rid` (from its FAKE_RECORD line). */
-const served = (rid: string) => s.events((e) => e.event === "request" && e.request_id === rid)[0] as { pid: number; prompt_chars: number; cached_chars: number } | undefined;
+const served = (rid: string) => s.events((e) => e.event === "request" && e.request_id === rid)[0] as unknown as { pid: number; prompt_chars: number; cached_chars: number } | undefined;
 
 /** Runs conversation `c` for `turns` turns, one after another; returns the request ids. */
 async function converse(c: string, turns: number): Promise<string[]> {

@@ -5,7 +5,7 @@
  * requests and the hits; `routing` is set, reset and refused at its field on both APIs.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { startServing, type Serving } from "./helpers/serving";
+import { sseEvents, startServing, type Serving } from "./helpers/serving";
 import { waitFor } from "./helpers/proc";
 import { defaultRouting } from "../src/workloads/schema";
 
@@ -17,17 +17,21 @@ let w: { id: string; slug: string; [k: string]: unknown };
 /** The pid of the fake runtime that served request `rid` (from its FAKE_RECORD line). */
 const served = (rid: string) => s.events((e) => e.event === "request" && e.request_id === rid)[0] as unknown as { pid: number; prompt_chars: number; cached_chars: number } | undefined;
 
-/** Runs conversation `c` for `turns` turns, one after another; returns the request ids. */
-async function converse(c: string, turns: number): Promise<string[]> {
+/**
+ * Runs conversation `c` for `turns` turns, one after another (streamed), returning the request ids;
+ * `before(t)` runs before turn `t` is sent.
+ */
+async function converse(c: string, turns: number, before: (t: number) => Promise<unknown> = async () => {}): Promise<string[]> {
   const messages: { role: string; content: string }[] = [{ role: "system", content: SYSTEM }];
   const rids: string[] = [];
   for (let t = 0; t < turns; t++) {
+    await before(t);
     messages.push({ role: "user", content: `(${c}) question ${t}: which drawer holds part ${c}-${t}?` });
     const rid = `${c}-turn-${t}`;
-    const r = await s.data(w.slug, "/v1/chat/completions", { body: { model: "chat-model", messages, max_tokens: 4 }, headers: { "x-request-id": rid } });
+    const r = await s.data(w.slug, "/v1/chat/completions", { body: { model: "chat-model", messages, max_tokens: 4, stream: true }, headers: { "x-request-id": rid } });
     expect(r.status).toBe(200);
-    const answer = (await r.json()).choices[0].message.content as string;
-    messages.push({ role: "assistant", content: answer });
+    const chunks = (await sseEvents(r)) as { choices?: { delta?: { content?: string } }[] }[];
+    messages.push({ role: "assistant", content: chunks.map((e) => e.choices?.[0]?.delta?.content ?? "").join("") });
     rids.push(rid);
   }
   return rids;
@@ -44,7 +48,7 @@ async function metric(name: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  s = await startServing({ FAKE_GPUS: "3x NVIDIA GeForce RTX 4090:24564", FAKE_PREFILL_MS_PER_KCHAR: "2", FAKE_DELAY_MS: "20" });
+  s = await startServing({ FAKE_GPUS: "3x NVIDIA GeForce RTX 4090:24564", FAKE_PREFILL_MS_PER_KCHAR: "2", FAKE_DELAY_MS: "3000" });
   w = await s.createWorkload({ name: "chat", backend: "vllm", model_name: "chat-model", config: { command: "vllm serve chat-model" }, execution_params: { replicas: 3 } });
   await waitFor(async () => ((await s.workload(w.id)).assignments.filter((a) => a.state === "ready").length === 3 ? true : undefined), { what: "three ready replicas", timeoutMs: 60_000, detail: () => s.output() });
   // Every replica takes requests once one-off prompts have reached all three processes.
@@ -83,15 +87,23 @@ describe("routing between replicas", () => {
     expect(await metric("inferd_prefix_hits_total")).toBe(hits + 40);
   }, 120_000);
 
-  test("routing least_loaded: the turns of concurrent conversations scatter over the replicas, nothing is counted as routed by prefix", async () => {
+  test("routing least_loaded: a conversation's next turn goes to whichever replica is least busy, nothing is counted as routed by prefix", async () => {
     const r = await s.admin(`/admin/workloads/${w.id}`, { method: "PATCH", body: { routing: "least_loaded" } });
     expect(r.status).toBe(200);
     expect(await r.json()).toMatchObject({ routing: "least_loaded", routing_is_default: false });
     const routed = await metric("inferd_prefix_routed_total");
-    const all = await Promise.all(Array.from({ length: 6 }, (_, c) => converse(`spread${c}`, 4)));
-    const scattered = await Promise.all(all.map(async (rids) => new Set(await pidsOf(rids)).size));
-    expect(Math.max(...scattered)).toBeGreaterThan(1);
+    const busy = async () => (await s.workload(w.id)).assignments.reduce((n, a) => n + a.in_flight, 0);
+    // Before the second turn another client's request (non-stream: FAKE_DELAY_MS long) holds the
+    // replica every request goes to while all are idle: the one that took the first turn.
+    const holders: Promise<Response>[] = [];
+    const rids = await converse("scatter", 2, async (t) => {
+      if (t === 0) return;
+      holders.push(s.data(w.slug, "/v1/chat/completions", { body: { model: "chat-model", messages: [{ role: "user", content: "a slow one-off" }], max_tokens: 2 } }));
+      await waitFor(async () => ((await busy()) === 1 ? true : undefined), { what: "the other client's request in flight" });
+    });
+    expect(new Set(await pidsOf(rids)).size).toBe(2);
     expect(await metric("inferd_prefix_routed_total")).toBe(routed);
+    expect((await Promise.all(holders)).map((h) => h.status)).toEqual([200]);
     const back = await s.admin(`/admin/workloads/${w.id}`, { method: "PATCH", body: { routing: null } });
     expect(await back.json()).toMatchObject({ routing: "prefix", routing_is_default: true });
   }, 120_000);

@@ -7,6 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { BLOCK_CHARS, MAX_BLOCKS, PrefixRouter, prefixAffinity } from "../src/dispatch/prefix";
 import { Dispatcher, type Target } from "../src/dispatch/queue";
 import { dispatchWith, withAffinity } from "../src/dataplane/forward";
+import { BUCKET_MS, MetricsStore } from "../src/usage/series";
 
 const SYSTEM = `You are the support assistant of a hardware shop. ${"Answer politely and cite the manual. ".repeat(135)}`;
 const TOOLS = Array.from({ length: 6 }, (_, i) => ({ type: "function", function: { name: `tool_${i}`, description: `Looks up thing ${i} in the catalogue. `.repeat(8), parameters: { type: "object", properties: { id: { type: "string" } } } } }));
@@ -166,5 +167,19 @@ describe("the dispatcher routing by prefix", () => {
     const us = ((performance.now() - t0) * 1000) / N;
     console.log(`prefix routing cost: ${us.toFixed(1)} µs per request (${JSON.stringify(body).length} byte chat body: hash the opening + pick on the ring)`);
     expect(us).toBeGreaterThan(0);
+  });
+});
+
+describe("the hit rate in the workload's series", () => {
+  test("each 10 s bucket gets the share of requests routed by prefix that went to their ring replica; none routed is a gap in that line only", () => {
+    const t0 = Date.UTC(2026, 0, 1, 12, 0, 0);
+    const m = new MetricsStore(t0);
+    m.samplePrefix("w", { routed: 4, hits: 3 }, t0 + 1000);
+    m.samplePrefix("w", { routed: 10, hits: 9 }, t0 + 5000); // totals since start: this bucket got 10 routed, 9 hits
+    m.samplePrefix("w", { routed: 10, hits: 9 }, t0 + BUCKET_MS + 1000); // nothing new
+    m.samplePrefix("w", { routed: 12, hits: 9 }, t0 + 2 * BUCKET_MS + 1000);
+    const points = m.points("w", 1, t0 + 3 * BUCKET_MS);
+    expect(points.slice(-3).map((p) => p.prefix_hit_rate)).toEqual([0.9, null, 0]);
+    expect(points.slice(-3).map((p) => p.rps)).toEqual([0, 0, 0]);
   });
 });

@@ -68,8 +68,10 @@ class BlockHasher {
     return this.text.length >= MAX_CHARS;
   }
 
+  /** Appends text, cut at `MAX_CHARS` (a huge part, e.g. an inline image, is never copied whole). */
   add(s: string): void {
-    if (!this.full) this.text += s;
+    const room = MAX_CHARS - this.text.length;
+    if (room > 0) this.text += s.length > room ? s.slice(0, room) : s;
   }
 
   /** Any value as stable text: strings as they are, arrays and objects member by member (keys in the client's order). */
@@ -104,7 +106,7 @@ class BlockHasher {
 
   /** The hashes, the last (partial) block's included. */
   done(): number[] {
-    const text = this.text.length > MAX_CHARS ? this.text.slice(0, MAX_CHARS) : this.text;
+    const { text } = this;
     const hashes: number[] = [];
     let h = 0;
     for (let at = 0; at < text.length; at += BLOCK_CHARS) hashes.push((h = Bun.hash.crc32(text.slice(at, at + BLOCK_CHARS), h)));

@@ -73,7 +73,7 @@ export function ReplicaRouting({ d, set, error }: { d: Draft; set(p: Partial<Dra
   const byDefault = CHAT_TASKS.includes(d.task_type) ? "by prompt prefix" : "least loaded";
   return html`<label>Between replicas
     <select name="routing" value=${d.routing} onChange=${(e: Event) => set({ routing: val(e) })} ...${invalidAt(error, "routing")}>
-      <option value="">Default for the task type (${byDefault})</option>
+      <option value="">Default: ${byDefault}</option>
       <option value="prefix">By prompt prefix</option>
       <option value="least_loaded">Least loaded</option>
     </select>

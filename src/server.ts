@@ -182,6 +182,7 @@ function startChores(config: Config, s: Services): () => void {
     }, 1000),
     setInterval(() => {
       for (const [id, depth] of deps.fleet.dispatcher.depths()) deps.metrics.sampleQueue(id, depth);
+      for (const [id, counts] of deps.fleet.dispatcher.prefix.counts) deps.metrics.samplePrefix(id, counts);
       deps.series.flush().catch((e) => log.warn("could not write the charts' series", e));
     }, 1000),
     setInterval(() => {

@@ -44,6 +44,10 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
   const names = new Map(wls.map(({ w, l }) => [w.id, l.workload]));
   const relabel = (x: Record<string, string>) => (names.has(x.workload) ? { workload: names.get(x.workload)!, kind: x.kind } : null);
   for (const h of [metering.duration, metering.firstToken, metering.queueWait, metering.tokenRate]) e.raw(h.exposition(relabel));
+  const prefixed = wls.filter(({ w }) => w.routing === "prefix");
+  const prefix = (id: string) => fleet.dispatcher.prefix.counts.get(id) ?? { routed: 0, hits: 0 };
+  e.family("inferd_prefix_routed_total", "counter", "Requests routed by prompt prefix (two replicas or more), per workload routed by prefix.", prefixed.map(({ w, l }) => [l, prefix(w.id).routed]));
+  e.family("inferd_prefix_hits_total", "counter", "Requests routed by prompt prefix that went to the replica the ring named (not spilled by load), per workload.", prefixed.map(({ w, l }) => [l, prefix(w.id).hits]));
   e.family("inferd_queue_depth", "gauge", "Requests and jobs waiting for a slot, per workload.", wls.map(({ w, l }) => [l, fleet.dispatcher.depth(w.id)]));
   e.family("inferd_queue_class_depth", "gauge", "Requests and jobs waiting for a slot, per workload and class (interactive; batch: jobs and batch-priority keys).", wls.flatMap(({ w, l }) => Object.entries(fleet.dispatcher.depthByClass(w.id)).map(([cls, n]) => [{ ...l, class: cls }, n] as [Record<string, string>, number])));
   e.family("inferd_replicas", "gauge", "Replicas per workload and state.", wls.flatMap(({ w, l }) => [...(states.get(w.id) ?? [])].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number])));

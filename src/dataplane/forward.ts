@@ -1,5 +1,6 @@
 import { AppError } from "../errors";
 import { SYNC, type Dispatcher, type Slot, type Ticket, type Upstream } from "../dispatch/queue";
+import { prefixAffinity } from "../dispatch/prefix";
 import { meteredStream, usageOf, type Usage } from "./meter";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
@@ -39,6 +40,7 @@ export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, s
   const queuedAt = performance.now();
   for (let tries = 1; ; tries++) {
     const slot = await dispatcher.acquire(workloadId, signal, ticket);
+    if (ticket.affinity?.length) dispatcher.prefix.granted(workloadId, ticket.affinity, slot.target.id);
     const waitedMs = performance.now() - queuedAt;
     const abort = new AbortController();
     const onClientGone = () => abort.abort(signal.reason);
@@ -57,6 +59,16 @@ export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, s
       throw upstreamFailed(e);
     }
   }
+}
+
+/**
+ * `ticket` with the prompt's prefix affinity (see ../dispatch/prefix.ts) when the workload routes by
+ * prefix and has two ready replicas or more; otherwise as it was, and nothing is hashed.
+ */
+export function withAffinity(dispatcher: Dispatcher, w: { id: string; routing: string }, body: Record<string, unknown> | undefined, ticket: Ticket = SYNC): Ticket {
+  if (!body || w.routing !== "prefix" || dispatcher.targetsOf(w.id).length < 2) return ticket;
+  const affinity = prefixAffinity(body);
+  return affinity.length ? { ...ticket, affinity } : ticket;
 }
 
 /** How many replicas a request may be tried on when workers are lost under it. */

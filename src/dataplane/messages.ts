@@ -4,7 +4,7 @@ import { AppError, badRequest } from "../errors";
 import { accounting, syncTicket, checkRoute, readJsonObject, runOnBase } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
-import { dispatchWith, isEventStream, relay, upstreamFailed } from "./forward";
+import { dispatchWith, isEventStream, relay, upstreamFailed, withAffinity } from "./forward";
 import { countPromptTokens, countWayOf, RuntimeRefused, tokenizeOn } from "./anthropic-count";
 import type { Target } from "../dispatch/queue";
 import { requestIdOf } from "./request-id";
@@ -56,7 +56,7 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
     viaChat = true;
     if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
-  }, syncTicket(keyOf(request)));
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))));
   const acct = accounting(deps, request, keyOf(request).id, w);
   const { upstream } = got;
   if (!upstream.ok) {

@@ -13,7 +13,7 @@ import { arrivalOf } from "../usage/arrival";
 import { VERSION } from "../version";
 import type { Workload } from "../workloads/service";
 import type { JsonObject } from "./anthropic";
-import { dispatch, upstreamFailed, type Accounting } from "./forward";
+import { dispatch, upstreamFailed, withAffinity, type Accounting } from "./forward";
 import type { Usage } from "./meter";
 import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
@@ -117,7 +117,7 @@ async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json:
   const rid = requestIdOf(request);
   if (rid) headers["x-request-id"] = rid;
   const acct = accounting(deps, request, keyOf(request).id, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, syncTicket(keyOf(request))).catch((e) => {
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request)))).catch((e) => {
     acct.record(NO_USAGE, false); // a queue timeout, a full queue, a runtime that broke off
     throw e;
   });

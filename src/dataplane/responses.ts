@@ -4,7 +4,7 @@ import { badRequest } from "../errors";
 import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
-import { dispatchWith, isEventStream, relay, type Accounting } from "./forward";
+import { dispatchWith, isEventStream, relay, withAffinity, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
@@ -59,7 +59,7 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
     if ("error" in translated) throw badRequest("invalid_request", translated.error);
     viaChat = true;
     return target.send({ path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body }, signal);
-  }, syncTicket(keyOf(request)));
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))));
   const acct = accounting(deps, request, keyOf(request).id, w);
   const { upstream } = got;
   if (!upstream.ok) {

@@ -1,5 +1,6 @@
 import { AppError } from "../errors";
 import { FairQueue, type Place, type WaitClass } from "./fair";
+import { PrefixRouter } from "./prefix";
 
 /**
  * A replica that can take requests: `capacity` slots (its assignment's concurrency), `inFlight`
@@ -112,6 +113,8 @@ export type Unservable = (workloadId: string, kind: "sync" | "job") => string | 
 export class Dispatcher {
   private targets = new Map<string, Target>();
   private waiting = new Map<string, FairQueue<Waiter>>();
+  /** Prefix-aware choice for tickets with an affinity: the ring per workload and its hit counts. */
+  readonly prefix = new PrefixRouter();
 
   constructor(
     private limits: QueueLimits,
@@ -170,7 +173,15 @@ export class Dispatcher {
     return new Map([...this.waiting].map(([k, v]) => [k, v.size]));
   }
 
-  private freeTarget(workloadId: string, _ticket?: Ticket): Target | undefined {
+  /**
+   * The replica a request takes now, or undefined when none has a free slot: the prefix ring's
+   * choice for a ticket with an affinity (the workload routes by prefix), else the least-loaded.
+   */
+  private freeTarget(workloadId: string, ticket?: Ticket): Target | undefined {
+    if (ticket?.affinity?.length) {
+      const chosen = this.prefix.choose(workloadId, this.targetsOf(workloadId), ticket.affinity);
+      if (chosen) return chosen;
+    }
     let best: Target | undefined;
     for (const t of this.targets.values()) {
       if (t.workloadId !== workloadId || t.inFlight >= t.capacity) continue;

@@ -1,6 +1,6 @@
 import type { Db } from "../db";
 import { AppError } from "../errors";
-import { dispatchWith } from "../dataplane/forward";
+import { dispatchWith, withAffinity } from "../dataplane/forward";
 import type { Metering } from "../usage/meter";
 import { log } from "../log";
 import type { Fleet } from "../workers/fleet";
@@ -135,7 +135,7 @@ export class JobRunner {
     };
     let data: JobData;
     try {
-      const got = await dispatchWith(this.fleet.dispatcher, w.id, this.abort.signal, (t, s) => t.send(req, s), { kind: "job", keyId: job.keyId ?? undefined });
+      const got = await dispatchWith(this.fleet.dispatcher, w.id, this.abort.signal, (t, s) => t.send(req, s), withAffinity(this.fleet.dispatcher, w, json, { kind: "job", keyId: job.keyId ?? undefined }));
       meter.waited(got.waitedMs);
       meter.firstByte();
       let bytes: Uint8Array;

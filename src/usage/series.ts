@@ -17,6 +17,9 @@ interface Bucket {
   firstTokens: number[];
   seen: number;
   queueDepth: number;
+  /** Requests routed by prompt prefix, and those that went to the ring's replica (src/dispatch/prefix.ts). */
+  prefixRouted: number;
+  prefixHits: number;
   /** What a previous process of this host counted in the same bucket before it stopped. */
   carried?: BucketSummary;
 }
@@ -37,6 +40,9 @@ export interface BucketSummary {
   ttft_p50_ms: number | null;
   ttft_p99_ms: number | null;
   queue_depth: number;
+  /** Requests routed by prompt prefix, and those that landed on the replica the ring named (absent in rows stored before routing by prefix). */
+  prefix_routed?: number;
+  prefix_hits?: number;
 }
 
 /**
@@ -55,6 +61,8 @@ export interface SeriesPoint {
   errors_per_s: number | null;
   error_rate: number | null;
   queue_depth: number | null;
+  /** Of the requests routed by prompt prefix, the share that went to the replica the ring named; null when none was. */
+  prefix_hit_rate: number | null;
 }
 
 /** What the store holds of one workload over a window: its buckets recorded elsewhere (other hosts, earlier runs), and the buckets some host was up in. */
@@ -122,6 +130,8 @@ export function combine(parts: BucketSummary[], queue: "sum" | "max"): BucketSum
     ttft_p50_ms: weighted(parts.map((s) => [s.ttft_p50_ms, s.ttft_n])),
     ttft_p99_ms: largest(parts.map((s) => s.ttft_p99_ms)),
     queue_depth: queue === "sum" ? sum((s) => s.queue_depth) : Math.max(0, ...parts.map((s) => s.queue_depth)),
+    prefix_routed: sum((s) => s.prefix_routed ?? 0),
+    prefix_hits: sum((s) => s.prefix_hits ?? 0),
   };
 }
 
@@ -138,6 +148,8 @@ function summarize(b: Bucket): BucketSummary {
     ttft_p50_ms: quantile(b.firstTokens, 0.5),
     ttft_p99_ms: quantile(b.firstTokens, 0.99),
     queue_depth: b.queueDepth,
+    prefix_routed: b.prefixRouted,
+    prefix_hits: b.prefixHits,
   };
   return b.carried ? combine([b.carried, own], "max") : own;
 }
@@ -148,7 +160,7 @@ function summarize(b: Bucket): BucketSummary {
  */
 export function pointOf(t: number, s: BucketSummary | undefined, up: boolean): SeriesPoint {
   const secs = BUCKET_MS / 1000;
-  if (!s && !up) return { t: new Date(t).toISOString(), rps: null, p50_ms: null, p99_ms: null, ttft_p50_ms: null, ttft_p99_ms: null, tokens_per_s: null, errors_per_s: null, error_rate: null, queue_depth: null };
+  if (!s && !up) return { t: new Date(t).toISOString(), rps: null, p50_ms: null, p99_ms: null, ttft_p50_ms: null, ttft_p99_ms: null, tokens_per_s: null, errors_per_s: null, error_rate: null, queue_depth: null, prefix_hit_rate: null };
   return {
     t: new Date(t).toISOString(),
     rps: (s?.requests ?? 0) / secs,
@@ -160,6 +172,7 @@ export function pointOf(t: number, s: BucketSummary | undefined, up: boolean): S
     errors_per_s: (s?.errors ?? 0) / secs,
     error_rate: s && s.requests ? s.errors / s.requests : 0,
     queue_depth: s?.queue_depth ?? 0,
+    prefix_hit_rate: s?.prefix_routed ? (s.prefix_hits ?? 0) / s.prefix_routed : null,
   };
 }
 
@@ -182,6 +195,8 @@ export function windowOf(minutes: number, now = Date.now()): { from: number; unt
 export class MetricsStore {
   private series = new Map<string, Bucket[]>();
   readonly totals = new Map<string, { requests: number; errors: number; inputTokens: number; outputTokens: number }>();
+  /** The prefix counts of each workload at the last `samplePrefix`. */
+  private prefixSeen = new Map<string, { routed: number; hits: number }>();
   /** The first bucket this process records (it started in it): from there on, a bucket with no traffic is a zero. */
   readonly firstBucket: number;
 
@@ -200,7 +215,7 @@ export class MetricsStore {
     // The bucket filling is the last one (a linear search only for a carried or injected time).
     let b = list.at(-1)?.t === t ? list.at(-1) : list.findLast((x) => x.t === t);
     if (!b) {
-      b = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], firstTokens: [], seen: 0, queueDepth: 0 };
+      b = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], firstTokens: [], seen: 0, queueDepth: 0, prefixRouted: 0, prefixHits: 0 };
       list.push(b);
       list.sort((x, y) => x.t - y.t);
       if (list.length > KEEP) list.splice(0, list.length - KEEP);
@@ -233,10 +248,23 @@ export class MetricsStore {
     b.queueDepth = Math.max(b.queueDepth, depth);
   }
 
+  /**
+   * Counts in the bucket filling what a workload's prefix router counted since the last call
+   * (`counts` are its totals since start; called on the queue-sampling timer, off the request path).
+   */
+  samplePrefix(workloadId: string, counts: { routed: number; hits: number }, now = Date.now()): void {
+    const last = this.prefixSeen.get(workloadId) ?? { routed: 0, hits: 0 };
+    if (counts.routed === last.routed) return;
+    const b = this.bucket(workloadId, now);
+    b.prefixRouted += counts.routed - last.routed;
+    b.prefixHits += counts.hits - last.hits;
+    this.prefixSeen.set(workloadId, { ...counts });
+  }
+
   /** The summaries of the buckets in [from, until) that saw traffic, per workload, for the store. */
   completed(from: number, until: number): { subject: string; t: number; data: BucketSummary }[] {
     return [...this.series].flatMap(([subject, list]) =>
-      list.filter((b) => b.t >= from && b.t < until && (b.requests || b.queueDepth || b.carried)).map((b) => ({ subject, t: b.t, data: summarize(b) })),
+      list.filter((b) => b.t >= from && b.t < until && (b.requests || b.queueDepth || b.prefixRouted || b.carried)).map((b) => ({ subject, t: b.t, data: summarize(b) })),
     );
   }
 
@@ -268,5 +296,6 @@ export class MetricsStore {
   drop(workloadId: string): void {
     this.series.delete(workloadId);
     this.totals.delete(workloadId);
+    this.prefixSeen.delete(workloadId);
   }
 }

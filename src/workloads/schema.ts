@@ -40,6 +40,16 @@ export const GROUP_FLAGS = ["--nnodes", "--node-rank", "--master-addr", "--maste
 export const EXECUTION_POLICIES = ["fixed", "scheduled", "autoscaling"] as const;
 export type ExecutionPolicy = (typeof EXECUTION_POLICIES)[number];
 
+/** How a workload's requests are spread over its replicas (see src/dispatch/prefix.ts). */
+export const ROUTINGS = ["prefix", "least_loaded"] as const;
+export type Routing = (typeof ROUTINGS)[number];
+
+/** Task types whose requests are chats (a long prefix resent every turn): routed by prefix unless set otherwise. */
+export const CHAT_TASK_TYPES = ["text2text", "image2text"] as const;
+
+/** The routing a workload of `taskType` gets when none is set: by prefix for chats, else to the least-loaded replica. */
+export const defaultRouting = (taskType: string): Routing => ((CHAT_TASK_TYPES as readonly string[]).includes(taskType) ? "prefix" : "least_loaded");
+
 /** Endpoint toggles: `jobs` is the async master switch, the rest one per modality. */
 export const TOGGLES = ["jobs", "chat", "embeddings", "rerank", "audio", "images", "forecast"] as const;
 export type Toggle = (typeof TOGGLES)[number];
@@ -89,6 +99,7 @@ const fields = {
   fallbacks: z.array(Slug).max(8),
   execution_policy: z.enum(EXECUTION_POLICIES),
   execution_params: z.record(z.string(), z.unknown()),
+  routing: z.enum(ROUTINGS).nullable(),
 };
 
 /** Body of workload create: name, backend and model_name required; `config` checked per backend. */
@@ -111,6 +122,8 @@ export const WorkloadCreate = z.strictObject({
   execution_policy: fields.execution_policy.optional(),
   /** The policy's parameters (checked per policy; see src/scaling/schema.ts). */
   execution_params: fields.execution_params.optional(),
+  /** Between replicas: "prefix" (a conversation stays on one replica) or "least_loaded"; null: by task type. */
+  routing: fields.routing.optional(),
 });
 export type WorkloadCreate = z.infer<typeof WorkloadCreate>;
 

@@ -8,7 +8,7 @@ import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
 import { splitCommand } from "../../agent/command";
 import { taskFlagProblem } from "../../agent/runtimes/task-flags";
-import { CONFIG_BY_BACKEND, GROUP_FLAGS, RESERVED_SLUGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
+import { CONFIG_BY_BACKEND, defaultRouting, GROUP_FLAGS, RESERVED_SLUGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type Routing, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
 import { DEFAULTS, PARAMS_BY_POLICY } from "../scaling/schema";
 import { audit, diffOf, fieldsOf } from "../audit/service";
 
@@ -37,6 +37,10 @@ export interface WorkloadView {
   execution_policy: string;
   /** The policy's parameters with defaults filled in. */
   execution_params: Record<string, unknown>;
+  /** How requests are spread over the replicas: the one set, else the task type's default. */
+  routing: Routing;
+  /** True when `routing` is the task type's default (none was set). */
+  routing_is_default: boolean;
   created_at: string;
   updated_at: string;
 }
@@ -72,6 +76,8 @@ function toWorkload(r: Row, projectSlug: string): Workload {
     fallbacks: JSON.parse(r.fallbacks),
     execution_policy: r.executionPolicy,
     execution_params: JSON.parse(r.executionParams),
+    routing: (r.routing as Routing | null) ?? defaultRouting(r.taskType),
+    routing_is_default: r.routing === null,
     config_origin: r.configOrigin,
     paused: r.paused,
     created_at: r.createdAt,
@@ -190,7 +196,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
     nodes: input.nodes ?? 1,
     aliases: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "aliases", input.aliases ?? [])),
     fallbacks: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "fallbacks", input.fallbacks ?? [])),
-    routing: null,
+    routing: input.routing ?? null,
     executionPolicy: input.execution_policy ?? "fixed",
     executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
     paused: false,
@@ -201,7 +207,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
   };
   await db.insert(workloads).values(row);
   const w = toWorkload(row, project.slug);
-  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "execution_policy", "execution_params"]));
+  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "routing", "execution_policy", "execution_params"]));
   return w;
 }
 
@@ -252,6 +258,7 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
     const checked = await checkRouting(db, current.project_id, current.id, slug, field, sent);
     if (JSON.stringify(checked) !== JSON.stringify(current[field])) set[field] = JSON.stringify(checked);
   }
+  if (patch.routing !== undefined && patch.routing !== (current.routing_is_default ? null : current.routing)) set.routing = patch.routing;
   if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;
   const next = patchedPolicy(current, patch);
   if (next && JSON.stringify(next.params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(next.params);
@@ -259,7 +266,7 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
   set.updatedAt = nowIso();
   await db.update(workloads).set(set).where(eq(workloads.id, current.id));
   const after = (await getWorkloadById(db, current.id))!;
-  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "execution_policy", "execution_params"]));
+  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "routing", "execution_policy", "execution_params"]));
   return after;
 }
 

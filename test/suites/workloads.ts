@@ -24,7 +24,7 @@ export function workloadsSuite(engine: Engine): void {
       expect(r.status).toBe(201);
       const w = await r.json();
       expect(Object.keys(w).sort()).toEqual(
-        ["aliases", "backend", "config", "created_at", "description", "execution_params", "execution_policy", "fallbacks", "gpu_resource_id", "id", "model_name", "name", "nodes", "project_id", "project_slug", "slug", "task_type", "updated_at", "worker_id", "workload_slug"].sort(),
+        ["aliases", "backend", "config", "created_at", "description", "execution_params", "execution_policy", "fallbacks", "gpu_resource_id", "id", "model_name", "name", "nodes", "project_id", "project_slug", "routing", "routing_is_default", "slug", "task_type", "updated_at", "worker_id", "workload_slug"].sort(),
       );
       expect(w).toMatchObject({
         name: "Llama 3 8B",
@@ -40,6 +40,8 @@ export function workloadsSuite(engine: Engine): void {
         nodes: 1,
         aliases: [],
         fallbacks: [],
+        routing: "prefix",
+        routing_is_default: true,
         config: { command: "vllm serve meta-llama/Llama-3-8B --max-model-len 8192", vllm_version: "0.11.0" },
       });
       expect(w.id).toMatch(/^wl_/);

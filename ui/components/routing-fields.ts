@@ -65,6 +65,22 @@ function Fallbacks({ d, set, error, others: loaded }: { d: Draft; set(p: Partial
   </div>`;
 }
 
+/** Task types routed by prefix when no routing is set (the server's CHAT_TASK_TYPES). */
+const CHAT_TASKS = ["text2text", "image2text"];
+
+/** How requests are spread over the workload's replicas: by prompt prefix, to the least-loaded one, or the task type's default. */
+export function ReplicaRouting({ d, set, error }: { d: Draft; set(p: Partial<Draft>): void; error?: ApiError }) {
+  const byDefault = CHAT_TASKS.includes(d.task_type) ? "by prompt prefix" : "least loaded";
+  return html`<label>Between replicas
+    <select name="routing" value=${d.routing} onChange=${(e: Event) => set({ routing: val(e) })} ...${invalidAt(error, "routing")}>
+      <option value="">Default: ${byDefault}</option>
+      <option value="prefix">By prompt prefix</option>
+      <option value="least_loaded">Least loaded</option>
+    </select>
+    <small class="muted">By prompt prefix, the turns of one conversation go to the replica that already holds its prompt (faster first token); a busy replica hands them on.</small>
+    <${FieldError} error=${error} field="routing" /></label>`;
+}
+
 /** Aliases and fallbacks of a workload; `others` are the project's other workloads (undefined while they load). */
 export function RoutingFields({ d, set, error, others }: { d: Draft; set(p: Partial<Draft>): void; error?: ApiError; others?: FallbackChoice[] }) {
   return html`<fieldset class="routing">

@@ -3,7 +3,7 @@ import { html } from "htm/preact";
 import { useRef, useState } from "preact/hooks";
 import { useApi, type Loaded } from "../lib/hooks";
 import type { SeriesAnswer, SeriesPoint, WorkloadSeries } from "../lib/types";
-import { Chart, COLORS, DASHED, duration, type Line, type Range } from "./chart";
+import { Chart, COLORS, DASHED, duration, type Format, type Line, type Range } from "./chart";
 import { ErrorNote, Loading } from "./ui";
 
 /** The windows the selector offers, in minutes. */
@@ -34,6 +34,9 @@ export function RangeSelect({ minutes, onChange }: { minutes: number; onChange(m
 
 type Pick = (p: SeriesPoint) => number | null;
 
+/** A share (0–1) as a whole percentage. */
+const percent: Format = (v) => `${Math.round(v * 100)} %`;
+
 /** Whether a workload had traffic (requests or a queue) in any bucket of its series. */
 export const hadTraffic = (s: WorkloadSeries): boolean => s.points.some((p) => (p.rps ?? 0) > 0 || (p.queue_depth ?? 0) > 0);
 
@@ -52,6 +55,8 @@ export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?
     series.map(({ s, color }) => ({ label: `${name(s)}${suffix}`, color, dash, values: s.points.map(f) }));
   const pair = (p50: Pick, p99: Pick): Line[] => one(p50, " p50").flatMap((l, i) => [l, one(p99, " p99", DASHED)[i]]);
   const range = rangeOf(answer);
+  // Only workloads routed by prompt prefix (with two replicas or more) have a hit rate.
+  const prefixed = series.some(({ s }) => s.points.some((p) => p.prefix_hit_rate != null));
   return html`<div class="charts">
     <${Chart} title="Requests per second" x=${x} xRange=${range} lines=${one((p) => p.rps)} />
     <${Chart} title="Errors per second" x=${x} xRange=${range} lines=${one((p) => p.errors_per_s)} />
@@ -59,6 +64,7 @@ export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?
     <${Chart} title="Time to first token p50 (solid) / p99 (dashed)" x=${x} xRange=${range} format=${duration} lines=${pair((p) => p.ttft_p50_ms, (p) => p.ttft_p99_ms)} />
     <${Chart} title="Tokens per second" x=${x} xRange=${range} lines=${one((p) => p.tokens_per_s)} />
     <${Chart} title="Queue depth" x=${x} xRange=${range} lines=${one((p) => p.queue_depth)} />
+    ${prefixed ? html`<${Chart} title="Prefix hit rate (requests on the replica holding their conversation)" x=${x} xRange=${range} yRange=${[0, 1]} format=${percent} lines=${one((p) => p.prefix_hit_rate ?? null)} />` : null}
   </div>`;
 }
 

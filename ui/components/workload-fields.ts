@@ -10,7 +10,7 @@ import type { Worker } from "../lib/types";
 import { PreviewView, useLaunchPreview } from "./launch-preview";
 import { ModelPicker } from "./model-picker";
 import { PolicyFields } from "./policy-fields";
-import { RoutingFields, type FallbackChoice } from "./routing-fields";
+import { ReplicaRouting, RoutingFields, type FallbackChoice } from "./routing-fields";
 import { FieldError, invalidAt } from "./ui";
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
@@ -96,6 +96,7 @@ export function WorkloadFields({ d, onChange, error, workers, editing, others }:
         <input name="nodes" type="number" min="1" max="16" step="1" value=${d.nodes} onInput=${(e: Event) => set({ nodes: val(e) })} ...${invalidAt(error, "nodes")} />
         <small class="muted">More than 1: one replica spans that many workers (the engine's multi-node mode); the chosen worker leads.</small>
         <${FieldError} error=${error} field="nodes" /></label>`}
+      <${ReplicaRouting} d=${d} set=${set} error=${error} />
     </div>
     <${BackendFields} d=${d} set=${set} error=${error} />
     <${RoutingFields} d=${d} set=${set} error=${error} others=${others} />

@@ -28,6 +28,8 @@ export interface Draft {
   aliases: string[];
   /** Other workloads' slugs, tried in this order when this one fails before answering. */
   fallbacks: string[];
+  /** Between replicas: "prefix", "least_loaded", or "" for the task type's default. */
+  routing: string;
   /** The words the form added to the command for the task type (`--embeddings`, `--mmproj <file>`), removed again when the task changes. */
   taskAdded: string;
   /** The projector file known for the llama.cpp model ("" when none is known), for a vision workload's `--mmproj`. */
@@ -38,7 +40,7 @@ export interface Draft {
 export const emptyDraft = (backend = "llamacpp"): Draft => ({
   name: "", slug: "", description: "", task_type: "text2text", backend, model_name: "", gguf: "",
   command: defaultCommand(backend, ""), version: "", worker_id: "", nodes: "1", commandTouched: false, policy: emptyPolicy(),
-  aliases: [], fallbacks: [], taskAdded: "", projector: "",
+  aliases: [], fallbacks: [], routing: "", taskAdded: "", projector: "",
 });
 
 /** What `--mmproj` gets until the model's projector is known: the user replaces it. */
@@ -131,6 +133,7 @@ export function bodyOf(d: Draft): Record<string, unknown> {
     nodes: Number(d.nodes) || 1,
     aliases: d.aliases.map((a) => a.trim()).filter(Boolean),
     fallbacks: d.fallbacks,
+    routing: d.routing || null,
     execution_policy: d.policy.policy,
     execution_params: paramsOf(d.policy),
   };
@@ -198,6 +201,7 @@ export function draftOf(w: Workload): Draft {
     policy: policyDraftOf(w.execution_policy, w.execution_params),
     aliases: [...(w.aliases ?? [])],
     fallbacks: [...(w.fallbacks ?? [])],
+    routing: w.routing_is_default === false ? w.routing : "",
   };
 }
 

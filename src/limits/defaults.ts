@@ -3,13 +3,14 @@
  * that has no limit of that kind of its own, so an operator can cap every key at once and still give
  * one key more. Pure: src/config.ts checks the setting with it, the limiter applies it.
  */
-import type { LimitedKey } from "./limiter";
-
 /** The limits a default can set, by the names keys' limits use (`PATCH /admin/keys/:id`). */
 const NAMES = { rpm: "rpm", tpm: "tpm", max_concurrent: "maxConcurrent", tokens_per_day: "tokensPerDay", tokens_per_month: "tokensPerMonth" } as const;
 
+/** A key's own limits by the limiter's field names (null: none of that kind). */
+type OwnLimits = { [F in (typeof NAMES)[keyof typeof NAMES]]: number | null };
+
 /** Default key limits by the limiter's field names (absent: none). */
-export type KeyLimitDefaults = Partial<Pick<LimitedKey, (typeof NAMES)[keyof typeof NAMES]>>;
+export type KeyLimitDefaults = Partial<OwnLimits>;
 
 /**
  * Parses `name=N` items (the setting's list); throws with a message naming what is wrong.
@@ -42,7 +43,7 @@ export function keyLimitsProblem(items: string[]): string | null {
  * A key with the defaults filled in where it has no limit of its own.
  * @example withDefaults({ …key, rpm: null }, { rpm: 60 }).rpm // → 60
  */
-export function withDefaults<K extends LimitedKey>(key: K, defaults: KeyLimitDefaults): K {
+export function withDefaults<K extends OwnLimits>(key: K, defaults: KeyLimitDefaults): K {
   let out = key;
   for (const field of Object.values(NAMES)) {
     const d = defaults[field];

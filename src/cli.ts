@@ -47,7 +47,7 @@ usage:
   inferd key create --project P --name N --type sdk|live [--scope project|endpoints] [--endpoint P/W]... [limits] [--json]
   inferd key list --project P [--json]
   inferd key revoke <key-id> [--json]
-  inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N]   (N or none)
+  inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] [--weight N] [--priority interactive|batch]   (or none)
   inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]
                                        get models into the store (hf:owner/repo[:QUANT], hf:owner/repo/file.gguf, https://…, a local path)
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
@@ -151,21 +151,28 @@ async function keyCommand(config: Config, args: string[], out: (s: string) => vo
     const k = await withStore(config, (db) => revokeKey(db, pos[0]));
     out(json ? JSON.stringify(k) : `revoked key ${k.id} (${k.name})`);
   } else if (verb === "limits") {
-    if (pos.length !== 1) throw new UsageError("usage: inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] (none: removes that limit)");
+    if (pos.length !== 1) throw new UsageError("usage: inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] [--weight N] [--priority interactive|batch] (none: removes that limit)");
     const k = await withStore(config, (db) => setKeyLimits(db, pos[0], check(KeyLimits, limits)));
     out(json ? JSON.stringify(k) : `limits of key ${k.id} (${k.name}): ${Object.entries(k.limits).map(([n, v]) => `${n}=${v ?? "none"}`).join(" ")}`);
   } else throw new UsageError("usage: inferd key create|list|revoke|limits");
 }
 
 /** The CLI options that set a key's limits. */
-const LIMIT_OPTIONS = ["rpm", "tpm", "max-concurrent", "tokens-per-day", "tokens-per-month"];
+const LIMIT_OPTIONS = ["rpm", "tpm", "max-concurrent", "tokens-per-day", "tokens-per-month", "weight", "priority"];
 
-/** Limits from `--rpm 60 --tokens-per-day none` style options (`none` removes one). */
-function limitsOf(opt: Record<string, string[]>): Record<string, number | null> {
-  const out: Record<string, number | null> = {};
+/**
+ * Limits from `--rpm 60 --tokens-per-day none --priority batch` style options (`none` removes one);
+ * `--priority` passes its word on for the server's own check (interactive or batch).
+ */
+function limitsOf(opt: Record<string, string[]>): Record<string, number | string | null> {
+  const out: Record<string, number | string | null> = {};
   for (const name of LIMIT_OPTIONS) {
     const v = opt[name]?.[0];
     if (v === undefined) continue;
+    if (name === "priority") {
+      out.priority = v === "none" ? null : v;
+      continue;
+    }
     const n = Number(v);
     if (v !== "none" && !(Number.isInteger(n) && n > 0)) throw new UsageError(`--${name} takes a positive whole number or "none", not "${v}"`);
     out[name.replace(/-/g, "_")] = v === "none" ? null : n;

@@ -45,6 +45,21 @@ describe("headless CLI: project and key", () => {
     expect(revoked.revoked_at).not.toBeNull();
   });
 
+  test("key limits sets a key's priority and weight (fair share), and refuses a word that is not a priority", async () => {
+    const dir = freshDir();
+    await cli(dir, "project", "create", "Edge Box");
+    const key = JSON.parse((await cli(dir, "key", "create", "--project", "edge-box", "--name", "batchy", "--type", "live", "--priority", "batch", "--json")).out);
+    expect(key.limits).toMatchObject({ priority: "batch" });
+    const set = await cli(dir, "key", "limits", key.id, "--weight", "3", "--priority", "interactive");
+    expect(set.out).toContain("weight=3");
+    expect(set.out).toContain("priority=interactive");
+    const bad = await cli(dir, "key", "limits", key.id, "--priority", "urgent");
+    expect(bad.code).not.toBe(0);
+    expect(bad.err).toContain('priority: Invalid option: expected one of "interactive"|"batch"');
+    const cleared = JSON.parse((await cli(dir, "key", "limits", key.id, "--weight", "none", "--priority", "none", "--json")).out);
+    expect(cleared.limits).toMatchObject({ weight: null, priority: null });
+  });
+
   test("mistakes exit non-zero with a message, not a stack trace", async () => {
     const dir = freshDir();
     const unknown = await cli(dir, "frobnicate");

@@ -131,7 +131,10 @@ describe("comparing two workloads", () => {
     const { page } = world.ui;
     await world.ui.visit(`/workloads/${alpha.id}/playground`);
     const pick = page.getByLabel("Compare with");
-    expect(await pick.locator("option").allTextContents()).toEqual(["nobody (one conversation)", "beta (beta)", "sleepy (sleepy)", "temp (temp)"]);
+    // The project's other workloads arrive after the page does.
+    const others = ["nobody (one conversation)", "beta (beta)", "sleepy (sleepy)", "temp (temp)"];
+    await until(async () => (await pick.locator("option").count()) >= others.length, "the project's other workloads offered");
+    expect(await pick.locator("option").allTextContents()).toEqual(others);
     await pick.selectOption({ label: "beta (beta)" });
     await until(() => page.url().endsWith(`?compare=${beta.id}`), "the comparison in the URL");
     const cols = page.getByTestId("compare").locator("section");

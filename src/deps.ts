@@ -23,6 +23,7 @@ import type { Workload } from "./workloads/service";
 import type { ListenInfo } from "./admin/listen";
 import type { Cluster } from "./cluster/cluster";
 import type { Settings } from "./settings/service";
+import type { RequestSink } from "./inspector/record";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -71,6 +72,8 @@ export interface AppDeps {
   scaler: Scaler;
   /** The settings in force, some changeable while serving (`config` is their live view). */
   settings: Settings;
+  /** The request inspector's log: every finished data-plane request and job run goes here. */
+  inspector: RequestSink;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): Promise<WorkloadDetail>;
 }

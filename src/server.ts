@@ -117,6 +117,8 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   const deliveries = new DeliveryLoop(store.db, { schedule: () => parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
   const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId);
   const deps: AppDeps = {
+    // Until the inspector's store lands (src/inspector/log.ts), finished requests are dropped.
+    inspector: { add: () => {} },
     db: store.db,
     config,
     adminToken: token,

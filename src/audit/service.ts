@@ -11,7 +11,7 @@ import { startsWith } from "../db/raw";
 
 /** Who is acting. */
 export interface Actor {
-  type: "admin" | "session" | "key" | "cli" | "system" | "anonymous";
+  type: "admin" | "session" | "user" | "key" | "cli" | "system" | "anonymous";
   id?: string;
   label: string;
   /** The `x-request-id` of the request acting, when a request is. */

@@ -210,12 +210,37 @@ export async function createSession(deps: AuthDeps, token: string): Promise<{ id
     await audit(deps.db, "session.denied", { type: "session" }, {}, { type: "anonymous", label: "a sign-in with a wrong admin token" });
     throw unauthorized("invalid_token", "the admin token is wrong");
   }
+  return openSession(deps, { method: "admin_token" });
+}
+
+/** How a dashboard session began. */
+export type SessionMethod = "admin_token" | "login_link" | "password" | "oidc";
+
+/** The public id of a session (never its secret): `ses_` and the start of its hash. */
+export const sessionIdOf = (hash: string) => `ses_${hash.slice(0, 12)}`;
+
+/**
+ * Opens a dashboard session: for the admin token (no user; a changed token ends it) or for a
+ * signed-in user (`user`: ends when the user is removed). Returns the cookie value and its life.
+ */
+export async function openSession(deps: AuthDeps, how: { method: SessionMethod; user?: { id: string; email: string }; userAgent?: string | null }): Promise<{ id: string; maxAgeSeconds: number }> {
   const id = newSecret("");
-  const sessionId = `ses_${sha256(id).slice(0, 12)}`;
-  await audit(deps.db, "session.create", { type: "session", id: sessionId }, {}, { type: "session", id: sessionId, label: "dashboard session" });
+  const hash = sha256(id);
+  const sessionId = sessionIdOf(hash);
+  const actor: Actor = how.user ? { type: "user", id: how.user.id, label: how.user.email } : { type: "session", id: sessionId, label: "dashboard session" };
+  await audit(deps.db, "session.create", { type: "session", id: sessionId }, { method: how.method }, actor);
   const now = Date.now();
   await deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString()));
-  await deps.db.insert(sessions).values({ hash: sha256(id), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + SESSION_MS).toISOString(), tokenHash: adminHash(deps), lastSeenAt: new Date(now).toISOString() });
+  await deps.db.insert(sessions).values({
+    hash,
+    createdAt: new Date(now).toISOString(),
+    expiresAt: new Date(now + SESSION_MS).toISOString(),
+    tokenHash: how.user ? null : adminHash(deps),
+    lastSeenAt: new Date(now).toISOString(),
+    userId: how.user?.id ?? null,
+    method: how.method,
+    userAgent: how.userAgent?.slice(0, 300) ?? null,
+  });
   return { id, maxAgeSeconds: SESSION_MS / 1000 };
 }
 
@@ -225,7 +250,7 @@ export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ i
   const row = await first(deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, nowIso()))));
   await deps.db.delete(sessions).where(eq(sessions.hash, hash));
   if (!row) throw unauthorized("invalid_login_code", "this sign-in link has expired or was used; sign in with the admin token");
-  return createSession(deps, deps.adminToken);
+  return openSession(deps, { method: "login_link" });
 }
 
 /** Ends the session the request carries, if any. */
@@ -278,8 +303,8 @@ export function normalisePath(path: string): string {
   return `/${out.join("/")}`;
 }
 
-/** Paths that need no credential: health, API docs, sign-in, and the dashboard's own page and files. */
-const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/, /^\/login$/];
+/** Paths that need no credential: health, API docs, sign-in (token, password, single sign-on), and the dashboard's own page and files. */
+const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/, /^\/admin\/session\/methods$/, /^\/auth\/oidc\/(start|callback)$/, /^\/login$/];
 /** The dashboard's page and assets (GET only): public, they hold no data. */
 const UI_PATHS = [/^\/$/, /^\/assets\//, new RegExp(`^/(${CLIENT_SECTIONS.join("|")})(/|$)`)];
 

@@ -19,6 +19,7 @@ import m16 from "./migrations/0016_routing.sql" with { type: "text" };
 import m17 from "./migrations/0017_batches.sql" with { type: "text" };
 import m18 from "./migrations/0018_settings_series.sql" with { type: "text" };
 import m19 from "./migrations/0019_scheduling.sql" with { type: "text" };
+import m20 from "./migrations/0020_users_traces.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -30,6 +31,7 @@ import p7 from "./migrations-pg/0007_routing.sql" with { type: "text" };
 import p8 from "./migrations-pg/0008_batches.sql" with { type: "text" };
 import p9 from "./migrations-pg/0009_settings_series.sql" with { type: "text" };
 import p10 from "./migrations-pg/0010_scheduling.sql" with { type: "text" };
+import p11 from "./migrations-pg/0011_users_traces.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -53,6 +55,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0017_batches", sql: m17 },
   { tag: "0018_settings_series", sql: m18 },
   { tag: "0019_scheduling", sql: m19 },
+  { tag: "0020_users_traces", sql: m20 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -68,4 +71,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0008_batches", sql: p8 },
   { tag: "0009_settings_series", sql: p9 },
   { tag: "0010_scheduling", sql: p10 },
+  { tag: "0011_users_traces", sql: p11 },
 ];

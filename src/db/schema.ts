@@ -56,6 +56,8 @@ export const workloads = sqliteTable(
     fallbacks: text("fallbacks").notNull().default("[]"),
     /** How requests pick a replica: "prefix" (the one likely holding the prompt's prefix in its KV cache) or "least_loaded"; null: by task type (prefix for chat-like ones). */
     routing: text("routing"),
+    /** Until when (ISO time) the request inspector keeps this workload's request and answer bodies; null: not kept. */
+    captureUntil: text("capture_until"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
@@ -103,6 +105,56 @@ export const sessions = sqliteTable("sessions", {
   tokenHash: text("token_hash"),
   /** Last use (updated at most once a minute), for the idle expiry. */
   lastSeenAt: text("last_seen_at"),
+  /** The signed-in user (null: a session opened with the admin token); removing the user ends it. */
+  userId: text("user_id").references(() => users.id, { onDelete: "cascade" }),
+  /** How it began: "admin_token", "login_link", "password" or "oidc". */
+  method: text("method"),
+  /** The browser's User-Agent when it began, to tell a user's sessions apart. */
+  userAgent: text("user_agent"),
+});
+
+/**
+ * A person who signs in to the dashboard and /admin: `admin` (everything), `operator` (workloads,
+ * workers, models, webhooks and keys of their projects) or `viewer` (read-only, their projects).
+ * Local users have a password hash (argon2id); single sign-on users their issuer and subject.
+ */
+export const users = sqliteTable(
+  "users",
+  {
+    id: text("id").primaryKey(),
+    /** Lower-cased; unique. */
+    email: text("email").notNull(),
+    name: text("name").notNull().default(""),
+    role: text("role", { enum: ["admin", "operator", "viewer"] }).notNull(),
+    passwordHash: text("password_hash"),
+    oidcIssuer: text("oidc_issuer"),
+    oidcSubject: text("oidc_subject"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    lastSignInAt: text("last_sign_in_at"),
+  },
+  (t) => [uniqueIndex("users_email").on(t.email), uniqueIndex("users_oidc").on(t.oidcIssuer, t.oidcSubject)],
+);
+
+/** Which projects a user belongs to (operators and viewers see and act on these only). */
+export const projectMembers = sqliteTable(
+  "project_members",
+  {
+    userId: text("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
+    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.projectId] }), index("project_members_project").on(t.projectId)],
+);
+
+/** A single sign-on under way: the state sent to the provider, with its nonce and PKCE verifier (minutes). */
+export const oidcLogins = sqliteTable("oidc_logins", {
+  stateHash: text("state_hash").primaryKey(),
+  nonce: text("nonce").notNull(),
+  codeVerifier: text("code_verifier").notNull(),
+  /** Where the dashboard goes after signing in (a path on this server). */
+  returnTo: text("return_to").notNull().default("/"),
+  expiresAt: text("expires_at").notNull(),
 });
 
 /** A GPU host: the local machine or a remote agent. GPUs and telemetry are JSON text. */
@@ -402,7 +454,7 @@ export const auditLog = sqliteTable(
     at: text("at").notNull(),
     /** The `x-request-id` of the request that made this row, when one did (data plane, admin API). */
     requestId: text("request_id"),
-    /** `admin` (the token), `session` (the dashboard), `key` (a control-plane key), `cli`, `system`. */
+    /** `admin` (the token), `session` (a dashboard session opened with the token), `user`, `key` (a control-plane key), `cli`, `system`. */
     actorType: text("actor_type").notNull(),
     actorId: text("actor_id"),
     /** How a person recognises the actor: "admin token", "dashboard session", a key's name and prefix. */
@@ -411,10 +463,12 @@ export const auditLog = sqliteTable(
     targetType: text("target_type").notNull(),
     targetId: text("target_id"),
     targetLabel: text("target_label"),
+    /** The project the target belongs to, when it does (a project member's audit view shows these). */
+    projectId: text("project_id"),
     /** JSON: {field: {from, to}} for updates, the new fields for creations. */
     diff: text("diff").notNull().default("{}"),
   },
-  (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at)],
+  (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at), index("audit_project").on(t.projectId, t.at)],
 );
 
 /**
@@ -494,3 +548,51 @@ export const seriesBuckets = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.kind, t.subject, t.t, t.hostId] }), index("series_buckets_t").on(t.t)],
 );
+
+/**
+ * The request inspector: one row per data-plane request and job run (what a workload's page lists),
+ * written in batches off the request path; `spans` is the request's timeline as JSON
+ * ([{name, start_ms, end_ms, attrs}], times from the request's arrival). Kept as long as jobs are.
+ */
+export const requestLog = sqliteTable(
+  "request_log",
+  {
+    id: text("id").primaryKey(),
+    at: text("at").notNull(),
+    workloadId: text("workload_id").notNull(),
+    projectId: text("project_id").notNull(),
+    keyId: text("key_id"),
+    /** `request` (synchronous) or `job`. */
+    kind: text("kind").notNull(),
+    route: text("route").notNull(),
+    model: text("model"),
+    status: int("status").notNull(),
+    errorCode: text("error_code"),
+    tokensIn: int("tokens_in"),
+    tokensOut: int("tokens_out"),
+    queueMs: int("queue_ms"),
+    ttftMs: int("ttft_ms"),
+    totalMs: int("total_ms").notNull(),
+    assignmentId: text("assignment_id"),
+    workerId: text("worker_id"),
+    hostId: text("host_id"),
+    traceId: text("trace_id"),
+    spans: text("spans").notNull().default("[]"),
+    /** Whether the bodies were captured (request_bodies holds them). */
+    captured: integer("captured", { mode: "boolean" }).notNull().default(false),
+  },
+  (t) => [index("request_log_workload").on(t.workloadId, t.at), index("request_log_at").on(t.at)],
+);
+
+/** Request and answer bodies of a workload with capture on (`workloads.capture_until`); kept as long as jobs are. */
+export const requestBodies = sqliteTable("request_bodies", {
+  requestId: text("request_id").primaryKey(),
+  workloadId: text("workload_id").notNull(),
+  at: text("at").notNull(),
+  requestType: text("request_type"),
+  request: blob("request", { mode: "buffer" }),
+  responseType: text("response_type"),
+  response: blob("response", { mode: "buffer" }),
+  /** True when a body was longer than the capture limit and was cut. */
+  truncated: integer("truncated", { mode: "boolean" }).notNull().default(false),
+});

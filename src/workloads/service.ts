@@ -197,6 +197,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
     aliases: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "aliases", input.aliases ?? [])),
     fallbacks: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "fallbacks", input.fallbacks ?? [])),
     routing: input.routing ?? null,
+    captureUntil: null,
     executionPolicy: input.execution_policy ?? "fixed",
     executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
     paused: false,

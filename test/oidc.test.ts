@@ -5,13 +5,13 @@ import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { startOidcProvider, type OidcProvider } from "./fixtures/oidc-provider";
 import { startServing, type Serving } from "./helpers/serving";
-import { cleanup } from "./helpers/proc";
+import { cleanup, runInferd, tempDir } from "./helpers/proc";
 import { sha256 } from "../src/ids";
 
 const SECRET = "s3cret-of-the-inferd-client";
 const USERS = [
   { sub: "alice", email: "Alice@Example.com", email_verified: true, name: "Alice Liddell" },
-  { sub: "root", email: "root@example.com", email_verified: true, name: "Root", groups: ["/staff", "inferd-operator", "inferd-admin"] },
+  { sub: "root", email: "root@example.com", email_verified: true, name: "Root", groups: ["/staff", "inferd-operator", "/inferd-admin"] },
   { sub: "op", email: "op@example.com", email_verified: true, name: "Opal", groups: ["inferd-operator"] },
   { sub: "noemail", name: "No Mail" },
 ];
@@ -123,7 +123,7 @@ describe("single sign-on (OpenID Connect)", () => {
     expect(audit.map((a) => a.action)).toEqual(["user.create", "session.create", "session.create"]);
   });
 
-  test("with --oidc-role-claim groups, inferd-admin makes an admin (the highest group wins), inferd-operator an operator, none the default", async () => {
+  test("with --oidc-role-claim groups, inferd-admin (or Keycloak's full path /inferd-admin) makes an admin (the highest group wins), inferd-operator an operator, none the default", async () => {
     expect((await signIn(grouped, "root")).error).toBeNull();
     expect(userRows(grouped, "root@example.com")[0].role).toBe("admin");
     expect((await signIn(grouped, "op")).error).toBeNull();
@@ -201,6 +201,12 @@ describe("single sign-on (OpenID Connect)", () => {
       expect(r.status).toBe(404);
       expect((await r.json()).error.code).toBe("oidc_not_configured");
     }
+  });
+
+  test("an issuer that is not a URL stops serve at start with a clear message", async () => {
+    const r = await runInferd({ args: ["serve", "--port", "0", "--data-dir", tempDir("oidc-bad"), "--oidc-issuer", "keycloak.example.com"] });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`--oidc-issuer must be an http:// or https:// URL, got "keycloak.example.com"`);
   });
 
   test("the client secret shows only as set in the settings", async () => {

@@ -6,7 +6,7 @@
  * `openid-client`, then the claims made a user of this server with a role.
  * The routes (src/auth/oidc-routes.ts) turn every failure into `/signin?error=<plain words>`.
  */
-import { and, eq, gt, lt } from "drizzle-orm";
+import { and, count, eq, gt, lt } from "drizzle-orm";
 import * as oidc from "openid-client";
 import type { Config } from "../config";
 import type { Db } from "../db";
@@ -32,6 +32,8 @@ export class SignInFailed extends Error {
 
 /** How long a started sign-in may take at the provider. */
 const LOGIN_MS = 10 * 60_000;
+/** Sign-ins under way at most (the start is open to anyone: this bounds what it can store). */
+const MAX_PENDING = 10_000;
 
 /** Highest first: the role a claim's values grant is the highest one named. */
 const ROLE_ORDER: Role[] = ["admin", "operator", "viewer"];
@@ -207,6 +209,8 @@ export function createOidcFlow(deps: OidcDeps): OidcFlow {
       const [state, nonce, verifier] = [oidc.randomState(), oidc.randomNonce(), oidc.randomPKCECodeVerifier()];
       const now = Date.now();
       await deps.db.delete(oidcLogins).where(lt(oidcLogins.expiresAt, new Date(now).toISOString()));
+      const [{ pending }] = await deps.db.select({ pending: count() }).from(oidcLogins);
+      if (pending >= MAX_PENDING) throw new SignInFailed("too many sign-ins are under way; try again in a few minutes");
       await deps.db.insert(oidcLogins).values({ stateHash: sha256(state), nonce, codeVerifier: verifier, returnTo, expiresAt: new Date(now + LOGIN_MS).toISOString() });
       return oidc.buildAuthorizationUrl(config, {
         redirect_uri: redirectUri(s, request, https),

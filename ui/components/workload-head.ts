@@ -13,6 +13,7 @@ export function WorkloadHead({ w, current }: { w: Workload; current: string }) {
       { href: base, label: "Overview" },
       ...(PLAYGROUND_TASKS.has(w.task_type) ? [{ href: `${base}/playground`, label: "Playground" }] : []),
       { href: `${base}/logs`, label: "Logs" },
+      { href: `${base}/requests`, label: "Requests" },
       { href: `${base}/webhooks`, label: "Webhooks & jobs" },
       { href: `${base}/edit`, label: "Edit" },
     ]} />`;

@@ -30,6 +30,7 @@ import { uiRoutes } from "./ui/routes";
 import { docsRoutes } from "./docs/routes";
 import { noteArrival } from "./usage/arrival";
 import { andThen } from "./maybe";
+import { noteTimeline } from "./tracing/timeline";
 
 import type { AppDeps } from "./deps";
 
@@ -55,15 +56,18 @@ export function createApp(deps: AppDeps) {
     .onRequest(({ request }) => {
       const path = pathOf(request.url);
       const data = path.startsWith("/endpoint/");
-      if (data) noteArrival(request);
+      const arrived = data ? noteArrival(request) : 0;
       const requestId = noteRequestId(request);
+      // The request's timeline (the inspector's record, a trace when tracing is on) starts at its arrival.
+      const timeline = data ? deps.tracing.begin(request, path, arrived, requestId) : undefined;
+      if (timeline) noteTimeline(request, timeline);
       // Who changes what, for the audit log: entered now (before any wait, so the rest of the
       // request sees it), filled in once authentication has said who it is.
       const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous", requestId });
       return andThen(authenticateRequest(deps, request, path), () => {
         if (actor) Object.assign(actor, actorOf(request));
         // The key's limits, next to authentication: inference and job submissions count.
-        if (data && request.method === "POST") return andThen(deps.limiter.admit(keyOf(request), request), () => undefined);
+        if (data && request.method === "POST") return andThen(deps.limiter.admit(keyOf(request), request), () => void timeline?.authed());
       });
     })
     // Every answer carries its request id (`request-id` too, where Anthropic's SDK reads it), a

@@ -24,6 +24,7 @@ import type { ListenInfo } from "./admin/listen";
 import type { Cluster } from "./cluster/cluster";
 import type { Settings } from "./settings/service";
 import type { RequestSink } from "./inspector/record";
+import type { Tracing } from "./tracing/tracing";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {
@@ -74,6 +75,8 @@ export interface AppDeps {
   settings: Settings;
   /** The request inspector's log: every finished data-plane request and job run goes here. */
   inspector: RequestSink;
+  /** Request timelines: started at arrival, ended in the meter into the inspector and, when on, OpenTelemetry. */
+  tracing: Tracing;
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): Promise<WorkloadDetail>;
 }

@@ -48,6 +48,7 @@ import { hostIdOf } from "./cluster/hosts";
 import { deliveriesWaker, jobsWaker, wireCluster } from "./cluster/wiring";
 import { localClusterLinks } from "./cluster/local-links";
 import { pruneRequests, RequestLog } from "./inspector/log";
+import { loadTraceExporter, Tracing, type TraceExporter } from "./tracing/tracing";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -87,15 +88,17 @@ async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Pro
  * live view: the runtime settings (private webhooks, retry schedule, default key limits, HF token)
  * are read where they are used, so a change on the Settings page applies without a restart.
  */
-function buildServices(config: Config, store: Store, token: string, hostCert: HostCert, settings: Settings): Services {
+function buildServices(config: Config, store: Store, token: string, hostCert: HostCert, settings: Settings, traces?: TraceExporter): Services {
   const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
+  // Finished requests go to the inspector (deps.inspector) and, with an exporter, out as traces.
+  const tracing = new Tracing({ add: (r) => deps.inspector.add(r) }, cluster.hostId, traces);
   const usage = new UsageRecorder(store.db);
   const since = Date.now();
   const metrics = new MetricsStore(since);
   // With a shared store the per-minute limits are counted across the hosts (src/limits/shared.ts).
   const shared = store.pg ? new SharedLimits(store.db, () => Math.max(1, cluster.alive.length)) : undefined;
   const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()), Date.now, shared, liveKeyLimits(() => config.defaultKeyLimits));
-  const metering = new Metering({ usage, series: metrics, limits: limiter });
+  const metering = new Metering({ usage, series: metrics, limits: limiter, timelines: tracing });
   setOfflineAfter(config.workerTimeoutMs);
   const ports = { http: 0, tls: 0 };
   const listen = () => listenInfo({ host: config.host, port: ports.http, tlsPort: ports.tls, advertiseHost: config.advertiseHost });
@@ -120,7 +123,7 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   };
   const deliveries = new DeliveryLoop(store.db, { schedule: () => parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
   const requests = new RequestLog(store.db);
-  const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId);
+  const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId, tracing);
   const deps: AppDeps = {
     inspector: requests,
     db: store.db,
@@ -150,6 +153,7 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
     joinUrl: () => joinUrlOf(listen()),
     describeWorkload: (w) => fleet.describe(w),
     settings,
+    tracing,
   };
   return { deps, jobs, deliveries, agents, collector, cluster, shared, ports, requests };
 }
@@ -232,7 +236,9 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const hostCert = store.pg && !config.tlsCert ? await clusterCert(store.db, ownCert) : ownCert;
     const settings = new Settings(store.db, config, store.pg);
     await settings.load();
-    const services = buildServices(settings.live, store, token.token, hostCert, settings);
+    // OpenTelemetry's SDK loads only when an OTLP endpoint is set (src/tracing/tracing.ts).
+    const traces = await loadTraceExporter(process.env, VERSION);
+    const services = buildServices(settings.live, store, token.token, hostCert, settings, traces);
     const { deps } = services;
     await deps.series.start();
     const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
@@ -324,6 +330,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
           await services.requests.flush();
           await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
           await deps.series.flush(Date.now(), true).catch((e) => log.warn("could not write the charts' series", e));
+          await deps.tracing.stop();
           walCheckpoints?.stop();
           await unlisten?.().catch(() => {});
           await openedStore.close();

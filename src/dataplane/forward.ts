@@ -1,7 +1,8 @@
 import { AppError } from "../errors";
-import { SYNC, type Dispatcher, type Slot, type Ticket, type Upstream } from "../dispatch/queue";
+import { classOf, SYNC, type Dispatcher, type Slot, type Target, type Ticket, type Upstream } from "../dispatch/queue";
 import { prefixAffinity } from "../dispatch/prefix";
 import { meteredStream, usageOf, type Usage } from "./meter";
+import type { Timeline } from "../tracing/timeline";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
 export interface Accounting {
@@ -9,7 +10,10 @@ export interface Accounting {
   waited(ms: number): void;
   /** The first token of a stream, or the response headers. */
   firstByte(): void;
-  record(usage: Usage, ok: boolean): void;
+  /** Ends the request (`errorCode`: why it failed, when known). */
+  record(usage: Usage, ok: boolean, errorCode?: string): void;
+  /** The request's timeline, where the answer is teed while its workload's capture is on. */
+  readonly timeline?: Timeline;
 }
 
 /** Headers of a runtime response worth passing to the client (its request id is inferd's own, set by the app). */
@@ -36,29 +40,57 @@ export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<R
  * and gives the slot back when the response (or stream) is over or the client leaves. The slot
  * holds for the whole stream, so `concurrency` bounds what a replica runs at once.
  */
-export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, ticket: Ticket = SYNC): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
+export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, ticket: Ticket = SYNC, tl?: Timeline): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
   const queuedAt = performance.now();
   for (let tries = 1; ; tries++) {
-    const slot = await dispatcher.acquire(workloadId, signal, ticket);
-    if (ticket.affinity?.length) dispatcher.prefix.granted(workloadId, ticket.affinity, slot.target.id);
-    const waitedMs = performance.now() - queuedAt;
+    const position = tl ? dispatcher.depth(workloadId) : 0;
+    const slot = await dispatcher.acquire(workloadId, signal, ticket).catch((e) => {
+      if (tl) (tl.span("queue", queuedAt - tl.t0, tl.now(), { priority: classOf(ticket), position }), tl.failed(e));
+      throw e;
+    });
+    const hit = ticket.affinity?.length ? dispatcher.prefix.granted(workloadId, ticket.affinity, slot.target.id) : undefined;
+    const granted = performance.now();
+    const waitedMs = granted - queuedAt;
+    const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
     const abort = new AbortController();
     const onClientGone = () => abort.abort(signal.reason);
     if (signal.aborted) onClientGone();
     signal.addEventListener("abort", onClientGone, { once: true });
     try {
-      const upstream = await attempt(slot.target, abort.signal);
+      const upstream = await attempt(traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target, abort.signal);
+      if (tl) (tl.span("upstream", granted - tl.t0, tl.now()), (tl.status = upstream.status));
       return { slot, upstream, abort, waitedMs };
     } catch (e) {
       slot.release();
       signal.removeEventListener("abort", onClientGone);
-      if (signal.aborted) throw new AppError(499, "client_closed", "the client went away");
+      const err = signal.aborted ? new AppError(499, "client_closed", "the client went away") : e instanceof AppError ? e : upstreamFailed(e);
+      tl?.closeDispatch(undefined, err.code);
       // Its worker was lost before answering: nothing reached the client, so run it elsewhere.
-      if (e instanceof AppError && e.code === "worker_lost" && tries < MAX_TRIES) continue;
-      if (e instanceof AppError) throw e;
-      throw upstreamFailed(e);
+      if (!signal.aborted && err.code === "worker_lost" && tries < MAX_TRIES) continue;
+      tl?.failed(err);
+      throw err;
     }
   }
+}
+
+/**
+ * Notes on the timeline a slot granted on `target`: the queue wait (its class and place in line
+ * when it came) and the dispatch (host, worker, replica, how it was routed); returns the
+ * `traceparent` for the runtime when the request has a trace.
+ */
+function noteDispatch(tl: Timeline, queuedAt: number, granted: number, target: Target, ticket: Ticket, position: number, hit: boolean | undefined): string | undefined {
+  tl.span("queue", queuedAt - tl.t0, granted - tl.t0, { priority: classOf(ticket), position });
+  const attrs: Record<string, string | number | boolean> = { replica: target.id, worker: target.workerId, routing: hit === undefined ? "least_loaded" : "prefix" };
+  if (hit !== undefined) attrs.prefix_hit = hit;
+  return tl.dispatched(granted - tl.t0, { assignmentId: target.id, workerId: target.workerId }, attrs);
+}
+
+/** `target` with every request it sends carrying the trace context (the runtime's own spans join the trace). */
+function traced(target: Target, traceparent: string, tracestate: string | null): Target {
+  const t: Target = Object.create(target);
+  const trace: Record<string, string> = tracestate ? { traceparent, tracestate } : { traceparent };
+  t.send = (req, signal) => target.send({ ...req, headers: { ...req.headers, ...trace } }, signal);
+  return t;
 }
 
 /**
@@ -75,8 +107,8 @@ export function withAffinity(dispatcher: Dispatcher, w: { id: string; routing: s
 const MAX_TRIES = 3;
 
 /** `dispatchWith` for a single upstream request. */
-export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstream, signal: AbortSignal, ticket: Ticket = SYNC) =>
-  dispatchWith(dispatcher, workloadId, signal, (t, s) => t.send(req, s), ticket);
+export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstream, signal: AbortSignal, ticket: Ticket = SYNC, tl?: Timeline) =>
+  dispatchWith(dispatcher, workloadId, signal, (t, s) => t.send(req, s), ticket, tl);
 
 /** True for an SSE response. */
 export const isEventStream = (r: Response) => (r.headers.get("content-type") ?? "").includes("text/event-stream");
@@ -119,15 +151,18 @@ export async function relay(
   const { slot, upstream, abort } = got;
   acct.waited(got.waitedMs);
   const rename = opts.model === undefined ? undefined : modelNamer(opts.model);
+  const capture = acct.timeline?.capture;
+  capture?.answerType(upstream.headers.get("content-type"));
   if (isEventStream(upstream) && upstream.body) {
     const body = meteredStream(upstream.body, {
       dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
       rename,
       abort: () => abort.abort(),
       onFirst: () => acct.firstByte(),
+      tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
       onEnd: (usage, outcome) => {
         slot.release();
-        acct.record(usage, outcome === "done" && upstream.ok);
+        acct.record(usage, outcome === "done" && upstream.ok, outcome === "cancelled" ? "client_closed" : outcome === "error" ? "upstream_unavailable" : undefined);
       },
     });
     return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, { "cache-control": "no-cache", "x-accel-buffering": "no" }) });
@@ -137,7 +172,7 @@ export async function relay(
   try {
     bytes = await upstream.arrayBuffer();
   } catch (e) {
-    acct.record({ inputTokens: 0, outputTokens: 0 }, false);
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false, "upstream_unavailable");
     throw upstreamFailed(e);
   } finally {
     slot.release();
@@ -152,6 +187,7 @@ export async function relay(
     const renamed = rename?.(text);
     if (renamed !== undefined && renamed !== text) body = renamed;
   }
+  capture?.keepAnswer(body);
   acct.record(usage, upstream.ok);
   return new Response(body, { status: upstream.status, headers: responseHeaders(upstream) });
 }

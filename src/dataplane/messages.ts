@@ -8,6 +8,7 @@ import { dispatchWith, isEventStream, relay, upstreamFailed, withAffinity } from
 import { countPromptTokens, countWayOf, RuntimeRefused, tokenizeOn } from "./anthropic-count";
 import type { Target } from "../dispatch/queue";
 import { requestIdOf } from "./request-id";
+import { timelineOf } from "../tracing/timeline";
 import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
 import { translateChatStream } from "./anthropic-stream";
 
@@ -56,8 +57,8 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
     viaChat = true;
     if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))));
-  const acct = accounting(deps, request, keyOf(request).id, w);
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), timelineOf(request));
+  const acct = accounting(deps, request, keyOf(request).id, w, json);
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

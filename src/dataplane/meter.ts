@@ -30,6 +30,8 @@ export interface MeterOptions {
   onFirst?(): void;
   /** Rewrites the events that go to the client (the model name they carry: see `modelNamer`). */
   rename?(events: string): string;
+  /** Given each chunk as it goes to the client (the inspector's capture). */
+  tee?(bytes: Uint8Array): void;
 }
 
 const enc = new TextEncoder();
@@ -56,6 +58,11 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
   let first = false;
   let anthropic = false;
   const rename = opts.rename ?? ((events: string) => events);
+  const send = (controller: ReadableStreamDefaultController<Uint8Array>, text: string) => {
+    const bytes = enc.encode(text);
+    opts.tee?.(bytes);
+    controller.enqueue(bytes);
+  };
   const end = (outcome: "done" | "cancelled" | "error") => {
     if (ended) return;
     ended = true;
@@ -83,7 +90,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
         for (;;) {
           const { done, value } = await reader.read();
           if (done) {
-            if (pending && scan(pending)) controller.enqueue(enc.encode(rename(pending)));
+            if (pending && scan(pending)) send(controller, rename(pending));
             controller.close();
             end("done");
             return;
@@ -102,7 +109,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
               first = true;
               opts.onFirst?.();
             }
-            controller.enqueue(enc.encode(rename(out)));
+            send(controller, rename(out));
             return;
           }
         }
@@ -110,7 +117,7 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
         // The runtime broke off mid-answer (it crashed or was killed): end the client's stream with an
         // error event in the stream's own dialect and close it cleanly; erroring it would reset the
         // connection and the client would not learn why.
-        controller.enqueue(enc.encode(brokenOffEvent(anthropic, e)));
+        send(controller, brokenOffEvent(anthropic, e));
         controller.close();
         end("error");
       }

@@ -116,8 +116,8 @@ async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json:
   const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? (passthrough ? "application/x-ndjson" : "text/event-stream") : "application/json" };
   const rid = requestIdOf(request);
   if (rid) headers["x-request-id"] = rid;
-  const acct = accounting(deps, request, keyOf(request).id, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request)))).catch((e) => {
+  const acct = accounting(deps, request, keyOf(request).id, w, json);
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch((e) => {
     acct.record(NO_USAGE, false); // a queue timeout, a full queue, a runtime that broke off
     throw e;
   });

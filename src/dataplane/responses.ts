@@ -6,6 +6,7 @@ import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
 import { dispatchWith, isEventStream, relay, withAffinity, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
+import { timelineOf } from "../tracing/timeline";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
 import { pipeTranslator } from "./stream-pipe";
@@ -32,9 +33,10 @@ export async function responsesRoute(deps: DataplaneDeps, request: Request, base
 /** The meter of a stream whose usage the translator counts (the generic meter reads chat and Messages usage only). */
 function countedBy(acct: Accounting, t: { readonly usage: Usage }): Accounting {
   return {
+    timeline: acct.timeline,
     waited: (ms) => acct.waited(ms),
     firstByte: () => acct.firstByte(),
-    record: (u, ok) => acct.record({ inputTokens: Math.max(u.inputTokens, t.usage.inputTokens), outputTokens: Math.max(u.outputTokens, t.usage.outputTokens) }, ok),
+    record: (u, ok, errorCode) => acct.record({ inputTokens: Math.max(u.inputTokens, t.usage.inputTokens), outputTokens: Math.max(u.outputTokens, t.usage.outputTokens) }, ok, errorCode),
   };
 }
 
@@ -59,8 +61,8 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
     if ("error" in translated) throw badRequest("invalid_request", translated.error);
     viaChat = true;
     return target.send({ path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))));
-  const acct = accounting(deps, request, keyOf(request).id, w);
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), timelineOf(request));
+  const acct = accounting(deps, request, keyOf(request).id, w, json);
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

@@ -11,6 +11,8 @@ import { priorityOf, type KeyRecord } from "../keys/service";
 import { requestIdOf } from "./request-id";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
+import { timelineOf } from "../tracing/timeline";
+import { Capture, capturing } from "../tracing/capture";
 
 /** What this module uses of the app's dependencies. */
 export type DataplaneDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "fleet" | "limiter" | "metering">;
@@ -63,10 +65,20 @@ export async function readJsonObject(deps: DataplaneDeps, request: Request): Pro
 
 /**
  * The meter of a forwarded request: its clock started when the request arrived (the auth gate
- * notes the time); its key (none for the dashboard's playground) and workload are charged at its end.
+ * notes the time); its key (none for the dashboard's playground) and workload are charged at its end,
+ * where its timeline becomes the inspector's record. While the workload's capture is on, the
+ * request `body` (as read) is kept, and the answer teed (./forward.ts `relay`).
  */
-export function accounting(deps: DataplaneDeps, request: Request, keyId: string | null, w: Workload): Accounting {
-  return deps.metering.begin(w, keyId, "sync", arrivalOf(request), deps.limiter.ticketOf(request)?.release);
+export function accounting(deps: DataplaneDeps, request: Request, keyId: string | null, w: Workload, body?: unknown): Accounting {
+  const tl = timelineOf(request);
+  if (tl) {
+    tl.model = w.model_name;
+    if (capturing(w)) {
+      tl.capture = new Capture(body === undefined ? request.headers.get("content-type") : "application/json");
+      tl.capture.keepRequest(body);
+    }
+  }
+  return deps.metering.begin(w, keyId, "sync", arrivalOf(request), deps.limiter.ticketOf(request)?.release, tl);
 }
 
 /**
@@ -166,8 +178,8 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
   // An upload goes to a local runtime as it arrives (not held in memory); JSON bodies are small.
   const source = spec.body === "raw" ? new UploadSource(uploadFrom, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
-  const meter = accounting(deps, request, keyId, w);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyId === null ? null : keyOf(request)))).catch((e) => {
+  const meter = accounting(deps, request, keyId, w, json);
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyId === null ? null : keyOf(request))), meter.timeline).catch((e) => {
     meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
     throw source?.failure ?? e;
   });

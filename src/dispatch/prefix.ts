@@ -255,11 +255,13 @@ export class PrefixRouter {
     return ring.members[ring.owners[seek(ring.points, mix(affinity[affinity.length - 1]))]];
   }
 
-  /** Counts a request routed by prefix that got a slot on `replicaId`: a hit when that is the ring's replica. */
-  granted(workloadId: string, affinity: readonly number[], replicaId: string): void {
+  /** Counts a request routed by prefix that got a slot on `replicaId`: a hit (true) when that is the ring's replica. */
+  granted(workloadId: string, affinity: readonly number[], replicaId: string): boolean {
     const c = this.counts.get(workloadId) ?? { routed: 0, hits: 0 };
     c.routed++;
-    if (this.owner(workloadId, affinity) === replicaId) c.hits++;
+    const hit = this.owner(workloadId, affinity) === replicaId;
+    if (hit) c.hits++;
     this.counts.set(workloadId, c);
+    return hit;
   }
 }

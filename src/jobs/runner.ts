@@ -9,6 +9,7 @@ import { KINDS } from "./kinds";
 import { buildJobData, type JobData } from "./result";
 import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueuedJobs } from "./service";
 import { modelAliasesOf } from "../dataplane/target";
+import type { Tracing } from "../tracing/tracing";
 
 type JobRow = Awaited<ReturnType<typeof claimJobs>>[number];
 
@@ -42,6 +43,8 @@ export class JobRunner {
     private maxRuns = 3,
     /** The host that claims and runs the jobs (cluster mode: a dead host's jobs go back to the queue). */
     private hostId: string | null = null,
+    /** Where each job run's timeline starts (the inspector's record, a trace when tracing is on). */
+    private tracing?: Tracing,
   ) {}
 
   /** Puts jobs a crash left running back in the queue, then starts taking jobs. */
@@ -120,9 +123,11 @@ export class JobRunner {
     const w = await getWorkloadById(this.db, job.workloadId);
     if (!w) return;
     const spec = KINDS[job.kind];
-    const meter = this.metering.begin(w, job.keyId, "job");
     const started = Date.now();
     const queueMs = started - Date.parse(job.createdAt);
+    const tl = this.tracing?.beginJob(job.id, job.kind, queueMs);
+    if (tl) tl.model = w.model_name;
+    const meter = this.metering.begin(w, job.keyId, "job", undefined, undefined, tl);
     const json = job.contentType === "application/json" ? (JSON.parse(Buffer.from(job.body).toString("utf8")) as Record<string, unknown>) : undefined;
     const req = {
       path: `/v1/${spec.route}`,
@@ -135,7 +140,7 @@ export class JobRunner {
     };
     let data: JobData;
     try {
-      const got = await dispatchWith(this.fleet.dispatcher, w.id, this.abort.signal, (t, s) => t.send(req, s), withAffinity(this.fleet.dispatcher, w, json, { kind: "job", keyId: job.keyId ?? undefined }));
+      const got = await dispatchWith(this.fleet.dispatcher, w.id, this.abort.signal, (t, s) => t.send(req, s), withAffinity(this.fleet.dispatcher, w, json, { kind: "job", keyId: job.keyId ?? undefined }), tl);
       meter.waited(got.waitedMs);
       meter.firstByte();
       let bytes: Uint8Array;

@@ -7,6 +7,7 @@
  */
 import type { Usage } from "../dataplane/meter";
 import { Histogram, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
+import type { Timeline } from "../tracing/timeline";
 
 /** A request or job as it ended. Times in milliseconds from its acceptance. */
 export interface Finished {
@@ -30,6 +31,8 @@ export interface MeterSinks {
   series: { observe(f: Finished): void };
   /** Limits: concurrency slots given back, tokens charged. */
   limits?: { finished(f: Finished): void };
+  /** The request inspector and traces: a request's timeline ends here (../tracing/tracing.ts). */
+  timelines?: { finished(tl: Timeline, f: Finished): void };
 }
 
 /** One request's clock: started when it was accepted; marks; ends once. */
@@ -48,6 +51,8 @@ export class RequestMeter {
     readonly startedAt = now(),
     /** Given back when the request ends (the key's concurrency slot). */
     private release?: () => void,
+    /** The request's timeline (none for a request the inspector does not list, e.g. the playground's). */
+    readonly timeline?: Timeline,
   ) {}
 
   /** The wait for a slot (ms), once a replica took the request. */
@@ -57,15 +62,28 @@ export class RequestMeter {
 
   /** The first token of a stream, or the response headers of any other answer (the first call counts). */
   firstByte(): void {
-    this.firstByteMs ??= this.now() - this.startedAt;
+    if (this.firstByteMs !== null) return;
+    this.firstByteMs = this.now() - this.startedAt;
+    const tl = this.timeline;
+    if (tl) tl.span("ttft", this.startedAt - tl.t0, this.startedAt - tl.t0 + this.firstByteMs);
   }
 
-  /** Ends the request with its usage and outcome; later calls do nothing. */
-  record(usage: Usage, ok: boolean): void {
+  /** Ends the request with its usage and outcome (`errorCode`: why it failed, when known); later calls do nothing. */
+  record(usage: Usage, ok: boolean, errorCode?: string): void {
     if (this.ended) return;
     this.ended = true;
     this.release?.();
-    this.metering.finish({ workloadId: this.workloadId, projectId: this.projectId, keyId: this.keyId, kind: this.kind, ok, usage, durationMs: this.now() - this.startedAt, queueMs: this.queueMs, firstByteMs: this.firstByteMs });
+    const end = this.now();
+    const f: Finished = { workloadId: this.workloadId, projectId: this.projectId, keyId: this.keyId, kind: this.kind, ok, usage, durationMs: end - this.startedAt, queueMs: this.queueMs, firstByteMs: this.firstByteMs };
+    this.metering.finish(f);
+    const tl = this.timeline;
+    if (!tl) return;
+    const t = (at: number) => at - tl.t0;
+    if (this.firstByteMs !== null) tl.span("stream", t(this.startedAt + this.firstByteMs), t(end));
+    tl.closeDispatch(t(end));
+    tl.span("meter", t(end), tl.now());
+    if (errorCode && !tl.errorCode) tl.errorCode = errorCode;
+    this.metering.ended(tl, f);
   }
 }
 
@@ -78,9 +96,14 @@ export class Metering {
 
   constructor(private sinks: MeterSinks) {}
 
-  /** A meter for a request accepted now (or at `startedAt`, a `performance.now()` time). */
-  begin(w: { id: string; project_id: string }, keyId: string | null, kind: "sync" | "job", startedAt?: number, release?: () => void): RequestMeter {
-    return new RequestMeter(this, w.id, w.project_id, keyId, kind, undefined, startedAt, release);
+  /** A meter for a request accepted now (or at `startedAt`, a `performance.now()` time), with its timeline when it has one. */
+  begin(w: { id: string; project_id: string }, keyId: string | null, kind: "sync" | "job", startedAt?: number, release?: () => void, timeline?: Timeline): RequestMeter {
+    return new RequestMeter(this, w.id, w.project_id, keyId, kind, undefined, startedAt, release, timeline);
+  }
+
+  /** A request's timeline ended (after `finish`): its record and trace go out. */
+  ended(tl: Timeline, f: Finished): void {
+    this.sinks.timelines?.finished(tl, f);
   }
 
   /** Records a finished request everywhere. */

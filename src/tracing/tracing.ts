@@ -1,0 +1,105 @@
+/**
+ * Where a request's timeline ends: the request inspector's record is built and handed to its sink,
+ * and, when tracing is on (`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+ * set), the same timeline goes out as an OpenTelemetry trace. The SDK (./otel.ts) is imported only
+ * then: with tracing off nothing of it loads.
+ */
+import type { RequestRecord, RequestSink } from "../inspector/record";
+import type { Finished } from "../usage/meter";
+import { log } from "../log";
+import { newTrace, parseTraceparent } from "./context";
+import { routeOf, Timeline } from "./timeline";
+
+/** What exports finished timelines as traces (./otel.ts). */
+export interface TraceExporter {
+  export(record: RequestRecord, timeline: Timeline): void;
+  /** Sends what is buffered and stops. */
+  shutdown(): Promise<void>;
+}
+
+/** The OTLP endpoint the environment names for traces, or undefined (tracing off). */
+export const traceEndpointOf = (env: Record<string, string | undefined>): string | undefined => env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined;
+
+/**
+ * The trace exporter the environment asks for (see ./otel.ts), or undefined when no OTLP endpoint
+ * is set; the OpenTelemetry SDK is imported only in the first case.
+ */
+export async function loadTraceExporter(env: Record<string, string | undefined>, version: string): Promise<TraceExporter | undefined> {
+  if (!traceEndpointOf(env)) return undefined;
+  const { startOtlpExporter } = await import("./otel");
+  return startOtlpExporter(env, version);
+}
+
+/** Starts timelines as requests arrive and ends them into the inspector (and the exporter, when on). */
+export class Tracing {
+  constructor(
+    private sink: RequestSink,
+    /** This inferd host's id (the record's `hostId`). */
+    private hostId: string | null,
+    private exporter?: TraceExporter,
+  ) {}
+
+  /** True when traces are exported. */
+  get on(): boolean {
+    return this.exporter !== undefined;
+  }
+
+  /**
+   * The timeline of a data-plane request that arrived at `t0`: in the client's trace when it sent a
+   * well-formed `traceparent`, in a new one when tracing is on, else in none (no id is made).
+   */
+  begin(request: Request, path: string, t0: number, requestId: string): Timeline {
+    const header = request.headers.get("traceparent");
+    const trace = (header ? parseTraceparent(header, request.headers.get("tracestate")) : undefined) ?? (this.exporter ? newTrace() : undefined);
+    return new Timeline(t0, requestId, routeOf(request.method, path), trace);
+  }
+
+  /** The timeline of a job run that was submitted `queuedMs` ago (its clock starts at submission). */
+  beginJob(jobId: string, kind: string, queuedMs: number): Timeline {
+    const tl = new Timeline(performance.now() - queuedMs, jobId, kind, this.exporter ? newTrace() : undefined, "job");
+    tl.span("queue", 0, queuedMs, { priority: "batch", stored: true });
+    return tl;
+  }
+
+  /** A request (or job run) ended in the meter: its record goes to the inspector and, when on, its trace out. */
+  finished(tl: Timeline, f: Finished): void {
+    const totalMs = tl.kind === "job" ? tl.now() : f.durationMs;
+    const firstByte = f.firstByteMs === null ? null : f.firstByteMs + (tl.kind === "job" ? totalMs - f.durationMs : 0);
+    const { id, spans } = tl.handOver();
+    for (const s of spans) if (s.name === "dispatch" && s.attrs && this.hostId) s.attrs.host = this.hostId;
+    const record: RequestRecord = {
+      id,
+      at: Math.round(performance.timeOrigin + tl.t0),
+      workloadId: f.workloadId,
+      projectId: f.projectId,
+      keyId: f.keyId,
+      kind: tl.kind,
+      route: tl.route,
+      model: tl.model,
+      status: tl.status || (f.ok ? 200 : 502),
+      errorCode: tl.errorCode,
+      tokensIn: f.usage.inputTokens,
+      tokensOut: f.usage.outputTokens,
+      queueMs: tl.kind === "job" ? totalMs - f.durationMs + f.queueMs : f.queueMs,
+      ttftMs: firstByte,
+      totalMs,
+      assignmentId: tl.placement?.assignmentId ?? null,
+      workerId: tl.placement?.workerId ?? null,
+      hostId: this.hostId,
+      traceId: tl.trace?.traceId ?? null,
+      spans,
+    };
+    if (tl.capture) record.bodies = tl.capture.bodies();
+    try {
+      this.sink.add(record);
+      this.exporter?.export(record, tl);
+    } catch (e) {
+      log.warn(`could not keep the record of request ${tl.id}`, e);
+    }
+  }
+
+  /** Sends the traces still buffered (at shutdown). */
+  async stop(): Promise<void> {
+    await this.exporter?.shutdown().catch((e) => log.warn("could not send the last traces", e));
+  }
+}

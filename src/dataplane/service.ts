@@ -12,7 +12,8 @@ import { requestIdOf } from "./request-id";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
 import { timelineOf } from "../tracing/timeline";
-import { Capture, capturing } from "../tracing/capture";
+import { Capture } from "../tracing/capture";
+import { capturing } from "../inspector/capture";
 
 /** What this module uses of the app's dependencies. */
 export type DataplaneDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "fleet" | "limiter" | "metering">;

@@ -8,9 +8,6 @@ import type { CapturedBodies } from "../inspector/record";
 /** How much of each body is kept. */
 export const CAPTURE_LIMIT = 1024 * 1024;
 
-/** True while a workload's capture is on (`capture_until`, ISO, in the future). */
-export const capturing = (w: { capture_until?: string | null }): boolean => !!w.capture_until && Date.parse(w.capture_until) > Date.now();
-
 /** One body as it is collected, chunk by chunk, up to the limit. */
 class Part {
   private chunks: Uint8Array[] = [];

@@ -18,7 +18,7 @@ type Deps = Pick<AppDeps, "db">;
  * record and sessions.
  */
 export const userRoutes = (deps: Deps) =>
-  new Elysia({ prefix: "/admin", detail: { tags: ["users"] } })
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get("/me", async ({ request }) => {
       const who = principalOf(request);
       const mine = who.projectIds === "all" ? "all" : who.projectIds.size ? await deps.db.select({ id: projects.id, slug: projects.slug, name: projects.name }).from(projects).where(inArray(projects.id, [...who.projectIds])).orderBy(asc(projects.slug)) : [];

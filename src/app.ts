@@ -16,6 +16,7 @@ import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
 import { inspectorRoutes } from "./inspector/routes";
 import { adminRoutes, loginRoute } from "./admin/routes";
 import { oidcRoutes } from "./auth/oidc-routes";
+import { userRoutes } from "./users/routes";
 import { dataRoutes } from "./dataplane/routes";
 import { batchRoutes } from "./batches/routes";
 import { workerRoutes } from "./workers/routes";
@@ -106,6 +107,7 @@ export function createApp(deps: AppDeps) {
     .use(adminRoutes(deps))
     .use(loginRoute(deps))
     .use(oidcRoutes(deps))
+    .use(userRoutes(deps))
     .use(adminExtraRoutes(deps))
     .use(playgroundRoutes(deps))
     .use(projectRoutes(deps))

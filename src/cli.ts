@@ -33,6 +33,7 @@ import { builtinLlama } from "../agent/runtimes/builtin";
 import { desktop } from "./desktop";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { modelCommand } from "./models/cli";
+import { userCommand } from "./users/cli";
 import { backupCommand, doctorCommand, restoreCommand } from "./store/commands";
 import { migrateCommand } from "./store/migrate";
 import { isPostgresUrl } from "./db";
@@ -48,6 +49,9 @@ usage:
   inferd key list --project P [--json]
   inferd key revoke <key-id> [--json]
   inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] [--weight N] [--priority interactive|batch]   (or none)
+  inferd user add <email> --role admin|operator|viewer [--project P]... [--name N] [--password-stdin] [--json]
+  inferd user list | set <email> [--role R] [--project P]... [--name N] [--password-stdin] | rm <email>
+                                       people who sign in to the dashboard (inferd user --help)
   inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]
                                        get models into the store (hf:owner/repo[:QUANT], hf:owner/repo/file.gguf, https://…, a local path)
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
@@ -62,7 +66,7 @@ usage:
   inferd config                        print every setting with its value in force
   inferd version
 
-project and key commands work on the data dir directly, whether or not a server is running.
+project, key and user commands work on the data dir directly, whether or not a server is running.
 
 settings (flag, environment variable):
 `;
@@ -289,7 +293,7 @@ async function serve(config: Config): Promise<void> {
 }
 
 /**
- * Runs the command line: `serve` (the default), `project`, `key`, `agent`, `backup`, `restore`,
+ * Runs the command line: `serve` (the default), `project`, `key`, `user`, `agent`, `backup`, `restore`,
  * `store`, `doctor`, `desktop`, `config`, `version`, `help`.
  * Returns the exit code for commands that finish; `serve` keeps running.
  */
@@ -309,6 +313,8 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "key":
         await withActor(CLI_ACTOR, () => keyCommand(config, args, out));
         return 0;
+      case "user":
+        return await withActor(CLI_ACTOR, () => userCommand(config, args, out, err));
       case "model":
         for (const a of args) if (a.startsWith("-") && a !== "--json") throw unknownFlag(a, []);
         return await withActor(CLI_ACTOR, () => modelCommand(config, args, out, err));

@@ -15,6 +15,9 @@ import { BUCKET_MS, windowOf } from "../usage/series";
 import { tenantVerdict } from "../workloads/launch-policy";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 import { thisCommand } from "../invocation";
+import { notFound } from "../errors";
+import { principalOf } from "../auth/service";
+import { seesProject } from "../users/access";
 
 const Preview = z.strictObject({
   backend: z.enum(BACKENDS),
@@ -88,12 +91,15 @@ export const adminExtraRoutes = (deps: AppDeps) =>
       cluster: await deps.cluster.view(),
     }), { detail: { summary: "What this server is and what it can run; which host of the cluster leads and every host's last heartbeat" } })
     .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
-    .get("/admin/metrics/series", async ({ query }) => {
+    .get("/admin/metrics/series", async ({ query, request }) => {
       const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
       const now = Date.now();
       const { from, until } = windowOf(minutes, now);
+      // A project member sees their projects' workloads only; another project's is not found.
+      const who = principalOf(request);
       const one = query.workload ? await resolveWorkload(deps.db, String(query.workload)) : undefined;
-      const list = one ? [one] : await listAllWorkloads(deps.db);
+      if (one && !seesProject(who, one.project_id)) throw notFound(`workload "${String(query.workload)}"`);
+      const list = one ? [one] : (await listAllWorkloads(deps.db)).filter((w) => seesProject(who, w.project_id));
       // Older buckets (earlier runs, other hosts of a cluster) come from the store; this process's from memory.
       const stored = await deps.series.workloads(from, until, one?.id);
       return {

@@ -1,26 +1,41 @@
 import { Elysia } from "elysia";
-import { z } from "zod";
 import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { createSession, endAllSessions, endSession, redeemLoginCode, sessionCookie } from "../auth/service";
 import { viaTls } from "../agents/routes";
+import { SessionCreate } from "../users/schema";
+import { signInMethods, signInWithPassword } from "../users/signin";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "adminToken" | "usage" | "metricsToken">;
+type Deps = Pick<AppDeps, "db" | "adminToken" | "usage" | "metricsToken" | "config">;
 
 /** Whether the browser reached us over HTTPS (our TLS port, or a TLS-terminating proxy saying so). */
 const overHttps = (request: Request) => viaTls.has(request) || request.headers.get("x-forwarded-proto") === "https";
 
-const SessionCreate = z.strictObject({ token: z.string().min(1).max(1000) });
+/** The client's address as this server saw it (null when unknown, e.g. over the TLS port). */
+function clientAddress(server: { requestIP(r: Request): { address: string } | null } | null, request: Request): string | null {
+  try {
+    return server?.requestIP(request)?.address ?? null;
+  } catch {
+    return null;
+  }
+}
 
 /** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
 export const adminRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .post("/session", async ({ body, set, request }) => {
-      const s = await createSession(deps, body.token);
+    .get("/session/methods", () => signInMethods(deps.config), { detail: { summary: "How the dashboard can be signed in to: password always, single sign-on when configured (open, no credential)" } })
+    .post("/session", async ({ body, set, request, server }) => {
+      const s =
+        "token" in body
+          ? await createSession(deps, body.token)
+          : await signInWithPassword(deps, body.email, body.password, { address: clientAddress(server, request), userAgent: request.headers.get("user-agent") });
       set.headers["set-cookie"] = sessionCookie(s.id, s.maxAgeSeconds, overHttps(request));
       return { ok: true };
-    }, { ...jsonBody(SessionCreate), detail: { summary: "Sign in to the dashboard with the admin token (sets an HttpOnly cookie)" } })
+    }, {
+      ...jsonBody(SessionCreate),
+      detail: { summary: "Sign in to the dashboard with the admin token ({token}) or a local user's {email, password} (sets an HttpOnly cookie; 5 failures per e-mail or address in 15 minutes: 429 too_many_attempts)" },
+    })
     .delete("/session", async ({ request, set }) => {
       await endSession(deps, request);
       set.headers["set-cookie"] = sessionCookie("", 0, overHttps(request));

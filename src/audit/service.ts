@@ -4,10 +4,10 @@
  * control-plane key), or from the CLI, or is the system. Diffs name changed fields only, never secrets.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { and, desc, eq, gte, lt, or, type SQL } from "drizzle-orm";
+import { and, desc, eq, gte, inArray, isNotNull, lt, or, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db";
-import { auditLog } from "../db/schema";
-import { startsWith } from "../db/raw";
+import { apiKeys, assignments, auditLog, webhooks, workloads } from "../db/schema";
+import { first, startsWith } from "../db/raw";
 
 /** Who is acting. */
 export interface Actor {
@@ -23,6 +23,8 @@ export interface Target {
   type: string;
   id?: string | null;
   label?: string | null;
+  /** The project it belongs to, when the caller knows it (else `audit()` finds it for projects, workloads, keys, webhooks and assignments). */
+  projectId?: string | null;
 }
 
 const SYSTEM: Actor = { type: "system", label: "inferd" };
@@ -76,12 +78,46 @@ export function fieldsOf(o: object, fields: string[]): Record<string, unknown> {
   return Object.fromEntries(fields.filter((f) => obj[f] !== undefined).map((f) => [f, safe(f, obj[f])]));
 }
 
-/** Records one change by the current actor. */
+/**
+ * The project a target belongs to: given, its own id for a project, else looked up through the
+ * workload it belongs to; for a thing already deleted, the project an earlier entry on it named.
+ * One or two reads: audit writes are rare.
+ */
+async function projectOfTarget(db: Db, t: Target): Promise<string | null> {
+  if (t.projectId !== undefined) return t.projectId;
+  if (!t.id) return null;
+  const id = t.id;
+  const viaWorkload = <T extends typeof webhooks | typeof assignments>(table: T) =>
+    first(db.select({ p: workloads.projectId }).from(table).innerJoin(workloads, eq(workloads.id, table.workloadId)).where(eq(table.id, id)));
+  let found: { p: string } | undefined;
+  if (t.type === "project") return id;
+  else if (t.type === "workload") found = await first(db.select({ p: workloads.projectId }).from(workloads).where(eq(workloads.id, id)));
+  else if (t.type === "key") found = await first(db.select({ p: apiKeys.projectId }).from(apiKeys).where(eq(apiKeys.id, id)));
+  else if (t.type === "webhook") found = await viaWorkload(webhooks);
+  else if (t.type === "assignment") found = await viaWorkload(assignments);
+  else return null;
+  if (found) return found.p;
+  const earlier = await first(db.select({ p: auditLog.projectId }).from(auditLog).where(and(eq(auditLog.targetId, id), isNotNull(auditLog.projectId))));
+  return earlier?.p ?? null;
+}
+
+/** Records one change by the current actor, with the project of its target. */
 export async function audit(db: Db, action: string, target: Target, diff: Record<string, unknown> = {}, actor = actorNow()): Promise<void> {
   diff = Object.fromEntries(Object.entries(diff).map(([k, v]) => [k, safe(k, v)]));
-  await db
-    .insert(auditLog)
-    .values({ at: new Date().toISOString(), actorType: actor.type, actorId: actor.id ?? null, actorLabel: actor.label, action, targetType: target.type, targetId: target.id ?? null, targetLabel: target.label ?? null, diff: JSON.stringify(diff), requestId: actor.requestId ?? null });
+  const projectId = await projectOfTarget(db, target);
+  await db.insert(auditLog).values({
+    at: new Date().toISOString(),
+    actorType: actor.type,
+    actorId: actor.id ?? null,
+    actorLabel: actor.label,
+    action,
+    targetType: target.type,
+    targetId: target.id ?? null,
+    targetLabel: target.label ?? null,
+    projectId,
+    diff: JSON.stringify(diff),
+    requestId: actor.requestId ?? null,
+  });
 }
 
 /** An entry as `GET /admin/audit` shows it. */
@@ -94,13 +130,20 @@ export interface AuditEntry {
   diff: Record<string, unknown>;
   /** The `x-request-id` of the request that made the change (null for the CLI and inferd itself). */
   request_id: string | null;
+  /** The project the target belongs to (null: none, such as a worker, a model or a user). */
+  project_id: string | null;
 }
 
+/** Which entries a reader may see: all, or those of their projects and their own actions. */
+export type AuditScope = "all" | { projectIds: string[]; actorId: string | null };
+
 /**
- * Entries newest first, filtered by time, actor (id or label), target (id or label) and action prefix;
- * `before` (an entry's id) pages to older entries without skipping any written in the same millisecond.
+ * Entries newest first, filtered by time, actor (id or label), target (id or label), action prefix
+ * and project (id); `before` (an entry's id) pages to older entries without skipping any written in
+ * the same millisecond; `scope` keeps a project member to their projects' entries and their own.
  */
-export async function listAudit(db: Db, q: { since?: string; until?: string; actor?: string; target?: string; action?: string; limit?: number; before?: number }): Promise<AuditEntry[]> {
+export async function listAudit(db: Db, q: { since?: string; until?: string; actor?: string; target?: string; action?: string; project?: string; limit?: number; before?: number; scope?: AuditScope }): Promise<AuditEntry[]> {
+  const scope = q.scope ?? "all";
   const conds: (SQL | undefined)[] = [
     q.before !== undefined ? lt(auditLog.id, q.before) : undefined,
     q.since ? gte(auditLog.at, q.since) : undefined,
@@ -108,9 +151,25 @@ export async function listAudit(db: Db, q: { since?: string; until?: string; act
     q.actor ? or(eq(auditLog.actorId, q.actor), eq(auditLog.actorLabel, q.actor), eq(auditLog.actorType, q.actor)) : undefined,
     q.target ? or(eq(auditLog.targetId, q.target), eq(auditLog.targetLabel, q.target)) : undefined,
     q.action ? or(eq(auditLog.action, q.action), startsWith(auditLog.action, `${q.action}.`)) : undefined,
+    q.project ? eq(auditLog.projectId, q.project) : undefined,
+    scope === "all"
+      ? undefined
+      : or(
+          scope.projectIds.length ? inArray(auditLog.projectId, scope.projectIds) : sql`1 = 0`,
+          scope.actorId ? and(eq(auditLog.actorType, "user"), eq(auditLog.actorId, scope.actorId)) : undefined,
+        ),
   ];
   const rows = await db.select().from(auditLog).where(and(...conds)).orderBy(desc(auditLog.id)).limit(Math.min(Math.max(q.limit ?? 100, 1), 1000));
-  return rows.map((r) => ({ id: r.id, at: r.at, actor: { type: r.actorType, id: r.actorId, label: r.actorLabel }, action: r.action, target: { type: r.targetType, id: r.targetId, label: r.targetLabel }, diff: JSON.parse(r.diff), request_id: r.requestId }));
+  return rows.map((r) => ({
+    id: r.id,
+    at: r.at,
+    actor: { type: r.actorType, id: r.actorId, label: r.actorLabel },
+    action: r.action,
+    target: { type: r.targetType, id: r.targetId, label: r.targetLabel },
+    diff: JSON.parse(r.diff),
+    request_id: r.requestId,
+    project_id: r.projectId,
+  }));
 }
 
 /** Deletes entries older than `days`; returns how many. */

@@ -125,7 +125,6 @@ export interface OidcIdentity {
  * sign-in. A role claim, when configured, sets the role at every sign-in; otherwise a new user gets
  * `defaultRole` and an existing one keeps theirs. An email already linked to another provider
  * account, or not verified by the provider, is refused.
- * (Stands in for src/users/service.ts `upsertOidcUser` until the two branches meet.)
  */
 export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRole: Role): Promise<SignedInUser> {
   const now = nowIso();

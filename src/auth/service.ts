@@ -10,6 +10,7 @@ import { findKeyBySecret, KEY_PREFIX, type KeyRecord } from "../keys/service";
 import type { UsageRecorder } from "../usage/recorder";
 import type { Actor } from "../audit/service";
 import { audit } from "../audit/service";
+import { adminTokenPrincipal, authorize, userPrincipal, type Principal } from "../users/access";
 
 /** What authentication needs: the store, the admin token and the usage counter. */
 export interface AuthDeps {
@@ -125,24 +126,27 @@ function originHost(origin: string): string | null {
 }
 
 /**
- * Accepts a dashboard session that exists, has not expired, was opened with the admin token in
- * force (a changed token ends every session) and was used within SESSION_IDLE_MS; notes its use.
+ * Accepts a dashboard session that exists, has not expired and was used within SESSION_IDLE_MS, and
+ * says whose it is: a user's (read from the store now, so a removed user's session is gone and a
+ * demoted user's role applies at once) or the admin token's (ended when the token has changed).
+ * Notes its use.
  */
-async function checkSession(deps: AuthDeps, sid: string): Promise<void> {
+async function checkSession(deps: AuthDeps, sid: string): Promise<Principal> {
   const now = Date.now();
   const hash = sha256(sid);
   const row = await first(deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, new Date(now).toISOString()))));
   if (!row) throw unauthorized("invalid_session", "the session has expired; sign in again");
-  if (row.tokenHash !== adminHash(deps)) {
+  const end = async (why: string) => {
     await deps.db.delete(sessions).where(eq(sessions.hash, hash));
-    throw unauthorized("invalid_session", "the admin token has changed since this session began; sign in again");
-  }
+    return unauthorized("invalid_session", why);
+  };
+  const principal = row.userId ? await userPrincipal(deps.db, row.userId, sessionIdOf(hash)) : adminTokenPrincipal(sessionIdOf(hash));
+  if (!principal) throw await end("your account has been removed; ask an admin");
+  if (!row.userId && row.tokenHash !== adminHash(deps)) throw await end("the admin token has changed since this session began; sign in again");
   const seen = Date.parse(row.lastSeenAt ?? row.createdAt);
-  if (now - seen > SESSION_IDLE_MS) {
-    await deps.db.delete(sessions).where(eq(sessions.hash, hash));
-    throw unauthorized("invalid_session", "the session ended after a time without use; sign in again");
-  }
+  if (now - seen > SESSION_IDLE_MS) throw await end("the session ended after a time without use; sign in again");
   if (now - seen > TOUCH_MS) await deps.db.update(sessions).set({ lastSeenAt: new Date(now).toISOString() }).where(eq(sessions.hash, hash));
+  return principal;
 }
 
 /** Ends every dashboard session and unused sign-in link (sign out everywhere); returns how many there were. */
@@ -174,15 +178,17 @@ function cookieValue(request: Request, name: string): string | undefined {
 }
 
 /**
- * Admin API (`/admin`): the admin token as Bearer, or the dashboard's session cookie. A request
- * riding on the cookie that changes state must come from our own origin (CSRF guard on top of
- * SameSite=Strict).
+ * Admin API (`/admin`): the admin token as Bearer, or the dashboard's session cookie (the admin
+ * token's or a user's). A request riding on the cookie that changes state must come from our own
+ * origin (CSRF guard on top of SameSite=Strict). Then the access table (src/users/access.ts) decides
+ * what the principal may do on `path` (the normalised path; the request's own by default).
  */
-export async function authAdmin(deps: AuthDeps, request: Request): Promise<{ via: "token" | "session" }> {
+export async function authAdmin(deps: AuthDeps, request: Request, path = normalisePath(new URL(request.url).pathname)): Promise<{ via: "token" | "session" }> {
   const token = presentedToken(request);
   if (token) {
     if (isAdminToken(deps, token)) {
       actors.set(request, { type: "admin", label: "admin token" });
+      principals.set(request, adminTokenPrincipal(null));
       return { via: "token" };
     }
     if (token.startsWith(KEY_PREFIX.sdk) || token.startsWith(KEY_PREFIX.live)) {
@@ -192,13 +198,15 @@ export async function authAdmin(deps: AuthDeps, request: Request): Promise<{ via
   }
   const sid = cookieValue(request, SESSION_COOKIE);
   if (sid) {
-    await checkSession(deps, sid);
-    actors.set(request, { type: "session", id: `ses_${sha256(sid).slice(0, 12)}`, label: "dashboard session" });
+    const principal = await checkSession(deps, sid);
+    principals.set(request, principal);
+    actors.set(request, principal.userId ? { type: "user", id: principal.userId, label: principal.email ?? principal.userId } : { type: "session", id: principal.sessionId ?? undefined, label: "dashboard session" });
     if (!["GET", "HEAD", "OPTIONS"].includes(request.method)) {
       const origin = request.headers.get("origin");
       const host = request.headers.get("host");
       if (origin && host && originHost(origin) !== host) throw forbidden("csrf_rejected", "cross-site request refused");
     }
+    await authorize(deps.db, principal, request.method, path);
     return { via: "session" };
   }
   throw unauthorized("missing_token", "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session");
@@ -253,16 +261,26 @@ export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ i
   return openSession(deps, { method: "login_link" });
 }
 
-/** Ends the session the request carries, if any. */
+/** Ends the session the request carries, if any (a user's sign-out is recorded as theirs). */
 export async function endSession(deps: AuthDeps, request: Request): Promise<void> {
   const sid = cookieValue(request, SESSION_COOKIE);
   if (!sid) return;
-  await deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid)));
-  await audit(deps.db, "session.end", { type: "session", id: `ses_${sha256(sid).slice(0, 12)}` });
+  const ended = await deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid))).returning({ userId: sessions.userId });
+  const user = ended[0]?.userId ? await userPrincipal(deps.db, ended[0].userId, null) : undefined;
+  const actor: Actor | undefined = user?.userId ? { type: "user", id: user.userId, label: user.email ?? user.userId } : undefined;
+  await audit(deps.db, "session.end", { type: "session", id: sessionIdOf(sha256(sid)) }, {}, actor);
 }
 
 const keys = new WeakMap<Request, KeyRecord>();
 const actors = new WeakMap<Request, Actor>();
+const principals = new WeakMap<Request, Principal>();
+
+/** Who an /admin request is (set by `authAdmin`): its role and the projects it may see; 401 when it was not authenticated so. */
+export function principalOf(request: Request): Principal {
+  const p = principals.get(request);
+  if (!p) throw unauthorized("missing_token", "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session");
+  return p;
+}
 
 /** Who a request acts as, for the audit log (set by `authenticateRequest`); anonymous when none. */
 export function actorOf(request: Request): Actor {
@@ -323,7 +341,7 @@ export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: s
   if (path === "/metrics") {
     const token = presentedToken(request);
     if (deps.metricsToken && token && safeEqual(sha256(token), sha256(deps.metricsToken))) return;
-    return andThen(authAdmin(deps, request), () => undefined);
+    return andThen(authAdmin(deps, request, path), () => undefined);
   } else if (path === "/api" || path.startsWith("/api/")) {
     const m = /^\/api\/projects\/([^/]+)/.exec(path);
     return andThen(authControl(deps, request, m ? segment(m[1]) : undefined), keep);
@@ -340,5 +358,5 @@ export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: s
     // Agents authenticate with their own credential over the pinned HTTPS link (agents/routes.ts).
     return;
   }
-  return andThen(authAdmin(deps, request), () => undefined);
+  return andThen(authAdmin(deps, request, path), () => undefined);
 }

@@ -5,6 +5,8 @@ import { ProjectCreate } from "./schema";
 import { createProject, deleteProject, getProject, listProjectsWithCounts, setProjectLimits } from "./service";
 import { ProjectPatch } from "../limits/schema";
 import { projectUsage } from "../limits/project";
+import { principalOf } from "../auth/service";
+import { seesProject } from "../users/access";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "events">;
@@ -16,7 +18,10 @@ export const projectRoutes = (deps: Deps) =>
       set.status = 201;
       return createProject(deps.db, body);
     }, { ...jsonBody(ProjectCreate), detail: { summary: "Create a project" } })
-    .get("", () => listProjectsWithCounts(deps.db), { detail: { summary: "List projects with their workload and live-key counts" } })
+    .get("", async ({ request }) => {
+      const who = principalOf(request);
+      return (await listProjectsWithCounts(deps.db)).filter((p) => seesProject(who, p.id));
+    }, { detail: { summary: "List projects with their workload and live-key counts (a project member: their projects)" } })
     .get("/:project", async ({ params }) => {
       const p = await getProject(deps.db, params.project);
       return { ...p, usage: await projectUsage(deps.db, p.id) };

@@ -3,6 +3,8 @@ import { sql } from "drizzle-orm";
 import type { AppDeps } from "../deps";
 import { rows } from "../db/raw";
 import { validation } from "../errors";
+import { principalOf } from "../auth/service";
+import { projectScope } from "../users/access";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "usage">;
@@ -37,16 +39,18 @@ function groupOf(name: string) {
   return g;
 }
 
-/** Usage per day grouped by key, project or workload between two UTC days (inclusive). */
-export async function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: string, from: string, to: string): Promise<UsageRow[]> {
+/** Usage per day grouped by key, project or workload between two UTC days (inclusive); of the `projectIds` only, when given. */
+export async function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: string, from: string, to: string, projectIds: string[] | "all" = "all"): Promise<UsageRow[]> {
   const g = groupOf(groupBy);
+  if (projectIds !== "all" && projectIds.length === 0) return [];
+  const only = projectIds === "all" ? sql`` : sql` AND u.project_id IN (${sql.join(projectIds.map((id) => sql`${id}`), sql`, `)})`;
   await deps.usage.flush();
   const found = await rows<UsageRow>(
     deps.db,
     sql`SELECT u.day AS day, ${sql.raw(g.id)} AS id, ${sql.raw(g.label)} AS label, SUM(u.requests) AS requests, SUM(u.errors) AS errors,
          SUM(u.input_tokens) AS input_tokens, SUM(u.output_tokens) AS output_tokens
        FROM usage_daily u LEFT JOIN api_keys k ON k.id = u.key_id LEFT JOIN projects p ON p.id = u.project_id LEFT JOIN workloads w ON w.id = u.workload_id
-       WHERE u.day >= ${from} AND u.day <= ${to} GROUP BY u.day, ${sql.raw(g.id)}, ${sql.raw(g.label)} ORDER BY u.day, label`,
+       WHERE u.day >= ${from} AND u.day <= ${to}${only} GROUP BY u.day, ${sql.raw(g.id)}, ${sql.raw(g.label)} ORDER BY u.day, label`,
   );
   // PostgreSQL sums 64-bit numbers as exact decimal text.
   return found.map((r) => ({ ...r, requests: Number(r.requests), errors: Number(r.errors), input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) }));
@@ -68,11 +72,11 @@ export const usageRoutes = (deps: Deps) =>
     const from = q.from ?? new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
     const to = q.to ?? today;
     for (const [f, v] of [["from", from], ["to", to]] as const) if (!DAY.test(v)) throw validation(f, "must be a UTC day as YYYY-MM-DD");
-    const found = await usageExport(deps, groupBy, from, to);
+    const found = await usageExport(deps, groupBy, from, to, projectScope(principalOf(request)));
     if (q.format === "csv" || (!q.format && (request.headers.get("accept") ?? "").includes("text/csv"))) {
       set.headers["content-type"] = "text/csv; charset=utf-8";
       set.headers["content-disposition"] = `attachment; filename="inferd-usage-${groupBy}-${from}-${to}.csv"`;
       return toCsv(found, groupBy);
     }
     return { group_by: groupBy, from, to, rows: found };
-  }, { detail: { summary: "Usage per key, project or workload and day (?group_by, ?from, ?to as YYYY-MM-DD, ?format=csv or Accept: text/csv)" } });
+  }, { detail: { summary: "Usage per key, project or workload and day (?group_by, ?from, ?to as YYYY-MM-DD, ?format=csv or Accept: text/csv); a project member sees their projects' only" } });

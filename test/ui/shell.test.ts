@@ -86,7 +86,11 @@ describe("API docs", () => {
     await docs.page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "API docs" }).click();
     await docs.page.waitForURL("**/docs");
     await docs.page.locator(".opblock").first().waitFor();
-    expect(await docs.page.locator(".opblock-summary-path", { hasText: /^\/admin\/projects$/ }).count()).toBeGreaterThan(0);
+    // Swagger UI renders a long list as it scrolls into view: scroll until the operation shows.
+    await until(async () => {
+      await docs.page.mouse.wheel(0, 1500);
+      return (await docs.page.locator(".opblock-summary-path", { hasText: /^\/admin\/projects$/ }).count()) > 0;
+    }, "the /admin/projects operation");
     expect(await docs.page.locator(".opblock").count()).toBeGreaterThan(20);
     await expect(docs.page.locator(".info .title").textContent()).resolves.toContain("inferd");
     expect(outside).toEqual([]);

@@ -14,6 +14,7 @@ import { projectRoutes } from "./projects/routes";
 import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
 import { adminRoutes, loginRoute } from "./admin/routes";
+import { oidcRoutes } from "./auth/oidc-routes";
 import { dataRoutes } from "./dataplane/routes";
 import { batchRoutes } from "./batches/routes";
 import { workerRoutes } from "./workers/routes";
@@ -99,6 +100,7 @@ export function createApp(deps: AppDeps) {
     .get("/healthz", () => ({ status: "ok", version: deps.version }))
     .use(adminRoutes(deps))
     .use(loginRoute(deps))
+    .use(oidcRoutes(deps))
     .use(adminExtraRoutes(deps))
     .use(playgroundRoutes(deps))
     .use(projectRoutes(deps))

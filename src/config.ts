@@ -25,6 +25,12 @@ interface Setting {
 /** Refuses values outside `allowed`. */
 const oneOf = (allowed: readonly string[]) => (v: string) => (allowed.includes(v) ? null : `must be one of ${allowed.join(", ")}, got "${v}"`);
 
+/** Refuses text that is not an http(s) URL. */
+const httpUrl = (v: string) => (/^https?:\/\//i.test(v) && URL.canParse(v) ? null : `must be an http:// or https:// URL, got "${v}"`);
+
+/** The roles a user can have (single sign-on's default role is one of them). */
+const ROLES = ["admin", "operator", "viewer"] as const;
+
 /** Every setting of `inferd serve`; `inferd config` prints this table with the values in force. */
 export const SETTINGS = {
   host: { flag: "--host", env: "INFERD_HOST", kind: "string", default: "127.0.0.1", description: "Address to listen on (0.0.0.0 for LAN clients)." },
@@ -76,6 +82,12 @@ export const SETTINGS = {
   allowPrivateModelUrls: { ...P.private_model_urls, kind: "bool", default: false, description: "Launch policy: let tenants' model URLs (llama.cpp -mu) reach loopback and private addresses, and use http://." },
   hfToken: { flag: "--hf-token", env: "HF_TOKEN", kind: "string", default: undefined, runtime: true, secret: true, description: "Hugging Face access token for gated and private repos: inferd serve's model pulls and searches send it to HF_ENDPOINT (runtimes that download by themselves, and remote agents, use the HF_TOKEN of their own environment)." },
   defaultKeyLimits: { flag: "--default-key-limits", env: "INFERD_DEFAULT_KEY_LIMITS", kind: "list", default: [], runtime: true, check: keyLimitsProblem, description: "Limits every API key gets where it has none of its own: name=N, comma-separated (rpm, tpm, max_concurrent, tokens_per_day, tokens_per_month)." },
+  oidcIssuer: { flag: "--oidc-issuer", env: "INFERD_OIDC_ISSUER", kind: "string", default: undefined, check: httpUrl, description: "Single sign-on: the OpenID Connect provider's issuer URL (e.g. https://keycloak.example.com/realms/acme); its discovery document is read from <issuer>/.well-known/openid-configuration. Unset: no single sign-on." },
+  oidcClientId: { flag: "--oidc-client-id", env: "INFERD_OIDC_CLIENT_ID", kind: "string", default: undefined, description: "Single sign-on: this server's client id at the provider." },
+  oidcClientSecret: { flag: "--oidc-client-secret", env: "INFERD_OIDC_CLIENT_SECRET", kind: "string", default: undefined, secret: true, description: "Single sign-on: the client's secret (a confidential client); unset: a public client (PKCE only)." },
+  oidcDefaultRole: { flag: "--oidc-default-role", env: "INFERD_OIDC_DEFAULT_ROLE", kind: "string", default: "viewer", check: oneOf(ROLES), description: "Single sign-on: the role of a user created at first sign-in when --oidc-role-claim names none (admin, operator or viewer)." },
+  oidcRoleClaim: { flag: "--oidc-role-claim", env: "INFERD_OIDC_ROLE_CLAIM", kind: "string", default: undefined, description: "Single sign-on: a claim (e.g. groups; a dotted path such as realm_access.roles works too) whose values inferd-admin, inferd-operator or inferd-viewer set the user's role at every sign-in (the highest wins; none: --oidc-default-role)." },
+  oidcRedirectUrl: { flag: "--oidc-redirect-url", env: "INFERD_OIDC_REDIRECT_URL", kind: "string", default: undefined, check: httpUrl, description: "Single sign-on: the callback URL registered at the provider, when it is not <the dashboard's own URL>/auth/oidc/callback (e.g. behind a proxy that rewrites the host)." },
   logLevel: { flag: "--log-level", env: "INFERD_LOG_LEVEL", kind: "string", default: "info", runtime: true, check: oneOf(LOG_LEVELS), description: "What the server log writes: error, warn, info or debug (each includes the ones before it)." },
 } satisfies Record<string, Setting>;
 

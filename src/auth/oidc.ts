@@ -1,0 +1,259 @@
+/**
+ * Single sign-on with OpenID Connect: the provider's discovery document (kept once read, read again
+ * after a failure), the authorization code flow with PKCE (S256), `state` and `nonce` kept in the
+ * `oidc_logins` table (the state's hash as key, ten minutes, one use), the ID token's checks
+ * (issuer, audience, expiry, nonce, and its signature against the provider's JWKS) by
+ * `openid-client`, then the claims made a user of this server with a role.
+ * The routes (src/auth/oidc-routes.ts) turn every failure into `/signin?error=<plain words>`.
+ */
+import { and, count, eq, gt, lt } from "drizzle-orm";
+import * as oidc from "openid-client";
+import type { Config } from "../config";
+import type { Db } from "../db";
+import { first } from "../db/raw";
+import { oidcLogins, users } from "../db/schema";
+import { AppError } from "../errors";
+import { newId, nowIso, sha256 } from "../ids";
+import { log } from "../log";
+import { audit } from "../audit/service";
+
+/** The settings single sign-on reads (restart-needed: read once when the routes are built). */
+export type OidcSettings = Pick<Config, "oidcIssuer" | "oidcClientId" | "oidcClientSecret" | "oidcDefaultRole" | "oidcRoleClaim" | "oidcRedirectUrl">;
+
+/** A user's role. */
+export type Role = "admin" | "operator" | "viewer";
+
+/** A sign-in that cannot go on; `message` is plain words for the sign-in page, `detail` goes to the log only. */
+export class SignInFailed extends Error {
+  constructor(message: string, readonly detail?: unknown) {
+    super(message);
+  }
+}
+
+/** How long a started sign-in may take at the provider. */
+const LOGIN_MS = 10 * 60_000;
+/** Sign-ins under way at most (the start is open to anyone: this bounds what it can store). */
+const MAX_PENDING = 10_000;
+
+/** Highest first: the role a claim's values grant is the highest one named. */
+const ROLE_ORDER: Role[] = ["admin", "operator", "viewer"];
+
+/** The callback path the provider sends the browser back to. */
+export const CALLBACK_PATH = "/auth/oidc/callback";
+
+/** Whether single sign-on is set up (an issuer and a client id). */
+export const oidcConfigured = (s: Pick<OidcSettings, "oidcIssuer" | "oidcClientId">) => !!(s.oidcIssuer && s.oidcClientId);
+
+/**
+ * What `GET /admin/session/methods` says under `oidc`: the button's label and where it starts, or
+ * null when single sign-on is not set up.
+ * @example oidcMethod({ oidcIssuer: "https://sso.example.com/realms/acme", oidcClientId: "inferd" }) // → { label: "Sign in with sso.example.com", start: "/auth/oidc/start" }
+ */
+export function oidcMethod(s: Pick<OidcSettings, "oidcIssuer" | "oidcClientId">): { label: string; start: string } | null {
+  if (!oidcConfigured(s)) return null;
+  let host = s.oidcIssuer!;
+  try {
+    host = new URL(host).host;
+  } catch {}
+  return { label: `Sign in with ${host}`, start: "/auth/oidc/start" };
+}
+
+/** 404 `oidc_not_configured`, naming what is missing. */
+export const notConfigured = (s: OidcSettings) =>
+  new AppError(404, "oidc_not_configured", s.oidcIssuer ? "single sign-on needs --oidc-client-id as well as --oidc-issuer" : "single sign-on is not set up on this server (start it with --oidc-issuer and --oidc-client-id)");
+
+/**
+ * A `return_to` that stays on this server: a path starting with one `/` (no `//`, no `\`, no
+ * scheme, no control characters); anything else is `/`.
+ * @example safeReturnTo("/workloads?x=1") // → "/workloads?x=1"; safeReturnTo("//evil.example") // → "/"
+ */
+export function safeReturnTo(raw: unknown): string {
+  if (typeof raw !== "string" || raw.length > 2000) return "/";
+  if (!raw.startsWith("/") || raw.startsWith("//") || /[\\\u0000-\u001f\u007f]/.test(raw)) return "/";
+  try {
+    const u = new URL(raw, "http://here.invalid");
+    return u.host === "here.invalid" ? raw : "/";
+  } catch {
+    return "/";
+  }
+}
+
+/**
+ * The claim's value by name: the whole name first (Auth0-style names hold dots), else a dotted
+ * path (`realm_access.roles`).
+ */
+function claimValue(claims: Record<string, unknown>, name: string): unknown {
+  if (name in claims) return claims[name];
+  let v: unknown = claims;
+  for (const part of name.split(".")) v = v && typeof v === "object" ? (v as Record<string, unknown>)[part] : undefined;
+  return v;
+}
+
+/**
+ * The role a claim names: among its values (a string or a list), `inferd-admin`, `inferd-operator`
+ * or `inferd-viewer` (any case; a leading `/`, as Keycloak's full group paths have, is ignored);
+ * the highest wins; none → undefined.
+ * @example roleFromClaim({ groups: ["/staff", "inferd-operator"] }, "groups") // → "operator"
+ */
+export function roleFromClaim(claims: Record<string, unknown>, claim: string): Role | undefined {
+  const raw = claimValue(claims, claim);
+  const values = (Array.isArray(raw) ? raw : [raw]).filter((v): v is string => typeof v === "string").map((v) => v.trim().replace(/^\/+/, "").toLowerCase());
+  return ROLE_ORDER.find((r) => values.includes(`inferd-${r}`));
+}
+
+/** The user a sign-in resolves to. */
+export interface SignedInUser {
+  id: string;
+  email: string;
+  role: Role;
+  created: boolean;
+}
+
+/** Who the provider says signed in. */
+export interface OidcIdentity {
+  issuer: string;
+  subject: string;
+  email: string;
+  emailVerified?: boolean;
+  name: string;
+  /** Set when --oidc-role-claim is configured (then it is applied at every sign-in). */
+  claimedRole?: Role;
+}
+
+/**
+ * Finds the user of an identity (by issuer and subject, else by email) or creates it; notes the
+ * sign-in. A role claim, when configured, sets the role at every sign-in; otherwise a new user gets
+ * `defaultRole` and an existing one keeps theirs. An email already linked to another provider
+ * account, or not verified by the provider, is refused.
+ * (Stands in for src/users/service.ts `upsertOidcUser` until the two branches meet.)
+ */
+export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRole: Role): Promise<SignedInUser> {
+  const now = nowIso();
+  const byOidc = await first(db.select().from(users).where(and(eq(users.oidcIssuer, who.issuer), eq(users.oidcSubject, who.subject))));
+  const row = byOidc ?? (await first(db.select().from(users).where(eq(users.email, who.email))));
+  if (!row) {
+    const id = newId("usr");
+    const role = who.claimedRole ?? defaultRole;
+    await db.insert(users).values({ id, email: who.email, name: who.name, role, oidcIssuer: who.issuer, oidcSubject: who.subject, createdAt: now, updatedAt: now, lastSignInAt: now });
+    await audit(db, "user.create", { type: "user", id, label: who.email }, { role, source: "oidc", issuer: who.issuer }, { type: "user", id, label: who.email });
+    return { id, email: who.email, role, created: true };
+  }
+  if (!byOidc) {
+    if (row.oidcSubject && (row.oidcIssuer !== who.issuer || row.oidcSubject !== who.subject)) throw new SignInFailed(`the email ${who.email} belongs to another single sign-on account; ask an admin`);
+    if (who.emailVerified === false) throw new SignInFailed(`the provider has not verified the email ${who.email}, so it cannot be linked to the existing user; verify it at the provider or ask an admin`);
+  }
+  const role = who.claimedRole ?? row.role;
+  await db.update(users).set({ oidcIssuer: who.issuer, oidcSubject: who.subject, role, lastSignInAt: now, ...(role !== row.role || !byOidc ? { updatedAt: now } : {}) }).where(eq(users.id, row.id));
+  if (role !== row.role) await audit(db, "user.update", { type: "user", id: row.id, label: row.email }, { role: { from: row.role, to: role }, by: "role claim" }, { type: "user", id: row.id, label: row.email });
+  return { id: row.id, email: row.email, role, created: false };
+}
+
+/** The origin the browser used: the request's Host (or X-Forwarded-Host), https over TLS or when a proxy says so. */
+function requestOrigin(request: Request, https: boolean): string {
+  const url = new URL(request.url);
+  const host = request.headers.get("x-forwarded-host")?.split(",")[0]?.trim() || request.headers.get("host") || url.host;
+  const proto = https || request.headers.get("x-forwarded-proto")?.split(",")[0]?.trim() === "https" ? "https" : "http";
+  return `${proto}://${host}`;
+}
+
+/** The redirect URI the provider must allow: `--oidc-redirect-url`, else this request's origin + `/auth/oidc/callback`. */
+export const redirectUri = (s: OidcSettings, request: Request, https: boolean) => s.oidcRedirectUrl || requestOrigin(request, https) + CALLBACK_PATH;
+
+/** What a failed check of the provider's answer means, in plain words (the cause goes to the log). */
+function plainFailure(e: unknown): SignInFailed {
+  if (e instanceof SignInFailed) return e;
+  if (e instanceof oidc.AuthorizationResponseError) return new SignInFailed(`the provider refused the sign-in: ${e.error_description || e.error}`, e);
+  if (e instanceof oidc.ResponseBodyError) return new SignInFailed(`the provider refused the sign-in code (${e.error}); start again`, e);
+  const code = (e as { code?: string }).code ?? "";
+  if (/JWT|JWS|CLAIM|SIGNATURE|NONCE|STATE/i.test(code)) return new SignInFailed("the provider's answer failed a security check (its ID token was not for this sign-in); start again", e);
+  return new SignInFailed("the single sign-on provider cannot be reached or answered in a way inferd does not understand; try again later", e);
+}
+
+/** What single sign-on needs: the store and its settings. */
+export interface OidcDeps {
+  db: Db;
+  settings: OidcSettings;
+}
+
+/** Single sign-on for one configured provider: `begin` makes the provider URL, `complete` the user. */
+export interface OidcFlow {
+  /** Starts a sign-in: keeps its state, nonce and PKCE verifier and returns the provider's authorization URL. */
+  begin(request: Request, returnTo: string, https: boolean): Promise<URL>;
+  /** Completes a sign-in from the provider's callback: checks everything and returns the user and where to go. */
+  complete(request: Request, https: boolean): Promise<{ user: SignedInUser; returnTo: string }>;
+}
+
+/** Builds the single sign-on flow for the configured provider (discovery is read on first use). */
+export function createOidcFlow(deps: OidcDeps): OidcFlow {
+  const s = deps.settings;
+  const issuer = new URL(s.oidcIssuer!);
+  let discovered: Promise<oidc.Configuration> | undefined;
+  /** The provider's configuration: read once, read again after a failure. */
+  const discover = () => {
+    discovered ??= oidc
+      .discovery(issuer, s.oidcClientId!, undefined, s.oidcClientSecret ? oidc.ClientSecretBasic(s.oidcClientSecret) : oidc.None(), {
+        execute: [oidc.enableNonRepudiationChecks, ...(issuer.protocol === "http:" ? [oidc.allowInsecureRequests] : [])],
+        timeout: 10,
+      })
+      .catch((e) => {
+        discovered = undefined;
+        throw new SignInFailed(`the single sign-on provider (${issuer.host}) cannot be reached; try again later`, e);
+      });
+    return discovered;
+  };
+  if (issuer.protocol === "http:") log.warn(`single sign-on: the issuer ${s.oidcIssuer} is plain http; use https outside a private network`);
+
+  return {
+    async begin(request, returnTo, https) {
+      const config = await discover();
+      const [state, nonce, verifier] = [oidc.randomState(), oidc.randomNonce(), oidc.randomPKCECodeVerifier()];
+      const now = Date.now();
+      await deps.db.delete(oidcLogins).where(lt(oidcLogins.expiresAt, new Date(now).toISOString()));
+      const [{ pending }] = await deps.db.select({ pending: count() }).from(oidcLogins);
+      if (pending >= MAX_PENDING) throw new SignInFailed("too many sign-ins are under way; try again in a few minutes");
+      await deps.db.insert(oidcLogins).values({ stateHash: sha256(state), nonce, codeVerifier: verifier, returnTo, expiresAt: new Date(now + LOGIN_MS).toISOString() });
+      return oidc.buildAuthorizationUrl(config, {
+        redirect_uri: redirectUri(s, request, https),
+        scope: "openid email profile",
+        code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+        code_challenge_method: "S256",
+        state,
+        nonce,
+      });
+    },
+
+    async complete(request, https) {
+      const params = new URL(request.url).searchParams;
+      const state = params.get("state");
+      if (params.get("error") && !state) throw new SignInFailed(`the provider refused the sign-in: ${params.get("error_description") || params.get("error")}`);
+      if (!state) throw new SignInFailed("the provider's answer has no state; start the sign-in again");
+      // One use: the row is taken as it is read, so a replayed callback finds nothing.
+      const [login] = await deps.db.delete(oidcLogins).where(and(eq(oidcLogins.stateHash, sha256(state)), gt(oidcLogins.expiresAt, nowIso()))).returning();
+      if (!login) throw new SignInFailed("this sign-in has expired or was already used; start again");
+      try {
+        const config = await discover();
+        const current = new URL(redirectUri(s, request, https));
+        current.search = params.toString();
+        const tokens = await oidc.authorizationCodeGrant(config, current, { pkceCodeVerifier: login.codeVerifier, expectedState: state, expectedNonce: login.nonce, idTokenExpected: true });
+        const idClaims = tokens.claims()!;
+        let claims: Record<string, unknown> = idClaims;
+        const needInfo = !idClaims.email || (s.oidcRoleClaim && claimValue(idClaims, s.oidcRoleClaim) === undefined);
+        if (needInfo && config.serverMetadata().userinfo_endpoint) claims = { ...(await oidc.fetchUserInfo(config, tokens.access_token, idClaims.sub)), ...idClaims };
+        const email = typeof claims.email === "string" ? claims.email.trim().toLowerCase() : "";
+        if (!email) throw new SignInFailed("the provider did not give an email address for this account (inferd needs the email claim: allow the email scope)");
+        const name = [claims.name, claims.preferred_username, email].find((v): v is string => typeof v === "string" && v.trim() !== "")!;
+        const who: OidcIdentity = {
+          issuer: idClaims.iss,
+          subject: idClaims.sub,
+          email,
+          emailVerified: typeof claims.email_verified === "boolean" ? claims.email_verified : undefined,
+          name: name.slice(0, 200),
+          claimedRole: s.oidcRoleClaim ? (roleFromClaim(claims, s.oidcRoleClaim) ?? (s.oidcDefaultRole as Role)) : undefined,
+        };
+        return { user: await findOrCreateOidcUser(deps.db, who, s.oidcDefaultRole as Role), returnTo: safeReturnTo(login.returnTo) };
+      } catch (e) {
+        throw plainFailure(e);
+      }
+    },
+  };
+}

@@ -73,9 +73,9 @@ describe("users and roles in the browser", () => {
     const email = dialog.getByRole("textbox", { name: "Email" });
     await until(async () => (await email.getAttribute("aria-invalid")) === "true", "the email field marked invalid");
     expect(await dialog.locator(".field-error").first().textContent()).toMatch(/taken|already|exists/i);
-    await ui.checkWidths("users-add");
     // The browser logs the refused request (409) itself.
     expect(ui.errors.splice(0).every((e) => e.includes("409"))).toBe(true);
+    await ui.checkWidths("users-add");
     await dialog.getByRole("button", { name: "Cancel" }).click();
   });
 
@@ -123,6 +123,8 @@ describe("users and roles in the browser", () => {
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByTestId("form-error").filter({ hasText: /your role \(viewer\) can only look/i }).waitFor();
     expect(viewer.errors.splice(0).every((e) => e.includes("403"))).toBe(true);
+    await viewer.visit("/");
+    viewer.expectNoErrors("the viewer's overview");
   });
 
   test("the operator makes a key in their project, sees no New project, Users or settings changes", async () => {
@@ -163,6 +165,24 @@ describe("users and roles in the browser", () => {
     first.expectNoErrors("revoking a session");
   });
 
+  test("the admin demotes the operator on the Users page; the operator's next change is refused and their dashboard turns read-only", async () => {
+    const { page } = world.ui;
+    const op = pages[1];
+    await op.visit("/projects/serving/keys");
+    await op.page.getByRole("form", { name: "New key" }).waitFor();
+    await page.getByRole("button", { name: `Edit ${OPERATOR.email}` }).click();
+    const dialog = page.getByRole("dialog", { name: `Edit ${OPERATOR.email}` });
+    await dialog.getByLabel("Role").selectOption("viewer");
+    await dialog.getByRole("button", { name: "Save user" }).click();
+    await page.getByTestId("user-row").filter({ hasText: OPERATOR.email }).locator(".badge", { hasText: "viewer" }).waitFor();
+    // The operator's page still offers the form (read once); the server refuses, and the dashboard asks again who they are.
+    await op.page.getByLabel("Name").fill("too-late");
+    await op.page.getByRole("button", { name: "Create key" }).click();
+    await op.page.getByTestId("whoami").filter({ hasText: "viewer" }).waitFor();
+    await op.page.getByTestId("role-note").filter({ hasText: "Your role (viewer) can only look" }).waitFor();
+    expect(op.errors.splice(0).every((e) => e.includes("403"))).toBe(true);
+  });
+
   test("too many wrong passwords are refused with the seconds to wait", async () => {
     const ui = await freshPage();
     const { page } = ui;
@@ -177,11 +197,12 @@ describe("users and roles in the browser", () => {
     };
     for (let i = 0; i < 5; i++) {
       expect(await attempt(i)).toBe(401);
-      await page.getByRole("alert").filter({ hasText: /email or password/i }).waitFor();
+      await page.getByRole("alert").filter({ hasText: /e-?mail or password is wrong/i }).waitFor();
     }
     expect(await attempt(5)).toBe(429);
     await page.getByTestId("too-many").filter({ hasText: /Try again in \d+ s\./ }).waitFor();
+    // The browser logs each refused sign-in itself.
+    expect(ui.errors.splice(0).map((e) => /status of (\d+)/.exec(e)?.[1])).toEqual(["401", "401", "401", "401", "401", "429"]);
     await ui.checkWidths("signin-limited");
-    ui.errors.splice(0);
   });
 });

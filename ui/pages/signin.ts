@@ -63,7 +63,7 @@ function PasswordForm({ onSignedIn }: { onSignedIn(): void }) {
     e.preventDefault();
     void go.run({ email, password });
   };
-  return html`<form onSubmit=${submit} aria-label="Sign in with email and password">
+  return html`<form onSubmit=${submit}>
     <label>Email<input type="email" name="email" autocomplete="username" required value=${email} onInput=${(e: Event) => setEmail(val(e))} autofocus /></label>
     <label>Password<input type="password" name="password" autocomplete="current-password" required value=${password} onInput=${(e: Event) => setPassword(val(e))} /></label>
     <${Refusal} error=${go.error} at=${go.at} />
@@ -81,7 +81,7 @@ function TokenForm({ onSignedIn }: { onSignedIn(): void }) {
   };
   return html`<details class="token-signin">
     <summary>Use the admin token</summary>
-    <form onSubmit=${submit} aria-label="Sign in with the admin token">
+    <form onSubmit=${submit}>
       <p>Paste the <strong>admin token</strong> that <code>inferd serve</code> printed the first time it started.
         It is also saved in the file <code>admin-token</code> in inferd's data folder (<code>~/.inferd/admin-token</code> unless you chose another).
         It can do everything: keep it for the first start, scripts, and when no one else can get in.</p>

@@ -74,7 +74,7 @@ function Users() {
   const list = useApi<User[]>("/admin/users", 10_000);
   const [fresh, setFresh] = useState<Fresh>();
   const reload = () => list.reload();
-  return html`<div class="toolbar">
+  return html`<div class="users-head">
       <${DialogButton} primary label="Add user" title="Add a user" render=${(close: () => void) => html`<${UserForm} onCancel=${close}
         onSaved=${async (u: User, password: string) => { close(); if (password) setFresh({ email: u.email, password }); await reload(); }} />`} />
     </div>

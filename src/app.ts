@@ -13,6 +13,7 @@ import { usageRoutes } from "./usage/routes";
 import { projectRoutes } from "./projects/routes";
 import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
+import { inspectorRoutes } from "./inspector/routes";
 import { adminRoutes, loginRoute } from "./admin/routes";
 import { oidcRoutes } from "./auth/oidc-routes";
 import { dataRoutes } from "./dataplane/routes";
@@ -106,6 +107,7 @@ export function createApp(deps: AppDeps) {
     .use(projectRoutes(deps))
     .use(keyRoutes(deps))
     .use(adminWorkloadRoutes(deps))
+    .use(inspectorRoutes(deps))
     .use(controlRoutes(deps))
     .use(joinTokenRoutes(deps))
     .use(workerRoutes(deps))

@@ -47,6 +47,7 @@ import { clusterCert } from "./tls/cluster-cert";
 import { hostIdOf } from "./cluster/hosts";
 import { deliveriesWaker, jobsWaker, wireCluster } from "./cluster/wiring";
 import { localClusterLinks } from "./cluster/local-links";
+import { pruneRequests, RequestLog } from "./inspector/log";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -56,6 +57,8 @@ export interface Running {
   store: Store;
   fleet: Fleet;
   tlsPort: number;
+  /** The request inspector's sink (finished requests to `request_log`). */
+  requests: RequestLog;
   stop(): Promise<void>;
 }
 
@@ -67,6 +70,7 @@ interface Services {
   agents: RemoteAgents;
   collector: ModelCollector;
   cluster: Cluster;
+  requests: RequestLog;
   /** Per-minute limits counted across the hosts (with a shared store only). */
   shared?: SharedLimits;
   ports: { http: number; tls: number };
@@ -115,10 +119,10 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
     ca: caBundle(config.webhookCaFile),
   };
   const deliveries = new DeliveryLoop(store.db, { schedule: () => parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
+  const requests = new RequestLog(store.db);
   const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId);
   const deps: AppDeps = {
-    // Until the inspector's store lands (src/inspector/log.ts), finished requests are dropped.
-    inspector: { add: () => {} },
+    inspector: requests,
     db: store.db,
     config,
     adminToken: token,
@@ -147,14 +151,15 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
     describeWorkload: (w) => fleet.describe(w),
     settings,
   };
-  return { deps, jobs, deliveries, agents, collector, cluster, shared, ports };
+  return { deps, jobs, deliveries, agents, collector, cluster, shared, ports, requests };
 }
 
-/** Removes what has outlived its retention (the leader's duty): finished jobs, deleted webhooks, old audit entries, unused tenant models. */
+/** Removes what has outlived its retention (the leader's duty): finished jobs and the inspector's requests, deleted webhooks, old audit entries, unused tenant models. */
 async function prune(config: Config, s: Services): Promise<void> {
   if (!s.cluster.leading) return;
   const { db } = s.deps;
   await pruneJobs(db, config.jobRetentionHours * 3_600_000);
+  await pruneRequests(db, config.jobRetentionHours * 3_600_000);
   await pruneDeletedWebhooks(db);
   await pruneAudit(db, config.auditRetentionDays);
   await s.collector.sweep().catch((e) => log.warn("could not remove unused models", e));
@@ -175,7 +180,7 @@ function autoBackupOptions(config: Config, store: Store, leading: () => boolean)
 /** How often a cluster host reads the token quota counts again (what the other hosts charged). */
 const QUOTA_REFRESH_MS = 2000;
 
-/** Periodic chores: usage to disk, queue depth samples, placement, pruning. Returns a stop. */
+/** Periodic chores: usage and the inspector's requests to disk, queue depth samples, placement, pruning. Returns a stop. */
 function startChores(config: Config, s: Services): () => void {
   const { deps } = s;
   const timers = [
@@ -186,6 +191,7 @@ function startChores(config: Config, s: Services): () => void {
       for (const [id, depth] of deps.fleet.dispatcher.depths()) deps.metrics.sampleQueue(id, depth);
       for (const [id, counts] of deps.fleet.dispatcher.prefix.counts) deps.metrics.samplePrefix(id, counts);
       deps.series.flush().catch((e) => log.warn("could not write the charts' series", e));
+      void s.requests.flush();
     }, 1000),
     setInterval(() => {
       void deps.fleet.reconcile();
@@ -297,6 +303,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
       store: openedStore,
       fleet: deps.fleet,
       tlsPort: tls.port!,
+      requests: services.requests,
       stop: () =>
         (stopping ??= (async () => {
           stopChores();
@@ -314,6 +321,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
           await services.cluster.stop();
           await app.stop(true);
           tls.stop(true);
+          await services.requests.flush();
           await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
           await deps.series.flush(Date.now(), true).catch((e) => log.warn("could not write the charts' series", e));
           walCheckpoints?.stop();

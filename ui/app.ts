@@ -18,6 +18,8 @@ import { WorkloadPage } from "./pages/workload";
 import { Playground } from "./pages/playground";
 import { LogsPage } from "./pages/logs";
 import { WebhooksPage } from "./pages/webhooks";
+import { RequestsPage } from "./pages/requests";
+import { RequestPage } from "./pages/request";
 import { Workers } from "./pages/workers";
 import { Telemetry } from "./pages/telemetry";
 import { ModelsPage } from "./pages/models";
@@ -52,6 +54,8 @@ const ROUTES: [string, Page][] = [
   ["/workloads/:id/playground", (p) => ofWorkload(p.id, html`<${Playground} id=${p.id} />`)],
   ["/workloads/:id/logs", (p) => ofWorkload(p.id, html`<${LogsPage} id=${p.id} />`)],
   ["/workloads/:id/webhooks", (p) => ofWorkload(p.id, html`<${WebhooksPage} id=${p.id} />`)],
+  ["/workloads/:id/requests", (p) => ofWorkload(p.id, html`<${RequestsPage} id=${p.id} />`)],
+  ["/workloads/:id/requests/:request", (p) => ofWorkload(p.id, html`<${RequestPage} id=${p.id} requestId=${p.request} />`)],
   ["/models", () => html`<${ModelsPage} />`],
   ["/workers", () => html`<${Workers} />`],
   ["/telemetry", () => html`<${Telemetry} />`],

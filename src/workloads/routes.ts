@@ -4,8 +4,9 @@ import { jsonBody } from "../http";
 import { forbidden, validation } from "../errors";
 import { getProject } from "../projects/service";
 import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
-import { TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { checkConfig, checkParams, createWorkload, deleteWorkload, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
+import { AdminWorkloadUpdate, TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
+import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
+import { checkCaptureUntil, setCapture } from "../inspector/capture";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { projectorOf } from "./projector";
 import { requireOpenWorker } from "../workers/service";
@@ -107,12 +108,15 @@ export const adminWorkloadRoutes = (deps: Deps) =>
     }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
     .get("/workloads/:id", async ({ params }) => deps.describeWorkload(await resolveWorkload(deps.db, params.id)), { detail: { summary: "Get a workload" } })
     .patch("/workloads/:id", async ({ params, body }) => {
+      const { capture_until: sentCapture, ...patch } = body;
       const current = await resolveWorkload(deps.db, params.id);
-      await requireProjectRoom(deps.db, current.project_id, body, current);
-      const w = await updateWorkload(deps.db, current, body);
+      const capture = sentCapture === undefined ? undefined : checkCaptureUntil(sentCapture);
+      await requireProjectRoom(deps.db, current.project_id, patch, current);
+      const w = await updateWorkload(deps.db, current, patch);
+      if (capture !== undefined) await setCapture(deps.db, w, capture);
       await deps.events.workloadsChanged();
-      return w;
-    }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload" } })
+      return capture === undefined ? w : ((await getWorkloadById(deps.db, w.id)) ?? w);
+    }, { ...jsonBody(AdminWorkloadUpdate), detail: { summary: "Update a workload (`capture_until`: keep its request bodies until then, at most 7 days ahead; null stops)" } })
     .delete("/workloads/:id", async ({ params, set }) => {
       await deleteWorkload(deps.db, (await resolveWorkload(deps.db, params.id)).id);
       await deps.events.workloadsChanged();

@@ -3,6 +3,7 @@ import { Slug } from "../projects/schema";
 import { CommandSyntaxError, splitCommand } from "../../agent/command";
 import { modelRefs } from "../../agent/model-refs";
 import { SourceError } from "../../agent/models/source";
+import { CaptureUntil } from "../inspector/capture";
 
 /** Workload slugs that would collide with the project base URL (`/endpoint/<project>/v1`, `/api`). */
 export const RESERVED_SLUGS = ["v1", "api"];
@@ -130,6 +131,9 @@ export type WorkloadCreate = z.infer<typeof WorkloadCreate>;
 /** Body of workload update: any subset of the create fields; only the sent ones change. */
 export const WorkloadUpdate = WorkloadCreate.partial();
 export type WorkloadUpdate = z.infer<typeof WorkloadUpdate>;
+
+/** Body of the admin workload update: the update's fields, plus `capture_until` (the request inspector's bodies; operators only). */
+export const AdminWorkloadUpdate = WorkloadUpdate.extend({ capture_until: CaptureUntil.optional() });
 
 /** Body of `PATCH /admin/workloads/:id/endpoints`: any of the toggles. */
 export const TogglePatch = z.strictObject(Object.fromEntries(TOGGLES.map((t) => [t, z.boolean().optional()])) as Record<Toggle, z.ZodOptional<z.ZodBoolean>>);

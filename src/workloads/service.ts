@@ -52,6 +52,8 @@ export interface Workload extends WorkloadView {
   config_origin: Origin;
   /** Stopped by the operator: no replica runs until started again. */
   paused: boolean;
+  /** Until when the request inspector keeps this workload's bodies (ISO time; admin only, see src/inspector/capture.ts), or null. */
+  capture_until: string | null;
 }
 
 type Row = typeof workloads.$inferSelect;
@@ -80,6 +82,7 @@ function toWorkload(r: Row, projectSlug: string): Workload {
     routing_is_default: r.routing === null,
     config_origin: r.configOrigin,
     paused: r.paused,
+    capture_until: r.captureUntil,
     created_at: r.createdAt,
     updated_at: r.updatedAt,
     endpoints: { ...allToggles(true), ...JSON.parse(r.endpoints) },
@@ -88,7 +91,7 @@ function toWorkload(r: Row, projectSlug: string): Workload {
 
 /** The control-plane view: a workload without its dashboard-only fields (toggle map, origin). */
 export function publicView(w: Workload): WorkloadView {
-  const { endpoints: _toggles, config_origin: _origin, paused: _paused, ...rest } = w;
+  const { endpoints: _toggles, config_origin: _origin, paused: _paused, capture_until: _capture, ...rest } = w;
   return rest;
 }
 

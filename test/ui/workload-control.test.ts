@@ -202,7 +202,7 @@ describe("controls that fit the task type", () => {
     const chat = endpoints.getByRole("switch", { name: "Chat completions and Messages" });
     expect(await chat.isVisible()).toBe(false);
     const tabs = page.getByRole("navigation", { name: "Sections" });
-    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Logs", "Webhooks & jobs", "Edit"]);
+    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Logs", "Requests", "Webhooks & jobs", "Edit"]);
     await ui.checkWidths("workload-forecast");
     // Folded, not gone: the other switches still work.
     await endpoints.getByText("Other endpoints").click();
@@ -214,7 +214,7 @@ describe("controls that fit the task type", () => {
     const chatty = await srv.createWorkload({ name: "Chatty", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
     await ui.visit(`/workloads/${chatty.id}`);
     await page.getByRole("heading", { name: "Chatty" }).waitFor();
-    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Playground", "Logs", "Webhooks & jobs", "Edit"]);
+    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Playground", "Logs", "Requests", "Webhooks & jobs", "Edit"]);
     expect(await endpoints.getByRole("switch", { name: "Chat completions and Messages" }).isVisible()).toBe(true);
     expect(await endpoints.getByRole("switch", { name: "Images" }).isVisible()).toBe(false);
     ui.expectNoErrors("task type controls");

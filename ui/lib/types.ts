@@ -196,3 +196,19 @@ export interface SignInMethods {
   password: boolean;
   oidc: null | { label: string; start: string };
 }
+
+/** The request inspector: a listed request, one with its timeline, a captured body (src/inspector/service.ts). */
+export type { RequestRow, RequestDetail, BodyView } from "../../src/inspector/service";
+
+/** A page of a workload's requests (`GET /admin/workloads/:id/requests`). */
+export interface RequestPage {
+  requests: import("../../src/inspector/service").RequestRow[];
+  next_before: string | null;
+}
+
+/** A request's captured bodies (`GET /admin/requests/:id/bodies`). */
+export interface RequestBodies {
+  request: import("../../src/inspector/service").BodyView | null;
+  response: import("../../src/inspector/service").BodyView | null;
+  truncated: boolean;
+}

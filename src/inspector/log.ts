@@ -1,0 +1,115 @@
+/**
+ * The request inspector's store writer: the sink the data plane and the job runner hand finished
+ * requests to. `add` only pushes to memory (the request path never waits on the store); the server
+ * flushes what gathered, about once a second and at shutdown, in one transaction per flush into
+ * `request_log` and `request_bodies`. Memory is bounded: past `maxPending` unwritten records the
+ * oldest are dropped and counted. Retention (`pruneRequests`) follows the jobs' (`--job-retention-hours`).
+ */
+import { and, count, desc, eq, gt, lte } from "drizzle-orm";
+import type { Db } from "../db";
+import { batch, type Statement } from "../db/raw";
+import { requestBodies, requestLog } from "../db/schema";
+import { log } from "../log";
+import type { RequestRecord, RequestSink } from "./record";
+
+/** Unwritten records kept in memory at most; beyond, the oldest are dropped. */
+export const MAX_PENDING = 5_000;
+
+/** Rows per insert statement (well under both dialects' bound-parameter limits). */
+const CHUNK = 400;
+
+/** Rows kept per workload at most (the oldest go first), besides the retention by age. */
+export const MAX_ROWS_PER_WORKLOAD = 100_000;
+
+/** A byte array as the store's blob columns take it. */
+const blob = (b: Uint8Array | null): Buffer | null => (b === null ? null : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+
+/** The `request_log` row of a record. */
+function logRow(r: RequestRecord): typeof requestLog.$inferInsert {
+  return {
+    id: r.id, at: new Date(r.at).toISOString(), workloadId: r.workloadId, projectId: r.projectId, keyId: r.keyId, kind: r.kind, route: r.route,
+    model: r.model, status: r.status, errorCode: r.errorCode, tokensIn: r.tokensIn, tokensOut: r.tokensOut, queueMs: r.queueMs, ttftMs: r.ttftMs,
+    totalMs: Math.round(r.totalMs), assignmentId: r.assignmentId, workerId: r.workerId, hostId: r.hostId, traceId: r.traceId,
+    spans: JSON.stringify(r.spans), captured: !!r.bodies,
+  };
+}
+
+/** The statements writing `records`: log rows, then the bodies of those that have some; a repeated id is kept once. */
+function writes(db: Db, records: RequestRecord[]): Statement[] {
+  const out: Statement[] = [];
+  for (let i = 0; i < records.length; i += CHUNK) {
+    const part = records.slice(i, i + CHUNK);
+    out.push(db.insert(requestLog).values(part.map(logRow)).onConflictDoNothing());
+    const bodies = part.filter((r) => r.bodies).map((r) => ({
+      requestId: r.id, workloadId: r.workloadId, at: new Date(r.at).toISOString(),
+      requestType: r.bodies!.requestType, request: blob(r.bodies!.request), responseType: r.bodies!.responseType, response: blob(r.bodies!.response), truncated: r.bodies!.truncated,
+    }));
+    if (bodies.length) out.push(db.insert(requestBodies).values(bodies).onConflictDoNothing());
+  }
+  return out;
+}
+
+/**
+ * The inspector's sink over the store: records gather in memory and are written in batches.
+ * The server flushes it every second (its chores) and once more at shutdown, after the listeners stop.
+ * @example const requests = new RequestLog(db); deps.inspector = requests; setInterval(() => void requests.flush(), 1000);
+ */
+export class RequestLog implements RequestSink {
+  private pending: RequestRecord[] = [];
+  private flushing: Promise<void> = Promise.resolve();
+  /** Records dropped unwritten because memory was full (the store could not keep up, or failed). */
+  dropped = 0;
+
+  constructor(private readonly db: Db, private readonly maxPending = MAX_PENDING) {}
+
+  /** Takes a finished request; never waits or throws. */
+  add(record: RequestRecord): void {
+    if (this.pending.length >= this.maxPending) {
+      this.pending.shift();
+      this.dropped++;
+    }
+    this.pending.push(record);
+  }
+
+  /** Records waiting to be written. */
+  get waiting(): number {
+    return this.pending.length;
+  }
+
+  /** Writes what gathered in one transaction; flushes run one after another. A failed write puts its records back (bounded) and logs. */
+  flush(): Promise<void> {
+    this.flushing = this.flushing.then(() => this.write());
+    return this.flushing;
+  }
+
+  private async write(): Promise<void> {
+    if (!this.pending.length) return;
+    const taken = this.pending;
+    this.pending = [];
+    try {
+      await batch(this.db, writes(this.db, taken));
+    } catch (e) {
+      log.warn(`could not write ${taken.length} request record(s) of the inspector`, e);
+      const room = Math.max(0, this.maxPending - this.pending.length);
+      this.dropped += Math.max(0, taken.length - room);
+      this.pending = [...taken.slice(Math.max(0, taken.length - room)), ...this.pending];
+    }
+  }
+}
+
+/**
+ * Removes the inspector's rows and bodies older than `retentionMs` (the job retention), and beyond
+ * `maxPerWorkload` rows of one workload its oldest ones. The leader's retention sweep calls it.
+ */
+export async function pruneRequests(db: Db, retentionMs: number, maxPerWorkload = MAX_ROWS_PER_WORKLOAD): Promise<void> {
+  const cutoff = new Date(Date.now() - retentionMs).toISOString();
+  await db.delete(requestLog).where(lte(requestLog.at, cutoff));
+  await db.delete(requestBodies).where(lte(requestBodies.at, cutoff));
+  const crowded = await db.select({ workloadId: requestLog.workloadId }).from(requestLog).groupBy(requestLog.workloadId).having(gt(count(), maxPerWorkload));
+  for (const { workloadId } of crowded) {
+    const [edge] = await db.select({ at: requestLog.at }).from(requestLog).where(eq(requestLog.workloadId, workloadId)).orderBy(desc(requestLog.at)).limit(1).offset(maxPerWorkload);
+    if (!edge) continue;
+    await db.delete(requestLog).where(and(eq(requestLog.workloadId, workloadId), lte(requestLog.at, edge.at)));
+    await db.delete(requestBodies).where(and(eq(requestBodies.workloadId, workloadId), lte(requestBodies.at, edge.at)));
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * The request inspector's admin routes: a workload's recent requests (filtered, paged), one
+ * request's record and timeline, and its captured bodies. Bodies have their own path so access by
+ * role can allow the timeline (viewers) without the bodies (operators and admins only).
+ */
+import { Elysia } from "elysia";
+import type { AppDeps } from "../deps";
+import { resolveWorkload } from "../workloads/service";
+import { requestQuery } from "./schema";
+import { getBodies, getRequest, listRequests } from "./service";
+
+/** What this module uses of the app's dependencies. */
+type Deps = Pick<AppDeps, "db">;
+
+/** `GET /admin/workloads/:id/requests`, `GET /admin/requests/:id`, `GET /admin/requests/:id/bodies`. */
+export const inspectorRoutes = (deps: Deps) =>
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
+    .get("/workloads/:id/requests", async ({ params, query }) => {
+      const q = requestQuery(query);
+      const w = await resolveWorkload(deps.db, params.id);
+      return listRequests(deps.db, w.id, q);
+    }, { detail: { summary: "A workload's recent requests, newest first (?status=ok|error|<status>|<error code>, ?key=<key id>, ?q=<request id, trace id or model>, ?since, ?limit up to 200, ?before=<next_before> for older ones)" } })
+    .get("/requests/:id", ({ params }) => getRequest(deps.db, params.id), {
+      detail: { summary: "One request: its figures, key, replica and timeline (spans, ms from arrival); `captured` says whether bodies were kept" },
+    })
+    .get("/requests/:id/bodies", async ({ params }) => {
+      await getRequest(deps.db, params.id);
+      return getBodies(deps.db, params.id);
+    }, { detail: { summary: "A request's captured bodies (while its workload's capture was on): text for UTF-8 JSON, SSE and text, else base64" } });

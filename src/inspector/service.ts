@@ -1,0 +1,158 @@
+/**
+ * Reading the request inspector's store: a workload's recent requests, newest first, filtered and
+ * paged by a cursor; one request with its timeline; its captured bodies as text (UTF-8 JSON, SSE,
+ * plain text) or base64. The list joins the key (name, prefix) and the worker (name) of each row.
+ */
+import { and, desc, eq, gte, lt, or, sql, type SQL } from "drizzle-orm";
+import type { Db } from "../db";
+import { first, startsWith } from "../db/raw";
+import { apiKeys, requestBodies, requestLog, workers } from "../db/schema";
+import { notFound, validation } from "../errors";
+import type { SpanRecord } from "./record";
+import type { RequestQuery } from "./schema";
+
+/** One request as the inspector lists it. */
+export interface RequestRow {
+  id: string;
+  at: string;
+  kind: string;
+  route: string;
+  model: string | null;
+  status: number;
+  error_code: string | null;
+  key: { id: string; name: string | null; prefix: string | null } | null;
+  tokens_in: number | null;
+  tokens_out: number | null;
+  queue_ms: number | null;
+  ttft_ms: number | null;
+  total_ms: number;
+  replica: { assignment_id: string | null; worker_id: string | null; worker_name: string | null } | null;
+  host_id: string | null;
+  trace_id: string | null;
+  captured: boolean;
+}
+
+/** One request with its project, workload and timeline. */
+export interface RequestDetail extends RequestRow {
+  workload_id: string;
+  project_id: string;
+  spans: SpanRecord[];
+}
+
+/** A captured body: text when it is UTF-8 JSON, SSE or text, else base64. */
+export interface BodyView {
+  type: string | null;
+  bytes: number;
+  encoding: "text" | "base64";
+  data: string;
+}
+
+/** Rows per page when `limit` is not sent. */
+const PAGE = 50;
+
+const columns = {
+  log: requestLog,
+  keyName: apiKeys.name,
+  keyPrefix: apiKeys.prefix,
+  workerName: workers.name,
+};
+
+type Joined = { log: typeof requestLog.$inferSelect; keyName: string | null; keyPrefix: string | null; workerName: string | null };
+
+const joined = (db: Db) =>
+  db.select(columns).from(requestLog).leftJoin(apiKeys, eq(apiKeys.id, requestLog.keyId)).leftJoin(workers, eq(workers.id, requestLog.workerId));
+
+function toRow({ log: r, keyName, keyPrefix, workerName }: Joined): RequestRow {
+  return {
+    id: r.id, at: r.at, kind: r.kind, route: r.route, model: r.model, status: r.status, error_code: r.errorCode,
+    key: r.keyId ? { id: r.keyId, name: keyName, prefix: keyPrefix } : null,
+    tokens_in: r.tokensIn, tokens_out: r.tokensOut, queue_ms: r.queueMs, ttft_ms: r.ttftMs, total_ms: r.totalMs,
+    replica: r.assignmentId || r.workerId ? { assignment_id: r.assignmentId, worker_id: r.workerId, worker_name: workerName } : null,
+    host_id: r.hostId, trace_id: r.traceId, captured: Boolean(r.captured),
+  };
+}
+
+/** The cursor of the row after which the next page starts: its time and id. */
+const cursorOf = (r: RequestRow) => `${r.at}_${r.id}`;
+
+/** A `before` value: a cursor from `next_before`, or a plain ISO time. */
+function parseBefore(value: string): { at: string; id?: string } {
+  const cut = value.indexOf("_");
+  const [at, id] = cut < 0 ? [value, undefined] : [value.slice(0, cut), value.slice(cut + 1)];
+  return { at: isoOf("before", at), id };
+}
+
+/** An ISO time sent in the query, as stored (UTC, ms), or 400 at `field`. */
+function isoOf(field: string, value: string): string {
+  const t = /^\d{4}-\d{2}-\d{2}T/.test(value) ? Date.parse(value) : NaN;
+  if (!Number.isFinite(t)) throw validation(field, "must be an ISO 8601 time such as 2030-01-01T12:00:00Z");
+  return new Date(t).toISOString();
+}
+
+/** A text for SQL `LIKE` matching itself only (`\` escapes), lower-cased. */
+const likeText = (s: string) => s.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/** The condition of the `status` filter: `ok` (below 400), `error` (400 and up), a status number, or an error code. */
+function statusIs(status: string): SQL | undefined {
+  if (status === "ok") return lt(requestLog.status, 400);
+  if (status === "error") return gte(requestLog.status, 400);
+  if (/^\d{3}$/.test(status)) return eq(requestLog.status, Number(status));
+  return eq(requestLog.errorCode, status);
+}
+
+/** The conditions of a list query over one workload. */
+function conditions(workloadId: string, q: RequestQuery): (SQL | undefined)[] {
+  const text = q.q?.trim();
+  const before = q.before ? parseBefore(q.before) : undefined;
+  return [
+    eq(requestLog.workloadId, workloadId),
+    q.status ? statusIs(q.status) : undefined,
+    q.key ? eq(requestLog.keyId, q.key) : undefined,
+    text ? or(startsWith(requestLog.id, text), startsWith(requestLog.traceId, text), sql`lower(${requestLog.model}) LIKE ${`%${likeText(text)}%`} ESCAPE '\\'`) : undefined,
+    q.since ? gte(requestLog.at, isoOf("since", q.since)) : undefined,
+    before ? (before.id === undefined ? lt(requestLog.at, before.at) : or(lt(requestLog.at, before.at), and(eq(requestLog.at, before.at), lt(requestLog.id, before.id)))) : undefined,
+  ];
+}
+
+/** A workload's requests, newest first, with the cursor of the next (older) page or null when this is the last. */
+export async function listRequests(db: Db, workloadId: string, q: RequestQuery): Promise<{ requests: RequestRow[]; next_before: string | null }> {
+  const limit = q.limit ?? PAGE;
+  const rows = (await joined(db).where(and(...conditions(workloadId, q))).orderBy(desc(requestLog.at), desc(requestLog.id)).limit(limit + 1)).map(toRow);
+  const page = rows.slice(0, limit);
+  return { requests: page, next_before: rows.length > limit ? cursorOf(page[page.length - 1]) : null };
+}
+
+/** One request with its timeline, or 404. */
+export async function getRequest(db: Db, id: string): Promise<RequestDetail> {
+  const r = await first(joined(db).where(eq(requestLog.id, id)));
+  if (!r) throw notFound(`request "${id}"`);
+  return { ...toRow(r), workload_id: r.log.workloadId, project_id: r.log.projectId, spans: JSON.parse(r.log.spans) as SpanRecord[] };
+}
+
+/** The project a stored request belongs to, or undefined (for access checks by project). */
+export async function requestProject(db: Db, id: string): Promise<string | undefined> {
+  return (await first(db.select({ projectId: requestLog.projectId }).from(requestLog).where(eq(requestLog.id, id))))?.projectId;
+}
+
+const TEXT_TYPE = /json|event-stream|^text\/|ndjson/i;
+
+/** A stored body for the API: its text when it is UTF-8 of a textual type, else base64. */
+function bodyView(type: string | null, raw: Uint8Array | null): BodyView | null {
+  if (!raw) return null;
+  const bytes = new Uint8Array(raw);
+  if (type === null || TEXT_TYPE.test(type)) {
+    try {
+      return { type, bytes: bytes.byteLength, encoding: "text", data: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+    } catch {
+      // not UTF-8: base64 below
+    }
+  }
+  return { type, bytes: bytes.byteLength, encoding: "base64", data: Buffer.from(bytes).toString("base64") };
+}
+
+/** A request's captured bodies (404 when the request is unknown or none were kept). */
+export async function getBodies(db: Db, id: string): Promise<{ request: BodyView | null; response: BodyView | null; truncated: boolean }> {
+  const b = await first(db.select().from(requestBodies).where(eq(requestBodies.requestId, id)));
+  if (!b) throw notFound(`captured bodies of request "${id}"`);
+  return { request: bodyView(b.requestType, b.request), response: bodyView(b.responseType, b.response), truncated: Boolean(b.truncated) };
+}

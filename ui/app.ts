@@ -1,9 +1,13 @@
 /** The app shell: sign-in gate, navigation, and which page each path shows. */
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
-import { adoptServerSignIn, setUnauthorizedHandler, signedIn, signOut } from "./lib/api";
+import { adoptServerSignIn, ApiError, markSignedIn, setForbiddenRoleHandler, setUnauthorizedHandler, signedIn, signOut } from "./lib/api";
 import { match, navigate, useLocation } from "./lib/router";
-import { SignIn } from "./pages/signin";
+import { can, forgetMe, loadMe, useMe, type Action } from "./lib/me";
+import type { Me } from "./lib/types";
+import { returnTo, SignIn, takeSsoReturn } from "./pages/signin";
+import { UsersPage } from "./pages/users";
+import { MySessions } from "./pages/users-me";
 import { Overview } from "./pages/overview";
 import { Setup } from "./pages/setup";
 import { Projects } from "./pages/projects";
@@ -23,6 +27,7 @@ import { AuditPageView } from "./pages/audit";
 import { UsagePage } from "./pages/usage";
 import { SettingsPage } from "./pages/settings";
 import { Exists, NotFound } from "./components/not-found";
+import { ErrorNote, Loading } from "./components/ui";
 import { useFocusHeading, useOverflowHints } from "./lib/a11y";
 
 type Page = (params: Record<string, string>) => unknown;
@@ -57,9 +62,12 @@ const ROUTES: [string, Page][] = [
   ["/usage", () => html`<${UsagePage} />`],
   ["/audit", () => html`<${AuditPageView} />`],
   ["/settings", () => html`<${SettingsPage} />`],
+  ["/users", () => html`<${UsersPage} />`],
+  ["/sessions", () => html`<${MySessions} />`],
 ];
 
-const NAV = [
+/** The navigation's links; `needs`: shown only to a role that may do it. */
+const NAV: { href: string; label: string; needs?: Action }[] = [
   { href: "/", label: "Overview" },
   { href: "/projects", label: "Projects" },
   { href: "/models", label: "Models" },
@@ -67,8 +75,9 @@ const NAV = [
   { href: "/telemetry", label: "Telemetry" },
   { href: "/usage", label: "Usage" },
   { href: "/audit", label: "Audit log" },
-  { href: "/settings", label: "Settings" },
-  { href: "/setup", label: "Get started" },
+  { href: "/settings", label: "Settings", needs: "settings.read" },
+  { href: "/users", label: "Users", needs: "users" },
+  { href: "/setup", label: "Get started", needs: "project.create" },
   { href: "/docs", label: "API docs" },
 ];
 
@@ -88,8 +97,14 @@ function isCurrent(href: string, path: string): boolean {
   return path === href || path.startsWith(`${href}/`);
 }
 
+/** Who is signed in, in the top bar: the user's email and role, or the admin token. */
+function WhoAmI({ me }: { me: Me }) {
+  const who = me.user ? me.user.email : "admin token";
+  return html`<p class="whoami" data-testid="whoami"><span class="offscreen">Signed in as </span><span class="whoami-name" title=${me.user?.name || who}>${who}</span>${me.user ? html` <span class=${`badge role-${me.role}`}>${me.role}</span>` : null}</p>`;
+}
+
 /** The navigation: a sidebar on wide screens, a menu button on phones. */
-function Shell({ path, children, onSignOut }: { path: string; children: unknown; onSignOut(everywhere: boolean): void }) {
+function Shell({ path, me, children, onSignOut }: { path: string; me: Me; children: unknown; onSignOut(everywhere: boolean): void }) {
   const [open, setOpen] = useState(false);
   useEffect(() => setOpen(false), [path]);
   useFocusHeading(path);
@@ -98,32 +113,65 @@ function Shell({ path, children, onSignOut }: { path: string; children: unknown;
     <div class="shell">
       <header class="topbar">
         <a class="brand" href="/"><span class="logo" aria-hidden="true"></span>inferd</a>
+        <${WhoAmI} me=${me} />
         <button type="button" class="menu-toggle" aria-expanded=${open} aria-controls="nav" onClick=${() => setOpen(!open)}>Menu</button>
       </header>
       <nav id="nav" class=${`sidebar ${open ? "open" : ""}`} aria-label="Main">
         <ul>
-          ${NAV.map((n) => html`<li><a href=${n.href} aria-current=${isCurrent(n.href, path) ? "page" : undefined}>${n.label}</a></li>`)}
+          ${NAV.filter((n) => !n.needs || can(n.needs)).map((n) => html`<li><a href=${n.href} aria-current=${isCurrent(n.href, path) ? "page" : undefined}>${n.label}</a></li>`)}
         </ul>
-        <button type="button" class="signout" onClick=${() => onSignOut(false)}>Sign out</button>
-        <button type="button" class="signout" title="Ends every dashboard session, on every browser" onClick=${() => onSignOut(true)}>Sign out everywhere</button>
+        <div class="account">
+          ${me.user ? html`<a href="/sessions" aria-current=${path === "/sessions" ? "page" : undefined}>My sessions</a>` : null}
+          <button type="button" class="signout" onClick=${() => onSignOut(false)}>Sign out</button>
+          ${can("signout.everywhere") ? html`<button type="button" class="signout" title="Ends every dashboard session, on every browser" onClick=${() => onSignOut(true)}>Sign out everywhere</button>` : null}
+        </div>
       </nav>
       <main id="main" tabindex="-1">${children}</main>
     </div>`;
 }
 
-/** The whole dashboard. */
+/** Where the dashboard is with sign-in: signed out, asking the server who we are, or signed in. */
+type Gate = "out" | "checking" | "in";
+
+/** The whole dashboard: sign-in until the server says who is signed in (`/admin/me`, asked once), then the pages. */
 export function App() {
   const { path } = useLocation();
-  const [authed, setAuthed] = useState(() => {
+  const me = useMe();
+  const [gate, setGate] = useState<Gate>(() => {
     adoptServerSignIn();
-    return signedIn();
+    // Back from single sign-on: the cookie is set but this browser has not marked itself signed in.
+    return takeSsoReturn() || signedIn() ? "checking" : "out";
   });
-  useEffect(() => setUnauthorizedHandler(() => setAuthed(false)), []);
-  if (!authed) return html`<${SignIn} onSignedIn=${() => setAuthed(true)} />`;
+  const [failed, setFailed] = useState<ApiError>();
+  useEffect(() => {
+    setUnauthorizedHandler(() => {
+      forgetMe();
+      setGate("out");
+    });
+    setForbiddenRoleHandler(() => void loadMe().catch(() => undefined));
+  }, []);
+  useEffect(() => {
+    if (gate !== "checking") return;
+    setFailed(undefined);
+    loadMe().then(
+      () => {
+        markSignedIn();
+        setGate("in");
+      },
+      (e: ApiError) => e.status !== 401 && setFailed(e),
+    );
+  }, [gate]);
+  useEffect(() => {
+    if (gate === "in" && path === "/signin") navigate(returnTo(), { replace: true });
+  }, [gate, path]);
+  if (gate === "out") return html`<${SignIn} onSignedIn=${() => setGate("checking")} />`;
+  if (!me || gate !== "in")
+    return html`<main class="signin" id="main">${failed ? html`<div class="card"><${ErrorNote} error=${failed} /><button type="button" onClick=${() => setGate("out")}>Back to sign-in</button></div>` : html`<${Loading} />`}</main>`;
   const out = async (everywhere: boolean) => {
     await signOut(everywhere);
-    setAuthed(false);
+    forgetMe();
+    setGate("out");
     navigate("/", { replace: true });
   };
-  return html`<${Shell} path=${path} onSignOut=${out}>${routePage(path)}<//>`;
+  return html`<${Shell} path=${path} me=${me} onSignOut=${out}>${routePage(path)}<//>`;
 }

@@ -94,11 +94,21 @@ async function settle(page: Page): Promise<void> {
   await page.evaluate(() => new Promise<void>((r) => requestAnimationFrame(() => requestAnimationFrame(() => r()))));
 }
 
-/** Signs in through the sign-in form with the admin token. */
+/** Signs in through the sign-in form with the admin token (folded under "Use the admin token"). */
 export async function signIn(ui: UiPage, token: string): Promise<void> {
   await ui.visit("/");
+  await ui.page.getByText("Use the admin token").click();
   await ui.page.getByLabel("Admin token").fill(token);
-  await ui.page.getByRole("button", { name: "Sign in" }).click();
+  await ui.page.getByRole("button", { name: "Sign in with the admin token" }).click();
+  await ui.page.getByRole("navigation", { name: "Main" }).waitFor();
+}
+
+/** Signs in through the sign-in form with a user's email and password. */
+export async function signInAs(ui: UiPage, email: string, password: string): Promise<void> {
+  await ui.visit("/");
+  await ui.page.getByLabel("Email").fill(email);
+  await ui.page.getByLabel("Password").fill(password);
+  await ui.page.getByRole("button", { name: "Sign in", exact: true }).click();
   await ui.page.getByRole("navigation", { name: "Main" }).waitFor();
 }
 

@@ -34,18 +34,19 @@ afterAll(async () => {
 }, HOOK_MS);
 
 describe("first run in the browser", () => {
-  test("sign-in asks for the printed admin token; a wrong one is refused, the right one sets an HttpOnly SameSite=Strict cookie", async () => {
+  test("sign-in offers the printed admin token under \"Use the admin token\"; a wrong one is refused, the right one sets an HttpOnly SameSite=Strict cookie", async () => {
     const { page } = ui;
     await ui.visit("/");
     await page.getByRole("heading", { name: "Sign in to inferd" }).waitFor();
+    await page.getByText("Use the admin token").click();
     await ui.checkWidths("signin");
     await page.getByLabel("Admin token").fill("ik_admin_wrong");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in with the admin token" }).click();
     await page.getByRole("alert").filter({ hasText: "admin token is wrong" }).waitFor();
     // The browser logs the refused sign-in (401) itself; that one is expected.
     expect(ui.errors.splice(0)).toEqual([expect.stringContaining("401")]);
     await page.getByLabel("Admin token").fill(srv.adminToken);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in with the admin token" }).click();
     await page.getByRole("heading", { name: "Welcome to inferd" }).waitFor();
     const cookie = (await ui.context.cookies()).find((c) => c.name === "inferd_session")!;
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict" });

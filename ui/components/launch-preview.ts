@@ -5,12 +5,14 @@ import { useDebouncedApi } from "../lib/hooks";
 import { configOf, sentModelName, type Draft } from "../lib/draft";
 import type { LaunchPreview } from "../lib/types";
 import { plainMessage } from "./ui";
+import { can } from "../lib/me";
 
 /** Asks the server for the command the agent would run, a moment after the user stops typing. */
 export function useLaunchPreview(d: Draft): { preview?: LaunchPreview; error?: ApiError } {
   const config = configOf(d);
   const body = { backend: d.backend, model_name: sentModelName(d), config };
-  const ready = !!body.model_name && (d.backend === "ollama" || !!config.command);
+  // A viewer may not ask (operators and admins only): no preview rather than a refusal per keystroke.
+  const ready = !!body.model_name && (d.backend === "ollama" || !!config.command) && can("workload.change");
   const { data, error } = useDebouncedApi<LaunchPreview>(ready ? "/admin/launch-preview" : null, { body }, JSON.stringify(body));
   return { preview: data, error };
 }

@@ -13,6 +13,7 @@ import { refOfModel } from "../lib/model-ref";
 import type { Model, ModelDetail, Progress, ProjectRow } from "../lib/types";
 import { ConfirmButton, ErrorNote, StateBadge } from "./ui";
 import { DownloadProgress } from "./progress";
+import { can } from "../lib/me";
 
 /** What the progress stream says of a pull. */
 type Live = Pick<Model, "state" | "reason" | "size_bytes"> & { progress: Progress | null };
@@ -162,13 +163,13 @@ export function ModelCard({ model, stream, onChange }: { model: Model; stream: b
     ${m.state === "ready" ? html`<details class="fit" onToggle=${(e: Event) => setFitOpen((e.target as HTMLDetailsElement).open)}>
         <summary>Where it fits</summary>${fitOpen ? html`<${Fit} id=${m.id} />` : null}</details>` : null}
     <${ErrorNote} error=${cancel.error ?? again.error ?? del.error ?? dismiss.error} />
-    <div class="actions">
+    ${!can("model.change") ? null : html`<div class="actions">
       ${serve ? html`<${ServeButton} model=${serve.model} backend=${serve.backend} />` : null}
       ${m.state === "downloading" ? html`<button type="button" disabled=${cancel.busy} onClick=${async () => (await cancel.run()) && onChange()}>Cancel download</button>` : null}
       ${m.state === "failed" || m.state === "cancelled" ? html`<button type="button" disabled=${again.busy} onClick=${async () => (await again.run()) && onChange()}>${m.state === "cancelled" ? "Resume download" : "Try again"}</button>` : null}
       ${m.state === "failed" ? html`<button type="button" disabled=${dismiss.busy} onClick=${async () => (await dismiss.run()) && onChange()}>Dismiss</button>`
         : html`<${ConfirmButton} label="Delete" title=${`Delete ${m.source}?`} confirm="Delete model" onConfirm=${async () => (await del.run()) && onChange()}
         body=${html`<p>${local ? "inferd forgets this file; the file itself stays where it is." : "Its downloaded files are removed from inferd's models."}</p>`} />`}
-    </div>
+    </div>`}
   </li>`;
 }

@@ -8,6 +8,7 @@ import type { Progress } from "../lib/types";
 import { ErrorNote, StateBadge } from "./ui";
 import { DownloadProgress } from "./progress";
 import { splitReason } from "../../agent/reason";
+import { can } from "../lib/me";
 
 /** States on the way to ready, when the runtime's latest output line says most. */
 const COMING_UP = new Set(["pending", "downloading", "installing", "starting"]);
@@ -39,7 +40,7 @@ function Reason({ state, text }: { state: string; text: string }) {
 export function RetryFailed({ workloadId, assignmentId, onChange, logs = true }: { workloadId: string; assignmentId: string; onChange?(): unknown; logs?: boolean }) {
   const retry = useAction(() => api(`/admin/assignments/${assignmentId}/retry`, { method: "POST" }).then(() => true));
   return html`<div class="row-actions">
-    <button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange?.()}>Retry</button>
+    ${can("workload.change") ? html`<button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange?.()}>Retry</button>` : null}
     ${logs ? html`<a class="small button" href=${`/workloads/${workloadId}/logs?replica=${assignmentId}`}>See its logs</a>` : null}
     <${ErrorNote} error=${retry.error} />
   </div>`;

@@ -6,10 +6,12 @@ import { useAction, useNow } from "../lib/hooks";
 import type { Assignment, Workload, Worker } from "../lib/types";
 import { ConfirmButton, ErrorNote } from "./ui";
 import { ReplicaStatus } from "./replica-status";
+import { can } from "../lib/me";
 
 /** Remove a replica placed by hand (its runtime stops). */
 function RemoveReplica({ a, worker, onChange }: { a: Assignment; worker: string; onChange(): unknown }) {
   const remove = useAction(() => api(`/admin/assignments/${a.id}`, { method: "DELETE" }).then(() => true));
+  if (!can("workload.change")) return null;
   return html`<${ConfirmButton} class="danger small" label="Remove" title="Remove this replica?" confirm="Remove replica" onConfirm=${async () => (await remove.run()) && onChange()} body=${html`<p>Its runtime on ${worker} stops.</p>`} />
     <${ErrorNote} error=${remove.error} />`;
 }

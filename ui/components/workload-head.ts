@@ -3,6 +3,7 @@ import { html } from "htm/preact";
 import type { Workload } from "../lib/types";
 import { BACKENDS, PLAYGROUND_TASKS } from "../lib/constants";
 import { PageTitle, Tabs } from "./ui";
+import { can } from "../lib/me";
 
 /** Title, project link, backend and model, and the tabs of a workload. */
 export function WorkloadHead({ w, current }: { w: Workload; current: string }) {
@@ -11,10 +12,10 @@ export function WorkloadHead({ w, current }: { w: Workload; current: string }) {
   return html`<${PageTitle} sub=${html`<a href=${`/projects/${w.project_slug}`}>${w.project_slug}</a> / <code>${w.slug}</code> · ${backend} · <span class="wrap">${w.model_name}</span>`}>${w.name}<//>
     <${Tabs} current=${current} items=${[
       { href: base, label: "Overview" },
-      ...(PLAYGROUND_TASKS.has(w.task_type) ? [{ href: `${base}/playground`, label: "Playground" }] : []),
+      ...(PLAYGROUND_TASKS.has(w.task_type) && can("playground", w.project_slug) ? [{ href: `${base}/playground`, label: "Playground" }] : []),
       { href: `${base}/logs`, label: "Logs" },
       { href: `${base}/requests`, label: "Requests" },
       { href: `${base}/webhooks`, label: "Webhooks & jobs" },
-      { href: `${base}/edit`, label: "Edit" },
+      ...(can("workload.change", w.project_slug) ? [{ href: `${base}/edit`, label: "Edit" }] : []),
     ]} />`;
 }

@@ -1,6 +1,9 @@
 /** The dashboard's only way to the server: the admin API, authenticated by the session cookie. */
 
-/** An error answer of the admin API: `{error: {code, message, field?}}`, with the answer's `x-request-id` when it had one (data-plane calls). */
+/**
+ * An error answer of the admin API: `{error: {code, message, field?}}`, with the answer's
+ * `x-request-id` when it had one (data-plane calls) and its `retry-after` seconds (a 429).
+ */
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -8,6 +11,7 @@ export class ApiError extends Error {
     message: string,
     readonly field?: string,
     readonly requestId?: string,
+    readonly retryAfter?: number,
   ) {
     super(message);
   }
@@ -15,10 +19,16 @@ export class ApiError extends Error {
 
 const FLAG = "inferd.signedIn";
 let onUnauthorized = () => {};
+let onForbiddenRole = () => {};
 
 /** Called when the server says the session is gone (the app shows sign-in). */
 export function setUnauthorizedHandler(fn: () => void): void {
   onUnauthorized = fn;
+}
+
+/** Called when the server refuses a change to the signed-in user's role (the role may have changed: ask again who we are). */
+export function setForbiddenRoleHandler(fn: () => void): void {
+  onForbiddenRole = fn;
 }
 
 /** Options of one admin API call. */
@@ -50,7 +60,9 @@ export async function failure(res: Response): Promise<ApiError> {
     localStorage.removeItem(FLAG);
     onUnauthorized();
   }
-  return new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? `the server answered ${res.status}`, err.field, res.headers.get("x-request-id") ?? undefined);
+  if (res.status === 403 && err.code === "forbidden_role") onForbiddenRole();
+  const retry = Number(res.headers.get("retry-after") ?? NaN);
+  return new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? `the server answered ${res.status}`, err.field, res.headers.get("x-request-id") ?? undefined, Number.isFinite(retry) ? retry : undefined);
 }
 
 /**
@@ -92,12 +104,19 @@ export function adoptServerSignIn(): void {
   history.replaceState(null, "", url.pathname + url.search + url.hash);
 }
 
-/** Exchanges the admin token for the HttpOnly session cookie. */
-export async function signIn(token: string): Promise<void> {
-  const res = await send("/admin/session", { body: { token: token.trim() } });
+/** What a sign-in sends: the admin token, or a user's email and password. */
+export type Credentials = { token: string } | { email: string; password: string };
+
+/** Exchanges the admin token (or a user's email and password) for the HttpOnly session cookie. */
+export async function signIn(credentials: string | Credentials): Promise<void> {
+  const body = typeof credentials === "string" ? { token: credentials.trim() } : "token" in credentials ? { token: credentials.token.trim() } : { email: credentials.email.trim(), password: credentials.password };
+  const res = await send("/admin/session", { body });
   if (!res.ok) throw await failure(res);
   localStorage.setItem(FLAG, "1");
 }
+
+/** Marks this browser signed in after a sign-in the server finished itself (single sign-on's callback). */
+export const markSignedIn = (): void => localStorage.setItem(FLAG, "1");
 
 /** Ends the session (or, `everywhere`, every dashboard session) on the server and forgets it here. */
 export async function signOut(everywhere = false): Promise<void> {

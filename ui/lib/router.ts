@@ -42,7 +42,7 @@ export function installRouter(): void {
     if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
     const a = (e.target as Element | null)?.closest?.("a");
     if (!a || a.target || a.hasAttribute("download") || a.origin !== location.origin) return;
-    if (/^\/(admin|api|endpoint|docs|assets)(\/|$)/.test(a.pathname)) return;
+    if (/^\/(admin|api|endpoint|docs|assets|auth)(\/|$)/.test(a.pathname)) return;
     e.preventDefault();
     navigate(a.pathname + a.search);
   });

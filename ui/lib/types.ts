@@ -154,6 +154,49 @@ export type AuditPage = { entries: import("../../src/audit/service").AuditEntry[
 /** The usage export's JSON answer. */
 export type UsageExport = { group_by: "key" | "project" | "workload"; from: string; to: string; rows: import("../../src/usage/routes").UsageRow[] };
 
+// Users and sign-in (issue 26; the shapes of /work/api-26.md).
+/** A role: admin (everything), operator (changes in their projects, workers, models), viewer (reads only). */
+export type Role = "admin" | "operator" | "viewer";
+/** A dashboard user as `GET /admin/users` lists them. */
+export interface User {
+  id: string;
+  email: string;
+  name: string;
+  role: Role;
+  /** Slugs of the projects the user belongs to (admins see all projects whatever this says). */
+  projects: string[];
+  source: "local" | "oidc";
+  created_at: string;
+  updated_at: string;
+  last_sign_in_at: string | null;
+  /** Live dashboard sessions. */
+  sessions: number;
+}
+/** Who the browser is signed in as (`GET /admin/me`). */
+export interface Me {
+  kind: "admin_token" | "user";
+  role: Role;
+  user: User | null;
+  projects: "all" | { id: string; slug: string; name: string }[];
+  session_id: string | null;
+}
+/** One dashboard session of a user (`GET /admin/users/:id/sessions`). */
+export interface UserSession {
+  id: string;
+  method: string;
+  user_agent: string | null;
+  created_at: string;
+  last_seen_at: string | null;
+  expires_at: string;
+  /** The session of the browser asking. */
+  current: boolean;
+}
+/** How one may sign in here (`GET /admin/session/methods`). */
+export interface SignInMethods {
+  password: boolean;
+  oidc: null | { label: string; start: string };
+}
+
 /** The request inspector: a listed request, one with its timeline, a captured body (src/inspector/service.ts). */
 export type { RequestRow, RequestDetail, BodyView } from "../../src/inspector/service";
 

@@ -6,8 +6,9 @@ import { useAction, useApi } from "../lib/hooks";
 import { ago, count } from "../lib/format";
 import type { Key, Workload } from "../lib/types";
 import { ConfirmButton, ErrorNote, Loading, SecretOnce } from "../components/ui";
-import { KeyLimitsCell } from "../components/limits";
+import { KeyLimitsCell, limitsText } from "../components/limits";
 import { ProjectHead } from "./project";
+import { Can, can } from "../lib/me";
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
 
@@ -63,7 +64,7 @@ export function KeysPage({ project }: { project: string }) {
   };
   return html`<${ProjectHead} project=${project} current=${`/projects/${project}/keys`} />
     ${fresh?.secret ? html`<${SecretOnce} secret=${fresh.secret} what=${`${fresh.type} key "${fresh.name}"`} onDone=${() => setFresh(undefined)} />` : null}
-    <${NewKey} project=${project} workloads=${workloads.data ?? []} onCreated=${created} />
+    <${Can} do="key.change" project=${project} note><${NewKey} project=${project} workloads=${workloads.data ?? []} onCreated=${created} /><//>
     <h2>Keys</h2>
     <${ErrorNote} error=${revoke.error} />
     ${keys.error ? html`<${ErrorNote} error=${keys.error} />` : !keys.data ? html`<${Loading} />` : keys.data.length === 0 ? html`<p class="muted">No keys yet.</p>`
@@ -73,8 +74,8 @@ export function KeysPage({ project }: { project: string }) {
             <td>${k.name}<br /><code class="muted">${k.prefix}…</code></td><td>${k.type}</td>
             <td>${k.scope === "project" ? "whole project" : k.endpoints.map((e) => html`<code>${e}</code> `)}</td>
             <td>${count(k.usage.requests)}</td><td>${count(k.usage.total_tokens)}</td><td>${ago(k.usage.last_used_at)}</td>
-            <td class="limits-cell">${k.revoked_at ? html`<span class="muted">–</span>` : html`<${KeyLimitsCell} keyId=${k.id} name=${k.name} limits=${k.limits} onSaved=${keys.reload} />`}</td>
-            <td>${k.revoked_at ? html`<span class="badge">revoked</span>` : html`<${ConfirmButton} label="Revoke" title=${`Revoke key ${k.name}?`} confirm="Revoke key"
+            <td class="limits-cell">${k.revoked_at || !can("key.change", project) ? html`<span class="limits-text">${k.revoked_at ? "–" : limitsText(k.limits)}</span>` : html`<${KeyLimitsCell} keyId=${k.id} name=${k.name} limits=${k.limits} onSaved=${keys.reload} />`}</td>
+            <td>${k.revoked_at ? html`<span class="badge">revoked</span>` : !can("key.change", project) ? null : html`<${ConfirmButton} label="Revoke" title=${`Revoke key ${k.name}?`} confirm="Revoke key"
               onConfirm=${async () => (await revoke.run(k.id)) && keys.reload()} body=${html`<p>Requests with <code>${k.prefix}…</code> fail from the next one on.</p>`} />`}</td>
           </tr>`)}</tbody>
         </table></div>`}`;

@@ -12,6 +12,7 @@ import type { FoundModel, Model } from "../lib/types";
 import { ErrorNote, FieldError, invalidAt, Loading, PageTitle } from "../components/ui";
 import { ModelCard } from "../components/model-card";
 import { HubSearch } from "../components/hub-search";
+import { Can, can } from "../lib/me";
 
 /** Source forms the pull field takes, with what each means. */
 const EXAMPLES: [string, string][] = [
@@ -61,7 +62,7 @@ function Found({ models, onUsed }: { models: Model[]; onUsed(): unknown }) {
         <div class="found-text"><strong class="wrap">${f.name}</strong>
           <span class="muted small-text">${f.origin} · ${f.quant ?? "no quantisation in the name"} · ${bytes(f.size_bytes)}</span>
           <code class="muted small-text wrap">${f.path}</code></div>
-        ${known(f.path) ? html`<span class="muted">In inferd's models</span>` : html`<button type="button" class="small" aria-label=${`Use ${f.name}`} disabled=${use.busy}
+        ${known(f.path) ? html`<span class="muted">In inferd's models</span>` : !can("model.change") ? null : html`<button type="button" class="small" aria-label=${`Use ${f.name}`} disabled=${use.busy}
           onClick=${async () => (await use.run(f.path)) && onUsed()}>Use</button>`}</li>`)}</ul>`}
   </section>`;
 }
@@ -75,9 +76,9 @@ export function ModelsPage() {
   const reload = () => list.reload();
   const live = new Set((list.data ?? []).filter((m) => m.state === "downloading").slice(0, LIVE_STREAMS).map((m) => m.id));
   return html`<${PageTitle} sub="Model files on this machine: find them by name on Hugging Face (or the Ollama library), pull them, see what they need and who uses them, and serve them.">Models<//>
-    <section class="card" aria-labelledby="find"><h2 id="find">Find a model</h2>
+    <${Can} do="model.change" note><section class="card" aria-labelledby="find"><h2 id="find">Find a model</h2>
       <${HubSearch} action=${{ kind: "pull", onPulled: reload }} models=${list.data ?? []} /></section>
-    <${PullForm} onPulled=${reload} />
+    <${PullForm} onPulled=${reload} /><//>
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
       ? html`<p class="muted">No models yet. Pull one above, use one found below, or name one in a workload's command (it is pulled before launch).</p>`
       : html`<ul class="models">${list.data.map((m) => html`<${ModelCard} key=${m.id} model=${m} stream=${live.has(m.id)} onChange=${reload} />`)}</ul>`}

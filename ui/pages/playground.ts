@@ -15,6 +15,7 @@ import { EmbeddingsPlayground, RerankPlayground } from "../components/playground
 import { Bubble, MessageBox, ParamFields, streamAnswer, type Turn } from "../components/playground-chat";
 import { forgetGone, titleOf, useConversations, type Conversation } from "../components/playground-store";
 import { ComparePlayground } from "../components/playground-compare";
+import { Can } from "../lib/me";
 
 type Conversations = ReturnType<typeof useConversations>;
 
@@ -133,5 +134,5 @@ export function Playground({ id }: { id: string }) {
     : kind === "embeddings" ? html`<${EmbeddingsPlayground} w=${w} />`
     : kind === "rerank" ? html`<${RerankPlayground} w=${w} />`
     : html`<p class="muted">The dashboard has no playground for <code>${w.task_type}</code> workloads yet; the snippets on the workload's page show how to call it.</p>`;
-  return html`<${WorkloadHead} w=${w} current=${`/workloads/${id}/playground`} />${body}`;
+  return html`<${WorkloadHead} w=${w} current=${`/workloads/${id}/playground`} /><${Can} do="playground" project=${w.project_slug} note>${body}<//>`;
 }

@@ -10,6 +10,7 @@ import { bytes, count, noun } from "../lib/format";
 import { ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge, Tabs } from "../components/ui";
 import { CAP_FIELDS, LimitsForm, QUOTA_FIELDS } from "../components/limits";
 import { ProjectBase } from "../components/project-base";
+import { Can } from "../lib/me";
 
 /** The project's name (from the list) and its section tabs. */
 export function ProjectHead({ project, current }: { project: string; current: string }) {
@@ -46,7 +47,7 @@ function Quotas({ project, p }: { project: string; p: Loaded<ProjectDetail> }) {
         <div><dt>Used today</dt><dd data-testid="used-today">${used(day, p.data.limits.tokens_per_day)}</dd></div>
         <div><dt>Used this month</dt><dd data-testid="used-month">${used(month, p.data.limits.tokens_per_month)}</dd></div>
       </dl>
-      <${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${QUOTA_FIELDS} onSaved=${p.reload} />`}
+      <${Can} do="project.change"><${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${QUOTA_FIELDS} onSaved=${p.reload} /><//>`}
   </section>`;
 }
 
@@ -64,7 +65,7 @@ function Caps({ project, p }: { project: string; p: Loaded<ProjectDetail> }) {
         <div><dt>Replicas</dt><dd data-testid="used-replicas">${against(`${count(p.data.usage.running_replicas)} running, policies up to ${count(p.data.usage.replicas)}`, p.data.limits.max_replicas === null ? null : count(p.data.limits.max_replicas))}</dd></div>
         <div><dt>Model storage</dt><dd data-testid="used-model-bytes">${against(storage(p.data.usage.model_bytes), p.data.limits.model_bytes === null ? null : storage(p.data.limits.model_bytes))}</dd></div>
       </dl>
-      <${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${CAP_FIELDS} label="Project limits" onSaved=${p.reload} />`}
+      <${Can} do="project.change"><${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${CAP_FIELDS} label="Project limits" onSaved=${p.reload} /><//>`}
   </section>`;
 }
 
@@ -79,7 +80,7 @@ export function ProjectPage({ project }: { project: string }) {
   };
   const label = (b: string) => BACKENDS.find((x) => x.id === b)?.label ?? b;
   return html`<${ProjectHead} project=${project} current=${`/projects/${project}`} />
-    <div class="toolbar"><a class="button primary" href=${`/projects/${project}/workloads/new`}>New workload</a></div>
+    <${Can} do="workload.change" project=${project}><div class="toolbar"><a class="button primary" href=${`/projects/${project}/workloads/new`}>New workload</a></div><//>
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
       ? html`<p class="muted">No workloads yet. A workload is one model served by one backend.</p>`
       : html`<div class="table-wrap"><table>
@@ -93,10 +94,10 @@ export function ProjectPage({ project }: { project: string }) {
     ${list.data ? html`<${ProjectBase} project=${detail.data?.slug ?? list.data[0]?.project_slug ?? project} workloads=${list.data} />` : null}
     <${Quotas} project=${project} p=${detail} />
     <${Caps} project=${project} p=${detail} />
-    <section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete project</h2>
+    <${Can} do="project.change"><section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete project</h2>
       <p class="muted">Removes the project with all its workloads (their runtimes stop) and keys.</p>
       <${ErrorNote} error=${del.error} />
       <${ConfirmButton} label="Delete project" title=${`Delete project ${project}?`} confirm="Delete project" onConfirm=${remove}
         body=${html`<p>Its workloads stop and its keys stop working at once. This cannot be undone.</p>`} />
-    </section>`;
+    </section><//>`;
 }

@@ -5,6 +5,7 @@ import type { BodyView, RequestBodies, RequestDetail, Workload } from "../lib/ty
 import { CopyButton, ErrorNote, Loading } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { msText, Timeline } from "../components/timeline";
+import { can, whyNot } from "../lib/me";
 
 /** A body as a person reads it: JSON indented, SSE and other text as sent, binary as its base64. */
 function bodyText(b: BodyView): string {
@@ -30,7 +31,9 @@ function Body({ title, b }: { title: string; b: BodyView | null }) {
 
 /** The captured bodies of a request (read only when it has some). */
 function Bodies({ id }: { id: string }) {
-  const bodies = useApi<RequestBodies>(`/admin/requests/${encodeURIComponent(id)}/bodies`);
+  // Captured bodies are for operators and admins (a viewer is refused them): no read, a note instead.
+  const bodies = useApi<RequestBodies>(can("workload.change") ? `/admin/requests/${encodeURIComponent(id)}/bodies` : null);
+  if (!can("workload.change")) return html`<p class="note role-note">${whyNot("workload.change")}</p>`;
   if (bodies.error) return html`<${ErrorNote} error=${bodies.error} />`;
   if (!bodies.data) return html`<${Loading} />`;
   return html`${bodies.data.truncated ? html`<p class="note warn" role="note">A body was longer than the capture limit: what is shown was cut.</p>` : null}

@@ -12,6 +12,7 @@ import { ErrorNote, Loading } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { CaptureControl } from "../components/capture-control";
 import { msText } from "../components/timeline";
+import { Can } from "../lib/me";
 
 const PAGE = 50;
 /** How often the newest page is read again while the page is open and visible. */
@@ -133,7 +134,7 @@ export function RequestsPage({ id }: { id: string }) {
   const w = wl.data;
   const filtered = Object.values(filter).some((v) => v);
   return html`<${WorkloadHead} w=${w} current=${`/workloads/${w.id}/requests`} />
-    <${CaptureControl} w=${w} onChange=${wl.reload} />
+    <${Can} do="workload.change" project=${w.project_slug}><${CaptureControl} w=${w} onChange=${wl.reload} /><//>
     <${FilterForm} keys=${keys.data ?? []} onApply=${setFilter} />
     <${ErrorNote} error=${error} />
     ${!rows ? (error ? null : html`<${Loading} />`) : rows.length === 0 ? html`<p class="muted" data-testid="no-requests">No requests${filtered ? " match this filter" : " yet: the data plane records each finished request here"}.</p>`

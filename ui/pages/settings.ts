@@ -10,6 +10,7 @@ import { useAction, useApi } from "../lib/hooks";
 import { ago } from "../lib/format";
 import type { SettingView } from "../../src/settings/service";
 import { ErrorNote, FieldError, invalidAt, Loading, PageTitle } from "../components/ui";
+import { Can, guard } from "../lib/me";
 
 /** What `GET /admin/settings` answers. */
 type Settings = { command: string; settings: SettingView[] };
@@ -67,8 +68,8 @@ function RuntimeSetting({ s, onSaved }: { s: SettingView; onSaved(): void }) {
       <${FieldError} error=${save.error} field=${s.key} alert />
       ${save.error && save.error.field !== s.key ? html`<${ErrorNote} error=${save.error} />` : null}
       <div class="actions">
-        <button type="submit" class="primary" disabled=${save.busy || !changed}>Save</button>
-        ${s.source === "dashboard" ? html`<button type="button" onClick=${reset} disabled=${save.busy} title="Forget the value set here: the flag, environment or default applies again">Reset</button>` : null}
+        <button type="submit" class="primary" disabled=${save.busy || !changed} ...${guard("settings.change")}>Save</button>
+        ${s.source === "dashboard" ? html`<button type="button" onClick=${reset} disabled=${save.busy} ...${guard("settings.change")} title="Forget the value set here: the flag, environment or default applies again">Reset</button>` : null}
       </div>
     </form>
   </li>`;
@@ -94,6 +95,7 @@ export function SettingsPage() {
   const fixed = settings.filter((s) => !s.runtime);
   return html`<${PageTitle} sub="Every setting in force, with its flag and environment variable.">Settings<//>
     <section aria-labelledby="now"><h2 id="now">Change while serving</h2>
+      <${Can} do="settings.change" note><//>
       <p class="muted">A value saved here is kept in the store and beats the flag, environment and default, on every host, from the next request on; Reset returns to them. Each change is in the audit log.</p>
       <ul class="settings">${runtime.map((s) => html`<${RuntimeSetting} key=${`${s.key}:${s.source}:${s.updated_at}`} s=${s} onSaved=${() => list.reload()} />`)}</ul>
     </section>

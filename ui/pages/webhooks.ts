@@ -8,6 +8,7 @@ import type { Attempt, Job, PingResult, Webhook, Workload } from "../lib/types";
 import type { deliveryPolicy } from "../../src/webhooks/routes";
 import { ConfirmButton, ErrorNote, Loading, RequestId, SecretOnce, StateBadge } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
+import { Can } from "../lib/me";
 
 /** How deliveries go now (`GET /admin/webhooks/delivery`). */
 type Delivery = ReturnType<typeof deliveryPolicy>;
@@ -40,11 +41,11 @@ function Destination({ hook, onDeleted }: { hook: Webhook; onDeleted(): void }) 
   const test = async () => setResult(await ping.run());
   return html`<li class="card hook">
     <div class="hook-head"><code class="wrap">${hook.url}</code><span class="muted">secret <code>${hook.secret_prefix}…</code></span></div>
-    <div class="actions">
+    <${Can} do="webhook.change"><div class="actions">
       <button type="button" onClick=${test} disabled=${ping.busy}>${ping.busy ? "Sending…" : "Send test ping"}</button>
       <${ConfirmButton} label="Delete" title="Delete this destination?" confirm="Delete destination" body=${html`<p>Results stop going to <code>${hook.url}</code>.</p>`}
         onConfirm=${async () => (await del.run()) && onDeleted()} />
-    </div>
+    </div><//>
     <${ErrorNote} error=${ping.error ?? del.error} />
     ${result ? html`<div class=${`ping ${result.ok ? "ok" : "failed"}`} role="status" data-testid="ping-result">
         <strong>${result.ok ? "Delivered" : "Failed"}</strong>
@@ -105,11 +106,11 @@ export function WebhooksPage({ id }: { id: string }) {
   return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/webhooks`} />
     <${DeliveryNote} d=${delivery.data} />
     ${fresh?.secret ? html`<${SecretOnce} secret=${fresh.secret} what="signing secret" kept=${SECRET_KEPT} onDone=${() => setFresh(undefined)} />` : null}
-    <form class="card form" onSubmit=${submit} aria-label="Add a destination">
+    <${Can} do="webhook.change" project=${wl.data.project_slug} note><form class="card form" onSubmit=${submit} aria-label="Add a destination">
       <label>Destination URL<input name="url" type="url" required value=${url} onInput=${(e: Event) => setUrl((e.target as HTMLInputElement).value)} placeholder="https://example.com/hooks/inferd" /></label>
       <${ErrorNote} error=${add.error} />
       <div class="actions"><button type="submit" class="primary" disabled=${add.busy || !url.trim()}>Add destination</button></div>
-    </form>
+    </form><//>
     <h2>Destinations</h2>
     ${!hooks.data ? html`<${Loading} />` : hooks.data.length === 0 ? html`<p class="muted">None yet.</p>`
       : html`<ul class="hooks">${hooks.data.map((h) => html`<${Destination} key=${h.id} hook=${h} onDeleted=${() => hooks.reload()} />`)}</ul>`}

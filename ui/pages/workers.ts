@@ -9,6 +9,7 @@ import { Hosts } from "../components/hosts";
 import { ListenNote, useListen } from "../components/listen-note";
 import { Bar, CodeBlock, ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
 import { ReplicaStatus } from "../components/replica-status";
+import { Can, can } from "../lib/me";
 
 type Joined = { id: string; name: string; join_token: string; join_command: string };
 
@@ -80,7 +81,7 @@ function WorkerCard({ w, now, onDeleted, where }: { w: Worker; now: number; onDe
     ${w.replicas.length === 0 ? html`<p class="muted">None.</p>` : html`<ul class="replicas">${w.replicas.map((r) => html`<li key=${r.assignment_id}>
       <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <span class="muted">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</span>
       <${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></li>`)}</ul>`}
-    ${w.kind === "local" ? null : html`<div class="actions">
+    ${w.kind === "local" || !can("worker.change") ? null : html`<div class="actions">
       <${ErrorNote} error=${del.error} />
       <${ConfirmButton} label="Delete worker" title=${`Delete worker ${w.name}?`} confirm="Delete worker" body=${html`<p>Its replicas move elsewhere and its agent can no longer connect.</p>`}
         onConfirm=${async () => (await del.run()) && onDeleted()} /></div>`}
@@ -101,7 +102,7 @@ export function Workers() {
   };
   return html`<${PageTitle} sub="Machines that run your workloads, refreshed every 2 s.">Workers<//>
     <${Hosts} cluster=${cluster} now=${now} />
-    <${AddWorker} onAdded=${() => list.reload()} />
+    <${Can} do="worker.change"><${AddWorker} onAdded=${() => list.reload()} /><//>
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />`
       : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} now=${now} where=${where(w)} onDeleted=${() => list.reload()} />`)}</ul>`}`;
 }

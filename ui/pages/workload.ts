@@ -14,6 +14,7 @@ import { Controls, ScalingState } from "../components/workload-controls";
 import { Snippets } from "../components/snippets";
 import { WorkloadActivity } from "../components/workload-charts";
 import { NotFound } from "../components/not-found";
+import { Can, can, guard } from "../lib/me";
 
 /** Run the workload on a chosen worker (replacing the automatic placement). */
 function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
@@ -51,7 +52,7 @@ function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
   const used = new Set([...(TASK_TOGGLES[w.task_type] ?? TOGGLES.map(([id]) => id)), "jobs"]);
   const task = TASK_TYPES.find(([id]) => id === w.task_type)?.[1] ?? w.task_type;
   const list = (items: [string, string][]) => html`<ul class="toggles">${items.map(([id, label]) => html`<li><label class="switch">
-      <input type="checkbox" role="switch" name=${id} checked=${id in pending ? pending[id] : (w.endpoints as Record<string, boolean>)[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
+      <input type="checkbox" role="switch" name=${id} ...${guard("workload.change", w.project_slug)} checked=${id in pending ? pending[id] : (w.endpoints as Record<string, boolean>)[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
       <span>${label}</span></label></li>`)}</ul>`;
   const others = TOGGLES.filter(([id]) => !used.has(id));
   return html`<section aria-labelledby="toggles"><h2 id="toggles">Endpoints</h2>
@@ -86,7 +87,7 @@ export function WorkloadPage({ id }: { id: string }) {
   const reload = () => wl.reload();
   const u = w.usage;
   return html`<${WorkloadHead} w=${w} current=${`/workloads/${id}`} />
-    <${Controls} w=${w} onChange=${reload} />
+    <${Can} do="workload.change" project=${w.project_slug} note><${Controls} w=${w} onChange=${reload} /><//>
     <div class="stats">
       <span class="stat"><strong>${count(u?.requests)}</strong> ${noun(u?.requests, "request")}</span>
       <span class="stat"><strong>${count(u?.total_tokens)}</strong> ${noun(u?.total_tokens, "token")}</span>
@@ -96,12 +97,12 @@ export function WorkloadPage({ id }: { id: string }) {
     <${Replicas} w=${w} workers=${workers.data ?? []} onChange=${reload} />
     <${ScalingState} w=${w} />
     <${WorkloadActivity} id=${w.id} />
-    ${workers.data?.length ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
+    ${workers.data?.length && can("workload.change", w.project_slug) ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
     <${Toggles} w=${w} onChange=${reload} />
     <section aria-labelledby="use"><h2 id="use">Use it</h2><${Routing} w=${w} /><${Snippets} workload=${w} /></section>
-    <section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete workload</h2>
+    <${Can} do="workload.change" project=${w.project_slug}><section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete workload</h2>
       <${ErrorNote} error=${del.error} />
       <${ConfirmButton} label="Delete workload" title=${`Delete ${w.name}?`} confirm="Delete workload" body=${html`<p>Its runtimes stop and its endpoint goes away.</p>`}
         onConfirm=${async () => (await del.run()) && navigate(`/projects/${w.project_slug}`)} />
-    </section>`;
+    </section><//>`;
 }

@@ -48,7 +48,8 @@ import { hostIdOf } from "./cluster/hosts";
 import { deliveriesWaker, jobsWaker, wireCluster } from "./cluster/wiring";
 import { localClusterLinks } from "./cluster/local-links";
 import { pruneRequests, RequestLog } from "./inspector/log";
-import { loadTraceExporter, Tracing, type TraceExporter } from "./tracing/tracing";
+import { loadTraceExporter, Tracing } from "./tracing/tracing";
+import type { TraceExporter } from "./tracing/timeline";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {

@@ -10,7 +10,6 @@ import type { Db } from "../db";
 import { workloads } from "../db/schema";
 import { validation } from "../errors";
 import { audit } from "../audit/service";
-import type { Workload } from "../workloads/service";
 
 /** The longest a capture may be set ahead: a week. */
 export const MAX_CAPTURE_MS = 7 * 24 * 3_600_000;
@@ -22,7 +21,7 @@ export const CaptureUntil = z.iso.datetime({ offset: true, message: "must be an 
  * Whether the workload's bodies are kept now (the data plane's check, per request).
  * @example if (capturing(w)) record.bodies = …;
  */
-export function capturing(w: Pick<Workload, "capture_until">, now = Date.now()): boolean {
+export function capturing(w: { capture_until: string | null }, now = Date.now()): boolean {
   return w.capture_until !== null && Date.parse(w.capture_until) > now;
 }
 
@@ -39,8 +38,16 @@ export function checkCaptureUntil(value: string | null, now = Date.now()): strin
   return new Date(t).toISOString();
 }
 
+/** What a capture change reads of the workload. */
+export interface CaptureOf {
+  id: string;
+  slug: string;
+  project_slug: string;
+  capture_until: string | null;
+}
+
 /** Sets (or clears, with null) the workload's capture end, already checked; audited as `workload.capture`. */
-export async function setCapture(db: Db, current: Workload, until: string | null): Promise<void> {
+export async function setCapture(db: Db, current: CaptureOf, until: string | null): Promise<void> {
   if (until === current.capture_until) return;
   await db.update(workloads).set({ captureUntil: until }).where(eq(workloads.id, current.id));
   await audit(db, "workload.capture", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, { capture_until: { from: current.capture_until, to: until } });

@@ -13,8 +13,7 @@ import { resourceFromAttributes } from "@opentelemetry/resources";
 import { TraceState } from "@opentelemetry/core";
 import type { RequestRecord } from "../inspector/record";
 import { log } from "../log";
-import type { Timeline } from "./timeline";
-import type { TraceExporter } from "./tracing";
+import type { Timeline, TraceExporter } from "./timeline";
 
 /**
  * Ids from the timeline where it has them (the trace id, the dispatch span's id), random otherwise:

@@ -9,7 +9,7 @@
  * call until its response headers), `ttft` (arrival to the first token the client gets), `stream`
  * (first token to the end) and `meter` (recording usage).
  */
-import type { SpanRecord } from "../inspector/record";
+import type { RequestRecord, SpanRecord } from "../inspector/record";
 import type { Capture } from "./capture";
 import { randomId, traceparentOf, type TraceContext } from "./context";
 
@@ -124,4 +124,11 @@ export const timelineOf = (request: Request): Timeline | undefined => timelines.
 export function routeOf(method: string, path: string): string {
   const i = path.search(/\/(v1|api)\//);
   return `${method} ${i < 0 ? path : path.slice(i)}`;
+}
+
+/** What exports finished timelines as traces (./otel.ts). */
+export interface TraceExporter {
+  export(record: RequestRecord, timeline: Timeline): void;
+  /** Sends what is buffered and stops. */
+  shutdown(): Promise<void>;
 }

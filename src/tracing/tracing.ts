@@ -8,14 +8,8 @@ import type { RequestRecord, RequestSink } from "../inspector/record";
 import type { Finished } from "../usage/meter";
 import { log } from "../log";
 import { newTrace, parseTraceparent } from "./context";
-import { routeOf, Timeline } from "./timeline";
+import { routeOf, Timeline, type TraceExporter } from "./timeline";
 
-/** What exports finished timelines as traces (./otel.ts). */
-export interface TraceExporter {
-  export(record: RequestRecord, timeline: Timeline): void;
-  /** Sends what is buffered and stops. */
-  shutdown(): Promise<void>;
-}
 
 /** The OTLP endpoint the environment names for traces, or undefined (tracing off). */
 export const traceEndpointOf = (env: Record<string, string | undefined>): string | undefined => env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined;

@@ -35,7 +35,7 @@ export const userRoutes = (deps: Deps) =>
       if (who.role !== "admin" && (body.role !== undefined || body.projects !== undefined)) {
         throw new AppError(403, "forbidden_role", `your role (${who.role}) cannot change your own role or projects; an admin can`);
       }
-      return updateUser(deps.db, params.id, body);
+      return updateUser(deps.db, params.id, body, who.sessionId);
     }, { ...jsonBody(UserPatch), detail: { summary: "Change a user's name, role, password or projects (admin); a user may change their own name and password" } })
     .delete("/users/:id", async ({ params, set }) => {
       await deleteUser(deps.db, params.id);

@@ -11,7 +11,7 @@ import { projectMembers, projects, sessions, users } from "../db/schema";
 import { conflict, notFound, validation } from "../errors";
 import { newId, newSecret, nowIso } from "../ids";
 import { audit, diffOf, fieldsOf, type Actor } from "../audit/service";
-import { SESSION_IDLE_MS } from "../auth/service";
+import { SESSION_IDLE_MS, sessionIdOf } from "../auth/service";
 import type { Role, UserCreate, UserPatch } from "./schema";
 
 /** A user as stored. */
@@ -120,8 +120,12 @@ export async function createUser(db: Db, input: UserCreate, oidc?: { issuer: str
   return getUser(db, id);
 }
 
-/** Changes a user's name, role, password or projects; audited as a diff (a new password shows only as changed). */
-export async function updateUser(db: Db, id: string, patch: UserPatch): Promise<UserView> {
+/**
+ * Changes a user's name, role, password or projects; audited as a diff (a new password shows only as
+ * changed). A new password ends the user's other sessions (all but `keepSession`, the public id of
+ * the session making the change, when it is theirs).
+ */
+export async function updateUser(db: Db, id: string, patch: UserPatch, keepSession: string | null = null): Promise<UserView> {
   const current = await resolveUser(db, id);
   const before = await getUser(db, current.id);
   const projectIds = patch.projects ? await projectIdsOf(db, patch.projects) : undefined;
@@ -133,6 +137,11 @@ export async function updateUser(db: Db, id: string, patch: UserPatch): Promise<
       ? [db.delete(projectMembers).where(eq(projectMembers.userId, current.id)), ...projectIds.map((projectId) => db.insert(projectMembers).values({ userId: current.id, projectId, createdAt: now }))]
       : []),
   ]);
+  if (passwordHash) {
+    const held = await db.select({ hash: sessions.hash }).from(sessions).where(eq(sessions.userId, current.id));
+    const ended = held.map((h) => h.hash).filter((h) => sessionIdOf(h) !== keepSession);
+    if (ended.length) await db.delete(sessions).where(inArray(sessions.hash, ended));
+  }
   const after = await getUser(db, current.id);
   const diff = diffOf({ ...before, password: current.passwordHash }, { ...after, password: passwordHash ?? current.passwordHash }, AUDITED);
   if (Object.keys(diff).length) await audit(db, "user.update", { type: "user", id: current.id, label: current.email, projectId: null }, diff);

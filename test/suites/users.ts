@@ -104,6 +104,21 @@ export function usersSuite(engine: Engine): void {
       expect((await carol.call("/admin/me")).status).toBe(401);
     });
 
+    test("a new password ends the user's other sessions; the one that changed it stays", async () => {
+      const dora = await person("dora@example.com", "viewer", ["demo"]);
+      const elsewhere = (await signIn(s, "dora@example.com")).person;
+      expect((await elsewhere.call("/admin/me")).status).toBe(200);
+      const changed = await dora.call(`/admin/users/${dora.id}`, { method: "PATCH", body: { password: "a brand new passphrase" } });
+      expect(changed.status).toBe(200);
+      expect((await dora.call("/admin/me")).status).toBe(200);
+      expect((await elsewhere.call("/admin/me")).status).toBe(401);
+      expect((await signIn(s, "dora@example.com")).r.status).toBe(401);
+      expect((await signIn(s, "dora@example.com", "a brand new passphrase")).r.status).toBe(200);
+      // An admin resetting it (with the admin token) ends every session of that user.
+      expect((await s.admin(`/admin/users/${dora.id}`, { method: "PATCH", body: { password: "another new passphrase" } })).status).toBe(200);
+      expect((await dora.call("/admin/me")).status).toBe(401);
+    });
+
     test("a viewer sees only their projects, reads them, and is refused every change", async () => {
       const viewer = await person("vera@example.com", "viewer", ["demo"]);
       const projects = (await (await viewer.call("/admin/projects")).json()) as { slug: string }[];

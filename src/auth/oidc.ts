@@ -13,9 +13,10 @@ import type { Db } from "../db";
 import { first } from "../db/raw";
 import { oidcLogins, users } from "../db/schema";
 import { AppError } from "../errors";
-import { newId, nowIso, sha256 } from "../ids";
+import { nowIso, sha256 } from "../ids";
 import { log } from "../log";
 import { audit } from "../audit/service";
+import { createUser } from "../users/service";
 
 /** The settings single sign-on reads (restart-needed: read once when the routes are built). */
 export type OidcSettings = Pick<Config, "oidcIssuer" | "oidcClientId" | "oidcClientSecret" | "oidcDefaultRole" | "oidcRoleClaim" | "oidcRedirectUrl">;
@@ -131,11 +132,10 @@ export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRol
   const byOidc = await first(db.select().from(users).where(and(eq(users.oidcIssuer, who.issuer), eq(users.oidcSubject, who.subject))));
   const row = byOidc ?? (await first(db.select().from(users).where(eq(users.email, who.email))));
   if (!row) {
-    const id = newId("usr");
     const role = who.claimedRole ?? defaultRole;
-    await db.insert(users).values({ id, email: who.email, name: who.name, role, oidcIssuer: who.issuer, oidcSubject: who.subject, createdAt: now, updatedAt: now, lastSignInAt: now });
-    await audit(db, "user.create", { type: "user", id, label: who.email }, { role, source: "oidc", issuer: who.issuer }, { type: "user", id, label: who.email });
-    return { id, email: who.email, role, created: true };
+    const made = await createUser(db, { email: who.email, name: who.name, role }, { issuer: who.issuer, subject: who.subject }, (id) => ({ type: "user", id, label: who.email }));
+    await db.update(users).set({ lastSignInAt: now }).where(eq(users.id, made.id));
+    return { id: made.id, email: made.email, role, created: true };
   }
   if (!byOidc) {
     if (row.oidcSubject && (row.oidcIssuer !== who.issuer || row.oidcSubject !== who.subject)) throw new SignInFailed(`the email ${who.email} belongs to another single sign-on account; ask an admin`);

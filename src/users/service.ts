@@ -103,8 +103,11 @@ export const generatePassword = () => newSecret("").slice(0, 20);
 /** The audited fields of a user. */
 const AUDITED = ["email", "name", "role", "projects", "source", "password"];
 
-/** Creates a user; 409 `email_taken` when the e-mail has a user, 400 at `projects` for an unknown project. */
-export async function createUser(db: Db, input: UserCreate, oidc?: { issuer: string; subject: string }, actor?: Actor): Promise<UserView> {
+/**
+ * Creates a user; 409 `email_taken` when the e-mail has a user, 400 at `projects` for an unknown
+ * project. `actor` may be given the new id (a user made by signing in is the one acting).
+ */
+export async function createUser(db: Db, input: UserCreate, oidc?: { issuer: string; subject: string }, actor?: Actor | ((id: string) => Actor)): Promise<UserView> {
   const email = input.email.trim().toLowerCase();
   if (await findUserByEmail(db, email)) throw conflict(`a user with the e-mail "${email}" exists`, "email_taken", "email");
   const projectIds = await projectIdsOf(db, input.projects ?? []);
@@ -116,7 +119,7 @@ export async function createUser(db: Db, input: UserCreate, oidc?: { issuer: str
     ...projectIds.map((projectId) => db.insert(projectMembers).values({ userId: id, projectId, createdAt: now })),
   ]);
   const shown = { email, name: input.name ?? "", role: input.role, projects: input.projects ?? [], source: oidc ? "oidc" : "local" };
-  await audit(db, "user.create", { type: "user", id, label: email, projectId: null }, fieldsOf(shown, AUDITED.slice(0, 5)), actor);
+  await audit(db, "user.create", { type: "user", id, label: email, projectId: null }, fieldsOf(shown, AUDITED.slice(0, 5)), typeof actor === "function" ? actor(id) : actor);
   return getUser(db, id);
 }
 

@@ -79,8 +79,12 @@ export function WorkloadPage({ id }: { id: string }) {
   const wl = useApi<Workload>(`/admin/workloads/${id}`, 2000);
   const workers = useApi<Worker[]>("/admin/workers", 5000);
   const del = useAction(() => api(`/admin/workloads/${id}`, { method: "DELETE" }).then(() => true));
-  // Deleted while open (by someone else, or the API): the same not-found page as a stale link.
-  if (wl.error?.status === 404) return html`<${NotFound} what=${html`There is no workload <code>${id}</code> any more (it was deleted).`} back=${{ href: "/projects", label: "All projects" }} />`;
+  // Deleted while open (by someone else, or the API): the same not-found page as a stale link. Never
+  // seen (this answer came before the shell's own probe): the stale link's words.
+  if (wl.error?.status === 404) {
+    const what = wl.data ? html`There is no workload <code>${id}</code> any more (it was deleted).` : html`There is no workload <code>${id}</code> (it may have been deleted).`;
+    return html`<${NotFound} what=${what} back=${{ href: "/projects", label: "All projects" }} />`;
+  }
   if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
   const w = wl.data;
   if (!w) return html`<${Loading} />`;

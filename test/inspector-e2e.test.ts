@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { cleanup, waitFor } from "./helpers/proc";
 import { servingPool, type Serving } from "./helpers/serving";
@@ -11,20 +12,20 @@ import { servingPool, type Serving } from "./helpers/serving";
  */
 const pool = servingPool();
 let s: Serving;
-let wl: { id: string; slug: string; assignment: string };
+let wl: { id: string; slug: string; assignment: string; port: string };
 
 beforeAll(async () => {
   s = await pool.serve({});
   const w = await s.createWorkload({ name: "inspected", backend: "vllm", model_name: "org/inspected", config: { command: "vllm serve org/inspected" } });
   const ready = await s.waitState(w.id);
-  wl = { id: w.id, slug: w.slug, assignment: ready.assignments[0].id };
+  wl = { id: w.id, slug: w.slug, assignment: ready.assignments[0].id, port: new URL(ready.assignments[0].base_url!).port };
 });
 afterAll(async () => {
   await pool.stopAll();
   await cleanup();
 });
 
-type Row = { id: string; status: number; model: string; tokens_in: number; tokens_out: number; ttft_ms: number; total_ms: number; captured: boolean; key: { name: string } | null; replica: { assignment_id: string } | null };
+type Row = { id: string; route: string; status: number; error_code: string | null; model: string; tokens_in: number; tokens_out: number; ttft_ms: number; total_ms: number; captured: boolean; key: { name: string } | null; replica: { assignment_id: string } | null };
 
 async function chat(requestId: string, text: string): Promise<string> {
   const client = new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/${wl.slug}/v1`, apiKey: s.live, defaultHeaders: { "x-request-id": requestId } });
@@ -35,9 +36,9 @@ async function chat(requestId: string, text: string): Promise<string> {
 }
 
 /** The request's row once the inspector's batch has been written. */
-const rowOf = (id: string) =>
+const rowOf = (id: string, workloadId = wl.id) =>
   waitFor(async () => {
-    const r = await s.admin(`/admin/workloads/${wl.id}/requests?q=${encodeURIComponent(id)}`);
+    const r = await s.admin(`/admin/workloads/${workloadId}/requests?q=${encodeURIComponent(id)}`);
     return ((await r.json()) as { requests: Row[] }).requests.find((x) => x.id === id);
   }, { what: `request ${id} in the inspector`, timeoutMs: 30_000 });
 
@@ -53,6 +54,22 @@ describe("the request inspector with real traffic", () => {
     for (const n of ["auth", "queue", "dispatch", "upstream", "ttft", "stream", "meter"]) expect(names).toContain(n);
     for (const sp of detail.spans) expect(sp.end).toBeGreaterThanOrEqual(sp.start);
     expect((await s.admin("/admin/requests/insp-off-1/bodies")).status).toBe(404);
+  }, 60_000);
+
+  test("Messages and Responses requests refused before any runtime answered are listed with their status and code", async () => {
+    // A runtime told to listen on a port another runtime holds never gets ready: the workload fails.
+    const broken = await s.createWorkload({ name: "broken", backend: "vllm", model_name: "org/broken", config: { command: `vllm serve org/broken --port ${wl.port}` } });
+    await s.waitState(broken.id, "failed");
+    const anthropic = new Anthropic({ baseURL: `${s.url}/endpoint/${s.project}/${broken.slug}`, apiKey: s.live, maxRetries: 0, defaultHeaders: { "x-request-id": "insp-msg-503" } });
+    const refused = await anthropic.messages.create({ model: "org/broken", max_tokens: 8, messages: [{ role: "user", content: "hi" }] }).catch((e) => e);
+    expect(refused).toBeInstanceOf(Anthropic.APIError);
+    expect(refused.status).toBe(503);
+    const openai = new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/${broken.slug}/v1`, apiKey: s.live, maxRetries: 0, defaultHeaders: { "x-request-id": "insp-resp-503" } });
+    const refusedToo = await openai.responses.create({ model: "org/broken", input: "hi" }).catch((e) => e);
+    expect(refusedToo).toBeInstanceOf(OpenAI.APIError);
+    expect(refusedToo.status).toBe(503);
+    expect(await rowOf("insp-msg-503", broken.id)).toMatchObject({ route: "POST /v1/messages", status: 503, error_code: "workload_unavailable", tokens_out: 0, key: { name: "live" } });
+    expect(await rowOf("insp-resp-503", broken.id)).toMatchObject({ route: "POST /v1/responses", status: 503, error_code: "workload_unavailable", tokens_out: 0 });
   }, 60_000);
 
   test("with capture on, the request and the streamed answer are kept; turned off, the next one is not", async () => {

@@ -8,7 +8,6 @@ import { dispatchWith, isEventStream, relay, upstreamFailed, withAffinity } from
 import { countPromptTokens, countWayOf, RuntimeRefused, tokenizeOn } from "./anthropic-count";
 import type { Target } from "../dispatch/queue";
 import { requestIdOf } from "./request-id";
-import { timelineOf } from "../tracing/timeline";
 import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
 import { translateChatStream } from "./anthropic-stream";
 
@@ -45,6 +44,7 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
   const stream = json.stream === true;
   let viaChat = false;
   let inputTokens: number | undefined;
+  const acct = accounting(deps, request, keyOf(request).id, w, json);
   const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {
     if (!noMessagesRoute.has(target.id)) {
       const headers = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json", "anthropic-version": request.headers.get("anthropic-version") ?? "2023-06-01" };
@@ -57,8 +57,10 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
     viaChat = true;
     if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), timelineOf(request));
-  const acct = accounting(deps, request, keyOf(request).id, w, json);
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch((e) => {
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
+    throw e;
+  });
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

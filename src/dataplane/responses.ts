@@ -6,7 +6,6 @@ import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
 import { dispatchWith, isEventStream, relay, withAffinity, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
-import { timelineOf } from "../tracing/timeline";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
 import { pipeTranslator } from "./stream-pipe";
@@ -50,6 +49,7 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
   const rid = requestIdOf(request);
   if (rid) headers["x-request-id"] = rid;
   let viaChat = false;
+  const acct = accounting(deps, request, keyOf(request).id, w, json);
   const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {
     if (!noResponsesRoute.has(target.id)) {
       const r = await target.send({ path: "/v1/responses", method: "POST", headers, body: null, json }, signal);
@@ -61,8 +61,10 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
     if ("error" in translated) throw badRequest("invalid_request", translated.error);
     viaChat = true;
     return target.send({ path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), timelineOf(request));
-  const acct = accounting(deps, request, keyOf(request).id, w, json);
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch((e) => {
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
+    throw e;
+  });
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

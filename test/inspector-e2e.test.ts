@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
+import { Ollama } from "ollama";
 import { cleanup, waitFor } from "./helpers/proc";
 import { servingPool, type Serving } from "./helpers/serving";
 
@@ -8,7 +9,7 @@ import { servingPool, type Serving } from "./helpers/serving";
  * The request inspector fed by real traffic (tracing off, as by default): a streamed chat through
  * the `openai` SDK shows up in its workload's list with the figures a user reads (key, model,
  * status, tokens, TTFT, replica, request id) and its timeline; with capture on, the request and the
- * streamed answer are kept and shown; with capture off, nothing of the bodies is kept.
+ * streamed answer are kept and shown (Ollama's API's answers too); with capture off, nothing of the bodies is kept.
  */
 const pool = servingPool();
 let s: Serving;
@@ -87,6 +88,24 @@ describe("the request inspector with real traffic", () => {
     const said = bodies.response.data.split("\n").filter((l) => l.startsWith("data: {")).map((l) => JSON.parse(l.slice(6)).choices[0]?.delta?.content ?? "").join("");
     expect(said).toBe("You said: keep this body");
     expect(bodies.response.data.trimEnd().endsWith("data: [DONE]")).toBe(true);
+
+    // Ollama's API too: the NDJSON stream as the client read it, and a whole JSON answer.
+    const ollama = new Ollama({ host: `${s.url}/endpoint/${s.project}`, headers: { Authorization: `Bearer ${s.live}`, "x-request-id": "insp-cap-ollama" } });
+    let streamed = "";
+    for await (const part of await ollama.chat({ model: "org/inspected", stream: true, messages: [{ role: "user", content: "keep ollama" }] })) streamed += part.message.content;
+    expect(streamed).toBe("You said: keep ollama");
+    expect((await rowOf("insp-cap-ollama")).captured).toBe(true);
+    const nd = (await (await s.admin("/admin/requests/insp-cap-ollama/bodies")).json()) as typeof bodies;
+    expect(nd.response.type).toBe("application/x-ndjson");
+    const lines = nd.response.data.trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.message?.content ?? "").join("")).toBe(streamed);
+    expect(lines.at(-1).done).toBe(true);
+    const whole = new Ollama({ host: `${s.url}/endpoint/${s.project}`, headers: { Authorization: `Bearer ${s.live}`, "x-request-id": "insp-cap-ollama-2" } });
+    const answer = await whole.generate({ model: "org/inspected", prompt: "keep generate", stream: false });
+    expect((await rowOf("insp-cap-ollama-2")).captured).toBe(true);
+    const kept = (await (await s.admin("/admin/requests/insp-cap-ollama-2/bodies")).json()) as typeof bodies;
+    expect(kept.response.type).toContain("application/json");
+    expect(JSON.parse(kept.response.data)).toMatchObject({ model: "org/inspected", response: answer.response, done: true });
 
     expect((await s.admin(`/admin/workloads/${wl.id}`, { method: "PATCH", body: { capture_until: null } })).status).toBe(200);
     await chat("insp-cap-2", "forget this body");

@@ -9,7 +9,7 @@ import { startCollector, type Collector, type ReceivedSpan } from "./fixtures/ot
  * OpenTelemetry traces as an operator sees them in Jaeger or Tempo: inferd started with the
  * standard OTEL_* variables sends each data-plane request and each job as one trace to a collector
  * (a real OTLP/HTTP receiver that decodes protobuf and JSON); a client's `traceparent` makes the
- * request part of the client's trace, and the runtime is told the trace too. Unset, nothing is sent
+ * request (or the job it submits) part of the client's trace, and the runtime is told the trace too. Unset, nothing is sent
  * and the SDK is never loaded.
  */
 const pool = servingPool();
@@ -133,6 +133,19 @@ describe("tracing on (http/protobuf)", () => {
     expect(t.root.attributes).toMatchObject({ "inferd.kind": "job", "inferd.job.kind": "chat", "inferd.workload": wl.traced.id, "inferd.replica": wl.traced.assignment });
     expect(t.root.attributes["gen_ai.usage.output_tokens"]).toBeGreaterThan(0);
     expect(t.children.filter((c) => c.name === "queue").some((q) => q.attributes.stored === true)).toBe(true);
+  });
+
+  test("a job submitted with a traceparent runs in the submitter's trace, under its span; the runtime is told that trace", async () => {
+    const traceId = "5ce0e9a56015fec5aadfa328ae398115";
+    const parent = "ab3b2e4a51fcd3f1";
+    const r = await traced.data("traced", "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "a job in my trace" }] } }, headers: { traceparent: `00-${traceId}-${parent}-01`, "x-request-id": "trace-job-1" } });
+    expect(r.status).toBe(202);
+    const { job_id } = await r.json();
+    const t = await traceOf(proto, (s) => s.traceId === traceId, ["queue", "dispatch", "upstream", "meter"]);
+    expect(t.root.parentSpanId).toBe(parent);
+    expect(t.root.name).toBe("job chat");
+    expect(t.root.attributes["inferd.request_id"]).toBe(job_id);
+    expect(runtimeTraceparent(traced, "trace-job-1")).toBe(`00-${traceId}-${t.byName("dispatch").spanId}-01`);
   });
 });
 

@@ -188,6 +188,8 @@ export interface NdjsonMeterOptions {
   onEnd(usage: Usage, outcome: "done" | "cancelled" | "error"): void;
   /** Called when the client goes away, to abort the upstream request. */
   abort(): void;
+  /** Given each chunk as it goes to the client (the inspector's capture). */
+  tee?(bytes: Uint8Array): void;
 }
 
 /**
@@ -247,7 +249,9 @@ export function meteredNdjson(upstream: ReadableStream<Uint8Array>, opts: Ndjson
     if (!out) return;
     if (first) opts.onFirst();
     first = false;
-    controller.enqueue(enc.encode(out));
+    const bytes = enc.encode(out);
+    opts.tee?.(bytes);
+    controller.enqueue(bytes);
   };
   return source.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({

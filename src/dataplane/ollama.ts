@@ -145,9 +145,23 @@ type Got = Awaited<ReturnType<typeof dispatch>>;
 async function runtimeError(got: Got, acct: Accounting): Promise<Response> {
   const text = await got.upstream.text().catch(() => "");
   got.slot.release();
+  const answer = jsonOut(acct, ollamaErrorOf(got.upstream.status, text), got.upstream.status);
   acct.record(NO_USAGE, false);
-  return Response.json(ollamaErrorOf(got.upstream.status, text), { status: got.upstream.status });
+  return answer;
 }
+
+/** A JSON answer made here; its body is kept while the workload's capture is on (before the meter ends the record). */
+function jsonOut(acct: Accounting, value: unknown, status = 200): Response {
+  const text = JSON.stringify(value);
+  const capture = acct.timeline?.capture;
+  if (capture) {
+    capture.answerType(JSON_TYPE);
+    capture.keepAnswer(text);
+  }
+  return new Response(text, { status, headers: { "content-type": JSON_TYPE } });
+}
+
+const JSON_TYPE = "application/json;charset=utf-8";
 
 /** A whole JSON answer, read, counted (OpenAI `usage` or Ollama counts) and re-shaped. */
 async function jsonAnswer(got: Got, acct: Accounting, shape: (answer: unknown) => unknown): Promise<Response> {
@@ -168,14 +182,18 @@ async function jsonAnswer(got: Got, acct: Accounting, shape: (answer: unknown) =
     acct.record(NO_USAGE, false);
     throw new AppError(502, "upstream_invalid", `the model runtime's answer is not JSON: ${text.slice(0, 200)}`);
   }
+  const out = jsonOut(acct, shape(answer));
   acct.record(countsOf(answer), true);
-  return Response.json(shape(answer));
+  return out;
 }
 
 /** An NDJSON stream to the client, metered line by line; the slot is freed when it ends or the client leaves. */
 function ndjsonAnswer(got: Got, acct: Accounting, body: ReadableStream<Uint8Array>, model: string | undefined): Response {
+  const capture = acct.timeline?.capture;
+  capture?.answerType("application/x-ndjson");
   const metered = meteredNdjson(body, {
     model,
+    tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
     onFirst: () => acct.firstByte(),
     abort: () => got.abort.abort(),
     onEnd: (usage, outcome) => {

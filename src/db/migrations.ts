@@ -20,6 +20,7 @@ import m17 from "./migrations/0017_batches.sql" with { type: "text" };
 import m18 from "./migrations/0018_settings_series.sql" with { type: "text" };
 import m19 from "./migrations/0019_scheduling.sql" with { type: "text" };
 import m20 from "./migrations/0020_users_traces.sql" with { type: "text" };
+import m21 from "./migrations/0021_job_traceparent.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -32,6 +33,7 @@ import p8 from "./migrations-pg/0008_batches.sql" with { type: "text" };
 import p9 from "./migrations-pg/0009_settings_series.sql" with { type: "text" };
 import p10 from "./migrations-pg/0010_scheduling.sql" with { type: "text" };
 import p11 from "./migrations-pg/0011_users_traces.sql" with { type: "text" };
+import p12 from "./migrations-pg/0012_job_traceparent.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -56,6 +58,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0018_settings_series", sql: m18 },
   { tag: "0019_scheduling", sql: m19 },
   { tag: "0020_users_traces", sql: m20 },
+  { tag: "0021_job_traceparent", sql: m21 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -72,4 +75,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0009_settings_series", sql: p9 },
   { tag: "0010_scheduling", sql: p10 },
   { tag: "0011_users_traces", sql: p11 },
+  { tag: "0012_job_traceparent", sql: p12 },
 ];

@@ -246,6 +246,8 @@ export const jobs = sqliteTable(
     workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
     /** The `x-request-id` of the request that made this row, when one did (data plane, admin API). */
     requestId: text("request_id"),
+    /** The submitter's W3C `traceparent` when it sent one: the job's runs join that trace. */
+    traceparent: text("traceparent"),
     keyId: text("key_id"),
     kind: text("kind").notNull(),
     body: blob("body", { mode: "buffer" }).notNull(),

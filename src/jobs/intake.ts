@@ -143,6 +143,8 @@ export interface JobInsert {
   context: string | null;
   /** The `x-request-id` of the submission that made it. */
   requestId: string | null;
+  /** The submitter's `traceparent` (well-formed), or null. */
+  traceparent: string | null;
   createdAt: string;
 }
 
@@ -180,17 +182,17 @@ export function jobIntake(db: Db, opts: Partial<GroupCommitOptions> = {}): Group
     const pg = pgOf(db);
     const write = async (rows: JobInsert[]) => {
       // Each body as a view of the bytes already held (Buffer.from(Uint8Array) would copy them all).
-      const values = rows.map((r) => ({ id: r.id, workload_id: r.workloadId, key_id: r.keyId, kind: r.kind, body: Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength), content_type: r.contentType, context: r.context, request_id: r.requestId, status: "queued", runs: 0, created_at: r.createdAt }));
+      const values = rows.map((r) => ({ id: r.id, workload_id: r.workloadId, key_id: r.keyId, kind: r.kind, body: Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength), content_type: r.contentType, context: r.context, request_id: r.requestId, traceparent: r.traceparent, status: "queued", runs: 0, created_at: r.createdAt }));
       await pg`INSERT INTO jobs ${pg(values)}`;
     };
     return new GroupCommit<JobInsert>(write, { ...common, maxInFlight: 4 });
   }
   const sqlite = sqliteOf(db);
-  const insert = sqlite.prepare<unknown, [string, string, string | null, string, Uint8Array, string, string | null, string | null, string]>(
-    "INSERT INTO jobs (id, workload_id, key_id, kind, body, content_type, context, request_id, status, runs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?)",
+  const insert = sqlite.prepare<unknown, [string, string, string | null, string, Uint8Array, string, string | null, string | null, string | null, string]>(
+    "INSERT INTO jobs (id, workload_id, key_id, kind, body, content_type, context, request_id, traceparent, status, runs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?)",
   );
   const writeAll = sqlite.transaction((rows: JobInsert[]) => {
-    for (const r of rows) insert.run(r.id, r.workloadId, r.keyId, r.kind, r.body, r.contentType, r.context, r.requestId, r.createdAt);
+    for (const r of rows) insert.run(r.id, r.workloadId, r.keyId, r.kind, r.body, r.contentType, r.context, r.requestId, r.traceparent, r.createdAt);
   });
   return new GroupCommit<JobInsert>((rows) => void writeAll(rows), common);
 }

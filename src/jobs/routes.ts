@@ -7,6 +7,7 @@ import { nowIso } from "../ids";
 import { resolveWorkload, type Workload } from "../workloads/service";
 import { workloadOf } from "../dataplane/target";
 import { requestIdOf } from "../dataplane/request-id";
+import { parseTraceparent, traceparentOf } from "../tracing/context";
 import { acceptBatch, acceptNdjson, batchFormat } from "./batch";
 import { acceptEnvelope, checkJobsOn, checkKindOn, type AcceptedJob } from "./envelope";
 import { jobIntake, type GroupCommit, type JobInsert } from "./intake";
@@ -24,10 +25,17 @@ async function store(deps: Deps, intake: GroupCommit<JobInsert>, w: Workload, re
   const keyId = keyOf(request).id;
   const createdAt = nowIso();
   const requestId = requestIdOf(request) ?? null;
-  const rows = accepted.map((job) => ({ id: Bun.randomUUIDv7(), workloadId: w.id, keyId, kind: job.kind, body: job.body, contentType: job.contentType, context: job.context, requestId, createdAt }));
+  const traceparent = submittersTrace(request);
+  const rows = accepted.map((job) => ({ id: Bun.randomUUIDv7(), workloadId: w.id, keyId, kind: job.kind, body: job.body, contentType: job.contentType, context: job.context, requestId, traceparent, createdAt }));
   await intake.submit(rows);
   deps.jobs.wake(w.id);
   return rows.map((r) => r.id);
+}
+
+/** The submitter's `traceparent`, kept with its jobs when well-formed (written back in canonical form), else null. */
+function submittersTrace(request: Request): string | null {
+  const trace = parseTraceparent(request.headers.get("traceparent"), null);
+  return trace?.parentId ? traceparentOf(trace, trace.parentId) : null;
 }
 
 /** Reads a job request's body as text (data-plane limit and buffer budget; the caller releases it). */

@@ -125,7 +125,7 @@ export class JobRunner {
     const spec = KINDS[job.kind];
     const started = Date.now();
     const queueMs = started - Date.parse(job.createdAt);
-    const tl = this.tracing?.beginJob(job.id, job.kind, queueMs);
+    const tl = this.tracing?.beginJob(job.id, job.kind, queueMs, job.traceparent);
     if (tl) tl.model = w.model_name;
     const meter = this.metering.begin(w, job.keyId, "job", undefined, undefined, tl);
     const json = job.contentType === "application/json" ? (JSON.parse(Buffer.from(job.body).toString("utf8")) as Record<string, unknown>) : undefined;

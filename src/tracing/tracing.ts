@@ -48,9 +48,13 @@ export class Tracing {
     return new Timeline(t0, requestId, routeOf(request.method, path), trace);
   }
 
-  /** The timeline of a job run that was submitted `queuedMs` ago (its clock starts at submission). */
-  beginJob(jobId: string, kind: string, queuedMs: number): Timeline {
-    const tl = new Timeline(performance.now() - queuedMs, jobId, kind, this.exporter ? newTrace() : undefined, "job");
+  /**
+   * The timeline of a job run that was submitted `queuedMs` ago (its clock starts at submission): in
+   * the submitter's trace when it sent a `traceparent`, in a new one when tracing is on, else in none.
+   */
+  beginJob(jobId: string, kind: string, queuedMs: number, traceparent: string | null = null): Timeline {
+    const trace = parseTraceparent(traceparent, null) ?? (this.exporter ? newTrace() : undefined);
+    const tl = new Timeline(performance.now() - queuedMs, jobId, kind, trace, "job");
     tl.span("queue", 0, queuedMs, { priority: "batch", stored: true });
     return tl;
   }

@@ -31,6 +31,7 @@ export function jobsIntakeSuite(engine: Engine): void {
       workloadId,
       keyId: null,
       requestId: null,
+      traceparent: null,
       kind: "embeddings",
       body: new TextEncoder().encode('{"input":"x"}'),
       contentType: "application/json",

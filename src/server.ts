@@ -50,6 +50,7 @@ import { localClusterLinks } from "./cluster/local-links";
 import { pruneRequests, RequestLog } from "./inspector/log";
 import { loadTraceExporter, Tracing } from "./tracing/tracing";
 import type { TraceExporter } from "./tracing/timeline";
+import { plural } from "./words";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -271,7 +272,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     await services.agents.start();
     await services.collector.mark();
     const resumed = await deps.models.resume();
-    if (resumed) out(`resuming ${resumed} model download(s)`);
+    if (resumed) out(`resuming ${plural(resumed, "model download")}`);
     let agent: Agent | undefined;
     // With a shared store, this machine's agent also takes work from the other hosts.
     const links = store.pg ? localClusterLinks(store.db, services.cluster, VERSION) : undefined;

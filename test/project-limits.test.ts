@@ -260,7 +260,7 @@ describe("the scaler under max_replicas (fake vLLM on three fake GPUs)", () => {
       const d = (await s.workload(ondemand.id)) as unknown as { scaling: { reason: string }; assignments: { state: string; reason?: string }[] };
       return d.scaling.reason.includes("not started") ? d : undefined;
     }, { what: "the replica held back by the cap", detail: () => s.output() });
-    expect(held.scaling.reason).toContain(`the project's max_replicas limit (1) is reached: 2 replica(s) of "serving" run`);
+    expect(held.scaling.reason).toContain(`the project's max_replicas limit (1) is reached: 2 replicas of "serving" run`);
     expect(held.assignments[0]).toMatchObject({ state: "idle", reason: expect.stringContaining("not started: the project's max_replicas limit (1)") });
     const still = await s.workload(fixed.id);
     expect(still.assignments.map((a) => [a.id, a.state])).toEqual(pair.assignments.map((a) => [a.id, "ready"]));

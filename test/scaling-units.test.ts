@@ -42,7 +42,7 @@ describe("autoscaling", () => {
   const none = { pressureSince: null };
 
   test("a request at zero replicas starts one at once", () => {
-    expect(decideAutoscaling(p, load({ queued: 1 }), 0, none, T0).decision).toMatchObject({ desired: 1, onDemand: true, reason: "cold start: 1 request(s) waiting" });
+    expect(decideAutoscaling(p, load({ queued: 1 }), 0, none, T0).decision).toMatchObject({ desired: 1, onDemand: true, reason: "cold start: 1 request waiting" });
   });
   test("idle for the timeout goes to the minimum; not a moment before", () => {
     expect(decideAutoscaling(p, load({ lastBusyAt: T0 }), 1, none, T0 + 299_000).decision.desired).toBe(1);
@@ -57,7 +57,7 @@ describe("autoscaling", () => {
     expect(first.memory.pressureSince).toBe(T0);
     const later = decideAutoscaling(p, busy, 1, first.memory, T0 + 10_000);
     expect(later.decision.desired).toBe(3); // 24 requests / 4 slots = 6, capped at 3
-    expect(later.decision.reason).toContain("24 requests for 1 replica(s)");
+    expect(later.decision.reason).toContain("24 requests for 1 replica of");
   });
   test("target_in_flight overrides the slots; pressure that passes resets the wait", () => {
     const q = { ...p, target_in_flight: 10 };

@@ -36,7 +36,7 @@ function resultFile(b: BatchRow, kind: "output" | "error", lines: string[], now:
 function ended(b: BatchRow, ok: number, failed: number, lost: number, files: { output: string | null; error: string | null }, now: string): BatchRow {
   const status: BatchRow["status"] = b.status === "cancelling" ? "cancelled" : b.expiredAt ? "expired" : lost > 0 && lost === b.total ? "failed" : "completed";
   const stamp = { cancelled: "cancelledAt", expired: "expiredAt", failed: "failedAt", completed: "completedAt" }[status as "completed"] as "completedAt";
-  const errors = lost ? JSON.stringify({ object: "list", data: [{ code: "requests_lost", message: `${lost} request(s) were lost: the workload they were to run on was deleted`, param: null, line: null }] }) : b.errors;
+  const errors = lost ? JSON.stringify({ object: "list", data: [{ code: "requests_lost", message: `${lost === 1 ? "1 request was" : `${lost} requests were`} lost: the workload they were to run on was deleted`, param: null, line: null }] }) : b.errors;
   return { ...b, status, errors, outputFileId: files.output, errorFileId: files.error, completed: ok, failed: failed + lost, finalizingAt: now, [stamp]: b[stamp] ?? now };
 }
 

@@ -11,6 +11,7 @@ import { log } from "../log";
 import { nowIso } from "../ids";
 import { HOST_HEARTBEAT_MS, hostName, listHosts, pruneHosts, removeHost, touchHost, upsertHost, type HostView } from "./hosts";
 import { LockLeadership, soleLeader, type Leadership } from "./leader";
+import { plural } from "../words";
 
 /** Where this host is reached, known once it listens. */
 export interface HostAddress {
@@ -84,7 +85,7 @@ export class Cluster {
       .set({ status: "queued", claimedBy: null })
       .where(and(eq(jobs.status, "running"), isNotNull(jobs.claimedBy), alive.length ? notInArray(jobs.claimedBy, alive) : undefined))
       .returning({ id: jobs.id });
-    if (back.length) log.warn(`${back.length} job(s) of a host that stopped answering will run again`);
+    if (back.length) log.warn(`${plural(back.length, "job")} of a host that stopped answering will run again`);
     await pruneHosts(this.db);
   }
 

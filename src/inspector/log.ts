@@ -15,6 +15,7 @@ import { batch, type Statement } from "../db/raw";
 import { requestBodies, requestLog } from "../db/schema";
 import { log } from "../log";
 import type { CapturedBodies, RequestRecord, RequestSink } from "./record";
+import { plural } from "../words";
 
 /** Unwritten records kept in memory at most; beyond, the oldest are dropped. */
 export const MAX_PENDING = 5_000;
@@ -121,7 +122,7 @@ export class RequestLog implements RequestSink {
       if (this.db.engine === "sqlite") (this.sqliteWrite ??= this.sqliteWriter())(taken);
       else await batch(this.db, writes(this.db, taken));
     } catch (e) {
-      log.warn(`could not write ${taken.length} request record(s) of the inspector`, e);
+      log.warn(`could not write ${plural(taken.length, "request record")} of the inspector`, e);
       const room = Math.max(0, this.maxPending - this.pending.length);
       this.dropped += Math.max(0, taken.length - room);
       this.pending = [...taken.slice(Math.max(0, taken.length - room)), ...this.pending];

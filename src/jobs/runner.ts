@@ -10,6 +10,7 @@ import { buildJobData, type JobData } from "./result";
 import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueuedJobs } from "./service";
 import { modelAliasesOf } from "../dataplane/target";
 import type { Tracing } from "../tracing/tracing";
+import { plural } from "../words";
 
 type JobRow = Awaited<ReturnType<typeof claimJobs>>[number];
 
@@ -50,7 +51,7 @@ export class JobRunner {
   /** Puts jobs a crash left running back in the queue, then starts taking jobs. */
   async start(): Promise<void> {
     const n = await recoverRunningJobs(this.db, this.hostId);
-    if (n > 0) log.info(`${n} job(s) interrupted by a restart will run again`);
+    if (n > 0) log.info(`${plural(n, "job")} interrupted by a restart will run again`);
     for (const w of await workloadsWithQueuedJobs(this.db)) this.pending.add(w);
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.wake();

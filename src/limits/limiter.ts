@@ -10,6 +10,7 @@ import { andThen } from "../maybe";
 import type { SharedLimits } from "./shared";
 import type { Finished } from "../usage/meter";
 import { withDefaults, type KeyLimitDefaults } from "./defaults";
+import { plural } from "../words";
 
 /** What the limiter needs of a key (its row). */
 export interface LimitedKey {
@@ -165,7 +166,7 @@ export class Limiter {
     // In a cluster each live host allows its share of the requests at once.
     const maxConcurrent = key.maxConcurrent === null ? null : this.shared ? Math.max(1, Math.floor(key.maxConcurrent / Math.max(1, this.shared.hosts()))) : key.maxConcurrent;
     if (maxConcurrent !== null && (this.inFlight.get(key.id) ?? 0) >= maxConcurrent) {
-      this.refuse("rate_limited", `this key may have ${key.maxConcurrent} request(s) in flight at once${this.shared ? ` (${maxConcurrent} through this host)` : ""}`, 1000, headers);
+      this.refuse("rate_limited", `this key may have ${plural(key.maxConcurrent!, "request")} in flight at once${this.shared ? ` (${maxConcurrent} through this host)` : ""}`, 1000, headers);
     }
     if (key.rpm !== null && !this.shared) {
       const b = this.fill(this.requests, key.id, key.rpm, t);

@@ -9,6 +9,7 @@ import { first, rows } from "../db/raw";
 import { projects } from "../db/schema";
 import { projectLimit } from "../errors";
 import { DEFAULTS } from "../scaling/schema";
+import { plural } from "../words";
 
 /** A project's caps (null: none) and its slug for messages. */
 export interface Caps {
@@ -105,5 +106,5 @@ export async function replicaRoom(db: Db, projectId: string): Promise<{ room: nu
   const caps = await capsOf(db, projectId);
   if (caps.maxReplicas === null) return { room: Infinity, why: "" };
   const running = await runningReplicas(db, projectId);
-  return { room: caps.maxReplicas - running, why: `the project's max_replicas limit (${caps.maxReplicas}) is reached: ${running} replica(s) of "${caps.slug}" run` };
+  return { room: caps.maxReplicas - running, why: `the project's max_replicas limit (${caps.maxReplicas}) is reached: ${plural(running, "replica")} of "${caps.slug}" run` };
 }

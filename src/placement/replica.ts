@@ -5,6 +5,7 @@
  */
 import { fitOnGpus, gib, type FreeGpu } from "../models/fit";
 import { freeMemory, gpuUse, MiB, workerNamed, type ReplicaSnapshot, type Snapshot, type WorkerSnapshot, type WorkloadSnapshot } from "./snapshot";
+import { plural } from "../words";
 
 /** A replica's place: a worker, how many GPUs, and which. */
 export interface ReplicaPlace {
@@ -12,8 +13,6 @@ export interface ReplicaPlace {
   gpus: number;
   gpuIndices: number[];
 }
-
-const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
 
 /** Shown free memory: a GPU promised more than it has shows none. */
 const shown = (freeMiB: number) => gib(Math.max(0, freeMiB) * MiB);

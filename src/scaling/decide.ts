@@ -4,6 +4,7 @@
  */
 import { Cron } from "croner";
 import { DAYS, DEFAULTS, type AutoscalingParams, type ScheduledParams, type Window } from "./schema";
+import { plural } from "../words";
 
 /** A workload's load as the queue sees it. */
 export interface Load {
@@ -85,14 +86,14 @@ export function decideAutoscaling(p: AutoscalingParams, load: Load, running: num
     if (idleFor >= idleMs && running > min) return { decision: { desired: min, reason: `no request for ${Math.round(idleFor / 1000)} s (idle timeout ${idleMs / 1000} s)`, onDemand: true }, memory: { pressureSince: null } };
     return keep(running > min ? `idle for ${Math.round(idleFor / 1000)} s of ${idleMs / 1000} s` : "at the minimum");
   }
-  if (running === 0) return { decision: { desired: Math.max(1, min), reason: `cold start: ${demand} request(s) waiting`, onDemand: true }, memory: { pressureSince: null } };
+  if (running === 0) return { decision: { desired: Math.max(1, min), reason: `cold start: ${plural(demand, "request")} waiting`, onDemand: true }, memory: { pressureSince: null } };
   const wanted = Math.min(max, Math.ceil(demand / target));
   if (wanted > running) {
     const since = mem.pressureSince ?? now;
-    if (now - since >= upAfterMs) return { decision: { desired: wanted, reason: `${demand} requests for ${running} replica(s) of ${target} (target) for ${Math.round((now - since) / 1000)} s`, onDemand: true }, memory: { pressureSince: null } };
+    if (now - since >= upAfterMs) return { decision: { desired: wanted, reason: `${plural(demand, "request")} for ${plural(running, "replica")} of ${target} (target) for ${Math.round((now - since) / 1000)} s`, onDemand: true }, memory: { pressureSince: null } };
     return keep(`queue above target for ${Math.round((now - since) / 1000)} s of ${upAfterMs / 1000} s`, { pressureSince: since });
   }
-  return keep(`${demand} request(s) within ${running} replica(s)`);
+  return keep(`${plural(demand, "request")} within ${plural(running, "replica")}`);
 }
 
 /**

@@ -7,6 +7,7 @@ import { decideAutoscaling, decideScheduled, type Decision, type Memory } from "
 import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScalingView, type ScheduledParams } from "./schema";
 import { Room } from "./room";
 import { replicaRoom } from "../limits/project";
+import { plural } from "../words";
 
 /** How often the scaler looks at every workload (demand wakes it at once in between). */
 const TICK_MS = 1000;
@@ -226,6 +227,6 @@ export class Scaler {
     const quiet = running.filter((a) => !(inFlight.get(a.id) ?? 0)).slice(0, count);
     if (quiet.length === 0) return "";
     for (const a of quiet) await setAssignmentDesired(this.db, a.id, "idle", reason);
-    return `stopped ${quiet.length} replica(s)`;
+    return `stopped ${plural(quiet.length, "replica")}`;
   }
 }

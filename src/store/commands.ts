@@ -6,6 +6,7 @@ import { formatChecks } from "./report";
 import { restoreStore } from "./restore";
 import { pgBackup, pgRestoreAdvice } from "./pg-backup";
 import { redactUrl } from "../db";
+import { plural } from "../words";
 
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
@@ -17,7 +18,7 @@ export async function backupCommand(config: Config, file?: string): Promise<stri
   }
   const b = await pgBackup(config.databaseUrl, config.dataDir, config.backupKeep, file);
   const checked = b.verifiedWith ? `read back with ${b.verifiedWith} --list` : "not read back: no pg_restore found";
-  const pruned = b.removed.length ? `; removed ${b.removed.length} older archive(s) beyond --backup-keep ${config.backupKeep}` : "";
+  const pruned = b.removed.length ? `; removed ${plural(b.removed.length, "older archive")} beyond --backup-keep ${config.backupKeep}` : "";
   return `backup written to ${b.path} (${mib(b.bytes)}): ${b.dump} --format=custom of ${redactUrl(config.databaseUrl)}, ${checked}${pruned}. Restore it with pg_restore (inferd restore <file> prints the command).`;
 }
 

@@ -9,6 +9,7 @@ import { headerProblem } from "./header";
 import { hostChecks, type HostDeps } from "./doctor-host";
 import { pgChecks } from "./doctor-pg";
 import { check, type Check } from "./report";
+import { plural } from "../words";
 
 const mode = (path: string) => statSync(path).mode & 0o777;
 const octal = (m: number) => `0${m.toString(8)}`;
@@ -22,7 +23,7 @@ function modeChecks(dir: string): Check[] {
   out.push(
     wide.length
       ? check("file modes", "warn", wide.map((f) => `${f} is mode ${octal(mode(f))}`).join("; "), `chmod 600 ${wide.map(shellWord).join(" ")}`)
-      : check("file modes", "ok", files.length ? `${files.length} secret file(s) owner-only (0600)` : "no store or secrets yet"),
+      : check("file modes", "ok", files.length ? `${plural(files.length, "secret file")} owner-only (0600)` : "no store or secrets yet"),
   );
   return out;
 }

@@ -1,23 +1,28 @@
 /**
  * Signing in with an e-mail and password, slowed against guessing: after 5 failures for one e-mail
  * or from one client address within 15 minutes, further tries answer 429 `too_many_attempts` with
- * `retry-after` until the oldest failure leaves the window. The counts live in this process's memory
- * (each host of a cluster counts its own). Also: which ways of signing in the dashboard offers.
+ * `retry-after` until the oldest failure leaves the window. An e-mail's failures are read from the
+ * store (the audit log's `session.denied` rows since the account last signed in), so every host of a
+ * cluster counts them together and a restart forgets nothing; an address's are counted in this
+ * process's memory (each host its own). Also: which ways of signing in the dashboard offers.
  */
+import { and, desc, eq, gt } from "drizzle-orm";
 import { AppError, unauthorized } from "../errors";
 import { oidcMethod } from "../auth/oidc";
 import { audit } from "../audit/service";
 import { openSession, type AuthDeps } from "../auth/service";
-import { checkPassword } from "./service";
+import type { Db } from "../db";
+import { auditLog } from "../db/schema";
+import { checkPassword, findUserByEmail } from "./service";
 
 /** Failures allowed per e-mail and per address within the window. */
 export const MAX_FAILURES = 5;
 /** The window failures are counted in. */
 export const WINDOW_MS = 15 * 60_000;
-/** Keys tracked at most (the oldest are dropped first), so a flood of made-up e-mails cannot grow memory without bound. */
+/** Keys tracked at most (the oldest are dropped first), so a flood of addresses cannot grow memory without bound. */
 const MAX_KEYS = 10_000;
 
-/** Failed sign-ins per e-mail and per client address in a sliding window, with an injected clock. */
+/** Failed sign-ins per client address in a sliding window, with an injected clock. */
 export class SignInLimiter {
   private failures = new Map<string, number[]>();
 
@@ -32,11 +37,13 @@ export class SignInLimiter {
     return list;
   }
 
-  /** Throws 429 `too_many_attempts` (with retry-after in seconds) when any of the keys has used up its failures. */
-  check(keys: string[]): void {
+  /**
+   * Throws 429 `too_many_attempts` (with retry-after in seconds) when any of the keys has used up its
+   * failures, or `elsewhere` (failure times counted outside this memory, e.g. the store's) has.
+   */
+  check(keys: string[], elsewhere: number[] = []): void {
     let wait = 0;
-    for (const key of keys) {
-      const list = this.recent(key);
+    for (const list of [...keys.map((key) => this.recent(key)), elsewhere.sort((a, b) => a - b)]) {
       if (list.length >= MAX_FAILURES) wait = Math.max(wait, list[list.length - MAX_FAILURES] + WINDOW_MS - this.now());
     }
     if (wait > 0) {
@@ -54,11 +61,6 @@ export class SignInLimiter {
       this.failures.set(key, list);
     }
     while (this.failures.size > MAX_KEYS) this.failures.delete(this.failures.keys().next().value as string);
-  }
-
-  /** Forgets an e-mail's failures (after it signed in). */
-  clear(key: string): void {
-    this.failures.delete(key);
   }
 }
 
@@ -78,16 +80,35 @@ function limiterOf(deps: AuthDeps): SignInLimiter {
 export async function signInWithPassword(deps: AuthDeps, email: string, password: string, client: { address: string | null; userAgent: string | null }): Promise<{ id: string; maxAgeSeconds: number }> {
   const limiter = limiterOf(deps);
   const address = email.trim().toLowerCase();
-  const keys = [`email:${address}`, ...(client.address ? [`ip:${client.address}`] : [])];
-  limiter.check(keys);
+  const keys = client.address ? [`ip:${client.address}`] : [];
+  limiter.check(keys, await failuresOf(deps.db, address));
   const user = await checkPassword(deps.db, address, password);
   if (!user) {
     limiter.fail(keys);
-    await audit(deps.db, "session.denied", { type: "session" }, { email: address.slice(0, 320) }, { type: "anonymous", label: `a sign-in as ${address.slice(0, 100)} with a wrong e-mail or password` });
+    await audit(deps.db, "session.denied", { type: "session" }, { email: address.slice(0, 320) }, { type: "anonymous", label: deniedLabel(address) });
     throw unauthorized("invalid_credentials", "the e-mail or password is wrong");
   }
-  limiter.clear(keys[0]);
   return openSession(deps, { method: "password", user: { id: user.id, email: user.email }, userAgent: client.userAgent });
+}
+
+/** Who a denied password sign-in was, in its audit row (the actor's label, which the count below reads). */
+const deniedLabel = (address: string) => `a sign-in as ${address.slice(0, 100)} with a wrong e-mail or password`;
+
+/**
+ * The times of the latest failed sign-ins as `address` (at most MAX_FAILURES) within the window and
+ * since the account last signed in, on every host: the store's `session.denied` audit rows.
+ */
+async function failuresOf(db: Db, address: string, now = Date.now()): Promise<number[]> {
+  const windowStart = new Date(now - WINDOW_MS).toISOString();
+  const lastSignIn = (await findUserByEmail(db, address))?.lastSignInAt ?? null;
+  const since = lastSignIn !== null && lastSignIn > windowStart ? lastSignIn : windowStart;
+  const rows = await db
+    .select({ at: auditLog.at })
+    .from(auditLog)
+    .where(and(gt(auditLog.at, since), eq(auditLog.action, "session.denied"), eq(auditLog.actorLabel, deniedLabel(address))))
+    .orderBy(desc(auditLog.at))
+    .limit(MAX_FAILURES);
+  return rows.map((r) => Date.parse(r.at));
 }
 
 /** `GET /admin/session/methods`: the ways of signing in (password always; single sign-on when configured). */

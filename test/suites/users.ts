@@ -255,5 +255,32 @@ export function usersSuite(engine: Engine): void {
       expect(denied.length).toBe(5);
       expect(JSON.stringify(denied)).not.toContain("wrong password");
     });
+
+    test(`an e-mail's failures are kept in the store: ${engine === "postgres" ? "another host of the cluster" : "the server after a restart"} refuses the sixth; signing in starts the count again`, async () => {
+      const first = await startTestServer({}, { engine });
+      await first.admin("/admin/users", { body: { email: "sam@example.com", role: "viewer", password: PASSWORD } });
+      for (let i = 0; i < 3; i++) expect((await signIn(first, "sam@example.com", `typo ${i}`)).r.status).toBe(401);
+      expect((await signIn(first, "sam@example.com")).r.status).toBe(200);
+      // Those three no longer count. Two more here (this host's count of the client address is now 5),
+      // three on the other side: each a plain 401, then the sixth since the sign-in is refused there.
+      for (let i = 0; i < 2; i++) expect((await signIn(first, "sam@example.com", `guess ${i}`)).r.status).toBe(401);
+      let other: TestServer;
+      if (engine === "postgres") other = await startTestServer({ INFERD_DATABASE_URL: first.storeEnv.INFERD_DATABASE_URL }, { engine });
+      else {
+        await first.stop();
+        other = await startTestServer({ INFERD_DATA_DIR: first.dataDir });
+      }
+      try {
+        for (let i = 2; i < 5; i++) expect((await signIn(other, "sam@example.com", `guess ${i}`)).r.status).toBe(401);
+        const { r } = await signIn(other, "sam@example.com");
+        expect(r.status).toBe(429);
+        expect((await errorOf(r)).code).toBe("too_many_attempts");
+        // Another e-mail from the same address is not refused there: that count is per host.
+        expect((await signIn(other, "nobody@example.com", "not it")).r.status).toBe(401);
+      } finally {
+        await other.close();
+        if (engine === "postgres") await first.close();
+      }
+    });
   });
 }

@@ -32,6 +32,16 @@ function responseHeaders(upstream: Response, extra: Record<string, string> = {})
 export const upstreamFailed = (e: unknown) =>
   new AppError(502, "upstream_unavailable", `the model runtime did not answer: ${e instanceof Error ? e.message : String(e)}`);
 
+/**
+ * The catch of a metered dispatch: a failure before any answer (a queue timeout, a full queue, a
+ * runtime that broke off) is recorded as a failed request, then thrown on.
+ * @example const got = await dispatch(…, acct.timeline).catch(unanswered(acct));
+ */
+export const unanswered = (acct: Accounting) => (e: unknown): never => {
+  acct.record({ inputTokens: 0, outputTokens: 0 }, false);
+  throw e;
+};
+
 /** A request sent on a granted slot: the runtime's response to relay. */
 export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<Response>;
 

@@ -4,7 +4,7 @@ import { AppError, badRequest } from "../errors";
 import { accounting, syncTicket, checkRoute, readJsonObject, runOnBase } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
-import { dispatchWith, isEventStream, relay, upstreamFailed, withAffinity } from "./forward";
+import { dispatchWith, unanswered, isEventStream, relay, upstreamFailed, withAffinity } from "./forward";
 import { countPromptTokens, countWayOf, RuntimeRefused, tokenizeOn } from "./anthropic-count";
 import type { Target } from "../dispatch/queue";
 import { requestIdOf } from "./request-id";
@@ -57,10 +57,7 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
     viaChat = true;
     if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
     return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch((e) => {
-    acct.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
-    throw e;
-  });
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch(unanswered(acct));
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

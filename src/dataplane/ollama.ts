@@ -13,7 +13,7 @@ import { arrivalOf } from "../usage/arrival";
 import { VERSION } from "../version";
 import type { Workload } from "../workloads/service";
 import type { JsonObject } from "./anthropic";
-import { dispatch, upstreamFailed, withAffinity, type Accounting } from "./forward";
+import { dispatch, unanswered, upstreamFailed, withAffinity, type Accounting } from "./forward";
 import type { Usage } from "./meter";
 import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
@@ -117,10 +117,7 @@ async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json:
   const rid = requestIdOf(request);
   if (rid) headers["x-request-id"] = rid;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch((e) => {
-    acct.record(NO_USAGE, false); // a queue timeout, a full queue, a runtime that broke off
-    throw e;
-  });
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch(unanswered(acct));
   acct.waited(got.waitedMs);
   if (!got.upstream.ok) return runtimeError(got, acct);
   const timing = { arrived: arrivalOf(request), waited: got.waitedMs };

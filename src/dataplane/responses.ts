@@ -4,7 +4,7 @@ import { badRequest } from "../errors";
 import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
-import { dispatchWith, isEventStream, relay, withAffinity, type Accounting } from "./forward";
+import { dispatchWith, unanswered, isEventStream, relay, withAffinity, type Accounting } from "./forward";
 import { requestIdOf } from "./request-id";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
@@ -61,10 +61,7 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
     if ("error" in translated) throw badRequest("invalid_request", translated.error);
     viaChat = true;
     return target.send({ path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch((e) => {
-    acct.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
-    throw e;
-  });
+  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch(unanswered(acct));
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();

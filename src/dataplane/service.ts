@@ -4,7 +4,7 @@ import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
 import { arrivalOf } from "../usage/arrival";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
-import { dispatch, relay, withAffinity, type Accounting } from "./forward";
+import { dispatch, relay, unanswered, withAffinity, type Accounting } from "./forward";
 import { SYNC, type Ticket } from "../dispatch/queue";
 import { keyOf } from "../auth/service";
 import { priorityOf, type KeyRecord } from "../keys/service";
@@ -180,10 +180,7 @@ async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Reques
   const source = spec.body === "raw" ? new UploadSource(uploadFrom, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   const meter = accounting(deps, request, keyId, w, json);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyId === null ? null : keyOf(request))), meter.timeline).catch((e) => {
-    meter.record({ inputTokens: 0, outputTokens: 0 }, false); // a queue timeout, a full queue, a runtime that broke off
-    throw source?.failure ?? e;
-  });
+  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyId === null ? null : keyOf(request))), meter.timeline).catch((e) => unanswered(meter)(source?.failure ?? e));
   // The answer names the model as /v1/models does, whatever the runtime calls it.
   return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: w.model_name });
 }

@@ -39,11 +39,11 @@ export class SignInLimiter {
 
   /**
    * Throws 429 `too_many_attempts` (with retry-after in seconds) when any of the keys has used up its
-   * failures, or `elsewhere` (failure times counted outside this memory, e.g. the store's) has.
+   * failures, or `elsewhere` (failure times counted outside this memory, e.g. the store's; oldest first) has.
    */
   check(keys: string[], elsewhere: number[] = []): void {
     let wait = 0;
-    for (const list of [...keys.map((key) => this.recent(key)), elsewhere.sort((a, b) => a - b)]) {
+    for (const list of [...keys.map((key) => this.recent(key)), elsewhere]) {
       if (list.length >= MAX_FAILURES) wait = Math.max(wait, list[list.length - MAX_FAILURES] + WINDOW_MS - this.now());
     }
     if (wait > 0) {
@@ -95,8 +95,8 @@ export async function signInWithPassword(deps: AuthDeps, email: string, password
 const deniedLabel = (address: string) => `a sign-in as ${address.slice(0, 100)} with a wrong e-mail or password`;
 
 /**
- * The times of the latest failed sign-ins as `address` (at most MAX_FAILURES) within the window and
- * since the account last signed in, on every host: the store's `session.denied` audit rows.
+ * The times of the latest failed sign-ins as `address` (at most MAX_FAILURES, oldest first) within the
+ * window and since the account last signed in, on every host: the store's `session.denied` audit rows.
  */
 async function failuresOf(db: Db, address: string, now = Date.now()): Promise<number[]> {
   const windowStart = new Date(now - WINDOW_MS).toISOString();
@@ -108,7 +108,7 @@ async function failuresOf(db: Db, address: string, now = Date.now()): Promise<nu
     .where(and(gt(auditLog.at, since), eq(auditLog.action, "session.denied"), eq(auditLog.actorLabel, deniedLabel(address))))
     .orderBy(desc(auditLog.at))
     .limit(MAX_FAILURES);
-  return rows.map((r) => Date.parse(r.at));
+  return rows.map((r) => Date.parse(r.at)).reverse();
 }
 
 /** `GET /admin/session/methods`: the ways of signing in (password always; single sign-on when configured). */

@@ -1,5 +1,6 @@
 import { createServer } from "node:net";
 import { probeMachine, realExec, type Exec } from "./gpu";
+import { Periodic } from "./periodic";
 import { LogRing } from "./ring";
 import { Replica, type ReplicaHost } from "./replica";
 import { Supervisor, type SpawnFn, type SupervisorOptions } from "./supervisor";
@@ -66,7 +67,8 @@ export class Agent {
   workerId?: string;
   private replicas = new Map<string, Replica>();
   private daemons = new Map<string, Supervisor>();
-  private timer?: ReturnType<typeof setInterval>;
+  /** Telemetry: one GPU probe at a time, the next scheduled after the last ends. */
+  private probes?: Periodic;
   private unsubscribe?: () => void;
   private reconciling?: Promise<void>;
   private again = false;
@@ -97,7 +99,8 @@ export class Agent {
     const reaped = await reapStale(this.opts.dataDir);
     if (reaped.length) process.stderr.write(`inferd: stopped ${reaped.length} runtime process group(s) left over from a previous run\n`);
     this.workerId = await this.opts.host.register(await this.machine());
-    this.timer = setInterval(() => void this.probe(), this.opts.telemetryMs ?? 5000);
+    this.probes = new Periodic(() => this.sendTelemetry(), this.opts.telemetryMs ?? 5000);
+    this.probes.start();
     this.unsubscribe = this.opts.host.subscribe(() => void this.reconcile());
     await this.reconcile();
   }
@@ -109,8 +112,12 @@ export class Agent {
     return this.opts.clusterAddress ? { ...m, cluster_address: this.opts.clusterAddress } : m;
   }
 
-  /** Probes the machine and sends the telemetry now. */
+  /** Probes the machine and sends the telemetry now (after a probe in progress, never beside it). */
   private probe(): Promise<void> {
+    return this.probes?.now() ?? Promise.resolve();
+  }
+
+  private sendTelemetry(): Promise<void> {
     return this.machine()
       .then((m) => (this.stopped ? undefined : this.opts.host.heartbeat(this.workerId!, m)))
       .catch(() => {});
@@ -195,8 +202,8 @@ export class Agent {
   /** Stops every runtime and daemon it started (process groups; nothing is left behind). */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
     this.unsubscribe?.();
+    await this.probes?.stop();
     await this.reconciling;
     await Promise.all([...this.replicas.values()].map((r) => r.stop()));
     this.replicas.clear();

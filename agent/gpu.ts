@@ -4,16 +4,33 @@ import type { GpuInfo, MachineInfo } from "./protocol";
 /** Runs a command and returns its stdout, or null when it is missing or fails. Injected in tests. */
 export type Exec = (argv: string[]) => Promise<string | null>;
 
-/** The real `Exec`: spawns without a shell, with a timeout so a hung driver cannot stall the agent. */
-export const realExec: Exec = async (argv) => {
-  try {
-    const p = Bun.spawn(argv, { stdout: "pipe", stderr: "ignore", stdin: "ignore", timeout: 10_000 });
-    const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
-    return code === 0 ? out : null;
-  } catch {
-    return null;
-  }
-};
+/** How long a probe command may run before it is killed (nvidia-smi can stall for seconds on a busy driver). */
+export const PROBE_TIMEOUT_MS = 10_000;
+
+/**
+ * An `Exec` that spawns without a shell and kills the command (SIGKILL) once it has run `timeoutMs`,
+ * so a hung driver cannot stall the agent or leave processes behind; a killed command reads as missing.
+ * @example await timedExec(2000)(["nvidia-smi", "-L"]) // → the list, or null
+ */
+export function timedExec(timeoutMs: number): Exec {
+  return async (argv) => {
+    try {
+      const p = Bun.spawn(argv, { stdout: "pipe", stderr: "ignore", stdin: "ignore", timeout: timeoutMs, killSignal: "SIGKILL" });
+      const out = new Response(p.stdout).text();
+      // A killed command may leave a child holding its stdout open: its exit decides, not the pipe.
+      if ((await p.exited) !== 0 || p.signalCode !== null) {
+        void out.catch(() => {});
+        return null;
+      }
+      return await out;
+    } catch {
+      return null;
+    }
+  };
+}
+
+/** The real `Exec`, with the probe timeout. */
+export const realExec: Exec = timedExec(PROBE_TIMEOUT_MS);
 
 const NVIDIA_FIELDS = "index,uuid,name,memory.total,memory.used,utilization.gpu,temperature.gpu";
 

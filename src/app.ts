@@ -58,9 +58,10 @@ export function createApp(deps: AppDeps) {
       const path = pathOf(request.url);
       const data = path.startsWith("/endpoint/");
       const arrived = data ? noteArrival(request) : 0;
-      const requestId = noteRequestId(request);
-      // The request's timeline (the inspector's record, a trace when tracing is on) starts at its arrival.
-      const timeline = data ? deps.tracing.begin(request, path, arrived, requestId) : undefined;
+      const { id: requestId, own } = noteRequestId(request);
+      // The request's timeline (the inspector's record, a trace when tracing is on) starts at its
+      // arrival; its record is keyed on inferd's own id, the client's id is kept beside it.
+      const timeline = data ? deps.tracing.begin(request, path, arrived, own, requestId) : undefined;
       if (timeline) noteTimeline(request, timeline);
       // Who changes what, for the audit log: entered now (before any wait, so the rest of the
       // request sees it), filled in once authentication has said who it is.

@@ -26,6 +26,8 @@ interface Setting {
 const oneOf = (allowed: readonly string[]) => (v: string) => (allowed.includes(v) ? null : `must be one of ${allowed.join(", ")}, got "${v}"`);
 
 /** Refuses text that is not an http(s) URL. */
+/** A token sent in an HTTP header: visible ASCII only (no spaces, CR, LF or other control characters). */
+const headerToken = (v: string) => (/^[\x21-\x7e]+$/.test(v) ? null : "must be one word of visible ASCII characters (no spaces, line breaks or control characters)");
 const httpUrl = (v: string) => (/^https?:\/\//i.test(v) && URL.canParse(v) ? null : `must be an http:// or https:// URL, got "${v}"`);
 
 /** The roles a user can have (single sign-on's default role is one of them). */
@@ -59,7 +61,7 @@ export const SETTINGS = {
   maxCrashes: { flag: "--max-crashes", env: "INFERD_MAX_CRASHES", kind: "int", default: 5, description: "Crashes within 10 minutes after which a runtime is marked failed." },
   allowPrivateWebhooks: { flag: "--allow-private-webhooks", env: "INFERD_ALLOW_PRIVATE_WEBHOOKS", kind: "bool", default: false, runtime: true, description: "Allow webhook receivers on LAN and loopback addresses (off: public addresses only)." },
   webhookCaFile: { flag: "--webhook-ca-file", env: "INFERD_WEBHOOK_CA_FILE", kind: "string", default: undefined, description: "Extra CA certificate(s) (PEM) trusted for webhook receivers, e.g. a self-signed one." },
-  webhookRetrySchedule: { flag: "--webhook-retry-schedule", env: "INFERD_WEBHOOK_RETRY_SCHEDULE", kind: "string", default: "1m,5m,15m,1h,6h", runtime: true, check: scheduleProblem, description: "Delays before webhook delivery attempts 2, 3, … (ms, s, m, h; comma-separated); after the last one a delivery is terminal." },
+  webhookRetrySchedule: { flag: "--webhook-retry-schedule", env: "INFERD_WEBHOOK_RETRY_SCHEDULE", kind: "string", default: "1m,5m,15m,1h,6h", runtime: true, check: scheduleProblem, description: "Delays before webhook delivery attempts 2, 3, … (ms, s, m, h; comma-separated; at most 20, each from 100ms to 7 days); after the last one a delivery is terminal." },
   webhookDnsServers: { flag: "--webhook-dns-servers", env: "INFERD_WEBHOOK_DNS_SERVERS", kind: "list", default: [], description: "DNS servers (ip[:port], comma-separated) for webhook hosts; default: the system resolver." },
   webhookConcurrency: { flag: "--webhook-concurrency", env: "INFERD_WEBHOOK_CONCURRENCY", kind: "int", default: 64, description: "Deliveries in flight at once." },
   auditRetentionDays: { flag: "--audit-retention-days", env: "INFERD_AUDIT_RETENTION_DAYS", kind: "int", default: 90, description: "Audit log entries are deleted after this many days." },
@@ -80,7 +82,7 @@ export const SETTINGS = {
   policyTenantInstalls: { ...P.tenant_installs, kind: "bool", default: false, description: "Launch policy: let tenants set vllm_version / sglang_version (package installs)." },
   policyTenantMultinode: { ...P.tenant_multinode, kind: "bool", default: false, description: "Launch policy: let tenants set nodes > 1 (a workload spanning several machines, whose members talk over the cluster network)." },
   allowPrivateModelUrls: { ...P.private_model_urls, kind: "bool", default: false, description: "Launch policy: let tenants' model URLs (llama.cpp -mu) reach loopback and private addresses, and use http://." },
-  hfToken: { flag: "--hf-token", env: "HF_TOKEN", kind: "string", default: undefined, runtime: true, secret: true, description: "Hugging Face access token for gated and private repos: inferd serve's model pulls and searches send it to HF_ENDPOINT (runtimes that download by themselves, and remote agents, use the HF_TOKEN of their own environment)." },
+  hfToken: { flag: "--hf-token", env: "HF_TOKEN", kind: "string", default: undefined, runtime: true, secret: true, check: headerToken, description: "Hugging Face access token for gated and private repos: inferd serve's model pulls and searches send it to HF_ENDPOINT (runtimes that download by themselves, and remote agents, use the HF_TOKEN of their own environment)." },
   defaultKeyLimits: { flag: "--default-key-limits", env: "INFERD_DEFAULT_KEY_LIMITS", kind: "list", default: [], runtime: true, check: keyLimitsProblem, description: "Limits every API key gets where it has none of its own: name=N, comma-separated (rpm, tpm, max_concurrent, tokens_per_day, tokens_per_month)." },
   oidcIssuer: { flag: "--oidc-issuer", env: "INFERD_OIDC_ISSUER", kind: "string", default: undefined, check: httpUrl, description: "Single sign-on: the OpenID Connect provider's issuer URL (e.g. https://keycloak.example.com/realms/acme); its discovery document is read from <issuer>/.well-known/openid-configuration. Unset: no single sign-on." },
   oidcClientId: { flag: "--oidc-client-id", env: "INFERD_OIDC_CLIENT_ID", kind: "string", default: undefined, description: "Single sign-on: this server's client id at the provider." },

@@ -26,7 +26,7 @@ afterAll(async () => {
   await cleanup();
 });
 
-type Row = { id: string; route: string; status: number; error_code: string | null; model: string; tokens_in: number; tokens_out: number; ttft_ms: number; total_ms: number; captured: boolean; key: { name: string } | null; replica: { assignment_id: string } | null };
+type Row = { id: string; request_id: string | null; route: string; status: number; error_code: string | null; model: string; tokens_in: number; tokens_out: number; ttft_ms: number; total_ms: number; captured: boolean; key: { name: string } | null; replica: { assignment_id: string } | null };
 
 async function chat(requestId: string, text: string): Promise<string> {
   const client = new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/${wl.slug}/v1`, apiKey: s.live, defaultHeaders: { "x-request-id": requestId } });
@@ -40,7 +40,8 @@ async function chat(requestId: string, text: string): Promise<string> {
 const rowOf = (id: string, workloadId = wl.id) =>
   waitFor(async () => {
     const r = await s.admin(`/admin/workloads/${workloadId}/requests?q=${encodeURIComponent(id)}`);
-    return ((await r.json()) as { requests: Row[] }).requests.find((x) => x.id === id);
+    // Records are keyed on inferd's own id; the client's x-request-id is kept beside it and searched.
+    return ((await r.json()) as { requests: Row[] }).requests.find((x) => x.request_id === id);
   }, { what: `request ${id} in the inspector`, timeoutMs: 30_000 });
 
 describe("the request inspector with real traffic", () => {
@@ -50,11 +51,12 @@ describe("the request inspector with real traffic", () => {
     expect(row).toMatchObject({ status: 200, model: "org/inspected", captured: false, key: { name: "live" }, replica: { assignment_id: wl.assignment } });
     expect(row.tokens_out).toBeGreaterThan(0);
     expect(row.ttft_ms).toBeLessThanOrEqual(row.total_ms);
-    const detail = (await (await s.admin("/admin/requests/insp-off-1")).json()) as { spans: { name: string; start: number; end: number }[] };
+    expect(row.id).toMatch(/^req_[0-9a-f]{32}$/);
+    const detail = (await (await s.admin(`/admin/requests/${row.id}`)).json()) as { spans: { name: string; start: number; end: number }[] };
     const names = detail.spans.map((x) => x.name);
     for (const n of ["auth", "queue", "dispatch", "upstream", "ttft", "stream", "meter"]) expect(names).toContain(n);
     for (const sp of detail.spans) expect(sp.end).toBeGreaterThanOrEqual(sp.start);
-    expect((await s.admin("/admin/requests/insp-off-1/bodies")).status).toBe(404);
+    expect((await s.admin(`/admin/requests/${row.id}/bodies`)).status).toBe(404);
   }, 60_000);
 
   test("Messages and Responses requests refused before any runtime answered are listed with their status and code", async () => {
@@ -78,8 +80,9 @@ describe("the request inspector with real traffic", () => {
     const on = await s.admin(`/admin/workloads/${wl.id}`, { method: "PATCH", body: { capture_until: until } });
     expect(on.status).toBe(200);
     expect(await chat("insp-cap-1", "keep this body")).toContain("keep this body");
-    expect((await rowOf("insp-cap-1")).captured).toBe(true);
-    const bodies = (await (await s.admin("/admin/requests/insp-cap-1/bodies")).json()) as { request: { data: string; encoding: string }; response: { data: string; type: string } };
+    const cap1 = await rowOf("insp-cap-1");
+    expect(cap1.captured).toBe(true);
+    const bodies = (await (await s.admin(`/admin/requests/${cap1.id}/bodies`)).json()) as { request: { data: string; encoding: string }; response: { data: string; type: string } };
     expect(bodies.request.encoding).toBe("text");
     expect(JSON.parse(bodies.request.data).messages[0].content).toBe("keep this body");
     expect(bodies.response.type).toContain("text/event-stream");
@@ -94,22 +97,25 @@ describe("the request inspector with real traffic", () => {
     let streamed = "";
     for await (const part of await ollama.chat({ model: "org/inspected", stream: true, messages: [{ role: "user", content: "keep ollama" }] })) streamed += part.message.content;
     expect(streamed).toBe("You said: keep ollama");
-    expect((await rowOf("insp-cap-ollama")).captured).toBe(true);
-    const nd = (await (await s.admin("/admin/requests/insp-cap-ollama/bodies")).json()) as typeof bodies;
+    const capOllama = await rowOf("insp-cap-ollama");
+    expect(capOllama.captured).toBe(true);
+    const nd = (await (await s.admin(`/admin/requests/${capOllama.id}/bodies`)).json()) as typeof bodies;
     expect(nd.response.type).toBe("application/x-ndjson");
     const lines = nd.response.data.trim().split("\n").map((l) => JSON.parse(l));
     expect(lines.map((l) => l.message?.content ?? "").join("")).toBe(streamed);
     expect(lines.at(-1).done).toBe(true);
     const whole = new Ollama({ host: `${s.url}/endpoint/${s.project}`, headers: { Authorization: `Bearer ${s.live}`, "x-request-id": "insp-cap-ollama-2" } });
     const answer = await whole.generate({ model: "org/inspected", prompt: "keep generate", stream: false });
-    expect((await rowOf("insp-cap-ollama-2")).captured).toBe(true);
-    const kept = (await (await s.admin("/admin/requests/insp-cap-ollama-2/bodies")).json()) as typeof bodies;
+    const capOllama2 = await rowOf("insp-cap-ollama-2");
+    expect(capOllama2.captured).toBe(true);
+    const kept = (await (await s.admin(`/admin/requests/${capOllama2.id}/bodies`)).json()) as typeof bodies;
     expect(kept.response.type).toContain("application/json");
     expect(JSON.parse(kept.response.data)).toMatchObject({ model: "org/inspected", response: answer.response, done: true });
 
     expect((await s.admin(`/admin/workloads/${wl.id}`, { method: "PATCH", body: { capture_until: null } })).status).toBe(200);
     await chat("insp-cap-2", "forget this body");
-    expect((await rowOf("insp-cap-2")).captured).toBe(false);
-    expect((await s.admin("/admin/requests/insp-cap-2/bodies")).status).toBe(404);
+    const cap2 = await rowOf("insp-cap-2");
+    expect(cap2.captured).toBe(false);
+    expect((await s.admin(`/admin/requests/${cap2.id}/bodies`)).status).toBe(404);
   }, 60_000);
 });

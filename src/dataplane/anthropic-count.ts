@@ -61,28 +61,14 @@ async function generatedCount(target: Target, chat: JsonObject, signal: AbortSig
   return usage.prompt_tokens;
 }
 
-/** The least busy ready replica of a workload, if any. */
-function readyTarget(dispatcher: Dispatcher, workloadId: string): Target | undefined {
-  return dispatcher.targetsOf(workloadId).sort((a, b) => a.inFlight / a.capacity - b.inFlight / b.capacity)[0];
-}
-
 /**
- * The prompt tokens of chat body `chat` on a replica of the workload. A tokenizer call is not
- * inference: it takes no slot when a replica is ready; with none ready it waits in the workload's
- * queue like any request (its wait limit and length apply: 503 / 429), then gives the slot back at
- * once. A one-token generation (runtimes without a chat tokenizer, or whose tokenizer routes answer
- * 404) is inference and holds a slot.
+ * The prompt tokens of chat body `chat` on a replica of the workload. A count waits in the
+ * workload's queue like any request (its wait limit and length apply: 503 / 429) and holds a slot
+ * while the runtime tokenizes, so parallel counts are bounded by the replicas' slots as inference
+ * is; the slot is given back as soon as the count is known. A runtime without a chat tokenizer, or
+ * whose tokenizer routes answer 404, is asked for a one-token generation on the same slot.
  */
 export async function countPromptTokens(dispatcher: Dispatcher, workloadId: string, way: CountWay, chat: JsonObject, signal: AbortSignal, headers: Record<string, string> = {}): Promise<number> {
-  const ready = way === "generate" ? undefined : readyTarget(dispatcher, workloadId);
-  if (ready && way !== "generate") {
-    try {
-      return await tokenizeOn(ready, way, chat, signal, headers);
-    } catch (e) {
-      if (!missingRoute(e)) throw e;
-      way = "generate"; // a runtime build without the tokenizer routes
-    }
-  }
   let count = 0;
   const got = await dispatchWith(dispatcher, workloadId, signal, async (target, s) => {
     try {

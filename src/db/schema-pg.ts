@@ -535,6 +535,8 @@ export const requestLog = pgTable(
   "request_log",
   {
     id: text("id").primaryKey(),
+    /** The id the client's answer carried (`x-request-id`: its own when it sent one, else `id`); null for job runs. */
+    requestId: text("request_id"),
     at: text("at").notNull(),
     workloadId: text("workload_id").notNull(),
     projectId: text("project_id").notNull(),

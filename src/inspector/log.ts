@@ -35,7 +35,7 @@ const ms = (v: number | null): number | null => (v === null ? null : Math.round(
 /** The `request_log` row of a record. */
 function logRow(r: RequestRecord): typeof requestLog.$inferInsert {
   return {
-    id: r.id, at: new Date(r.at).toISOString(), workloadId: r.workloadId, projectId: r.projectId, keyId: r.keyId, kind: r.kind, route: r.route,
+    id: r.id, requestId: r.requestId, at: new Date(r.at).toISOString(), workloadId: r.workloadId, projectId: r.projectId, keyId: r.keyId, kind: r.kind, route: r.route,
     model: r.model, status: r.status, errorCode: r.errorCode, tokensIn: r.tokensIn, tokensOut: r.tokensOut, queueMs: ms(r.queueMs), ttftMs: ms(r.ttftMs),
     totalMs: Math.round(r.totalMs), assignmentId: r.assignmentId, workerId: r.workerId, hostId: r.hostId, traceId: r.traceId,
     spans: JSON.stringify(r.spans), captured: !!r.bodies,

@@ -25,8 +25,10 @@ export interface CapturedBodies {
 
 /** One finished request or job run. */
 export interface RequestRecord {
-  /** The request id (`x-request-id`), or the job id for a job run. */
+  /** inferd's own request id (never a client's), or the job id for a job run: the record's key. */
   id: string;
+  /** The id the client's answer carried (`x-request-id`, its own when it sent one); null for a job run. */
+  requestId: string | null;
   /** Arrival, epoch ms. */
   at: number;
   workloadId: string;

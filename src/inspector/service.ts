@@ -13,7 +13,10 @@ import type { RequestQuery } from "./schema";
 
 /** One request as the inspector lists it. */
 export interface RequestRow {
+  /** inferd's own id of the request (or the job's id): what the inspector's links name. */
   id: string;
+  /** The id the client's answer carried (`x-request-id`: the client's own when it sent one); null for job runs. */
+  request_id: string | null;
   at: string;
   kind: string;
   route: string;
@@ -64,7 +67,7 @@ const joined = (db: Db) =>
 
 function toRow({ log: r, keyName, keyPrefix, workerName }: Joined): RequestRow {
   return {
-    id: r.id, at: r.at, kind: r.kind, route: r.route, model: r.model, status: r.status, error_code: r.errorCode,
+    id: r.id, request_id: r.requestId, at: r.at, kind: r.kind, route: r.route, model: r.model, status: r.status, error_code: r.errorCode,
     key: r.keyId ? { id: r.keyId, name: keyName, prefix: keyPrefix } : null,
     tokens_in: r.tokensIn, tokens_out: r.tokensOut, queue_ms: r.queueMs, ttft_ms: r.ttftMs, total_ms: r.totalMs,
     replica: r.assignmentId || r.workerId ? { assignment_id: r.assignmentId, worker_id: r.workerId, worker_name: workerName } : null,
@@ -108,7 +111,7 @@ function conditions(workloadId: string, q: RequestQuery): (SQL | undefined)[] {
     eq(requestLog.workloadId, workloadId),
     q.status ? statusIs(q.status) : undefined,
     q.key ? eq(requestLog.keyId, q.key) : undefined,
-    text ? or(startsWith(requestLog.id, text), startsWith(requestLog.traceId, text), sql`lower(${requestLog.model}) LIKE ${`%${likeText(text)}%`} ESCAPE '\\'`) : undefined,
+    text ? or(startsWith(requestLog.id, text), startsWith(requestLog.requestId, text), startsWith(requestLog.traceId, text), sql`lower(${requestLog.model}) LIKE ${`%${likeText(text)}%`} ESCAPE '\\'`) : undefined,
     q.since ? gte(requestLog.at, isoOf("since", q.since)) : undefined,
     before ? (before.id === undefined ? lt(requestLog.at, before.at) : or(lt(requestLog.at, before.at), and(eq(requestLog.at, before.at), lt(requestLog.id, before.id)))) : undefined,
   ];

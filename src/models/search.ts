@@ -128,11 +128,18 @@ function ollamaHit(fit: Fitter, base: string, m: OllamaLibraryModel): SearchHit 
   return { id: m.name, url: `${base}/library/${m.name}`, description: m.description || null, downloads: null, likes: null, gated: false, offers, note: null };
 }
 
+/** Whether `HF_HUB_OFFLINE` says offline, as huggingface_hub reads it (1, ON, YES or TRUE, any case). */
+export const hubOffline = (env: Record<string, string | undefined>): boolean => ["1", "ON", "YES", "TRUE"].includes((env.HF_HUB_OFFLINE ?? "").trim().toUpperCase());
+
 /**
  * Searches for `query` where `backend`'s models come from. A hub or library that cannot be reached
- * (or refuses) is a 502 saying so.
+ * (or refuses) is a 502 saying so. With `HF_HUB_OFFLINE` set, a hub search is a 503 before any
+ * lookup: offline means not even the hub's name is resolved.
  */
 export async function searchModels(db: Db, hub: HubClient, env: Record<string, string | undefined>, query: string, backend: SearchBackend): Promise<SearchAnswer> {
+  if (backend !== "ollama" && hubOffline(env)) {
+    throw new AppError(503, "upstream_unavailable", `HF_HUB_OFFLINE=${env.HF_HUB_OFFLINE} is set: inferd does not contact the Hugging Face hub (${hub.endpoint}), so it cannot search it; unset HF_HUB_OFFLINE and restart to search`);
+  }
   const fit = await fitter(db);
   try {
     if (backend === "ollama") {

@@ -50,7 +50,7 @@ function rootAttributes(r: RequestRecord): Attributes {
   const a: Attributes = {
     "gen_ai.usage.input_tokens": r.tokensIn ?? 0,
     "gen_ai.usage.output_tokens": r.tokensOut ?? 0,
-    "inferd.request_id": r.id,
+    "inferd.request_id": r.requestId ?? r.id,
     "inferd.workload": r.workloadId,
     "inferd.project": r.projectId,
     "inferd.kind": r.kind,

@@ -41,13 +41,15 @@ export class Timeline {
   constructor(
     /** When it arrived (`performance.now()`). */
     readonly t0: number,
-    /** The request id, or the job id. */
+    /** The record id: inferd's own request id, or the job id. */
     readonly id: string,
     /** What was asked: "POST /v1/chat/completions", or a job's kind. */
     readonly route: string,
     /** Its trace: the client's, or one made when tracing is on; undefined otherwise. */
     readonly trace: TraceContext | undefined,
     readonly kind: "request" | "job" = "request",
+    /** The id the client's answers carry (`x-request-id`: its own, else the record id); null for a job run. */
+    readonly requestId: string | null = null,
   ) {}
 
   /** Now, in ms from arrival. */

@@ -42,10 +42,10 @@ export class Tracing {
    * The timeline of a data-plane request that arrived at `t0`: in the client's trace when it sent a
    * well-formed `traceparent`, in a new one when tracing is on, else in none (no id is made).
    */
-  begin(request: Request, path: string, t0: number, requestId: string): Timeline {
+  begin(request: Request, path: string, t0: number, recordId: string, requestId: string): Timeline {
     const header = request.headers.get("traceparent");
     const trace = (header ? parseTraceparent(header, request.headers.get("tracestate")) : undefined) ?? (this.exporter ? newTrace() : undefined);
-    return new Timeline(t0, requestId, routeOf(request.method, path), trace);
+    return new Timeline(t0, recordId, routeOf(request.method, path), trace, "request", requestId);
   }
 
   /**
@@ -67,6 +67,7 @@ export class Tracing {
     for (const s of spans) if (s.name === "dispatch" && s.attrs && this.hostId) s.attrs.host = this.hostId;
     const record: RequestRecord = {
       id,
+      requestId: tl.requestId,
       at: Math.round(performance.timeOrigin + tl.t0),
       workloadId: f.workloadId,
       projectId: f.projectId,

@@ -9,15 +9,28 @@ export const DEFAULT_SCHEDULE_MS = [60_000, 300_000, 900_000, 3_600_000, 21_600_
 
 const UNITS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
 
+/** The shortest delay between two attempts: shorter would hammer a failing receiver (and our own loop). */
+export const MIN_DELAY_MS = 100;
+/** The longest delay between two attempts (a week). */
+export const MAX_DELAY_MS = 7 * 24 * 3_600_000;
+/** The most retries a schedule may list. */
+export const MAX_RETRIES = 20;
+
 /**
- * Parses a retry schedule such as `1s,1s,1s,1s,1s` or `1m,5m,15m,1h,6h` (ms, s, m, h).
+ * Parses a retry schedule such as `1s,1s,1s,1s,1s` or `1m,5m,15m,1h,6h` (ms, s, m, h): at most 20
+ * delays, each from 100 ms to 7 days.
  * @example parseSchedule("500ms,2s,1m") // → [500, 2000, 60000]
  */
 export function parseSchedule(text: string): number[] {
-  return text.split(",").map((part) => {
+  const parts = text.split(",");
+  if (parts.length > MAX_RETRIES) throw new Error(`a schedule lists at most ${MAX_RETRIES} delays, got ${parts.length}`);
+  return parts.map((part) => {
     const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(part);
     if (!m) throw new Error(`"${part}" is not a duration (use e.g. 500ms, 1s, 5m, 1h)`);
-    return Math.round(Number(m[1]) * UNITS[(m[2] ?? "ms") as keyof typeof UNITS]);
+    const ms = Math.round(Number(m[1]) * UNITS[(m[2] ?? "ms") as keyof typeof UNITS]);
+    if (ms < MIN_DELAY_MS) throw new Error(`"${part.trim()}" is shorter than the shortest delay, ${MIN_DELAY_MS}ms`);
+    if (ms > MAX_DELAY_MS) throw new Error(`"${part.trim()}" is longer than the longest delay, 7 days`);
+    return ms;
   });
 }
 

@@ -21,7 +21,7 @@ export function inspectorSuite(engine: Engine): void {
 
   /** A finished request as the data plane would record it. */
   const record = (n: number, over: Partial<RequestRecord> = {}): RequestRecord => ({
-    id: `req_${String(n).padStart(3, "0")}`, at: base + n * 10, workloadId, projectId, keyId: keys[n % 2].id, kind: "request",
+    id: `req_${String(n).padStart(3, "0")}`, requestId: `req_${String(n).padStart(3, "0")}`, at: base + n * 10, workloadId, projectId, keyId: keys[n % 2].id, kind: "request",
     route: "POST /v1/chat/completions", model: n % 3 === 0 ? "llama-3-8b" : "qwen-2-7b", status: n % 5 === 0 ? 429 : 200,
     errorCode: n % 5 === 0 ? "rate_limited" : null, tokensIn: 10 + n, tokensOut: 20 + n, queueMs: 1, ttftMs: 30, totalMs: 100 + n,
     assignmentId: "asg_1", workerId: null, hostId: null, traceId: `4bf92f3577b34da6a3ce929d0e0e${String(n).padStart(4, "0")}`,

@@ -26,7 +26,7 @@ describe("the request inspector", () => {
   const enc = new TextEncoder();
 
   const record = (n: number, over: Partial<RequestRecord> = {}): RequestRecord => ({
-    id: `req_ui_${String(n).padStart(3, "0")}`, at: base + n * 1000, workloadId, projectId, keyId: keys[n % 2].id, kind: "request",
+    id: `req_ui_${String(n).padStart(3, "0")}`, requestId: `req_ui_${String(n).padStart(3, "0")}`, at: base + n * 1000, workloadId, projectId, keyId: keys[n % 2].id, kind: "request",
     route: "POST /v1/chat/completions", model: n % 4 === 0 ? "llama-3-8b" : "qwen-2-7b", status: n % 7 === 0 ? 502 : 200,
     errorCode: n % 7 === 0 ? "upstream_error" : null, tokensIn: 12, tokensOut: 40, queueMs: 20, ttftMs: 220, totalMs: 600,
     assignmentId: "asg_demo", workerId: null, hostId: null, traceId: null,

@@ -54,7 +54,8 @@ function Facts({ r }: { r: RequestDetail }) {
     ["Time to first token", msText(r.ttft_ms)],
     ["Total", msText(r.total_ms)],
     ["Replica", r.replica ? html`${r.replica.worker_name ?? r.replica.worker_id ?? ""} <code>${r.replica.assignment_id ?? ""}</code>` : "–"],
-    ["Request id", html`<code>${r.id}</code>`],
+    ["Request id", html`<code>${r.request_id ?? r.id}</code>`],
+    ...(r.request_id && r.request_id !== r.id ? [["Record id", html`<code>${r.id}</code> <span class="muted">(inferd's own; the request id above was the client's)</span>`] as [string, unknown]] : []),
     ["Trace id", r.trace_id ? html`<code>${r.trace_id}</code>` : "–"],
   ];
   return html`<dl class="request-facts">${items.map(([k, v]) => html`<div><dt>${k}</dt><dd>${v}</dd></div>`)}</dl>`;
@@ -69,7 +70,7 @@ export function RequestPage({ id, requestId }: { id: string; requestId: string }
   const r = req.data;
   return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/requests`} />
     <p><a href=${`/workloads/${id}/requests`}>← All requests</a></p>
-    <section class="card"><h2>Request <code class="wrap">${r.id}</code></h2><${Facts} r=${r} /></section>
+    <section class="card"><h2>Request <code class="wrap">${r.request_id ?? r.id}</code></h2><${Facts} r=${r} /></section>
     <section class="card"><h2>Timeline</h2><${Timeline} spans=${r.spans} totalMs=${r.total_ms} /></section>
     <section class="card"><h2>Bodies</h2>
       ${r.captured ? html`<${Bodies} id=${r.id} />` : html`<p class="muted" data-testid="no-bodies">Not captured: bodies are kept only while capture is on for the workload (on the Requests tab).</p>`}

@@ -47,7 +47,7 @@ function Row({ r, workloadId }: { r: RequestRow; workloadId: string }) {
     <td class="num">${msText(r.ttft_ms)}</td>
     <td class="num">${msText(r.total_ms)}</td>
     <td>${r.replica ? html`${r.replica.worker_name ?? r.replica.worker_id ?? ""}<div class="muted small-text"><code>${r.replica.assignment_id ?? ""}</code></div>` : "–"}</td>
-    <td><a href=${href}><code>${r.id}</code></a>${r.captured ? html`<div class="muted small-text">bodies kept</div>` : null}</td>
+    <td><a href=${href}><code>${r.request_id ?? r.id}</code></a>${r.captured ? html`<div class="muted small-text">bodies kept</div>` : null}</td>
   </tr>`;
 }
 

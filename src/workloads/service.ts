@@ -1,4 +1,4 @@
-import { and, asc, eq, ne } from "drizzle-orm";
+import { and, asc, eq } from "drizzle-orm";
 import type { Db } from "../db";
 import { memoize, type Lookup } from "../db/memo";
 import { first } from "../db/raw";
@@ -148,24 +148,61 @@ export function checkTaskFlags(backend: string, task: string, config: Record<str
   if (problem) throw validation("config.command", problem);
 }
 
+/** A name as the project base matches it: Ollama's clients add `:latest`, which is tried without. */
+const bareName = (name: string) => (name.endsWith(":latest") ? name.slice(0, -":latest".length) : name);
+
+/** The other workloads of a project with the names the project base routes by. */
+async function otherNames(db: Db, projectId: string, exceptId?: string) {
+  const rows = await db.select({ id: workloads.id, slug: workloads.slug, modelName: workloads.modelName, aliases: workloads.aliases }).from(workloads).where(eq(workloads.projectId, projectId));
+  return rows.filter((o) => o.id !== exceptId).map((o) => ({ slug: o.slug, names: { slug: [o.slug], "model name": [o.modelName], alias: JSON.parse(o.aliases) as string[] } }));
+}
+
+type Others = Awaited<ReturnType<typeof otherNames>>;
+
+/** Which name of another workload `name` would also answer to on the project base (`:latest` aside), or undefined. */
+function nameClash(others: Others, name: string, kinds: ("slug" | "model name" | "alias")[] = ["slug", "model name", "alias"]): { slug: string; kind: string } | undefined {
+  const bare = bareName(name);
+  for (const o of others) for (const kind of kinds) if (o.names[kind].some((n) => bareName(n) === bare)) return { slug: o.slug, kind };
+  return undefined;
+}
+
 const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug: string) =>
-  RESERVED_SLUGS.includes(slug) ||
-  !!(await first(db.select({ id: workloads.id }).from(workloads).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))));
+  RESERVED_SLUGS.includes(slug) || !!nameClash(await otherNames(db, projectId, exceptId), slug);
+
+/**
+ * Refuses (409 `slug_taken`) a chosen slug that is another workload's slug, model name or alias: the
+ * project base would send that name's requests here too.
+ */
+async function requireFreeSlug(db: Db, projectId: string, exceptId: string | undefined, slug: string): Promise<void> {
+  const clash = nameClash(await otherNames(db, projectId, exceptId), slug, ["model name", "alias"]);
+  if (clash) throw conflict(`slug "${slug}" is already the ${clash.kind} of workload "${clash.slug}" in this project`, "slug_taken", "slug");
+}
+
+/**
+ * Refuses (409 `model_name_taken`) a model name another workload of the project already answers to
+ * (its model name, slug or an alias) when the writer may not form a pool (a project key): only the
+ * admin and operators put two workloads behind one name.
+ */
+async function requireOwnModelName(db: Db, projectId: string, exceptId: string | undefined, modelName: string): Promise<void> {
+  const clash = nameClash(await otherNames(db, projectId, exceptId), modelName);
+  if (clash) throw conflict(`model_name "${modelName}" is already the ${clash.kind} of workload "${clash.slug}" in this project; only an operator or admin can put two workloads behind one name (a pool)`, "model_name_taken", "model_name");
+}
 
 /**
  * A workload's `aliases` or `fallbacks`, checked against the rest of its project: an alias is
- * not another workload's slug or alias (a shared model name is fine: such workloads are a pool);
- * a fallback is another workload's slug. Duplicates are dropped, order kept.
+ * not another workload's slug, model name or alias (`:latest` aside: Ollama's clients add it), so it
+ * never takes another workload's requests; a fallback is another workload's slug. Duplicates are
+ * dropped, order kept.
  */
 async function checkRouting(db: Db, projectId: string, selfId: string | undefined, selfSlug: string, field: "aliases" | "fallbacks", values: string[]): Promise<string[]> {
   const list = [...new Set(values)];
   if (!list.length) return list;
-  const others = (await db.select({ id: workloads.id, slug: workloads.slug, aliases: workloads.aliases }).from(workloads).where(eq(workloads.projectId, projectId))).filter((o) => o.id !== selfId);
+  const others = await otherNames(db, projectId, selfId);
   for (const [i, v] of list.entries()) {
     if (field === "aliases") {
       if (v === selfSlug) throw validation(`aliases.${i}`, `"${v}" is this workload's slug already`);
-      const clash = others.find((o) => o.slug === v || (JSON.parse(o.aliases) as string[]).includes(v));
-      if (clash) throw conflict(`alias "${v}" is already the ${clash.slug === v ? "slug" : "alias"} of workload "${clash.slug}" in this project`, "alias_taken", `aliases.${i}`);
+      const clash = nameClash(others, v);
+      if (clash) throw conflict(`alias "${v}" is already the ${clash.kind} of workload "${clash.slug}" in this project`, "alias_taken", `aliases.${i}`);
     } else {
       if (v === selfSlug) throw validation(`fallbacks.${i}`, "a workload cannot fall back to itself");
       if (!others.some((o) => o.slug === v)) throw validation(`fallbacks.${i}`, `no workload "${v}" in this project`);
@@ -174,14 +211,25 @@ async function checkRouting(db: Db, projectId: string, selfId: string | undefine
   return list;
 }
 
-/** Who is saving a workload: the operator (trusted) or a tenant's control-plane key. */
+/** Who set a workload's command: the operator of the machine (an admin: trusted) or a tenant (everyone else: the launch policy applies). */
 export type Origin = "admin" | "tenant";
 
+/** Who is saving a workload: whose command it is, and whether it may give a model name another workload answers to (form a pool). */
+export interface Writer {
+  origin: Origin;
+  pool: boolean;
+}
+
+/** The admin (the operator of the machine): trusted commands, may form pools. */
+export const ADMIN_WRITER: Writer = { origin: "admin", pool: true };
+
 /** Creates a workload in a project; every endpoint toggle starts on. */
-export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Promise<Workload> {
+export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, writer: Writer = ADMIN_WRITER): Promise<Workload> {
   const config = checkConfig(input.backend, input.config ?? {});
   checkNodes(input.backend, config, input.nodes ?? 1);
   checkTaskFlags(input.backend, input.task_type ?? "text2text", config);
+  if (input.slug !== undefined) await requireFreeSlug(db, project.id, undefined, input.slug);
+  if (!writer.pool) await requireOwnModelName(db, project.id, undefined, input.model_name);
   const now = nowIso();
   const slug = await uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload");
   const row: Row = {
@@ -205,7 +253,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
     executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
     paused: false,
     endpoints: JSON.stringify(allToggles(true)),
-    configOrigin: origin,
+    configOrigin: writer.origin,
     createdAt: now,
     updatedAt: now,
   };
@@ -237,12 +285,15 @@ export function patchedPolicy(current: Workload, patch: WorkloadUpdate): { polic
 
 /**
  * Applies the sent fields only; `updated_at` moves only when something changed. A change of
- * backend or config records `origin` as who set the command.
+ * backend or config records the writer's origin as who set the command.
  */
-export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Promise<Workload> {
+export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, writer: Writer = ADMIN_WRITER): Promise<Workload> {
   const { backend, config } = patchedLaunch(current, patch);
   checkNodes(backend, config, patch.nodes ?? current.nodes);
   if (patch.task_type !== undefined || patch.backend !== undefined || patch.config !== undefined) checkTaskFlags(backend, patch.task_type ?? current.task_type, config);
+  if (patch.slug !== undefined && patch.slug !== current.slug) await requireFreeSlug(db, current.project_id, current.id, patch.slug);
+  if (!writer.pool && patch.model_name !== undefined && patch.model_name !== current.model_name) await requireOwnModelName(db, current.project_id, current.id, patch.model_name);
+  const origin = writer.origin;
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;

@@ -196,15 +196,18 @@ describe("item 4: a project key cannot take another workload's traffic", () => {
     expect(await errorOf(slug)).toMatchObject({ code: "slug_taken", field: "slug" });
   });
 
-  test("a project key cannot give its workload another's model name (a pool); an operator and the admin can", async () => {
-    const sdk = await keyOf("alpha", { type: "sdk" });
+  test("an endpoint-scoped key's workload cannot join another's pool; the pool's own requests stay with it", async () => {
+    const w = await (await s.admin("/admin/projects/alpha/workloads", { body: vllm("lure") })).json();
+    const sdk = await keyOf("alpha", { type: "sdk", scope: "endpoints", endpoints: [`alpha/${w.slug}`] });
+    const r = await s.call(`/api/workloads/${w.id}`, sdk, { method: "PATCH", body: { model_name: `org/${alphaWorkload.slug}` } });
+    expect(r.status).toBe(403);
+    expect((await errorOf(r)).code).toBe("scope_insufficient");
+    // The project base's model list still names one workload for that model.
+    const live = await keyOf("alpha", { type: "live" });
+    const models = (await (await s.call("/endpoint/alpha/v1/models", live)).json()) as { data: { id: string }[] };
+    expect(models.data.filter((m) => m.id === `org/${alphaWorkload.slug}`)).toHaveLength(1);
+    // An operator and the admin form pools on purpose.
     const pool = { ...vllm("pool"), model_name: `org/${alphaWorkload.slug}` };
-    const r = await s.call("/api/projects/alpha/workloads", sdk, { body: pool });
-    expect(r.status).toBe(409);
-    expect(await errorOf(r)).toMatchObject({ code: "model_name_taken", field: "model_name" });
-    const mine = await (await s.call("/api/projects/alpha/workloads", sdk, { body: vllm("solo") })).json();
-    const moved = await s.call(`/api/workloads/${mine.id}`, sdk, { method: "PATCH", body: { model_name: `org/${alphaWorkload.slug}:latest` } });
-    expect((await errorOf(moved)).code).toBe("model_name_taken");
     expect((await operator.call("/admin/projects/alpha/workloads", { body: { ...pool, name: "pool-op" } })).status).toBe(201);
     expect((await s.admin("/admin/projects/alpha/workloads", { body: { ...pool, name: "pool-admin" } })).status).toBe(201);
   });

@@ -7,7 +7,7 @@ import { canTouchWorkload, keyOf, principalOf, requireWorkloadScope } from "../a
 import { isMachineOperator, type Principal } from "../users/access";
 import { withoutOutput } from "../../agent/reason";
 import { AdminWorkloadUpdate, TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { ADMIN_WRITER, checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Workload, type Writer } from "./service";
+import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Origin, type Workload } from "./service";
 import { checkCaptureUntil, setCapture } from "../inspector/capture";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { projectorOf } from "./projector";
@@ -52,15 +52,13 @@ async function requireTenantWorkload(deps: Deps, projectId: string, body: Worklo
   });
 }
 
-/** A project key: a tenant that may not put its workload behind another's name. */
-const KEY_WRITER: Writer = { origin: "tenant", pool: false };
-
-/** Who a dashboard writer is: the admin (trusted), else a tenant that may form pools in its projects (an operator). */
-const writerOf = (who: Principal): Writer => (isMachineOperator(who) ? ADMIN_WRITER : { origin: "tenant", pool: true });
+/** Whose a command saved on /admin is: the admin's (trusted), else a tenant's (an operator). */
+const originOf = (who: Principal): Origin => (isMachineOperator(who) ? "admin" : "tenant");
 
 /**
  * Refuses (403 `scope_insufficient`) a key scoped to some endpoints changing the names the project
- * base routes by (`model_name`, `aliases`, `slug`): that would reach other workloads' requests.
+ * base routes by (`model_name`, `aliases`, `slug`): a shared model name makes a pool, which would take
+ * requests meant for workloads it may not touch. A project-wide key may (it controls them all).
  */
 function requireNamesScope(key: ReturnType<typeof keyOf>, body: WorkloadUpdate, current: Workload): void {
   if (key.scope === "project") return;
@@ -91,7 +89,7 @@ export const controlRoutes = (deps: Deps) => {
       const project = await getProject(deps.db, params.project_id);
       await requireTenantWorkload(deps, project.id, body);
       await requireProjectRoom(deps.db, project.id, body);
-      const w = await createWorkload(deps.db, project, body, KEY_WRITER);
+      const w = await createWorkload(deps.db, project, body, "tenant");
       await deps.events.workloadsChanged();
       set.status = 201;
       return publicView(w);
@@ -107,7 +105,7 @@ export const controlRoutes = (deps: Deps) => {
       requireNamesScope(keyOf(request), body, current);
       await requireTenantWorkload(deps, current.project_id, body, current);
       await requireProjectRoom(deps.db, current.project_id, body, current);
-      const w = await updateWorkload(deps.db, current, body, KEY_WRITER);
+      const w = await updateWorkload(deps.db, current, body, "tenant");
       await deps.events.workloadsChanged();
       return publicView(w);
     }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload (only the sent fields change)" } })
@@ -132,10 +130,10 @@ export const adminWorkloadRoutes = (deps: Deps) =>
     })
     .post("/projects/:project/workloads", async ({ params, body, set, request }) => {
       const project = await getProject(deps.db, params.project);
-      const writer = writerOf(principalOf(request));
-      if (writer.origin === "tenant") await requireTenantWorkload(deps, project.id, body);
+      const origin = originOf(principalOf(request));
+      if (origin === "tenant") await requireTenantWorkload(deps, project.id, body);
       await requireProjectRoom(deps.db, project.id, body);
-      const w = await createWorkload(deps.db, project, body, writer);
+      const w = await createWorkload(deps.db, project, body, origin);
       await deps.events.workloadsChanged();
       set.status = 201;
       return w;
@@ -150,10 +148,10 @@ export const adminWorkloadRoutes = (deps: Deps) =>
       const { capture_until: sentCapture, ...patch } = body;
       const current = await resolveWorkload(deps.db, params.id);
       const capture = sentCapture === undefined ? undefined : checkCaptureUntil(sentCapture);
-      const writer = writerOf(principalOf(request));
-      if (writer.origin === "tenant") await requireTenantWorkload(deps, current.project_id, patch, current);
+      const origin = originOf(principalOf(request));
+      if (origin === "tenant") await requireTenantWorkload(deps, current.project_id, patch, current);
       await requireProjectRoom(deps.db, current.project_id, patch, current);
-      const w = await updateWorkload(deps.db, current, patch, writer);
+      const w = await updateWorkload(deps.db, current, patch, origin);
       if (capture !== undefined) await setCapture(deps.db, w, capture);
       await deps.events.workloadsChanged();
       return capture === undefined ? w : ((await getWorkloadById(deps.db, w.id)) ?? w);

@@ -179,16 +179,6 @@ async function requireFreeSlug(db: Db, projectId: string, exceptId: string | und
 }
 
 /**
- * Refuses (409 `model_name_taken`) a model name another workload of the project already answers to
- * (its model name, slug or an alias) when the writer may not form a pool (a project key): only the
- * admin and operators put two workloads behind one name.
- */
-async function requireOwnModelName(db: Db, projectId: string, exceptId: string | undefined, modelName: string): Promise<void> {
-  const clash = nameClash(await otherNames(db, projectId, exceptId), modelName);
-  if (clash) throw conflict(`model_name "${modelName}" is already the ${clash.kind} of workload "${clash.slug}" in this project; only an operator or admin can put two workloads behind one name (a pool)`, "model_name_taken", "model_name");
-}
-
-/**
  * A workload's `aliases` or `fallbacks`, checked against the rest of its project: an alias is
  * not another workload's slug, model name or alias (`:latest` aside: Ollama's clients add it), so it
  * never takes another workload's requests; a fallback is another workload's slug. Duplicates are
@@ -214,22 +204,12 @@ async function checkRouting(db: Db, projectId: string, selfId: string | undefine
 /** Who set a workload's command: the operator of the machine (an admin: trusted) or a tenant (everyone else: the launch policy applies). */
 export type Origin = "admin" | "tenant";
 
-/** Who is saving a workload: whose command it is, and whether it may give a model name another workload answers to (form a pool). */
-export interface Writer {
-  origin: Origin;
-  pool: boolean;
-}
-
-/** The admin (the operator of the machine): trusted commands, may form pools. */
-export const ADMIN_WRITER: Writer = { origin: "admin", pool: true };
-
 /** Creates a workload in a project; every endpoint toggle starts on. */
-export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, writer: Writer = ADMIN_WRITER): Promise<Workload> {
+export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Promise<Workload> {
   const config = checkConfig(input.backend, input.config ?? {});
   checkNodes(input.backend, config, input.nodes ?? 1);
   checkTaskFlags(input.backend, input.task_type ?? "text2text", config);
   if (input.slug !== undefined) await requireFreeSlug(db, project.id, undefined, input.slug);
-  if (!writer.pool) await requireOwnModelName(db, project.id, undefined, input.model_name);
   const now = nowIso();
   const slug = await uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload");
   const row: Row = {
@@ -253,7 +233,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
     executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
     paused: false,
     endpoints: JSON.stringify(allToggles(true)),
-    configOrigin: writer.origin,
+    configOrigin: origin,
     createdAt: now,
     updatedAt: now,
   };
@@ -285,15 +265,13 @@ export function patchedPolicy(current: Workload, patch: WorkloadUpdate): { polic
 
 /**
  * Applies the sent fields only; `updated_at` moves only when something changed. A change of
- * backend or config records the writer's origin as who set the command.
+ * backend or config records `origin` as who set the command.
  */
-export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, writer: Writer = ADMIN_WRITER): Promise<Workload> {
+export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Promise<Workload> {
   const { backend, config } = patchedLaunch(current, patch);
   checkNodes(backend, config, patch.nodes ?? current.nodes);
   if (patch.task_type !== undefined || patch.backend !== undefined || patch.config !== undefined) checkTaskFlags(backend, patch.task_type ?? current.task_type, config);
   if (patch.slug !== undefined && patch.slug !== current.slug) await requireFreeSlug(db, current.project_id, current.id, patch.slug);
-  if (!writer.pool && patch.model_name !== undefined && patch.model_name !== current.model_name) await requireOwnModelName(db, current.project_id, current.id, patch.model_name);
-  const origin = writer.origin;
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;

@@ -1,8 +1,9 @@
 /**
- * The launch policy: what a workload saved by a tenant (a project's control-plane key) may make the
- * host run. Plain data plus one pure decision function, shared by the host (checked when a tenant
- * saves a workload, shown in the launch preview) and the agent (checked again just before launch).
- * Workloads saved by the operator (admin token, dashboard) are trusted and carry no policy.
+ * The launch policy: what a workload saved by a tenant (anyone but the admin: an operator or viewer
+ * in the dashboard, a project's control-plane key) may make the host run. Plain data plus one pure
+ * decision function, shared by the host (checked when a tenant saves a workload, shown in the launch
+ * preview) and the agent (checked again just before launch). Workloads whose command the operator
+ * of the machine set (the admin token, an admin user) are trusted and carry no policy.
  */
 import { isAbsolute, normalize, relative } from "node:path";
 import { splitCommand } from "./command";

@@ -8,7 +8,7 @@ const user = (role: Me["role"], projects: Me["projects"]): Me => ({ kind: "user"
 const demo = [{ id: "prj_1", slug: "demo", name: "Demo" }];
 
 describe("what the dashboard offers each role", () => {
-  test("a viewer is offered no change; an operator changes their projects' things, workers and models, not projects, settings or users", () => {
+  test("a viewer is offered no change and no logs; an operator changes their projects' things and models and reads their logs, not workers, projects, settings or users", () => {
     const viewer = user("viewer", demo);
     const operator = user("operator", demo);
     for (const action of ["workload.change", "key.change", "playground", "model.change", "worker.change", "project.create"] as const) expect(can(action, "demo", viewer)).toBe(false);
@@ -18,7 +18,9 @@ describe("what the dashboard offers each role", () => {
     expect(can("model.change", undefined, operator)).toBe(true);
     expect(can("settings.read", undefined, operator)).toBe(true);
     expect(can("settings.read", undefined, viewer)).toBe(false);
-    for (const action of ["project.create", "project.change", "settings.change", "users", "signout.everywhere"] as const) expect(can(action, undefined, operator)).toBe(false);
+    for (const action of ["project.create", "project.change", "settings.change", "users", "signout.everywhere", "worker.change"] as const) expect(can(action, undefined, operator)).toBe(false);
+    expect(can("logs.read", "demo", operator)).toBe(true);
+    expect(can("logs.read", "demo", viewer)).toBe(false);
   });
 
   test("the admin token and admin users may do everything; nobody signed in, nothing", () => {

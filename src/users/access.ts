@@ -3,7 +3,9 @@
  * paths, each saying what a role needs to read and to change there and how the path names its
  * project. The admin token and admin users pass; operators and viewers reach only their projects
  * (anything of another project is 404, as if it did not exist) and only what their role allows (403
- * `forbidden_role`). A path the table does not know is refused to everyone but admins.
+ * `forbidden_role`). A path the table does not know is refused to everyone but admins. Only admins
+ * are the operator of the machine: workers, join tokens and launch commands beyond the launch policy
+ * are theirs; every other principal is a tenant (see `isMachineOperator`).
  */
 import { eq, or } from "drizzle-orm";
 import type { Db } from "../db";
@@ -35,6 +37,12 @@ export async function userPrincipal(db: Db, userId: string, sessionId: string | 
   return { kind: "user", role: u.role, userId: u.id, email: u.email, projectIds, sessionId };
 }
 
+/**
+ * Whether the principal is the operator of the machine (the admin token, an admin user): its launch
+ * commands are trusted. Everyone else is a tenant, held to the launch policy and its open workers.
+ */
+export const isMachineOperator = (p: Principal): boolean => p.role === "admin";
+
 /** Whether the principal may see things of `projectId`. */
 export const seesProject = (p: Principal, projectId: string | null | undefined): boolean => p.projectIds === "all" || (!!projectId && p.projectIds.has(projectId));
 
@@ -60,6 +68,9 @@ interface Rule {
 /** Paths of captured request and answer bodies (the request inspector): operators only, never viewers. */
 const BODIES = "(?:/.*)?/bod(?:y|ies)(?:/.*)?";
 
+/** Paths of what a workload's runtimes and jobs produced (runtime logs, job results): operators only, like bodies. */
+const OUTPUTS = "/(?:logs|jobs)";
+
 /** The access table of the admin plane (non-admins); first match wins. */
 const RULES: Rule[] = [
   { path: /^\/admin\/me$/, read: "any", write: "admin", what: "change this" },
@@ -72,6 +83,7 @@ const RULES: Rule[] = [
   { path: /^\/admin\/projects\/([^/]+)\/(keys|workloads)$/, find: "project", read: "view", write: "operate", what: "change this" },
   { path: /^\/admin\/keys\/([^/]+)$/, find: "key", read: "view", write: "operate", what: "change keys" },
   { path: new RegExp(`^/admin/workloads/([^/]+)${BODIES}$`), find: "workload", read: "operate", write: "operate", what: "read captured bodies" },
+  { path: new RegExp(`^/admin/workloads/([^/]+)${OUTPUTS}$`), find: "workload", read: "operate", write: "operate", what: "read runtime logs or job results" },
   { path: /^\/admin\/workloads\/([^/]+)(\/.*)?$/, find: "workload", read: "view", write: "operate", what: "change workloads" },
   { path: new RegExp(`^/admin/requests/([^/]+)${BODIES}$`), find: "request", read: "operate", write: "operate", what: "read captured bodies" },
   { path: /^\/admin\/requests\/([^/]+)(\/.*)?$/, find: "request", read: "view", write: "operate", what: "change this" },
@@ -79,8 +91,8 @@ const RULES: Rule[] = [
   { path: /^\/admin\/assignments\/([^/]+)(\/retry)?$/, find: "assignment", read: "view", write: "operate", what: "change assignments" },
   { path: /^\/admin\/webhooks\/([^/]+)(\/test)?$/, find: "webhook", read: "view", write: "operate", what: "change webhooks" },
   { path: /^\/admin\/deliveries\/([^/]+)\/attempts$/, find: "delivery", read: "view", write: "operate", what: "change deliveries" },
-  { path: /^\/admin\/workers\/join-tokens(\/[^/]+)?$/, read: "operate", write: "operate", what: "manage join tokens" },
-  { path: /^\/admin\/workers(\/[^/]+)?$/, read: "view", write: "operate", what: "change workers" },
+  { path: /^\/admin\/workers\/join-tokens(\/[^/]+)?$/, read: "admin", write: "admin", what: "manage join tokens (workers belong to the admin)" },
+  { path: /^\/admin\/workers(\/[^/]+)?$/, read: "view", write: "admin", what: "add, delete or open workers to projects" },
   { path: /^\/admin\/models(\/.*)?$/, read: "view", write: "operate", what: "change models" },
   { path: /^\/admin\/users$/, read: "admin", write: "admin", what: "manage users" },
   { path: /^\/admin\/users\/([^/]+)$/, read: "self", write: "self", methods: { DELETE: "admin" }, what: "manage other users" },

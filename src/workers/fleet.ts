@@ -262,7 +262,7 @@ export class Fleet {
     for (const a of await listAssignmentsOfWorker(this.db, workerId)) {
       const w = await getWorkloadById(this.db, a.workload_id);
       const progress = a.state === "downloading" ? this.reports.get(a.id)?.progress : undefined;
-      out.push({ assignment_id: a.id, workload_id: a.workload_id, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices, progress, updated_at: a.updated_at });
+      out.push({ assignment_id: a.id, workload_id: a.workload_id, project_id: w?.project_id ?? null, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices, progress, updated_at: a.updated_at });
     }
     return out;
   }

@@ -5,9 +5,13 @@ import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
 import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
-import { createAssignment, removeAssignment, getAssignment, getWorker, listAssignments, listWorkers, setAssignmentConcurrency, setWorkerOpenTo, workerView } from "./service";
+import { createAssignment, removeAssignment, getAssignment, getWorker, listAssignments, listWorkers, requireOpenWorker, setAssignmentConcurrency, setWorkerOpenTo, workerView, type WorkerView } from "./service";
 import { getProject } from "../projects/service";
 import { gpuHistory } from "./telemetry";
+import { principalOf } from "../auth/service";
+import { isMachineOperator, seesProject, type Principal } from "../users/access";
+import { withoutOutput } from "../../agent/reason";
+import type { WorkerReplica } from "./fleet";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "hostCert" | "joinUrl" | "series">;
@@ -57,12 +61,30 @@ function followLogs(rings: { id: string; ring: import("../../agent/ring").LogRin
   return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
 }
 
+/**
+ * A worker as `who` may see it, or undefined when it is none of theirs. Admins see everything. A
+ * member sees a worker that runs one of their projects' workloads or is open to one of their
+ * projects, with only those replicas (their reasons without the runtime's output unless they may
+ * read logs) and only their projects in `open_to`: never another project's workload or slug.
+ */
+export function workerFor(who: Principal, w: WorkerView, replicas: WorkerReplica[]): (WorkerView & { replicas: WorkerReplica[] }) | undefined {
+  if (isMachineOperator(who)) return { ...w, replicas };
+  const mine = replicas.filter((r) => seesProject(who, r.project_id)).map((r) => (who.role === "operator" || !r.reason ? r : { ...r, reason: withoutOutput(r.reason) }));
+  const openTo = w.open_to === "*" ? "*" : w.open_to.filter((p) => seesProject(who, p));
+  if (!mine.length && openTo !== "*" && !openTo.length) return undefined;
+  return { ...w, open_to: openTo, replicas: mine };
+}
+
 /** Admin routes for workers, assignments and runtime logs. */
 export const workerRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .get("/workers", async () => {
+    .get("/workers", async ({ request }) => {
+      const who = principalOf(request);
       const out = [];
-      for (const w of await listWorkers(deps.db)) out.push({ ...w, replicas: await deps.fleet.replicasOf(w.id) });
+      for (const w of await listWorkers(deps.db)) {
+        const seen = workerFor(who, w, await deps.fleet.replicasOf(w.id));
+        if (seen) out.push(seen);
+      }
       return out;
     }, { detail: { summary: "Workers with their GPUs, telemetry and replicas" } })
     .post("/workers", async ({ body, set }) => {
@@ -80,13 +102,15 @@ export const workerRoutes = (deps: Deps) =>
       const openTo = body.open_to === "*" ? "*" : [...new Set(await Promise.all(body.open_to.map(async (p) => (await getProject(deps.db, p)).id)))];
       return setWorkerOpenTo(deps.db, params.id, openTo);
     }, { ...jsonBody(WorkerPatch), detail: { summary: "Open a worker to projects (ids or slugs, or \"*\"): their tenants may pin workloads to it" } })
-    .get("/workers/:id", async ({ params }) => ({
-      ...workerView(await getWorker(deps.db, params.id)),
-      replicas: await deps.fleet.replicasOf(params.id),
-      history: await gpuHistory(deps.series, deps.fleet.telemetry, params.id),
-    }), { detail: { summary: "A worker with its telemetry history" } })
-    .post("/workloads/:id/assignments", async ({ params, body, set }) => {
-      const a = await createAssignment(deps.db, await resolveWorkload(deps.db, params.id), body);
+    .get("/workers/:id", async ({ params, request }) => {
+      const seen = workerFor(principalOf(request), workerView(await getWorker(deps.db, params.id)), await deps.fleet.replicasOf(params.id));
+      if (!seen) throw notFound(`worker "${params.id}"`);
+      return { ...seen, history: await gpuHistory(deps.series, deps.fleet.telemetry, params.id) };
+    }, { detail: { summary: "A worker with its telemetry history" } })
+    .post("/workloads/:id/assignments", async ({ params, body, set, request }) => {
+      const w = await resolveWorkload(deps.db, params.id);
+      if (!isMachineOperator(principalOf(request))) await requireOpenWorker(deps.db, w.project_id, { worker_id: body.worker_id });
+      const a = await createAssignment(deps.db, w, body);
       await deps.fleet.reconcile();
       set.status = 201;
       return a;

@@ -30,7 +30,7 @@ export function requireTenantLaunch(policy: LaunchPolicy, backend: string, confi
 /** What `GET /admin/policy` shows: the rules, who they apply to and the settings that change them. */
 export function policyView(policy: LaunchPolicy) {
   return {
-    applies_to: "workloads whose command was last set with a control-plane (ik_sdk_) key; the admin token and the dashboard are trusted",
+    applies_to: "workloads whose command was last set by a tenant: anyone but the admin (operators and viewers in the dashboard, control-plane ik_sdk_ keys); only the admin token and admin users are trusted",
     ...policy,
     settings: POLICY_SETTINGS,
   };

@@ -3,9 +3,11 @@ import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { forbidden, validation } from "../errors";
 import { getProject } from "../projects/service";
-import { canTouchWorkload, keyOf, requireWorkloadScope } from "../auth/service";
+import { canTouchWorkload, keyOf, principalOf, requireWorkloadScope } from "../auth/service";
+import { isMachineOperator, type Principal } from "../users/access";
+import { withoutOutput } from "../../agent/reason";
 import { AdminWorkloadUpdate, TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Workload } from "./service";
+import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Origin, type Workload } from "./service";
 import { checkCaptureUntil, setCapture } from "../inspector/capture";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { projectorOf } from "./projector";
@@ -31,6 +33,40 @@ async function requireProjectRoom(db: Db, projectId: string, body: WorkloadUpdat
 }
 
 /**
+ * Refuses what a tenant (anyone but the admin: an operator, a project key) may not save: a command,
+ * `--port` or `nodes` the launch policy does not allow (403 `command_not_allowed`; judged when the
+ * command or `nodes` changes), a pin to a worker not opened to the project (403 `worker_not_allowed`).
+ */
+async function requireTenantWorkload(deps: Deps, projectId: string, body: WorkloadUpdate, current?: Workload): Promise<void> {
+  if (!current) {
+    requireTenantLaunch(deps.policy, body.backend!, checkConfig(body.backend!, body.config ?? {}), body.nodes);
+    await requireOpenWorker(deps.db, projectId, body);
+    return;
+  }
+  const next = patchedLaunch(current, body);
+  const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config) || (body.nodes !== undefined && body.nodes !== current.nodes);
+  if (changed) requireTenantLaunch(deps.policy, next.backend, next.config, body.nodes ?? current.nodes);
+  await requireOpenWorker(deps.db, projectId, {
+    worker_id: body.worker_id !== current.worker_id ? body.worker_id : undefined,
+    gpu_resource_id: body.gpu_resource_id !== current.gpu_resource_id ? body.gpu_resource_id : undefined,
+  });
+}
+
+/** Whose a command saved on /admin is: the admin's (trusted), else a tenant's (an operator). */
+const originOf = (who: Principal): Origin => (isMachineOperator(who) ? "admin" : "tenant");
+
+/**
+ * Refuses (403 `scope_insufficient`) a key scoped to some endpoints changing the names the project
+ * base routes by (`model_name`, `aliases`, `slug`): a shared model name makes a pool, which would take
+ * requests meant for workloads it may not touch. A project-wide key may (it controls them all).
+ */
+function requireNamesScope(key: ReturnType<typeof keyOf>, body: WorkloadUpdate, current: Workload): void {
+  if (key.scope === "project") return;
+  const changed = (["model_name", "aliases", "slug"] as const).find((f) => body[f] !== undefined && JSON.stringify(body[f]) !== JSON.stringify(current[f]));
+  if (changed) throw forbidden("scope_insufficient", `changing ${changed} needs a key scoped to the entire project: the names of a workload decide which requests of the project reach it`);
+}
+
+/**
  * The control plane (`/api`, `ik_sdk_` keys): create, update, list, get and delete workloads of the
  * key's project. A key scoped to specific endpoints sees and changes only those, and cannot create.
  */
@@ -51,8 +87,7 @@ export const controlRoutes = (deps: Deps) => {
       const key = keyOf(request);
       if (key.scope !== "project") throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
       const project = await getProject(deps.db, params.project_id);
-      requireTenantLaunch(deps.policy, body.backend, checkConfig(body.backend, body.config ?? {}), body.nodes);
-      await requireOpenWorker(deps.db, project.id, body);
+      await requireTenantWorkload(deps, project.id, body);
       await requireProjectRoom(deps.db, project.id, body);
       const w = await createWorkload(deps.db, project, body, "tenant");
       await deps.events.workloadsChanged();
@@ -67,13 +102,8 @@ export const controlRoutes = (deps: Deps) => {
     .get("/workloads/:id", async ({ params, request }) => publicView(await owned(request, params.id)), { detail: { summary: "Get a workload by id or slug" } })
     .patch("/workloads/:id", async ({ params, body, request }) => {
       const current = await owned(request, params.id);
-      const next = patchedLaunch(current, body);
-      const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config) || (body.nodes !== undefined && body.nodes !== current.nodes);
-      if (changed) requireTenantLaunch(deps.policy, next.backend, next.config, body.nodes ?? current.nodes);
-      await requireOpenWorker(deps.db, current.project_id, {
-        worker_id: body.worker_id !== current.worker_id ? body.worker_id : undefined,
-        gpu_resource_id: body.gpu_resource_id !== current.gpu_resource_id ? body.gpu_resource_id : undefined,
-      });
+      requireNamesScope(keyOf(request), body, current);
+      await requireTenantWorkload(deps, current.project_id, body, current);
       await requireProjectRoom(deps.db, current.project_id, body, current);
       const w = await updateWorkload(deps.db, current, body, "tenant");
       await deps.events.workloadsChanged();
@@ -89,7 +119,7 @@ export const controlRoutes = (deps: Deps) => {
 /** Admin routes for workloads (the dashboard's), including the endpoint toggles. */
 export const adminWorkloadRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy for workloads saved with control-plane keys" } })
+    .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy for workloads saved by tenants (operators, viewers' projects' keys: everyone but the admin)" } })
     .get("/projector", async ({ query }) => {
       const model = typeof query.model === "string" ? query.model.trim() : "";
       if (!model || model.length > 4096 || model.includes("\0")) throw validation("model", "must name a llama.cpp model (a GGUF path or a Hugging Face reference)");
@@ -98,21 +128,30 @@ export const adminWorkloadRoutes = (deps: Deps) =>
     .get("/projects/:project/workloads", async ({ params }) => listWorkloads(deps.db, (await getProject(deps.db, params.project)).id), {
       detail: { summary: "List a project's workloads" },
     })
-    .post("/projects/:project/workloads", async ({ params, body, set }) => {
+    .post("/projects/:project/workloads", async ({ params, body, set, request }) => {
       const project = await getProject(deps.db, params.project);
+      const origin = originOf(principalOf(request));
+      if (origin === "tenant") await requireTenantWorkload(deps, project.id, body);
       await requireProjectRoom(deps.db, project.id, body);
-      const w = await createWorkload(deps.db, project, body);
+      const w = await createWorkload(deps.db, project, body, origin);
       await deps.events.workloadsChanged();
       set.status = 201;
       return w;
     }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
-    .get("/workloads/:id", async ({ params }) => deps.describeWorkload(await resolveWorkload(deps.db, params.id)), { detail: { summary: "Get a workload" } })
-    .patch("/workloads/:id", async ({ params, body }) => {
+    .get("/workloads/:id", async ({ params, request }) => {
+      const detail = await deps.describeWorkload(await resolveWorkload(deps.db, params.id));
+      if (principalOf(request).role !== "viewer") return detail;
+      // The runtime's output a reason quotes is a log: operators only.
+      return { ...detail, assignments: detail.assignments.map((a) => (a.reason ? { ...a, reason: withoutOutput(a.reason) } : a)) };
+    }, { detail: { summary: "Get a workload (a viewer's replica reasons without the runtime's output)" } })
+    .patch("/workloads/:id", async ({ params, body, request }) => {
       const { capture_until: sentCapture, ...patch } = body;
       const current = await resolveWorkload(deps.db, params.id);
       const capture = sentCapture === undefined ? undefined : checkCaptureUntil(sentCapture);
+      const origin = originOf(principalOf(request));
+      if (origin === "tenant") await requireTenantWorkload(deps, current.project_id, patch, current);
       await requireProjectRoom(deps.db, current.project_id, patch, current);
-      const w = await updateWorkload(deps.db, current, patch);
+      const w = await updateWorkload(deps.db, current, patch, origin);
       if (capture !== undefined) await setCapture(deps.db, w, capture);
       await deps.events.workloadsChanged();
       return capture === undefined ? w : ((await getWorkloadById(deps.db, w.id)) ?? w);

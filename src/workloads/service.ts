@@ -1,4 +1,4 @@
-import { and, asc, eq, ne } from "drizzle-orm";
+import { and, asc, eq } from "drizzle-orm";
 import type { Db } from "../db";
 import { memoize, type Lookup } from "../db/memo";
 import { first } from "../db/raw";
@@ -148,24 +148,51 @@ export function checkTaskFlags(backend: string, task: string, config: Record<str
   if (problem) throw validation("config.command", problem);
 }
 
+/** A name as the project base matches it: Ollama's clients add `:latest`, which is tried without. */
+const bareName = (name: string) => (name.endsWith(":latest") ? name.slice(0, -":latest".length) : name);
+
+/** The other workloads of a project with the names the project base routes by. */
+async function otherNames(db: Db, projectId: string, exceptId?: string) {
+  const rows = await db.select({ id: workloads.id, slug: workloads.slug, modelName: workloads.modelName, aliases: workloads.aliases }).from(workloads).where(eq(workloads.projectId, projectId));
+  return rows.filter((o) => o.id !== exceptId).map((o) => ({ slug: o.slug, names: { slug: [o.slug], "model name": [o.modelName], alias: JSON.parse(o.aliases) as string[] } }));
+}
+
+type Others = Awaited<ReturnType<typeof otherNames>>;
+
+/** Which name of another workload `name` would also answer to on the project base (`:latest` aside), or undefined. */
+function nameClash(others: Others, name: string, kinds: ("slug" | "model name" | "alias")[] = ["slug", "model name", "alias"]): { slug: string; kind: string } | undefined {
+  const bare = bareName(name);
+  for (const o of others) for (const kind of kinds) if (o.names[kind].some((n) => bareName(n) === bare)) return { slug: o.slug, kind };
+  return undefined;
+}
+
 const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug: string) =>
-  RESERVED_SLUGS.includes(slug) ||
-  !!(await first(db.select({ id: workloads.id }).from(workloads).where(and(eq(workloads.projectId, projectId), eq(workloads.slug, slug), exceptId ? ne(workloads.id, exceptId) : undefined))));
+  RESERVED_SLUGS.includes(slug) || !!nameClash(await otherNames(db, projectId, exceptId), slug);
+
+/**
+ * Refuses (409 `slug_taken`) a chosen slug that is another workload's slug, model name or alias: the
+ * project base would send that name's requests here too.
+ */
+async function requireFreeSlug(db: Db, projectId: string, exceptId: string | undefined, slug: string): Promise<void> {
+  const clash = nameClash(await otherNames(db, projectId, exceptId), slug, ["model name", "alias"]);
+  if (clash) throw conflict(`slug "${slug}" is already the ${clash.kind} of workload "${clash.slug}" in this project`, "slug_taken", "slug");
+}
 
 /**
  * A workload's `aliases` or `fallbacks`, checked against the rest of its project: an alias is
- * not another workload's slug or alias (a shared model name is fine: such workloads are a pool);
- * a fallback is another workload's slug. Duplicates are dropped, order kept.
+ * not another workload's slug, model name or alias (`:latest` aside: Ollama's clients add it), so it
+ * never takes another workload's requests; a fallback is another workload's slug. Duplicates are
+ * dropped, order kept.
  */
 async function checkRouting(db: Db, projectId: string, selfId: string | undefined, selfSlug: string, field: "aliases" | "fallbacks", values: string[]): Promise<string[]> {
   const list = [...new Set(values)];
   if (!list.length) return list;
-  const others = (await db.select({ id: workloads.id, slug: workloads.slug, aliases: workloads.aliases }).from(workloads).where(eq(workloads.projectId, projectId))).filter((o) => o.id !== selfId);
+  const others = await otherNames(db, projectId, selfId);
   for (const [i, v] of list.entries()) {
     if (field === "aliases") {
       if (v === selfSlug) throw validation(`aliases.${i}`, `"${v}" is this workload's slug already`);
-      const clash = others.find((o) => o.slug === v || (JSON.parse(o.aliases) as string[]).includes(v));
-      if (clash) throw conflict(`alias "${v}" is already the ${clash.slug === v ? "slug" : "alias"} of workload "${clash.slug}" in this project`, "alias_taken", `aliases.${i}`);
+      const clash = nameClash(others, v);
+      if (clash) throw conflict(`alias "${v}" is already the ${clash.kind} of workload "${clash.slug}" in this project`, "alias_taken", `aliases.${i}`);
     } else {
       if (v === selfSlug) throw validation(`fallbacks.${i}`, "a workload cannot fall back to itself");
       if (!others.some((o) => o.slug === v)) throw validation(`fallbacks.${i}`, `no workload "${v}" in this project`);
@@ -174,7 +201,7 @@ async function checkRouting(db: Db, projectId: string, selfId: string | undefine
   return list;
 }
 
-/** Who is saving a workload: the operator (trusted) or a tenant's control-plane key. */
+/** Who set a workload's command: the operator of the machine (an admin: trusted) or a tenant (everyone else: the launch policy applies). */
 export type Origin = "admin" | "tenant";
 
 /** Creates a workload in a project; every endpoint toggle starts on. */
@@ -182,6 +209,7 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
   const config = checkConfig(input.backend, input.config ?? {});
   checkNodes(input.backend, config, input.nodes ?? 1);
   checkTaskFlags(input.backend, input.task_type ?? "text2text", config);
+  if (input.slug !== undefined) await requireFreeSlug(db, project.id, undefined, input.slug);
   const now = nowIso();
   const slug = await uniqueSlug(input.name, input.slug, slugTaken(db, project.id), "workload");
   const row: Row = {
@@ -243,6 +271,7 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
   const { backend, config } = patchedLaunch(current, patch);
   checkNodes(backend, config, patch.nodes ?? current.nodes);
   if (patch.task_type !== undefined || patch.backend !== undefined || patch.config !== undefined) checkTaskFlags(backend, patch.task_type ?? current.task_type, config);
+  if (patch.slug !== undefined && patch.slug !== current.slug) await requireFreeSlug(db, current.project_id, current.id, patch.slug);
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;

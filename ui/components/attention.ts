@@ -2,6 +2,7 @@
 import { html } from "htm/preact";
 import { ago } from "../lib/format";
 import type { Worker } from "../lib/types";
+import { can } from "../lib/me";
 
 /** What needs attention in a list of workers: their failed replicas and the workers that went offline. */
 export function attentionOf(workers: Worker[]) {
@@ -19,7 +20,7 @@ export function Attention({ workers }: { workers: Worker[] }) {
     <h2 id="attention">Needs attention</h2>
     <ul>
       ${failed.map((r) => html`<li key=${r.assignment_id}>
-        <strong>${r.workload}</strong>: a replica failed on ${r.worker}${r.reason ? html` — <span class="attention-reason">${r.reason.split("\n")[0].replace(/\.$/, "")}</span>` : null}.${" "}<a href=${`/workloads/${r.workload_id}`}>Open workload</a> · <a href=${`/workloads/${r.workload_id}/logs`}>Logs</a>
+        <strong>${r.workload}</strong>: a replica failed on ${r.worker}${r.reason ? html` — <span class="attention-reason">${r.reason.split("\n")[0].replace(/\.$/, "")}</span>` : null}.${" "}<a href=${`/workloads/${r.workload_id}`}>Open workload</a>${can("logs.read") ? html` · <a href=${`/workloads/${r.workload_id}/logs`}>Logs</a>` : null}
       </li>`)}
       ${offline.map((w) => html`<li key=${w.id}>
         <strong>${w.name}</strong>: worker offline, last seen ${ago(w.last_seen_at)}.${" "}<a href="/workers">Workers</a>

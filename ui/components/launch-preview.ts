@@ -35,8 +35,10 @@ export function PreviewView({ preview, error, shownFields }: { preview?: LaunchP
     ${notes.length ? html`<ul class="muted">${notes.map((n) => html`<li>${n}</li>`)}</ul>` : null}
     ${preview.tenant.applies
       ? html`<p class=${`note ${preview.tenant.allowed ? "ok" : "warn"}`} data-testid="launch-policy">${preview.tenant.allowed
-          ? "Launch policy: a project's control-plane key could save this command too."
-          : html`Launch policy: only you (the operator) can save this; a project's control-plane key would be refused — ${preview.tenant.violation?.message}`}</p>`
+          ? "Launch policy: operators and a project's control-plane key could save this command too."
+          : can("users")
+            ? html`Launch policy: only an admin can save this; operators and a project's control-plane key would be refused — ${preview.tenant.violation?.message}`
+            : html`Launch policy: only an admin can save this command — ${preview.tenant.violation?.message}`}</p>`
       : null}
   </div>`;
 }

@@ -41,7 +41,7 @@ export function RetryFailed({ workloadId, assignmentId, onChange, logs = true }:
   const retry = useAction(() => api(`/admin/assignments/${assignmentId}/retry`, { method: "POST" }).then(() => true));
   return html`<div class="row-actions">
     ${can("workload.change") ? html`<button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange?.()}>Retry</button>` : null}
-    ${logs ? html`<a class="small button" href=${`/workloads/${workloadId}/logs?replica=${assignmentId}`}>See its logs</a>` : null}
+    ${logs && can("logs.read") ? html`<a class="small button" href=${`/workloads/${workloadId}/logs?replica=${assignmentId}`}>See its logs</a>` : null}
     <${ErrorNote} error=${retry.error} />
   </div>`;
 }
@@ -60,7 +60,8 @@ function PrintedProgress({ line }: { line: string }) {
  * with a link to its logs when it failed. The badge and reason are announced when they change.
  */
 export function ReplicaStatus({ r, now, onChange }: { r: ReplicaLike; now: number; onChange?(): unknown }) {
-  const line = useLastLine(r.workloadId, r.assignmentId, COMING_UP.has(r.state));
+  // Runtime output is for operators and admins (viewers are refused logs).
+  const line = useLastLine(r.workloadId, r.assignmentId, COMING_UP.has(r.state) && can("logs.read"));
   const showLine = !!line && COMING_UP.has(r.state) && !(r.reason && line.includes(r.reason));
   return html`<div class="replica-status" data-testid="replica-status">
     <div class="status-line">

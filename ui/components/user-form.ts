@@ -12,9 +12,9 @@ import { FieldError, FormError, invalidAt } from "./ui";
 
 /** The roles with what each may do, as the form explains them. */
 export const ROLES: [Role, string][] = [
-  ["viewer", "Viewer: looks at usage, logs, charts and the audit log of their projects; changes nothing."],
-  ["operator", "Operator: runs the workloads, keys and webhooks of their projects, and the workers and models."],
-  ["admin", "Admin: everything, as the admin token: projects, users, settings."],
+  ["viewer", "Viewer: looks at usage, charts, requests and the audit log of their projects (no runtime logs, job results or bodies); changes nothing."],
+  ["operator", "Operator: runs the workloads, keys and webhooks of their projects (commands within the launch policy, on workers opened to them), reads their logs and jobs, manages models."],
+  ["admin", "Admin: everything, as the admin token: the machine (any command, workers, join tokens), projects, users, settings."],
 ];
 
 /** Passwords the server takes (api-26: at least 12 characters). */

@@ -13,7 +13,7 @@ export function WorkloadHead({ w, current }: { w: Workload; current: string }) {
     <${Tabs} current=${current} items=${[
       { href: base, label: "Overview" },
       ...(PLAYGROUND_TASKS.has(w.task_type) && can("playground", w.project_slug) ? [{ href: `${base}/playground`, label: "Playground" }] : []),
-      { href: `${base}/logs`, label: "Logs" },
+      ...(can("logs.read", w.project_slug) ? [{ href: `${base}/logs`, label: "Logs" }] : []),
       { href: `${base}/requests`, label: "Requests" },
       { href: `${base}/webhooks`, label: "Webhooks & jobs" },
       ...(can("workload.change", w.project_slug) ? [{ href: `${base}/edit`, label: "Edit" }] : []),

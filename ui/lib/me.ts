@@ -65,8 +65,10 @@ const NEEDS = {
   playground: "operator",
   /** Pull, cancel, retry, dismiss and delete models (not tied to a project). */
   "model.change": "operator",
-  /** Add and delete workers. */
-  "worker.change": "operator",
+  /** Add, delete and open workers to projects; join tokens (the machine is the admin's). */
+  "worker.change": "admin",
+  /** Read a workload's runtime logs and job results (they hold prompts and answers, like captured bodies). */
+  "logs.read": "operator",
   /** See the settings in force (viewers do not). */
   "settings.read": "operator",
   /** Change settings while serving. */
@@ -103,6 +105,7 @@ export function can(action: Action, project?: string, me: Me | undefined = curre
 export function whyNot(action: Action, me: Me | undefined = current): string {
   const role = me?.role ?? "viewer";
   if (NEEDS[action] === "admin") return `Your role (${role}) cannot do this; only an admin can.`;
+  if (action === "logs.read") return `Your role (${role}) cannot read runtime logs or job results; an operator or admin of this project can.`;
   const scoped = action === "workload.change" || action === "key.change" || action === "webhook.change" || action === "playground";
   return `Your role (${role}) can only look; an operator or admin${scoped ? " of this project" : ""} can change this.`;
 }

@@ -9,6 +9,7 @@ import type { Assignment, Workload } from "../lib/types";
 import { ErrorNote, Loading, StateBadge } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { RetryFailed } from "../components/replica-status";
+import { can, whyNot } from "../lib/me";
 import { Term, type SearchResult, type TermHandle } from "../components/terminal";
 import { withoutOutput } from "../../agent/reason";
 
@@ -144,6 +145,7 @@ export function LogsPage({ id }: { id: string }) {
   const [chosen, setChosen] = useState(query.get("replica") ?? "");
   if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
   if (!wl.data) return html`<${Loading} />`;
+  if (!can("logs.read", wl.data.project_slug)) return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/logs`} /><p class="note role-note" data-testid="role-note">${whyNot("logs.read")}</p>`;
   const list = wl.data.assignments ?? [];
   const current = list.find((a) => a.id === chosen) ?? list[0];
   return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/logs`} />

@@ -115,5 +115,5 @@ export function WebhooksPage({ id }: { id: string }) {
     ${!hooks.data ? html`<${Loading} />` : hooks.data.length === 0 ? html`<p class="muted">None yet.</p>`
       : html`<ul class="hooks">${hooks.data.map((h) => html`<${Destination} key=${h.id} hook=${h} onDeleted=${() => hooks.reload()} />`)}</ul>`}
     <h2>Jobs and deliveries</h2>
-    <${Jobs} id=${id} />`;
+    <${Can} do="logs.read" project=${wl.data.project_slug} note><${Jobs} id=${id} /><//>`;
 }

@@ -1,0 +1,6 @@
+CREATE TABLE "file_chunks" (
+	"file_id" text NOT NULL,
+	"idx" integer NOT NULL,
+	"data" "bytea" NOT NULL,
+	CONSTRAINT "file_chunks_file_id_idx_pk" PRIMARY KEY("file_id","idx")
+);

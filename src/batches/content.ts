@@ -113,12 +113,11 @@ export async function fileBytes(db: Db, f: Pick<FileRow, "id" | "bytes">): Promi
 
 /**
  * A file's bytes as a response body, read from the store a chunk at a time as the client takes
- * them (at most one chunk ahead), with turns of the event loop between; `done` runs once when it
- * ends, fails or the client goes away.
+ * them (at most one chunk ahead), with a turn of the event loop before each (parallel downloads
+ * take turns with other requests); `done` runs once when it ends, fails or the client goes away.
  */
 export function fileStream(db: Db, f: Pick<FileRow, "id" | "bytes">, done: () => void): ReadableStream<Uint8Array> {
   const chunks = fileChunksOf(db, f);
-  const pace = pacer();
   let ended = false;
   const end = () => {
     if (!ended) (ended = true), done();
@@ -127,7 +126,7 @@ export function fileStream(db: Db, f: Pick<FileRow, "id" | "bytes">, done: () =>
     {
       async pull(c) {
         try {
-          await pace();
+          await turn();
           const next = await chunks.next();
           if (next.done) {
             end();

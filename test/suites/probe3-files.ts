@@ -131,13 +131,13 @@ export function probe3FilesSuite(engine: Engine): void {
         ...Array.from({ length: 6 }, () => call(`/files/${bigId}/content`, live).then(async (r) => Buffer.from(await r.arrayBuffer()))),
       ]);
       const { result, longestMs, answers } = await heartbeat(s.url, work);
-      const [refused, ...downloads] = result;
-      expect(refused.status).toBe(413);
-      for (const d of downloads) expect(d.equals(big)).toBe(true);
       // The aim is 100 ms (bench/files.ts measures it); the bound here only tells a server that
       // keeps answering from one that stops for seconds, on a busy shared machine.
       expect(answers).toBeGreaterThan(1);
       expect(longestMs).toBeLessThan(2000);
+      const [refused, ...downloads] = result;
+      expect(refused.status).toBe(413);
+      for (const d of downloads) expect(d.equals(big)).toBe(true);
     });
 
     test("a download holds one chunk of --max-buffered-bytes until it ends: past the budget 503, then served again", async () => {

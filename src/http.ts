@@ -153,26 +153,28 @@ export function jsonDepth(text: string, limit = Infinity): number {
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 
-/** A JSON body's text, strictly decoded: bytes that are not UTF-8 are a 400 `invalid_json`. */
-export function utf8Text(bytes: Uint8Array): string {
+/** A JSON body's text, strictly decoded: bytes that are not UTF-8 are a 400 `invalid_json` (naming `what`). */
+export function utf8Text(bytes: Uint8Array, what = "the request body"): string {
   try {
     return strictUtf8.decode(bytes);
   } catch {
-    throw badRequest("invalid_json", "the request body is not valid UTF-8");
+    throw badRequest("invalid_json", `${what} is not valid UTF-8`);
   }
 }
 
 /**
  * Decodes (strict UTF-8) and parses a JSON body, refusing one nested deeper than MAX_JSON_DEPTH
- * before `JSON.parse` sees it; every failure is a 400 `invalid_json` that never echoes the body.
+ * before `JSON.parse` sees it; every failure is a 400 `invalid_json` that never echoes the body and
+ * names `what` was parsed (a line of a file, say).
+ * @example parseJsonBytes(line, "line 3 of the file") // 400 "line 3 of the file nests JSON deeper than 64 levels, the limit"
  */
-export function parseJsonBytes(bytes: Uint8Array | string): unknown {
-  const text = typeof bytes === "string" ? bytes : utf8Text(bytes);
-  if (jsonDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw badRequest("invalid_json", `the request body nests JSON deeper than ${MAX_JSON_DEPTH} levels, the limit`);
+export function parseJsonBytes(bytes: Uint8Array | string, what = "the request body"): unknown {
+  const text = typeof bytes === "string" ? bytes : utf8Text(bytes, what);
+  if (jsonDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw badRequest("invalid_json", `${what} nests JSON deeper than ${MAX_JSON_DEPTH} levels, the limit`);
   try {
     return JSON.parse(text);
   } catch {
-    throw badRequest("invalid_json", "the request body is not valid JSON");
+    throw badRequest("invalid_json", `${what} is not valid JSON`);
   }
 }
 

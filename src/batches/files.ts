@@ -1,21 +1,25 @@
 /**
  * The OpenAI Files API for batches: upload a JSONL file of requests (`purpose: "batch"`), list,
  * read, download and delete files, including the output and error files batches write. The bytes
- * live in the store (see the `files` table): a file survives a kill -9 exactly when its row does,
+ * live in the store in chunks (./content.ts): a file survives a kill -9 exactly when its row does,
  * and every host of a cluster serves it. An upload is read within the data-plane body limit
- * (`--max-data-body-bytes`) and the buffered-bytes budget, held once, and counted in the project's
- * job storage (`--max-job-bytes-per-project`).
+ * (`--max-data-body-bytes`) and the buffered-bytes budget, held once, checked line by line without
+ * holding up other requests (./jsonl.ts), and counted in the project's job storage
+ * (`--max-job-bytes-per-project`). A download streams chunk by chunk and holds one chunk of the
+ * buffered-bytes budget while it runs.
  */
 import { and, desc, eq, getTableColumns, inArray } from "drizzle-orm";
 import type { AppDeps } from "../deps";
 import type { Db } from "../db";
-import { first } from "../db/raw";
+import { batch, first } from "../db/raw";
 import { batches, files } from "../db/schema";
 import { AppError, badRequest, notFound, validation } from "../errors";
-import { readBodyLimited, utf8Text } from "../http";
+import { readBodyLimited } from "../http";
 import { newId, nowIso } from "../ids";
 import { boundaryOf } from "../dataplane/multipart-model";
-import { canSeeBatch, type Viewer } from "./access";
+import { canSeeBatch, canSeeUpload, type Viewer } from "./access";
+import { CHUNK_BYTES, fileBytes, fileRemovals, fileStream, storeFile } from "./content";
+import { checkJsonl } from "./jsonl";
 import { formParts } from "./multipart";
 import { fileView, type FileRow } from "./schema";
 
@@ -27,40 +31,6 @@ const { content: _content, ...FILE_COLUMNS } = getTableColumns(files);
 /** A new file id in OpenAI's form. */
 export const newFileId = () => newId("file").replace("_", "-");
 
-/**
- * The lines of a JSONL file, numbered from 1, blank ones skipped (a final newline, CRLF endings).
- * @example [...jsonlLines(bytes)] // → [{ line: 1, text: '{"custom_id":"a",…}' }, …]
- */
-export function* jsonlLines(bytes: Uint8Array): Generator<{ line: number; text: string }> {
-  const text = utf8Text(bytes);
-  let line = 0;
-  for (let from = 0; from <= text.length; ) {
-    const nl = text.indexOf("\n", from);
-    const end = nl < 0 ? text.length : nl;
-    line++;
-    const t = text.slice(from, end).trim();
-    if (t) yield { line, text: t };
-    if (nl < 0) break;
-    from = nl + 1;
-  }
-}
-
-/** 400 `invalid_file` unless every line of the upload is a JSON object. */
-function checkJsonl(bytes: Uint8Array): void {
-  let n = 0;
-  for (const { line, text } of jsonlLines(bytes)) {
-    n++;
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      throw badRequest("invalid_file", `line ${line} of the file is not valid JSON; a batch file holds one JSON request object per line (JSONL)`);
-    }
-    if (!value || typeof value !== "object" || Array.isArray(value)) throw badRequest("invalid_file", `line ${line} of the file is not a JSON object; a batch file holds one JSON request object per line (JSONL)`);
-  }
-  if (n === 0) throw badRequest("invalid_file", "the file holds no request; a batch file holds one JSON request object per line (JSONL)");
-}
-
 /** The text of a form field, if sent. */
 const fieldText = (parts: ReturnType<typeof formParts>, name: string) => {
   const p = parts.find((x) => x.name === name && x.filename === undefined);
@@ -69,8 +39,8 @@ const fieldText = (parts: ReturnType<typeof formParts>, name: string) => {
 
 /**
  * `POST …/v1/files`: stores a `purpose: "batch"` JSONL upload for the key's project; 400 for any
- * other purpose, a missing file or a line that is not a JSON object; 413 past the body limit; 429
- * when the project's job storage is full.
+ * other purpose, a missing file or a line that is not a JSON object (or nests deeper than 64); 413
+ * past the body limit, a line's limit or the lines' limit; 429 when the project's job storage is full.
  */
 export async function uploadFile(deps: FilesDeps, request: Request, v: Viewer) {
   const boundary = boundaryOf(request.headers.get("content-type") ?? undefined);
@@ -81,10 +51,10 @@ export async function uploadFile(deps: FilesDeps, request: Request, v: Viewer) {
   if (purpose !== "batch") throw badRequest("invalid_purpose", `purpose "${purpose}" is not supported: inferd's Files API keeps files for the Batch API only; upload with purpose "batch"`);
   const file = parts.find((p) => p.name === "file" && p.filename !== undefined) ?? parts.find((p) => p.name === "file");
   if (!file) throw validation("file", "is required: the JSONL file of batch requests");
-  checkJsonl(file.data);
+  await checkJsonl(file.data);
   await deps.jobQuota.admit(v.key.projectId, file.data.byteLength, `the file (${file.data.byteLength} bytes)`);
   const row = { id: newFileId(), projectId: v.key.projectId, batchId: null, keyId: v.key.id, filename: file.filename || "batch.jsonl", purpose, bytes: file.data.byteLength, createdAt: nowIso() };
-  await deps.db.insert(files).values({ ...row, content: Buffer.from(file.data.buffer, file.data.byteOffset, file.data.byteLength) });
+  await storeFile(deps.db, row, file.data);
   return fileView(row);
 }
 
@@ -101,7 +71,7 @@ export async function visibleFiles(db: Db, v: Viewer, purpose?: string): Promise
     const owners = await db.select({ id: batches.id, projectId: batches.projectId, workloadId: batches.workloadId, workloads: batches.workloads }).from(batches).where(inArray(batches.id, batchIds));
     for (const b of owners) if (canSeeBatch(v, b)) seen.add(b.id);
   }
-  return rows.filter((f) => !f.batchId || seen.has(f.batchId));
+  return rows.filter((f) => (f.batchId ? seen.has(f.batchId) : canSeeUpload(v, f)));
 }
 
 /** A file the viewer may see, or 404. */
@@ -110,22 +80,26 @@ export async function visibleFile(db: Db, v: Viewer, id: string): Promise<FileRo
   if (f && f.batchId) {
     const b = await first(db.select().from(batches).where(eq(batches.id, f.batchId)));
     if (b && canSeeBatch(v, b)) return f;
-  } else if (f) return f;
+  } else if (f && canSeeUpload(v, f)) return f;
   throw notFound(`file "${id}"`);
 }
 
-/** `GET …/v1/files/{id}/content`: the file's bytes as stored. */
-export async function fileContent(db: Db, v: Viewer, id: string): Promise<Response> {
-  const f = await visibleFile(db, v, id);
-  const row = await first(db.select({ content: files.content }).from(files).where(eq(files.id, f.id)));
-  if (!row) throw notFound(`file "${id}"`);
-  return new Response(row.content as Uint8Array<ArrayBuffer>, { headers: { "content-type": "application/jsonl", "content-disposition": `attachment; filename="${f.filename.replace(/["\\\r\n]/g, "_")}"` } });
+/**
+ * `GET …/v1/files/{id}/content`: the file's bytes as stored, streamed a chunk at a time; the
+ * download holds a chunk of the buffered-bytes budget until it ends (503 `server_busy` when full).
+ */
+export async function fileContent(deps: FilesDeps, request: Request, v: Viewer, id: string): Promise<Response> {
+  const f = await visibleFile(deps.db, v, id);
+  deps.bodyBudget.take(request, Math.min(f.bytes, CHUNK_BYTES));
+  const body = fileStream(deps.db, f, () => deps.bodyBudget.release(request));
+  const headers = { "content-type": "application/jsonl", "content-disposition": `attachment; filename="${f.filename.replace(/["\\\r\n]/g, "_")}"` };
+  return new Response(body, { headers });
 }
 
 /** `DELETE …/v1/files/{id}`: removes a file (a batch already made from it keeps running). */
 export async function deleteFile(db: Db, v: Viewer, id: string) {
   const f = await visibleFile(db, v, id);
-  await db.delete(files).where(eq(files.id, f.id));
+  await batch(db, fileRemovals(db, f.id));
   return { id: f.id, object: "file" as const, deleted: true };
 }
 
@@ -135,7 +109,7 @@ export async function inputFileBytes(db: Db, v: Viewer, id: string): Promise<Uin
     throw e instanceof AppError && e.status === 404 ? validation("input_file_id", `file "${id}" not found; upload the requests with POST …/v1/files (purpose "batch") first`) : e;
   });
   if (f.purpose !== "batch") throw validation("input_file_id", `file "${id}" has purpose "${f.purpose}"; a batch's input is a file uploaded with purpose "batch"`);
-  const row = await first(db.select({ content: files.content }).from(files).where(eq(files.id, f.id)));
-  if (!row) throw validation("input_file_id", `file "${id}" was deleted`);
-  return row.content;
+  return fileBytes(db, f).catch((e) => {
+    throw e instanceof AppError && e.status === 404 ? validation("input_file_id", `file "${id}" was deleted`) : e;
+  });
 }

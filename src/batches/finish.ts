@@ -12,24 +12,27 @@ import { and, asc, eq, inArray, isNull } from "drizzle-orm";
 import type { AppDeps } from "../deps";
 import type { Db } from "../db";
 import { batch, first, type Statement } from "../db/raw";
-import { batches, files, jobs } from "../db/schema";
+import { batches, jobs } from "../db/schema";
 import { nowIso } from "../ids";
 import { log } from "../log";
 import { deliveryStatements } from "../jobs/service";
 import { BATCH_EVENT_KIND } from "../webhooks/deliver";
+import { fileWrites, sweepChunks } from "./content";
 import { resultLine } from "./output";
 import { ACTIVE, requestsOf, stopQueued, unfinished } from "./progress";
 import { batchView, type BatchRow } from "./schema";
 
 /** How often the leading host looks for batches to end. */
 const TICK_MS = 500;
+/** How often the leading host sweeps away file chunks no file owns (./content.ts). */
+const SWEEP_MS = 60_000;
 
-/** A batch's output or error file row (ids follow from the batch's, so ending it twice cannot write two). */
+/** A batch's output or error file: its row and bytes (ids follow from the batch's, so ending it twice cannot write two). */
 function resultFile(b: BatchRow, kind: "output" | "error", lines: string[], now: string) {
   if (!lines.length) return null;
   const content = Buffer.from(`${lines.join("\n")}\n`);
   const id = `file-${b.id.slice("batch_".length)}${kind === "output" ? "o" : "e"}`;
-  return { id, projectId: b.projectId, batchId: b.id, keyId: b.keyId, filename: `${b.id}_${kind}.jsonl`, purpose: "batch_output", bytes: content.byteLength, content, createdAt: now };
+  return { row: { id, projectId: b.projectId, batchId: b.id, keyId: b.keyId, filename: `${b.id}_${kind}.jsonl`, purpose: "batch_output", bytes: content.byteLength, createdAt: now }, content };
 }
 
 /** The stored batch as it ends: final status, counts, file ids and timestamps. */
@@ -60,7 +63,7 @@ export async function endBatch(db: Db, b: BatchRow): Promise<void> {
   const now = nowIso();
   const output = resultFile(b, "output", out, now);
   const error = resultFile(b, "error", err, now);
-  const end = ended(b, out.length, err.length, Math.max(0, b.total - rows.length), { output: output?.id ?? null, error: error?.id ?? null }, now);
+  const end = ended(b, out.length, err.length, Math.max(0, b.total - rows.length), { output: output?.row.id ?? null, error: error?.row.id ?? null }, now);
   const data = JSON.stringify(batchView(end));
   const events: Statement[] = [];
   for (const workloadId of new Set(rows.map((r) => r.workloadId))) {
@@ -71,8 +74,8 @@ export async function endBatch(db: Db, b: BatchRow): Promise<void> {
   }
   const { id: _id, ...fields } = end;
   await batch(db, [
-    ...(output ? [db.insert(files).values(output)] : []),
-    ...(error ? [db.insert(files).values(error)] : []),
+    ...(output ? fileWrites(db, output.row, output.content) : []),
+    ...(error ? fileWrites(db, error.row, error.content) : []),
     ...events,
     db.update(batches).set(fields).where(and(eq(batches.id, b.id), inArray(batches.status, ACTIVE))),
   ]);
@@ -81,13 +84,15 @@ export async function endBatch(db: Db, b: BatchRow): Promise<void> {
 /**
  * Moves active batches on: ends the queued requests of a cancelling batch and of one past its
  * completion window, and ends every batch whose requests are all finished. `settle` does it for
- * one batch now (a read of it); the loop does it for all on the leading host.
+ * one batch now (a read of it); the loop does it for all on the leading host, and now and then
+ * sweeps away file chunks no file owns.
  */
 export class BatchFinisher {
   private timer?: ReturnType<typeof setInterval>;
   private stopped = false;
   private looking = false;
   private settling = new Map<string, Promise<void>>();
+  private swept = 0;
 
   constructor(private deps: Pick<AppDeps, "db" | "cluster">) {}
 
@@ -117,6 +122,10 @@ export class BatchFinisher {
   }
 
   private async look(): Promise<void> {
+    if (Date.now() - this.swept >= SWEEP_MS) {
+      this.swept = Date.now();
+      await sweepChunks(this.deps.db);
+    }
     const active = await this.deps.db.select().from(batches).where(inArray(batches.status, ACTIVE));
     for (const b of active) {
       if (this.stopped) return;

@@ -49,7 +49,7 @@ function baseRoutes(deps: Deps, finisher: BatchFinisher, prefix: string) {
     .get("/v1/files/:file_id", async ({ request, params }) => fileView(await visibleFile(deps.db, await at(params, request), params.file_id)), {
       detail: { summary: "A file (OpenAI files.retrieve)" },
     })
-    .get("/v1/files/:file_id/content", async ({ request, params }) => fileContent(deps.db, await at(params, request), params.file_id), {
+    .get("/v1/files/:file_id/content", async ({ request, params }) => fileContent(deps, request, await at(params, request), params.file_id), {
       detail: { summary: "A file's bytes: an input, output or error file (OpenAI files.content)" },
     })
     .delete("/v1/files/:file_id", async ({ request, params }) => deleteFile(deps.db, await at(params, request), params.file_id), {

@@ -20,7 +20,8 @@ import { routeOf, type RouteBase } from "../dataplane/target";
 import { ChatBody, checkJobsOn, checkKindOn } from "../jobs/envelope";
 import type { Workload } from "../workloads/service";
 import { canSeeBatch, type Viewer } from "./access";
-import { inputFileBytes, jsonlLines } from "./files";
+import { inputFileBytes } from "./files";
+import { jsonlLines, pacer } from "./jsonl";
 import type { BatchFinisher } from "./finish";
 import { ACTIVE, liveCounts, stopQueued } from "./progress";
 import { BATCH_ENDPOINTS, BatchCreate, batchView, MAX_BATCH_REQUESTS, page, type BatchRow } from "./schema";
@@ -60,14 +61,17 @@ function jobBody(kind: string, body: Record<string, unknown>): Uint8Array {
   return Buffer.from(JSON.stringify(rest));
 }
 
-/** Checks every line of an input file (see the module comment) and picks each one's workload. */
+/** Checks every line of an input file (see the module comment) and picks each one's workload, giving the event loop turns between slices of lines. */
 async function acceptLines(deps: BatchDeps, request: Request, base: RouteBase, endpoint: string, bytes: Uint8Array): Promise<Accepted[]> {
   const kind = BATCH_ENDPOINTS[endpoint];
   const out: Accepted[] = [];
   const ids = new Set<string>();
   const routed = new Map<string, Workload>();
   const open = new Set<string>();
-  for (const { line, text } of jsonlLines(bytes)) {
+  const pace = pacer();
+  for (const { line, bytes: text } of jsonlLines(bytes)) {
+    await pace();
+    if (!text.byteLength) continue;
     let customId: string | undefined;
     try {
       if (out.length === MAX_BATCH_REQUESTS) throw new AppError(413, "batch_too_large", `a batch holds at most ${MAX_BATCH_REQUESTS} requests; split the file`);

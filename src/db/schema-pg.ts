@@ -338,10 +338,26 @@ export const files = pgTable(
     filename: text("filename").notNull(),
     purpose: text("purpose").notNull(),
     bytes: bigint("bytes", { mode: "number" }).notNull(),
+    /** The bytes of a file stored before files were kept in chunks (see `file_chunks`); empty since. */
     content: bytea("content").notNull(),
     createdAt: text("created_at").notNull(),
   },
   (t) => [index("files_project").on(t.projectId, t.createdAt)],
+);
+
+/**
+ * A file's bytes in chunks of at most 1 MiB, in order (`idx` from 0), so a file of any size is
+ * written, read and sent a chunk at a time. Rows with no `files` row are a write a crash cut short
+ * (or a file whose project was deleted) and are swept away.
+ */
+export const fileChunks = pgTable(
+  "file_chunks",
+  {
+    fileId: text("file_id").notNull(),
+    idx: integer("idx").notNull(),
+    data: bytea("data").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.fileId, t.idx] })],
 );
 
 /** An OpenAI batch: its requests are jobs (`jobs.batch_id`); counts and files are set when it ends. */

@@ -1,1 +1,0 @@
-ALTER TABLE "request_log" ADD COLUMN "request_id" text;

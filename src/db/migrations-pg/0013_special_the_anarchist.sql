@@ -1,0 +1,8 @@
+CREATE TABLE "file_chunks" (
+	"file_id" text NOT NULL,
+	"idx" integer NOT NULL,
+	"data" "bytea" NOT NULL,
+	CONSTRAINT "file_chunks_file_id_idx_pk" PRIMARY KEY("file_id","idx")
+);
+--> statement-breakpoint
+ALTER TABLE "request_log" ADD COLUMN "request_id" text;

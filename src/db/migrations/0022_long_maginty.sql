@@ -1,1 +1,0 @@
-ALTER TABLE `request_log` ADD `request_id` text;

@@ -6,7 +6,7 @@ import { noteRequestId, requestIdOf } from "./dataplane/request-id";
 import { parseJsonBody } from "./http";
 import { modelRoutes } from "./models/routes";
 import { controlRoutes as replicaControlRoutes } from "./scaling/routes";
-import { actorOf, authenticateRequest, keyOf } from "./auth/service";
+import { actorOf, authenticateRequest, bodyDeadline, keyOf } from "./auth/service";
 import { actAs } from "./audit/service";
 import { auditRoutes } from "./audit/routes";
 import { usageRoutes } from "./usage/routes";
@@ -93,7 +93,8 @@ export function createApp(deps: AppDeps) {
     .onError({ as: "global" }, ({ request }) => void deps.limiter.ticketOf(request)?.release())
     // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
     // plane) the body is left unread (null marks it handled) for the route to stream or forward.
-    .onParse({ as: "global" }, ({ request, path }) => (JSON_PLANES.test(path) ? parseJsonBody(request, deps.config.maxBodyBytes) : null))
+    // Sign-in, open to anyone, must send its body within a bounded time.
+    .onParse({ as: "global" }, ({ request, path }) => (JSON_PLANES.test(path) ? parseJsonBody(request, deps.config.maxBodyBytes, bodyDeadline(path)) : null))
     .use(
       openapi({
         path: "/docs",

@@ -178,13 +178,43 @@ export function parseJsonBytes(bytes: Uint8Array | string, what = "the request b
   }
 }
 
+/** 408 `request_timeout` for a body that did not arrive within `ms`; the connection is closed with it. */
+export const tooSlow = (ms: number) => new AppError(408, "request_timeout", `the request body did not arrive within ${ms / 1000} seconds`, { connection: "close" });
+
+/**
+ * Reads a request body as bytes within `limit` (413) and within `ms` for the whole of it (408 and
+ * the connection closed), so a client trickling its body cannot hold a connection open.
+ */
+export async function readBodyBefore(request: Request, limit: number, ms: number): Promise<Uint8Array> {
+  if (Number(request.headers.get("content-length") ?? "NaN") > limit) throw tooLarge(limit);
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(tooSlow(ms)), ms)));
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), late]);
+      if (done) return Buffer.concat(chunks);
+      if ((size += value.byteLength) > limit) throw tooLarge(limit);
+      chunks.push(value);
+    }
+  } catch (e) {
+    reader.cancel().catch(() => {});
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Parses a JSON request body for `/api` and `/admin`: `application/json` only (415 otherwise),
- * at most `limit` bytes (413), valid JSON (400 invalid_json). An empty body parses as undefined,
- * which the route's schema then reports.
+ * at most `limit` bytes (413), valid JSON (400 invalid_json); with `deadlineMs`, the whole body
+ * within that time (408). An empty body parses as undefined, which the route's schema then reports.
  */
-export async function parseJsonBody(request: Request, limit: number): Promise<unknown> {
-  const bytes = await readBodyLimited(request, limit);
+export async function parseJsonBody(request: Request, limit: number, deadlineMs?: number): Promise<unknown> {
+  const bytes = deadlineMs === undefined ? await readBodyLimited(request, limit) : await readBodyBefore(request, limit, deadlineMs);
   if (bytes.byteLength === 0) return null;
   const type = (request.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
   if (type !== "application/json" && !type.endsWith("+json")) {

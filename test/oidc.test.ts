@@ -49,16 +49,28 @@ afterAll(async () => {
 /** GET without following redirects. */
 const get = (url: string | URL, headers: Record<string, string> = {}) => fetch(url, { redirect: "manual", headers });
 
-/** Starts a sign-in at inferd: the provider URL it sends the browser to. */
+/**
+ * The browser's sign-in cookie of each started sign-in, by its state: the callback carries it back
+ * as the browser that started the sign-in would (and forgets it once used, as inferd clears it).
+ */
+const browser = new Map<string, string>();
+
+/** Starts a sign-in at inferd: the provider URL it sends the browser to (its cookie is kept for the callback). */
 async function start(srv: Serving, returnTo?: string): Promise<URL> {
   const r = await get(`${srv.url}/auth/oidc/start${returnTo === undefined ? "" : `?return_to=${encodeURIComponent(returnTo)}`}`);
   expect(r.status).toBe(302);
-  return new URL(r.headers.get("location")!);
+  const url = new URL(r.headers.get("location")!);
+  const cookie = r.headers.getSetCookie().find((c) => c.startsWith("inferd_oidc="));
+  if (cookie) browser.set(url.searchParams.get("state") ?? "", cookie.split(";")[0]);
+  return url;
 }
 
 /** Where inferd sent the browser after the callback, and the session cookie it set (if any). */
 async function callback(url: URL | string): Promise<{ location: string; cookie: string | undefined; error: string | null }> {
-  const r = await get(url);
+  const state = new URL(url).searchParams.get("state") ?? "";
+  const held = browser.get(state);
+  browser.delete(state);
+  const r = await get(url, held ? { cookie: held } : {});
   expect(r.status).toBe(302);
   const location = r.headers.get("location")!;
   const cookie = r.headers.getSetCookie().find((c) => c.startsWith("inferd_session="));

@@ -4,22 +4,13 @@ import { jsonBody } from "../http";
 import { createSession, endAllSessions, endSession, redeemLoginCode, sessionCookie } from "../auth/service";
 import { viaTls } from "../agents/routes";
 import { SessionCreate } from "../users/schema";
-import { signInMethods, signInWithPassword } from "../users/signin";
+import { clientOf, signInMethods, signInWithPassword } from "../users/signin";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "adminToken" | "usage" | "metricsToken" | "config">;
 
 /** Whether the browser reached us over HTTPS (our TLS port, or a TLS-terminating proxy saying so). */
 const overHttps = (request: Request) => viaTls.has(request) || request.headers.get("x-forwarded-proto") === "https";
-
-/** The client's address as this server saw it (null when unknown, e.g. over the TLS port). */
-function clientAddress(server: { requestIP(r: Request): { address: string } | null } | null, request: Request): string | null {
-  try {
-    return server?.requestIP(request)?.address ?? null;
-  } catch {
-    return null;
-  }
-}
 
 /** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
 export const adminRoutes = (deps: Deps) =>
@@ -29,7 +20,7 @@ export const adminRoutes = (deps: Deps) =>
       const s =
         "token" in body
           ? await createSession(deps, body.token)
-          : await signInWithPassword(deps, body.email, body.password, { address: clientAddress(server, request), userAgent: request.headers.get("user-agent") });
+          : await signInWithPassword(deps, body.email, body.password, clientOf(server, request));
       set.headers["set-cookie"] = sessionCookie(s.id, s.maxAgeSeconds, overHttps(request));
       return { ok: true };
     }, {

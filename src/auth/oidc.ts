@@ -1,19 +1,22 @@
 /**
  * Single sign-on with OpenID Connect: the provider's discovery document (kept once read, read again
- * after a failure), the authorization code flow with PKCE (S256), `state` and `nonce` kept in the
- * `oidc_logins` table (the state's hash as key, ten minutes, one use), the ID token's checks
- * (issuer, audience, expiry, nonce, and its signature against the provider's JWKS) by
- * `openid-client`, then the claims made a user of this server with a role.
- * The routes (src/auth/oidc-routes.ts) turn every failure into `/signin?error=<plain words>`.
+ * after a failure), the authorization code flow with PKCE (S256), `state`, `nonce` and the PKCE
+ * verifier kept in the browser that started the sign-in (a signed, HttpOnly, SameSite=Lax cookie
+ * of ten minutes: nothing is stored per anonymous start, and a callback opened in another browser
+ * finds no matching state), the ID token's checks (issuer, audience, expiry, nonce, and its
+ * signature against the provider's JWKS) by `openid-client`, then the claims made a user of this
+ * server with a role. The routes (src/auth/oidc-routes.ts) turn every failure into
+ * `/signin?error=<plain words>`.
  */
-import { and, count, eq, gt, lt } from "drizzle-orm";
+import { createHmac } from "node:crypto";
+import { and, eq } from "drizzle-orm";
 import * as oidc from "openid-client";
 import type { Config } from "../config";
 import type { Db } from "../db";
 import { first } from "../db/raw";
-import { oidcLogins, users } from "../db/schema";
+import { users } from "../db/schema";
 import { AppError } from "../errors";
-import { nowIso, sha256 } from "../ids";
+import { nowIso, safeEqual, sha256 } from "../ids";
 import { log } from "../log";
 import { audit } from "../audit/service";
 import { createUser } from "../users/service";
@@ -32,9 +35,9 @@ export class SignInFailed extends Error {
 }
 
 /** How long a started sign-in may take at the provider. */
-const LOGIN_MS = 10 * 60_000;
-/** Sign-ins under way at most (the start is open to anyone: this bounds what it can store). */
-const MAX_PENDING = 10_000;
+export const LOGIN_MS = 10 * 60_000;
+/** The cookie holding a started sign-in (state, nonce, PKCE verifier, return_to) in the browser that started it. */
+export const PENDING_COOKIE = "inferd_oidc";
 
 /** Highest first: the role a claim's values grant is the highest one named. */
 const ROLE_ORDER: Role[] = ["admin", "operator", "viewer"];
@@ -65,15 +68,17 @@ export const notConfigured = (s: OidcSettings) =>
 
 /**
  * A `return_to` that stays on this server: a path starting with one `/` (no `//`, no `\`, no
- * scheme, no control characters); anything else is `/`.
- * @example safeReturnTo("/workloads?x=1") // → "/workloads?x=1"; safeReturnTo("//evil.example") // → "/"
+ * scheme, no control characters), percent-encoded as a Location header needs (so a non-ASCII path
+ * works); anything else is `/`.
+ * @example safeReturnTo("/workloads?x=1") // → "/workloads?x=1"; safeReturnTo("/ü") // → "/%C3%BC"; safeReturnTo("//evil.example") // → "/"
  */
 export function safeReturnTo(raw: unknown): string {
   if (typeof raw !== "string" || raw.length > 2000) return "/";
   if (!raw.startsWith("/") || raw.startsWith("//") || /[\\\u0000-\u001f\u007f]/.test(raw)) return "/";
   try {
     const u = new URL(raw, "http://here.invalid");
-    return u.host === "here.invalid" ? raw : "/";
+    const path = u.pathname + u.search + u.hash;
+    return u.host === "here.invalid" && path.startsWith("/") && !path.startsWith("//") && path.length <= 6000 ? path : "/";
   } catch {
     return "/";
   }
@@ -124,8 +129,9 @@ export interface OidcIdentity {
 /**
  * Finds the user of an identity (by issuer and subject, else by email) or creates it; notes the
  * sign-in. A role claim, when configured, sets the role at every sign-in; otherwise a new user gets
- * `defaultRole` and an existing one keeps theirs. An email already linked to another provider
- * account, or not verified by the provider, is refused.
+ * `defaultRole` and an existing one keeps theirs. An existing user is linked by email only when the
+ * provider says the email is verified (`email_verified: true`; a provider that says nothing, as
+ * Entra ID, does not link); an email already linked to another provider account is refused.
  */
 export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRole: Role): Promise<SignedInUser> {
   const now = nowIso();
@@ -139,7 +145,7 @@ export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRol
   }
   if (!byOidc) {
     if (row.oidcSubject && (row.oidcIssuer !== who.issuer || row.oidcSubject !== who.subject)) throw new SignInFailed(`the email ${who.email} belongs to another single sign-on account; ask an admin`);
-    if (who.emailVerified === false) throw new SignInFailed(`the provider has not verified the email ${who.email}, so it cannot be linked to the existing user; verify it at the provider or ask an admin`);
+    if (who.emailVerified !== true) throw new SignInFailed(`the provider does not say the email ${who.email} is verified, so it cannot be linked to the existing user; verify it at the provider, or ask an admin to remove that user so single sign-on can create it`);
   }
   const role = who.claimedRole ?? row.role;
   await db.update(users).set({ oidcIssuer: who.issuer, oidcSubject: who.subject, role, lastSignInAt: now, ...(role !== row.role || !byOidc ? { updatedAt: now } : {}) }).where(eq(users.id, row.id));
@@ -147,16 +153,58 @@ export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRol
   return { id: row.id, email: row.email, role, created: false };
 }
 
-/** The origin the browser used: the request's Host (or X-Forwarded-Host), https over TLS or when a proxy says so. */
+/**
+ * The origin the browser used: the request's own Host (never X-Forwarded-Host, which any client can
+ * send; behind a proxy that rewrites the host, --oidc-redirect-url says the URL), https over TLS or
+ * when a proxy says so.
+ */
 function requestOrigin(request: Request, https: boolean): string {
-  const url = new URL(request.url);
-  const host = request.headers.get("x-forwarded-host")?.split(",")[0]?.trim() || request.headers.get("host") || url.host;
-  const proto = https || request.headers.get("x-forwarded-proto")?.split(",")[0]?.trim() === "https" ? "https" : "http";
-  return `${proto}://${host}`;
+  const host = request.headers.get("host") || new URL(request.url).host;
+  return `${https ? "https" : "http"}://${host}`;
 }
 
 /** The redirect URI the provider must allow: `--oidc-redirect-url`, else this request's origin + `/auth/oidc/callback`. */
 export const redirectUri = (s: OidcSettings, request: Request, https: boolean) => s.oidcRedirectUrl || requestOrigin(request, https) + CALLBACK_PATH;
+
+/** A started sign-in, as its cookie holds it. */
+interface Pending {
+  state: string;
+  nonce: string;
+  verifier: string;
+  returnTo: string;
+  /** When it expires (ms since the epoch). */
+  expires: number;
+}
+
+/**
+ * The cookie value of a started sign-in: its JSON (base64url) and an HMAC-SHA256 of it under `key`,
+ * so the browser carries it unchanged or not at all.
+ */
+export function sealPending(key: string, p: Pending): string {
+  const body = Buffer.from(JSON.stringify(p)).toString("base64url");
+  return `${body}.${createHmac("sha256", key).update(body).digest("base64url")}`;
+}
+
+/** The started sign-in a cookie value holds, or undefined when it is missing, altered, malformed or expired. */
+export function openPending(key: string, value: string | undefined, now = Date.now()): Pending | undefined {
+  const [body, mac, extra] = (value ?? "").split(".");
+  if (!body || !mac || extra !== undefined || !safeEqual(mac, createHmac("sha256", key).update(body).digest("base64url"))) return undefined;
+  try {
+    const p = JSON.parse(Buffer.from(body, "base64url").toString()) as Pending;
+    return typeof p.state === "string" && typeof p.nonce === "string" && typeof p.verifier === "string" && typeof p.returnTo === "string" && p.expires > now ? p : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A cookie's raw value in a request, or undefined. */
+function cookieOf(request: Request, name: string): string | undefined {
+  for (const part of (request.headers.get("cookie") ?? "").split(";")) {
+    const i = part.indexOf("=");
+    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
+  }
+  return undefined;
+}
 
 /** What a failed check of the provider's answer means, in plain words (the cause goes to the log). */
 function plainFailure(e: unknown): SignInFailed {
@@ -168,17 +216,19 @@ function plainFailure(e: unknown): SignInFailed {
   return new SignInFailed("the single sign-on provider cannot be reached or answered in a way inferd does not understand; try again later", e);
 }
 
-/** What single sign-on needs: the store and its settings. */
+/** What single sign-on needs: the store, its settings and a secret to sign the sign-in cookie with (the same on every host). */
 export interface OidcDeps {
   db: Db;
   settings: OidcSettings;
+  /** Keys the HMAC of the sign-in cookie (derived from the admin token, which a cluster's hosts share). */
+  cookieKey: string;
 }
 
 /** Single sign-on for one configured provider: `begin` makes the provider URL, `complete` the user. */
 export interface OidcFlow {
-  /** Starts a sign-in: keeps its state, nonce and PKCE verifier and returns the provider's authorization URL. */
-  begin(request: Request, returnTo: string, https: boolean): Promise<URL>;
-  /** Completes a sign-in from the provider's callback: checks everything and returns the user and where to go. */
+  /** Starts a sign-in: returns the provider's authorization URL and the cookie value (state, nonce, PKCE verifier) for the browser. */
+  begin(request: Request, returnTo: string, https: boolean): Promise<{ url: URL; cookie: string }>;
+  /** Completes a sign-in from the provider's callback and the browser's cookie: checks everything and returns the user and where to go. */
   complete(request: Request, https: boolean): Promise<{ user: SignedInUser; returnTo: string }>;
 }
 
@@ -205,20 +255,16 @@ export function createOidcFlow(deps: OidcDeps): OidcFlow {
   return {
     async begin(request, returnTo, https) {
       const config = await discover();
-      const [state, nonce, verifier] = [oidc.randomState(), oidc.randomNonce(), oidc.randomPKCECodeVerifier()];
-      const now = Date.now();
-      await deps.db.delete(oidcLogins).where(lt(oidcLogins.expiresAt, new Date(now).toISOString()));
-      const [{ pending }] = await deps.db.select({ pending: count() }).from(oidcLogins);
-      if (pending >= MAX_PENDING) throw new SignInFailed("too many sign-ins are under way; try again in a few minutes");
-      await deps.db.insert(oidcLogins).values({ stateHash: sha256(state), nonce, codeVerifier: verifier, returnTo, expiresAt: new Date(now + LOGIN_MS).toISOString() });
-      return oidc.buildAuthorizationUrl(config, {
+      const pending: Pending = { state: oidc.randomState(), nonce: oidc.randomNonce(), verifier: oidc.randomPKCECodeVerifier(), returnTo, expires: Date.now() + LOGIN_MS };
+      const url = oidc.buildAuthorizationUrl(config, {
         redirect_uri: redirectUri(s, request, https),
         scope: "openid email profile",
-        code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+        code_challenge: await oidc.calculatePKCECodeChallenge(pending.verifier),
         code_challenge_method: "S256",
-        state,
-        nonce,
+        state: pending.state,
+        nonce: pending.nonce,
       });
+      return { url, cookie: sealPending(deps.cookieKey, pending) };
     },
 
     async complete(request, https) {
@@ -226,14 +272,15 @@ export function createOidcFlow(deps: OidcDeps): OidcFlow {
       const state = params.get("state");
       if (params.get("error") && !state) throw new SignInFailed(`the provider refused the sign-in: ${params.get("error_description") || params.get("error")}`);
       if (!state) throw new SignInFailed("the provider's answer has no state; start the sign-in again");
-      // One use: the row is taken as it is read, so a replayed callback finds nothing.
-      const [login] = await deps.db.delete(oidcLogins).where(and(eq(oidcLogins.stateHash, sha256(state)), gt(oidcLogins.expiresAt, nowIso()))).returning();
-      if (!login) throw new SignInFailed("this sign-in has expired or was already used; start again");
+      // The state must be the one this browser started (its cookie): a callback URL opened
+      // elsewhere (login CSRF) finds none; the cookie is cleared by the answer (one use).
+      const login = openPending(deps.cookieKey, cookieOf(request, PENDING_COOKIE));
+      if (!login || !safeEqual(login.state, state)) throw new SignInFailed("this sign-in was not started in this browser, or has expired or was already used; start again");
       try {
         const config = await discover();
         const current = new URL(redirectUri(s, request, https));
         current.search = params.toString();
-        const tokens = await oidc.authorizationCodeGrant(config, current, { pkceCodeVerifier: login.codeVerifier, expectedState: state, expectedNonce: login.nonce, idTokenExpected: true });
+        const tokens = await oidc.authorizationCodeGrant(config, current, { pkceCodeVerifier: login.verifier, expectedState: state, expectedNonce: login.nonce, idTokenExpected: true });
         const idClaims = tokens.claims()!;
         let claims: Record<string, unknown> = idClaims;
         const needInfo = !idClaims.email || (s.oidcRoleClaim && claimValue(idClaims, s.oidcRoleClaim) === undefined);
@@ -256,3 +303,6 @@ export function createOidcFlow(deps: OidcDeps): OidcFlow {
     },
   };
 }
+
+/** The key of the sign-in cookie's HMAC, derived from the admin token (never the token itself). */
+export const pendingCookieKey = (adminToken: string) => sha256(`inferd single sign-on cookie:${adminToken}`);

@@ -323,6 +323,16 @@ export function normalisePath(path: string): string {
 
 /** Paths that need no credential: health, API docs, sign-in (token, password, single sign-on), and the dashboard's own page and files. */
 const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/, /^\/admin\/session\/methods$/, /^\/auth\/oidc\/(start|callback)$/, /^\/login$/];
+/** How long a request to an open path (sign-in: no credential yet) may take to send its whole body. */
+export const OPEN_BODY_MS = 10_000;
+
+/**
+ * The time a request's body must arrive within: OPEN_BODY_MS on the open paths (anyone can reach
+ * sign-in, so a trickled body must not hold a connection), none elsewhere (a credential was checked).
+ * @example bodyDeadline("/admin/session") // → 10000
+ */
+export const bodyDeadline = (rawPath: string): number | undefined => (OPEN.some((re) => re.test(normalisePath(rawPath))) ? OPEN_BODY_MS : undefined);
+
 /** The dashboard's page and assets (GET only): public, they hold no data. */
 const UI_PATHS = [/^\/$/, /^\/assets\//, new RegExp(`^/(${CLIENT_SECTIONS.join("|")})(/|$)`)];
 

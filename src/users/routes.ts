@@ -6,7 +6,8 @@ import { AppError } from "../errors";
 import { projects } from "../db/schema";
 import { principalOf } from "../auth/service";
 import { UserCreate, UserPatch } from "./schema";
-import { createUser, deleteUser, getUser, listUsers, updateUser } from "./service";
+import { createUser, deleteUser, getUser, listUsers, resolveUser, updateUser } from "./service";
+import { clientOf, confirmOwnPassword } from "./signin";
 import { endUserSession, endUserSessions, userSessions } from "./sessions";
 
 /** What this module uses of the app's dependencies. */
@@ -30,13 +31,14 @@ export const userRoutes = (deps: Deps) =>
       return createUser(deps.db, body);
     }, { ...jsonBody(UserCreate), detail: { summary: "Add a user: e-mail, role, projects (slugs) and optionally a password of 12 characters or more (admin)" } })
     .get("/users/:id", ({ params }) => getUser(deps.db, params.id), { detail: { summary: "A user (admin, or the user themself)" } })
-    .patch("/users/:id", ({ params, body, request }) => {
+    .patch("/users/:id", async ({ params, body, request, server }) => {
       const who = principalOf(request);
       if (who.role !== "admin" && (body.role !== undefined || body.projects !== undefined)) {
         throw new AppError(403, "forbidden_role", `your role (${who.role}) cannot change your own role or projects; an admin can`);
       }
+      if (body.password !== undefined) await confirmOwnPassword(deps.db, who, await resolveUser(deps.db, params.id), body.current_password, clientOf(server, request));
       return updateUser(deps.db, params.id, body, who.sessionId);
-    }, { ...jsonBody(UserPatch), detail: { summary: "Change a user's name, role, password or projects (admin); a user may change their own name and password" } })
+    }, { ...jsonBody(UserPatch), detail: { summary: "Change a user's name, role, password or projects (admin); a user may change their own name, and their own password with `current_password`" } })
     .delete("/users/:id", async ({ params, set }) => {
       await deleteUser(deps.db, params.id);
       set.status = 204;

@@ -22,11 +22,13 @@ export const UserCreate = z.strictObject({
 });
 export type UserCreate = z.infer<typeof UserCreate>;
 
-/** Body of `PATCH /admin/users/:id` (a user on themself: `name` and `password` only). */
+/** Body of `PATCH /admin/users/:id` (a user on themself: `name` and `password` only, the latter with `current_password`). */
 export const UserPatch = z.strictObject({
   name: z.string().trim().max(200).optional(),
   role: Role.optional(),
   password: Password.optional(),
+  /** The user's own password now: needed to change one's own password (not an admin's reset of another's). */
+  current_password: z.string().max(1000).optional(),
   projects: Projects.optional(),
 });
 export type UserPatch = z.infer<typeof UserPatch>;

@@ -108,7 +108,7 @@ export function usersSuite(engine: Engine): void {
       const dora = await person("dora@example.com", "viewer", ["demo"]);
       const elsewhere = (await signIn(s, "dora@example.com")).person;
       expect((await elsewhere.call("/admin/me")).status).toBe(200);
-      const changed = await dora.call(`/admin/users/${dora.id}`, { method: "PATCH", body: { password: "a brand new passphrase" } });
+      const changed = await dora.call(`/admin/users/${dora.id}`, { method: "PATCH", body: { password: "a brand new passphrase", current_password: PASSWORD } });
       expect(changed.status).toBe(200);
       expect((await dora.call("/admin/me")).status).toBe(200);
       expect((await elsewhere.call("/admin/me")).status).toBe(401);

@@ -8,6 +8,7 @@ import { useState } from "preact/hooks";
 import { api, ApiError } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import type { Project, Role, User } from "../lib/types";
+import { useMe } from "../lib/me";
 import { FieldError, FormError, invalidAt } from "./ui";
 
 /** The roles with what each may do, as the form explains them. */
@@ -105,20 +106,29 @@ export function UserForm({ user, onSaved, onCancel }: { user?: User; onSaved(u: 
   </form>`;
 }
 
-/** Sets a new password for `user`; `onSaved` gets it, to show once. */
+/**
+ * Sets a new password for `user`; `onSaved` gets it, to show once. For the signed-in user's own
+ * password it asks for the current one too (the server needs it: api-32).
+ */
 export function PasswordForm({ user, onSaved, onCancel }: { user: User; onSaved(password: string): unknown; onCancel(): void }) {
   const [password, setPassword] = useState("");
-  const save = useAction((p: string) => api<User>(`/admin/users/${encodeURIComponent(user.id)}`, { method: "PATCH", body: { password: p } }));
+  const [current, setCurrent] = useState("");
+  const own = useMe()?.user?.id === user.id;
+  const save = useAction((p: string) => api<User>(`/admin/users/${encodeURIComponent(user.id)}`, { method: "PATCH", body: { password: p, ...(own ? { current_password: current } : {}) } }));
   const submit = async (e: Event) => {
     e.preventDefault();
     if (await save.run(password)) await onSaved(password);
   };
   return html`<form class="form" onSubmit=${submit} aria-label=${`New password for ${user.email}`}>
     <${FormError} error=${save.error} />
+    ${own ? html`<label>Your current password
+      <input type="password" name="current_password" autocomplete="current-password" value=${current} onInput=${(e: Event) => setCurrent(val(e))} ...${invalidAt(save.error, "current_password")} />
+      <${FieldError} error=${save.error} field="current_password" />
+    </label>` : null}
     <${PasswordField} label="New password" value=${password} set=${setPassword} error=${save.error} hint=${`At least ${MIN_PASSWORD} characters; Generate makes one to copy and pass on.`} />
     <div class="actions">
       <button type="button" onClick=${onCancel}>Cancel</button>
-      <button type="submit" class="primary" disabled=${save.busy || password.length < MIN_PASSWORD}>Set password</button>
+      <button type="submit" class="primary" disabled=${save.busy || password.length < MIN_PASSWORD || (own && !current)}>Set password</button>
     </div>
   </form>`;
 }

@@ -150,16 +150,6 @@ export const projectMembers = pgTable(
   (t) => [primaryKey({ columns: [t.userId, t.projectId] }), index("project_members_project").on(t.projectId)],
 );
 
-/** A single sign-on under way: the state sent to the provider, with its nonce and PKCE verifier (minutes). */
-export const oidcLogins = pgTable("oidc_logins", {
-  stateHash: text("state_hash").primaryKey(),
-  nonce: text("nonce").notNull(),
-  codeVerifier: text("code_verifier").notNull(),
-  /** Where the dashboard goes after signing in (a path on this server). */
-  returnTo: text("return_to").notNull().default("/"),
-  expiresAt: text("expires_at").notNull(),
-});
-
 /** A GPU host: the local machine or a remote agent. GPUs and telemetry are JSON text. */
 export const workers = pgTable("workers", {
   id: text("id").primaryKey(),

@@ -5,4 +5,5 @@ CREATE TABLE "file_chunks" (
 	CONSTRAINT "file_chunks_file_id_idx_pk" PRIMARY KEY("file_id","idx")
 );
 --> statement-breakpoint
+DROP TABLE "oidc_logins" CASCADE;--> statement-breakpoint
 ALTER TABLE "request_log" ADD COLUMN "request_id" text;

@@ -5,4 +5,5 @@ CREATE TABLE `file_chunks` (
 	PRIMARY KEY(`file_id`, `idx`)
 );
 --> statement-breakpoint
+DROP TABLE `oidc_logins`;--> statement-breakpoint
 ALTER TABLE `request_log` ADD `request_id` text;

@@ -21,6 +21,8 @@ import m18 from "./migrations/0018_settings_series.sql" with { type: "text" };
 import m19 from "./migrations/0019_scheduling.sql" with { type: "text" };
 import m20 from "./migrations/0020_users_traces.sql" with { type: "text" };
 import m21 from "./migrations/0021_job_traceparent.sql" with { type: "text" };
+import m22 from "./migrations/0022_rate_windows_drop.sql" with { type: "text" };
+import m23 from "./migrations/0023_rate_windows_per_second.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -34,6 +36,8 @@ import p9 from "./migrations-pg/0009_settings_series.sql" with { type: "text" };
 import p10 from "./migrations-pg/0010_scheduling.sql" with { type: "text" };
 import p11 from "./migrations-pg/0011_users_traces.sql" with { type: "text" };
 import p12 from "./migrations-pg/0012_job_traceparent.sql" with { type: "text" };
+import p13 from "./migrations-pg/0013_rate_windows_drop.sql" with { type: "text" };
+import p14 from "./migrations-pg/0014_rate_windows_per_second.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -59,6 +63,8 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0019_scheduling", sql: m19 },
   { tag: "0020_users_traces", sql: m20 },
   { tag: "0021_job_traceparent", sql: m21 },
+  { tag: "0022_rate_windows_drop", sql: m22 },
+  { tag: "0023_rate_windows_per_second", sql: m23 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -76,4 +82,6 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0010_scheduling", sql: p10 },
   { tag: "0011_users_traces", sql: p11 },
   { tag: "0012_job_traceparent", sql: p12 },
+  { tag: "0013_rate_windows_drop", sql: p13 },
+  { tag: "0014_rate_windows_per_second", sql: p14 },
 ];

@@ -84,8 +84,12 @@ export class Cluster {
       .update(jobs)
       .set({ status: "queued", claimedBy: null })
       .where(and(eq(jobs.status, "running"), isNotNull(jobs.claimedBy), alive.length ? notInArray(jobs.claimedBy, alive) : undefined))
-      .returning({ id: jobs.id });
-    if (back.length) log.warn(`${plural(back.length, "job")} of a host that stopped answering will run again`);
+      .returning({ workloadId: jobs.workloadId });
+    if (back.length) {
+      log.warn(`${plural(back.length, "job")} of a host that stopped answering will run again`);
+      const workloads = [...new Set(back.map((j) => j.workloadId))];
+      for (const fn of this.requeueListeners) fn(workloads);
+    }
     await pruneHosts(this.db);
   }
 
@@ -98,6 +102,12 @@ export class Cluster {
   }
 
   private goneListeners: ((hostId: string) => void)[] = [];
+  private requeueListeners: ((workloadIds: string[]) => void)[] = [];
+
+  /** Calls `fn` with the workloads whose jobs a dead host was running, once they are back in the queue (runners must be woken for them). */
+  onJobsRequeued(fn: (workloadIds: string[]) => void): void {
+    this.requeueListeners.push(fn);
+  }
 
   /** Calls `fn` with the id of each host that stops answering (its machine's replicas are lost with it). */
   onHostGone(fn: (hostId: string) => void): void {

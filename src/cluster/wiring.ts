@@ -48,6 +48,9 @@ export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster,
       })
       .catch((e) => log.warn(`could not take host ${hostId}'s machine out of service`, e));
   });
+  // Jobs of a dead host back in the queue: every host's runner looks for them now (no other job may come to wake one).
+  const jobs = jobsWaker(db, pg, parts.jobs);
+  cluster.onJobsRequeued((workloads) => workloads.forEach((w) => jobs.wake(w)));
   // A change of workloads, workers or placements by any host: re-place (the leader) and wake agents.
   const unwatch = onChange(db, (table) => {
     if (["workloads", "workers", "assignments", "projects", "*"].includes(table)) void parts.fleet.reconcile();

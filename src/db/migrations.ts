@@ -21,7 +21,8 @@ import m18 from "./migrations/0018_settings_series.sql" with { type: "text" };
 import m19 from "./migrations/0019_scheduling.sql" with { type: "text" };
 import m20 from "./migrations/0020_users_traces.sql" with { type: "text" };
 import m21 from "./migrations/0021_job_traceparent.sql" with { type: "text" };
-import m22 from "./migrations/0022_strange_silvermane.sql" with { type: "text" };
+import m22 from "./migrations/0022_wealthy_alex_power.sql" with { type: "text" };
+import m23 from "./migrations/0023_goofy_smasher.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -35,7 +36,8 @@ import p9 from "./migrations-pg/0009_settings_series.sql" with { type: "text" };
 import p10 from "./migrations-pg/0010_scheduling.sql" with { type: "text" };
 import p11 from "./migrations-pg/0011_users_traces.sql" with { type: "text" };
 import p12 from "./migrations-pg/0012_job_traceparent.sql" with { type: "text" };
-import p13 from "./migrations-pg/0013_funny_silver_fox.sql" with { type: "text" };
+import p13 from "./migrations-pg/0013_black_synch.sql" with { type: "text" };
+import p14 from "./migrations-pg/0014_jazzy_storm.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -61,7 +63,8 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0019_scheduling", sql: m19 },
   { tag: "0020_users_traces", sql: m20 },
   { tag: "0021_job_traceparent", sql: m21 },
-  { tag: "0022_strange_silvermane", sql: m22 },
+  { tag: "0022_wealthy_alex_power", sql: m22 },
+  { tag: "0023_goofy_smasher", sql: m23 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -79,5 +82,6 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0010_scheduling", sql: p10 },
   { tag: "0011_users_traces", sql: p11 },
   { tag: "0012_job_traceparent", sql: p12 },
-  { tag: "0013_funny_silver_fox", sql: p13 },
+  { tag: "0013_black_synch", sql: p13 },
+  { tag: "0014_jazzy_storm", sql: p14 },
 ];

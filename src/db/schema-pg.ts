@@ -491,16 +491,16 @@ export const hosts = pgTable("hosts", {
   leadingSince: text("leading_since"),
 });
 
-/** Per-key request and token counts of one minute, over every host (see ./schema.ts). */
+/** Per-key request and token counts of one second, over every host (see ./schema.ts). */
 export const rateWindows = pgTable(
   "rate_windows",
   {
     keyId: text("key_id").notNull(),
-    minute: bigint("minute", { mode: "number" }).notNull(),
+    second: bigint("second", { mode: "number" }).notNull(),
     requests: bigint("requests", { mode: "number" }).notNull().default(0),
     tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
   },
-  (t) => [primaryKey({ columns: [t.keyId, t.minute] })],
+  (t) => [primaryKey({ columns: [t.keyId, t.second] })],
 );
 
 /** The cluster's TLS identity (see ./schema.ts). */

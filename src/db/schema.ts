@@ -500,19 +500,20 @@ export const hosts = sqliteTable("hosts", {
 });
 
 /**
- * Per-key request and token counts of one minute, summed over every host of a cluster: each host
- * takes budget from here in leases, so a key's rpm and tpm hold cluster-wide.
+ * Per-key request and token counts of one second, summed over every host of a cluster: each host
+ * takes request budget from here in leases, never past a key's rpm over the last minute of rows
+ * (a sliding window), and adds the tokens its requests used, so a key's rpm and tpm hold cluster-wide.
  */
 export const rateWindows = sqliteTable(
   "rate_windows",
   {
     keyId: text("key_id").notNull(),
-    /** The minute, as Unix minutes. */
-    minute: int("minute").notNull(),
+    /** The second, as Unix seconds (of the host's clock). */
+    second: int("second").notNull(),
     requests: int("requests").notNull().default(0),
     tokens: int("tokens").notNull().default(0),
   },
-  (t) => [primaryKey({ columns: [t.keyId, t.minute] })],
+  (t) => [primaryKey({ columns: [t.keyId, t.second] })],
 );
 
 /**

@@ -21,6 +21,12 @@ const RERUN_BACKOFF_MS = 500;
 const TICK_MS = 1000;
 
 /**
+ * How often the runner reads which workloads have queued jobs, besides being told: a job put back
+ * in the queue by another host (or a wake-up lost with a dropped connection) is found within this.
+ */
+export const RESCAN_MS = 5000;
+
+/**
  * Runs queued jobs through the same queue and slots as synchronous requests (behind them). For
  * each workload it keeps as many jobs in flight as its ready replicas have slots (at least one, so
  * a job waits for a starting runtime); the rest stay queued in SQLite. A job whose replica dies
@@ -32,6 +38,7 @@ export class JobRunner {
   private pending = new Set<string>();
   private inflight = new Set<Promise<void>>();
   private timer?: ReturnType<typeof setInterval>;
+  private rescanTimer?: ReturnType<typeof setInterval>;
   private abort = new AbortController();
   private scheduled = false;
   private stopped = false;
@@ -54,7 +61,17 @@ export class JobRunner {
     if (n > 0) log.info(`${plural(n, "job")} interrupted by a restart will run again`);
     for (const w of await workloadsWithQueuedJobs(this.db)) this.pending.add(w);
     this.timer = setInterval(() => this.tick(), TICK_MS);
+    this.rescanTimer = setInterval(() => void this.rescan(), RESCAN_MS);
     this.wake();
+  }
+
+  /** Wakes for every workload that has queued jobs now (see RESCAN_MS). */
+  private async rescan(): Promise<void> {
+    try {
+      for (const w of await workloadsWithQueuedJobs(this.db)) this.wake(w);
+    } catch (e) {
+      log.debug(`could not look for queued jobs: ${(e as Error).message}`);
+    }
   }
 
   /** Looks for work soon (coalesced); `workloadId` names a workload that just got a job. */
@@ -184,6 +201,7 @@ export class JobRunner {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    clearInterval(this.rescanTimer);
     this.abort.abort();
     await Promise.allSettled([...this.inflight]);
     // Handed back at once: in a cluster another host runs them now rather than after this one's restart.

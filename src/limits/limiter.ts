@@ -147,14 +147,14 @@ export class Limiter {
     return andThen(tokens, (used) => {
       if (key.tpm !== null && used !== undefined) {
         const tpm = key.tpm;
-        Object.assign(headers, { "x-ratelimit-limit-tokens": String(tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, tpm - used)), "x-ratelimit-reset-tokens": resetText(shared.untilNextMinute()) });
-        if (used >= tpm) this.refuse("rate_limited", `this key may use ${tpm} tokens per minute (across every host)`, shared.untilNextMinute(), headers);
+        Object.assign(headers, { "x-ratelimit-limit-tokens": String(tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, tpm - used)), "x-ratelimit-reset-tokens": resetText(shared.tokensResetMs(key.id)) });
+        if (used >= tpm) this.refuse("rate_limited", `this key may use ${tpm} tokens per minute (across every host)`, shared.tokensResetMs(key.id), headers);
       }
       if (key.rpm === null) return this.decide(key, project, request, headers);
       const rpm = key.rpm;
       return andThen(shared.takeRequest(key.id, rpm), (ok) => {
-        Object.assign(headers, { "x-ratelimit-limit-requests": String(rpm), "x-ratelimit-remaining-requests": String(shared.remainingRequests(key.id, rpm)), "x-ratelimit-reset-requests": resetText(shared.untilNextMinute()) });
-        if (!ok) this.refuse("rate_limited", `this key may make ${rpm} requests per minute (across every host)`, shared.untilNextMinute(), { ...headers, "x-ratelimit-remaining-requests": "0" });
+        Object.assign(headers, { "x-ratelimit-limit-requests": String(rpm), "x-ratelimit-remaining-requests": String(shared.remainingRequests(key.id, rpm)), "x-ratelimit-reset-requests": resetText(shared.requestsResetMs(key.id)) });
+        if (!ok) this.refuse("rate_limited", `this key may make ${rpm} requests per minute (across every host)`, shared.requestsResetMs(key.id), { ...headers, "x-ratelimit-remaining-requests": "0" });
         return this.decide(key, project, request, headers);
       });
     });

@@ -6,4 +6,5 @@ CREATE TABLE `file_chunks` (
 );
 --> statement-breakpoint
 DROP TABLE `oidc_logins`;--> statement-breakpoint
+DROP TABLE `rate_windows`;--> statement-breakpoint
 ALTER TABLE `request_log` ADD `request_id` text;

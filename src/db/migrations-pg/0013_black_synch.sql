@@ -6,4 +6,5 @@ CREATE TABLE "file_chunks" (
 );
 --> statement-breakpoint
 DROP TABLE "oidc_logins" CASCADE;--> statement-breakpoint
+DROP TABLE "rate_windows" CASCADE;--> statement-breakpoint
 ALTER TABLE "request_log" ADD COLUMN "request_id" text;

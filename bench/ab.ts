@@ -87,7 +87,8 @@ export function figuresOf(output: string): Map<string, number> {
       const number = (c: string) => (/^[-+]?\d+(\.\d+)?(%|x| ms)?$/.test(c) ? Number.parseFloat(c) : undefined);
       // The row's name: its first cell (`c=64` when a number), and the other cells that are words.
       const first = number(cells[0]) === undefined ? cells[0] : `${header[0]}=${cells[0]}`;
-      const label = [first, ...cells.slice(1).filter((c) => c && !/\d/.test(c))].join(" ");
+      // Verdicts (PASS, MISS, met) are not part of a row's name: they may differ between the two sides.
+      const label = [first, ...cells.slice(1).filter((c) => c && !/\d/.test(c) && !/^(PASS|MISS|met|not met)$/.test(c))].join(" ");
       cells.forEach((c, k) => {
         const v = k === 0 ? undefined : number(c);
         if (v !== undefined && header[k]) out.set(`${table} | ${label} | ${header[k]}`, v);

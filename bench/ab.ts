@@ -1,7 +1,7 @@
 #!/usr/bin/env bun
 /**
  * A against B, same benchmarks, alternated in one run: checks out `<ref>` (say, the previous landing)
- * in a temporary worktree (`bench/.tmp/ab-<commit>`, node_modules shared with this checkout), then
+ * in a temporary worktree (`inferd-ab-<commit>` in the system's temp folder, node_modules shared with this checkout), then
  * runs each named benchmark in both trees in ABBA order for `--rounds` rounds, reads every figure of
  * the tables they print, and prints each figure's median for the ref and for the working tree with
  * the ratio (working tree / ref). Nothing is judged: a ratio below 1 is less of that figure.
@@ -11,7 +11,8 @@
  * Without `--full` each benchmark runs with `--quick`. Benchmarks must print their figures with
  * bench/lib.ts's `printTable` (a header line, a line of dashes, rows).
  */
-import { existsSync, mkdirSync, symlinkSync } from "node:fs";
+import { existsSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fmt, formatTable, summarize } from "./lib";
 
@@ -55,11 +56,8 @@ function git(args: string[]): string {
 /** A worktree of `ref` with this checkout's node_modules; made once per commit. */
 function worktreeOf(ref: string): { dir: string; commit: string } {
   const commit = git(["rev-parse", "--verify", `${ref}^{commit}`]);
-  const dir = join(ROOT, "bench", ".tmp", `ab-${commit.slice(0, 12)}`);
-  if (!existsSync(dir)) {
-    mkdirSync(join(ROOT, "bench", ".tmp"), { recursive: true });
-    git(["worktree", "add", "--detach", dir, commit]);
-  }
+  const dir = join(tmpdir(), `inferd-ab-${commit.slice(0, 12)}`);
+  if (!existsSync(dir)) git(["worktree", "add", "--detach", dir, commit]);
   const modules = join(dir, "node_modules");
   if (!existsSync(modules)) symlinkSync(join(ROOT, "node_modules"), modules);
   return { dir, commit };

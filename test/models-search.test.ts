@@ -51,7 +51,7 @@ beforeAll(async () => {
     }),
     startFakeLibrary(),
   ]);
-  srv = await startServing({ HF_ENDPOINT: hub.url, OLLAMA_LIBRARY_URL: lib.url, FAKE_GPUS: GPUS });
+  srv = await startServing({ HF_ENDPOINT: hub.url, HF_HUB_OFFLINE: undefined as unknown as string, OLLAMA_LIBRARY_URL: lib.url, FAKE_GPUS: GPUS });
   await waitFor(async () => ((await json(srv.admin("/admin/workers"))) as { gpus: unknown[] }[]).some((w) => w.gpus.length) || undefined, { what: "the local worker's GPUs" });
 }, 120_000);
 afterAll(async () => {
@@ -108,7 +108,7 @@ describe("searching by name", () => {
       expect(r.status).toBe(400);
       expect((await r.json()).error.field).toBe(field);
     }
-    const off = await startServing({ HF_ENDPOINT: "http://127.0.0.1:9", OLLAMA_LIBRARY_URL: "http://127.0.0.1:9" });
+    const off = await startServing({ HF_ENDPOINT: "http://127.0.0.1:9", HF_HUB_OFFLINE: undefined as unknown as string, OLLAMA_LIBRARY_URL: "http://127.0.0.1:9" });
     try {
       for (const backend of ["llamacpp", "ollama"]) {
         const r = await off.admin(`/admin/models/search?q=qwen&backend=${backend}`);

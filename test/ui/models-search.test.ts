@@ -39,7 +39,8 @@ beforeAll(async () => {
     }),
     startFakeLibrary(),
   ]);
-  Object.assign(env, { HF_ENDPOINT: hub.url, OLLAMA_LIBRARY_URL: lib.url });
+  // Online: the fixtures set HF_HUB_OFFLINE=1 for every server, and offline means no hub search.
+  Object.assign(env, { HF_ENDPOINT: hub.url, HF_HUB_OFFLINE: undefined as unknown as string, OLLAMA_LIBRARY_URL: lib.url });
 });
 const world = servedUi(env);
 

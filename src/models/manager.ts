@@ -130,16 +130,18 @@ export class ModelManager {
 
   /**
    * Starts pulling a model (or joins the pull under way); returns its view at once. Pulled by the
-   * admin, the model is theirs; a download a project's workload starts (first, or again after it
-   * failed or was cancelled) counts against that project's `model_bytes` and may be collected.
+   * admin, the model is theirs; a download started for a project (by its workload, or by a tenant's
+   * hand: first, or again after it failed or was cancelled) counts against that project's
+   * `model_bytes` and may be collected. With `guard` (a tenant's pull), a URL's every hop obeys the
+   * address rules.
    */
-  async pull(spec: string, by: PullBy = "admin"): Promise<StoreModel> {
+  async pull(spec: string, by: PullBy = "admin", guard?: AddressPolicy): Promise<StoreModel> {
     const source = ModelManager.parse(spec);
     const written = spec.trim();
     // `owner/repo` written without `hf:` is stored as the hub source it is, as the Models page shows them.
     const stored = "repo" in source && !/^(hf:|https?:)/i.test(written) ? `hf:${written}` : written;
     if (!(await findBySource(this.db, source))) await this.check(source, stored);
-    return this.pullSource(source, stored, by);
+    return this.pullSource(source, stored, by, guard);
   }
 
   /**

@@ -5,15 +5,19 @@ import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { listWorkers } from "../workers/service";
 import { validation } from "../errors";
+import { principalOf } from "../auth/service";
+import { isMachineOperator } from "../users/access";
+import { ModelManager } from "./manager";
+import { pullerOf, requireModelPath, requireOwnModel, requireTenantSource, tenantGuard } from "./tenant-access";
 import { checkLocalFile, discoverLocalModels } from "./discover";
 import { fitOnGpus, type Estimate } from "./fit";
 import type { ModelView } from "./service";
 import { SEARCH_BACKENDS, type SearchBackend } from "./search";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "models">;
+type Deps = Pick<AppDeps, "db" | "models" | "policy">;
 
-const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000) });
+const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000), project: z.string().trim().min(1).max(200).optional() });
 const STATES = ["downloading", "ready", "failed", "cancelled"] as const;
 
 /** The `q` and `backend` of a search, checked. */
@@ -94,7 +98,24 @@ function progressStream(deps: Deps, id: string, signal: AbortSignal): Response {
   return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } });
 }
 
-/** Admin routes of the model store: pull, list, show with fit, progress, cancel, remove, discover. */
+/**
+ * Pulls a model for the principal: the admin's own, or (a tenant, or the admin naming a project) for
+ * a project; a tenant's source obeys the launch policy (see tenant-access.ts).
+ */
+async function pullFor(deps: Deps, request: Request, body: z.infer<typeof ModelCreate>) {
+  const who = principalOf(request);
+  const by = await pullerOf(deps.db, who, body.project);
+  if (isMachineOperator(who)) return deps.models.pull(body.source, by);
+  const guard = tenantGuard(deps.policy);
+  await requireTenantSource(deps.policy, ModelManager.parse(body.source), guard);
+  return deps.models.pull(body.source, by, guard);
+}
+
+/**
+ * Admin routes of the model store: pull, list, show with fit, progress, cancel, remove, discover.
+ * Tenants (operators; viewers only read) pull within the launch policy and act only on models
+ * pulled for their projects; discovering files on the machine is the admin's.
+ */
 export const modelRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["models"] } })
     .get("/models", async ({ query }) => {
@@ -102,21 +123,22 @@ export const modelRoutes = (deps: Deps) =>
       const list = await deps.models.list();
       return states ? list.filter((m) => states.has(m.state)) : list;
     }, { detail: { summary: "Models in the store (pulled, downloading, registered), with size, shape and users; `?state=ready,downloading` keeps those states" } })
-    .post("/models", async ({ body, set }) => {
-      const v = await deps.models.pull(body.source);
+    .post("/models", async ({ body, set, request }) => {
+      const v = await pullFor(deps, request, body);
       set.status = v.state === "ready" ? 200 : 202;
       return v;
-    }, { ...jsonBody(ModelCreate), detail: { summary: "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register)" } })
-    .get("/models/discover", () => discoverLocalModels(process.env), { detail: { summary: "GGUF files already on this machine (Hugging Face cache, LM Studio, llama.cpp cache, Ollama)" } })
+    }, { ...jsonBody(ModelCreate), detail: { summary: "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register); `project` pulls it for a project (a non-admin's pull always is: public https URLs and paths under --policy-model-paths only)" } })
+    .get("/models/discover", () => discoverLocalModels(process.env), { detail: { summary: "GGUF files already on this machine (Hugging Face cache, LM Studio, llama.cpp cache, Ollama); admin only" } })
     .get("/models/search", ({ query }) => {
       const { q, backend } = searchQuery(query);
       return deps.models.search(q, backend);
     }, { detail: { summary: "Find a model by name: Hugging Face repos (GGUF for llamacpp, safetensors for vllm/sglang) or the Ollama library (backend=ollama), each with its quantisations, sizes and fit on this cluster's GPUs" } })
-    .get("/models/file", ({ query }) => {
+    .get("/models/file", ({ query, request }) => {
       const path = typeof query.path === "string" ? query.path : "";
       if (!isAbsolute(path) || path.length > 4096 || path.includes("\0")) throw validation("path", "must be an absolute path");
+      if (!isMachineOperator(principalOf(request))) requireModelPath(deps.policy, path, "path");
       return checkLocalFile(path);
-    }, { detail: { summary: "What is at a path on this machine (file or folder, size, GGUF or not), to check a model path before saving a workload" } })
+    }, { detail: { summary: "What is at a path on this machine (file or folder, size, GGUF or not), to check a model path before saving a workload; a non-admin may look only under --policy-model-paths" } })
     .get("/models/:id", async ({ params }) => {
       const v = await deps.models.view(params.id);
       return { ...v, fit: await fitPerWorker(deps, v.estimate) };
@@ -126,6 +148,15 @@ export const modelRoutes = (deps: Deps) =>
       await deps.models.view(params.id); // 404 for an unknown model, before the stream starts
       return progressStream(deps, params.id, request.signal);
     }, { detail: { summary: "The pull's progress as server-sent events (bytes, %, rate, ETA), ending with its state" } })
-    .post("/models/:id/cancel", ({ params }) => deps.models.cancel(params.id), { detail: { summary: "Stop a pull (pulling again resumes it)" } })
-    .post("/models/:id/dismiss", ({ params }) => deps.models.dismiss(params.id), { detail: { summary: "Forget a failed or cancelled pull: its row and the partial files it left (409 for any other state)" } })
-    .delete("/models/:id", ({ params }) => deps.models.remove(params.id), { detail: { summary: "Remove a model (refused while a workload uses it)" } });
+    .post("/models/:id/cancel", async ({ params, request }) => {
+      await requireOwnModel(deps.db, principalOf(request), params.id, "cancel");
+      return deps.models.cancel(params.id);
+    }, { detail: { summary: "Stop a pull (pulling again resumes it); a non-admin only of a model pulled for their project" } })
+    .post("/models/:id/dismiss", async ({ params, request }) => {
+      await requireOwnModel(deps.db, principalOf(request), params.id, "dismiss");
+      return deps.models.dismiss(params.id);
+    }, { detail: { summary: "Forget a failed or cancelled pull: its row and the partial files it left (409 for any other state); a non-admin only of a model pulled for their project" } })
+    .delete("/models/:id", async ({ params, request }) => {
+      await requireOwnModel(deps.db, principalOf(request), params.id, "remove");
+      return deps.models.remove(params.id);
+    }, { detail: { summary: "Remove a model (refused while a workload uses it); a non-admin only a model pulled for their project" } });

@@ -93,6 +93,7 @@ const RULES: Rule[] = [
   { path: /^\/admin\/deliveries\/([^/]+)\/attempts$/, find: "delivery", read: "view", write: "operate", what: "change deliveries" },
   { path: /^\/admin\/workers\/join-tokens(\/[^/]+)?$/, read: "admin", write: "admin", what: "manage join tokens (workers belong to the admin)" },
   { path: /^\/admin\/workers(\/[^/]+)?$/, read: "view", write: "admin", what: "add, delete or open workers to projects" },
+  { path: /^\/admin\/models\/discover$/, read: "admin", write: "admin", what: "list the model files found on this machine (the machine is the admin's)" },
   { path: /^\/admin\/models(\/.*)?$/, read: "view", write: "operate", what: "change models" },
   { path: /^\/admin\/users$/, read: "admin", write: "admin", what: "manage users" },
   { path: /^\/admin\/users\/([^/]+)$/, read: "self", write: "self", methods: { DELETE: "admin" }, what: "manage other users" },

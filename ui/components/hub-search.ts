@@ -41,14 +41,14 @@ function Fit({ fit }: { fit: SearchFit }) {
 }
 
 /** What a click on an offer does: pull it, put it in a model field, or serve it (Ollama). */
-export type SearchAction = { kind: "pull"; onPulled(): unknown } | { kind: "use"; onUse(ref: string): void };
+export type SearchAction = { kind: "pull"; onPulled(): unknown; project?: string } | { kind: "use"; onUse(ref: string): void };
 
 /** The llama.cpp reference of an hf source (`hf:o/r:Q4_K_M` → `o/r:Q4_K_M`; a file keeps `hf:`). */
 const refOfSource = (source: string) => (/^hf:[^/]+\/[^/:]+:[^/]+$/.test(source) ? source.slice(3) : source);
 
 /** One offer's row: label, size, fit and its button (or the state of the model already in the store). */
 function Offer({ hit, offer, backend, action, models }: { hit: SearchHit; offer: SearchOffer; backend: SearchBackend; action: SearchAction; models: Model[] }) {
-  const pull = useAction((source: string) => api<Model>("/admin/models", { body: { source } }));
+  const pull = useAction((source: string) => api<Model>("/admin/models", { body: { source, ...(action.kind === "pull" && action.project ? { project: action.project } : {}) } }));
   const have = models.find((m) => sameRef(m.source, offer.source));
   const size = offer.size_bytes === null ? "size unknown" : `${offer.estimated ? "~" : ""}${bytes(offer.size_bytes)}${offer.files > 1 ? ` in ${offer.files} files` : ""}`;
   const name = `${hit.id} ${offer.label}`;

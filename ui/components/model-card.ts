@@ -13,7 +13,7 @@ import { refOfModel } from "../lib/model-ref";
 import type { Model, ModelDetail, Progress, ProjectRow } from "../lib/types";
 import { ConfirmButton, ErrorNote, StateBadge } from "./ui";
 import { DownloadProgress } from "./progress";
-import { can } from "../lib/me";
+import { can, useMe } from "../lib/me";
 
 /** What the progress stream says of a pull. */
 type Live = Pick<Model, "state" | "reason" | "size_bytes"> & { progress: Progress | null };
@@ -58,6 +58,16 @@ function PulledFor({ m }: { m: Model }) {
   const hours = m.removes_at ? Math.max(0, Math.ceil((Date.parse(m.removes_at) - Date.now()) / 3_600_000)) : null;
   return html`<p data-testid="pulled-for">Pulled for ${slug ? html`<a href=${`/projects/${slug}`}>${slug}</a>` : "a deleted project"}${hours === null
     ? null : html` · <span class="reason-quiet">removed ${hours ? `in ${hours} h` : "within the hour"} unless a workload uses it</span>`}</p>`;
+}
+
+/**
+ * Whether the signed-in principal may cancel, retry, dismiss or delete a model: the admin any, an
+ * operator only one pulled for a project of theirs (the server refuses the rest).
+ */
+function useMayChange(m: Model): boolean {
+  const me = useMe();
+  if (!me || !can("model.change")) return false;
+  return me.projects === "all" || (!!m.pulled_for && can("model.change", m.pulled_for.project_id));
 }
 
 /** Each worker's GPUs (or RAM, without GPUs) against the model's need, read when opened. */
@@ -143,7 +153,10 @@ export function ModelCard({ model, stream, onChange }: { model: Model; stream: b
   const m = useLiveModel(model, stream, onChange);
   const [fitOpen, setFitOpen] = useState(false);
   const cancel = useAction(() => api(`/admin/models/${m.id}/cancel`, { method: "POST" }).then(() => true));
-  const again = useAction(() => api(`/admin/models`, { body: { source: m.source } }).then(() => true));
+  const mine = useMayChange(m);
+  // A tenant pulls again for the project it was pulled for (the admin's pull makes it theirs).
+  const project = useMe()?.projects === "all" ? undefined : m.pulled_for?.project_id;
+  const again = useAction(() => api(`/admin/models`, { body: { source: m.source, ...(project ? { project } : {}) } }).then(() => true));
   const del = useAction(() => api(`/admin/models/${m.id}`, { method: "DELETE" }).then(() => true));
   const dismiss = useAction(() => api(`/admin/models/${m.id}/dismiss`, { method: "POST" }).then(() => true));
   const est = m.estimate;
@@ -165,11 +178,12 @@ export function ModelCard({ model, stream, onChange }: { model: Model; stream: b
     <${ErrorNote} error=${cancel.error ?? again.error ?? del.error ?? dismiss.error} />
     ${!can("model.change") ? null : html`<div class="actions">
       ${serve ? html`<${ServeButton} model=${serve.model} backend=${serve.backend} />` : null}
+      ${!mine ? null : html`
       ${m.state === "downloading" ? html`<button type="button" disabled=${cancel.busy} onClick=${async () => (await cancel.run()) && onChange()}>Cancel download</button>` : null}
       ${m.state === "failed" || m.state === "cancelled" ? html`<button type="button" disabled=${again.busy} onClick=${async () => (await again.run()) && onChange()}>${m.state === "cancelled" ? "Resume download" : "Try again"}</button>` : null}
       ${m.state === "failed" ? html`<button type="button" disabled=${dismiss.busy} onClick=${async () => (await dismiss.run()) && onChange()}>Dismiss</button>`
         : html`<${ConfirmButton} label="Delete" title=${`Delete ${m.source}?`} confirm="Delete model" onConfirm=${async () => (await del.run()) && onChange()}
-        body=${html`<p>${local ? "inferd forgets this file; the file itself stays where it is." : "Its downloaded files are removed from inferd's models."}</p>`} />`}
+        body=${html`<p>${local ? "inferd forgets this file; the file itself stays where it is." : "Its downloaded files are removed from inferd's models."}</p>`} />`}`}
     </div>`}
   </li>`;
 }

@@ -7,6 +7,7 @@
 import { html } from "htm/preact";
 import { useId } from "preact/hooks";
 import { useApi, useDebouncedApi } from "../lib/hooks";
+import { can } from "../lib/me";
 import { bytes } from "../lib/format";
 import { refKind, refOfModel, sameRef } from "../lib/model-ref";
 import type { FileCheck, FoundModel, Model } from "../lib/types";
@@ -15,16 +16,17 @@ import { HubSearch } from "./hub-search";
 /** Whether a store model is something llama.cpp can load (a GGUF file, not a safetensors snapshot; a one-quant GGUF repo is one). */
 const isGguf = (m: Model) => m.info?.format === "gguf" || m.kind === "hf-quant" || /\.gguf$/i.test(m.entry ?? (m.kind === "hf-repo" ? "" : m.source));
 
-/** The store's usable GGUF models (pulled or downloading) and the GGUF files found on this machine, read once. */
+/** The store's usable GGUF models (pulled or downloading) and the GGUF files found on this machine (admins), read once. */
 export function useModelChoices() {
   const models = useApi<Model[]>("/admin/models?state=ready,downloading");
-  const found = useApi<FoundModel[]>("/admin/models/discover");
+  const found = useApi<FoundModel[]>(can("model.discover") ? "/admin/models/discover" : null);
   return { models: (models.data ?? []).filter(isGguf), found: found.data ?? [] };
 }
 
-/** What is at a typed absolute path on this machine, asked a moment after typing stops. */
-function useFileCheck(path: string | null): FileCheck | undefined {
-  const { data } = useDebouncedApi<FileCheck>(path && `/admin/models/file?path=${encodeURIComponent(path)}`, {}, path ?? "");
+/** What is at a typed absolute path on this machine, asked a moment after typing stops; or why a non-admin may not look there. */
+function useFileCheck(path: string | null): FileCheck | { refused: string } | undefined {
+  const { data, error } = useDebouncedApi<FileCheck>(path && `/admin/models/file?path=${encodeURIComponent(path)}`, {}, path ?? "");
+  if (error?.code === "command_not_allowed") return { refused: error.message };
   return data && data.path === path ? data : undefined;
 }
 
@@ -45,6 +47,7 @@ export function useRefNote(ref: string, choices: { models: Model[]; found: Found
   if (kind === "url") return { text: "Downloaded from this URL before the runtime starts; the replica shows the progress.", tone: "info", bad: false };
   if (kind === "unknown") return { text: "Write an absolute path (/…/model.gguf), a Hugging Face model as owner/repo:QUANT, or an https:// URL.", tone: "warn", bad: true };
   if (!check) return null;
+  if ("refused" in check) return { text: check.refused, tone: "error", bad: true };
   if (check.kind === null) return { text: "There is no file at this path on this machine. A workload placed here would fail; check the path, or download the model instead.", tone: "error", bad: true };
   if (check.kind === "folder") return { text: "This is a folder: name the .gguf file inside it.", tone: "error", bad: true };
   if (!check.gguf) return { text: "This file is not a GGUF model (it does not start with GGUF).", tone: "error", bad: true };

@@ -63,8 +63,10 @@ const NEEDS = {
   "webhook.change": "operator",
   /** Send requests from the playground. */
   playground: "operator",
-  /** Pull, cancel, retry, dismiss and delete models (not tied to a project). */
+  /** Pull models (an operator: for a project of theirs, within the launch policy); cancel, retry, dismiss and delete their projects' ones. */
   "model.change": "operator",
+  /** List the model files other tools left on this machine (the machine is the admin's). */
+  "model.discover": "admin",
   /** Add, delete and open workers to projects; join tokens (the machine is the admin's). */
   "worker.change": "admin",
   /** Read a workload's runtime logs and job results (they hold prompts and answers, like captured bodies). */

@@ -12,7 +12,7 @@ import type { FoundModel, Model } from "../lib/types";
 import { ErrorNote, FieldError, invalidAt, Loading, PageTitle } from "../components/ui";
 import { ModelCard } from "../components/model-card";
 import { HubSearch } from "../components/hub-search";
-import { Can, can } from "../lib/me";
+import { Can, can, useMe } from "../lib/me";
 
 /** Source forms the pull field takes, with what each means. */
 const EXAMPLES: [string, string][] = [
@@ -24,10 +24,26 @@ const EXAMPLES: [string, string][] = [
   ["/path/on/this/machine.gguf", "a file already here (registered, not copied)"],
 ];
 
-/** The pull form, suggesting a small starter model. */
-function PullForm({ onPulled }: { onPulled(): unknown }) {
+/**
+ * For whom a non-admin pulls (their pulls always count against a project of theirs): a choice when
+ * they belong to several, else a note naming their project. Nothing for the admin, whose pulls are theirs.
+ */
+function PullProject({ project, onPick }: { project: string; onPick(id: string): void }) {
+  const me = useMe();
+  if (!me || me.projects === "all") return null;
+  const rules = "URLs must be public https addresses and files must lie in the model directories the admin allows.";
+  if (me.projects.length === 1) return html`<p class="note" data-testid="pull-project">Models you pull count against project <strong>${me.projects[0].slug}</strong>. ${rules}</p>`;
+  return html`<label class="card form" data-testid="pull-project">Pull for project
+    <select name="project" value=${project} onChange=${(e: Event) => onPick((e.target as HTMLSelectElement).value)}>
+      <option value="">Choose the project a pull counts against…</option>
+      ${me.projects.map((p) => html`<option value=${p.id}>${p.name} (${p.slug})</option>`)}
+    </select><small>${rules}</small></label>`;
+}
+
+/** The pull form, suggesting a small starter model; `project` is the one a tenant pulls for. */
+function PullForm({ project, onPulled }: { project: string; onPulled(): unknown }) {
   const [source, setSource] = useState(`hf:${STARTER_MODEL}`);
-  const pull = useAction((s: string) => api<Model>("/admin/models", { body: { source: s } }));
+  const pull = useAction((s: string) => api<Model>("/admin/models", { body: { source: s, ...(project ? { project } : {}) } }));
   const submit = async (e: Event) => {
     e.preventDefault();
     if (await pull.run(source.trim())) {
@@ -73,14 +89,16 @@ const LIVE_STREAMS = 3;
 /** The models page. */
 export function ModelsPage() {
   const list = useApi<Model[]>("/admin/models", 3000);
+  const [project, setProject] = useState("");
   const reload = () => list.reload();
   const live = new Set((list.data ?? []).filter((m) => m.state === "downloading").slice(0, LIVE_STREAMS).map((m) => m.id));
   return html`<${PageTitle} sub="Model files on this machine: find them by name on Hugging Face (or the Ollama library), pull them, see what they need and who uses them, and serve them.">Models<//>
-    <${Can} do="model.change" note><section class="card" aria-labelledby="find"><h2 id="find">Find a model</h2>
-      <${HubSearch} action=${{ kind: "pull", onPulled: reload }} models=${list.data ?? []} /></section>
-    <${PullForm} onPulled=${reload} /><//>
+    <${Can} do="model.change" note><${PullProject} project=${project} onPick=${setProject} />
+      <section class="card" aria-labelledby="find"><h2 id="find">Find a model</h2>
+      <${HubSearch} action=${{ kind: "pull", onPulled: reload, project }} models=${list.data ?? []} /></section>
+    <${PullForm} project=${project} onPulled=${reload} /><//>
     ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
       ? html`<p class="muted">No models yet. Pull one above, use one found below, or name one in a workload's command (it is pulled before launch).</p>`
       : html`<ul class="models">${list.data.map((m) => html`<${ModelCard} key=${m.id} model=${m} stream=${live.has(m.id)} onChange=${reload} />`)}</ul>`}
-    <${Found} models=${list.data ?? []} onUsed=${reload} />`;
+    <${Can} do="model.discover"><${Found} models=${list.data ?? []} onUsed=${reload} /><//>`;
 }

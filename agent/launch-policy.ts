@@ -302,8 +302,18 @@ function checkPath(c: ArgContext, word: string): PolicyViolation | null {
   const kind = pathKind(word);
   if (kind === null) return null;
   if (kind === "relative") return pathMsg(c, word, "is a relative path (give an absolute one)");
-  if (!insideDirs(word, c.dirs)) return pathMsg(c, word, "is outside the model directories");
-  const real = c.opts.realpath?.(word);
-  if (real && !insideDirs(real, c.dirs.map((d) => c.opts.realpath?.(d) ?? d))) return pathMsg(c, word, `leads outside the model directories (to ${real})`);
+  const why = outsideModelDirs(word, c.dirs, c.opts.realpath);
+  return why ? pathMsg(c, word, why) : null;
+}
+
+/**
+ * Why an absolute path is not inside `dirs` (`.`/`..` resolved, then its symlinks where `realpath`
+ * resolves them), or null when it is: the one path rule for tenants' commands and model pulls.
+ * @example outsideModelDirs("/models/../etc/passwd", ["/models"]) // → "is outside the model directories"
+ */
+export function outsideModelDirs(path: string, dirs: string[], realpath?: (path: string) => string | null): string | null {
+  if (!insideDirs(path, dirs)) return "is outside the model directories";
+  const real = realpath?.(path);
+  if (real && !insideDirs(real, dirs.map((d) => realpath?.(d) ?? d))) return `leads outside the model directories (to ${real})`;
   return null;
 }

@@ -31,6 +31,7 @@ import { makeResolver } from "./webhooks/address";
 import { caBundle } from "./webhooks/post";
 import type { Agent } from "../agent/agent";
 import { policyOf } from "./workloads/launch-policy";
+import { tenantGuard } from "./models/tenant-access";
 import { ByteBudget } from "./http";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { JobQuota } from "./jobs/quota";
@@ -116,7 +117,7 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   const series = new SeriesKeeper(store.db, cluster.hostId, [metrics, fleet.telemetry], since);
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
-  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: { ...process.env, get HF_TOKEN() { return config.hfToken; } }, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, onReady: () => void fleet.reconcile() });
+  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: { ...process.env, get HF_TOKEN() { return config.hfToken; } }, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, tenantGuard: tenantGuard(policy), onReady: () => void fleet.reconcile() });
   const collector = new ModelCollector(store.db, models, config.modelGcAfterHours * 3_600_000);
   agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
   const webhooks = {

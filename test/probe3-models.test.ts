@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "./helpers/server";
+import { loadConfig } from "../src/config";
+import { startServer } from "../src/server";
 import { startFakeHub, type FakeHub } from "./fixtures/hf-hub";
 import { ggufRepo } from "./fixtures/hf-repos";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
@@ -161,6 +163,51 @@ describe("a tenant's pull obeys the launch policy", () => {
       await open.close();
     }
   });
+});
+
+describe("a tenant's pull resumed after a restart", () => {
+  test("obeys the address rules again: allowed when it started, refused once the operator took the permission back", async () => {
+    // A loopback file that sends its first bytes, then holds the download open (it is still downloading at the stop).
+    let requests = 0;
+    const slow = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: () => {
+        requests++;
+        const body = new ReadableStream({ start: (c) => c.enqueue(new Uint8Array(4096).fill(3)) });
+        return new Response(body, { headers: { "content-length": String(64 << 20) } });
+      },
+    });
+    const dataDir = tempDir("probe3-resume");
+    const serve = (env: Record<string, string>) => startServer(loadConfig([], { INFERD_PORT: "0", INFERD_DATA_DIR: dataDir, INFERD_LOCAL_AGENT: "0", INFERD_LOG_LEVEL: "error", ...env }).config, () => {});
+    const first = await serve({ INFERD_ALLOW_PRIVATE_MODEL_URLS: "1" });
+    try {
+      const admin = (path: string, body?: unknown) => fetch(first.url + path, { method: body ? "POST" : "GET", headers: { authorization: `Bearer ${first.adminToken}`, "content-type": "application/json" }, body: body ? JSON.stringify(body) : undefined });
+      expect((await admin("/admin/projects", { name: "alpha", slug: "alpha" })).status).toBe(201);
+      expect((await admin("/admin/users", { email: "otto@example.com", role: "operator", projects: ["alpha"], password: PASSWORD })).status).toBe(201);
+      const signIn = await fetch(`${first.url}/admin/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "otto@example.com", password: PASSWORD }) });
+      const cookie = (signIn.headers.get("set-cookie") ?? "").split(";")[0];
+      const r = await fetch(`${first.url}/admin/models`, { method: "POST", headers: { cookie, origin: first.url, "content-type": "application/json" }, body: JSON.stringify({ source: `http://127.0.0.1:${slow.port}/held.gguf` }) });
+      expect(r.status).toBe(202);
+      const id = ((await r.json()) as Model).id;
+      await waitFor(() => requests > 0, { what: "the download under way" });
+      await first.stop();
+      const seen = requests;
+      const second = await serve({});
+      try {
+        const m = await waitFor(async () => {
+          const v = (await (await fetch(`${second.url}/admin/models/${id}`, { headers: { authorization: `Bearer ${second.adminToken}` } })).json()) as Model & { reason?: string };
+          return v.state !== "downloading" ? v : undefined;
+        }, { what: "the resumed pull to end", timeoutMs: 30_000 });
+        expect(m.state).toBe("failed");
+        expect(requests).toBe(seen);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      slow.stop(true);
+    }
+  }, 60_000);
 });
 
 describe("looking at the host", () => {

@@ -19,7 +19,7 @@ import { inspectModel } from "./inspect";
 import { searchModels, type SearchAnswer, type SearchBackend } from "./search";
 import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, sourceOfRow, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
 import { audit } from "../audit/service";
-import { adoptModel, markPulledFor, overModelBytes, withTenancy, type StoreModel } from "./tenants";
+import { adoptModel, markPulledFor, overModelBytes, tenancy, withTenancy, type StoreModel } from "./tenants";
 
 /** A file's real path (a snapshot entry links to a blob), or null when it is gone. */
 function realOrNull(path: string): string | null {
@@ -85,6 +85,8 @@ export interface ModelManagerOptions {
   onReady?: () => void;
   /** Hours an unused model pulled for a project's workload is kept (0: kept for good); the views say when it goes. */
   gcAfterHours?: number;
+  /** The address rules of tenants' model URLs: a project's URL pull resumed after a restart obeys them again. */
+  tenantGuard?: AddressPolicy;
 }
 
 /** Who asks for a pull: the admin by hand (the model is theirs), or a workload of a project (null: one no longer known). */
@@ -186,10 +188,14 @@ export class ModelManager {
     return this.view(row.id);
   }
 
-  /** Restarts pulls a stopped or killed inferd left `downloading` (their `.part` files resume). */
+  /**
+   * Restarts pulls a stopped or killed inferd left `downloading` (their `.part` files resume); one
+   * pulled for a project is held to the tenants' address rules again, as when it started.
+   */
   async resume(): Promise<number> {
     const left = (await listModelRows(this.db)).filter((r) => r.state === "downloading");
-    for (const r of left) this.start(r.id, sourceOfRow(r));
+    const forProjects = left.length ? await tenancy(this.db) : new Map();
+    for (const r of left) this.start(r.id, sourceOfRow(r), forProjects.has(r.id) ? this.opts.tenantGuard : undefined);
     return left.length;
   }
 

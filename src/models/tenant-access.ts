@@ -13,7 +13,7 @@ import { tenantModels } from "../db/schema";
 import { AppError, notFound, validation } from "../errors";
 import { getProject } from "../projects/service";
 import { isMachineOperator, seesProject, type Principal } from "../users/access";
-import { insideDirs, POLICY_SETTINGS, type LaunchPolicy } from "../../agent/launch-policy";
+import { outsideModelDirs, POLICY_SETTINGS, type LaunchPolicy } from "../../agent/launch-policy";
 import { AddressRefused, checkUrl, makeResolver, resolveAllowed, type AddressPolicy, type Resolve } from "../../agent/net/address";
 import type { ModelSource } from "../../agent/models/source";
 import { getModelRow } from "./service";
@@ -40,12 +40,9 @@ function realOrNull(path: string): string | null {
  */
 export function requireModelPath(policy: LaunchPolicy, path: string, field: string): void {
   const dirs = policy.model_paths;
-  const inside = insideDirs(path, dirs) && (() => {
-    const real = realOrNull(path);
-    return !real || insideDirs(real, dirs.map((d) => realOrNull(d) ?? d));
-  })();
-  if (inside) return;
-  throw notAllowed(field, path, "model_paths", `${field}: "${path}" is outside the model directories; tenants may use model files only under ${dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}`);
+  const why = outsideModelDirs(path, dirs, realOrNull);
+  if (!why) return;
+  throw notAllowed(field, path, "model_paths", `${field}: "${path}" ${why}; tenants may use model files only under ${dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}`);
 }
 
 /** The address rules of a tenant's model URL under `policy` (the agent's for `-mu`), with the system resolver unless given. */

@@ -209,7 +209,10 @@ class LlamaEngine implements Engine {
       try {
         const r = await generate(seq, { ...gen, signal, stopOnAbortSignal: false, onTextChunk: onText, onToken: (t) => (count += t.length) });
         if (signal.aborted) throw new AbortedError(count);
-        return { text: r.response, finish: finishReason(r.metadata.stopReason), usage: usage(count) };
+        const finish = finishReason(r.metadata.stopReason);
+        // Ended by the token limit, it generated exactly that many: node-llama-cpp may hold the last
+        // tokens back (a possible stop or function-call prefix) without passing them to onToken.
+        return { text: r.response, finish, usage: usage(finish === "length" ? Math.max(count, gen.maxTokens) : count) };
       } catch (e) {
         throw signal.aborted && !(e instanceof AbortedError) ? new AbortedError(count) : e;
       } finally {

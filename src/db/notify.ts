@@ -28,7 +28,7 @@ export const CHANGES_CHANNEL = "inferd_changes";
  * (written often, read by no memo: usage counters, heartbeats), so a column added to the schema is
  * watched without anyone remembering to.
  */
-function watched<T extends Table>(table: T, quiet: (keyof T["_"]["columns"] & string)[] = []) {
+export function feedTable<T extends Table>(table: T, quiet: (keyof T["_"]["columns"] & string)[] = []) {
   const columns = Object.entries(getTableColumns(table));
   const isQuiet = new Set<string>(quiet);
   return {
@@ -39,7 +39,7 @@ function watched<T extends Table>(table: T, quiet: (keyof T["_"]["columns"] & st
 }
 
 /** A table of the change feed: its name, the columns whose updates other hosts must hear, and the quiet ones. */
-export type FeedTable = ReturnType<typeof watched>;
+export type FeedTable = ReturnType<typeof feedTable>;
 
 /**
  * The one change feed: the tables other hosts must hear about (what the request path memoises:
@@ -47,11 +47,11 @@ export type FeedTable = ReturnType<typeof watched>;
  * updates are no change. The store's triggers and `changedTables` are both derived from it.
  */
 export const CHANGE_FEED: readonly FeedTable[] = [
-  watched(pgSchema.projects),
-  watched(pgSchema.apiKeys, ["requests", "inputTokens", "outputTokens", "lastUsedAt"]),
-  watched(pgSchema.workloads),
-  watched(pgSchema.workers, ["hostname", "version", "cpuCores", "ramBytes", "gpus", "telemetry", "lastSeenAt", "createdAt", "hostId"]),
-  watched(pgSchema.assignments),
+  feedTable(pgSchema.projects),
+  feedTable(pgSchema.apiKeys, ["requests", "inputTokens", "outputTokens", "lastUsedAt"]),
+  feedTable(pgSchema.workloads),
+  feedTable(pgSchema.workers, ["hostname", "version", "cpuCores", "ramBytes", "gpus", "telemetry", "lastSeenAt", "createdAt", "hostId"]),
+  feedTable(pgSchema.assignments),
 ];
 
 /** A watched table by name. */
@@ -89,13 +89,15 @@ $$`,
 /**
  * Brings the store's change triggers in line with this code's `CHANGE_FEED` (inside the caller's
  * transaction, which holds the migration lock). A fingerprint of the statements is kept as the
- * function's comment: when it matches, nothing is touched (no table lock at an ordinary start).
+ * function's comment: when it matches and every trigger is there, nothing is touched (no table
+ * lock at an ordinary start).
  */
 export async function applyChangeTriggers(tx: SQL): Promise<void> {
   const statements = changeTriggerStatements();
   const fingerprint = `inferd change feed ${Bun.hash(statements.join(";\n")).toString(16)}`;
-  const [row] = (await tx`SELECT obj_description(oid, 'pg_proc') AS note FROM pg_proc WHERE proname = 'inferd_notify_change'`) as { note: string | null }[];
-  if (row?.note === fingerprint) return;
+  const [row] = (await tx`SELECT obj_description(p.oid, 'pg_proc') AS note, (SELECT count(*)::int FROM pg_trigger t WHERE t.tgfoid = p.oid) AS triggers
+    FROM pg_proc p WHERE p.proname = 'inferd_notify_change'`) as { note: string | null; triggers: number }[];
+  if (row?.note === fingerprint && row.triggers === 2 * CHANGE_FEED.length) return;
   for (const s of statements) await tx.unsafe(s);
   await tx.unsafe(`COMMENT ON FUNCTION inferd_notify_change() IS '${fingerprint}'`);
 }

@@ -6,9 +6,10 @@
  *   `watchSqliteWrites`) is read before each lookup; any change empties the memo. Jobs inserted and
  *   usage counters flushed do not touch what is memoised, so they leave it alone.
  * - PostgreSQL: the store's triggers NOTIFY on changes to the looked-up tables (./notify.ts); a memo
- *   naming the tables it reads compares only their versions, and then reloads the entries it holds in the background and keeps answering from the old ones until
- *   the new ones are in (a few milliseconds), so the request path never waits on a reload. A change
- *   this host made itself empties the memo at once (read back on the next request, as on SQLite).
+ *   naming the tables it reads compares only their versions. It then reloads the entries it holds in
+ *   the background and keeps answering from the old ones until the new ones are in (a few
+ *   milliseconds), so the request path never waits on a reload. A change this host made itself to
+ *   those tables empties the memo at once (read back on the next request, as on SQLite).
  */
 import { sqliteOf, type Db } from "./index";
 import { changeCounter, localChanges } from "./notify";

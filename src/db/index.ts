@@ -13,7 +13,7 @@ import { drizzle as drizzlePg } from "drizzle-orm/bun-sql";
 import * as schema from "./schema";
 import { MIGRATIONS, PG_MIGRATIONS } from "./migrations";
 import { asDamaged, prepareStoreFile } from "../store/check";
-import { noteChange, noteLocalWrite, watchSqliteWrites, watchWrites } from "./notify";
+import { applyChangeTriggers, noteChange, noteLocalWrite, watchSqliteWrites, watchWrites } from "./notify";
 
 /** Which database a store is (named `engine`: drizzle's own handle has a `dialect` property). */
 export type Engine = "sqlite" | "postgres";
@@ -124,7 +124,8 @@ const MIGRATION_LOCK = 0x696e6664; // "infd"
 
 /**
  * Connects to a PostgreSQL database and applies the embedded PostgreSQL migrations not yet recorded,
- * under an advisory lock so hosts starting together migrate once, each migration in a transaction.
+ * under an advisory lock so hosts starting together migrate once, each migration in a transaction;
+ * then, under the same lock, the change triggers are brought in line with this code's change feed.
  * `max` bounds the pool (connections held at once by this process).
  */
 export async function openPgStore(url: string, max = 16): Promise<Store> {
@@ -141,6 +142,7 @@ export async function openPgStore(url: string, max = 16): Promise<Store> {
         for (const stmt of statements(m.sql)) await tx.unsafe(stmt);
         await tx`INSERT INTO __inferd_migrations (tag, applied_at) VALUES (${m.tag}, ${new Date().toISOString()})`;
       }
+      await applyChangeTriggers(tx);
     });
   } catch (e) {
     await pg.close().catch(() => {});

@@ -5,13 +5,14 @@
  *   and this process's writes to the memoised tables, noted as they run by ./notify.ts's
  *   `watchSqliteWrites`) is read before each lookup; any change empties the memo. Jobs inserted and
  *   usage counters flushed do not touch what is memoised, so they leave it alone.
- * - PostgreSQL: the store's triggers NOTIFY on changes to the looked-up tables (./notify.ts); the memo
- *   then reloads the entries it holds in the background and keeps answering from the old ones until
- *   the new ones are in (a few milliseconds), so the request path never waits on a reload. A change
- *   this host made itself empties the memo at once (read back on the next request, as on SQLite).
+ * - PostgreSQL: the store's triggers NOTIFY on changes to the looked-up tables (./notify.ts); a memo
+ *   naming the tables it reads compares only their versions. It then reloads the entries it holds in
+ *   the background and keeps answering from the old ones until the new ones are in (a few
+ *   milliseconds), so the request path never waits on a reload. A change this host made itself to
+ *   those tables empties the memo at once (read back on the next request, as on SQLite).
  */
 import { sqliteOf, type Db } from "./index";
-import { changeVersion, localChanges } from "./notify";
+import { changeCounter, localChanges } from "./notify";
 
 const stamps = new WeakMap<Db, (fresh: boolean) => string>();
 
@@ -52,10 +53,11 @@ export type Lookup<V> = (key: string) => V | Promise<V>;
  * SQLite any write empties it before the next read, so a revoked key is refused on the very next
  * request; on PostgreSQL a change NOTIFY makes it reload in the background. With `fresh` false the
  * SQLite stamp may be read from up to a millisecond before (by the same request's authentication).
- * @example const find = memoize(db, (k) => loadKey(k)); await find("a"); await find("a"); // one query
+ * `tables`: the tables of ./notify.ts's change feed that `load` reads (none named: any change counts).
+ * @example const find = memoize(db, (k) => loadKey(k), true, ["api_keys"]); await find("a"); await find("a"); // one query
  */
-export function memoize<V>(db: Db, load: (key: string) => Promise<V>, fresh = true): Lookup<V> {
-  return db.engine === "sqlite" ? sqliteMemo(db, load, fresh) : notifiedMemo(db, load);
+export function memoize<V>(db: Db, load: (key: string) => Promise<V>, fresh = true, tables?: readonly string[]): Lookup<V> {
+  return db.engine === "sqlite" ? sqliteMemo(db, load, fresh) : notifiedMemo(db, load, tables);
 }
 
 function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>, fresh: boolean): Lookup<V> {
@@ -76,17 +78,18 @@ function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>, fresh: boolean
   };
 }
 
-function notifiedMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
+function notifiedMemo<V>(db: Db, load: (key: string) => Promise<V>, tables?: readonly string[]): Lookup<V> {
+  const changes = changeCounter(db, tables);
   let cache = new Map<string, V>();
-  let version = changeVersion(db);
-  let own = localChanges(db);
+  let version = changes.heard();
+  let own = changes.own();
   let refreshing = false;
   const refresh = async (target: number) => {
     refreshing = true;
     try {
       const keys = [...cache.keys()];
       const values = await Promise.all(keys.map((k) => load(k)));
-      if (changeVersion(db) === target) {
+      if (changes.heard() === target) {
         cache = new Map(keys.map((k, i) => [k, values[i]]));
         version = target;
       }
@@ -98,13 +101,13 @@ function notifiedMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
     }
   };
   return (key) => {
-    if (localChanges(db) !== own) {
+    if (changes.own() !== own) {
       // This host changed the store itself: the next lookup reads it back, as on SQLite.
-      own = localChanges(db);
+      own = changes.own();
       cache = new Map();
-      version = changeVersion(db);
+      version = changes.heard();
     }
-    const now = changeVersion(db);
+    const now = changes.heard();
     if (now !== version && !refreshing) void refresh(now);
     if (cache.size > MAX_ENTRIES) cache.clear();
     if (cache.has(key)) return cache.get(key)!;

@@ -1,15 +1,19 @@
 /**
  * Changes made by any host of a cluster, heard by every host: the PostgreSQL store's triggers send
- * `NOTIFY inferd_changes, '<table>'` when a row the request path memoises changes (projects, keys'
- * settings, workloads, workers), and each host LISTENs. Each notification bumps a version that
- * the memos (./memo.ts) and other in-memory views compare against; listeners may also react.
- * A host's own writes to those tables are noted the moment they commit (`watchWrites`), without
- * waiting for the notification to come back, so a change answers the very next request of that host.
- * The embedded SQLite store needs none of this (one process writes; see ./memo.ts for its stamp).
+ * `NOTIFY inferd_changes, '<table>'` when a row the request path memoises changes, and each host
+ * LISTENs. Which tables and columns count is declared once (`CHANGE_FEED`): the triggers are
+ * generated from it at every start (`changeTriggerStatements`), and a host's own writes are read
+ * with it (`changedTables`), so the two can never disagree. Each notification bumps its table's
+ * version, which the memos (./memo.ts) and other in-memory views compare against; listeners may
+ * also react. A host's own writes to those tables are noted the moment they commit (`watchWrites`),
+ * without waiting for the notification to come back, so a change answers the very next request of
+ * that host. The embedded SQLite store needs none of this (one process writes; see ./memo.ts).
  */
 import type { SQL } from "bun";
 import type { Database } from "bun:sqlite";
+import { getTableColumns, getTableName, type Table } from "drizzle-orm";
 import { log } from "../log";
+import * as pgSchema from "./schema-pg";
 
 /** A store as change tracking sees it: one identity per store, and its engine (./index.ts's `Db`). */
 export interface StoreRef {
@@ -19,10 +23,92 @@ export interface StoreRef {
 /** The channel the store's triggers notify on. */
 export const CHANGES_CHANNEL = "inferd_changes";
 
+/**
+ * One watched table: every column of its PostgreSQL schema is watched except the `quiet` ones
+ * (written often, read by no memo: usage counters, heartbeats), so a column added to the schema is
+ * watched without anyone remembering to.
+ */
+export function feedTable<T extends Table>(table: T, quiet: (keyof T["_"]["columns"] & string)[] = []) {
+  const columns = Object.entries(getTableColumns(table));
+  const isQuiet = new Set<string>(quiet);
+  return {
+    table: getTableName(table),
+    watched: columns.filter(([key]) => !isQuiet.has(key)).map(([, c]) => c.name),
+    quiet: new Set(columns.filter(([key]) => isQuiet.has(key)).map(([, c]) => c.name)),
+  };
+}
+
+/** A table of the change feed: its name, the columns whose updates other hosts must hear, and the quiet ones. */
+export type FeedTable = ReturnType<typeof feedTable>;
+
+/**
+ * The one change feed: the tables other hosts must hear about (what the request path memoises:
+ * projects, keys' settings, workloads, workers, placements) and, per table, the columns whose
+ * updates are no change. The store's triggers and `changedTables` are both derived from it.
+ */
+export const CHANGE_FEED: readonly FeedTable[] = [
+  feedTable(pgSchema.projects),
+  feedTable(pgSchema.apiKeys, ["requests", "inputTokens", "outputTokens", "lastUsedAt"]),
+  feedTable(pgSchema.workloads),
+  feedTable(pgSchema.workers, ["hostname", "version", "cpuCores", "ramBytes", "gpus", "telemetry", "lastSeenAt", "createdAt", "hostId"]),
+  feedTable(pgSchema.assignments),
+];
+
+/** A watched table by name. */
+const FEED_TABLES = new Map(CHANGE_FEED.map((t) => [t.table, t]));
+
+/**
+ * The statements that (re)create the change triggers from `CHANGE_FEED`: inserts and deletes notify
+ * once per statement; an update notifies for a row whose watched columns actually changed (so a
+ * heartbeat that rewrites an unchanged address is silent). Idempotent; run under the migration lock.
+ */
+export function changeTriggerStatements(feed: readonly FeedTable[] = CHANGE_FEED): string[] {
+  const out = [
+    `CREATE OR REPLACE FUNCTION inferd_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('${CHANGES_CHANNEL}', TG_TABLE_NAME);
+  RETURN NULL;
+END
+$$`,
+  ];
+  for (const { table, watched } of feed) {
+    const t = `"${table}"`;
+    const cols = watched.map((c) => `"${c}"`);
+    out.push(
+      `DROP TRIGGER IF EXISTS ${table}_changed ON ${t}`,
+      `CREATE TRIGGER ${table}_changed AFTER INSERT OR DELETE ON ${t} FOR EACH STATEMENT EXECUTE FUNCTION inferd_notify_change()`,
+      `DROP TRIGGER IF EXISTS ${table}_updated ON ${t}`,
+      `CREATE TRIGGER ${table}_updated AFTER UPDATE OF ${cols.join(", ")} ON ${t} FOR EACH ROW` +
+        ` WHEN (ROW(${cols.map((c) => `OLD.${c}`).join(", ")}) IS DISTINCT FROM ROW(${cols.map((c) => `NEW.${c}`).join(", ")}))` +
+        " EXECUTE FUNCTION inferd_notify_change()",
+    );
+  }
+  return out;
+}
+
+/**
+ * Brings the store's change triggers in line with this code's `CHANGE_FEED` (inside the caller's
+ * transaction, which holds the migration lock). A fingerprint of the statements is kept as the
+ * function's comment: when it matches and every trigger is there, nothing is touched (no table
+ * lock at an ordinary start).
+ */
+export async function applyChangeTriggers(tx: SQL): Promise<void> {
+  const statements = changeTriggerStatements();
+  const fingerprint = `inferd change feed ${Bun.hash(statements.join(";\n")).toString(16)}`;
+  const [row] = (await tx`SELECT obj_description(p.oid, 'pg_proc') AS note, (SELECT count(*)::int FROM pg_trigger t WHERE t.tgfoid = p.oid) AS triggers
+    FROM pg_proc p WHERE p.proname = 'inferd_notify_change'`) as { note: string | null; triggers: number }[];
+  if (row?.note === fingerprint && row.triggers === 2 * CHANGE_FEED.length) return;
+  for (const s of statements) await tx.unsafe(s);
+  await tx.unsafe(`COMMENT ON FUNCTION inferd_notify_change() IS '${fingerprint}'`);
+}
+
+/** Changes counted: all of them, and per table (heard from any host, and this host's own). */
 interface Feed {
   version: number;
   /** This host's own changes (a subset of `version`'s). */
   local: number;
+  heard: Record<string, number>;
+  own: Record<string, number>;
   listeners: Set<(table: string) => void>;
 }
 
@@ -30,18 +116,41 @@ const feeds = new WeakMap<StoreRef, Feed>();
 
 function feedOf(db: StoreRef): Feed {
   let f = feeds.get(db);
-  if (!f) feeds.set(db, (f = { version: 0, local: 0, listeners: new Set() }));
+  if (!f) {
+    const zeros = () => Object.fromEntries(CHANGE_FEED.map((t) => [t.table, 0]));
+    feeds.set(db, (f = { version: 0, local: 0, heard: zeros(), own: zeros(), listeners: new Set() }));
+  }
   return f;
 }
 
-/** How many changes this host has heard of (0 on SQLite): a memo compares it to know when to reload. */
-export function changeVersion(db: StoreRef): number {
-  return feedOf(db).version;
+/**
+ * How many changes this host has heard of (0 on SQLite), of every table or of one: a memo compares
+ * it to know when to reload.
+ */
+export function changeVersion(db: StoreRef, table?: string): number {
+  const f = feedOf(db);
+  return table === undefined ? f.version : (f.heard[table] ?? 0);
 }
 
 /** How many of those changes this host made itself: a memo forgets at once on these (its own writes are read back at once). */
-export function localChanges(db: StoreRef): number {
-  return feedOf(db).local;
+export function localChanges(db: StoreRef, table?: string): number {
+  const f = feedOf(db);
+  return table === undefined ? f.local : (f.own[table] ?? 0);
+}
+
+/**
+ * The change counts of some tables (all when none named), as two readers for a memo to call on
+ * each lookup: heard from any host, and made by this host. Cheap: a few additions, no lookups.
+ */
+export function changeCounter(db: StoreRef, tables?: readonly string[]): { heard: () => number; own: () => number } {
+  const f = feedOf(db);
+  if (!tables) return { heard: () => f.version, own: () => f.local };
+  const sum = (counts: Record<string, number>) => () => {
+    let n = 0;
+    for (const t of tables) n += counts[t] ?? 0;
+    return n;
+  };
+  return { heard: sum(f.heard), own: sum(f.own) };
 }
 
 /** Calls `fn` with the table's name on every change heard; returns an unsubscribe. */
@@ -60,11 +169,15 @@ export function noteLocalWrite(db: StoreRef): void {
   feedOf(db).local++;
 }
 
-/** Records a change: heard from the database, or (`local`) made here and known at once. */
+/** Records a change of `table` (`*`: of everything): heard from the database, or (`local`) made here and known at once. */
 export function noteChange(db: StoreRef, table: string, local = false): void {
   const f = feedOf(db);
   f.version++;
   if (local) f.local++;
+  for (const t of table === "*" ? Object.keys(f.heard) : [table]) {
+    f.heard[t] = (f.heard[t] ?? 0) + 1;
+    if (local) f.own[t] = (f.own[t] ?? 0) + 1;
+  }
   for (const l of f.listeners) {
     try {
       l(table);
@@ -128,27 +241,15 @@ export async function onSignal(pg: SQL, channel: string, fn: (payload: string) =
 }
 
 /**
- * Columns written often that the triggers leave out (usage counters, heartbeats): an UPDATE that
- * sets only these is no change to what the request path memoises. Mirrors 0001_change_notify.sql.
- */
-const QUIET_COLUMNS: Record<string, Set<string> | undefined> = {
-  projects: new Set(),
-  workloads: new Set(),
-  assignments: new Set(),
-  api_keys: new Set(["requests", "input_tokens", "output_tokens", "last_used_at"]),
-  workers: new Set(["hostname", "version", "cpu_cores", "ram_bytes", "gpus", "telemetry", "last_seen_at", "created_at", "host_id"]),
-};
-
-/**
- * The memoised tables a statement changes (the ones the store's triggers notify about), from its
- * text: `INSERT INTO t`, `DELETE FROM t`, or `UPDATE t SET …` of a column other than the quiet ones.
+ * The watched tables a statement changes (those of `CHANGE_FEED`, as the store's triggers see them),
+ * from its text: `INSERT INTO t`, `DELETE FROM t`, or `UPDATE t SET …` of a column not quiet there.
  * @example changedTables('update "api_keys" set "revoked_at" = $1 where …') // → ["api_keys"]
  */
 export function changedTables(statement: string): string[] {
   const tables = new Set<string>();
   for (const m of statement.matchAll(/\b(insert(?:\s+or\s+\w+)?\s+into|replace\s+into|delete\s+from|update(?:\s+or\s+\w+)?)\s+[`"]?(\w+)[`"]?/gi)) {
     const table = m[2].toLowerCase();
-    const quiet = QUIET_COLUMNS[table];
+    const quiet = FEED_TABLES.get(table)?.quiet;
     if (!quiet) continue;
     if (!/^update/i.test(m[1])) {
       tables.add(table);

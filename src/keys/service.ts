@@ -153,7 +153,7 @@ const keyLookups = new WeakMap<Db, Lookup<KeyRecord | undefined>>();
 export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined | Promise<KeyRecord | undefined> {
   let find = keyLookups.get(db);
   if (!find) {
-    find = memoize(db, (hash) => first(db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`))));
+    find = memoize(db, (hash) => first(db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`))), true, ["api_keys", "projects"]);
     keyLookups.set(db, find);
   }
   return find(sha256(token));

@@ -13,7 +13,7 @@ export function storeQuotas(db: Db, flush: () => Promise<void>): QuotaSource {
   const quotas = memoize(db, async (id: string) => {
     const p = await first(db.select({ d: projects.tokensPerDay, m: projects.tokensPerMonth }).from(projects).where(eq(projects.id, id)));
     return { tokensPerDay: p?.d ?? null, tokensPerMonth: p?.m ?? null };
-  });
+  }, true, ["projects"]);
   return {
     tokensUsed: async (scope, id, period) => {
       await flush(); // what was counted in memory is in the store before it is summed

@@ -334,7 +334,7 @@ export function findWorkload(db: Db, projectSlug: string, workloadSlug: string):
       const [p, w] = JSON.parse(key) as [string, string];
       const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
       return r && toWorkload(r.w, r.projectSlug);
-    }, false);
+    }, false, ["workloads", "projects"]);
     workloadLookups.set(db, find);
   }
   return find(JSON.stringify([projectSlug, workloadSlug]));
@@ -352,7 +352,7 @@ export function findProjectWorkloads(db: Db, projectSlug: string): Workload[] | 
     find = memoize(db, async (slug) => {
       const rows = await joined(db).where(eq(projects.slug, slug)).orderBy(asc(workloads.createdAt), asc(workloads.id));
       return rows.map((r) => toWorkload(r.w, r.projectSlug));
-    }, false);
+    }, false, ["workloads", "projects"]);
     projectLookups.set(db, find);
   }
   return find(projectSlug);

@@ -6,9 +6,9 @@
  * the tables they print, and prints each figure's median for the ref and for the working tree with
  * the ratio (working tree / ref). Nothing is judged: a ratio below 1 is less of that figure.
  *
- *   bun bench/ab.ts <ref> [--rounds N] [--bench dataplane,limits] [--full]
+ *   bun bench/ab.ts <ref> [--rounds N] [--bench dataplane,limits] [--full] [-- <arguments for each benchmark>]
  *
- * Without `--full` each benchmark runs with `--quick`. Benchmarks must print their figures with
+ * Without `--full` each benchmark runs with `--quick`; what follows `--` is passed to each (e.g. `--store postgres`). Benchmarks must print their figures with
  * bench/lib.ts's `printTable` (a header line, a line of dashes, rows).
  */
 import { existsSync, symlinkSync } from "node:fs";
@@ -17,13 +17,17 @@ import { join } from "node:path";
 import { fmt, formatTable, summarize } from "./lib";
 
 const ROOT = join(import.meta.dir, "..");
-const USAGE = "usage: bun bench/ab.ts <ref> [--rounds N] [--bench dataplane,limits] [--full]";
+const USAGE = "usage: bun bench/ab.ts <ref> [--rounds N] [--bench dataplane,limits] [--full] [-- <arguments for each benchmark>]";
 
 /** The command line, checked. */
-function parseArgs(argv: string[]): { ref: string; rounds: number; benches: string[]; quick: boolean } {
-  const out = { ref: "", rounds: 2, benches: ["dataplane", "limits"], quick: true };
+function parseArgs(argv: string[]): { ref: string; rounds: number; benches: string[]; quick: boolean; extra: string[] } {
+  const out = { ref: "", rounds: 2, benches: ["dataplane", "limits"], quick: true, extra: [] as string[] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
+    if (a === "--") {
+      out.extra = argv.slice(i + 1);
+      break;
+    }
     if (a === "--rounds" && /^\d+$/.test(argv[i + 1] ?? "")) out.rounds = Math.max(1, Number(argv[++i]));
     else if (a === "--bench" && argv[i + 1]) out.benches = argv[++i].split(",").filter(Boolean);
     else if (a === "--full") out.quick = false;
@@ -97,15 +101,15 @@ export function figuresOf(output: string): Map<string, number> {
 }
 
 /** Runs one benchmark in `dir`; its output (it is printed too, indented, so a failure can be read). */
-async function runIn(dir: string, bench: string, quick: boolean): Promise<string> {
-  const p = Bun.spawn(["bun", `bench/${bench}.ts`, ...(quick ? ["--quick"] : [])], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+async function runIn(dir: string, bench: string, quick: boolean, extra: string[]): Promise<string> {
+  const p = Bun.spawn(["bun", `bench/${bench}.ts`, ...(quick ? ["--quick"] : []), ...extra], { cwd: dir, stdout: "pipe", stderr: "pipe" });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`bench/${bench}.ts in ${dir} exited with ${code}:\n${out}\n${err}`);
   return out;
 }
 
 async function main(): Promise<void> {
-  const { ref, rounds, benches, quick } = parseArgs(process.argv.slice(2));
+  const { ref, rounds, benches, quick, extra } = parseArgs(process.argv.slice(2));
   const a = worktreeOf(ref);
   const head = git(["rev-parse", "--short=12", "HEAD"]);
   const dirty = git(["status", "--porcelain", "--untracked-files=no"]) ? " + uncommitted changes" : "";
@@ -115,7 +119,7 @@ async function main(): Promise<void> {
     for (let r = 0; r < rounds; r++) {
       const order: ("A" | "B")[] = r % 2 === 0 ? ["A", "B"] : ["B", "A"];
       for (const side of order) {
-        const out = await runIn(side === "A" ? a.dir : ROOT, bench, quick);
+        const out = await runIn(side === "A" ? a.dir : ROOT, bench, quick, extra);
         for (const [k, v] of figuresOf(out)) seen[side].set(k, [...(seen[side].get(k) ?? []), v]);
         console.log(`  bench/${bench}.ts round ${r + 1} ${side} done`);
       }

@@ -146,7 +146,9 @@ export class DeliveryLoop {
         .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
         .where(eq(deliveries.id, id)),
     );
-    if (!row || row.d.state !== "pending" || !row.job.data) return;
+    // Read again now: a look that queried while the last attempt was being recorded may have seen it
+    // still due; its next attempt waits for the schedule.
+    if (!row || row.d.state !== "pending" || (row.d.nextAttemptAt ?? 0) > Date.now() || !row.job.data) return;
     // A batch's end event rides on a job row of its own kind (src/batches/finish.ts).
     const batchId = row.job.kind === BATCH_EVENT_KIND ? row.job.batchId : null;
     const body = batchId ? batchDeliveryBody(row.d.event, batchId, row.job.data) : deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);

@@ -78,7 +78,8 @@ export function familyOf(backend: string): PolicyFamily | null {
   return null;
 }
 
-const settingText = (key: keyof typeof POLICY_SETTINGS) => `${POLICY_SETTINGS[key].flag} (${POLICY_SETTINGS[key].env})`;
+/** A policy setting as messages name it: its flag and environment variable. */
+export const settingText = (key: keyof typeof POLICY_SETTINGS) => `${POLICY_SETTINGS[key].flag} (${POLICY_SETTINGS[key].env})`;
 
 /**
  * Refuses a tenant's workload spanning machines (`nodes > 1`) unless the operator allows it: its

@@ -11,7 +11,7 @@ import type { Db } from "../db";
 import { batch, first, type Statement } from "../db/raw";
 import { fileChunks, files } from "../db/schema";
 import { notFound } from "../errors";
-import { pacer } from "./jsonl";
+import { pacer, turn } from "./jsonl";
 import type { FileRow } from "./schema";
 
 /** The size of a chunk of a file's bytes. */
@@ -40,9 +40,6 @@ function chunkRows(fileId: string, bytes: Uint8Array) {
 export function fileWrites(db: Db, row: FileRow, bytes: Uint8Array): Statement[] {
   return [...chunkRows(row.id, bytes).map((c) => db.insert(fileChunks).values(c)), db.insert(files).values({ ...row, content: NO_CONTENT })];
 }
-
-/** A macrotask's wait: lets the event loop serve others. */
-const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 /** Stores a file (see the module comment); on a failure nothing of it is left. */
 export async function storeFile(db: Db, row: FileRow, bytes: Uint8Array): Promise<void> {

@@ -40,6 +40,9 @@ export function* jsonlLines(bytes: Uint8Array): Generator<{ line: number; bytes:
   }
 }
 
+/** A macrotask's wait: lets the event loop serve others (I/O included) before going on. */
+export const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 /**
  * A pacer for long loops on the event loop: awaiting it gives other requests a turn (a macrotask,
  * so I/O runs) once SLICE_MS have passed since the last turn, and costs next to nothing otherwise.
@@ -49,7 +52,7 @@ export function pacer(sliceMs = SLICE_MS): () => Promise<void> {
   let since = performance.now();
   return async () => {
     if (performance.now() - since < sliceMs) return;
-    await new Promise((resolve) => setImmediate(resolve));
+    await turn();
     since = performance.now();
   };
 }

@@ -13,17 +13,15 @@ import { tenantModels } from "../db/schema";
 import { AppError, notFound, validation } from "../errors";
 import { getProject } from "../projects/service";
 import { isMachineOperator, seesProject, type Principal } from "../users/access";
-import { outsideModelDirs, POLICY_SETTINGS, type LaunchPolicy } from "../../agent/launch-policy";
+import { notAllowed } from "../workloads/launch-policy";
+import { outsideModelDirs, POLICY_SETTINGS, settingText, type LaunchPolicy } from "../../agent/launch-policy";
 import { AddressRefused, checkUrl, makeResolver, resolveAllowed, type AddressPolicy, type Resolve } from "../../agent/net/address";
 import type { ModelSource } from "../../agent/models/source";
 import { getModelRow } from "./service";
 import type { PullBy } from "./manager";
 
-const settingText = (key: keyof typeof POLICY_SETTINGS) => `${POLICY_SETTINGS[key].flag} (${POLICY_SETTINGS[key].env})`;
-
-/** 403 `command_not_allowed` at `field`, naming the refused word and the setting that would allow it. */
-const notAllowed = (field: string, word: string, key: keyof typeof POLICY_SETTINGS, message: string) =>
-  new AppError(403, "command_not_allowed", message, {}, field, { word, setting: settingText(key) });
+/** 403 `command_not_allowed` at `field`, naming the refused word and the setting that would allow it (the launch policy's refusal). */
+const refused = (field: string, word: string, key: keyof typeof POLICY_SETTINGS, message: string) => notAllowed({ field, word, setting: settingText(key), message });
 
 /** A path's real path (links followed), or null when it cannot be resolved (it does not exist). */
 function realOrNull(path: string): string | null {
@@ -42,7 +40,7 @@ export function requireModelPath(policy: LaunchPolicy, path: string, field: stri
   const dirs = policy.model_paths;
   const why = outsideModelDirs(path, dirs, realOrNull);
   if (!why) return;
-  throw notAllowed(field, path, "model_paths", `${field}: "${path}" ${why}; tenants may use model files only under ${dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}`);
+  throw refused(field, path, "model_paths", `${field}: "${path}" ${why}; tenants may use model files only under ${dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}`);
 }
 
 /** The address rules of a tenant's model URL under `policy` (the agent's for `-mu`), with the system resolver unless given. */
@@ -60,7 +58,7 @@ export async function requireTenantSource(policy: LaunchPolicy, source: ModelSou
     await resolveAllowed(checkUrl(source.url, { what: "a model URL", http: guard.allowPrivate, literal: { allowPrivate: guard.allowPrivate } }), guard);
   } catch (e) {
     if (!(e instanceof AddressRefused)) throw e;
-    throw notAllowed("source", source.url, "private_model_urls", `source: "${source.url}" is not allowed: ${e.message}; tenants' model URLs must be public https addresses unless the operator allows private ones with ${settingText("private_model_urls")}`);
+    throw refused("source", source.url, "private_model_urls", `source: "${source.url}" is not allowed: ${e.message}; tenants' model URLs must be public https addresses unless the operator allows private ones with ${settingText("private_model_urls")}`);
   }
 }
 

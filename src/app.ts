@@ -2,11 +2,11 @@ import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { z } from "zod";
 import { errorPlugin, setRetryHint } from "./errors";
-import { noteRequestId, requestIdOf } from "./dataplane/request-id";
+import { callOf } from "./call";
 import { parseJsonBody } from "./http";
 import { modelRoutes } from "./models/routes";
 import { controlRoutes as replicaControlRoutes } from "./scaling/routes";
-import { actorOf, authenticateRequest, bodyDeadline, keyOf } from "./auth/service";
+import { actorOf, authenticateRequest, bodyDeadline } from "./auth/service";
 import { actAs } from "./audit/service";
 import { auditRoutes } from "./audit/routes";
 import { usageRoutes } from "./usage/routes";
@@ -29,9 +29,7 @@ import { webhookRoutes } from "./webhooks/routes";
 import { settingsRoutes } from "./settings/routes";
 import { uiRoutes } from "./ui/routes";
 import { docsRoutes } from "./docs/routes";
-import { noteArrival } from "./usage/arrival";
 import { andThen } from "./maybe";
-import { noteTimeline } from "./tracing/timeline";
 
 import type { AppDeps } from "./deps";
 
@@ -39,58 +37,44 @@ export type { AppDeps, AppEvents } from "./deps";
 
 const JSON_PLANES = /^\/(api|admin)(\/|$)/;
 
-/**
- * The path of a request URL without building a URL object (this runs on every request).
- * @example pathOf("http://h:1/a/b?x=1") // → "/a/b"
- */
-export function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return "/";
-  const q = url.indexOf("?", start);
-  return url.slice(start, q < 0 ? undefined : q);
-}
-
 /** Builds the inferd HTTP app (no listen): error mapping, the auth gate, body parsing, every route. */
 export function createApp(deps: AppDeps) {
   return new Elysia()
     .use(errorPlugin)
     .onRequest(({ request }) => {
-      const path = pathOf(request.url);
-      const data = path.startsWith("/endpoint/");
-      const arrived = data ? noteArrival(request) : 0;
-      const { id: requestId, own } = noteRequestId(request);
+      // The request's one object (../call.ts): its ids, arrival and, as they are learnt, its key,
+      // principal, ticket and timeline. Made here unless the HTTPS listener made it.
+      const call = callOf(request);
+      const data = call.path.startsWith("/endpoint/");
       // The request's timeline (the inspector's record, a trace when tracing is on) starts at its
       // arrival; its record is keyed on inferd's own id, the client's id is kept beside it.
-      const timeline = data ? deps.tracing.begin(request, path, arrived, own, requestId) : undefined;
-      if (timeline) noteTimeline(request, timeline);
+      if (data) call.timeline = deps.tracing.begin(request, call.path, call.arrivedAt, call.own, call.id);
       // Who changes what, for the audit log: entered now (before any wait, so the rest of the
       // request sees it), filled in once authentication has said who it is.
-      const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous", requestId });
-      return andThen(authenticateRequest(deps, request, path), () => {
+      const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous", requestId: call.id });
+      return andThen(authenticateRequest(deps, request, call.path), () => {
         if (actor) Object.assign(actor, actorOf(request));
         // The key's limits, next to authentication: inference and job submissions count.
-        if (data && request.method === "POST") return andThen(deps.limiter.admit(keyOf(request), request), () => void timeline?.authed());
+        if (data && request.method === "POST") return andThen(deps.limiter.admit(call.key!, request), () => void call.timeline?.authed());
       });
     })
     // Every answer carries its request id (`request-id` too, where Anthropic's SDK reads it), a
     // data-plane error its retry hint; a limited key's
     // x-ratelimit-* headers go on every answer it gets.
     .onAfterHandle({ as: "global" }, ({ request, response, set }) => {
-      const rid = requestIdOf(request);
-      if (rid) {
-        if (response instanceof Response) {
-          response.headers.set("x-request-id", rid);
-          response.headers.set("request-id", rid);
-          if (response.status >= 400 && pathOf(request.url).startsWith("/endpoint/")) setRetryHint(response.headers, response.status);
-        } else set.headers["x-request-id"] = set.headers["request-id"] = rid;
+      const { id, path, ticket } = callOf(request);
+      if (response instanceof Response) {
+        response.headers.set("x-request-id", id);
+        response.headers.set("request-id", id);
+        if (response.status >= 400 && path.startsWith("/endpoint/")) setRetryHint(response.headers, response.status);
+        if (ticket) for (const k in ticket.headers) response.headers.set(k, ticket.headers[k]);
+      } else {
+        set.headers["x-request-id"] = set.headers["request-id"] = id;
+        if (ticket) Object.assign(set.headers, ticket.headers);
       }
-      const t = deps.limiter.ticketOf(request);
-      if (!t) return;
-      if (response instanceof Response) for (const [k, v] of Object.entries(t.headers)) response.headers.set(k, v);
-      else Object.assign(set.headers, t.headers);
     })
     // A request that fails before it ends in a meter gives its concurrency slot back here.
-    .onError({ as: "global" }, ({ request }) => void deps.limiter.ticketOf(request)?.release())
+    .onError({ as: "global" }, ({ request }) => void callOf(request).ticket?.release())
     // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
     // plane) the body is left unread (null marks it handled) for the route to stream or forward.
     // Sign-in, open to anyone, must send its body within a bounded time.

@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { log } from "./log";
 import { storeFailure } from "./db/errors";
-import { requestIdOf } from "./dataplane/request-id";
+import { callOf } from "./call";
 
 /** The one error family of inferd: an HTTP status, a stable machine code and a human message. */
 export class AppError extends Error {
@@ -169,5 +169,5 @@ export const errorPlugin = new Elysia({ name: "inferd/errors" }).onError({ as: "
   else if (code === "NOT_FOUND") err = new AppError(404, "not_found", `no route for ${request.method} ${p}`);
   else if (code === "INVALID_COOKIE_SIGNATURE") err = unauthorized("invalid_session", "the session cookie is not valid");
   else err = fromUnknown(error);
-  return errorResponse(p, err, requestIdOf(request));
+  return errorResponse(p, err, callOf(request).id);
 });

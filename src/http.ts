@@ -1,3 +1,4 @@
+import { callOf } from "./call";
 import { AppError, badRequest } from "./errors";
 
 /** 413 for a body over the limit, in the contract's error shape. */
@@ -6,10 +7,10 @@ export const tooLarge = (limit: number) => new AppError(413, "payload_too_large"
 /**
  * The bytes of request bodies inferd may hold at once across all requests (`--max-buffered-bytes`):
  * past it a request is answered 503 `server_busy` with `Retry-After` instead of growing memory.
+ * What each request holds is kept on its call (../call.ts).
  */
 export class ByteBudget {
   private used = 0;
-  private held = new WeakMap<Request, number>();
   constructor(readonly limit: number) {}
 
   /** Bytes held now. */
@@ -23,21 +24,22 @@ export class ByteBudget {
       throw new AppError(503, "server_busy", `inferd is holding as many request bodies as it may (${Math.round(this.limit / 1048576)} MiB, --max-buffered-bytes); retry shortly`, { "retry-after": "1" });
     }
     this.used += n;
-    this.held.set(request, (this.held.get(request) ?? 0) + n);
+    callOf(request).held += n;
   }
 
   /** Gives back `n` of the bytes `request` holds (a part of its body it no longer needs). */
   give(request: Request, n: number): void {
-    const held = this.held.get(request) ?? 0;
-    const back = Math.min(n, held);
+    const call = callOf(request);
+    const back = Math.min(n, call.held);
     this.used -= back;
-    this.held.set(request, held - back);
+    call.held -= back;
   }
 
   /** Gives back what `request` held (call when its body is no longer needed; twice is harmless). */
   release(request: Request): void {
-    this.used -= this.held.get(request) ?? 0;
-    this.held.delete(request);
+    const call = callOf(request);
+    this.used -= call.held;
+    call.held = 0;
   }
 }
 

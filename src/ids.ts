@@ -1,4 +1,4 @@
-import { randomBytes, createHash, timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 
 /**
  * A new server-assigned id: a short type prefix and 20 random base32 characters. The underscore
@@ -20,7 +20,7 @@ export function newSecret(prefix: string): string {
 
 /** Hex SHA-256, used to store secrets (which carry 256 random bits, so no slow hash is needed). */
 export function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
+  return Bun.SHA256.hash(text, "hex") as string;
 }
 
 /** Constant-time string comparison. */

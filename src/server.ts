@@ -10,7 +10,7 @@ import { VERSION } from "./version";
 import { Fleet, localTarget, type TargetFactory } from "./workers/fleet";
 import { getWorker, setOfflineAfter } from "./workers/service";
 import { RemoteAgents } from "./agents/remote";
-import { viaTls } from "./agents/routes";
+import { beginCall } from "./call";
 import { loadHostCert, type HostCert } from "./tls/hostcert";
 import { MetricsStore } from "./usage/series";
 import { SeriesKeeper } from "./usage/series-store";
@@ -253,7 +253,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
       idleTimeout: 255,
       maxRequestBodySize: bodyLimit,
       fetch: (request) => {
-        viaTls.add(request);
+        beginCall(request, true);
         return app.handle(request);
       },
     });

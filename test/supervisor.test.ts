@@ -306,7 +306,17 @@ describe("LogFile", () => {
     expect(old.startsWith("line 020") && old.includes("line 029")).toBe(true);
     expect(existsSync(`${log.path}.2`)).toBe(false);
     log.write("after reopen\n");
+    log.flush();
     expect(readFileSync(log.path, "utf8").endsWith("line 034 " + "x".repeat(90) + "\nafter reopen\n")).toBe(true);
+  });
+
+  test("output written meanwhile reaches the file in order on its own, within moments", async () => {
+    const { dir } = fixtures();
+    const log = new LogFile(join(dir, "r.log"));
+    const lines = Array.from({ length: 200 }, (_, i) => `INFO: 127.0.0.1 - "POST /v1/chat/completions HTTP/1.1" 200 OK #${i}\n`);
+    for (const line of lines) log.write(line);
+    await waitFor("the lines in the file", () => existsSync(log.path) && readFileSync(log.path, "utf8") === lines.join(""));
+    log.close();
   });
 
   test("an I/O error never throws into the caller and is reported once", () => {

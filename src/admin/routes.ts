@@ -2,15 +2,12 @@ import { Elysia } from "elysia";
 import type { AppDeps } from "../deps";
 import { jsonBody } from "../http";
 import { createSession, endAllSessions, endSession, redeemLoginCode, sessionCookie } from "../auth/service";
-import { viaTls } from "../agents/routes";
+import { overHttps } from "../call";
 import { SessionCreate } from "../users/schema";
 import { clientOf, signInMethods, signInWithPassword } from "../users/signin";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "adminToken" | "usage" | "metricsToken" | "config">;
-
-/** Whether the browser reached us over HTTPS (our TLS port, or a TLS-terminating proxy saying so). */
-const overHttps = (request: Request) => viaTls.has(request) || request.headers.get("x-forwarded-proto") === "https";
 
 /** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
 export const adminRoutes = (deps: Deps) =>

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { z } from "zod";
+import { callOf } from "../call";
 import { AGENT_LIMITS, AnswerHeadSchema, HeartbeatSchema, JoinSchema, LogsSchema, ReplicaReportSchema } from "../../agent/protocol";
 import type { AppDeps } from "../deps";
 import { forbidden, fromSchemaIssue } from "../errors";
@@ -12,9 +13,6 @@ import { isPoolToken, joinWithPoolToken } from "./join-tokens";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "agents" | "cluster" | "db" | "fleet" | "version">;
-
-/** Requests that arrived on the HTTPS listener (agents must use it). */
-export const viaTls = new WeakSet<Request>();
 
 /** `value` checked by `schema`, or 400 `validation_error` naming the first bad field (`where` when it is the whole). */
 function checked<T>(schema: z.ZodType<T>, value: unknown, where: string): T {
@@ -36,7 +34,7 @@ function answerHead(request: Request): z.infer<typeof AnswerHeadSchema> {
 
 /** The remote worker behind a request (HTTPS and a valid credential), and that it was heard from. */
 async function agentOf(deps: Deps, request: Request) {
-  if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");
+  if (!callOf(request).viaTls) throw forbidden("https_required", "agents connect to the host's HTTPS port");
   const w = await workerByCredential(deps.db, presentedToken(request));
   deps.agents.touch(w.id);
   return w;
@@ -55,7 +53,7 @@ const waitMs = (q: unknown) => Math.min(Math.max(Number(q ?? 25_000) || 25_000, 
 export const agentRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/agent/v1", detail: { tags: ["agents"], hide: true } })
     .post("/join", async ({ request, set }) => {
-      if (!viaTls.has(request)) throw forbidden("https_required", "agents connect to the host's HTTPS port");
+      if (!callOf(request).viaTls) throw forbidden("https_required", "agents connect to the host's HTTPS port");
       const b = await body(request, JoinSchema);
       const join = isPoolToken(b.token) ? joinWithPoolToken : joinWorker;
       const joined = await join(deps.db, b.token, b.version, deps.version, b.machine);

@@ -7,16 +7,13 @@
  */
 import { Elysia } from "elysia";
 import type { AppDeps } from "../deps";
-import { viaTls } from "../agents/routes";
+import { overHttps } from "../call";
 import { log } from "../log";
 import { openSession, sessionCookie } from "./service";
 import { createOidcFlow, LOGIN_MS, notConfigured, oidcConfigured, pendingCookieKey, PENDING_COOKIE, safeReturnTo, SignInFailed } from "./oidc";
 
 /** What this module uses of the app's dependencies. */
 type Deps = Pick<AppDeps, "db" | "config" | "adminToken" | "usage">;
-
-/** Whether the browser reached us over HTTPS (our TLS port, or a TLS-terminating proxy saying so). */
-const overHttps = (request: Request) => viaTls.has(request) || request.headers.get("x-forwarded-proto") === "https";
 
 /** A 302 to `location`, with extra Set-Cookie values. */
 function redirect(location: string, cookies: string[] = []): Response {

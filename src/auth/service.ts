@@ -2,11 +2,12 @@ import { and, eq, gt, lt } from "drizzle-orm";
 import type { Db } from "../db";
 import { first } from "../db/raw";
 import { andThen, type Maybe } from "../maybe";
+import { callOf } from "../call";
 import { sessions } from "../db/schema";
 import { AppError, forbidden, notFound, unauthorized } from "../errors";
 import { CLIENT_SECTIONS, wantsDashboardPage } from "../ui/routes";
 import { newSecret, nowIso, safeEqual, sha256 } from "../ids";
-import { findKeyBySecret, KEY_PREFIX, type KeyRecord } from "../keys/service";
+import { findKeyByHash, findKeyBySecret, KEY_PREFIX, type KeyRecord } from "../keys/service";
 import type { UsageRecorder } from "../usage/recorder";
 import type { Actor } from "../audit/service";
 import { audit } from "../audit/service";
@@ -50,9 +51,9 @@ function adminHash(deps: AuthDeps): string {
   return h;
 }
 
-/** Whether `token` is the admin token (compared as hashes, in constant time). */
-function isAdminToken(deps: AuthDeps, token: string): boolean {
-  return safeEqual(sha256(token), adminHash(deps));
+/** Whether `token` is the admin token (compared as hashes, in constant time); `hash`: its SHA-256 when already made. */
+function isAdminToken(deps: AuthDeps, token: string, hash = sha256(token)): boolean {
+  return safeEqual(hash, adminHash(deps));
 }
 
 /**
@@ -61,8 +62,9 @@ function isAdminToken(deps: AuthDeps, token: string): boolean {
  */
 function resolveKey(deps: AuthDeps, token: string | undefined, plane: string): Maybe<KeyRecord | "admin"> {
   if (!token) throw unauthorized("missing_token", `this ${plane} route needs "Authorization: Bearer <token>"`);
-  if (isAdminToken(deps, token)) return "admin";
-  return andThen(token.startsWith("ik_") ? findKeyBySecret(deps.db, token) : undefined, (key) => {
+  const hash = sha256(token);
+  if (isAdminToken(deps, token, hash)) return "admin";
+  return andThen(token.startsWith("ik_") ? findKeyByHash(deps.db, hash) : undefined, (key) => {
     if (!key) throw unauthorized("invalid_token", "the token is unknown or has been revoked");
     deps.usage.record(key.id, { requests: 1 });
     return key;
@@ -187,8 +189,9 @@ export async function authAdmin(deps: AuthDeps, request: Request, path = normali
   const token = presentedToken(request);
   if (token) {
     if (isAdminToken(deps, token)) {
-      actors.set(request, { type: "admin", label: "admin token" });
-      principals.set(request, adminTokenPrincipal(null));
+      const call = callOf(request);
+      call.actor = { type: "admin", label: "admin token" };
+      call.principal = adminTokenPrincipal(null);
       return { via: "token" };
     }
     if (token.startsWith(KEY_PREFIX.sdk) || token.startsWith(KEY_PREFIX.live)) {
@@ -199,8 +202,9 @@ export async function authAdmin(deps: AuthDeps, request: Request, path = normali
   const sid = cookieValue(request, SESSION_COOKIE);
   if (sid) {
     const principal = await checkSession(deps, sid);
-    principals.set(request, principal);
-    actors.set(request, principal.userId ? { type: "user", id: principal.userId, label: principal.email ?? principal.userId } : { type: "session", id: principal.sessionId ?? undefined, label: "dashboard session" });
+    const call = callOf(request);
+    call.principal = principal;
+    call.actor = principal.userId ? { type: "user", id: principal.userId, label: principal.email ?? principal.userId } : { type: "session", id: principal.sessionId ?? undefined, label: "dashboard session" };
     if (!["GET", "HEAD", "OPTIONS"].includes(request.method)) {
       const origin = request.headers.get("origin");
       const host = request.headers.get("host");
@@ -271,28 +275,34 @@ export async function endSession(deps: AuthDeps, request: Request): Promise<void
   await audit(deps.db, "session.end", { type: "session", id: sessionIdOf(sha256(sid)) }, {}, actor);
 }
 
-const keys = new WeakMap<Request, KeyRecord>();
-const actors = new WeakMap<Request, Actor>();
-const principals = new WeakMap<Request, Principal>();
+declare module "../call" {
+  interface Call {
+    /** The key that authenticated it (set by `authenticateRequest`). */
+    key?: KeyRecord;
+    /** Who an /admin request is (set by `authAdmin`). */
+    principal?: Principal;
+    /** Who it acts as for the audit log, when not its key (set by `authAdmin`). */
+    actor?: Actor;
+  }
+}
 
 /** Who an /admin request is (set by `authAdmin`): its role and the projects it may see; 401 when it was not authenticated so. */
 export function principalOf(request: Request): Principal {
-  const p = principals.get(request);
+  const p = callOf(request).principal;
   if (!p) throw unauthorized("missing_token", "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session");
   return p;
 }
 
 /** Who a request acts as, for the audit log (set by `authenticateRequest`); anonymous when none. */
 export function actorOf(request: Request): Actor {
-  const a = actors.get(request);
-  if (a) return a;
-  const k = keys.get(request);
+  const { actor, key: k } = callOf(request);
+  if (actor) return actor;
   return k ? { type: "key", id: k.id, label: `${k.name} (${k.prefix}…)` } : { type: "anonymous", label: "anonymous" };
 }
 
 /** The key that authenticated this request (set by `authenticateRequest`). */
 export function keyOf(request: Request): KeyRecord {
-  const k = keys.get(request);
+  const k = callOf(request).key;
   if (!k) throw new Error("keyOf() on a request that was not authenticated with a key");
   return k;
 }
@@ -347,7 +357,7 @@ export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: s
   if ((request.method === "GET" || request.method === "HEAD") && UI_PATHS.some((re) => re.test(path))) return;
   // A browser asking for another page gets the dashboard (it shows "not found"); it holds no data.
   if (wantsDashboardPage(request, path)) return;
-  const keep = (key: KeyRecord) => void keys.set(request, key);
+  const keep = (key: KeyRecord) => void (callOf(request).key = key);
   if (path === "/metrics") {
     const token = presentedToken(request);
     if (deps.metricsToken && token && safeEqual(sha256(token), sha256(deps.metricsToken))) return;

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import type { AppDeps } from "../deps";
+import { callOf } from "../call";
 import { keyOf } from "../auth/service";
 import { workloadOf, type RouteBase } from "../dataplane/target";
 import type { Viewer } from "./access";
@@ -29,7 +30,7 @@ async function submission<T>(deps: Deps, request: Request, fn: () => Promise<T>)
     return await fn();
   } finally {
     deps.bodyBudget.release(request);
-    deps.limiter.ticketOf(request)?.release();
+    callOf(request).ticket?.release();
   }
 }
 

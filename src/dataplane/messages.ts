@@ -7,7 +7,7 @@ import type { Workload } from "../workloads/service";
 import { dispatchWith, unanswered, isEventStream, relay, upstreamFailed, withAffinity } from "./forward";
 import { countPromptTokens, countWayOf, RuntimeRefused, tokenizeOn } from "./anthropic-count";
 import type { Target } from "../dispatch/queue";
-import { requestIdOf } from "./request-id";
+import { callOf } from "../call";
 import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
 import { translateChatStream } from "./anthropic-stream";
 
@@ -107,7 +107,7 @@ export async function countTokensRoute(deps: DataplaneDeps, request: Request, ba
     return await tryInOrder(await routeOf(deps, request, base, json.model), count);
   } finally {
     deps.bodyBudget.release(request);
-    deps.limiter.ticketOf(request)?.release();
+    callOf(request).ticket?.release();
   }
 }
 
@@ -126,6 +126,5 @@ async function countHeld(deps: DataplaneDeps, request: Request, w: Workload, jso
 
 /** The request id, passed to the runtime. */
 function runtimeHeaders(request: Request): Record<string, string> {
-  const rid = requestIdOf(request);
-  return rid ? { "x-request-id": rid } : {};
+  return { "x-request-id": callOf(request).id };
 }

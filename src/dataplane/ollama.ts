@@ -9,7 +9,6 @@
 import type { AppDeps } from "../deps";
 import { keyOf } from "../auth/service";
 import { AppError } from "../errors";
-import { arrivalOf } from "../usage/arrival";
 import { VERSION } from "../version";
 import type { Workload } from "../workloads/service";
 import type { JsonObject } from "./anthropic";
@@ -18,7 +17,7 @@ import type { Usage } from "./meter";
 import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
 import { chatAnswerOf, chatRequestOf, countsOf, embedAnswerOf, embedRequestOf, generateAnswerOf, generateRequestOf, loadAnswerOf, ollamaErrorOf, streams, type RuntimeCall, type Timing } from "./ollama-translate";
-import { requestIdOf } from "./request-id";
+import { callOf } from "../call";
 import { accounting, syncTicket, readJsonObject, runOnBase, type DataplaneDeps, type ModelLookup } from "./service";
 import { routeOf, type RouteBase } from "./target";
 
@@ -106,7 +105,7 @@ function onlyLoads(name: Inference, json: JsonObject): boolean {
 async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json: JsonObject, name: Inference): Promise<Response> {
   const asked = typeof json.model === "string" && json.model && json.model !== "default" ? json.model : w.model_name;
   if ((name === "chat" || name === "generate") && onlyLoads(name, json)) {
-    deps.limiter.ticketOf(request)?.release();
+    callOf(request).ticket?.release();
     // One JSON object, streamed or not, as Ollama answers it.
     return Response.json(loadAnswerOf(name, asked));
   }
@@ -114,13 +113,12 @@ async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json:
   const passthrough = w.backend === "ollama";
   const call = passthrough ? { path: `/api/${name}`, body: json } : runtimeCallOf(name, json, w.model_name);
   const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? (passthrough ? "application/x-ndjson" : "text/event-stream") : "application/json" };
-  const rid = requestIdOf(request);
-  if (rid) headers["x-request-id"] = rid;
+  headers["x-request-id"] = callOf(request).id;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
   const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch(unanswered(acct));
   acct.waited(got.waitedMs);
   if (!got.upstream.ok) return runtimeError(got, acct);
-  const timing = { arrived: arrivalOf(request), waited: got.waitedMs };
+  const timing = { arrived: callOf(request).arrivedAt, waited: got.waitedMs };
   const type = got.upstream.headers.get("content-type") ?? "";
   if (stream && got.upstream.body && (type.includes("text/event-stream") || type.includes("ndjson"))) {
     const body = passthrough ? got.upstream.body : got.upstream.body.pipeThrough(sseToNdjson(new ChatStreamToOllama(name as "chat" | "generate", asked, timing)));
@@ -209,7 +207,7 @@ async function show(deps: DataplaneDeps, request: Request, base: RouteBase): Pro
   const json = await readJsonObject(deps, request);
   const model = json.model ?? json.name;
   const route = await tolerantOfLatest(model, (m) => routeOf(deps, request, base, m));
-  deps.limiter.ticketOf(request)?.release();
+  callOf(request).ticket?.release();
   const w = route.workloads[0];
   const target = w.backend === "ollama" ? deps.fleet.dispatcher.targetsOf(w.id)[0] : undefined;
   if (target) {

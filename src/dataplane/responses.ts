@@ -5,7 +5,7 @@ import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
 import { dispatchWith, unanswered, isEventStream, relay, withAffinity, type Accounting } from "./forward";
-import { requestIdOf } from "./request-id";
+import { callOf } from "../call";
 import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
 import { pipeTranslator } from "./stream-pipe";
@@ -46,8 +46,7 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
   const servedName = w.model_name;
   const stream = json.stream === true;
   const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json" };
-  const rid = requestIdOf(request);
-  if (rid) headers["x-request-id"] = rid;
+  headers["x-request-id"] = callOf(request).id;
   let viaChat = false;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
   const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {

@@ -1,17 +1,15 @@
 import type { AppDeps } from "../deps";
 import { AppError, badRequest } from "../errors";
 import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
-import { arrivalOf } from "../usage/arrival";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { dispatch, relay, unanswered, withAffinity, type Accounting } from "./forward";
 import { SYNC, type Ticket } from "../dispatch/queue";
 import { keyOf } from "../auth/service";
 import { priorityOf, type KeyRecord } from "../keys/service";
-import { requestIdOf } from "./request-id";
+import { callOf } from "../call";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
-import { timelineOf } from "../tracing/timeline";
 import { Capture } from "../tracing/capture";
 import { capturing } from "../inspector/capture";
 
@@ -71,7 +69,8 @@ export async function readJsonObject(deps: DataplaneDeps, request: Request): Pro
  * request `body` (as read) is kept, and the answer teed (./forward.ts `relay`).
  */
 export function accounting(deps: DataplaneDeps, request: Request, keyId: string | null, w: Workload, body?: unknown): Accounting {
-  const tl = timelineOf(request);
+  const call = callOf(request);
+  const tl = call.timeline;
   if (tl) {
     tl.model = w.model_name;
     if (capturing(w)) {
@@ -79,7 +78,7 @@ export function accounting(deps: DataplaneDeps, request: Request, keyId: string 
       tl.capture.keepRequest(body);
     }
   }
-  return deps.metering.begin(w, keyId, "sync", arrivalOf(request), deps.limiter.ticketOf(request)?.release, tl);
+  return deps.metering.begin(w, keyId, "sync", call.arrivedAt, call.ticket?.release, tl);
 }
 
 /**
@@ -161,8 +160,7 @@ type Reached = "workload" | "routed" | "playground";
 async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed: unknown, via: Reached, uploadFrom = request): Promise<Response> {
   checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, via === "playground");
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
-  const rid = requestIdOf(request);
-  if (rid) headers["x-request-id"] = rid;
+  headers["x-request-id"] = callOf(request).id;
   let json: Record<string, unknown> | undefined;
   let injectedUsage = false;
   if (spec.body === "json") {

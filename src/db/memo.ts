@@ -16,24 +16,54 @@ import { changeCounter, localChanges } from "./notify";
 
 const stamps = new WeakMap<Db, (fresh: boolean) => string>();
 
+/** Bytes of the WAL index header at the start of the `-shm` file (SQLite's `WalIndexHdr`). */
+const WAL_INDEX_HEADER = 48;
+
+/**
+ * The WAL index header of `file` (`<file>-shm`), mapped into memory: SQLite rewrites it at every
+ * commit of any connection (its change counter, frame count and salts), so an unchanged header
+ * means no commit happened since it was last looked at. Looking costs a 48-byte compare, no system
+ * call and no query. Undefined when the file has no index (not in WAL mode, or in memory). SQLite
+ * never shortens the index while a connection (this one) holds the database open.
+ */
+function walHeader(file: string): Uint8Array | undefined {
+  if (!file || file === ":memory:") return undefined;
+  try {
+    const shm = Bun.mmap(`${file}-shm`, { shared: true });
+    return shm.length >= WAL_INDEX_HEADER ? shm.subarray(0, WAL_INDEX_HEADER) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A cheap SQLite stamp that changes whenever what the memos hold may have changed: data_version
- * (other connections' commits) and this process's writes to the memoised tables.
+ * (other connections' commits) and this process's writes to the memoised tables. data_version is
+ * queried only when the WAL index header says some commit happened since the last look (this
+ * process's usage flushes, or another connection's); otherwise the last reading stands.
  */
 function sqliteStamp(db: Db): (fresh: boolean) => string {
   let fn = stamps.get(db);
   if (!fn) {
-    const stmt = sqliteOf(db).prepare<{ dv: number }, []>("SELECT data_version AS dv FROM pragma_data_version");
-    // A fresh read (authentication, first thing of every request) always queries data_version;
-    // later lookups of the same request reuse a reading under a millisecond old. This process's
-    // own writes are counted in memory and always current.
+    const sqlite = sqliteOf(db);
+    const stmt = sqlite.prepare<{ dv: number }, []>("SELECT data_version AS dv FROM pragma_data_version");
+    const header = walHeader(sqlite.filename);
+    const seen = Buffer.alloc(WAL_INDEX_HEADER);
+    // A fresh read (authentication, first thing of every request) always looks; later lookups of
+    // the same request reuse a reading under a millisecond old. This process's own writes are
+    // counted in memory and always current.
     let at = -1;
     let dv = 0;
+    const read = () => {
+      if (header && at >= 0 && seen.equals(header)) return;
+      if (header) seen.set(header);
+      dv = stmt.get()!.dv;
+    };
     fn = (fresh) => {
-      const now = performance.now();
-      if (fresh || now - at >= 1) {
-        dv = stmt.get()!.dv;
-        at = now;
+      const t = performance.now();
+      if (fresh || t - at >= 1) {
+        read();
+        at = t;
       }
       return `${dv}:${localChanges(db)}`;
     };

@@ -6,7 +6,7 @@ import { bodyChunks, readBodyLimited, utf8Text } from "../http";
 import { nowIso } from "../ids";
 import { resolveWorkload, type Workload } from "../workloads/service";
 import { workloadOf } from "../dataplane/target";
-import { requestIdOf } from "../dataplane/request-id";
+import { callOf } from "../call";
 import { parseTraceparent, traceparentOf } from "../tracing/context";
 import { acceptBatch, acceptNdjson, batchFormat } from "./batch";
 import { acceptEnvelope, checkJobsOn, checkKindOn, type AcceptedJob } from "./envelope";
@@ -24,7 +24,7 @@ type Deps = Pick<AppDeps, "bodyBudget" | "config" | "db" | "jobQuota" | "jobs" |
 async function store(deps: Deps, intake: GroupCommit<JobInsert>, w: Workload, request: Request, accepted: AcceptedJob[]): Promise<string[]> {
   const keyId = keyOf(request).id;
   const createdAt = nowIso();
-  const requestId = requestIdOf(request) ?? null;
+  const requestId = callOf(request).id;
   const traceparent = submittersTrace(request);
   const rows = accepted.map((job) => ({ id: Bun.randomUUIDv7(), workloadId: w.id, keyId, kind: job.kind, body: job.body, contentType: job.contentType, context: job.context, requestId, traceparent, createdAt }));
   await intake.submit(rows);
@@ -62,7 +62,7 @@ export const jobRoutes = (deps: Deps) => {
         return { job_id: id };
       } finally {
         deps.bodyBudget.release(request);
-        deps.limiter.ticketOf(request)?.release(); // a submission holds no slot; its tokens count when it ends
+        callOf(request).ticket?.release(); // a submission holds no slot; its tokens count when it ends
       }
     }, { parse: "none", detail: { summary: "Submit an async job; answers 202 with its job_id once it is stored" } })
     // The router has no escape for ":" inside a segment: "/jobs:suffix" is "/jobs" then a parameter
@@ -83,7 +83,7 @@ export const jobRoutes = (deps: Deps) => {
         return new Response(ids.map((id) => `{"job_id":"${id}"}\n`).join(""), { status: 202, headers: { "content-type": "application/x-ndjson" } });
       } finally {
         deps.bodyBudget.release(request);
-        deps.limiter.ticketOf(request)?.release();
+        callOf(request).ticket?.release();
       }
     }, { parse: "none", detail: { summary: "Submit up to 1000 async jobs at once (JSON array or NDJSON); all or none are stored, ids in order" } })
     .get("/jobs/:job_id", async ({ params }) => {

@@ -151,12 +151,17 @@ const keyLookups = new WeakMap<Db, Lookup<KeyRecord | undefined>>();
  * store is unchanged (the value at once), else a promise of it.
  */
 export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined | Promise<KeyRecord | undefined> {
+  return findKeyByHash(db, sha256(token));
+}
+
+/** `findKeyBySecret` for a secret whose SHA-256 (`sha256(token)`) the caller has made already. */
+export function findKeyByHash(db: Db, hash: string): KeyRecord | undefined | Promise<KeyRecord | undefined> {
   let find = keyLookups.get(db);
   if (!find) {
     find = memoize(db, (hash) => first(db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`))), true, ["api_keys", "projects"]);
     keyLookups.set(db, find);
   }
-  return find(sha256(token));
+  return find(hash);
 }
 
 /** A workload's recorded usage (zeros when never used). */

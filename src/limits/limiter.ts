@@ -5,6 +5,7 @@
  * with `Retry-After` (and `retry-after-ms`) and OpenAI's `x-ratelimit-*` headers, which the official
  * SDKs read to wait before retrying.
  */
+import { callOf } from "../call";
 import { AppError } from "../errors";
 import { andThen } from "../maybe";
 import type { SharedLimits } from "./shared";
@@ -66,6 +67,13 @@ function nextPeriods(now: number): { day: number; month: number } {
   return { day: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1), month: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) };
 }
 
+declare module "../call" {
+  interface Call {
+    /** The key's admission: the headers its answers carry and the concurrency slot it gives back (set by `Limiter.admit`). */
+    ticket?: Ticket;
+  }
+}
+
 /** Per-key limits and quotas (a key without a limit of some kind gets the default one, if set); `now` injectable for tests. */
 export class Limiter {
   private requests = new Map<string, Bucket>();
@@ -73,7 +81,6 @@ export class Limiter {
   private inFlight = new Map<string, number>();
   /** Tokens counted per `scope:id:period` since loaded from the store. */
   private used = new Map<string, number>();
-  private tickets = new WeakMap<Request, Ticket>();
 
   constructor(
     private quotas: QuotaSource,
@@ -191,7 +198,7 @@ export class Limiter {
         this.inFlight.set(key.id, Math.max(0, (this.inFlight.get(key.id) ?? 1) - 1));
       },
     };
-    if (request) this.tickets.set(request, ticket);
+    if (request) callOf(request).ticket = ticket;
     return ticket;
   }
 
@@ -211,11 +218,6 @@ export class Limiter {
       const used = this.used.get(`${scope}:${id}:${period}`) ?? 0;
       if (used >= quota) this.refuse("quota_exceeded", `${what} token quota of ${quota} is used up (${used} used); it renews at ${new Date(resetAt).toISOString()}`, resetAt - t, headers);
     }
-  }
-
-  /** The ticket a request was admitted with, if any. */
-  ticketOf(request: Request): Ticket | undefined {
-    return this.tickets.get(request);
   }
 
   /** A request or job ended: its tokens are charged to the key's per-minute bucket and to the quotas. */

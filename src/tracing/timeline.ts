@@ -109,15 +109,12 @@ export class Timeline {
   }
 }
 
-const timelines = new WeakMap<Request, Timeline>();
-
-/** Notes the timeline of a request that just arrived. */
-export function noteTimeline(request: Request, timeline: Timeline): void {
-  timelines.set(request, timeline);
+declare module "../call" {
+  interface Call {
+    /** The timeline of a data-plane request (none for other requests, e.g. the dashboard's playground). */
+    timeline?: Timeline;
+  }
 }
-
-/** The timeline of a data-plane request (undefined for other requests, e.g. the dashboard's playground). */
-export const timelineOf = (request: Request): Timeline | undefined => timelines.get(request);
 
 /**
  * The route a data-plane path asks for, without its `/endpoint/<project>[/<workload>]` base.

@@ -40,6 +40,10 @@ const PLAN = QUICK
 /** The aims this benchmark reports on. */
 const AIM_P50_OVERHEAD_MS = 1;
 const AIM_C64_RATIO = 0.9;
+/** inferd's event loop may stall at most this long under c=64 load (ms). */
+const AIM_STALL_MS = 5;
+/** The window of inferd's stall gauge (src/usage/lag.ts WINDOW_S), in seconds. */
+const STALL_WINDOW_S = 10;
 /** The project base URL (routed by `model`) may add at most this to the workload base URL's p50 (ms). */
 const AIM_PROJECT_ROUTE_MS = 0.1;
 
@@ -119,23 +123,27 @@ interface Figures {
   /** Latency at concurrency 1 on the workload's base URL and on the project's (routed by model), alternating. */
   projectRoute: { workload: number[]; project: number[] };
   throughput: { concurrency: number; direct: Run[]; inferd: Run[] }[];
+  /** inferd's longest event-loop stall (ms) right after each of its throughput runs, per concurrency. */
+  stalls: Map<number, number[]>;
 }
 
 /** Processes whose CPU time is reported (undefined: not known). */
 type Pids = { inferd: number; runtime: number | undefined };
 
 /** Every measurement, in order: latency at concurrency 1, throughput per concurrency, streams. */
-async function measure(sides: [Side, Side], project: Side, pids: Pids): Promise<Figures> {
+async function measure(sides: [Side, Side], project: Side, pids: Pids, stallMs: () => Promise<number>): Promise<Figures> {
   const step = (what: string) => console.log(`  ${what}…`);
   step(`project route: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests on the workload's and the project's base URL`);
   const routes = await alternate([sides[1], project], PLAN.rounds, async (side) => checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })));
   step(`latency: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests per side`);
   const lat = await alternate(sides, PLAN.rounds, async (side) => checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })));
   const throughput: Figures["throughput"] = [];
+  const stalls: Figures["stalls"] = new Map();
   for (const c of CONCURRENCIES) {
     step(`throughput at concurrency ${c}: ${PLAN.rounds} × ${PLAN.throughputMs} ms per side`);
     const got = await alternate(sides, PLAN.rounds, async (side) => {
       const { result, cpuMs } = await withCpu(pids, () => closedLoop({ concurrency: c, durationMs: PLAN.throughputMs, fn: () => chatOnce(side) }));
+      if (side.name === "inferd") stalls.set(c, [...(stalls.get(c) ?? []), await stallMs()]);
       return { ...checked(side, result), cpuMs };
     });
     throughput.push({ concurrency: c, ...got });
@@ -153,7 +161,15 @@ async function measure(sides: [Side, Side], project: Side, pids: Pids): Promise<
     streamTotal: pick("total"),
     projectRoute: { workload: routes.inferd.flatMap((r) => r.latencies), project: routes.project.flatMap((r) => r.latencies) },
     throughput,
+    stalls,
   };
+}
+
+/** The longest event-loop stall inferd reports for the last seconds (`inferd_event_loop_stall_seconds` on /metrics), in ms. */
+async function loopStallMs(inferd: BenchInferd): Promise<number> {
+  const r = await fetch(`${inferd.url}/metrics`, { headers: { authorization: `Bearer ${inferd.adminToken}` } });
+  const m = /^inferd_event_loop_stall_seconds (\S+)$/m.exec(await r.text());
+  return m ? Number(m[1]) * 1000 : NaN;
 }
 
 /** Requests per second over every round of a side. */
@@ -197,15 +213,19 @@ function report(f: Figures): void {
   );
   printTable(["c", "side", "client", "inferd", "runtime", "total"], cpuRows, "CPU time per request (µs, user+system, all threads; 10 ms resolution per run)");
 
+  printTable(["c", "longest stall ms", "per round"], [...f.stalls].map(([c, ms]) => [c, fmt(Math.max(...ms)), ms.map((x) => fmt(x)).join(" / ")]), `inferd's event loop: its longest stall in the ${STALL_WINDOW_S} s up to the end of each throughput run (a lag probe, /metrics)`);
+
   const overhead = summarize(f.latency.inferd).p50 - summarize(f.latency.direct).p50;
   const c64 = f.throughput.find((t) => t.concurrency === 64);
   const ratio = c64 ? pooledRps(c64.inferd) / pooledRps(c64.direct) : NaN;
+  const c64Stall = Math.max(...(f.stalls.get(64) ?? [NaN]));
   const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
   printTable(
     ["aim", "measured", "result"],
     [
       [`p50 overhead under ${AIM_P50_OVERHEAD_MS} ms`, `${signed(overhead)} ms`, verdict(overhead < AIM_P50_OVERHEAD_MS)],
       [`throughput at concurrency 64 at least ${AIM_C64_RATIO * 100}% of direct`, `${fmt(ratio * 100, 1)}%`, verdict(ratio >= AIM_C64_RATIO)],
+      [`event loop's longest stall under c=64 load at most ${AIM_STALL_MS} ms`, `${fmt(c64Stall)} ms`, verdict(c64Stall <= AIM_STALL_MS)],
     ],
     "Aims (informational)",
   );
@@ -256,7 +276,7 @@ async function main(): Promise<number> {
     console.log(`  idle CPU (background work, not per request): inferd ${perSecond(idle.cpuMs.inferd)}, runtime ${perSecond(idle.cpuMs.runtime)}${pgIdle}`);
     const pgMeasureBefore = pg?.cpuMs() ?? NaN;
     const t0 = performance.now();
-    const figures = await measure(sides, project, pids);
+    const figures = await measure(sides, project, pids, () => loopStallMs(inferd!));
     if (pg?.started) console.log(`  postgres CPU while measuring: ${fmt((pg.cpuMs() - pgMeasureBefore) / ((performance.now() - t0) / 1000), 0)} ms/s (the hot path should not touch the database)`);
     report(figures);
     return 0;

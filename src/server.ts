@@ -266,6 +266,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
     await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
     await deps.fleet.reconcile();
     const stopChores = startChores(settings.live, services);
+    deps.metering.loop.start();
     const unwatchSettings = await settings.watch();
     const backups = new AutoBackups(autoBackupOptions(config, store, () => services.cluster.leading));
     backups.start();
@@ -316,6 +317,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
       stop: () =>
         (stopping ??= (async () => {
           stopChores();
+          deps.metering.loop.stop();
           await unwatchSettings();
           await services.shared?.stop();
           deps.scaler.stop();

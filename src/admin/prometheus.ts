@@ -3,6 +3,7 @@ import type { Db } from "../db";
 import { deliveries, jobs } from "../db/schema";
 import type { MetricsStore } from "../usage/series";
 import type { Metering } from "../usage/meter";
+import { WINDOW_S } from "../usage/lag";
 import type { Fleet } from "../workers/fleet";
 import { listAllAssignments, listWorkers } from "../workers/service";
 import { listAllWorkloads } from "../workloads/service";
@@ -44,6 +45,7 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
   const names = new Map(wls.map(({ w, l }) => [w.id, l.workload]));
   const relabel = (x: Record<string, string>) => (names.has(x.workload) ? { workload: names.get(x.workload)!, kind: x.kind } : null);
   for (const h of [metering.duration, metering.firstToken, metering.queueWait, metering.tokenRate]) e.raw(h.exposition(relabel));
+  e.family("inferd_event_loop_stall_seconds", "gauge", `The event loop's longest stall in the last ${WINDOW_S} seconds: how long the server could answer nothing.`, [[{}, metering.loop.longestMs() / 1000]]);
   const prefixed = wls.filter(({ w }) => w.routing === "prefix");
   const prefix = (id: string) => fleet.dispatcher.prefix.counts.get(id) ?? { routed: 0, hits: 0 };
   e.family("inferd_prefix_routed_total", "counter", "Requests routed by prompt prefix (two replicas or more), per workload routed by prefix.", prefixed.map(({ w, l }) => [l, prefix(w.id).routed]));

@@ -1,8 +1,9 @@
 /**
  * The request inspector's store writer: the sink the data plane and the job runner hand finished
  * requests to. `add` only pushes to memory (the request path never waits on the store); the server
- * flushes what gathered, about once a second and at shutdown, in one transaction per flush into
- * `request_log` and `request_bodies` (on SQLite with one prepared insert run per row, about three
+ * flushes what gathered, about once a second and at shutdown, into `request_log` and
+ * `request_bodies` (on SQLite in transactions of SLICE records with the event loop free between
+ * them, one prepared insert run per row, about three
  * times cheaper than building multi-row inserts; on PostgreSQL with multi-row inserts, one round trip
  * per chunk). Memory is bounded: past `maxPending` unwritten records the
  * oldest are dropped and counted. Retention (`pruneRequests`) follows the jobs' (`--job-retention-hours`).
@@ -19,6 +20,12 @@ import { plural } from "../words";
 
 /** Unwritten records kept in memory at most; beyond, the oldest are dropped. */
 export const MAX_PENDING = 5_000;
+
+/**
+ * Records written per SQLite transaction: a flush of a busy second is written in slices with the
+ * event loop free between them, so no request waits behind one long write.
+ */
+const SLICE = 200;
 
 /** Rows per insert statement (well under both dialects' bound-parameter limits). */
 const CHUNK = 400;
@@ -78,6 +85,16 @@ function rowInserter<T extends SQLiteTable>(sqlite: Database, table: T): (row: T
   };
 }
 
+/** A sliced write that failed part way: the records from the failed slice on. */
+class SliceFailed extends Error {
+  constructor(
+    readonly unwritten: RequestRecord[],
+    readonly cause: unknown,
+  ) {
+    super("a slice of the inspector's records could not be written");
+  }
+}
+
 /**
  * The inspector's sink over the store: records gather in memory and are written in batches.
  * The server flushes it every second (its chores) and once more at shutdown, after the listeners stop.
@@ -116,16 +133,31 @@ export class RequestLog implements RequestSink {
 
   private async write(): Promise<void> {
     if (!this.pending.length) return;
-    const taken = this.pending;
+    let taken = this.pending;
     this.pending = [];
     try {
-      if (this.db.engine === "sqlite") (this.sqliteWrite ??= this.sqliteWriter())(taken);
+      if (this.db.engine === "sqlite") await this.writeSliced(taken);
       else await batch(this.db, writes(this.db, taken));
-    } catch (e) {
+    } catch (failure) {
+      const e = failure instanceof SliceFailed ? failure.cause : failure;
+      if (failure instanceof SliceFailed) taken = failure.unwritten;
       log.warn(`could not write ${plural(taken.length, "request record")} of the inspector`, e);
       const room = Math.max(0, this.maxPending - this.pending.length);
       this.dropped += Math.max(0, taken.length - room);
       this.pending = [...taken.slice(Math.max(0, taken.length - room)), ...this.pending];
+    }
+  }
+
+  /** Writes records to SQLite SLICE at a time, letting the event loop run between slices; a failed slice throws with what was not written. */
+  private async writeSliced(records: RequestRecord[]): Promise<void> {
+    const write = (this.sqliteWrite ??= this.sqliteWriter());
+    for (let i = 0; i < records.length; i += SLICE) {
+      if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      try {
+        write(records.slice(i, i + SLICE));
+      } catch (e) {
+        throw new SliceFailed(records.slice(i), e);
+      }
     }
   }
 

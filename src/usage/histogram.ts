@@ -32,7 +32,8 @@ export class Histogram {
   /** Counts one observation (`value` in the family's unit) for a label set. */
   observe(labels: Record<string, string>, value: number): void {
     if (!Number.isFinite(value) || value < 0) return;
-    const key = JSON.stringify(labels);
+    let key = "";
+    for (const k in labels) key += `${k}\u0000${labels[k]}\u0001`;
     let s = this.series.get(key);
     if (!s) this.series.set(key, (s = { labels, counts: this.bounds.map(() => 0), sum: 0, count: 0 }));
     // Counts are per bucket here; the exposition makes them cumulative.

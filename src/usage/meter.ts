@@ -8,6 +8,7 @@
 import type { Usage } from "../dataplane/meter";
 import { Histogram, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
 import type { Timeline } from "../tracing/timeline";
+import { LoopLag } from "./lag";
 
 /** A request or job as it ended. Times in milliseconds from its acceptance. */
 export interface Finished {
@@ -93,6 +94,8 @@ export class Metering {
   readonly firstToken = new Histogram("inferd_time_to_first_token_seconds", "Time from arrival to the first token of a stream, or to the response headers.", TTFT_BUCKETS);
   readonly queueWait = new Histogram("inferd_queue_wait_seconds", "Time a request waited in its workload's queue for a slot.", LATENCY_BUCKETS);
   readonly tokenRate = new Histogram("inferd_output_tokens_per_second", "Output tokens per second of generation (after the first token).", RATE_BUCKETS);
+  /** The event loop's stalls (started by the server). */
+  readonly loop = new LoopLag();
 
   constructor(private sinks: MeterSinks) {}
 

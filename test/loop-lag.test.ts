@@ -1,0 +1,43 @@
+// The event-loop stall probe behind /metrics' inferd_event_loop_stall_seconds, on a fake clock.
+import { describe, expect, test } from "bun:test";
+import { LoopLag, WINDOW_S, type LagClock } from "../src/usage/lag";
+
+/** A clock whose timers fire only when the test says, as late as it says. */
+function fakeClock() {
+  let now = 0;
+  let due: { fn: () => void; at: number } | undefined;
+  const clock: LagClock = { now: () => now, setTimeout: (fn, ms) => (due = { fn, at: now + ms }), clearTimeout: () => (due = undefined) };
+  /** Runs the pending probe `lateMs` after it was due. */
+  const fire = (lateMs: number) => {
+    const d = due!;
+    due = undefined;
+    now = d.at + lateMs;
+    d.fn();
+  };
+  return { clock, fire, advance: (ms: number) => (now += ms), pending: () => due !== undefined };
+}
+
+describe("the event-loop stall probe", () => {
+  test("reports the longest stall of the last window and forgets older ones", () => {
+    const c = fakeClock();
+    const lag = new LoopLag(c.clock);
+    lag.start();
+    c.fire(0);
+    expect(lag.longestMs()).toBe(0);
+    c.fire(37);
+    c.fire(3);
+    expect(lag.longestMs()).toBe(37);
+    // Probes on time for longer than the window: the stall has aged out.
+    for (let i = 0; i < (WINDOW_S + 1) * 50; i++) c.fire(0);
+    expect(lag.longestMs()).toBe(0);
+  });
+
+  test("stops probing when stopped", () => {
+    const c = fakeClock();
+    const lag = new LoopLag(c.clock);
+    lag.start();
+    expect(c.pending()).toBe(true);
+    lag.stop();
+    expect(c.pending()).toBe(false);
+  });
+});

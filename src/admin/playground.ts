@@ -1,7 +1,8 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { jsonBody } from "../http";
-import { forwardToWorkload, SYNC_ROUTES, type DataplaneDeps } from "../dataplane/service";
+import { forwardToWorkload, type DataplaneDeps } from "../dataplane/service";
+import { dataRoute } from "../dataplane/table";
 import { resolveWorkload } from "../workloads/service";
 
 /** What the dashboard's playground sends for each kind of workload. */
@@ -9,7 +10,7 @@ const Chat = z.looseObject({ messages: z.array(z.unknown()).min(1) });
 const Embeddings = z.looseObject({ input: z.union([z.string().min(1), z.array(z.string().min(1)).min(1).max(64)]) });
 const Rerank = z.looseObject({ query: z.string().min(1), documents: z.array(z.string().min(1)).min(1).max(100) });
 
-const route = (path: string) => SYNC_ROUTES.find((r) => r.path === path)!;
+const route = (path: string) => dataRoute(path)!;
 
 /**
  * The dashboard's playground (admin only, under `/admin`): chat completions (streaming too),

@@ -4,14 +4,11 @@
  * (`file-…` file objects, `batch_…` batch objects, timestamps in Unix seconds).
  */
 import { z } from "zod";
+import { DATA_ROUTES } from "../dataplane/table";
 import type { batches, files } from "../db/schema";
 
 /** The endpoints a batch may target, and the job kind each line runs as. */
-export const BATCH_ENDPOINTS: Record<string, string> = {
-  "/v1/chat/completions": "chat",
-  "/v1/completions": "completions",
-  "/v1/embeddings": "embeddings",
-};
+export const BATCH_ENDPOINTS: Record<string, string> = Object.fromEntries(DATA_ROUTES.filter((r) => r.batch && r.kind).map((r) => [`/v1/${r.path}`, r.kind!]));
 
 /** Requests one batch may hold (OpenAI's limit). */
 export const MAX_BATCH_REQUESTS = 50_000;

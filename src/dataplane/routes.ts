@@ -2,7 +2,8 @@ import { Elysia } from "elysia";
 import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { countTokensRoute, messagesRoute } from "./messages";
-import { forwardOnProject, forwardToWorkload, SYNC_ROUTES } from "./service";
+import { forwardOnProject, forwardToWorkload } from "./service";
+import { DATA_ROUTES, type DataRoute } from "./table";
 import { callableModels, workloadOf, type RouteBase } from "./target";
 import { responsesRoute } from "./responses";
 import { OLLAMA_ROUTES, ollamaRoute } from "./ollama";
@@ -32,34 +33,37 @@ async function modelList(deps: DataplaneDeps, request: Request, base: RouteBase)
   };
 }
 
+/** How a row of ./table.ts is answered (its `serve`), once its connection may stay open as long as the answer takes. */
+async function serve(deps: DataplaneDeps, route: DataRoute, request: Request, base: RouteBase): Promise<Response> {
+  if (route.serve === "messages") return messagesRoute(deps, request, base);
+  if (route.serve === "responses") return responsesRoute(deps, request, base);
+  if (base.workload === undefined) return forwardOnProject(deps, route, request, base, keyOf(request).id);
+  return forwardToWorkload(deps, route, request, await workloadOf(deps, base.project, base.workload), keyOf(request).id);
+}
+
+/** The API docs' summary of each kind of route. */
+const SUMMARIES: Record<DataRoute["serve"], (route: DataRoute, onProject: boolean) => string> = {
+  forward: (r, onProject) => `Forwarded to the runtime's /v1/${r.path}${onProject ? ", routed by model" : ""}`,
+  messages: () => "Anthropic Messages-style chat",
+  count_tokens: () => "Anthropic token counting for a Messages request",
+  responses: () => "OpenAI Responses API (passed through, or translated to chat completions)",
+};
+
 /**
  * The routes one base serves. `prefix` is the workload's base (`/endpoint/:project/:workload`) or
  * the project's (`/endpoint/:project`, routed by `model`: ./target.ts).
  */
 function baseRoutes(deps: DataplaneDeps, prefix: string, onProject: boolean) {
-  const app = new Elysia({ prefix, detail: { tags: ["data plane"] } })
-    .get("/v1/models", ({ params, request }) => modelList(deps, request, baseOf(params as RouteBase)), {
-      detail: { summary: onProject ? "The models this key may call on the project's base URL (OpenAI models.list)" : "The model this endpoint serves (OpenAI models.list)" },
-    })
-    .post("/v1/messages", ({ request, params, server }) => {
-      noIdleTimeout(server, request);
-      return messagesRoute(deps, request, baseOf(params as RouteBase));
-    }, { parse: "none", detail: { summary: "Anthropic Messages-style chat" } })
-    .post("/v1/messages/count_tokens", ({ request, params }) => countTokensRoute(deps, request, baseOf(params as RouteBase)), {
-      parse: "none",
-      detail: { summary: "Anthropic token counting for a Messages request" },
-    })
-    .post("/v1/responses", ({ request, params, server }) => {
-      noIdleTimeout(server, request);
-      return responsesRoute(deps, request, baseOf(params as RouteBase));
-    }, { parse: "none", detail: { summary: "OpenAI Responses API (passed through, or translated to chat completions)" } });
-  for (const spec of SYNC_ROUTES) {
-    app.post(`/v1/${spec.path}`, async ({ request, params, server }) => {
-      noIdleTimeout(server, request);
+  const app = new Elysia({ prefix, detail: { tags: ["data plane"] } }).get("/v1/models", ({ params, request }) => modelList(deps, request, baseOf(params as RouteBase)), {
+    detail: { summary: onProject ? "The models this key may call on the project's base URL (OpenAI models.list)" : "The model this endpoint serves (OpenAI models.list)" },
+  });
+  for (const route of DATA_ROUTES) {
+    app.post(`/v1/${route.path}`, ({ request, params, server }) => {
       const base = baseOf(params as RouteBase);
-      if (onProject) return forwardOnProject(deps, spec, request, base, keyOf(request).id);
-      return forwardToWorkload(deps, spec, request, await workloadOf(deps, base.project, base.workload!), keyOf(request).id);
-    }, { parse: "none", detail: { summary: `Forwarded to the runtime's /v1/${spec.path}${onProject ? ", routed by model" : ""}` } });
+      if (route.serve === "count_tokens") return countTokensRoute(deps, request, base);
+      noIdleTimeout(server, request);
+      return serve(deps, route, request, base);
+    }, { parse: "none", detail: { summary: SUMMARIES[route.serve](route, onProject) } });
   }
   for (const r of OLLAMA_ROUTES) {
     const handler = ({ request, params, server }: { request: Request; params: unknown; server: { timeout(req: Request, seconds: number): void } | null }) => {

@@ -10,6 +10,7 @@ import { priorityOf, type KeyRecord } from "../keys/service";
 import { callOf } from "../call";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import { uploadModel } from "./multipart-model";
+import type { DataRoute } from "./table";
 import { Capture } from "../tracing/capture";
 import { capturing } from "../inspector/capture";
 
@@ -22,27 +23,8 @@ export type DataplaneDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "flee
  * request through the workload's queue with its meter.
  */
 
-/** One synchronous route: its path under `/v1`, the toggle that governs it and its body kind. */
-export interface RouteSpec {
-  path: string;
-  toggle: Toggle;
-  body: "json" | "raw";
-}
-
-/** The synchronous inference routes, forwarded to the runtime's route of the same name. */
-export const SYNC_ROUTES: RouteSpec[] = [
-  { path: "chat/completions", toggle: "chat", body: "json" },
-  { path: "completions", toggle: "chat", body: "json" },
-  { path: "embeddings", toggle: "embeddings", body: "json" },
-  { path: "rerank", toggle: "rerank", body: "json" },
-  { path: "audio/speech", toggle: "audio", body: "json" },
-  { path: "audio/generate", toggle: "audio", body: "json" },
-  { path: "audio/transcriptions", toggle: "audio", body: "raw" },
-  { path: "images/generations", toggle: "images", body: "json" },
-  { path: "images/edits", toggle: "images", body: "raw" },
-  { path: "images/variations", toggle: "images", body: "raw" },
-  { path: "forecast", toggle: "forecast", body: "json" },
-];
+/** A route forwarded to the runtime (a row of ./table.ts). */
+export type RouteSpec = DataRoute;
 
 /**
  * Refuses a route whose toggle is off (409) or whose workload only takes async jobs (400); the

@@ -116,15 +116,6 @@ declare module "../call" {
   }
 }
 
-/**
- * The route a data-plane path asks for, without its `/endpoint/<project>[/<workload>]` base.
- * @example routeOf("POST", "/endpoint/p/w/v1/chat/completions") // → "POST /v1/chat/completions"
- */
-export function routeOf(method: string, path: string): string {
-  const i = path.search(/\/(v1|api)\//);
-  return `${method} ${i < 0 ? path : path.slice(i)}`;
-}
-
 /** What exports finished timelines as traces (./otel.ts). */
 export interface TraceExporter {
   export(record: RequestRecord, timeline: Timeline): void;

@@ -8,7 +8,7 @@ import type { RequestRecord, RequestSink } from "../inspector/record";
 import type { Finished } from "../usage/meter";
 import { log } from "../log";
 import { newTrace, parseTraceparent } from "./context";
-import { routeOf, Timeline, type TraceExporter } from "./timeline";
+import { Timeline, type TraceExporter } from "./timeline";
 
 
 /** The OTLP endpoint the environment names for traces, or undefined (tracing off). */
@@ -42,10 +42,10 @@ export class Tracing {
    * The timeline of a data-plane request that arrived at `t0`: in the client's trace when it sent a
    * well-formed `traceparent`, in a new one when tracing is on, else in none (no id is made).
    */
-  begin(request: Request, path: string, t0: number, recordId: string, requestId: string): Timeline {
+  begin(request: Request, route: string, t0: number, recordId: string, requestId: string): Timeline {
     const header = request.headers.get("traceparent");
     const trace = (header ? parseTraceparent(header, request.headers.get("tracestate")) : undefined) ?? (this.exporter ? newTrace() : undefined);
-    return new Timeline(t0, recordId, routeOf(request.method, path), trace, "request", requestId);
+    return new Timeline(t0, recordId, route, trace, "request", requestId);
   }
 
   /**

@@ -322,6 +322,8 @@ function segment(raw: string): string {
  * @example normalisePath("//admin/./projects/") // → "/admin/projects"
  */
 export function normalisePath(path: string): string {
+  // Already normal (the usual case): no empty, "." or ".." segment and no trailing slash.
+  if (path.length > 1 && path[0] === "/" && !path.endsWith("/") && !path.includes("//") && !path.includes("/.")) return path;
   const out: string[] = [];
   for (const seg of path.split("/")) {
     if (seg === "" || seg === ".") continue;
@@ -353,10 +355,13 @@ const UI_PATHS = [/^\/$/, /^\/assets\//, new RegExp(`^/(${CLIENT_SECTIONS.join("
  */
 export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: string): Maybe<void> {
   const path = normalisePath(rawPath);
-  if (OPEN.some((re) => re.test(path))) return;
-  if ((request.method === "GET" || request.method === "HEAD") && UI_PATHS.some((re) => re.test(path))) return;
-  // A browser asking for another page gets the dashboard (it shows "not found"); it holds no data.
-  if (wantsDashboardPage(request, path)) return;
+  // The data plane (most requests) is none of the open paths and no dashboard page.
+  if (!path.startsWith("/endpoint/")) {
+    if (OPEN.some((re) => re.test(path))) return;
+    if ((request.method === "GET" || request.method === "HEAD") && UI_PATHS.some((re) => re.test(path))) return;
+    // A browser asking for another page gets the dashboard (it shows "not found"); it holds no data.
+    if (wantsDashboardPage(request, path)) return;
+  }
   const keep = (key: KeyRecord) => void (callOf(request).key = key);
   if (path === "/metrics") {
     const token = presentedToken(request);

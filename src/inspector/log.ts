@@ -25,7 +25,7 @@ export const MAX_PENDING = 5_000;
  * Records written per SQLite transaction: a flush of a busy second is written in slices with the
  * event loop free between them, so no request waits behind one long write.
  */
-const SLICE = 200;
+const SLICE = 50;
 
 /** Rows per insert statement (well under both dialects' bound-parameter limits). */
 const CHUNK = 400;
@@ -76,14 +76,22 @@ function writes(db: Db, records: RequestRecord[]): Statement[] {
 function rowInserter<T extends SQLiteTable>(sqlite: Database, table: T): (row: T["$inferInsert"]) => void {
   const cols = Object.entries(getTableColumns(table));
   const statement = sqlite.prepare(`INSERT INTO "${getTableName(table)}" (${cols.map(([, c]) => `"${c.name}"`).join(", ")}) VALUES (${cols.map(() => "?").join(", ")}) ON CONFLICT DO NOTHING`);
+  // Text and integer columns take their values as they are; only the others (booleans, blobs) are mapped.
+  const keys = cols.map(([key]) => key);
+  const mapped = cols.map(([, c]) => (PLAIN.has(c.columnType) ? undefined : (v: unknown) => c.mapToDriverValue(v)));
+  const values: unknown[] = new Array(cols.length);
   return (row) => {
-    const values = cols.map(([key, c]) => {
-      const v = (row as Record<string, unknown>)[key];
-      return v === undefined || v === null ? null : c.mapToDriverValue(v);
-    });
+    const r = row as Record<string, unknown>;
+    for (let i = 0; i < keys.length; i++) {
+      const v = r[keys[i]];
+      values[i] = v === undefined || v === null ? null : mapped[i] ? mapped[i]!(v) : v;
+    }
     statement.run(...(values as never[]));
   };
 }
+
+/** Column types whose values SQLite takes as they are. */
+const PLAIN = new Set(["SQLiteText", "SQLiteInteger"]);
 
 /** A sliced write that failed part way: the records from the failed slice on. */
 class SliceFailed extends Error {
@@ -152,7 +160,7 @@ export class RequestLog implements RequestSink {
   private async writeSliced(records: RequestRecord[]): Promise<void> {
     const write = (this.sqliteWrite ??= this.sqliteWriter());
     for (let i = 0; i < records.length; i += SLICE) {
-      if (i > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      if (i > 0) await new Promise<void>((resolve) => setTimeout(resolve, 0));
       try {
         write(records.slice(i, i + SLICE));
       } catch (e) {

@@ -37,8 +37,10 @@ export class Histogram {
     let s = this.series.get(key);
     if (!s) this.series.set(key, (s = { labels, counts: this.bounds.map(() => 0), sum: 0, count: 0 }));
     // Counts are per bucket here; the exposition makes them cumulative.
-    const i = this.bounds.findIndex((b) => value <= b);
-    if (i >= 0) s.counts[i]++;
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]) i++;
+    if (i < bounds.length) s.counts[i]++;
     s.sum += value;
     s.count++;
   }

@@ -333,6 +333,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
           await app.stop(true);
           tls.stop(true);
           await services.requests.flush();
+          services.requests.close();
           await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
           await deps.series.flush(Date.now(), true).catch((e) => log.warn("could not write the charts' series", e));
           await deps.tracing.stop();

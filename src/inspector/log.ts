@@ -2,30 +2,30 @@
  * The request inspector's store writer: the sink the data plane and the job runner hand finished
  * requests to. `add` only pushes to memory (the request path never waits on the store); the server
  * flushes what gathered, about once a second and at shutdown, into `request_log` and
- * `request_bodies` (on SQLite in transactions of SLICE records with the event loop free between
- * them, one prepared insert run per row, about three
+ * `request_bodies` (on SQLite by a worker thread, ./sqlite-writer.ts, in transactions of SLICE
+ * records, one prepared insert run per row, about three
  * times cheaper than building multi-row inserts; on PostgreSQL with multi-row inserts, one round trip
  * per chunk). Memory is bounded: past `maxPending` unwritten records the
  * oldest are dropped and counted. Retention (`pruneRequests`) follows the jobs' (`--job-retention-hours`).
  */
 import { and, count, desc, eq, getTableColumns, getTableName, gt, lte } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
-import type { Database } from "bun:sqlite";
 import { sqliteOf, type Db } from "../db";
 import { batch, type Statement } from "../db/raw";
 import { requestBodies, requestLog } from "../db/schema";
 import { log } from "../log";
 import type { CapturedBodies, RequestRecord, RequestSink } from "./record";
 import { plural } from "../words";
+import { SqliteWriter } from "./sqlite-writer";
 
 /** Unwritten records kept in memory at most; beyond, the oldest are dropped. */
 export const MAX_PENDING = 5_000;
 
 /**
- * Records written per SQLite transaction: a flush of a busy second is written in slices with the
- * event loop free between them, so no request waits behind one long write.
+ * Records written per SQLite transaction (by a worker thread: ./sqlite-writer.ts): a busy second's
+ * records go in slices, so the store's write lock is never held long by the inspector.
  */
-const SLICE = 50;
+const SLICE = 200;
 
 /** Rows per insert statement (well under both dialects' bound-parameter limits). */
 const CHUNK = 400;
@@ -70,23 +70,26 @@ function writes(db: Db, records: RequestRecord[]): Statement[] {
 }
 
 /**
- * SQLite: an insert of one row of `table` (every column, in the table's order; a repeated key is
- * kept once), prepared once and run per row with the columns' own value mapping.
+ * SQLite: the insert of one row of `table` (every column, in the table's order; a repeated key is
+ * kept once) and a function giving a row's values in that order, mapped as the columns map them.
  */
-function rowInserter<T extends SQLiteTable>(sqlite: Database, table: T): (row: T["$inferInsert"]) => void {
+function rowValues<T extends SQLiteTable>(table: T): { sql: string; values: (row: T["$inferInsert"]) => unknown[] } {
   const cols = Object.entries(getTableColumns(table));
-  const statement = sqlite.prepare(`INSERT INTO "${getTableName(table)}" (${cols.map(([, c]) => `"${c.name}"`).join(", ")}) VALUES (${cols.map(() => "?").join(", ")}) ON CONFLICT DO NOTHING`);
+  const sql = `INSERT INTO "${getTableName(table)}" (${cols.map(([, c]) => `"${c.name}"`).join(", ")}) VALUES (${cols.map(() => "?").join(", ")}) ON CONFLICT DO NOTHING`;
   // Text and integer columns take their values as they are; only the others (booleans, blobs) are mapped.
   const keys = cols.map(([key]) => key);
   const mapped = cols.map(([, c]) => (PLAIN.has(c.columnType) ? undefined : (v: unknown) => c.mapToDriverValue(v)));
-  const values: unknown[] = new Array(cols.length);
-  return (row) => {
-    const r = row as Record<string, unknown>;
-    for (let i = 0; i < keys.length; i++) {
-      const v = r[keys[i]];
-      values[i] = v === undefined || v === null ? null : mapped[i] ? mapped[i]!(v) : v;
-    }
-    statement.run(...(values as never[]));
+  return {
+    sql,
+    values: (row) => {
+      const r = row as Record<string, unknown>;
+      const values: unknown[] = new Array(keys.length);
+      for (let i = 0; i < keys.length; i++) {
+        const v = r[keys[i]];
+        values[i] = v === undefined || v === null ? null : mapped[i] ? mapped[i]!(v) : v;
+      }
+      return values;
+    },
   };
 }
 
@@ -136,8 +139,8 @@ export class RequestLog implements RequestSink {
     return this.flushing;
   }
 
-  /** SQLite's prepared inserts, made at the first write. */
-  private sqliteWrite?: (records: RequestRecord[]) => void;
+  /** SQLite: the worker thread that writes the rows (made at the first write). */
+  private sqliteWriter?: SqliteWriter;
 
   private async write(): Promise<void> {
     if (!this.pending.length) return;
@@ -156,32 +159,32 @@ export class RequestLog implements RequestSink {
     }
   }
 
-  /** Writes records to SQLite SLICE at a time, letting the event loop run between slices; a failed slice throws with what was not written. */
+  /** Writes records to SQLite SLICE at a time, each slice in one transaction of the writer's thread; a failed slice throws with what was not written. */
   private async writeSliced(records: RequestRecord[]): Promise<void> {
-    const write = (this.sqliteWrite ??= this.sqliteWriter());
+    const writer = (this.sqliteWriter ??= new SqliteWriter(sqliteOf(this.db)));
     for (let i = 0; i < records.length; i += SLICE) {
-      if (i > 0) await new Promise<void>((resolve) => setTimeout(resolve, 0));
+      const slice = records.slice(i, i + SLICE);
       try {
-        write(records.slice(i, i + SLICE));
+        await writer.write([
+          { sql: LOG_ROW.sql, rows: slice.map((r) => LOG_ROW.values(logRow(r))) },
+          { sql: BODIES_ROW.sql, rows: slice.filter(withBodies).map((r) => BODIES_ROW.values(bodiesRow(r))) },
+        ]);
       } catch (e) {
         throw new SliceFailed(records.slice(i), e);
       }
     }
   }
 
-  /** Writes records in one SQLite transaction: all of them land, or none. */
-  private sqliteWriter(): (records: RequestRecord[]) => void {
-    const sqlite = sqliteOf(this.db);
-    const addLog = rowInserter(sqlite, requestLog);
-    const addBodies = rowInserter(sqlite, requestBodies);
-    return sqlite.transaction((records: RequestRecord[]) => {
-      for (const r of records) {
-        addLog(logRow(r));
-        if (withBodies(r)) addBodies(bodiesRow(r));
-      }
-    });
+  /** Stops the SQLite writer's thread (after the last flush). */
+  close(): void {
+    this.sqliteWriter?.close();
+    this.sqliteWriter = undefined;
   }
 }
+
+/** The SQLite inserts of the inspector's two tables. */
+const LOG_ROW = rowValues(requestLog);
+const BODIES_ROW = rowValues(requestBodies);
 
 /**
  * Removes the inspector's rows and bodies older than `retentionMs` (the job retention), and beyond

@@ -1,0 +1,96 @@
+/**
+ * The inspector's SQLite writes, off the request thread: a worker thread with its own connection
+ * inserts the rows the server hands it, one transaction per batch, so a busy second's records never
+ * hold the event loop (as ../db/checkpoint.ts does for WAL checkpoints). The rows are built on the
+ * request thread (plain value arrays, cheap to hand over); the worker's source is inline so the
+ * compiled binary needs no file beside it. Where no worker can run, the rows are written in place.
+ */
+import type { Database } from "bun:sqlite";
+
+/** One table's insert: its statement and the rows (values in the statement's column order). */
+export interface TableRows {
+  sql: string;
+  rows: unknown[][];
+}
+
+const WORKER_SOURCE = `import { Database } from "bun:sqlite";
+let db;
+const statements = new Map();
+const prepared = (sql) => { let s = statements.get(sql); if (!s) statements.set(sql, (s = db.prepare(sql))); return s; };
+let write;
+onmessage = (e) => {
+  const m = e.data;
+  try {
+    if (!db) {
+      db = new Database(m.path);
+      db.exec("PRAGMA busy_timeout = 5000");
+      write = db.transaction((tables) => { for (const t of tables) { const s = prepared(t.sql); for (const r of t.rows) s.run(...r); } });
+    }
+    if (m.tables) write(m.tables);
+    postMessage({ id: m.id, ok: true });
+  } catch (err) {
+    postMessage({ id: m.id, ok: false, error: String((err && err.message) || err) });
+  }
+};`;
+
+let workerUrl: string | undefined;
+
+/** Writes batches of rows into a SQLite file from a worker thread (in place where none can run). */
+export class SqliteWriter {
+  private worker?: Worker;
+  private next = 0;
+  private waiting = new Map<number, { ok: () => void; fail: (e: Error) => void }>();
+  private inPlace?: (tables: TableRows[]) => void;
+
+  /** A writer into the database `sqlite` is open on (the worker opens its own connection to the same file). */
+  constructor(private readonly sqlite: Database) {
+    const path = sqlite.filename;
+    if (!path || path === ":memory:") return;
+    try {
+      workerUrl ??= URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "application/javascript" }));
+      const worker = new Worker(workerUrl);
+      (worker as unknown as { unref(): void }).unref();
+      worker.onmessage = (e: MessageEvent<{ id: number; ok: boolean; error?: string }>) => {
+        const w = this.waiting.get(e.data.id);
+        this.waiting.delete(e.data.id);
+        if (e.data.ok) w?.ok();
+        else w?.fail(new Error(e.data.error));
+      };
+      worker.onerror = (e) => this.failAll(new Error(e.message));
+      worker.postMessage({ id: this.next++, path });
+      this.worker = worker;
+    } catch {
+      this.worker = undefined;
+    }
+  }
+
+  /** Writes the rows of `tables` in one transaction: all land, or none (the promise then rejects). */
+  write(tables: TableRows[]): Promise<void> {
+    if (!this.worker) {
+      (this.inPlace ??= this.sqlite.transaction((ts: TableRows[]) => {
+        for (const t of ts) {
+          const s = this.sqlite.query(t.sql);
+          for (const r of t.rows) s.run(...(r as never[]));
+        }
+      }))(tables);
+      return Promise.resolve();
+    }
+    const id = this.next++;
+    return new Promise<void>((ok, fail) => {
+      this.waiting.set(id, { ok, fail });
+      this.worker!.postMessage({ id, tables });
+    });
+  }
+
+  /** Ends the worker; call once the last write has settled (a write still pending then fails). */
+  close(): void {
+    this.worker?.terminate();
+    this.worker = undefined;
+    this.failAll(new Error("the inspector's writer was closed"));
+  }
+
+  private failAll(e: Error): void {
+    for (const w of this.waiting.values()) w.fail(e);
+    this.waiting.clear();
+  }
+}

@@ -110,7 +110,7 @@ async function seedStore(dataDir: string): Promise<Seeded> {
 function sqliteCounts(file: string): Map<string, number> {
   const db = new Database(file, { readonly: true });
   try {
-    const tables = db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '__inferd_migrations'").all();
+    const tables = db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('__inferd_migrations', '__inferd_changes')").all();
     return new Map(tables.map(({ name }) => [name, db.query<{ n: number }, []>(`SELECT count(*) AS n FROM "${name}"`).get()!.n]));
   } finally {
     db.close();

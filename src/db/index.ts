@@ -13,7 +13,7 @@ import { drizzle as drizzlePg } from "drizzle-orm/bun-sql";
 import * as schema from "./schema";
 import { MIGRATIONS, PG_MIGRATIONS } from "./migrations";
 import { asDamaged, prepareStoreFile } from "../store/check";
-import { applyChangeTriggers, noteChange, noteLocalWrite, watchSqliteWrites, watchWrites } from "./notify";
+import { applyChangeTriggers, applySqliteChangeTriggers, noteChange, noteLocalWrite, watchSqliteWrites, watchWrites } from "./notify";
 
 /** Which database a store is (named `engine`: drizzle's own handle has a `dialect` property). */
 export type Engine = "sqlite" | "postgres";
@@ -80,6 +80,7 @@ export function openStore(path: string): Store {
     sqlite.exec("PRAGMA synchronous = NORMAL");
     sqlite.exec("PRAGMA foreign_keys = ON");
     migrate(sqlite);
+    applySqliteChangeTriggers(sqlite);
   } catch (e) {
     sqlite.close();
     throw asDamaged(path, e);

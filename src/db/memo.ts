@@ -1,10 +1,11 @@
 /**
  * Memoised lookups for the request path (a key by its hash, a workload by its slugs): answered from
  * memory while the store is unchanged, so a request does not wait on the database.
- * - SQLite: a cheap stamp (`data_version`, bumped by other connections' commits such as the CLI's,
- *   and this process's writes to the memoised tables, noted as they run by ./notify.ts's
- *   `watchSqliteWrites`) is read before each lookup; any change empties the memo. Jobs inserted and
- *   usage counters flushed do not touch what is memoised, so they leave it alone.
+ * - SQLite: a cheap stamp (the store's change counter, bumped by triggers on the memoised tables
+ *   whichever connection writes them, such as the CLI's; and this process's writes to those tables,
+ *   noted as they run by ./notify.ts's `watchSqliteWrites`) is read before each lookup; any change
+ *   empties the memo. Jobs inserted, usage counters flushed and the inspector's rows (written by a
+ *   worker thread's own connection) do not touch what is memoised, so they leave it alone.
  * - PostgreSQL: the store's triggers NOTIFY on changes to the looked-up tables (./notify.ts); a memo
  *   naming the tables it reads compares only their versions. It then reloads the entries it holds in
  *   the background and keeps answering from the old ones until the new ones are in (a few
@@ -12,7 +13,7 @@
  *   those tables empties the memo at once (read back on the next request, as on SQLite).
  */
 import { sqliteOf, type Db } from "./index";
-import { changeCounter, localChanges } from "./notify";
+import { changeCounter, localChanges, SQLITE_CHANGES_TABLE } from "./notify";
 
 const stamps = new WeakMap<Db, (fresh: boolean) => string>();
 
@@ -37,27 +38,28 @@ function walHeader(file: string): Uint8Array | undefined {
 }
 
 /**
- * A cheap SQLite stamp that changes whenever what the memos hold may have changed: data_version
- * (other connections' commits) and this process's writes to the memoised tables. data_version is
- * queried only when the WAL index header says some commit happened since the last look (this
- * process's usage flushes, or another connection's); otherwise the last reading stands.
+ * A cheap SQLite stamp that changes whenever what the memos hold may have changed: the store's
+ * change counter (bumped by triggers on the memoised tables, whoever writes them: ./notify.ts
+ * `sqliteChangeStatements`) and this process's writes to those tables. The counter is read only
+ * when the WAL index header says some commit happened since the last look; otherwise the last
+ * reading stands, so a request costs a 48-byte compare.
  */
 function sqliteStamp(db: Db): (fresh: boolean) => string {
   let fn = stamps.get(db);
   if (!fn) {
     const sqlite = sqliteOf(db);
-    const stmt = sqlite.prepare<{ dv: number }, []>("SELECT data_version AS dv FROM pragma_data_version");
+    const stmt = sqlite.prepare<{ v: number }, []>(`SELECT version AS v FROM ${SQLITE_CHANGES_TABLE} WHERE id = 1`);
     const header = walHeader(sqlite.filename);
     const seen = Buffer.alloc(WAL_INDEX_HEADER);
     // A fresh read (authentication, first thing of every request) always looks; later lookups of
     // the same request reuse a reading under a millisecond old. This process's own writes are
     // counted in memory and always current.
     let at = -1;
-    let dv = 0;
+    let version = 0;
     const read = () => {
       if (header && at >= 0 && seen.equals(header)) return;
       if (header) seen.set(header);
-      dv = stmt.get()!.dv;
+      version = stmt.get()?.v ?? 0;
     };
     fn = (fresh) => {
       const t = performance.now();
@@ -65,7 +67,7 @@ function sqliteStamp(db: Db): (fresh: boolean) => string {
         read();
         at = t;
       }
-      return `${dv}:${localChanges(db)}`;
+      return `${version}:${localChanges(db)}`;
     };
     stamps.set(db, fn);
   }

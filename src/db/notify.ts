@@ -102,6 +102,50 @@ export async function applyChangeTriggers(tx: SQL): Promise<void> {
   await tx.unsafe(`COMMENT ON FUNCTION inferd_notify_change() IS '${fingerprint}'`);
 }
 
+/** The embedded store's change counter: one row, bumped by the triggers of `sqliteChangeStatements`. */
+export const SQLITE_CHANGES_TABLE = "__inferd_changes";
+
+/**
+ * The embedded SQLite store's change triggers, from the same `CHANGE_FEED`: every insert, delete
+ * and update of a watched column (to another value) of a watched table, by any connection (the
+ * server's, the CLI's, a worker thread's), bumps the one counter in `__inferd_changes`. The memos
+ * (./memo.ts) read it, so writes to other tables (the inspector's rows, usage counters) leave them
+ * alone whoever makes them.
+ */
+export function sqliteChangeStatements(feed: readonly FeedTable[] = CHANGE_FEED): string[] {
+  const bump = `UPDATE ${SQLITE_CHANGES_TABLE} SET version = version + 1 WHERE id = 1`;
+  const out: string[] = [];
+  for (const { table, watched } of feed) {
+    const cols = watched.map((c) => `"${c}"`);
+    out.push(
+      `CREATE TRIGGER ${SQLITE_CHANGES_TABLE}_${table}_ins AFTER INSERT ON "${table}" BEGIN ${bump}; END`,
+      `CREATE TRIGGER ${SQLITE_CHANGES_TABLE}_${table}_del AFTER DELETE ON "${table}" BEGIN ${bump}; END`,
+      `CREATE TRIGGER ${SQLITE_CHANGES_TABLE}_${table}_upd AFTER UPDATE OF ${cols.join(", ")} ON "${table}" FOR EACH ROW` +
+        ` WHEN ${cols.map((c) => `OLD.${c} IS NOT NEW.${c}`).join(" OR ")} BEGIN ${bump}; END`,
+    );
+  }
+  return out;
+}
+
+/**
+ * Brings the SQLite store's change counter and triggers in line with this code's `CHANGE_FEED`:
+ * when the fingerprint kept beside the counter matches, nothing is touched; otherwise the old
+ * triggers are dropped and these made, in one transaction.
+ */
+export function applySqliteChangeTriggers(sqlite: Database): void {
+  const statements = sqliteChangeStatements();
+  const fingerprint = Bun.hash(statements.join(";\n")).toString(16);
+  sqlite.exec(`CREATE TABLE IF NOT EXISTS ${SQLITE_CHANGES_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, feed TEXT NOT NULL)`);
+  const row = sqlite.query<{ feed: string }, []>(`SELECT feed FROM ${SQLITE_CHANGES_TABLE} WHERE id = 1`).get();
+  if (row?.feed === fingerprint) return;
+  sqlite.transaction(() => {
+    const old = sqlite.query<{ name: string }, []>(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '${SQLITE_CHANGES_TABLE}_%'`).all();
+    for (const t of old) sqlite.exec(`DROP TRIGGER IF EXISTS "${t.name}"`);
+    for (const s of statements) sqlite.exec(s);
+    sqlite.query(`INSERT INTO ${SQLITE_CHANGES_TABLE} (id, version, feed) VALUES (1, 0, ?) ON CONFLICT (id) DO UPDATE SET feed = excluded.feed, version = version + 1`).run(fingerprint);
+  })();
+}
+
 /** Changes counted: all of them, and per table (heard from any host, and this host's own). */
 interface Feed {
   version: number;

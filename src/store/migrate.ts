@@ -47,7 +47,7 @@ export function countsTable(counts: TableCount[]): string {
 
 /** Refuses when the SQLite store and this version's PostgreSQL schema do not have the same tables. */
 function checkTables(sqlite: Database, plan: TablePlan[]): void {
-  const have = sqlite.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '__inferd_migrations'").all().map((r) => r.name);
+  const have = sqlite.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('__inferd_migrations', '__inferd_changes')").all().map((r) => r.name);
   const missing = plan.find((t) => !have.includes(t.name));
   const extra = have.find((name) => !plan.some((t) => t.name === name));
   if (missing || extra) throw new MigrateRefused(`the store's tables do not match this inferd's PostgreSQL schema (${missing ? `no table ${missing.name} in SQLite` : `table ${extra} has no place in PostgreSQL`}); run the inferd version that wrote this store`);

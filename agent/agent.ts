@@ -1,6 +1,6 @@
 import { createServer } from "node:net";
 import { probeMachine, realExec, type Exec } from "./gpu";
-import { Periodic } from "./periodic";
+import { SerialRunner } from "./serial";
 import { LogRing } from "./ring";
 import { Replica, type ReplicaHost } from "./replica";
 import { Supervisor, type SpawnFn, type SupervisorOptions } from "./supervisor";
@@ -68,10 +68,10 @@ export class Agent {
   private replicas = new Map<string, Replica>();
   private daemons = new Map<string, Supervisor>();
   /** Telemetry: one GPU probe at a time, the next scheduled after the last ends. */
-  private probes?: Periodic;
+  private probes?: SerialRunner;
   private unsubscribe?: () => void;
-  private reconciling?: Promise<void>;
-  private again = false;
+  /** Reconciles one pass at a time; a failed pass (the host away) waits for the next change. */
+  private readonly reconciler = new SerialRunner(() => this.reconcileOnce(), { onError: () => {} });
   private stopped = false;
   private readonly env: Record<string, string | undefined>;
   /** What runtimes and daemons get: the allow-listed part of the agent's environment. */
@@ -99,8 +99,9 @@ export class Agent {
     const reaped = await reapStale(this.opts.dataDir);
     if (reaped.length) process.stderr.write(`inferd: stopped ${reaped.length} runtime process group(s) left over from a previous run\n`);
     this.workerId = await this.opts.host.register(await this.machine());
-    this.probes = new Periodic(() => this.sendTelemetry(), this.opts.telemetryMs ?? 5000);
+    this.probes = new SerialRunner(() => this.sendTelemetry(), { every: this.opts.telemetryMs ?? 5000 });
     this.probes.start();
+    this.reconciler.start();
     this.unsubscribe = this.opts.host.subscribe(() => void this.reconcile());
     await this.reconcile();
   }
@@ -114,7 +115,7 @@ export class Agent {
 
   /** Probes the machine and sends the telemetry now (after a probe in progress, never beside it). */
   private probe(): Promise<void> {
-    return this.probes?.now() ?? Promise.resolve();
+    return this.probes?.run() ?? Promise.resolve();
   }
 
   private sendTelemetry(): Promise<void> {
@@ -125,23 +126,11 @@ export class Agent {
 
   /** Brings running replicas in line with the host's wishes; concurrent calls coalesce. */
   reconcile(): Promise<void> {
-    if (this.reconciling) {
-      this.again = true;
-      return this.reconciling;
-    }
-    this.reconciling = (async () => {
-      do {
-        this.again = false;
-        await this.reconcileOnce().catch(() => {});
-      } while (this.again && !this.stopped);
-      this.reconciling = undefined;
-    })();
-    return this.reconciling;
+    return this.reconciler.run();
   }
 
   private async reconcileOnce(): Promise<void> {
-    if (this.stopped || !this.workerId) return;
-    const wanted = await this.opts.host.desired(this.workerId);
+    const wanted = await this.opts.host.desired(this.workerId!);
     const ids = new Set(wanted.map((s) => s.assignment_id));
     let stopped = 0;
     for (const [id, r] of this.replicas) {
@@ -203,8 +192,7 @@ export class Agent {
   async stop(): Promise<void> {
     this.stopped = true;
     this.unsubscribe?.();
-    await this.probes?.stop();
-    await this.reconciling;
+    await Promise.all([this.probes?.stop(), this.reconciler.stop()]);
     await Promise.all([...this.replicas.values()].map((r) => r.stop()));
     this.replicas.clear();
     await Promise.all([...this.daemons.values()].map((d) => d.stop()));

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Agent, type HostLink } from "../agent/agent";
 import { timedExec, type Exec } from "../agent/gpu";
-import { Periodic, type Timers } from "../agent/periodic";
+import { SerialRunner, type Clock } from "../agent/serial";
 import { LogRing } from "../agent/ring";
 import { waitFor } from "./helpers/proc";
 
@@ -93,9 +93,10 @@ describe("the agent's GPU probe", () => {
 });
 
 /** Timers driven by hand: `fire()` runs what is due. */
-function manualTimers(): Timers & { pending: number; fire: () => void } {
+function manualTimers(): Clock & { pending: number; fire: () => void } {
   let next: (() => void) | undefined;
   return {
+    now: () => 0,
     setTimeout: (fn) => {
       next = fn;
       return fn;
@@ -114,15 +115,15 @@ function manualTimers(): Timers & { pending: number; fire: () => void } {
   };
 }
 
-describe("Periodic", () => {
+describe("SerialRunner as a periodic job", () => {
   test("the next run is scheduled only when the last has ended", async () => {
     const timers = manualTimers();
     let release: () => void = () => {};
     let runs = 0;
-    const job = new Periodic(() => {
+    const job = new SerialRunner(() => {
       runs++;
       return new Promise<void>((r) => (release = r));
-    }, 1000, timers);
+    }, { every: 1000, clock: timers, onError: () => {} });
     job.start();
     expect(timers.pending).toBe(1);
     timers.fire();
@@ -135,19 +136,19 @@ describe("Periodic", () => {
     expect(timers.pending).toBe(0);
   });
 
-  test("now() during a run waits for it and then runs once more, however often it is asked", async () => {
+  test("run() during a run waits for it and then runs once more, however often it is asked", async () => {
     const timers = manualTimers();
     const releases: Array<() => void> = [];
     let running = 0;
     let most = 0;
-    const job = new Periodic(() => {
+    const job = new SerialRunner(() => {
       running++;
       most = Math.max(most, running);
       return new Promise<void>((r) => releases.push(() => (running--, r())));
-    }, 1000, timers);
+    }, { every: 1000, clock: timers, onError: () => {} });
     job.start();
-    const first = job.now();
-    const followers = [job.now(), job.now(), job.now()];
+    const first = job.run();
+    const followers = [job.run(), job.run(), job.run()];
     expect(releases.length).toBe(1);
     releases[0]();
     await first;
@@ -162,10 +163,10 @@ describe("Periodic", () => {
   test("a run that throws does not end the schedule", async () => {
     const timers = manualTimers();
     let runs = 0;
-    const job = new Periodic(async () => {
+    const job = new SerialRunner(async () => {
       runs++;
       throw new Error("probe failed");
-    }, 1000, timers);
+    }, { every: 1000, clock: timers, onError: () => {} });
     job.start();
     timers.fire();
     await Bun.sleep(0);

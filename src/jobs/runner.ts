@@ -11,20 +11,25 @@ import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueu
 import { modelAliasesOf } from "../dataplane/target";
 import type { Tracing } from "../tracing/tracing";
 import { plural } from "../words";
+import { realClock, SerialRunner, type Clock } from "../../agent/serial";
 
 type JobRow = Awaited<ReturnType<typeof claimJobs>>[number];
 
 /** The first pause before a job whose replica was lost runs again (it grows with each run). */
 const RERUN_BACKOFF_MS = 500;
 
-/** How often the runner looks for queued jobs even when nothing woke it. */
+/** How long after one claim pass the runner looks for queued jobs again even when nothing woke it. */
 const TICK_MS = 1000;
 
 /**
  * How often the runner reads which workloads have queued jobs, besides being told: a job put back
- * in the queue by another host (or a wake-up lost with a dropped connection) is found within this.
+ * in the queue by another host (or a wake-up lost with a dropped connection) is found within this
+ * (and the pass after it).
  */
-export const RESCAN_MS = 5000;
+const RESCAN_MS = 5000;
+
+/** What the runner needs of the fleet: the queues and slots of the workloads' ready replicas. */
+export type JobFleet = Pick<Fleet, "dispatcher">;
 
 /**
  * Runs queued jobs through the same queue and slots as synchronous requests (behind them). For
@@ -37,15 +42,18 @@ export class JobRunner {
   /** Workloads that may have queued jobs: set on submit and requeue, cleared when a claim comes up short. */
   private pending = new Set<string>();
   private inflight = new Set<Promise<void>>();
-  private timer?: ReturnType<typeof setInterval>;
-  private rescanTimer?: ReturnType<typeof setInterval>;
   private abort = new AbortController();
-  private scheduled = false;
   private stopped = false;
+  /** Claim passes, one at a time (a wake during one asks for another after it), each a second after the last. */
+  private readonly claims: SerialRunner;
+  /** When the runner last read which workloads have queued jobs (see RESCAN_MS). */
+  private scannedAt = 0;
+  /** Workloads woken while a claim for them was under way: they stay pending even if it came up short. */
+  private rewoken = new Set<string>();
 
   constructor(
     private db: Db,
-    private fleet: Fleet,
+    private fleet: JobFleet,
     private metering: Metering,
     private onFinished: () => void,
     private maxRuns = 3,
@@ -53,22 +61,25 @@ export class JobRunner {
     private hostId: string | null = null,
     /** Where each job run's timeline starts (the inspector's record, a trace when tracing is on). */
     private tracing?: Tracing,
-  ) {}
+    private clock: Clock = realClock,
+  ) {
+    this.claims = new SerialRunner(() => this.claim(), { every: TICK_MS, clock, onError: (e) => log.warn("could not take queued jobs", e) });
+  }
 
   /** Puts jobs a crash left running back in the queue, then starts taking jobs. */
   async start(): Promise<void> {
     const n = await recoverRunningJobs(this.db, this.hostId);
     if (n > 0) log.info(`${plural(n, "job")} interrupted by a restart will run again`);
-    for (const w of await workloadsWithQueuedJobs(this.db)) this.pending.add(w);
-    this.timer = setInterval(() => this.tick(), TICK_MS);
-    this.rescanTimer = setInterval(() => void this.rescan(), RESCAN_MS);
-    this.wake();
+    await this.rescan();
+    this.claims.start();
+    this.claims.wake();
   }
 
-  /** Wakes for every workload that has queued jobs now (see RESCAN_MS). */
+  /** Notes every workload that has queued jobs now (see RESCAN_MS). */
   private async rescan(): Promise<void> {
+    this.scannedAt = this.clock.now();
     try {
-      for (const w of await workloadsWithQueuedJobs(this.db)) this.wake(w);
+      for (const w of await workloadsWithQueuedJobs(this.db)) this.pending.add(w);
     } catch (e) {
       log.debug(`could not look for queued jobs: ${(e as Error).message}`);
     }
@@ -80,39 +91,12 @@ export class JobRunner {
       this.pending.add(workloadId);
       this.rewoken.add(workloadId);
     }
-    if (this.scheduled || this.stopped) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      this.tick();
-    });
+    this.claims.wake();
   }
 
-  private claiming = false;
-  private claimAgain = false;
-  /** Workloads woken while a claim for them was under way: they stay pending even if it came up short. */
-  private rewoken = new Set<string>();
-
-  /** Claims jobs for every workload that may have some (one pass at a time; a call meanwhile asks for another). */
-  private tick(): void {
-    if (this.stopped) return;
-    if (this.claiming) {
-      this.claimAgain = true;
-      return;
-    }
-    this.claiming = true;
-    void this.claim()
-      .catch((e) => log.warn("could not take queued jobs", e))
-      .finally(() => {
-        this.claiming = false;
-        if (this.claimAgain) {
-          this.claimAgain = false;
-          this.tick();
-        }
-      });
-  }
-
+  /** One claim pass: jobs for every workload that may have some, as many as its replicas have room for. */
   private async claim(): Promise<void> {
+    if (this.clock.now() - this.scannedAt >= RESCAN_MS) await this.rescan();
     for (const workloadId of [...this.pending]) {
       if (this.stopped) return;
       const slots = this.fleet.dispatcher.targetsOf(workloadId).reduce((n, t) => n + t.capacity, 0);
@@ -141,7 +125,7 @@ export class JobRunner {
     const w = await getWorkloadById(this.db, job.workloadId);
     if (!w) return;
     const spec = KINDS[job.kind];
-    const started = Date.now();
+    const started = this.clock.now();
     const queueMs = started - Date.parse(job.createdAt);
     const tl = this.tracing?.beginJob(job.id, job.kind, queueMs, job.traceparent);
     if (tl) tl.model = w.model_name;
@@ -167,7 +151,7 @@ export class JobRunner {
       } finally {
         got.slot.release();
       }
-      data = buildJobData(job.id, job.kind, got.upstream.status, got.upstream.headers.get("content-type") ?? "", bytes, { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs }, w.model_name);
+      data = buildJobData(job.id, job.kind, got.upstream.status, got.upstream.headers.get("content-type") ?? "", bytes, { queue_ms: queueMs, run_ms: this.clock.now() - started, runs: job.runs }, w.model_name);
     } catch (e) {
       if (this.stopped) return; // left running: the next start runs it again
       const err = e instanceof AppError ? e : new AppError(502, "upstream_unavailable", String(e));
@@ -181,7 +165,7 @@ export class JobRunner {
         this.pending.add(job.workloadId);
         return;
       }
-      data = { job_id: job.id, status: "error", metrics: { queue_ms: queueMs, run_ms: Date.now() - started, runs: job.runs }, error: { http_status: err.status, code: err.code, message: err.message } };
+      data = { job_id: job.id, status: "error", metrics: { queue_ms: queueMs, run_ms: this.clock.now() - started, runs: job.runs }, error: { http_status: err.status, code: err.code, message: err.message } };
     }
     await finishJob(this.db, job, data.status === "ok", data);
     const u = data.usage;
@@ -192,17 +176,16 @@ export class JobRunner {
   /** Waits `ms`, or less when the runner stops meanwhile. */
   private pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const t = setTimeout(resolve, ms);
-      this.abort.signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+      const t = this.clock.setTimeout(resolve, ms);
+      this.abort.signal.addEventListener("abort", () => (this.clock.clearTimeout(t), resolve()), { once: true });
     });
   }
 
   /** Stops taking jobs; jobs in flight are abandoned and put back in the queue (another host, or the next start, runs them). */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
-    clearInterval(this.rescanTimer);
     this.abort.abort();
+    await this.claims.stop();
     await Promise.allSettled([...this.inflight]);
     // Handed back at once: in a cluster another host runs them now rather than after this one's restart.
     await recoverRunningJobs(this.db, this.hostId).catch((e) => log.warn("could not hand back this host's running jobs", e));

@@ -17,7 +17,7 @@ import { note, type Snapshot } from "../placement/snapshot";
 export class Room {
   constructor(
     private db: Db,
-    private fleet: Fleet,
+    private fleet: Pick<Fleet, "dispatcher">,
   ) {}
 
   /**

@@ -8,9 +8,13 @@ import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScalingView, t
 import { Room } from "./room";
 import { replicaRoom } from "../limits/project";
 import { plural } from "../words";
+import { realClock, SerialRunner, type Clock } from "../../agent/serial";
 
-/** How often the scaler looks at every workload (demand wakes it at once in between). */
+/** How long after one look the scaler looks at every workload again (demand wakes it at once in between). */
 const TICK_MS = 1000;
+
+/** What the scaler needs of the fleet: its queues, placement one at a time, and a re-placement after a change. */
+export type ScalerFleet = Pick<Fleet, "dispatcher" | "exclusively" | "reconcile">;
 
 /**
  * Makes execution policies real: decides, per workload, how many replicas should run (pure
@@ -23,51 +27,47 @@ export class Scaler {
   private views = new Map<string, ScalingView>();
   private busyAt = new Map<string, number>();
   private held = new Map<string, number>();
-  private timer?: ReturnType<typeof setInterval>;
-  private scheduled = false;
   private stopped = false;
+  /** Looks one at a time, each a second after the last; not looking before `start` (a host that does not lead never starts it) and after `standBy`. */
+  private readonly looks: SerialRunner;
   readonly room: Room;
 
   constructor(
     private db: Db,
-    private fleet: Fleet,
-    private now: () => number = Date.now,
+    private fleet: ScalerFleet,
+    private clock: Clock = realClock,
   ) {
     this.room = new Room(db, fleet);
+    this.looks = new SerialRunner(() => this.lookOnce(), { every: TICK_MS, clock, onError: (e) => log.error("scaling failed", e) });
   }
 
-  /** Starts looking every second (again, after `standBy`). */
+  /** Starts looking: now, then every second (again, after `standBy`). */
   start(): void {
-    this.standing = false;
-    clearInterval(this.timer);
-    this.timer = setInterval(() => void this.tick(), TICK_MS);
-    void this.tick();
+    if (this.stopped) return;
+    this.looks.start();
+    void this.looks.run();
   }
 
   /** Stops deciding (another host of the cluster leads now); `start` resumes. */
   standBy(): void {
-    this.standing = true;
-    clearInterval(this.timer);
+    void this.looks.stop();
   }
 
-  /** Not deciding: before `start` (a host that does not lead never starts it) and after `standBy`. */
-  private standing = true;
-
-  /** Stops looking. */
-  stop(): void {
+  /** Stops looking; resolves when the look in progress has ended. */
+  stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
+    return this.looks.stop();
   }
 
   /** A request or job for `workloadId` is waiting: look now (a cold start should not wait a tick). */
   wake(workloadId?: string): void {
-    if (workloadId) this.busyAt.set(workloadId, this.now());
-    if (this.scheduled || this.stopped) return;
-    this.scheduled = true;
-    queueMicrotask(() => {
-      this.scheduled = false;
-      void this.tick();
-    });
+    if (workloadId) this.busyAt.set(workloadId, this.clock.now());
+    this.looks.wake();
+  }
+
+  /** Looks at every workload now (or after the look in progress); resolves when that look has ended. */
+  look(): Promise<void> {
+    return this.looks.run();
   }
 
   /**
@@ -93,29 +93,7 @@ export class Scaler {
     return this.busyAt.get(workloadId) ?? 0;
   }
 
-  private ticking: Promise<void> | undefined;
-  private tickAgain = false;
-
-  /** Looks at every workload once (one look at a time: a call during one asks for another after it). */
-  tick(): Promise<void> {
-    if (this.stopped || this.standing) return Promise.resolve();
-    if (this.ticking) {
-      this.tickAgain = true;
-      return this.ticking;
-    }
-    this.ticking = this.look()
-      .catch((e) => log.error("scaling failed", e))
-      .finally(() => {
-        this.ticking = undefined;
-        if (this.tickAgain && !this.stopped) {
-          this.tickAgain = false;
-          void this.tick();
-        }
-      });
-    return this.ticking;
-  }
-
-  private async look(): Promise<void> {
+  private async lookOnce(): Promise<void> {
     const changed = await this.fleet.exclusively(async () => {
       let any = false;
       for (const w of await listAllWorkloads(this.db)) {
@@ -133,7 +111,7 @@ export class Scaler {
   /** The decision for one workload now; `manual` counts the replicas placed by hand. */
   decide(w: Workload, running: number, manual = 0): Decision {
     if (w.paused) return { desired: 0, reason: "stopped by the operator (POST …/start to run it again)", onDemand: false };
-    const now = this.now();
+    const now = this.clock.now();
     if (w.execution_policy === "scheduled") return decideScheduled(w.execution_params as ScheduledParams, now);
     if (w.execution_policy === "autoscaling") {
       const targets = this.fleet.dispatcher.targetsOf(w.id);
@@ -170,7 +148,7 @@ export class Scaler {
     } else if (d.desired < running.length && !this.held.has(w.id)) action = await this.stopSome(w, running, running.length - d.desired, d.reason);
     const prev = this.views.get(w.id);
     const ready = rows.filter((a) => a.desired === "run" && a.state === "ready").length;
-    const last = action ? { at: new Date(this.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
+    const last = action ? { at: new Date(this.clock.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
     if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
     this.views.set(w.id, { policy: w.execution_policy, desired: d.desired, current: ready, running: running.length, last_decision: last, reason });
     return action !== "";
@@ -203,7 +181,7 @@ export class Scaler {
       }
     }
     const prev = this.views.get(w.id);
-    const last = action ? { at: new Date(this.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
+    const last = action ? { at: new Date(this.clock.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
     if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
     this.views.set(w.id, { policy: w.execution_policy, desired: want, current: leader?.desired === "run" && leader.state === "ready" ? 1 : 0, running, last_decision: last, reason });
     return action !== "";

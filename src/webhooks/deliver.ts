@@ -6,6 +6,7 @@ import { log } from "../log";
 import type { AddressPolicy } from "./address";
 import { postWebhook, type PostResult } from "./post";
 import { deliveryHeaders } from "./sign";
+import { realClock, SerialRunner, type Clock } from "../../agent/serial";
 
 export { DEFAULT_SCHEDULE_MS, parseSchedule } from "./schedule";
 
@@ -20,8 +21,11 @@ export interface DeliveryOptions {
   concurrency: number;
   policy: AddressPolicy;
   ca: string[] | undefined;
-  /** How often due deliveries are looked for even when nothing woke the loop. */
+  /** How long after one look due deliveries are looked for again even when nothing woke the loop. */
   tickMs?: number;
+  clock?: Clock;
+  /** Sends one attempt (default: `postWebhook`, SSRF-checked HTTP; a fake receiver in unit tests). */
+  post?: typeof postWebhook;
 }
 
 /** The exact body of a job delivery: `context` spliced in as the caller sent it. */
@@ -46,32 +50,36 @@ export function batchDeliveryBody(event: string, batchId: string, data: string):
 export class DeliveryLoop {
   private inflight = new Set<string>();
   private running = new Set<Promise<void>>();
-  private timer?: ReturnType<typeof setInterval>;
-  private due?: ReturnType<typeof setTimeout>;
   private stopped = false;
+  /**
+   * Looks for due deliveries one look at a time (wakes meanwhile coalesce), a tick after the last
+   * and when the next one falls due; none before `start` (a host that does not lead never starts
+   * it) and after `standBy`.
+   */
+  private readonly looks: SerialRunner;
+  private readonly clock: Clock;
+  private readonly post: typeof postWebhook;
 
   constructor(
     private db: Db,
     private opts: DeliveryOptions,
-  ) {}
+  ) {
+    this.clock = opts.clock ?? realClock;
+    this.post = opts.post ?? postWebhook;
+    this.looks = new SerialRunner(() => this.look(), { every: opts.tickMs ?? 1000, clock: this.clock, onError: (e) => log.warn("could not look for due webhook deliveries", e) });
+  }
 
   /** Starts looking for due deliveries (again, after `standBy`). */
   start(): void {
-    this.standing = false;
-    clearInterval(this.timer);
-    this.timer = setInterval(() => this.wake(), this.opts.tickMs ?? 1000);
-    this.wake();
+    if (this.stopped) return;
+    this.looks.start();
+    this.looks.wake();
   }
 
   /** Stops taking new deliveries (another host of the cluster leads now); attempts in flight finish. */
   standBy(): void {
-    this.standing = true;
-    clearInterval(this.timer);
-    clearTimeout(this.due);
+    void this.looks.stop();
   }
-
-  /** Not deciding: before `start` (a host that does not lead never starts it) and after `standBy`. */
-  private standing = true;
 
   /** Wakes the loop when the next pending delivery falls due (retries of a short schedule). */
   private async scheduleNext(): Promise<void> {
@@ -82,35 +90,18 @@ export class DeliveryLoop {
           .from(deliveries)
           .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
           .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
-          .where(and(eq(deliveries.state, "pending"), gt(deliveries.nextAttemptAt, Date.now()), jobsOn(this.db))),
+          .where(and(eq(deliveries.state, "pending"), gt(deliveries.nextAttemptAt, this.clock.now()), jobsOn(this.db))),
       )
     )?.at;
-    clearTimeout(this.due);
-    if (next != null && !this.stopped) this.due = setTimeout(() => this.wake(), Math.max(20, next - Date.now() + 5));
+    if (next != null) this.looks.after(Math.max(20, next - this.clock.now() + 5));
   }
 
-  /** Sends whatever is due now, up to the concurrency bound (one look at a time: wakes meanwhile coalesce). */
+  /** Sends whatever is due now, up to the concurrency bound (soon: wakes of one turn make one look, never two at once). */
   wake(): void {
-    if (this.stopped || this.standing) return;
-    if (this.looking) {
-      this.lookAgain = true;
-      return;
-    }
-    this.looking = true;
-    void this.look()
-      .catch((e) => log.warn("could not look for due webhook deliveries", e))
-      .finally(() => {
-        this.looking = false;
-        if (this.lookAgain) {
-          this.lookAgain = false;
-          this.wake();
-        }
-      });
+    this.looks.wake();
   }
 
-  private looking = false;
-  private lookAgain = false;
-
+  /** One look: the due deliveries, up to the concurrency bound, each attempted beside the others. */
   private async look(): Promise<void> {
     const room = this.opts.concurrency - this.inflight.size;
     if (room <= 0) return;
@@ -120,7 +111,7 @@ export class DeliveryLoop {
       .from(deliveries)
       .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
       .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
-      .where(and(eq(deliveries.state, "pending"), lte(deliveries.nextAttemptAt, Date.now()), jobsOn(this.db)))
+      .where(and(eq(deliveries.state, "pending"), lte(deliveries.nextAttemptAt, this.clock.now()), jobsOn(this.db)))
       .orderBy(asc(deliveries.nextAttemptAt))
       .limit(room + this.inflight.size);
     const due = rows.filter((d) => !this.inflight.has(d.id)).slice(0, room);
@@ -148,12 +139,12 @@ export class DeliveryLoop {
     );
     // Read again now: a look that queried while the last attempt was being recorded may have seen it
     // still due; its next attempt waits for the schedule.
-    if (!row || row.d.state !== "pending" || (row.d.nextAttemptAt ?? 0) > Date.now() || !row.job.data) return;
+    if (!row || row.d.state !== "pending" || (row.d.nextAttemptAt ?? 0) > this.clock.now() || !row.job.data) return;
     // A batch's end event rides on a job row of its own kind (src/batches/finish.ts).
     const batchId = row.job.kind === BATCH_EVENT_KIND ? row.job.batchId : null;
     const body = batchId ? batchDeliveryBody(row.d.event, batchId, row.job.data) : deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);
     const headers = deliveryHeaders({ secret: row.hook.secret, event: batchId ? "batch" : "job", ...(batchId ? { batchId } : { jobId: row.job.id }), messageId: `msg_${row.d.id}`, body });
-    const result = await postWebhook(row.hook.url, body, headers, this.opts.policy, this.opts.ca);
+    const result = await this.post(row.hook.url, body, headers, this.opts.policy, this.opts.ca);
     if (this.stopped && !result.ok) return; // shutting down: the attempt is repeated after restart
     await this.record(row.d, result);
   }
@@ -171,7 +162,7 @@ export class DeliveryLoop {
     if (!recorded) return;
     // Both writes hold only while the delivery is still pending (the attempt is copied from its row).
     await batch(this.db, [
-      sql`INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms) SELECT id, ${n}, ${new Date().toISOString()}, ${r.status_code}, ${r.error}, ${r.duration_ms} FROM deliveries WHERE id = ${d.id} AND state = 'pending'`,
+      sql`INSERT INTO delivery_attempts (delivery_id, n, at, status_code, error, duration_ms) SELECT id, ${n}, ${new Date(this.clock.now()).toISOString()}, ${r.status_code}, ${r.error}, ${r.duration_ms} FROM deliveries WHERE id = ${d.id} AND state = 'pending'`,
       this.db
         .update(deliveries)
         .set({
@@ -179,8 +170,8 @@ export class DeliveryLoop {
           lastStatusCode: r.status_code,
           lastError: r.ok ? null : (r.error ?? `HTTP ${r.status_code}`),
           state: r.ok ? "delivered" : terminal ? "terminal" : "pending",
-          deliveredAt: r.ok ? new Date().toISOString() : null,
-          nextAttemptAt: r.ok || terminal ? null : Date.now() + schedule[n - 1],
+          deliveredAt: r.ok ? new Date(this.clock.now()).toISOString() : null,
+          nextAttemptAt: r.ok || terminal ? null : this.clock.now() + schedule[n - 1],
         })
         .where(still),
     ]);
@@ -190,8 +181,7 @@ export class DeliveryLoop {
   /** Stops sending; attempts in flight finish (a failure is not recorded, so it is retried after restart). */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
-    clearTimeout(this.due);
+    await this.looks.stop();
     await Promise.allSettled([...this.running]);
   }
 }

@@ -11,6 +11,7 @@ import type { LaunchPolicy } from "../../agent/launch-policy";
 import { publicReason } from "../../agent/reason";
 import { initialDesired } from "../scaling/decide";
 import type { RestartPolicy } from "../../agent/supervisor";
+import { SerialRunner } from "../../agent/serial";
 import { GroupRestarts } from "./group-restarts";
 import { recordEndpoint } from "./groups";
 import type { ScalingView } from "../scaling/schema";
@@ -94,10 +95,11 @@ export class Fleet {
     this.places = opts.places ?? (() => true);
     this.hostId = opts.hostId ?? null;
     this.dispatcher = new Dispatcher(opts.limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id), undefined, (id) => this.waitingBecause(id));
+    this.placer.start();
   }
 
-  private reconciling: Promise<void> | undefined;
-  private reconcileAgain = false;
+  /** Placement passes, one at a time. */
+  private readonly placer = new SerialRunner(() => this.pass(), { onError: (e) => log.error("placing workloads failed", e) });
   /** The placement in progress: placing workloads and the scaler's starts run one after the other. */
   private placing: Promise<unknown> = Promise.resolve();
 
@@ -116,20 +118,7 @@ export class Fleet {
    * one asks for another after it; the promise settles when a pass that began after the call ends.
    */
   reconcile(): Promise<void> {
-    if (this.reconciling) {
-      this.reconcileAgain = true;
-      return this.reconciling.then(() => this.reconciling ?? undefined);
-    }
-    this.reconciling = this.pass()
-      .catch((e) => log.error("placing workloads failed", e))
-      .finally(() => {
-        this.reconciling = undefined;
-        if (this.reconcileAgain) {
-          this.reconcileAgain = false;
-          void this.reconcile();
-        }
-      });
-    return this.reconciling;
+    return this.placer.run();
   }
 
   private async pass(): Promise<void> {

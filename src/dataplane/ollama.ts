@@ -20,19 +20,8 @@ import { chatAnswerOf, chatRequestOf, countsOf, embedAnswerOf, embedRequestOf, g
 import { callOf } from "../call";
 import { accounting, syncTicket, readJsonObject, runOnBase, type DataplaneDeps, type ModelLookup } from "./service";
 import { routeOf, type RouteBase } from "./target";
+import type { OllamaRouteName } from "./table";
 
-/** The Ollama API routes served under both bases (`…/api/<name>`), and their methods. */
-export const OLLAMA_ROUTES = [
-  { name: "chat", method: "POST" },
-  { name: "generate", method: "POST" },
-  { name: "embed", method: "POST" },
-  { name: "embeddings", method: "POST" },
-  { name: "show", method: "POST" },
-  { name: "tags", method: "GET" },
-  { name: "ps", method: "GET" },
-  { name: "version", method: "GET" },
-] as const;
-export type OllamaRouteName = (typeof OLLAMA_ROUTES)[number]["name"];
 
 /** The routes that run on a replica. */
 type Inference = "chat" | "generate" | "embed" | "embeddings";

@@ -3,10 +3,10 @@ import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { countTokensRoute, messagesRoute } from "./messages";
 import { forwardOnProject, forwardToWorkload } from "./service";
-import { DATA_ROUTES, type DataRoute } from "./table";
+import { DATA_ROUTES, OLLAMA_ROUTES, type DataRoute } from "./table";
 import { callableModels, workloadOf, type RouteBase } from "./target";
 import { responsesRoute } from "./responses";
-import { OLLAMA_ROUTES, ollamaRoute } from "./ollama";
+import { ollamaRoute } from "./ollama";
 
 /**
  * Inference may sit in the queue, or wait for a slow first token, longer than Bun's idle timeout:

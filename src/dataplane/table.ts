@@ -3,7 +3,8 @@
  * toggle that governs it, how its body is read, the async job kind that runs the same request, and
  * whether a batch may target it. The routes (./routes.ts), the job kinds (../jobs/kinds.ts) and
  * the Batch API's endpoints (../batches/schema.ts) are all read from here, and a request's trace
- * name is its row's (`traceName`): adding a route is adding a row.
+ * name is its row's (`traceName`): adding a route is adding a row. The Ollama API's routes (its own
+ * dialect under `…/api/`) are listed here too.
  */
 import type { Toggle } from "../workloads/schema";
 
@@ -41,6 +42,21 @@ export const DATA_ROUTES: readonly DataRoute[] = [
   { path: "messages/count_tokens", toggle: "chat", body: "json", serve: "count_tokens" },
   { path: "responses", toggle: "chat", body: "json", serve: "responses" },
 ];
+
+/** The Ollama API's routes under both bases (`…/api/<name>`), answered by ./ollama.ts, and their methods. */
+export const OLLAMA_ROUTES = [
+  { name: "chat", method: "POST" },
+  { name: "generate", method: "POST" },
+  { name: "embed", method: "POST" },
+  { name: "embeddings", method: "POST" },
+  { name: "show", method: "POST" },
+  { name: "tags", method: "GET" },
+  { name: "ps", method: "GET" },
+  { name: "version", method: "GET" },
+] as const;
+
+/** An Ollama API route's name. */
+export type OllamaRouteName = (typeof OLLAMA_ROUTES)[number]["name"];
 
 /** The routes forwarded as they are to the runtime's route of the same name. */
 export const FORWARDED_ROUTES: readonly DataRoute[] = DATA_ROUTES.filter((r) => r.serve === "forward");

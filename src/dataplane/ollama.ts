@@ -22,7 +22,6 @@ import { accounting, syncTicket, readJsonObject, runOnBase, type DataplaneDeps, 
 import { routeOf, type RouteBase } from "./target";
 import type { OllamaRouteName } from "./table";
 
-
 /** The routes that run on a replica. */
 type Inference = "chat" | "generate" | "embed" | "embeddings";
 

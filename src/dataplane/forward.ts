@@ -16,15 +16,15 @@ export interface Accounting {
   readonly timeline?: Timeline;
 }
 
-/** Headers of a runtime response worth passing to the client (its request id is inferd's own, set by the app). */
-const PASS_HEADERS = ["content-type", "cache-control"];
-
-function responseHeaders(upstream: Response, extra: Record<string, string> = {}): Headers {
+/**
+ * The headers of the client's answer: the runtime's content type (`type`, read once) and cache
+ * control, the only ones worth passing on (its request id is inferd's own, set by the app), over `extra`.
+ */
+function responseHeaders(upstream: Response, type: string | null, extra: Record<string, string> = {}): Headers {
   const h = new Headers(extra);
-  for (const name of PASS_HEADERS) {
-    const v = upstream.headers.get(name);
-    if (v) h.set(name, v);
-  }
+  if (type) h.set("content-type", type);
+  const cache = upstream.headers.get("cache-control");
+  if (cache) h.set("cache-control", cache);
   return h;
 }
 
@@ -162,8 +162,9 @@ export async function relay(
   acct.waited(got.waitedMs);
   const rename = opts.model === undefined ? undefined : modelNamer(opts.model);
   const capture = acct.timeline?.capture;
-  capture?.answerType(upstream.headers.get("content-type"));
-  if (isEventStream(upstream) && upstream.body) {
+  const type = upstream.headers.get("content-type");
+  capture?.answerType(type);
+  if (type?.includes("text/event-stream") && upstream.body) {
     const body = meteredStream(upstream.body, {
       dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
       rename,
@@ -175,7 +176,7 @@ export async function relay(
         acct.record(usage, outcome === "done" && upstream.ok, outcome === "cancelled" ? "client_closed" : outcome === "error" ? "upstream_unavailable" : undefined);
       },
     });
-    return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, { "cache-control": "no-cache", "x-accel-buffering": "no" }) });
+    return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, type, { "cache-control": "no-cache", "x-accel-buffering": "no" }) });
   }
   acct.firstByte();
   let bytes: ArrayBuffer;
@@ -189,8 +190,8 @@ export async function relay(
   }
   let usage: Usage = { inputTokens: 0, outputTokens: 0 };
   let body: ArrayBuffer | string = bytes;
-  if ((upstream.headers.get("content-type") ?? "").includes("json")) {
-    const text = new TextDecoder().decode(bytes);
+  if (type?.includes("json")) {
+    const text = utf8.decode(bytes);
     try {
       usage = usageOf(JSON.parse(text)) ?? usage;
     } catch {}
@@ -199,5 +200,7 @@ export async function relay(
   }
   capture?.keepAnswer(body);
   acct.record(usage, upstream.ok);
-  return new Response(body, { status: upstream.status, headers: responseHeaders(upstream) });
+  return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, type) });
 }
+
+const utf8 = new TextDecoder();

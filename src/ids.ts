@@ -51,3 +51,20 @@ export function slugify(name: string): string {
 
 /** The current time as an ISO 8601 UTC timestamp. */
 export const nowIso = () => new Date().toISOString();
+
+/** The UTC day last asked for, and where it starts and ends (ms): one day's requests share one string. */
+let day = { start: 0, end: -1, text: "" };
+
+/**
+ * The UTC day of a time as `YYYY-MM-DD` (a usage row's and a quota's day), made once per day
+ * rather than once per request.
+ * @example utcDay(Date.UTC(2026, 10, 28, 23, 59)) // → "2026-11-28"
+ */
+export function utcDay(ms: number = Date.now()): string {
+  if (ms < day.start || ms >= day.end) {
+    const d = new Date(ms);
+    const start = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
+    day = { start, end: start + 86_400_000, text: d.toISOString().slice(0, 10) };
+  }
+  return day.text;
+}

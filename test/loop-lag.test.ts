@@ -41,3 +41,14 @@ describe("the event-loop stall probe", () => {
     expect(c.pending()).toBe(false);
   });
 });
+
+describe("utcDay (the day of usage rows and quotas, made once per day)", () => {
+  test("rolls over at UTC midnight, forwards and back", async () => {
+    const { utcDay } = await import("../src/ids");
+    const midnight = Date.UTC(2026, 10, 29);
+    expect(utcDay(midnight - 1)).toBe("2026-11-28");
+    expect(utcDay(midnight)).toBe("2026-11-29");
+    expect(utcDay(midnight - 1)).toBe("2026-11-28");
+    expect(utcDay(Date.UTC(2027, 0, 1, 12))).toBe("2027-01-01");
+  });
+});

@@ -6,6 +6,7 @@
  * SDKs read to wait before retrying.
  */
 import { callOf } from "../call";
+import { utcDay } from "../ids";
 import { AppError } from "../errors";
 import { andThen } from "../maybe";
 import type { SharedLimits } from "./shared";
@@ -132,7 +133,7 @@ export class Limiter {
 
   /** Reads every count `key`'s quotas need that is not in memory yet; undefined when all are. */
   private loadAll(key: LimitedKey, project: ProjectQuotas): Promise<void> | undefined {
-    const day = new Date(this.now()).toISOString().slice(0, 10);
+    const day = utcDay(this.now());
     const month = day.slice(0, 7);
     const loads = [
       key.tokensPerDay !== null ? this.loadUsed("key", key.id, day) : undefined,
@@ -204,7 +205,7 @@ export class Limiter {
 
   /** Token quotas of the key and its project, per day and per month. */
   private checkQuotas(key: LimitedKey, project: ProjectQuotas, t: number, headers: Record<string, string>): void {
-    const day = new Date(t).toISOString().slice(0, 10);
+    const day = utcDay(t);
     const month = day.slice(0, 7);
     const next = nextPeriods(t);
     const checks: [string, "key" | "project", string, number | null, string, number][] = [
@@ -227,7 +228,7 @@ export class Limiter {
     this.shared?.addTokens(f.keyId, tokens);
     const b = this.tokens.get(f.keyId);
     if (b) b.level -= tokens;
-    const day = new Date(this.now()).toISOString().slice(0, 10);
+    const day = utcDay(this.now());
     for (const k of [`key:${f.keyId}:${day}`, `key:${f.keyId}:${day.slice(0, 7)}`, `project:${f.projectId}:${day}`, `project:${f.projectId}:${day.slice(0, 7)}`]) {
       const n = this.used.get(k);
       if (n !== undefined) this.used.set(k, n + tokens);
@@ -245,7 +246,7 @@ export class Limiter {
    * (within the refresh period). Counts of past periods are dropped.
    */
   async refreshCounts(): Promise<void> {
-    const day = new Date(this.now()).toISOString().slice(0, 10);
+    const day = utcDay(this.now());
     await Promise.all(
       [...this.used.keys()].map(async (k) => {
         const [scope, id, period] = k.split(":") as ["key" | "project", string, string];

@@ -1,5 +1,6 @@
 import { eq, sql } from "drizzle-orm";
 import type { Db } from "../db";
+import { utcDay } from "../ids";
 import { batch } from "../db/raw";
 import { apiKeys } from "../db/schema";
 import type { Finished } from "./meter";
@@ -48,7 +49,7 @@ export class UsageRecorder {
 
   /** Adds a finished request to its day's row of (key, workload); cheap, no I/O. */
   recordDaily(f: Finished): void {
-    const day = new Date().toISOString().slice(0, 10);
+    const day = utcDay();
     const id = `${day}|${f.keyId ?? ""}|${f.workloadId}`;
     let d = this.daily.get(id);
     if (!d) this.daily.set(id, (d = { day, keyId: f.keyId ?? "", workloadId: f.workloadId, projectId: f.projectId, c: { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 } }));

@@ -1,4 +1,4 @@
-// The event-loop stall probe behind /metrics' inferd_event_loop_stall_seconds, on a fake clock.
+// Small parts of the request path: the event-loop stall probe behind /metrics' inferd_event_loop_stall_seconds (on a fake clock), and the cached UTC day.
 import { describe, expect, test } from "bun:test";
 import { LoopLag, WINDOW_S, type LagClock } from "../src/usage/lag";
 

@@ -1,7 +1,8 @@
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { z } from "zod";
-import { errorPlugin, setRetryHint } from "./errors";
+import { setRetryHint } from "./errors";
+import { errorPlugin } from "./error-plugin";
 import { noteRequestId, requestIdOf } from "./dataplane/request-id";
 import { parseJsonBody } from "./http";
 import { modelRoutes } from "./models/routes";

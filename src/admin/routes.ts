@@ -1,13 +1,21 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Config } from "../config";
+import type { UsageRecorder } from "../usage/recorder";
 import { jsonBody } from "../http";
 import { createSession, endAllSessions, endSession, redeemLoginCode, sessionCookie } from "../auth/service";
-import { viaTls } from "../agents/routes";
+import { viaTls } from "../tls/via";
 import { SessionCreate } from "../users/schema";
 import { clientOf, signInMethods, signInWithPassword } from "../users/signin";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "adminToken" | "usage" | "metricsToken" | "config">;
+interface Deps {
+  db: Db;
+  config: Config;
+  adminToken: string;
+  metricsToken?: string;
+  usage: UsageRecorder;
+}
 
 /** Whether the browser reached us over HTTPS (our TLS port, or a TLS-terminating proxy saying so). */
 const overHttps = (request: Request) => viaTls.has(request) || request.headers.get("x-forwarded-proto") === "https";

@@ -1,7 +1,10 @@
 import { Elysia } from "elysia";
 import type { z } from "zod";
 import { AGENT_LIMITS, AnswerHeadSchema, HeartbeatSchema, JoinSchema, LogsSchema, ReplicaReportSchema } from "../../agent/protocol";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Cluster } from "../cluster/cluster";
+import type { Fleet } from "../workers/fleet";
+import type { RemoteAgents } from "./remote";
 import { forbidden, fromSchemaIssue } from "../errors";
 import { parseJsonBytes, readBodyLimited } from "../http";
 import { sha256 } from "../ids";
@@ -9,12 +12,16 @@ import { presentedToken } from "../auth/service";
 import { listAssignmentsOfWorker, recordMachine } from "../workers/service";
 import { joinWorker, workerByCredential } from "./service";
 import { isPoolToken, joinWithPoolToken } from "./join-tokens";
+import { viaTls } from "../tls/via";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "agents" | "cluster" | "db" | "fleet" | "version">;
-
-/** Requests that arrived on the HTTPS listener (agents must use it). */
-export const viaTls = new WeakSet<Request>();
+interface Deps {
+  db: Db;
+  agents: RemoteAgents;
+  cluster: Cluster;
+  fleet: Fleet;
+  version: string;
+}
 
 /** `value` checked by `schema`, or 400 `validation_error` naming the first bad field (`where` when it is the whole). */
 function checked<T>(schema: z.ZodType<T>, value: unknown, where: string): T {

@@ -1,6 +1,8 @@
 import { Elysia } from "elysia";
 import { eq } from "drizzle-orm";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Fleet, WorkloadDetail } from "../workers/fleet";
+import type { Scaler } from "./scaler";
 import { workloads } from "../db/schema";
 import { conflict } from "../errors";
 import { nowIso } from "../ids";
@@ -12,7 +14,13 @@ import { audit } from "../audit/service";
 import { replicaRoom } from "../limits/project";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "describeWorkload" | "fleet" | "scaler">;
+interface Deps {
+  db: Db;
+  fleet: Fleet;
+  scaler: Scaler;
+  /** The admin view of a workload: the stored fields plus what the serving side knows. */
+  describeWorkload(w: Workload): Promise<WorkloadDetail>;
+}
 
 /** How long a rolling restart waits for one replica to be ready before it gives up. */
 const READY_WAIT_MS = 30 * 60_000;

@@ -1,6 +1,10 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { HostCert } from "../tls/hostcert";
+import type { SeriesKeeper } from "../usage/series-store";
+import type { RemoteAgents } from "../agents/remote";
+import type { Fleet } from "./fleet";
 import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
@@ -14,7 +18,15 @@ import { withoutOutput } from "../../agent/reason";
 import type { WorkerReplica } from "./fleet";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "hostCert" | "joinUrl" | "series">;
+interface Deps {
+  db: Db;
+  agents: RemoteAgents;
+  fleet: Fleet;
+  hostCert: HostCert;
+  series: SeriesKeeper;
+  /** The HTTPS URL agents join. */
+  joinUrl(): string;
+}
 
 const AssignmentCreate = z.strictObject({
   worker_id: z.string().min(1).max(128),

@@ -3,12 +3,11 @@ import { z } from "zod";
 import type { Db } from "../db";
 import type { HostCert } from "../tls/hostcert";
 import type { SeriesKeeper } from "../usage/series-store";
-import type { RemoteAgents } from "../agents/remote";
 import type { Fleet } from "./fleet";
 import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
-import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
+import { createRemoteWorker, deleteRemoteWorker } from "./remote";
 import { createAssignment, removeAssignment, getAssignment, getWorker, listAssignments, listWorkers, requireOpenWorker, setAssignmentConcurrency, setWorkerOpenTo, workerView, type WorkerView } from "./service";
 import { getProject } from "../projects/service";
 import { gpuHistory } from "./telemetry";
@@ -20,7 +19,8 @@ import type { WorkerReplica } from "./fleet";
 /** What this module uses of the app's dependencies. */
 interface Deps {
   db: Db;
-  agents: RemoteAgents;
+  /** The remote agents' links: a deleted worker's is forgotten. */
+  agents: { forget(workerId: string): void };
   fleet: Fleet;
   hostCert: HostCert;
   series: SeriesKeeper;

@@ -8,8 +8,8 @@ import { canTouchWorkload, keyOf, principalOf, requireWorkloadScope } from "../a
 import { isMachineOperator, type Principal } from "../users/access";
 import { withoutOutput } from "../../agent/reason";
 import { AdminWorkloadUpdate, TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Origin, type Workload } from "./service";
-import { checkCaptureUntil, setCapture } from "../inspector/capture";
+import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setCapture, setToggles, updateWorkload, type Origin, type Workload } from "./service";
+import { checkCaptureUntil } from "../inspector/capture";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { projectorOf } from "./projector";
 import { requireOpenWorker } from "../workers/service";

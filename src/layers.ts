@@ -30,8 +30,8 @@ export const LAYERS: Layer[] = [
   },
   {
     name: "records",
-    says: "what every feature writes to: the audit log, request records, traces, usage, limits, the dashboard's files",
-    rooms: ["src/audit", "src/inspector", "src/tracing", "src/usage", "src/limits", "src/dispatch", "src/ui"],
+    says: "what features share: execution policies as data, the audit log, request records, traces, usage, limits, dispatch order, the dashboard's files",
+    rooms: ["src/execution", "src/audit", "src/inspector", "src/tracing", "src/usage", "src/limits", "src/dispatch", "src/ui"],
     ordered: true,
   },
   {

@@ -13,7 +13,7 @@ import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type Route
 import { uploadModel } from "./multipart-model";
 import { timelineOf } from "../tracing/timeline";
 import { Capture } from "../tracing/capture";
-import { capturing } from "../inspector/capture";
+import { capturing } from "../workloads/capture";
 
 /** What this module uses of the app's dependencies. */
 export type DataplaneDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "fleet" | "limiter" | "metering">;

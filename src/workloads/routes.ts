@@ -9,7 +9,7 @@ import { isMachineOperator, type Principal } from "../users/access";
 import { withoutOutput } from "../../agent/reason";
 import { AdminWorkloadUpdate, TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
 import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setCapture, setToggles, updateWorkload, type Origin, type Workload } from "./service";
-import { checkCaptureUntil } from "../inspector/capture";
+import { checkCaptureUntil } from "./capture";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { projectorOf } from "./projector";
 import { requireOpenWorker } from "../workers/service";

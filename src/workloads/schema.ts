@@ -3,7 +3,7 @@ import { Slug } from "../projects/schema";
 import { CommandSyntaxError, splitCommand } from "../../agent/command";
 import { modelRefs } from "../../agent/model-refs";
 import { SourceError } from "../../agent/models/source";
-import { CaptureUntil } from "../inspector/capture";
+import { CaptureUntil } from "./capture";
 
 /** Workload slugs that would collide with the project base URL (`/endpoint/<project>/v1`, `/api`). */
 export const RESERVED_SLUGS = ["v1", "api"];

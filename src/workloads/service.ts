@@ -52,7 +52,7 @@ export interface Workload extends WorkloadView {
   config_origin: Origin;
   /** Stopped by the operator: no replica runs until started again. */
   paused: boolean;
-  /** Until when the request inspector keeps this workload's bodies (ISO time; admin only, see src/inspector/capture.ts), or null. */
+  /** Until when the request inspector keeps this workload's bodies (ISO time; admin only, see src/workloads/capture.ts), or null. */
   capture_until: string | null;
 }
 

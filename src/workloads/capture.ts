@@ -1,8 +1,9 @@
 /**
- * The capture setting of the request inspector: while a workload's `capture_until` is in the
+ * A workload's capture setting for the request inspector: while its `capture_until` is in the
  * future, the data plane keeps its requests' bodies (request and answer) with their records. Only
  * the operator turns it on (the admin API's workload PATCH), for at most a week at a time; every
- * change is audited as `workload.capture` (`setCapture` in src/workloads/service.ts writes it). Tenants' control-plane keys cannot set or see it.
+ * change is audited as `workload.capture` (`setCapture` in ./service.ts). Tenants' control-plane
+ * keys cannot set or see it.
  */
 import { z } from "zod";
 import { validation } from "../errors";

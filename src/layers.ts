@@ -29,7 +29,7 @@ export const LAYERS: Layer[] = [
     ordered: true,
   },
   {
-    name: "records",
+    name: "shared",
     says: "what features share: execution policies as data, the audit log, request records, traces, usage, limits, dispatch order, the dashboard's files",
     rooms: ["src/execution", "src/audit", "src/inspector", "src/tracing", "src/usage", "src/limits", "src/dispatch", "src/ui"],
     ordered: true,

@@ -15,7 +15,7 @@ import { batch, first, type Statement } from "../db/raw";
 import { batches, jobs } from "../db/schema";
 import { nowIso } from "../ids";
 import { log } from "../log";
-import { deliveryStatements } from "../jobs/service";
+import { deliveryStatements } from "../webhooks/service";
 import { BATCH_EVENT_KIND } from "../webhooks/deliver";
 import { fileWrites, sweepChunks } from "./content";
 import { resultLine } from "./output";

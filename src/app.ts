@@ -1,7 +1,8 @@
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { z } from "zod";
-import { errorPlugin, setRetryHint } from "./errors";
+import { setRetryHint } from "./errors";
+import { errorPlugin } from "./error-plugin";
 import { callOf } from "./call";
 import { traceName } from "./dataplane/table";
 import { parseJsonBody } from "./http";

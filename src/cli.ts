@@ -21,7 +21,7 @@ const CLI_ACTOR: Actor = { type: "cli", label: `inferd CLI (${(() => {
 import { KeyCreate } from "./keys/schema";
 import { setLogLevel } from "./log";
 import { startServer } from "./server";
-import { openConfiguredStore } from "./db/open";
+import { openConfiguredStore } from "./store/open";
 import { VERSION } from "./version";
 import type { z } from "zod";
 import { Agent } from "../agent/agent";

@@ -184,3 +184,17 @@ export function adminToken(dir: string, fromConfig: string | undefined): { token
   chmodSync(path, 0o600);
   return { token, created: true };
 }
+
+/** The URL of a server already running on this data dir, if it answers. */
+export async function runningServer(dataDir: string): Promise<string | undefined> {
+  const holder = dataPaths(dataDir).pid;
+  if (!existsSync(holder)) return undefined;
+  try {
+    const info = JSON.parse(readFileSync(holder, "utf8")).info as string;
+    if (!/^http:\/\//.test(info)) return undefined;
+    const r = await fetch(`${info}/healthz`, { signal: AbortSignal.timeout(2000) });
+    return r.ok ? info : undefined;
+  } catch {
+    return undefined;
+  }
+}

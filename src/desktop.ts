@@ -1,28 +1,14 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import type { Config } from "./config";
-import { openConfiguredStore } from "./db/open";
+import { openConfiguredStore } from "./store/open";
 import { sessions } from "./db/schema";
-import { dataPaths, ensureDataDir } from "./datadir";
+import { ensureDataDir, runningServer } from "./datadir";
 import { sha256 } from "./ids";
 import { startServer } from "./server";
 
 /** Chromium-family browsers tried for the app window, in order. */
 const BROWSERS = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge", "brave-browser", "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome", "/Applications/Chromium.app/Contents/MacOS/Chromium"];
-
-/** The URL of a server already running on this data dir, if it answers. */
-export async function runningServer(dataDir: string): Promise<string | undefined> {
-  const holder = dataPaths(dataDir).pid;
-  if (!existsSync(holder)) return undefined;
-  try {
-    const info = JSON.parse(readFileSync(holder, "utf8")).info as string;
-    if (!/^http:\/\//.test(info)) return undefined;
-    const r = await fetch(`${info}/healthz`, { signal: AbortSignal.timeout(2000) });
-    return r.ok ? info : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** A one-time sign-in code (valid 2 minutes), so the window opens signed in without showing the token. */
 export async function loginCode(config: { dataDir: string; databaseUrl?: string }): Promise<string> {

@@ -1,6 +1,6 @@
 import type { Config } from "./config";
 import type { Store } from "./db";
-import { openConfiguredStore } from "./db/open";
+import { openConfiguredStore } from "./store/open";
 import { listenForChanges } from "./db/notify";
 import { adminToken, dataPaths, ensureDataDir, lockDataDir } from "./datadir";
 import { createApp, type AppDeps } from "./app";
@@ -47,7 +47,7 @@ import { Cluster } from "./cluster/cluster";
 import { clusterCert } from "./tls/cluster-cert";
 import { hostIdOf } from "./cluster/hosts";
 import { deliveriesWaker, jobsWaker, wireCluster } from "./cluster/wiring";
-import { localClusterLinks } from "./cluster/local-links";
+import { localClusterLinks } from "./agents/local-links";
 import { pruneRequests, RequestLog } from "./inspector/log";
 import { loadTraceExporter, Tracing } from "./tracing/tracing";
 import type { TraceExporter } from "./tracing/timeline";
@@ -93,8 +93,9 @@ async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Pro
  */
 function buildServices(config: Config, store: Store, token: string, hostCert: HostCert, settings: Settings, traces?: TraceExporter): Services {
   const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
-  // Finished requests go to the inspector (deps.inspector) and, with an exporter, out as traces.
-  const tracing = new Tracing({ add: (r) => deps.inspector.add(r) }, cluster.hostId, traces);
+  // Finished requests go to the inspector's log and, with an exporter, out as traces.
+  const requests = new RequestLog(store.db);
+  const tracing = new Tracing(requests, cluster.hostId, traces);
   const usage = new UsageRecorder(store.db);
   const since = Date.now();
   const metrics = new MetricsStore(since);
@@ -125,7 +126,6 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
     ca: caBundle(config.webhookCaFile),
   };
   const deliveries = new DeliveryLoop(store.db, { schedule: () => parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
-  const requests = new RequestLog(store.db);
   const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId, tracing);
   const deps: AppDeps = {
     inspector: requests,

@@ -116,12 +116,25 @@ export function typecheck(): boolean {
   return r.exitCode === 0;
 }
 
+/**
+ * Checks the formatting (`biome format`, no write; biome.json names the files and the style),
+ * printing the files it would change; true when clean. Run beside the type check on a whole-suite run.
+ */
+export function formatCheck(): boolean {
+  const biome = join(ROOT, "node_modules", ".bin", "biome");
+  const r = Bun.spawnSync([biome, "format", "--reporter=summary"], { cwd: ROOT, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
+  if (r.exitCode !== 0) console.error(`test/run: biome format found files to format (exit code ${r.exitCode}; \`bunx biome format --write\` formats them); counted as one failure`);
+  else console.log("test/run: biome format: every file formatted");
+  return r.exitCode === 0;
+}
+
 /** Runs the suite and returns the exit code; the last line printed is the summary line. */
 export async function main(extra: string[]): Promise<number> {
   ensureSystemPackages();
-  // A whole-suite run (no file named) also type-checks; a single file's run stays quick.
+  // A whole-suite run (no file named) also type-checks and checks the formatting; a single file's run stays quick.
   const wholeSuite = !extra.some((a, i) => !a.startsWith("-") && !VALUED_FLAGS.has(extra[i - 1] ?? ""));
   const typesOk = wholeSuite ? typecheck() : true;
+  const formatOk = wholeSuite ? formatCheck() : true;
   const reportDir = mkdtempSync(join(tmpdir(), "inferd-junit-"));
   const reportFile = join(reportDir, "junit.xml");
   try {
@@ -135,6 +148,7 @@ export async function main(extra: string[]): Promise<number> {
       result.failed = 1;
     }
     if (!typesOk) result.failed += 1;
+    if (!formatOk) result.failed += 1;
     const ran = result.passed + result.failed;
     if (ran === 0) console.error("test/run: no test ran");
     console.log(summaryLine(result));

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { decideAutoscaling, decideScheduled, initialDesired, windowOpen, type Load } from "../src/scaling/decide";
-import { AutoscalingParams, ScheduledParams } from "../src/scaling/schema";
+import { decideAutoscaling, decideScheduled, initialDesired, windowOpen, type Load } from "../src/execution/decide";
+import { AutoscalingParams, ScheduledParams } from "../src/execution/schema";
 
 /**
  * The scaler's decisions as pure functions of policy, load and an injected clock: no sleeping, the

@@ -1,7 +1,14 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { hostname } from "node:os";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Config } from "../config";
+import type { Fleet } from "../workers/fleet";
+import type { Cluster } from "../cluster/cluster";
+import type { Metering } from "../usage/meter";
+import type { MetricsStore } from "../usage/series";
+import type { SeriesKeeper } from "../usage/series-store";
+import type { ListenInfo } from "./listen";
 import { jsonBody } from "../http";
 import { flagValue, splitCommand } from "../../agent/command";
 import { LAUNCHERS } from "../../agent/runtimes";
@@ -72,8 +79,23 @@ async function ollamaStatus(): Promise<{ url: string; running: boolean }> {
   return { url, running };
 }
 
+/** What the dashboard's extras read: the store, the settings, the fleet, the cluster, the meters and charts, where we listen. */
+export interface ExtrasDeps {
+  db: Db;
+  config: Config;
+  fleet: Fleet;
+  cluster: Cluster;
+  metering: Metering;
+  metrics: MetricsStore;
+  series: SeriesKeeper;
+  policy: LaunchPolicy;
+  version: string;
+  startedAt: string;
+  listen(): ListenInfo;
+}
+
 /** Admin routes behind the dashboard's extras: server info, launch preview, metrics series. */
-export const adminExtraRoutes = (deps: AppDeps) =>
+export const adminExtraRoutes = (deps: ExtrasDeps) =>
   new Elysia({ detail: { tags: ["admin"] } })
     .get("/admin/info", async () => ({
       version: deps.version,

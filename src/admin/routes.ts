@@ -1,5 +1,7 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Config } from "../config";
+import type { UsageRecorder } from "../usage/recorder";
 import { jsonBody } from "../http";
 import { createSession, endAllSessions, endSession, redeemLoginCode, sessionCookie } from "../auth/service";
 import { overHttps } from "../call";
@@ -7,7 +9,13 @@ import { SessionCreate } from "../users/schema";
 import { clientOf, signInMethods, signInWithPassword } from "../users/signin";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "adminToken" | "usage" | "metricsToken" | "config">;
+interface Deps {
+  db: Db;
+  config: Config;
+  adminToken: string;
+  metricsToken?: string;
+  usage: UsageRecorder;
+}
 
 /** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
 export const adminRoutes = (deps: Deps) =>

@@ -1,11 +1,17 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { HostCert } from "../tls/hostcert";
 import { jsonBody } from "../http";
 import { createJoinToken, JOIN_TOKEN_TTL, listJoinTokens, revokeJoinToken } from "./join-tokens";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "hostCert" | "joinUrl">;
+interface Deps {
+  db: Db;
+  hostCert: HostCert;
+  /** The HTTPS URL agents join. */
+  joinUrl(): string;
+}
 
 /** `POST /admin/workers/join-tokens`: reusable (a pool of agents) or one-time, and for how long. */
 export const JoinTokenCreate = z.strictObject({

@@ -13,6 +13,7 @@ import { notFound, unauthorized } from "../errors";
 import { newId, newSecret, nowIso, safeEqual, sha256 } from "../ids";
 import { audit, withActor } from "../audit/service";
 import { recordMachine } from "../workers/service";
+import { addJoinedWorker } from "../workers/remote";
 import type { MachineInfo } from "../../agent/protocol";
 import { AGENT_CREDENTIAL_PREFIX, parseJoinToken, requireCompatible } from "./service";
 
@@ -131,7 +132,7 @@ export async function joinWithPoolToken(db: Db, token: string, version: string, 
   const id = newId("wk");
   const name = await freeWorkerName(db, machine.hostname, id);
   const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
-  await db.insert(workers).values({ id, name, kind: "remote", hostname: machine.hostname, credentialHash: sha256(credential), version, createdAt: now });
+  await addJoinedWorker(db, { id, name, hostname: machine.hostname, credentialHash: sha256(credential), version, createdAt: now });
   await recordMachine(db, id, machine, version);
   await withActor({ type: "system", id: row.id, label: `join token ${row.id}` }, () => audit(db, "worker.create", { type: "worker", id, label: name }, { name, kind: "remote", join_token_id: row.id }));
   return { workerId: id, credential };

@@ -2,7 +2,10 @@ import { Elysia } from "elysia";
 import type { z } from "zod";
 import { callOf } from "../call";
 import { AGENT_LIMITS, AnswerHeadSchema, HeartbeatSchema, JoinSchema, LogsSchema, ReplicaReportSchema } from "../../agent/protocol";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Cluster } from "../cluster/cluster";
+import type { Fleet } from "../workers/fleet";
+import type { RemoteAgents } from "./remote";
 import { forbidden, fromSchemaIssue } from "../errors";
 import { parseJsonBytes, readBodyLimited } from "../http";
 import { sha256 } from "../ids";
@@ -12,7 +15,13 @@ import { joinWorker, workerByCredential } from "./service";
 import { isPoolToken, joinWithPoolToken } from "./join-tokens";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "agents" | "cluster" | "db" | "fleet" | "version">;
+interface Deps {
+  db: Db;
+  agents: RemoteAgents;
+  cluster: Cluster;
+  fleet: Fleet;
+  version: string;
+}
 
 /** `value` checked by `schema`, or 400 `validation_error` naming the first bad field (`where` when it is the whole). */
 function checked<T>(schema: z.ZodType<T>, value: unknown, where: string): T {

@@ -3,11 +3,11 @@ import { memoize, type Lookup } from "../db/memo";
 import type { Db } from "../db";
 import { first } from "../db/raw";
 import { workers } from "../db/schema";
-import { AppError, conflict, unauthorized } from "../errors";
-import { newId, newSecret, nowIso, safeEqual, sha256 } from "../ids";
-import { getWorker, recordMachine, workerView } from "../workers/service";
+import { AppError, unauthorized } from "../errors";
+import { newSecret, safeEqual, sha256 } from "../ids";
+import { recordMachine } from "../workers/service";
+import { setWorkerCredential } from "../workers/remote";
 import type { MachineInfo } from "../../agent/protocol";
-import { audit } from "../audit/service";
 
 /** Prefix of an agent's credential. */
 export const AGENT_CREDENTIAL_PREFIX = "iag_";
@@ -21,16 +21,6 @@ export function parseJoinToken(token: string): { workerId: string; secret: strin
   const [workerId, secret, fingerprint, extra] = token.split(".");
   if (!workerId || !secret || !/^[0-9a-f]{64}$/.test(fingerprint ?? "") || extra !== undefined) return undefined;
   return { workerId, secret, fingerprint };
-}
-
-/** Registers a remote worker and returns its one-time join token. */
-export async function createRemoteWorker(db: Db, name: string, fingerprint: string): Promise<{ worker: ReturnType<typeof workerView>; token: string }> {
-  if (await first(db.select({ id: workers.id }).from(workers).where(eq(workers.name, name)))) throw conflict(`a worker named "${name}" exists`, "name_taken");
-  const id = newId("wk");
-  const secret = newSecret("");
-  await db.insert(workers).values({ id, name, kind: "remote", joinTokenHash: sha256(secret), createdAt: nowIso() });
-  await audit(db, "worker.create", { type: "worker", id, label: name }, { name, kind: "remote" });
-  return { worker: workerView(await getWorker(db, id)), token: `${id}.${secret}.${fingerprint}` };
 }
 
 /** Same major.minor: an agent and a host that differ more say so at join instead of failing oddly. */
@@ -58,7 +48,7 @@ export async function joinWorker(db: Db, token: string, version: string, hostVer
   }
   requireCompatible(version, hostVersion);
   const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
-  await db.update(workers).set({ credentialHash: sha256(credential), joinTokenHash: null, version }).where(eq(workers.id, row.id));
+  await setWorkerCredential(db, row.id, { credentialHash: sha256(credential), joinTokenHash: null, version });
   await recordMachine(db, row.id, machine, version);
   return { workerId: row.id, credential };
 }
@@ -69,7 +59,7 @@ export async function joinWorker(db: Db, token: string, version: string, hostVer
  */
 export async function issueLocalCredential(db: Db, workerId: string): Promise<string> {
   const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
-  await db.update(workers).set({ credentialHash: sha256(credential) }).where(eq(workers.id, workerId));
+  await setWorkerCredential(db, workerId, { credentialHash: sha256(credential) });
   return credential;
 }
 
@@ -85,13 +75,4 @@ export async function workerByCredential(db: Db, credential: string | undefined)
   const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? await find(sha256(credential)) : undefined;
   if (!row) throw unauthorized("invalid_agent_credential", "this agent's credential is unknown: its worker was deleted from the host, or it never joined");
   return row;
-}
-
-/** Deletes a remote worker: its credential stops working at once. The local worker cannot be deleted. */
-export async function deleteRemoteWorker(db: Db, id: string): Promise<ReturnType<typeof workerView>> {
-  const row = await getWorker(db, id);
-  if (row.kind === "local") throw conflict("the local worker is this machine; stop it with --no-local-agent instead", "local_worker");
-  await db.delete(workers).where(eq(workers.id, id));
-  await audit(db, "worker.delete", { type: "worker", id, label: row.name });
-  return workerView(row);
 }

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { eq, or } from "drizzle-orm";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
 import { validation } from "../errors";
 import { first } from "../db/raw";
 import { projects } from "../db/schema";
@@ -8,7 +8,9 @@ import { principalOf } from "../auth/service";
 import { listAudit } from "./service";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db">;
+interface Deps {
+  db: Db;
+}
 
 /** `GET /admin/audit`: who changed what, newest first; a project member sees their projects' entries and their own. */
 export const auditRoutes = (deps: Deps) =>

@@ -6,14 +6,21 @@
  * 404 `oidc_not_configured`.
  */
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Config } from "../config";
+import type { UsageRecorder } from "../usage/recorder";
 import { overHttps } from "../call";
 import { log } from "../log";
 import { openSession, sessionCookie } from "./service";
 import { createOidcFlow, LOGIN_MS, notConfigured, oidcConfigured, pendingCookieKey, PENDING_COOKIE, safeReturnTo, SignInFailed } from "./oidc";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "config" | "adminToken" | "usage">;
+interface Deps {
+  db: Db;
+  config: Config;
+  adminToken: string;
+  usage: UsageRecorder;
+}
 
 /** A 302 to `location`, with extra Set-Cookie values. */
 function redirect(location: string, cookies: string[] = []): Response {

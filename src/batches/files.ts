@@ -9,7 +9,9 @@
  * buffered-bytes budget while it runs.
  */
 import { and, desc, eq, getTableColumns, inArray } from "drizzle-orm";
-import type { AppDeps } from "../deps";
+import type { Config } from "../config";
+import type { ByteBudget } from "../http";
+import type { JobQuota } from "../jobs/quota";
 import type { Db } from "../db";
 import { batch, first } from "../db/raw";
 import { batches, files } from "../db/schema";
@@ -24,7 +26,12 @@ import { formParts } from "./multipart";
 import { fileView, type FileRow } from "./schema";
 
 /** What the Files API uses of the app's dependencies. */
-export type FilesDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "jobQuota">;
+export interface FilesDeps {
+  db: Db;
+  config: Config;
+  bodyBudget: ByteBudget;
+  jobQuota: JobQuota;
+}
 
 const { content: _content, ...FILE_COLUMNS } = getTableColumns(files);
 

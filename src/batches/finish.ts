@@ -9,13 +9,13 @@
  * reading a batch ends it at once when it is due.
  */
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
-import type { AppDeps } from "../deps";
+import type { Cluster } from "../cluster/cluster";
 import type { Db } from "../db";
 import { batch, first, type Statement } from "../db/raw";
 import { batches, jobs } from "../db/schema";
 import { nowIso } from "../ids";
 import { log } from "../log";
-import { deliveryStatements } from "../jobs/service";
+import { deliveryStatements } from "../webhooks/service";
 import { BATCH_EVENT_KIND } from "../webhooks/deliver";
 import { fileWrites, sweepChunks } from "./content";
 import { resultLine } from "./output";
@@ -94,7 +94,7 @@ export class BatchFinisher {
   private settling = new Map<string, Promise<void>>();
   private swept = 0;
 
-  constructor(private deps: Pick<AppDeps, "db" | "cluster">) {}
+  constructor(private deps: { db: Db; cluster: Cluster }) {}
 
   /** Starts looking for batches to end (also those a crash left running). */
   start(): void {

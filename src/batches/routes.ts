@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Cluster } from "../cluster/cluster";
+import type { Limiter } from "../limits/limiter";
 import { callOf } from "../call";
 import { keyOf } from "../auth/service";
 import { workloadOf, type RouteBase } from "../dataplane/target";
@@ -10,7 +11,10 @@ import { fileView, page, pageQuery } from "./schema";
 import { cancelBatch, createBatch, getBatch, listBatches, type BatchDeps } from "./service";
 
 /** What this module uses of the app's dependencies. */
-type Deps = BatchDeps & Pick<AppDeps, "limiter" | "cluster">;
+interface Deps extends BatchDeps {
+  limiter: Limiter;
+  cluster: Cluster;
+}
 
 /** The base of a path's params: a workload's when the path names one. */
 const baseOf = (params: { project: string; workload?: string }): RouteBase => ({ project: params.project, workload: params.workload });

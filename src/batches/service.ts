@@ -9,7 +9,7 @@
  * to that workload.
  */
 import { and, desc, eq, inArray } from "drizzle-orm";
-import type { AppDeps } from "../deps";
+import type { Fleet } from "../workers/fleet";
 import type { Db } from "../db";
 import { batch, first } from "../db/raw";
 import { batches, jobs } from "../db/schema";
@@ -20,14 +20,18 @@ import { routeOf, type RouteBase } from "../dataplane/target";
 import { ChatBody, checkJobsOn, checkKindOn } from "../jobs/envelope";
 import type { Workload } from "../workloads/service";
 import { canSeeBatch, type Viewer } from "./access";
-import { inputFileBytes } from "./files";
+import { inputFileBytes, type FilesDeps } from "./files";
 import { jsonlLines, pacer } from "./jsonl";
 import type { BatchFinisher } from "./finish";
 import { ACTIVE, liveCounts, stopQueued } from "./progress";
 import { BATCH_ENDPOINTS, BatchCreate, batchView, MAX_BATCH_REQUESTS, page, type BatchRow } from "./schema";
 
 /** What the Batch API uses of the app's dependencies. */
-export type BatchDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "jobQuota" | "jobs" | "fleet">;
+export interface BatchDeps extends FilesDeps {
+  fleet: Fleet;
+  /** Wakes the job runner (on this host, and through the store on the others). */
+  jobs: { wake(workloadId?: string): void };
+}
 
 /** The time a batch has to finish (its `completion_window`, "24h"). */
 const WINDOW_MS = 24 * 3_600_000;

@@ -6,7 +6,6 @@
  * and version answer from what the key may call. Streams are NDJSON, Ollama's default unless
  * `stream: false`; errors are `{"error": "<message>"}` (src/errors.ts shapes thrown ones so).
  */
-import type { AppDeps } from "../deps";
 import { keyOf } from "../auth/service";
 import { AppError } from "../errors";
 import { VERSION } from "../version";
@@ -26,7 +25,7 @@ import type { OllamaRouteName } from "./table";
 type Inference = "chat" | "generate" | "embed" | "embeddings";
 
 /** What the Ollama routes use: the data plane's dependencies, and inferd's version when given (the app gives it). */
-export type OllamaDeps = DataplaneDeps & Partial<Pick<AppDeps, "version">>;
+export type OllamaDeps = DataplaneDeps & { version?: string };
 
 const NO_USAGE: Usage = { inputTokens: 0, outputTokens: 0 };
 

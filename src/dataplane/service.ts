@@ -1,4 +1,9 @@
-import type { AppDeps } from "../deps";
+import type { Config } from "../config";
+import type { Db } from "../db";
+import type { ByteBudget } from "../http";
+import type { Limiter } from "../limits/limiter";
+import type { Metering } from "../usage/meter";
+import type { Fleet } from "../workers/fleet";
 import { AppError, badRequest } from "../errors";
 import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
 import type { Workload } from "../workloads/service";
@@ -12,10 +17,17 @@ import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type Route
 import { uploadModel } from "./multipart-model";
 import type { DataRoute } from "./table";
 import { Capture } from "../tracing/capture";
-import { capturing } from "../inspector/capture";
+import { capturing } from "../workloads/capture";
 
 /** What this module uses of the app's dependencies. */
-export type DataplaneDeps = Pick<AppDeps, "db" | "config" | "bodyBudget" | "fleet" | "limiter" | "metering">;
+export interface DataplaneDeps {
+  db: Db;
+  config: Config;
+  bodyBudget: ByteBudget;
+  fleet: Fleet;
+  limiter: Limiter;
+  metering: Metering;
+}
 
 /**
  * The data plane's service functions, used by its routes, the jobs, the admin playground and the

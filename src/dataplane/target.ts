@@ -8,13 +8,14 @@
  * here, so keys, scopes and routing are the same everywhere.
  */
 import { andThen, type Maybe } from "../maybe";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Fleet } from "../workers/fleet";
 import { AppError, badRequest, notFound } from "../errors";
 import { keyOf, canTouchWorkload } from "../auth/service";
 import { findProjectWorkloads, findWorkload, type Workload } from "../workloads/service";
 
 /** The workload of a data-plane path, or 404. */
-export function workloadOf(deps: Pick<AppDeps, "db">, project: string, workload: string): Maybe<Workload> {
+export function workloadOf(deps: { db: Db }, project: string, workload: string): Maybe<Workload> {
   return andThen(findWorkload(deps.db, project, workload), (w) => {
     if (!w) throw notFound(`workload "${project}/${workload}"`);
     return w;
@@ -57,7 +58,7 @@ export const namesOf = (w: Workload): string[] => [w.model_name, ...w.aliases, w
 export const listedNamesOf = (w: Workload): string[] => [w.model_name, ...w.aliases];
 
 /** The workloads of the base the request's key may call (one on the per-workload base). */
-export function callableWorkloads(deps: Pick<AppDeps, "db">, request: Request, base: RouteBase): Maybe<Workload[]> {
+export function callableWorkloads(deps: { db: Db }, request: Request, base: RouteBase): Maybe<Workload[]> {
   if (base.workload !== undefined) return andThen(workloadOf(deps, base.project, base.workload), (w) => [w]);
   const key = keyOf(request);
   return andThen(findProjectWorkloads(deps.db, base.project), (all) => all.filter((w) => canTouchWorkload(key, base.project, w.slug)));
@@ -67,7 +68,7 @@ export function callableWorkloads(deps: Pick<AppDeps, "db">, request: Request, b
  * The model ids the request's key may call on this base, each once, with the workloads answering
  * to it (what `/v1/models` and Ollama's `/api/tags` list).
  */
-export function callableModels(deps: Pick<AppDeps, "db">, request: Request, base: RouteBase): Maybe<{ id: string; workloads: Workload[] }[]> {
+export function callableModels(deps: { db: Db }, request: Request, base: RouteBase): Maybe<{ id: string; workloads: Workload[] }[]> {
   return andThen(callableWorkloads(deps, request, base), (ws) => {
     const byId = new Map<string, Workload[]>();
     for (const w of ws) for (const id of listedNamesOf(w)) byId.set(id, [...(byId.get(id) ?? []), w]);
@@ -76,7 +77,7 @@ export function callableModels(deps: Pick<AppDeps, "db">, request: Request, base
 }
 
 /** The pool's members least busy first: waiting plus running requests per slot of their ready replicas. */
-function byLoad(deps: Pick<AppDeps, "fleet">, pool: Workload[]): Workload[] {
+function byLoad(deps: { fleet: Fleet }, pool: Workload[]): Workload[] {
   if (pool.length < 2) return pool;
   const d = deps.fleet.dispatcher;
   const load = (w: Workload) => {
@@ -98,7 +99,7 @@ function byLoad(deps: Pick<AppDeps, "fleet">, pool: Workload[]): Workload[] {
  * then the fallbacks of the first of them the key may call; an unknown model is 404
  * `model_not_found` naming the models the key may use.
  */
-export function routeOf(deps: Pick<AppDeps, "db" | "fleet">, request: Request, base: RouteBase, model: unknown): Maybe<Route> {
+export function routeOf(deps: { db: Db; fleet: Fleet }, request: Request, base: RouteBase, model: unknown): Maybe<Route> {
   const requested = typeof model === "string" && model !== "default" ? model : undefined;
   if (base.workload !== undefined) {
     return andThen(workloadOf(deps, base.project, base.workload), (w) => {

@@ -6,13 +6,13 @@
  * dialect lives in src/db only: opening, migrating, raw SQL (./raw.ts), memo invalidation (./memo.ts).
  */
 import { Database } from "bun:sqlite";
+import { closeSync, existsSync, openSync } from "node:fs";
 import { SQL } from "bun";
 import { drizzle as drizzleSqlite } from "drizzle-orm/bun-sqlite";
 import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
 import { drizzle as drizzlePg } from "drizzle-orm/bun-sql";
 import * as schema from "./schema";
 import { MIGRATIONS, PG_MIGRATIONS } from "./migrations";
-import { asDamaged, prepareStoreFile } from "../store/check";
 import { applyChangeTriggers, applySqliteChangeTriggers, noteChange, noteLocalWrite, watchSqliteWrites, watchWrites } from "./notify";
 
 /** Which database a store is (named `engine`: drizzle's own handle has a `dialect` property). */
@@ -68,11 +68,10 @@ export function redactUrl(url: string): string {
  * Opens (creating if needed) the SQLite file with the pragmas inferd relies on: WAL so readers never
  * block the writer, NORMAL sync (durable at each WAL checkpoint, one fsync per commit avoided),
  * a busy timeout so the CLI and the server can share the file, and foreign keys on. A new file is
- * made owner-only; a damaged one (bad header, truncated, or SQLite finding corruption while
- * migrating) throws StoreDamaged naming the last good backup.
+ * made owner-only (`openStoreFile` in src/store/open.ts tells a damaged file apart).
  */
 export function openStore(path: string): Store {
-  prepareStoreFile(path);
+  if (!existsSync(path)) closeSync(openSync(path, "a", 0o600));
   const sqlite = new Database(path, { create: true, strict: true });
   try {
     sqlite.exec("PRAGMA busy_timeout = 5000");
@@ -83,7 +82,7 @@ export function openStore(path: string): Store {
     applySqliteChangeTriggers(sqlite);
   } catch (e) {
     sqlite.close();
-    throw asDamaged(path, e);
+    throw e;
   }
   // Every query of the handle goes through the watched client: a write to a memoised table is noted as it runs.
   const client = watchSqliteWrites(sqlite, () => noteLocalWrite(db));

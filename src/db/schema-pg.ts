@@ -47,7 +47,7 @@ export const workloads = pgTable(
     endpoints: text("endpoints").notNull(),
     /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key: the launch policy applies). */
     configOrigin: text("config_origin", { enum: ["admin", "tenant"] }).notNull().default("admin"),
-    /** The execution policy's parameters, JSON (shape per policy: src/scaling/schema.ts). */
+    /** The execution policy's parameters, JSON (shape per policy: src/execution/schema.ts). */
     executionParams: text("execution_params").notNull().default("{}"),
     /** Stopped by the operator (`POST …/stop`): no replica runs until `POST …/start`. */
     paused: flag("paused").notNull().default(0),

@@ -4,13 +4,15 @@
  * role can allow the timeline (viewers) without the bodies (operators and admins only).
  */
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
 import { resolveWorkload } from "../workloads/service";
 import { requestQuery } from "./schema";
 import { getBodies, getRequest, listRequests } from "./service";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db">;
+interface Deps {
+  db: Db;
+}
 
 /** `GET /admin/workloads/:id/requests`, `GET /admin/requests/:id`, `GET /admin/requests/:id/bodies`. */
 export const inspectorRoutes = (deps: Deps) =>

@@ -1,5 +1,9 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Config } from "../config";
+import type { ByteBudget } from "../http";
+import type { Limiter } from "../limits/limiter";
+import type { JobQuota } from "./quota";
 import { keyOf } from "../auth/service";
 import { AppError, notFound } from "../errors";
 import { bodyChunks, readBodyLimited, utf8Text } from "../http";
@@ -14,7 +18,15 @@ import { jobIntake, type GroupCommit, type JobInsert } from "./intake";
 import { getJob, listJobs } from "./service";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "bodyBudget" | "config" | "db" | "jobQuota" | "jobs" | "limiter">;
+interface Deps {
+  db: Db;
+  config: Config;
+  bodyBudget: ByteBudget;
+  jobQuota: JobQuota;
+  limiter: Limiter;
+  /** Wakes the job runner (on this host, and through the store on the others). */
+  jobs: { wake(workloadId?: string): void };
+}
 
 /**
  * Commits accepted jobs through the group-commit writer; resolves with their ids once they are on

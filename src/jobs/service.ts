@@ -1,9 +1,9 @@
 import { and, asc, desc, eq, getTableColumns, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../db";
-import { batch, first, type Statement } from "../db/raw";
+import { batch, first } from "../db/raw";
 import { deliveries, jobs, webhooks } from "../db/schema";
-import { live } from "../webhooks/service";
-import { newId, nowIso } from "../ids";
+import { deliveryStatements } from "../webhooks/service";
+import { nowIso } from "../ids";
 
 type JobRow = typeof jobs.$inferSelect;
 
@@ -143,24 +143,6 @@ export async function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown)
   // A request of an OpenAI batch has no event of its own: the batch's goes out when it ends.
   const fanOut = job.batchId ? [] : await deliveryStatements(db, job.workloadId, job.id, ok ? "job.completed" : "job.failed");
   await batch(db, [db.update(jobs).set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: nowIso() }).where(eq(jobs.id, job.id)), ...fanOut]);
-}
-
-/**
- * The writes that fan a job row's `event` out to its workload's destinations: one pending delivery
- * per destination, due now, and (for a destination deleted between this read and the commit of the
- * transaction they go into) its delivery cancelled. None when the workload has no destination.
- */
-export async function deliveryStatements(db: Db, workloadId: string, jobId: string, event: string): Promise<Statement[]> {
-  const now = nowIso();
-  const dests = await db.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId)));
-  if (!dests.length) return [];
-  return [
-    db.insert(deliveries).values(dests.map((d) => ({ id: newId("dlv"), jobId, webhookId: d.id, event, state: "pending" as const, nextAttemptAt: Date.now(), createdAt: now }))),
-    db
-      .update(deliveries)
-      .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
-      .where(and(eq(deliveries.jobId, jobId), eq(deliveries.state, "pending"), sql`${deliveries.webhookId} IN (SELECT id FROM webhooks WHERE deleted_at IS NOT NULL)`)),
-  ];
 }
 
 /**

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { UsageRecorder } from "../usage/recorder";
 import { jsonBody } from "../http";
 import { getProject } from "../projects/service";
 import { KeyCreate } from "./schema";
@@ -7,7 +8,10 @@ import { createKey, listKeys, revokeKey, setKeyLimits } from "./service";
 import { KeyPatch } from "../limits/schema";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "usage">;
+interface Deps {
+  db: Db;
+  usage: UsageRecorder;
+}
 
 /** Admin routes for API keys: create (secret shown once), list with usage, revoke. */
 export const keyRoutes = (deps: Deps) =>

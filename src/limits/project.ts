@@ -8,7 +8,7 @@ import type { Db } from "../db";
 import { first, rows } from "../db/raw";
 import { projects } from "../db/schema";
 import { projectLimit } from "../errors";
-import { DEFAULTS } from "../scaling/schema";
+import { DEFAULTS } from "../execution/schema";
 import { plural } from "../words";
 
 /** A project's caps (null: none) and its slug for messages. */

@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import type { Config } from "../config";
-import { openConfiguredStore } from "../db/open";
+import { openConfiguredStore } from "../store/open";
 import { dataPaths, ensureDataDir } from "../datadir";
-import { runningServer } from "../desktop";
+import { runningServer } from "../datadir";
 import type { TransferProgress } from "../../agent/protocol";
 import { gib } from "./fit";
 import { aligned } from "../text-table";

@@ -1,7 +1,8 @@
 import { isAbsolute } from "node:path";
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { LaunchPolicy } from "../../agent/launch-policy";
 import { jsonBody } from "../http";
 import { listWorkers } from "../workers/service";
 import { validation } from "../errors";
@@ -15,7 +16,11 @@ import type { ModelView } from "./service";
 import { SEARCH_BACKENDS, type SearchBackend } from "./search";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "models" | "policy">;
+interface Deps {
+  db: Db;
+  models: ModelManager;
+  policy: LaunchPolicy;
+}
 
 const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000), project: z.string().trim().min(1).max(200).optional() });
 const STATES = ["downloading", "ready", "failed", "cancelled"] as const;
@@ -42,7 +47,7 @@ function statesOf(value: string | undefined): Set<string> | null {
 const KEEPALIVE_MS = 15_000;
 
 /** Where a model fits: per worker, its GPUs' free memory against the estimate, or its free RAM. */
-export async function fitPerWorker(deps: Pick<AppDeps, "db">, est: Estimate | null) {
+export async function fitPerWorker(deps: { db: Db }, est: Estimate | null) {
   if (!est) return [];
   return (await listWorkers(deps.db)).map((w) => {
     const gpus = w.gpus.map((g) => ({ index: g.index, name: g.name, total_mib: g.memory_total_mib, free_mib: Math.max(0, g.memory_total_mib - g.memory_used_mib) }));

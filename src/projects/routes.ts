@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
 import { jsonBody } from "../http";
 import { ProjectCreate } from "./schema";
 import { createProject, deleteProject, getProject, listProjectsWithCounts, setProjectLimits } from "./service";
@@ -9,7 +9,11 @@ import { principalOf } from "../auth/service";
 import { seesProject } from "../users/access";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "events">;
+interface Deps {
+  db: Db;
+  /** Told after a change that places workloads again. */
+  events: { workloadsChanged(): Promise<void> };
+}
 
 /** Admin routes for projects. */
 export const projectRoutes = (deps: Deps) =>

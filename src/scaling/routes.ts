@@ -1,18 +1,23 @@
 import { Elysia } from "elysia";
-import { eq } from "drizzle-orm";
-import type { AppDeps } from "../deps";
-import { workloads } from "../db/schema";
+import type { Db } from "../db";
+import type { Fleet, WorkloadDetail } from "../workers/fleet";
+import type { Scaler } from "./scaler";
 import { conflict } from "../errors";
-import { nowIso } from "../ids";
 import { log } from "../log";
-import { getWorkloadById, resolveWorkload, type Workload } from "../workloads/service";
+import { getWorkloadById, resolveWorkload, setPaused, type Workload } from "../workloads/service";
 import { bumpGeneration, createAssignment, deleteAssignment, getAssignment, listAssignments, setAssignmentDesired, type AssignmentView } from "../workers/service";
 import { restartGroup } from "../workers/groups";
 import { audit } from "../audit/service";
 import { replicaRoom } from "../limits/project";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "describeWorkload" | "fleet" | "scaler">;
+interface Deps {
+  db: Db;
+  fleet: Fleet;
+  scaler: Scaler;
+  /** The admin view of a workload: the stored fields plus what the serving side knows. */
+  describeWorkload(w: Workload): Promise<WorkloadDetail>;
+}
 
 /** How long a rolling restart waits for one replica to be ready before it gives up. */
 const READY_WAIT_MS = 30 * 60_000;
@@ -88,17 +93,12 @@ async function restartWholeGroup(deps: Deps, a: AssignmentView, reason: string):
   await deps.fleet.reconcile();
 }
 
-/** Sets or clears a workload's `paused` flag (stopped by the operator). */
-async function setPaused(deps: Deps, w: Workload, paused: boolean): Promise<void> {
-  await deps.db.update(workloads).set({ paused, updatedAt: nowIso() }).where(eq(workloads.id, w.id));
-}
-
 /** Admin routes that control a workload's replicas: start, stop, rolling restart, retry a failed one. */
 export const controlRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .post("/workloads/:id/stop", async ({ params }) => {
       const w = await resolveWorkload(deps.db, params.id);
-      await setPaused(deps, w, true);
+      await setPaused(deps.db, w.id, true);
       await audit(deps.db, "workload.stop", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
       for (const a of await listAssignments(deps.db, w.id)) if (a.desired === "run") await setAssignmentDesired(deps.db, a.id, "idle", "stopped by the operator");
       await deps.fleet.reconcile();
@@ -106,7 +106,7 @@ export const controlRoutes = (deps: Deps) =>
     }, { detail: { summary: "Stop a workload: scale it to zero and keep it there until started (requests get 503, jobs wait)" } })
     .post("/workloads/:id/start", async ({ params }) => {
       const w = await resolveWorkload(deps.db, params.id);
-      await setPaused(deps, w, false);
+      await setPaused(deps.db, w.id, false);
       await audit(deps.db, "workload.start", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
       await deps.fleet.reconcile();
       deps.fleet.scaling?.wake(w.id);

@@ -1,12 +1,14 @@
 /** The admin routes of the settings in force: list them all, change or reset the runtime ones. */
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../deps";
+import type { Settings } from "./service";
 import { jsonBody } from "../http";
 import { thisCommand } from "../invocation";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "settings">;
+interface Deps {
+  settings: Settings;
+}
 
 /** Body of `PATCH /admin/settings`: setting keys to values (as the flag takes them, or JSON), `null` to reset one. */
 const SettingsPatch = z.record(z.string().max(100), z.union([z.string().max(10_000), z.number(), z.boolean(), z.array(z.string().max(1000)).max(100), z.null()]));

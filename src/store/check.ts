@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, statfsSync } from "node:fs";
+import { statfsSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { lastGoodBackup } from "./backup";
 import { headerProblem, isCorruption } from "./header";
@@ -64,10 +64,4 @@ export function assertFreeDisk(dir: string, minMb: number): void {
   const free = freeBytes(dir);
   if (free === null || free >= minMb * 1024 * 1024) return;
   throw new DiskTooFull(`the file system of the data dir ${dir} has ${(free / 1024 / 1024).toFixed(1)} MiB free, less than --min-free-disk-mb (${minMb}); free some space (or lower the setting) and start again`);
-}
-
-/** Before the store opens: a missing file is created owner-only (0600), an existing one's header is checked (StoreDamaged). */
-export function prepareStoreFile(dbPath: string): void {
-  if (!existsSync(dbPath)) closeSync(openSync(dbPath, "a", 0o600));
-  else assertStoreHeader(dbPath);
 }

@@ -8,7 +8,8 @@ import type { Database } from "bun:sqlite";
 import { existsSync, statSync } from "node:fs";
 import type { SQL } from "bun";
 import { DataDirLocked, dataPaths, lockDataDir } from "../datadir";
-import { openPgStore, openStore, pgStore, redactUrl, type Store } from "../db";
+import { openPgStore, pgStore, redactUrl, type Store } from "../db";
+import { openStoreFile } from "./open";
 import { shellWord } from "./check";
 import { CONNECT_HINT, unreachable } from "./doctor-pg";
 import { advanceSequences, copyPlan, copyTable, DEFAULT_BATCH, firstNonEmpty, pgCounts, sqliteCounts, type TablePlan } from "./copy";
@@ -104,7 +105,7 @@ function openSource(dataDir: string): { store: Store; release(): void } {
   }
   lock.update(`inferd store migrate`);
   try {
-    return { store: openStore(file), release: lock.release };
+    return { store: openStoreFile(file), release: lock.release };
   } catch (e) {
     lock.release();
     throw e;

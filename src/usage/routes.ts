@@ -1,13 +1,17 @@
 import { Elysia } from "elysia";
 import { sql } from "drizzle-orm";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { UsageRecorder } from "./recorder";
 import { rows } from "../db/raw";
 import { validation } from "../errors";
 import { principalOf } from "../auth/service";
 import { projectScope } from "../users/access";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "usage">;
+interface Deps {
+  db: Db;
+  usage: UsageRecorder;
+}
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -40,7 +44,7 @@ function groupOf(name: string) {
 }
 
 /** Usage per day grouped by key, project or workload between two UTC days (inclusive); of the `projectIds` only, when given. */
-export async function usageExport(deps: Pick<AppDeps, "db" | "usage">, groupBy: string, from: string, to: string, projectIds: string[] | "all" = "all"): Promise<UsageRow[]> {
+export async function usageExport(deps: Deps, groupBy: string, from: string, to: string, projectIds: string[] | "all" = "all"): Promise<UsageRow[]> {
   const g = groupOf(groupBy);
   if (projectIds !== "all" && projectIds.length === 0) return [];
   const only = projectIds === "all" ? sql`` : sql` AND u.project_id IN (${sql.join(projectIds.map((id) => sql`${id}`), sql`, `)})`;

@@ -5,7 +5,7 @@
  */
 import type { Config } from "../config";
 import { ensureDataDir } from "../datadir";
-import { openConfiguredStore } from "../db/open";
+import { openConfiguredStore } from "../store/open";
 import type { Db } from "../db";
 import { AppError, fromSchemaIssue } from "../errors";
 import { table } from "../text-table";

@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
 import { asc, inArray } from "drizzle-orm";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
 import { jsonBody } from "../http";
 import { AppError } from "../errors";
 import { projects } from "../db/schema";
@@ -11,7 +11,9 @@ import { clientOf, confirmOwnPassword } from "./signin";
 import { endUserSession, endUserSessions, userSessions } from "./sessions";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db">;
+interface Deps {
+  db: Db;
+}
 
 /**
  * `/admin/me` (who is asking) and `/admin/users` (people, their roles, projects and sessions).

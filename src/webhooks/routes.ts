@@ -1,7 +1,9 @@
 import { Elysia } from "elysia";
 import { asc, eq } from "drizzle-orm";
 import { z } from "zod";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { Config } from "../config";
+import type { AddressPolicy } from "./address";
 import { deliveryAttempts } from "../db/schema";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
@@ -13,13 +15,18 @@ import { parseSchedule } from "./schedule";
 import { SETTINGS } from "../config";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "webhooks" | "config">;
+interface Deps {
+  db: Db;
+  config: Config;
+  /** Which receivers may be reached, and the extra CAs their certificates may chain to. */
+  webhooks: { policy: AddressPolicy; ca: string[] | undefined };
+}
 
 /**
  * How deliveries go now: the retry schedule and private-receiver rule in force (flag, environment or
  * the Settings page), and what is kept of a destination's signing secret.
  */
-export function deliveryPolicy(config: Pick<AppDeps["config"], "webhookRetrySchedule" | "allowPrivateWebhooks">) {
+export function deliveryPolicy(config: Pick<Config, "webhookRetrySchedule" | "allowPrivateWebhooks">) {
   const delays = parseSchedule(config.webhookRetrySchedule);
   return {
     retry_schedule: config.webhookRetrySchedule,

@@ -1,6 +1,6 @@
 import { and, asc, count, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db";
-import { batch, exec, first } from "../db/raw";
+import { batch, exec, first, type Statement } from "../db/raw";
 import { deliveries, webhooks } from "../db/schema";
 import { conflict, notFound } from "../errors";
 import { newId, nowIso } from "../ids";
@@ -74,4 +74,22 @@ export async function deleteWebhook(db: Db, id: string): Promise<WebhookView> {
 /** Removes deleted destinations no delivery refers to any more (their jobs were pruned). */
 export function pruneDeletedWebhooks(db: Db): Promise<number> {
   return exec(db, sql`DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.webhook_id = webhooks.id)`);
+}
+
+/**
+ * The writes that fan a job row's `event` out to its workload's destinations: one pending delivery
+ * per destination, due now, and (for a destination deleted between this read and the commit of the
+ * transaction they go into) its delivery cancelled. None when the workload has no destination.
+ */
+export async function deliveryStatements(db: Db, workloadId: string, jobId: string, event: string): Promise<Statement[]> {
+  const now = nowIso();
+  const dests = await db.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId)));
+  if (!dests.length) return [];
+  return [
+    db.insert(deliveries).values(dests.map((d) => ({ id: newId("dlv"), jobId, webhookId: d.id, event, state: "pending" as const, nextAttemptAt: Date.now(), createdAt: now }))),
+    db
+      .update(deliveries)
+      .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
+      .where(and(eq(deliveries.jobId, jobId), eq(deliveries.state, "pending"), sql`${deliveries.webhookId} IN (SELECT id FROM webhooks WHERE deleted_at IS NOT NULL)`)),
+  ];
 }

@@ -4,7 +4,7 @@
  * new assignments, stale automatic ones removed — keeping the snapshot in step with each write.
  */
 import type { Db } from "../db";
-import { initialDesired } from "../scaling/decide";
+import { initialDesired } from "../execution/decide";
 import { replicaRoom } from "../limits/project";
 import { listAllWorkloads, type Workload } from "../workloads/service";
 import { loadSnapshot, replicaOfView, replicaSnapshot } from "./snapshot";

@@ -1,10 +1,13 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { AppDeps } from "../deps";
+import type { Db } from "../db";
+import type { HostCert } from "../tls/hostcert";
+import type { SeriesKeeper } from "../usage/series-store";
+import type { Fleet } from "./fleet";
 import { notFound } from "../errors";
 import { jsonBody } from "../http";
 import { resolveWorkload } from "../workloads/service";
-import { createRemoteWorker, deleteRemoteWorker } from "../agents/service";
+import { createRemoteWorker, deleteRemoteWorker } from "./remote";
 import { createAssignment, removeAssignment, getAssignment, getWorker, listAssignments, listWorkers, requireOpenWorker, setAssignmentConcurrency, setWorkerOpenTo, workerView, type WorkerView } from "./service";
 import { getProject } from "../projects/service";
 import { gpuHistory } from "./telemetry";
@@ -14,7 +17,16 @@ import { withoutOutput } from "../../agent/reason";
 import type { WorkerReplica } from "./fleet";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "agents" | "db" | "fleet" | "hostCert" | "joinUrl" | "series">;
+interface Deps {
+  db: Db;
+  /** The remote agents' links: a deleted worker's is forgotten. */
+  agents: { forget(workerId: string): void };
+  fleet: Fleet;
+  hostCert: HostCert;
+  series: SeriesKeeper;
+  /** The HTTPS URL agents join. */
+  joinUrl(): string;
+}
 
 const AssignmentCreate = z.strictObject({
   worker_id: z.string().min(1).max(128),

@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
-import type { AppDeps } from "../deps";
+import type { LaunchPolicy } from "../../agent/launch-policy";
+import type { WorkloadDetail } from "../workers/fleet";
 import { jsonBody } from "../http";
 import { forbidden, validation } from "../errors";
 import { getProject } from "../projects/service";
@@ -7,8 +8,8 @@ import { canTouchWorkload, keyOf, principalOf, requireWorkloadScope } from "../a
 import { isMachineOperator, type Principal } from "../users/access";
 import { withoutOutput } from "../../agent/reason";
 import { AdminWorkloadUpdate, TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setToggles, updateWorkload, type Origin, type Workload } from "./service";
-import { checkCaptureUntil, setCapture } from "../inspector/capture";
+import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setCapture, setToggles, updateWorkload, type Origin, type Workload } from "./service";
+import { checkCaptureUntil } from "./capture";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { projectorOf } from "./projector";
 import { requireOpenWorker } from "../workers/service";
@@ -17,7 +18,14 @@ import { requireModelRoom } from "../models/tenants";
 import type { Db } from "../db";
 
 /** What this module uses of the app's dependencies. */
-type Deps = Pick<AppDeps, "db" | "describeWorkload" | "events" | "policy">;
+interface Deps {
+  db: Db;
+  policy: LaunchPolicy;
+  /** Told after a change that places workloads again. */
+  events: { workloadsChanged(): Promise<void> };
+  /** The admin view of a workload: the stored fields plus what the serving side knows. */
+  describeWorkload(w: Workload): Promise<WorkloadDetail>;
+}
 
 /**
  * Refuses (429 `project_limit`) saving a workload that would pass one of its project's caps:

@@ -3,7 +3,7 @@ import { Slug } from "../projects/schema";
 import { CommandSyntaxError, splitCommand } from "../../agent/command";
 import { modelRefs } from "../../agent/model-refs";
 import { SourceError } from "../../agent/models/source";
-import { CaptureUntil } from "../inspector/capture";
+import { CaptureUntil } from "./capture";
 
 /** Workload slugs that would collide with the project base URL (`/endpoint/<project>/v1`, `/api`). */
 export const RESERVED_SLUGS = ["v1", "api"];
@@ -121,7 +121,7 @@ export const WorkloadCreate = z.strictObject({
   /** Other workloads' slugs, tried in order when this one fails before answering (project base URL). */
   fallbacks: fields.fallbacks.optional(),
   execution_policy: fields.execution_policy.optional(),
-  /** The policy's parameters (checked per policy; see src/scaling/schema.ts). */
+  /** The policy's parameters (checked per policy; see src/execution/schema.ts). */
   execution_params: fields.execution_params.optional(),
   /** Between replicas: "prefix" (a conversation stays on one replica) or "least_loaded"; null: by task type. */
   routing: fields.routing.optional(),

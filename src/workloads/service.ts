@@ -9,7 +9,7 @@ import { uniqueSlug } from "../projects/service";
 import { splitCommand } from "../../agent/command";
 import { taskFlagProblem } from "../../agent/runtimes/task-flags";
 import { CONFIG_BY_BACKEND, defaultRouting, GROUP_FLAGS, RESERVED_SLUGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type Routing, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
-import { DEFAULTS, PARAMS_BY_POLICY } from "../scaling/schema";
+import { DEFAULTS, PARAMS_BY_POLICY } from "../execution/schema";
 import { audit, diffOf, fieldsOf } from "../audit/service";
 
 
@@ -52,7 +52,7 @@ export interface Workload extends WorkloadView {
   config_origin: Origin;
   /** Stopped by the operator: no replica runs until started again. */
   paused: boolean;
-  /** Until when the request inspector keeps this workload's bodies (ISO time; admin only, see src/inspector/capture.ts), or null. */
+  /** Until when the request inspector keeps this workload's bodies (ISO time; admin only, see src/workloads/capture.ts), or null. */
   capture_until: string | null;
 }
 
@@ -385,4 +385,24 @@ export async function deleteWorkload(db: Db, id: string): Promise<void> {
   const w = await getWorkloadById(db, id);
   await db.delete(workloads).where(eq(workloads.id, id));
   if (w) await audit(db, "workload.delete", { type: "workload", id, label: `${w.project_slug}/${w.slug}` });
+}
+
+/** What a capture change reads of the workload. */
+export interface CaptureOf {
+  id: string;
+  slug: string;
+  project_slug: string;
+  capture_until: string | null;
+}
+
+/** Sets (or clears, with null) the workload's capture end, already checked; audited as `workload.capture`. */
+export async function setCapture(db: Db, current: CaptureOf, until: string | null): Promise<void> {
+  if (until === current.capture_until) return;
+  await db.update(workloads).set({ captureUntil: until }).where(eq(workloads.id, current.id));
+  await audit(db, "workload.capture", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, { capture_until: { from: current.capture_until, to: until } });
+}
+
+/** Sets or clears a workload's `paused` flag (stopped by the operator). */
+export async function setPaused(db: Db, id: string, paused: boolean): Promise<void> {
+  await db.update(workloads).set({ paused, updatedAt: nowIso() }).where(eq(workloads.id, id));
 }

@@ -2,7 +2,7 @@
  * A workload's execution policy as the form edits it (text fields), to and from the server's
  * `execution_policy` + `execution_params`, and in words. The server checks and fills in defaults.
  */
-import type { AutoscalingParams, DAYS as ServerDays, FixedParams, ScheduledParams, Window } from "../../src/scaling/schema";
+import type { AutoscalingParams, DAYS as ServerDays, FixedParams, ScheduledParams, Window } from "../../src/execution/schema";
 import type { ExecutionPolicy } from "../../src/workloads/schema";
 import { duration, plural } from "./format";
 

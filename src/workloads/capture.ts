@@ -1,15 +1,12 @@
 /**
- * The capture setting of the request inspector: while a workload's `capture_until` is in the
+ * A workload's capture setting for the request inspector: while its `capture_until` is in the
  * future, the data plane keeps its requests' bodies (request and answer) with their records. Only
  * the operator turns it on (the admin API's workload PATCH), for at most a week at a time; every
- * change is audited as `workload.capture`. Tenants' control-plane keys cannot set or see it.
+ * change is audited as `workload.capture` (`setCapture` in ./service.ts). Tenants' control-plane
+ * keys cannot set or see it.
  */
-import { eq } from "drizzle-orm";
 import { z } from "zod";
-import type { Db } from "../db";
-import { workloads } from "../db/schema";
 import { validation } from "../errors";
-import { audit } from "../audit/service";
 
 /** The longest a capture may be set ahead: a week. */
 export const MAX_CAPTURE_MS = 7 * 24 * 3_600_000;
@@ -36,19 +33,4 @@ export function checkCaptureUntil(value: string | null, now = Date.now()): strin
   if (t <= now) throw validation("capture_until", "is in the past; send a time ahead of now, or null to stop capturing");
   if (t > now + MAX_CAPTURE_MS + 60_000) throw validation("capture_until", "is more than 7 days ahead; bodies may be captured for a week at most");
   return new Date(t).toISOString();
-}
-
-/** What a capture change reads of the workload. */
-export interface CaptureOf {
-  id: string;
-  slug: string;
-  project_slug: string;
-  capture_until: string | null;
-}
-
-/** Sets (or clears, with null) the workload's capture end, already checked; audited as `workload.capture`. */
-export async function setCapture(db: Db, current: CaptureOf, until: string | null): Promise<void> {
-  if (until === current.capture_until) return;
-  await db.update(workloads).set({ captureUntil: until }).where(eq(workloads.id, current.id));
-  await audit(db, "workload.capture", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, { capture_until: { from: current.capture_until, to: until } });
 }

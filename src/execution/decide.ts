@@ -1,6 +1,6 @@
 /**
  * How many replicas a workload wants now: pure functions of its policy, its load, the clock and
- * what the scaler remembered from its last look. The scaler (scaler.ts) makes the answer real.
+ * what the scaler remembered from its last look. The scaler (src/scaling/scaler.ts) makes the answer real.
  */
 import { Cron } from "croner";
 import { DAYS, DEFAULTS, type AutoscalingParams, type ScheduledParams, type Window } from "./schema";

@@ -8,9 +8,9 @@ import { ClusterLink } from "../../agent/cluster-link";
 import { peerState, RemoteHostLink } from "../../agent/remote";
 import type { Db } from "../db";
 import { log } from "../log";
-import { issueLocalCredential } from "../agents/service";
-import { HOST_HEARTBEAT_MS } from "./hosts";
-import type { Cluster } from "./cluster";
+import { issueLocalCredential } from "./service";
+import { HOST_HEARTBEAT_MS } from "../cluster/hosts";
+import type { Cluster } from "../cluster/cluster";
 
 /** The local agent's cluster link: `wrap` its in-process link, `start` once it has registered, `stop` at the end. */
 export function localClusterLinks(db: Db, cluster: Cluster, version: string) {

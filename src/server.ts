@@ -10,6 +10,7 @@ import { VERSION } from "./version";
 import { Fleet, localTarget, type TargetFactory } from "./workers/fleet";
 import { getWorker, setOfflineAfter } from "./workers/service";
 import { RemoteAgents } from "./agents/remote";
+import { AgentHub } from "./agents/hub";
 import { beginCall } from "./call";
 import { loadHostCert, type HostCert } from "./tls/hostcert";
 import { MetricsStore } from "./usage/series";
@@ -106,9 +107,10 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   setOfflineAfter(config.workerTimeoutMs);
   const ports = { http: 0, tls: 0 };
   const listen = () => listenInfo({ host: config.host, port: ports.http, tlsPort: ports.tls, advertiseHost: config.advertiseHost });
-  let agents: RemoteAgents | undefined;
+  // Remote workers' replicas are reached through the agents' hub, local ones on loopback.
+  const hub = new AgentHub();
   const targets: TargetFactory = (worker, report, concurrency, workloadId) =>
-    worker.kind === "remote" ? agents!.hub.target(worker.id, report, concurrency, workloadId) : localTarget(worker, report, concurrency, workloadId);
+    worker.kind === "remote" ? hub.target(worker.id, report, concurrency, workloadId) : localTarget(worker, report, concurrency, workloadId);
   const policy = policyOf(config);
   const fleet = new Fleet(store.db, { limits: { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, makeTarget: targets, policy,
     places: () => cluster.leading,
@@ -120,7 +122,7 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   fleet.scaling = scaler;
   const models = new ModelManager(store.db, { dataDir: config.dataDir, env: { ...process.env, get HF_TOKEN() { return config.hfToken; } }, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, tenantGuard: tenantGuard(policy), onReady: () => void fleet.reconcile() });
   const collector = new ModelCollector(store.db, models, config.modelGcAfterHours * 3_600_000);
-  agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs);
+  const agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs, hub);
   const webhooks = {
     policy: { get allowPrivate() { return config.allowPrivateWebhooks; }, resolve: makeResolver(config.webhookDnsServers) },
     ca: caBundle(config.webhookCaFile),
@@ -214,25 +216,179 @@ function startChores(config: Config, s: Services): () => void {
   return () => timers.forEach(clearInterval);
 }
 
-/**
- * Starts `inferd serve` in a fixed order: data dir (enough free space) → lock → SQLite (pragmas, embedded migrations)
- * → admin token → services → HTTP and HTTPS listeners → background loops → local agent.
- * Nothing runs on import; `main.ts` calls this.
- */
-export async function startServer(config: Config, out: (line: string) => void = (l) => console.log(l)): Promise<Running> {
+/** The host's ground: the data dir, its lock and the open store, with what watches the store. */
+interface Ground {
+  config: Config;
+  lock: ReturnType<typeof lockDataDir>;
+  store: Store;
+  checkpointer?: Checkpointer;
+  unlisten?: () => Promise<void>;
+}
+
+/** Makes the data dir ready (permissions, free space), takes its lock and opens the store (WAL checkpoints off the request thread; a shared store's change feed heard). */
+async function openGround(config: Config): Promise<Ground> {
   restrictUmask();
   ensureDataDir(config.dataDir);
   for (const line of tightenDataDir(config.dataDir)) log.warn(`file permissions: ${line} (the data dir holds secrets and job payloads)`);
   assertFreeDisk(config.dataDir, config.minFreeDiskMb);
   const lock = lockDataDir(config.dataDir);
-  let store: Store | undefined;
-  let checkpointer: Checkpointer | undefined;
-  let unlisten: (() => Promise<void>) | undefined;
+  const ground: Partial<Ground> & { config: Config; lock: typeof lock } = { config, lock };
   try {
-    store = await openConfiguredStore(config);
-    if (store.sqlite) checkpointer = startCheckpointer(store.sqlite, dataPaths(config.dataDir).db);
-    if (store.pg) unlisten = await listenForChanges(store.db, store.pg);
-    const walCheckpoints = checkpointer;
+    const store = (ground.store = await openConfiguredStore(config));
+    if (store.sqlite) ground.checkpointer = startCheckpointer(store.sqlite, dataPaths(config.dataDir).db);
+    if (store.pg) ground.unlisten = await listenForChanges(store.db, store.pg);
+    return ground as Ground;
+  } catch (e) {
+    await closeGround(ground);
+    throw e;
+  }
+}
+
+/** Closes what `openGround` opened, in reverse. */
+async function closeGround(g: Partial<Ground> & { lock: { release(): void } }): Promise<void> {
+  g.checkpointer?.stop();
+  await g.unlisten?.().catch(() => {});
+  await g.store?.close().catch(() => {});
+  g.lock.release();
+}
+
+/** The HTTP and HTTPS listeners over one app, and the URL the server prints. */
+interface Listeners {
+  url: string;
+  port: number;
+  tlsPort: number;
+  stop(): Promise<void>;
+}
+
+/** Starts the HTTP listener and the HTTPS one (agents, and sign-in cookies marked secure), both on one app. */
+function listen(config: Config, services: Services): Listeners {
+  const { deps } = services;
+  const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
+  const app = createApp(deps).listen({ hostname: config.host, port: config.port, idleTimeout: 255, maxRequestBodySize: bodyLimit });
+  const tls = Bun.serve({
+    hostname: config.host,
+    port: config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1),
+    tls: { cert: deps.hostCert.certPem, key: deps.hostCert.keyPem },
+    idleTimeout: 255,
+    maxRequestBodySize: bodyLimit,
+    fetch: (request) => {
+      beginCall(request, true);
+      return app.handle(request);
+    },
+  });
+  services.ports.tls = tls.port!;
+  services.ports.http = app.server!.port!;
+  const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
+  return {
+    url: `http://${urlHost(shownHost)}:${app.server!.port}`,
+    port: app.server!.port!,
+    tlsPort: tls.port!,
+    stop: async () => {
+      await app.stop(true);
+      tls.stop(true);
+    },
+  };
+}
+
+/** The loops started after the listeners, and this machine's agent; `stop` ends them in order. */
+interface Background {
+  stop(): Promise<void>;
+}
+
+/** Joins the cluster, starts the chores, loops and backups, resumes downloads, and starts this machine's agent when it has one. */
+async function startBackground(ground: Ground, services: Services, settings: Settings, url: string, out: (line: string) => void): Promise<Background> {
+  const { config, store } = ground;
+  const { deps } = services;
+  const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, agents: services.agents, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
+  await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
+  await deps.fleet.reconcile();
+  const stopChores = startChores(settings.live, services);
+  deps.metering.loop.start();
+  const unwatchSettings = await settings.watch();
+  const backups = new AutoBackups(autoBackupOptions(config, store, () => services.cluster.leading));
+  backups.start();
+  await services.jobs.start();
+  await services.agents.start();
+  await services.collector.mark();
+  const resumed = await deps.models.resume();
+  if (resumed) out(`resuming ${plural(resumed, "model download")}`);
+  // With a shared store, this machine's agent also takes work from the other hosts.
+  const links = store.pg ? localClusterLinks(store.db, services.cluster, VERSION) : undefined;
+  const agent = config.localAgent ? await startAgent(config, services, links) : undefined;
+  return {
+    stop: async () => {
+      stopChores();
+      deps.metering.loop.stop();
+      await unwatchSettings();
+      await services.shared?.stop();
+      await deps.scaler.stop();
+      backups.stop();
+      services.agents.stop();
+      await unwire();
+      await services.jobs.stop();
+      await deps.models.stop();
+      await services.deliveries.stop();
+      await links?.stop();
+      await agent?.stop();
+      await services.cluster.stop();
+    },
+  };
+}
+
+/** Starts this machine's agent (linked to the other hosts' work in a cluster). */
+async function startAgent(config: Config, services: Services, links: ReturnType<typeof localClusterLinks> | undefined): Promise<Agent> {
+  const { deps } = services;
+  const agent = await startLocalAgent({
+    link: links?.wrap,
+    db: deps.db,
+    fleet: deps.fleet,
+    dataDir: config.dataDir,
+    version: VERSION,
+    hostId: services.cluster.hostId,
+    telemetryMs: config.telemetryMs,
+    runtimeEnv: config.runtimeEnv,
+    clusterAddress: config.clusterAddress,
+    pullModel: deps.models.puller(),
+    supervisor: {
+      startTimeoutMs: config.startTimeoutMs,
+      stallTimeoutMs: config.stallTimeoutMs,
+      restart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
+    },
+  });
+  await links?.start(agent.workerId!);
+  return agent;
+}
+
+/** Writes what is still in memory to the store (at the very end, after the listeners stopped). */
+async function flushAll(services: Services): Promise<void> {
+  const { deps } = services;
+  await services.requests.flush();
+  services.requests.close();
+  await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
+  await deps.series.flush(Date.now(), true).catch((e) => log.warn("could not write the charts' series", e));
+  await deps.tracing.stop();
+}
+
+/** The lines a starting server prints: where it listens, the dashboard, where agents join, and the admin token when it was just made. */
+function announce(out: (line: string) => void, config: Config, url: string, deps: AppDeps, token: { token: string; created: boolean }): void {
+  out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
+  out(`dashboard: ${url}/`);
+  out(`agents join at ${deps.joinUrl()} (certificate sha256 ${deps.hostCert.fingerprint})`);
+  const listen = deps.listen();
+  if (listen.loopback_only && !listen.url) out(`only this machine can connect (listening on ${listen.host}); to serve your network, restart with ${commandHint(`serve ${listen.restart!.flag}`)} (or ${listen.restart!.env})`);
+  if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
+}
+
+/**
+ * Starts `inferd serve` in a fixed order: data dir (enough free space) → lock → store (pragmas,
+ * embedded migrations) → admin token, certificate, settings → services → HTTP and HTTPS listeners →
+ * background loops → local agent; `stop` ends them in the reverse order. Nothing runs on import;
+ * `main.ts` calls this.
+ */
+export async function startServer(config: Config, out: (line: string) => void = (l) => console.log(l)): Promise<Running> {
+  const ground = await openGround(config);
+  try {
+    const { store } = ground;
     const token = adminToken(config.dataDir, config.adminToken);
     const ownCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
     // A cluster's hosts serve one certificate (unless the operator gives each its own with --tls-cert).
@@ -240,114 +396,31 @@ export async function startServer(config: Config, out: (line: string) => void = 
     const settings = new Settings(store.db, config, store.pg);
     await settings.load();
     // OpenTelemetry's SDK loads only when an OTLP endpoint is set (src/tracing/tracing.ts).
-    const traces = await loadTraceExporter(process.env, VERSION);
-    const services = buildServices(settings.live, store, token.token, hostCert, settings, traces);
-    const { deps } = services;
-    await deps.series.start();
-    const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
-    const app = createApp(deps).listen({ hostname: config.host, port: config.port, idleTimeout: 255, maxRequestBodySize: bodyLimit });
-    const tls = Bun.serve({
-      hostname: config.host,
-      port: config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1),
-      tls: { cert: deps.hostCert.certPem, key: deps.hostCert.keyPem },
-      idleTimeout: 255,
-      maxRequestBodySize: bodyLimit,
-      fetch: (request) => {
-        beginCall(request, true);
-        return app.handle(request);
-      },
-    });
-    services.ports.tls = tls.port!;
-    services.ports.http = app.server!.port!;
-    const shownHost = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host;
-    const url = `http://${urlHost(shownHost)}:${app.server!.port}`;
-    lock.update(url, { host: config.host, http: app.server!.port!, tls: tls.port! });
-    const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, agents: services.agents, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
-    await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
-    await deps.fleet.reconcile();
-    const stopChores = startChores(settings.live, services);
-    deps.metering.loop.start();
-    const unwatchSettings = await settings.watch();
-    const backups = new AutoBackups(autoBackupOptions(config, store, () => services.cluster.leading));
-    backups.start();
-    await services.jobs.start();
-    await services.agents.start();
-    await services.collector.mark();
-    const resumed = await deps.models.resume();
-    if (resumed) out(`resuming ${plural(resumed, "model download")}`);
-    let agent: Agent | undefined;
-    // With a shared store, this machine's agent also takes work from the other hosts.
-    const links = store.pg ? localClusterLinks(store.db, services.cluster, VERSION) : undefined;
-    if (config.localAgent) {
-      agent = await startLocalAgent({
-        link: links?.wrap,
-        db: store.db,
-        fleet: deps.fleet,
-        dataDir: config.dataDir,
-        version: VERSION,
-        hostId: services.cluster.hostId,
-        telemetryMs: config.telemetryMs,
-        runtimeEnv: config.runtimeEnv,
-        clusterAddress: config.clusterAddress,
-        pullModel: deps.models.puller(),
-        supervisor: {
-          startTimeoutMs: config.startTimeoutMs,
-          stallTimeoutMs: config.stallTimeoutMs,
-          restart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
-        },
-      });
-      await links?.start(agent.workerId!);
-    }
-    out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
-    out(`dashboard: ${url}/`);
-    out(`agents join at ${deps.joinUrl()} (certificate sha256 ${deps.hostCert.fingerprint})`);
-    const listen = deps.listen();
-    if (listen.loopback_only && !listen.url) out(`only this machine can connect (listening on ${listen.host}); to serve your network, restart with ${commandHint(`serve ${listen.restart!.flag}`)} (or ${listen.restart!.env})`);
-    if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
-    const openedStore = store;
+    const services = buildServices(settings.live, store, token.token, hostCert, settings, await loadTraceExporter(process.env, VERSION));
+    await services.deps.series.start();
+    const listeners = listen(config, services);
+    ground.lock.update(listeners.url, { host: config.host, http: listeners.port, tls: listeners.tlsPort });
+    const background = await startBackground(ground, services, settings, listeners.url, out);
+    announce(out, config, listeners.url, services.deps, token);
     let stopping: Promise<void> | undefined;
     return {
-      url,
-      port: app.server!.port!,
+      url: listeners.url,
+      port: listeners.port,
       adminToken: token.token,
-      store: openedStore,
-      fleet: deps.fleet,
-      tlsPort: tls.port!,
+      store,
+      fleet: services.deps.fleet,
+      tlsPort: listeners.tlsPort,
       requests: services.requests,
       stop: () =>
         (stopping ??= (async () => {
-          stopChores();
-          deps.metering.loop.stop();
-          await unwatchSettings();
-          await services.shared?.stop();
-          deps.scaler.stop();
-          backups.stop();
-          services.agents.stop();
-          await unwire();
-          await services.jobs.stop();
-          await deps.models.stop();
-          await services.deliveries.stop();
-          await links?.stop();
-          await agent?.stop();
-          await services.cluster.stop();
-          await app.stop(true);
-          tls.stop(true);
-          await services.requests.flush();
-          services.requests.close();
-          await deps.usage.flush().catch((e) => log.warn("could not write usage counters", e));
-          await deps.series.flush(Date.now(), true).catch((e) => log.warn("could not write the charts' series", e));
-          await deps.tracing.stop();
-          walCheckpoints?.stop();
-          await unlisten?.().catch(() => {});
-          await openedStore.close();
-          lock.release();
+          await background.stop();
+          await listeners.stop();
+          await flushAll(services);
+          await closeGround(ground);
         })()),
     };
   } catch (e) {
-    checkpointer?.stop();
-    await unlisten?.().catch(() => {});
-    await store?.close().catch(() => {});
-    lock.release();
+    await closeGround(ground);
     throw e;
   }
 }

@@ -10,7 +10,6 @@ import { AgentHub } from "./hub";
  * requests it held fail over or end with a clear error, and jobs it ran run again.
  */
 export class RemoteAgents {
-  readonly hub = new AgentHub();
   private lastSeen = new Map<string, number>();
   private offline = new Set<string>();
   private timer?: ReturnType<typeof setInterval>;
@@ -19,6 +18,8 @@ export class RemoteAgents {
     private db: Db,
     private fleet: Fleet,
     private timeoutMs: number,
+    /** The channel to the agents' replicas (the fleet's targets send through it). */
+    readonly hub: AgentHub = new AgentHub(),
   ) {}
 
   /** Starts watching for silent agents. */

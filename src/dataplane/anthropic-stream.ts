@@ -3,7 +3,7 @@
  * SSE bytes in, Anthropic Messages SSE out, each event as soon as the input that decides it arrives.
  */
 import { SseDecoder, type SseEvent } from "./sse";
-import { pipeTranslator } from "./stream-pipe";
+import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import { chatErrorToAnthropic, type JsonObject, messageIdOf, stopReasonOf, usageOf } from "./anthropic";
 
 const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -16,7 +16,7 @@ type ToolState = { block: number; id: string; name: string; pending: string };
  * then call `end` (upstream closed) or `fail` (upstream broke); each returns the SSE text to send.
  * @example const t = new ChatStreamToMessages("m"); send(t.push(bytes)); send(t.end());
  */
-export class ChatStreamToMessages {
+export class ChatStreamToMessages implements StreamTranslator {
   #sse = new SseDecoder();
   #out = "";
   #started = false;

@@ -6,7 +6,14 @@ import { pipeTranslator, type StreamTranslator } from "../src/dataplane/stream-p
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 type Seen = { event: string; data: string; comments: number; raw: string; complete: boolean };
-const seen = (evs: SseEvent[]): Seen[] => evs.map((e) => ({ event: e.event, data: e.data, comments: e.comments, raw: dec.decode(e.raw), complete: e.complete }));
+const seen = (evs: SseEvent[]): Seen[] =>
+  evs.map((e) => ({
+    event: e.event,
+    data: e.data,
+    comments: e.comments,
+    raw: dec.decode(e.raw),
+    complete: e.complete,
+  }));
 
 /** Every event of `pieces` fed one after another, then the end. */
 function decodeAll(pieces: (string | Uint8Array)[]): Seen[] {
@@ -15,11 +22,24 @@ function decodeAll(pieces: (string | Uint8Array)[]): Seen[] {
 }
 
 /** A stream with a comment, a named event, two data lines, a multi-byte character and a last event without its blank line. */
-const STREAM = ': keep-alive\n\nevent: message_start\ndata: {"a":1}\n\ndata: {"b":\ndata: "héllo ☀️"}\nid: 7\n\ndata: [DONE]';
+const STREAM =
+  ': keep-alive\n\nevent: message_start\ndata: {"a":1}\n\ndata: {"b":\ndata: "héllo ☀️"}\nid: 7\n\ndata: [DONE]';
 const EXPECTED: Seen[] = [
   { event: "", data: "", comments: 1, raw: ": keep-alive\n\n", complete: true },
-  { event: "message_start", data: '{"a":1}', comments: 0, raw: 'event: message_start\ndata: {"a":1}\n\n', complete: true },
-  { event: "", data: '{"b":\n"héllo ☀️"}', comments: 0, raw: 'data: {"b":\ndata: "héllo ☀️"}\nid: 7\n\n', complete: true },
+  {
+    event: "message_start",
+    data: '{"a":1}',
+    comments: 0,
+    raw: 'event: message_start\ndata: {"a":1}\n\n',
+    complete: true,
+  },
+  {
+    event: "",
+    data: '{"b":\n"héllo ☀️"}',
+    comments: 0,
+    raw: 'data: {"b":\ndata: "héllo ☀️"}\nid: 7\n\n',
+    complete: true,
+  },
   { event: "", data: "[DONE]", comments: 0, raw: "data: [DONE]", complete: false },
 ];
 
@@ -39,7 +59,8 @@ describe("SseDecoder", () => {
     for (const nl of ["\n", "\r\n", "\r"]) {
       const bytes = enc.encode(STREAM.replaceAll("\n", nl));
       const whole = decodeAll([bytes]);
-      for (let i = 1; i < bytes.length; i++) expect(decodeAll([bytes.subarray(0, i), bytes.subarray(i)])).toEqual(whole);
+      for (let i = 1; i < bytes.length; i++)
+        expect(decodeAll([bytes.subarray(0, i), bytes.subarray(i)])).toEqual(whole);
       expect(decodeAll(Array.from(bytes, (b) => Uint8Array.of(b)))).toEqual(whole);
       expect(whole.map((e) => e.raw).join("")).toBe(dec.decode(bytes));
     }
@@ -62,7 +83,11 @@ describe("SseDecoder", () => {
     const evs = new SseDecoder().push("data:x\ndata:  y\ndata\nretry: 5\nid: 1\nevent:ping\n\n");
     expect(evs.map((e) => [e.event, e.data, e.empty])).toEqual([["ping", "x\n y\n", false]]);
     const blank = new SseDecoder().push("\n\nevent: e\n\n");
-    expect(blank.map((e) => [dec.decode(e.raw), e.empty])).toEqual([["\n", true], ["\n", true], ["event: e\n\n", true]]);
+    expect(blank.map((e) => [dec.decode(e.raw), e.empty])).toEqual([
+      ["\n", true],
+      ["\n", true],
+      ["event: e\n\n", true],
+    ]);
   });
 
   test("JSON is parsed once and on demand; text that is not JSON reads as undefined", () => {
@@ -111,14 +136,21 @@ describe("pipeTranslator", () => {
   const upstream = () => {
     let ctrl!: ReadableStreamDefaultController<Uint8Array>;
     let cancelled = false;
-    const stream = new ReadableStream<Uint8Array>({ start: (c) => void (ctrl = c), cancel: () => void (cancelled = true) });
+    const stream = new ReadableStream<Uint8Array>({
+      start: (c) => void (ctrl = c),
+      cancel: () => void (cancelled = true),
+    });
     return { stream, ctrl, send: (s: string) => ctrl.enqueue(enc.encode(s)), cancelled: () => cancelled };
   };
 
   test("one chunk per read that completes something; hooks hear the first output and the end once", async () => {
     const up = upstream();
     const calls: string[] = [];
-    const reader = pipeTranslator(up.stream, new Lines(), { onFirst: () => calls.push("first"), onEnd: (o) => calls.push(o), tee: (b) => calls.push(`tee ${b.length}`) }).getReader();
+    const reader = pipeTranslator(up.stream, new Lines(), {
+      onFirst: () => calls.push("first"),
+      onEnd: (o) => calls.push(o),
+      tee: (b) => calls.push(`tee ${b.length}`),
+    }).getReader();
     up.send("data: a");
     up.send("\n\ndata: b\n\n");
     expect(dec.decode((await reader.read()).value)).toBe("a\nb\n");
@@ -138,7 +170,10 @@ describe("pipeTranslator", () => {
     expect(up.cancelled()).toBe(true);
     const broken = upstream();
     const ends: string[] = [];
-    const r2 = pipeTranslator(broken.stream, new Lines(), { onEnd: (o) => ends.push(o), failure: (reason) => `gone (${reason})` }).getReader();
+    const r2 = pipeTranslator(broken.stream, new Lines(), {
+      onEnd: (o) => ends.push(o),
+      failure: (reason) => `gone (${reason})`,
+    }).getReader();
     broken.ctrl.error(new Error("reset"));
     expect(dec.decode((await r2.read()).value)).toBe("fail gone (reset)\n");
     expect((await r2.read()).done).toBe(true);
@@ -148,7 +183,10 @@ describe("pipeTranslator", () => {
   test("a client that goes away aborts and cancels upstream, ending as cancelled", async () => {
     const up = upstream();
     const calls: string[] = [];
-    const reader = pipeTranslator(up.stream, new Lines(), { abort: () => calls.push("abort"), onEnd: (o) => calls.push(o) }).getReader();
+    const reader = pipeTranslator(up.stream, new Lines(), {
+      abort: () => calls.push("abort"),
+      onEnd: (o) => calls.push(o),
+    }).getReader();
     up.send("data: a\n\n");
     await reader.read();
     await reader.cancel("gone");
@@ -172,7 +210,12 @@ describe("meteredStream over the decoder", () => {
   const run = async (parts: Uint8Array[], opts: Partial<MeterOptions> = {}, error?: Error) => {
     const chunks: Uint8Array[] = [];
     let end: { usage: Usage; outcome: string } | undefined;
-    const out = meteredStream(streamOf(parts, error), { dropUsageOnlyChunks: false, abort: () => {}, onEnd: (usage, outcome) => (end = { usage, outcome }), ...opts });
+    const out = meteredStream(streamOf(parts, error), {
+      dropUsageOnlyChunks: false,
+      abort: () => {},
+      onEnd: (usage, outcome) => (end = { usage, outcome }),
+      ...opts,
+    });
     for await (const c of out) chunks.push(c);
     return { chunks, text: chunks.map((c) => dec.decode(c)).join(""), end };
   };
@@ -186,7 +229,11 @@ describe("meteredStream over the decoder", () => {
   });
 
   test("usage read from CRLF events split anywhere; the usage-only chunk dropped, the rest byte for byte", async () => {
-    const events = ['data: {"choices":[{"delta":{"content":"hi"}}]}\r\n\r\n', 'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\r\n\r\n', "data: [DONE]\r\n\r\n"];
+    const events = [
+      'data: {"choices":[{"delta":{"content":"hi"}}]}\r\n\r\n',
+      'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\r\n\r\n',
+      "data: [DONE]\r\n\r\n",
+    ];
     const bytes = enc.encode(events.join(""));
     for (const cut of [1, 30, 60, 90, bytes.length - 1]) {
       const got = await run([bytes.subarray(0, cut), bytes.subarray(cut)], { dropUsageOnlyChunks: true });
@@ -197,7 +244,9 @@ describe("meteredStream over the decoder", () => {
 
   test("a runtime that breaks off gets an error event in its stream's dialect, even mid-way through its first event line", async () => {
     const openai = await run([enc.encode('data: {"choices":[]}\n\n')], {}, new Error("reset"));
-    expect(openai.text.split("\n\n").at(-2)).toBe(`data: ${JSON.stringify({ error: { message: "the model runtime broke off mid-answer (reset)", type: "server_error", code: "upstream_unavailable" } })}`);
+    expect(openai.text.split("\n\n").at(-2)).toBe(
+      `data: ${JSON.stringify({ error: { message: "the model runtime broke off mid-answer (reset)", type: "server_error", code: "upstream_unavailable" } })}`,
+    );
     expect(openai.end?.outcome).toBe("error");
     for (const partial of ["event: message_start\ndata: {", "event: mess"]) {
       const anthropic = await run([enc.encode(partial)], {}, new Error("reset"));

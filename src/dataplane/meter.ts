@@ -15,7 +15,9 @@ export interface Usage {
 export function usageOf(body: unknown): Usage | undefined {
   if (!body || typeof body !== "object") return undefined;
   const o = body as Record<string, unknown>;
-  const u = (o.usage ?? (o.message as Record<string, unknown> | undefined)?.usage) as Record<string, unknown> | undefined;
+  const u = (o.usage ?? (o.message as Record<string, unknown> | undefined)?.usage) as
+    | Record<string, unknown>
+    | undefined;
   if (!u || typeof u !== "object") return undefined;
   const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
   return { inputTokens: n(u.prompt_tokens ?? u.input_tokens), outputTokens: n(u.completion_tokens ?? u.output_tokens) };
@@ -41,7 +43,8 @@ const dec = new TextDecoder();
 
 /** The last event of a stream whose runtime broke off: OpenAI's `data: {error}` or Anthropic's `event: error`. */
 function brokenOffEvent(anthropic: boolean, message: string): string {
-  if (anthropic) return `event: error\ndata: ${JSON.stringify({ type: "error", error: { type: "api_error", message } })}\n\n`;
+  if (anthropic)
+    return `event: error\ndata: ${JSON.stringify({ type: "error", error: { type: "api_error", message } })}\n\n`;
   return `data: ${JSON.stringify({ error: { message, type: "server_error", code: "upstream_unavailable" } })}\n\n`;
 }
 

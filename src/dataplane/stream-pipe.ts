@@ -40,7 +40,11 @@ const streamFailed = (reason: string) => `the model runtime's stream failed: ${r
  * client's stream with the translator's error (`fail`) and a clean close, not a reset connection.
  * @example pipeTranslator(upstream.body, new ChatStreamToMessages(model))
  */
-export function pipeTranslator(upstream: ReadableStream<Uint8Array>, t: StreamTranslator, hooks: PipeHooks = {}): ReadableStream<Uint8Array> {
+export function pipeTranslator(
+  upstream: ReadableStream<Uint8Array>,
+  t: StreamTranslator,
+  hooks: PipeHooks = {},
+): ReadableStream<Uint8Array> {
   const reader = upstream.getReader();
   let first = true;
   let ended = false;

@@ -2,11 +2,11 @@
  * Streaming half of the Messages ⇄ chat-completions translation: a runtime's `chat.completion.chunk`
  * SSE bytes in, Anthropic Messages SSE out, each event as soon as the input that decides it arrives.
  */
-import { pipeTranslator } from "./stream-pipe";
+import { SseDecoder, type SseEvent } from "./sse";
+import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import { chatErrorToAnthropic, type JsonObject, messageIdOf, stopReasonOf, usageOf } from "./anthropic";
 
 const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
-const LINE_END = /\r\n|\r|\n/g;
 
 /** A tool call being streamed: its block index once started; fragments wait in `pending` until its name is known. */
 type ToolState = { block: number; id: string; name: string; pending: string };
@@ -16,10 +16,8 @@ type ToolState = { block: number; id: string; name: string; pending: string };
  * then call `end` (upstream closed) or `fail` (upstream broke); each returns the SSE text to send.
  * @example const t = new ChatStreamToMessages("m"); send(t.push(bytes)); send(t.end());
  */
-export class ChatStreamToMessages {
-  #decoder = new TextDecoder();
-  #buf = "";
-  #data: string[] = [];
+export class ChatStreamToMessages implements StreamTranslator {
+  #sse = new SseDecoder();
   #out = "";
   #started = false;
   #done = false;
@@ -45,17 +43,15 @@ export class ChatStreamToMessages {
     return this.#done;
   }
 
-  /** Feeds upstream bytes (any split); returns the Anthropic SSE for every complete line in them. */
+  /** Feeds upstream bytes (any split); returns the Anthropic SSE for every complete event in them. */
   push(chunk: Uint8Array | string): string {
-    const text = typeof chunk === "string" ? chunk : this.#decoder.decode(chunk, { stream: true });
-    for (const line of this.#lines(text, false)) this.#line(line);
+    for (const ev of this.#sse.push(chunk)) this.#event(ev);
     return this.#take();
   }
 
-  /** Upstream closed: finishes pending lines; an error event when the runtime never sent `[DONE]`. */
+  /** Upstream closed: finishes the last event; an error event when the runtime never sent `[DONE]`. */
   end(): string {
-    for (const line of this.#lines(this.#decoder.decode(), true)) this.#line(line);
-    this.#dispatch();
+    for (const ev of this.#sse.end()) this.#event(ev);
     if (!this.#done) this.#error("api_error", "the model runtime's stream ended before it was complete");
     return this.#take();
   }
@@ -72,48 +68,15 @@ export class ChatStreamToMessages {
     return out;
   }
 
-  /** Complete lines of the buffer (CRLF, CR or LF); a trailing CR waits for a possible LF unless `final`. */
-  #lines(text: string, final: boolean): string[] {
-    const buf = this.#buf + text;
-    const lines: string[] = [];
-    let start = 0;
-    for (const m of buf.matchAll(LINE_END)) {
-      if (m[0] === "\r" && m.index === buf.length - 1 && !final) break;
-      lines.push(buf.slice(start, m.index));
-      start = m.index + m[0].length;
-    }
-    this.#buf = buf.slice(start);
-    if (final && this.#buf) {
-      lines.push(this.#buf);
-      this.#buf = "";
-    }
-    return lines;
-  }
-
-  /** One SSE line: a blank line ends an event, `:` starts a comment (sent on as a ping), `data:` collects. */
-  #line(line: string): void {
+  /** One SSE event: each comment is sent on as a ping; `[DONE]` finishes, any other data must be a JSON chunk. */
+  #event(ev: SseEvent): void {
     if (this.#done) return;
-    if (line === "") return this.#dispatch();
-    if (line.startsWith(":")) return this.#emit("ping", {});
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    if (field !== "data") return;
-    const value = line.slice(colon + 1);
-    this.#data.push(value.startsWith(" ") ? value.slice(1) : value);
-  }
-
-  /** The collected `data:` payload: `[DONE]` finishes, anything else must be a JSON chunk. */
-  #dispatch(): void {
-    const data = this.#data.join("\n");
-    this.#data = [];
-    if (!data || this.#done) return;
+    for (let i = 0; i < ev.comments; i++) this.#emit("ping", {});
+    const data = ev.data;
+    if (!data) return;
     if (data.trim() === "[DONE]") return this.#finishMessage();
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(data);
-    } catch {
-      return this.#error("api_error", `the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
-    }
+    const chunk = ev.json();
+    if (chunk === undefined) return this.#error("api_error", `the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
     if (isObj(chunk)) this.#chunk(chunk);
   }
 

@@ -1,3 +1,6 @@
+import { bytesOf, SseDecoder, type SseEvent } from "./sse";
+import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
+
 /** Token counts found in a response, in either OpenAI or Anthropic naming. */
 export interface Usage {
   inputTokens: number;
@@ -12,7 +15,9 @@ export interface Usage {
 export function usageOf(body: unknown): Usage | undefined {
   if (!body || typeof body !== "object") return undefined;
   const o = body as Record<string, unknown>;
-  const u = (o.usage ?? (o.message as Record<string, unknown> | undefined)?.usage) as Record<string, unknown> | undefined;
+  const u = (o.usage ?? (o.message as Record<string, unknown> | undefined)?.usage) as
+    | Record<string, unknown>
+    | undefined;
   if (!u || typeof u !== "object") return undefined;
   const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
   return { inputTokens: n(u.prompt_tokens ?? u.input_tokens), outputTokens: n(u.completion_tokens ?? u.output_tokens) };
@@ -34,98 +39,83 @@ export interface MeterOptions {
   tee?(bytes: Uint8Array): void;
 }
 
-const enc = new TextEncoder();
+const dec = new TextDecoder();
 
 /** The last event of a stream whose runtime broke off: OpenAI's `data: {error}` or Anthropic's `event: error`. */
-function brokenOffEvent(anthropic: boolean, e: unknown): string {
-  const message = `the model runtime broke off mid-answer (${e instanceof Error ? e.message : String(e)})`;
-  if (anthropic) return `event: error\ndata: ${JSON.stringify({ type: "error", error: { type: "api_error", message } })}\n\n`;
+function brokenOffEvent(anthropic: boolean, message: string): string {
+  if (anthropic)
+    return `event: error\ndata: ${JSON.stringify({ type: "error", error: { type: "api_error", message } })}\n\n`;
   return `data: ${JSON.stringify({ error: { message, type: "server_error", code: "upstream_unavailable" } })}\n\n`;
+}
+
+/** The runtime's own SSE (OpenAI chunks or Anthropic events) passed on event by event, its usage read on the way. */
+class SseMeter implements StreamTranslator {
+  readonly usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  readonly done = false;
+  #sse = new SseDecoder();
+
+  constructor(private readonly opts: Pick<MeterOptions, "dropUsageOnlyChunks" | "rename">) {}
+
+  /** The complete events of these bytes, as they came unless dropped or renamed. */
+  push(chunk: Uint8Array): string | Uint8Array {
+    return this.#pass(this.#sse.push(chunk));
+  }
+
+  /** Upstream closed: what is left, even without its blank line. */
+  end(): string | Uint8Array {
+    return this.#pass(this.#sse.end());
+  }
+
+  /** The runtime broke off: an error event in the stream's own dialect. */
+  fail(message: string): string {
+    return brokenOffEvent(this.#sse.named || /^event:/m.test(this.#sse.rest), message);
+  }
+
+  /** The events' bytes as one view; they are looked into only when their text says `"usage"`, re-encoded only when changed. */
+  #pass(events: SseEvent[]): string | Uint8Array {
+    if (!events.length) return "";
+    const bytes = bytesOf(events);
+    const text = dec.decode(bytes);
+    if (text.includes('"usage"')) {
+      const kept = events.filter((ev) => this.#count(ev));
+      if (kept.length < events.length) return this.#renamed(kept.map((ev) => ev.text).join(""));
+    }
+    const renamed = this.#renamed(text);
+    return renamed === text ? bytes : renamed;
+  }
+
+  #renamed(text: string): string {
+    return text && this.opts.rename ? this.opts.rename(text) : text;
+  }
+
+  /** Reads an event's usage; false for a usage-only chunk to drop. */
+  #count(ev: SseEvent): boolean {
+    if (!ev.text.includes('"usage"')) return true;
+    const data = ev.json();
+    const u = usageOf(data);
+    if (u) {
+      this.usage.inputTokens = Math.max(this.usage.inputTokens, u.inputTokens);
+      this.usage.outputTokens = Math.max(this.usage.outputTokens, u.outputTokens);
+    }
+    const choices = (data as { choices?: unknown } | undefined)?.choices;
+    return !(this.opts.dropUsageOnlyChunks && Array.isArray(choices) && choices.length === 0);
+  }
 }
 
 /**
  * Passes a runtime's SSE stream to the client event by event, as each arrives (nothing is held
  * back beyond an incomplete event), while reading token usage out of it. Handles both OpenAI
  * chunks and Anthropic events; events are forwarded byte for byte unless dropped as usage-only
- * or given another model name (`rename`).
+ * or given another model name (`rename`). A runtime that breaks off mid-answer ends the stream
+ * with an error event in its own dialect.
  */
 export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterOptions): ReadableStream<Uint8Array> {
-  const reader = upstream.getReader();
-  const decoder = new TextDecoder();
-  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
-  let pending = "";
-  let ended = false;
-  let first = false;
-  let anthropic = false;
-  const rename = opts.rename ?? ((events: string) => events);
-  const send = (controller: ReadableStreamDefaultController<Uint8Array>, text: string) => {
-    const bytes = enc.encode(text);
-    opts.tee?.(bytes);
-    controller.enqueue(bytes);
-  };
-  const end = (outcome: "done" | "cancelled" | "error") => {
-    if (ended) return;
-    ended = true;
-    opts.onEnd(usage, outcome);
-  };
-  const scan = (event: string): boolean => {
-    if (!event.includes('"usage"')) return true;
-    for (const line of event.split(/\r?\n/)) {
-      if (!line.startsWith("data:")) continue;
-      try {
-        const data = JSON.parse(line.slice(5).trim());
-        const u = usageOf(data);
-        if (u) {
-          usage.inputTokens = Math.max(usage.inputTokens, u.inputTokens);
-          usage.outputTokens = Math.max(usage.outputTokens, u.outputTokens);
-        }
-        if (opts.dropUsageOnlyChunks && Array.isArray(data.choices) && data.choices.length === 0) return false;
-      } catch {}
-    }
-    return true;
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done) {
-            if (pending && scan(pending)) send(controller, rename(pending));
-            controller.close();
-            end("done");
-            return;
-          }
-          pending += decoder.decode(value, { stream: true });
-          anthropic ||= /^event:/m.test(pending);
-          let out = "";
-          for (let i = pending.search(/\r?\n\r?\n/); i >= 0; i = pending.search(/\r?\n\r?\n/)) {
-            const len = pending.slice(i).match(/^\r?\n\r?\n/)![0].length;
-            const event = pending.slice(0, i + len);
-            pending = pending.slice(i + len);
-            if (scan(event)) out += event;
-          }
-          if (out) {
-            if (!first) {
-              first = true;
-              opts.onFirst?.();
-            }
-            send(controller, rename(out));
-            return;
-          }
-        }
-      } catch (e) {
-        // The runtime broke off mid-answer (it crashed or was killed): end the client's stream with an
-        // error event in the stream's own dialect and close it cleanly; erroring it would reset the
-        // connection and the client would not learn why.
-        send(controller, brokenOffEvent(anthropic, e));
-        controller.close();
-        end("error");
-      }
-    },
-    cancel(reason) {
-      opts.abort();
-      reader.cancel(reason).catch(() => {});
-      end("cancelled");
-    },
+  const meter = new SseMeter(opts);
+  return pipeTranslator(upstream, meter, {
+    onFirst: opts.onFirst,
+    onEnd: (outcome) => opts.onEnd(meter.usage, outcome),
+    abort: opts.abort,
+    tee: opts.tee,
+    failure: (reason) => `the model runtime broke off mid-answer (${reason})`,
   });
 }

@@ -7,6 +7,8 @@
 import type { JsonObject } from "./anthropic";
 import type { Usage } from "./meter";
 import { countsOf, doneReasonOf, metricsOf, ollamaErrorOf, ollamaToolCalls, reasoningOf } from "./ollama-translate";
+import { SseDecoder, type SseEvent } from "./sse";
+import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 
 const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 const line = (o: unknown) => `${JSON.stringify(o)}\n`;
@@ -21,9 +23,8 @@ type ToolParts = { index: number; id?: string; name: string; args: string };
  * line once the runtime finished them; the `done` line follows the runtime's `[DONE]`.
  * @example const t = new ChatStreamToOllama("chat", "m", {arrived, waited}); send(t.push(bytes)); send(t.end());
  */
-export class ChatStreamToOllama {
-  #decoder = new TextDecoder();
-  #buf = "";
+export class ChatStreamToOllama implements StreamTranslator {
+  #sse = new SseDecoder();
   #out = "";
   #done = false;
   #finish: unknown = null;
@@ -49,24 +50,25 @@ export class ChatStreamToOllama {
     return this.#done;
   }
 
-  /** Feeds upstream bytes (any split); returns the NDJSON for every complete SSE line in them. */
+  /** Feeds upstream bytes (any split); returns the NDJSON for every complete SSE event in them. */
   push(chunk: Uint8Array | string): string {
-    this.#buf += typeof chunk === "string" ? chunk : this.#decoder.decode(chunk, { stream: true });
-    const lines = this.#buf.split("\n");
-    this.#buf = lines.pop() ?? "";
-    for (const l of lines) this.#sse(l.replace(/\r$/, ""));
+    for (const ev of this.#sse.push(chunk)) this.#event(ev);
     return this.#take();
   }
 
   /** Upstream closed: the `done` line when the runtime finished (even without `[DONE]`), else an error line. */
   end(): string {
-    this.#buf += this.#decoder.decode();
-    if (this.#buf) this.#sse(this.#buf.replace(/\r$/, ""));
-    this.#buf = "";
+    for (const ev of this.#sse.end()) this.#event(ev);
     if (!this.#done) {
       if (this.#finish !== null) this.#finishAll();
       else this.#error("the model runtime's stream ended before it was complete");
     }
+    return this.#take();
+  }
+
+  /** Upstream broke mid-stream: Ollama's error line (nothing when the `done` line was already written). */
+  fail(message: string): string {
+    if (!this.#done) this.#error(message);
     return this.#take();
   }
 
@@ -76,17 +78,13 @@ export class ChatStreamToOllama {
     return out;
   }
 
-  /** One SSE line: only `data:` payloads matter (OpenAI streams send nothing else that counts). */
-  #sse(l: string): void {
-    if (this.#done || !l.startsWith("data:")) return;
-    const data = l.slice(5).trim();
+  /** One SSE event: only `data:` payloads matter (OpenAI streams send nothing else that counts). */
+  #event(ev: SseEvent): void {
+    if (this.#done || ev.empty) return;
+    const data = ev.data.trim();
     if (data === "[DONE]") return this.#finishAll();
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(data);
-    } catch {
-      return this.#error(`the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
-    }
+    const chunk = ev.json();
+    if (chunk === undefined) return this.#error(`the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
     if (isObj(chunk)) this.#chunk(chunk);
   }
 
@@ -163,20 +161,17 @@ export class ChatStreamToOllama {
   }
 }
 
-/** A TransformStream that runs a runtime's SSE bytes through `ChatStreamToOllama`. */
-export function sseToNdjson(t: ChatStreamToOllama): TransformStream<Uint8Array, Uint8Array> {
-  const enc = new TextEncoder();
-  return new TransformStream<Uint8Array, Uint8Array>({
-    transform(chunk, controller) {
-      const out = t.push(chunk);
-      if (out) controller.enqueue(enc.encode(out));
-    },
-    flush(controller) {
-      const out = t.end();
-      if (out) controller.enqueue(enc.encode(out));
-    },
-  });
+/**
+ * A runtime's SSE body as Ollama NDJSON, through the one stream pipe: a runtime that breaks off
+ * mid-answer ends it with Ollama's error line.
+ * @example sseToNdjson(upstream.body, new ChatStreamToOllama("chat", "m", timing))
+ */
+export function sseToNdjson(upstream: ReadableStream<Uint8Array>, t: ChatStreamToOllama): ReadableStream<Uint8Array> {
+  return pipeTranslator(upstream, t, { failure: brokeOff });
 }
+
+/** The message of a runtime that broke off mid-answer. */
+const brokeOff = (reason: string) => `the model runtime broke off mid-answer (${reason})`;
 
 /** Options of `meteredNdjson`. */
 export interface NdjsonMeterOptions {
@@ -216,7 +211,7 @@ export function meteredNdjson(upstream: ReadableStream<Uint8Array>, opts: Ndjson
         if (r.done) controller.close();
         else controller.enqueue(r.value);
       } catch (e) {
-        controller.enqueue(enc.encode(line({ error: `the model runtime broke off mid-answer (${e instanceof Error ? e.message : String(e)})` })));
+        controller.enqueue(enc.encode(line({ error: brokeOff(e instanceof Error ? e.message : String(e)) })));
         controller.close();
       }
     },

@@ -108,7 +108,7 @@ async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json:
   const timing = { arrived: callOf(request).arrivedAt, waited: got.waitedMs };
   const type = got.upstream.headers.get("content-type") ?? "";
   if (stream && got.upstream.body && (type.includes("text/event-stream") || type.includes("ndjson"))) {
-    const body = passthrough ? got.upstream.body : got.upstream.body.pipeThrough(sseToNdjson(new ChatStreamToOllama(name as "chat" | "generate", asked, timing)));
+    const body = passthrough ? got.upstream.body : sseToNdjson(got.upstream.body, new ChatStreamToOllama(name as "chat" | "generate", asked, timing));
     return ndjsonAnswer(got, acct, body, passthrough ? asked : undefined);
   }
   return jsonAnswer(got, acct, (answer) => {

@@ -6,43 +6,8 @@
  */
 import { endOf, isObj, newId, openAiErrorOf, outputText, responseUsageOf, type JsonObject, type OutputItem, type ResponseObject } from "./responses-translate";
 import type { Usage } from "./meter";
+import { SseDecoder, type SseEvent } from "./sse";
 import type { StreamTranslator } from "./stream-pipe";
-
-const EVENT_END = /\r?\n\r?\n/;
-
-/** Whole SSE events out of a byte stream, each with its terminating blank line, as they complete. */
-class SseEvents {
-  #decoder = new TextDecoder();
-  #buf = "";
-
-  /** Feeds bytes (any split); returns the events they complete. */
-  push(chunk: Uint8Array): string[] {
-    this.#buf += this.#decoder.decode(chunk, { stream: true });
-    const out: string[] = [];
-    for (let m = EVENT_END.exec(this.#buf); m; m = EVENT_END.exec(this.#buf)) {
-      out.push(this.#buf.slice(0, m.index + m[0].length));
-      this.#buf = this.#buf.slice(m.index + m[0].length);
-    }
-    return out;
-  }
-
-  /** The stream ended: the events still waiting, an unterminated last one included. */
-  end(): string[] {
-    const out = this.push(new TextEncoder().encode(this.#decoder.decode()));
-    if (this.#buf.trim()) out.push(`${this.#buf}\n\n`);
-    this.#buf = "";
-    return out;
-  }
-}
-
-/** The `data:` payload of one SSE event (its data lines joined; empty for comments). */
-export function dataOf(event: string): string {
-  return event
-    .split(/\r\n|\r|\n/)
-    .filter((l) => l.startsWith("data:"))
-    .map((l) => (l.startsWith("data: ") ? l.slice(6) : l.slice(5)))
-    .join("\n");
-}
 
 /** Chat usage → the meter's counts. */
 const countsOf = (u: unknown): Usage => {
@@ -65,7 +30,7 @@ type ToolState = { item?: CallItem; index: number; callId: string; name: string;
  * @example const t = new ChatStreamToResponses(responseShell(req, "m")); send(t.push(bytes)); send(t.end());
  */
 export class ChatStreamToResponses implements StreamTranslator {
-  #events = new SseEvents();
+  #sse = new SseDecoder();
   #out = "";
   #seq = 0;
   #started = false;
@@ -91,13 +56,13 @@ export class ChatStreamToResponses implements StreamTranslator {
 
   /** Feeds upstream bytes (any split); returns the Responses SSE for every complete chunk in them. */
   push(chunk: Uint8Array): string {
-    for (const ev of this.#events.push(chunk)) this.#event(ev);
+    for (const ev of this.#sse.push(chunk)) this.#event(ev);
     return this.#take();
   }
 
   /** Upstream closed: finishes the response, or an error event when the runtime stopped before finishing. */
   end(): string {
-    for (const ev of this.#events.end()) this.#event(ev);
+    for (const ev of this.#sse.end()) this.#event(ev);
     if (!this.#done && this.#finish !== null) this.#complete();
     if (!this.#done) this.#error("the model runtime's stream ended before it was complete");
     return this.#take();
@@ -116,16 +81,13 @@ export class ChatStreamToResponses implements StreamTranslator {
   }
 
   /** One chat SSE event: `[DONE]` finishes, anything else must be a JSON chunk. */
-  #event(ev: string): void {
-    const data = dataOf(ev).trim();
-    if (!data || this.#done) return;
+  #event(ev: SseEvent): void {
+    if (this.#done || ev.empty) return;
+    const data = ev.data.trim();
+    if (!data) return;
     if (data === "[DONE]") return this.#complete();
-    let chunk: unknown;
-    try {
-      chunk = JSON.parse(data);
-    } catch {
-      return this.#error(`the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
-    }
+    const chunk = ev.json();
+    if (chunk === undefined) return this.#error(`the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
     if (isObj(chunk)) this.#chunk(chunk);
   }
 
@@ -257,7 +219,7 @@ export class ChatStreamToResponses implements StreamTranslator {
  * workload's model name; the usage of the final one is counted.
  */
 export class ResponsesRelay implements StreamTranslator {
-  #events = new SseEvents();
+  #sse = new SseDecoder();
   #done = false;
   #seq = -1;
   usage: Usage = { inputTokens: 0, outputTokens: 0 };
@@ -272,13 +234,13 @@ export class ResponsesRelay implements StreamTranslator {
 
   /** Feeds upstream bytes; returns the events they complete. */
   push(chunk: Uint8Array): string {
-    return this.#events.push(chunk).map((e) => this.#event(e)).join("");
+    return this.#sse.push(chunk).map((ev) => this.#event(ev)).join("");
   }
 
-  /** Upstream closed: the last events. */
+  /** Upstream closed: the last events (a last one without its blank line gets one). */
   end(): string {
     this.#done = true;
-    return this.#events.end().map((e) => this.#event(e)).join("");
+    return this.#sse.end().map((ev) => this.#event(ev)).join("");
   }
 
   /** Upstream broke mid-stream: an `error` event. */
@@ -287,16 +249,13 @@ export class ResponsesRelay implements StreamTranslator {
     return `event: error\ndata: ${JSON.stringify({ type: "error", code: "upstream_error", message, param: null, sequence_number: this.#seq + 1 })}\n\n`;
   }
 
-  #event(raw: string): string {
+  /** One event: its sequence number noted; a `response` object renamed and its usage counted. */
+  #event(ev: SseEvent): string {
+    const raw = ev.complete ? ev.text : ev.text.trim() ? `${ev.text}\n\n` : "";
     const seq = /"sequence_number":\s*(\d+)/.exec(raw);
     if (seq) this.#seq = Math.max(this.#seq, Number(seq[1]));
     if (!raw.includes('"response"')) return raw;
-    let data: unknown;
-    try {
-      data = JSON.parse(dataOf(raw));
-    } catch {
-      return raw;
-    }
+    const data = ev.json();
     if (!isObj(data) || !isObj(data.response)) return raw;
     data.response.model = this.model;
     if (isObj(data.response.usage)) {

@@ -84,7 +84,6 @@ export const UPWARD: Upward[] = [
   { from: "src/config.ts", to: "src/webhooks/schedule.ts", why: "the retry schedule's check, a pure module, until settings' checks are registered by their features" },
   { from: "src/config.ts", to: "src/limits/defaults.ts", why: "the default key limits' check: as above" },
   { from: "src/tracing/tracing.ts", to: "src/usage/meter.ts", why: "the Finished type of usage/meter.ts, rewritten with the request object" },
-  { from: "src/usage/meter.ts", to: "src/dataplane/meter.ts", why: "the Usage type of dataplane/meter.ts, rewritten with the one decoded stream" },
   ...["src/workers/fleet.ts", "src/agents/hub.ts"].map((from) => ({
     from,
     to: "src/dataplane/multipart-model.ts",

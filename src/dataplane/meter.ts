@@ -1,11 +1,9 @@
 import { bytesOf, SseDecoder, type SseEvent } from "./sse";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
+import type { Usage } from "../usage/meter";
 
-/** Token counts found in a response, in either OpenAI or Anthropic naming. */
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-}
+/** Token counts (the usage module's type, which the data plane's readers fill). */
+export type { Usage };
 
 /**
  * Reads token usage from a parsed response body: OpenAI's `usage.prompt_tokens/completion_tokens`,

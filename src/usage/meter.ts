@@ -5,10 +5,15 @@
  * and the workload's usage, the daily usage, the limits, the Prometheus histograms and the
  * dashboard's series.
  */
-import type { Usage } from "../dataplane/meter";
 import { Histogram, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
 import type { Timeline } from "../tracing/timeline";
 import { LoopLag } from "./lag";
+
+/** Token counts found in a response, in either OpenAI or Anthropic naming. */
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
 
 /** A request or job as it ended. Times in milliseconds from its acceptance. */
 export interface Finished {

@@ -45,7 +45,8 @@ export interface AgentOptions {
 }
 
 /** An IPv4 or IPv6 address or a host name: what `--cluster-address` may be. */
-const CLUSTER_ADDRESS = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$/;
+const CLUSTER_ADDRESS =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*\.?|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*)$/;
 
 /** A free TCP port on `host` (loopback by default), found by binding port 0. */
 export function freePort(host = "127.0.0.1"): Promise<number> {
@@ -85,19 +86,26 @@ export class Agent {
 
   constructor(private opts: AgentOptions) {
     if (opts.clusterAddress !== undefined && !CLUSTER_ADDRESS.test(opts.clusterAddress)) {
-      throw new Error(`--cluster-address "${opts.clusterAddress}" is not an IP address or host name (no port, no scheme)`);
+      throw new Error(
+        `--cluster-address "${opts.clusterAddress}" is not an IP address or host name (no port, no scheme)`,
+      );
     }
     this.env = opts.env ?? process.env;
     this.runtimeBase = runtimeEnv(this.env, opts.runtimeEnv);
     this.pullModel = opts.pullModel ?? directPuller(opts.dataDir, this.env);
     this.spawn = trackedSpawn(opts.dataDir);
-    this.llamaGpu = new LlamaGpuBuilds({ dataDir: opts.dataDir, registry: npmRegistry(this.env), gpus: () => this.gpus });
+    this.llamaGpu = new LlamaGpuBuilds({
+      dataDir: opts.dataDir,
+      registry: npmRegistry(this.env),
+      gpus: () => this.gpus,
+    });
   }
 
   /** Registers, starts telemetry and runs the first reconcile. */
   async start(): Promise<void> {
     const reaped = await reapStale(this.opts.dataDir);
-    if (reaped.length) process.stderr.write(`inferd: stopped ${reaped.length} runtime process group(s) left over from a previous run\n`);
+    if (reaped.length)
+      process.stderr.write(`inferd: stopped ${reaped.length} runtime process group(s) left over from a previous run\n`);
     this.workerId = await this.opts.host.register(await this.machine());
     this.probes = new SerialRunner(() => this.sendTelemetry(), { every: this.opts.telemetryMs ?? 5000 });
     this.probes.start();
@@ -171,12 +179,23 @@ export class Agent {
 
   /** Starts a shared daemon (e.g. `ollama serve`) unless one already answers; waits until it does. */
   private async ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>): Promise<void> {
-    const up = () => fetch(d.healthUrl, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok, () => false);
+    const up = () =>
+      fetch(d.healthUrl, { signal: AbortSignal.timeout(2000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
     if (await up()) return;
     let sup = this.daemons.get(d.key);
     if (!sup || sup.state === "failed" || sup.state === "stopped") {
       const env = { ...this.runtimeBase, ...d.env };
-      sup = new Supervisor({ spawn: this.spawn, ...this.opts.supervisor, argv: d.argv, env, healthUrls: [d.healthUrl], ring: this.opts.host.ringFor(`daemon:${d.key}`) });
+      sup = new Supervisor({
+        spawn: this.spawn,
+        ...this.opts.supervisor,
+        argv: d.argv,
+        env,
+        healthUrls: [d.healthUrl],
+        ring: this.opts.host.ringFor(`daemon:${d.key}`),
+      });
       this.daemons.set(d.key, sup);
       sup.start();
     }

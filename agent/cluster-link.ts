@@ -94,7 +94,11 @@ export class ClusterLink implements HostLink {
   }
 
   async heartbeat(workerId: string, machine: MachineInfo): Promise<void> {
-    await Promise.all([this.primary, ...[...this.peers.values()].map((p) => p.link)].map((l) => l.heartbeat(workerId, machine).catch(() => {})));
+    await Promise.all(
+      [this.primary, ...[...this.peers.values()].map((p) => p.link)].map((l) =>
+        l.heartbeat(workerId, machine).catch(() => {}),
+      ),
+    );
   }
 
   /** What to run: from the primary host, else from any peer that answers (they read the same store). */

@@ -54,7 +54,9 @@ export function splitCommand(command: string): string[] {
  * @example joinCommand(["vllm", "serve", "my model"]) // → `vllm serve 'my model'`
  */
 export function joinCommand(words: string[]): string {
-  return words.map((w) => (w !== "" && /^[A-Za-z0-9_\-.,:/=@%+]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`)).join(" ");
+  return words
+    .map((w) => (w !== "" && /^[A-Za-z0-9_\-.,:/=@%+]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`))
+    .join(" ");
 }
 
 /**

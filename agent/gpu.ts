@@ -15,7 +15,13 @@ export const PROBE_TIMEOUT_MS = 10_000;
 export function timedExec(timeoutMs: number): Exec {
   return async (argv) => {
     try {
-      const p = Bun.spawn(argv, { stdout: "pipe", stderr: "ignore", stdin: "ignore", timeout: timeoutMs, killSignal: "SIGKILL" });
+      const p = Bun.spawn(argv, {
+        stdout: "pipe",
+        stderr: "ignore",
+        stdin: "ignore",
+        timeout: timeoutMs,
+        killSignal: "SIGKILL",
+      });
       const out = new Response(p.stdout).text();
       // A killed command may leave a child holding its stdout open: its exit decides, not the pipe.
       if ((await p.exited) !== 0 || p.signalCode !== null) {
@@ -94,7 +100,16 @@ export function parseRocmSmi(out: string): GpuInfo[] {
 export async function probeGpus(exec: Exec = realExec): Promise<GpuInfo[]> {
   const nv = await exec(["nvidia-smi", `--query-gpu=${NVIDIA_FIELDS}`, "--format=csv,noheader,nounits"]);
   if (nv !== null) return parseNvidiaSmi(nv);
-  const amd = await exec(["rocm-smi", "--showid", "--showproductname", "--showmeminfo", "vram", "--showuse", "--showtemp", "--json"]);
+  const amd = await exec([
+    "rocm-smi",
+    "--showid",
+    "--showproductname",
+    "--showmeminfo",
+    "vram",
+    "--showuse",
+    "--showtemp",
+    "--json",
+  ]);
   return amd !== null ? parseRocmSmi(amd) : [];
 }
 

@@ -16,8 +16,15 @@ export const ADDRESS_FLAGS = ["--port", "--host", "--uds", "--reuse-port"];
  * part of the default forbidden flags, so the operator may allow them.
  */
 export const CONNECT_FLAGS = [
-  "--rpc", "--otlp-traces-endpoint", "--oltp-traces-endpoint", "--tool-server", "--kv-transfer-config", "--kv-events-config",
-  "--data-parallel-address", "--master-addr", "--dist-init-addr",
+  "--rpc",
+  "--otlp-traces-endpoint",
+  "--oltp-traces-endpoint",
+  "--tool-server",
+  "--kv-transfer-config",
+  "--kv-events-config",
+  "--data-parallel-address",
+  "--master-addr",
+  "--dist-init-addr",
 ];
 
 /**
@@ -26,27 +33,68 @@ export const CONNECT_FLAGS = [
  */
 export type FileFlagKind = "file" | "file-or-hub" | "file-or-inline";
 
-const each = (kind: FileFlagKind, names: string[]) => Object.fromEntries(names.map((n) => [n, kind])) as Record<string, FileFlagKind>;
+const each = (kind: FileFlagKind, names: string[]) =>
+  Object.fromEntries(names.map((n) => [n, kind])) as Record<string, FileFlagKind>;
 
 const SSL = ["--ssl-keyfile", "--ssl-certfile", "--ssl-ca-certs"];
 
 /** Per family, the flags whose value is a file or directory (values of `=` forms and JSON are checked apart). */
 export const FILE_FLAGS: Record<PolicyFamily, Record<string, FileFlagKind>> = {
   vllm: {
-    ...each("file-or-hub", ["--model", "--tokenizer", "--hf-config-path", "--speculative-model", "--qlora-adapter-name-or-path", "--generation-config"]),
+    ...each("file-or-hub", [
+      "--model",
+      "--tokenizer",
+      "--hf-config-path",
+      "--speculative-model",
+      "--qlora-adapter-name-or-path",
+      "--generation-config",
+    ]),
     ...each("file", ["--download-dir", ...SSL]),
     ...each("file-or-inline", ["--chat-template"]),
   },
   sglang: {
     ...each("file-or-hub", ["--model-path", "--model", "--tokenizer-path", "--speculative-draft-model-path"]),
-    ...each("file", ["--download-dir", ...SSL, "--file-storage-path", "--decrypted-config-file", "--decrypted-draft-config-file"]),
+    ...each("file", [
+      "--download-dir",
+      ...SSL,
+      "--file-storage-path",
+      "--decrypted-config-file",
+      "--decrypted-draft-config-file",
+    ]),
     ...each("file-or-inline", ["--chat-template", "--completion-template"]),
   },
   llamacpp: each("file", [
-    "-m", "--model", "-mm", "--mmproj", "--lora", "--lora-scaled", "-md", "--model-draft", "-mv", "--model-vocoder",
-    "--chat-template-file", "--ssl-key-file", "--ssl-cert-file", "--grammar-file", "-jf", "--json-schema-file",
-    "--control-vector", "--control-vector-scaled", "--api-key-file", "--system-prompt-file", "-f", "--file", "-bf", "--binary-file",
-    "-lcs", "--lookup-cache-static", "-lcd", "--lookup-cache-dynamic", "--prompt-cache", "--slot-save-path", "--log-file",
+    "-m",
+    "--model",
+    "-mm",
+    "--mmproj",
+    "--lora",
+    "--lora-scaled",
+    "-md",
+    "--model-draft",
+    "-mv",
+    "--model-vocoder",
+    "--chat-template-file",
+    "--ssl-key-file",
+    "--ssl-cert-file",
+    "--grammar-file",
+    "-jf",
+    "--json-schema-file",
+    "--control-vector",
+    "--control-vector-scaled",
+    "--api-key-file",
+    "--system-prompt-file",
+    "-f",
+    "--file",
+    "-bf",
+    "--binary-file",
+    "-lcs",
+    "--lookup-cache-static",
+    "-lcd",
+    "--lookup-cache-dynamic",
+    "--prompt-cache",
+    "--slot-save-path",
+    "--log-file",
   ]),
 };
 

@@ -7,7 +7,14 @@
  */
 import { isAbsolute, normalize, relative } from "node:path";
 import { splitCommand } from "./command";
-import { ADDRESS_FLAGS, CONNECT_FLAGS, FILE_FLAGS, MODEL_URL_FLAGS, type FileFlagKind, type PolicyFamily } from "./launch-flags";
+import {
+  ADDRESS_FLAGS,
+  CONNECT_FLAGS,
+  FILE_FLAGS,
+  MODEL_URL_FLAGS,
+  type FileFlagKind,
+  type PolicyFamily,
+} from "./launch-flags";
 import { AddressRefused, checkUrl } from "./net/address";
 
 export { POLICY_FAMILIES, type PolicyFamily } from "./launch-flags";
@@ -54,9 +61,21 @@ export const DEFAULT_PROGRAMS: Record<PolicyFamily, string[]> = {
  * of its own (RPC servers, trace exporters, tool servers: see `CONNECT_FLAGS`).
  */
 export const DEFAULT_FORBIDDEN_FLAGS = [
-  "--trust-remote-code", "--chat-template:path", "--config", "--tool-parser-plugin", "--reasoning-parser-plugin",
-  "--middleware", "--logits-processors", "--logits-processor-pattern", "--worker-cls", "--worker-extension-cls",
-  "--allowed-local-media-path", "--enable-custom-logit-processor", "--path", "--slot-save-path", "--log-file",
+  "--trust-remote-code",
+  "--chat-template:path",
+  "--config",
+  "--tool-parser-plugin",
+  "--reasoning-parser-plugin",
+  "--middleware",
+  "--logits-processors",
+  "--logits-processor-pattern",
+  "--worker-cls",
+  "--worker-extension-cls",
+  "--allowed-local-media-path",
+  "--enable-custom-logit-processor",
+  "--path",
+  "--slot-save-path",
+  "--log-file",
   ...CONNECT_FLAGS,
 ];
 
@@ -79,7 +98,8 @@ export function familyOf(backend: string): PolicyFamily | null {
 }
 
 /** A policy setting as messages name it: its flag and environment variable. */
-export const settingText = (key: keyof typeof POLICY_SETTINGS) => `${POLICY_SETTINGS[key].flag} (${POLICY_SETTINGS[key].env})`;
+export const settingText = (key: keyof typeof POLICY_SETTINGS) =>
+  `${POLICY_SETTINGS[key].flag} (${POLICY_SETTINGS[key].env})`;
 
 /**
  * Refuses a tenant's workload spanning machines (`nodes > 1`) unless the operator allows it: its
@@ -87,7 +107,12 @@ export const settingText = (key: keyof typeof POLICY_SETTINGS) => `${POLICY_SETT
  */
 export function checkNodes(policy: LaunchPolicy, nodes: number): PolicyViolation | null {
   if (nodes <= 1 || policy.tenant_multinode) return null;
-  return { word: "nodes", field: "nodes", setting: settingText("tenant_multinode"), message: `nodes: ${nodes} machines for one workload is reserved to the operator; the operator allows tenants to with ${settingText("tenant_multinode")}` };
+  return {
+    word: "nodes",
+    field: "nodes",
+    setting: settingText("tenant_multinode"),
+    message: `nodes: ${nodes} machines for one workload is reserved to the operator; the operator allows tenants to with ${settingText("tenant_multinode")}`,
+  };
 }
 
 /** How file-ish a word is: an absolute path, a relative path spelled as one (`./`, `../`, `~`), or neither. */
@@ -129,7 +154,10 @@ function matchFlag(name: string, flags: string[], abbrev = true): string | null 
 /** The forbidden rule a flag falls under (`--flag:path` rules forbid only a file value). */
 function forbiddenRule(name: string, rules: string[]): { flag: string; pathOnly: boolean } | null {
   const parsed = rules.map((r) => ({ flag: r.split(":")[0], pathOnly: r.split(":")[1] === "path" }));
-  const flag = matchFlag(name, parsed.map((r) => r.flag));
+  const flag = matchFlag(
+    name,
+    parsed.map((r) => r.flag),
+  );
   return parsed.find((r) => r.flag === flag) ?? null;
 }
 
@@ -156,19 +184,34 @@ export interface CheckOptions {
  * path in its command, and any package install. Returns the first violation, or null.
  * @example checkLaunch(policy, "vllm", { command: "bash -c x" }) // → { word: "bash", setting: "--policy-vllm-programs …", … }
  */
-export function checkLaunch(policy: LaunchPolicy, backend: string, config: Record<string, unknown>, opts: CheckOptions = {}): PolicyViolation | null {
+export function checkLaunch(
+  policy: LaunchPolicy,
+  backend: string,
+  config: Record<string, unknown>,
+  opts: CheckOptions = {},
+): PolicyViolation | null {
   const family = familyOf(backend);
   if (!family) return null;
   for (const field of ["vllm_version", "sglang_version"]) {
     if (config[field] !== undefined && !policy.tenant_installs) {
-      return { word: field, field: `config.${field}`, setting: settingText("tenant_installs"), message: `config.${field}: installing packages is reserved to the operator; the operator allows tenants to with ${settingText("tenant_installs")}` };
+      return {
+        word: field,
+        field: `config.${field}`,
+        setting: settingText("tenant_installs"),
+        message: `config.${field}: installing packages is reserved to the operator; the operator allows tenants to with ${settingText("tenant_installs")}`,
+      };
     }
   }
   const words = splitCommand(String(config.command ?? ""));
   const matched = matchProgram(words, policy.programs[family]);
   if ("word" in matched) {
     const allowed = policy.programs[family].map((p) => `"${p}"`).join(", ") || "none";
-    return { word: matched.word, field: "config.command", setting: settingText(family), message: `config.command: "${matched.word}" is not allowed: a ${backend} command must start with one of ${allowed}; the operator allows more with ${settingText(family)}` };
+    return {
+      word: matched.word,
+      field: "config.command",
+      setting: settingText(family),
+      message: `config.command: "${matched.word}" is not allowed: a ${backend} command must start with one of ${allowed}; the operator allows more with ${settingText(family)}`,
+    };
   }
   return checkArgs(policy, family, matched.rest, opts);
 }
@@ -181,10 +224,20 @@ interface ArgContext {
   opts: CheckOptions;
 }
 
-const flagMsg = (word: string, why: string): PolicyViolation => ({ word, field: "config.command", setting: settingText("forbidden_flags"), message: `config.command: "${word}" is not allowed (${why}); the operator can allow it by leaving it out of ${settingText("forbidden_flags")}` });
+const flagMsg = (word: string, why: string): PolicyViolation => ({
+  word,
+  field: "config.command",
+  setting: settingText("forbidden_flags"),
+  message: `config.command: "${word}" is not allowed (${why}); the operator can allow it by leaving it out of ${settingText("forbidden_flags")}`,
+});
 
 function pathMsg(c: ArgContext, word: string, why: string): PolicyViolation {
-  return { word, field: "config.command", setting: settingText("model_paths"), message: `config.command: "${word}" ${why}; tenants may read models only under ${c.dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}` };
+  return {
+    word,
+    field: "config.command",
+    setting: settingText("model_paths"),
+    message: `config.command: "${word}" ${why}; tenants may read models only under ${c.dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}`,
+  };
 }
 
 /**
@@ -192,7 +245,12 @@ function pathMsg(c: ArgContext, word: string, why: string): PolicyViolation {
  * values (always paths), model URLs (the address rules), and any path in a bare word, a `name=path`
  * value or a JSON value.
  */
-function checkArgs(policy: LaunchPolicy, family: PolicyFamily, args: string[], opts: CheckOptions): PolicyViolation | null {
+function checkArgs(
+  policy: LaunchPolicy,
+  family: PolicyFamily,
+  args: string[],
+  opts: CheckOptions,
+): PolicyViolation | null {
   const c: ArgContext = { policy, family, dirs: policy.model_paths.map((d) => normalize(d)), opts };
   const remoteCode = policy.forbidden_flags.includes("--trust-remote-code");
   for (let i = 0; i < args.length; i++) {
@@ -231,12 +289,22 @@ function fileKind(c: ArgContext, name: string): FileFlagKind | undefined {
 function checkFlag(c: ArgContext, word: string, name: string, value: string | undefined): PolicyViolation | null {
   const address = matchFlag(name, ADDRESS_FLAGS);
   if (address) {
-    return { word, field: "config.command", setting: "the admin token", message: `config.command: "${word}" is not allowed: inferd chooses where a runtime listens (${address}); only the operator's own workloads may set it` };
+    return {
+      word,
+      field: "config.command",
+      setting: "the admin token",
+      message: `config.command: "${word}" is not allowed: inferd chooses where a runtime listens (${address}); only the operator's own workloads may set it`,
+    };
   }
   const kind = fileKind(c, name);
   const rule = forbiddenRule(name, c.policy.forbidden_flags);
-  const fileValue = value !== undefined && (kind === "file-or-inline" ? !isInline(value) : pathKind(value) !== null || /\.(jinja2?|j2)$/.test(value) || kind === "file");
-  if (rule && (!rule.pathOnly || fileValue)) return flagMsg(word, rule.pathOnly ? `${rule.flag} from a file` : `${rule.flag} is reserved to the operator`);
+  const fileValue =
+    value !== undefined &&
+    (kind === "file-or-inline"
+      ? !isInline(value)
+      : pathKind(value) !== null || /\.(jinja2?|j2)$/.test(value) || kind === "file");
+  if (rule && (!rule.pathOnly || fileValue))
+    return flagMsg(word, rule.pathOnly ? `${rule.flag} from a file` : `${rule.flag} is reserved to the operator`);
   if (value === undefined) return null;
   if (kind) return checkFileValue(c, kind, value);
   if (c.family === "llamacpp" && matchFlag(name, MODEL_URL_FLAGS)) return checkModelUrl(c, value);
@@ -254,7 +322,11 @@ function checkFileValue(c: ArgContext, kind: FileFlagKind, value: string): Polic
   if (kind === "file-or-hub" && shape === null) return null;
   if (shape === "absolute") return checkPath(c, value);
   if (value.startsWith("~")) return pathMsg(c, value, "is in a home directory (~)");
-  return pathMsg(c, value, "is a relative path (relative paths resolve against the runtime's own empty working directory: give an absolute one)");
+  return pathMsg(
+    c,
+    value,
+    "is a relative path (relative paths resolve against the runtime's own empty working directory: give an absolute one)",
+  );
 }
 
 /** A tenant's model URL: https only and a public address, unless the operator allows private ones. */
@@ -265,7 +337,12 @@ function checkModelUrl(c: ArgContext, value: string): PolicyViolation | null {
     return null;
   } catch (e) {
     if (!(e instanceof AddressRefused)) throw e;
-    return { word: value, field: "config.command", setting: settingText("private_model_urls"), message: `config.command: "${value}" is not allowed: ${e.message}; tenants' model URLs must be public https addresses unless the operator allows private ones with ${settingText("private_model_urls")}` };
+    return {
+      word: value,
+      field: "config.command",
+      setting: settingText("private_model_urls"),
+      message: `config.command: "${value}" is not allowed: ${e.message}; tenants' model URLs must be public https addresses unless the operator allows private ones with ${settingText("private_model_urls")}`,
+    };
   }
 }
 
@@ -312,9 +389,20 @@ function checkPath(c: ArgContext, word: string): PolicyViolation | null {
  * resolves them), or null when it is: the one path rule for tenants' commands and model pulls.
  * @example outsideModelDirs("/models/../etc/passwd", ["/models"]) // → "is outside the model directories"
  */
-export function outsideModelDirs(path: string, dirs: string[], realpath?: (path: string) => string | null): string | null {
+export function outsideModelDirs(
+  path: string,
+  dirs: string[],
+  realpath?: (path: string) => string | null,
+): string | null {
   if (!insideDirs(path, dirs)) return "is outside the model directories";
   const real = realpath?.(path);
-  if (real && !insideDirs(real, dirs.map((d) => realpath?.(d) ?? d))) return `leads outside the model directories (to ${real})`;
+  if (
+    real &&
+    !insideDirs(
+      real,
+      dirs.map((d) => realpath?.(d) ?? d),
+    )
+  )
+    return `leads outside the model directories (to ${real})`;
   return null;
 }

@@ -34,7 +34,10 @@ function llamaRefs(words: string[]): ModelRef[] {
   if (hf) {
     const file = flagAt(words, ["-hff", "--hf-file"]);
     const base = llamaHfArg(hf.value);
-    const source: ModelSource = file && base.kind !== "url" && base.kind !== "local" ? { kind: "hf-file", repo: base.repo, revision: base.revision, file: file.value } : base;
+    const source: ModelSource =
+      file && base.kind !== "url" && base.kind !== "local"
+        ? { kind: "hf-file", repo: base.repo, revision: base.revision, file: file.value }
+        : base;
     return [{ source, rewrite: "llama-m", words: [...hf.words, ...(file?.words ?? [])] }];
   }
   const m = flagAt(words, ["-m", "--model"]);
@@ -51,7 +54,8 @@ function hubRefs(backend: string, words: string[]): ModelRef[] {
   else {
     named = flagAt(words, ["--model"]);
     const serve = words.indexOf("serve");
-    if (!named && serve >= 0 && words[serve + 1] && !words[serve + 1].startsWith("-")) named = { value: words[serve + 1], words: [serve + 1] };
+    if (!named && serve >= 0 && words[serve + 1] && !words[serve + 1].startsWith("-"))
+      named = { value: words[serve + 1], words: [serve + 1] };
   }
   if (!named) return [];
   const value = named.value.startsWith("hf:") ? named.value.slice(3) : named.value;

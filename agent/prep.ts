@@ -16,8 +16,13 @@ const write = (out: PrepOutput, text: string | Uint8Array) => {
 
 /** Pulls a model through the Ollama API, writing each progress line to the log. */
 async function ollamaPull(baseUrl: string, model: string, out: PrepOutput, signal: AbortSignal): Promise<void> {
-  const r = await fetch(`${baseUrl}/api/pull`, { method: "POST", body: JSON.stringify({ model, stream: true }), signal });
-  if (!r.ok || !r.body) throw new Error(`ollama pull ${model} failed: HTTP ${r.status} ${await r.text().catch(() => "")}`);
+  const r = await fetch(`${baseUrl}/api/pull`, {
+    method: "POST",
+    body: JSON.stringify({ model, stream: true }),
+    signal,
+  });
+  if (!r.ok || !r.body)
+    throw new Error(`ollama pull ${model} failed: HTTP ${r.status} ${await r.text().catch(() => "")}`);
   let buf = "";
   const dec = new TextDecoder();
   for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>) {
@@ -39,7 +44,13 @@ async function ollamaPull(baseUrl: string, model: string, out: PrepOutput, signa
  * Runs the steps before a runtime starts (version installs, model pulls) one after another, each
  * under a PTY with its output in the replica's log. Throws with the step's title and exit code.
  */
-export async function runPrep(steps: PrepStep[], env: Record<string, string>, out: PrepOutput, signal: AbortSignal, spawn: SpawnFn = ptySpawn): Promise<void> {
+export async function runPrep(
+  steps: PrepStep[],
+  env: Record<string, string>,
+  out: PrepOutput,
+  signal: AbortSignal,
+  spawn: SpawnFn = ptySpawn,
+): Promise<void> {
   for (const step of steps) {
     if (signal.aborted) throw new Error("stopped");
     if (step.done?.()) continue;
@@ -62,7 +73,9 @@ export async function runPrep(steps: PrepStep[], env: Record<string, string>, ou
       signal.removeEventListener("abort", onAbort);
       if (exit.code !== 0) {
         const tail = out.ring.lastLines(10);
-        throw new Error(`${step.title} failed (${exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`})\n${tail}`);
+        throw new Error(
+          `${step.title} failed (${exit.signal ? `killed by ${exit.signal}` : `exit code ${exit.code}`})\n${tail}`,
+        );
       }
     }
     step.after?.();

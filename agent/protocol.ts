@@ -64,7 +64,15 @@ export const MachineInfoSchema = z.object({
 export type MachineInfo = z.infer<typeof MachineInfoSchema>;
 
 /** States of one replica (an assignment's runtime on a worker). */
-export const REPLICA_STATES = ["pending", "downloading", "installing", "starting", "ready", "failed", "stopped"] as const;
+export const REPLICA_STATES = [
+  "pending",
+  "downloading",
+  "installing",
+  "starting",
+  "ready",
+  "failed",
+  "stopped",
+] as const;
 export type ReplicaState = (typeof REPLICA_STATES)[number];
 
 /** The workload fields an agent needs to launch a runtime. */
@@ -146,7 +154,12 @@ export const ReplicaReportSchema = z.object({
   /** The compute backend that really runs, once ready, when the runtime says (built-in llama.cpp: "CUDA", "CPU (GPU build unavailable: …)"). */
   backend: text().optional(),
   /** Requests the runtime serves at once (its own batch capacity), once ready. */
-  slots: z.number().int().positive().max(1 << 16).optional(),
+  slots: z
+    .number()
+    .int()
+    .positive()
+    .max(1 << 16)
+    .optional(),
   /** A group member: the port of its group listener on its cluster address (the host adds the address). */
   group_port: z.number().int().min(1).max(65535).optional(),
   /** A group member: the group generation this report is about (older ones are stale). */
@@ -155,14 +168,24 @@ export const ReplicaReportSchema = z.object({
 export type ReplicaReport = z.infer<typeof ReplicaReportSchema>;
 
 /** An agent's first message: its one-time join token, its version and its machine. */
-export const JoinSchema = z.strictObject({ token: z.string().min(1).max(AGENT_LIMITS.text), version: name().min(1), machine: MachineInfoSchema });
+export const JoinSchema = z.strictObject({
+  token: z.string().min(1).max(AGENT_LIMITS.text),
+  version: name().min(1),
+  machine: MachineInfoSchema,
+});
 
 /** A heartbeat: the agent's version, its machine's telemetry and every replica's state. */
-export const HeartbeatSchema = z.strictObject({ version: name(), machine: MachineInfoSchema, replicas: z.array(ReplicaReportSchema).max(AGENT_LIMITS.replicas) });
+export const HeartbeatSchema = z.strictObject({
+  version: name(),
+  machine: MachineInfoSchema,
+  replicas: z.array(ReplicaReportSchema).max(AGENT_LIMITS.replicas),
+});
 
 /** Runtime output going up: base64 chunks per replica. */
 export const LogsSchema = z.strictObject({
-  chunks: z.array(z.strictObject({ assignment_id: name(), data_b64: z.string().max(AGENT_LIMITS.messageBytes) })).max(AGENT_LIMITS.logChunks),
+  chunks: z
+    .array(z.strictObject({ assignment_id: name(), data_b64: z.string().max(AGENT_LIMITS.messageBytes) }))
+    .max(AGENT_LIMITS.logChunks),
 });
 
 /**

@@ -45,7 +45,10 @@ export class WorkPuller {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       try {
-        const r = await this.link.call(`/agent/v1/work?wait=25000&session=${agentSession()}`, { timeoutMs: 40_000, signal: this.abort.signal });
+        const r = await this.link.call(`/agent/v1/work?wait=25000&session=${agentSession()}`, {
+          timeoutMs: 40_000,
+          signal: this.abort.signal,
+        });
         const { items } = (await r.json()) as { items: WorkMessage[] };
         for (const item of items) {
           const p = this.run(item).finally(() => this.running.delete(p));
@@ -58,10 +61,20 @@ export class WorkPuller {
   }
 
   /** Streams an answer to the host; `failure` marks one the agent made itself because the runtime gave none. */
-  private async respond(id: string, status: number, contentType: string, body: BodyInit | null, failure?: AgentFailure): Promise<number> {
+  private async respond(
+    id: string,
+    status: number,
+    contentType: string,
+    body: BodyInit | null,
+    failure?: AgentFailure,
+  ): Promise<number> {
     const r = await this.link.call(`/agent/v1/work/${id}/response`, {
       method: "POST",
-      headers: { "x-inferd-status": String(status), "x-inferd-content-type": contentType, ...(failure ? { "x-inferd-failure": failure } : {}) },
+      headers: {
+        "x-inferd-status": String(status),
+        "x-inferd-content-type": contentType,
+        ...(failure ? { "x-inferd-failure": failure } : {}),
+      },
       body,
       timeoutMs: 24 * 3600_000,
     });
@@ -73,7 +86,13 @@ export class WorkPuller {
     const upstream = new AbortController();
     this.abort.signal.addEventListener("abort", () => upstream.abort(), { once: true });
     if (!replica?.base_url || replica.state !== "ready") {
-      await this.respond(item.id, 503, "application/json", JSON.stringify({ error: { code: "replica_not_ready", message: "the replica is not ready on this worker" } }), "replica_not_ready").catch(() => {});
+      await this.respond(
+        item.id,
+        503,
+        "application/json",
+        JSON.stringify({ error: { code: "replica_not_ready", message: "the replica is not ready on this worker" } }),
+        "replica_not_ready",
+      ).catch(() => {});
       return;
     }
     let res: Response;
@@ -85,12 +104,19 @@ export class WorkPuller {
         signal: upstream.signal,
       });
     } catch (e) {
-      const msg = JSON.stringify({ error: { code: "upstream_unavailable", message: `the model runtime did not answer: ${(e as Error).message}` } });
+      const msg = JSON.stringify({
+        error: { code: "upstream_unavailable", message: `the model runtime did not answer: ${(e as Error).message}` },
+      });
       await this.respond(item.id, 502, "application/json", msg, "upstream_unavailable").catch(() => {});
       return;
     }
     try {
-      const outcome = await this.respond(item.id, res.status, res.headers.get("content-type") ?? "application/octet-stream", res.body);
+      const outcome = await this.respond(
+        item.id,
+        res.status,
+        res.headers.get("content-type") ?? "application/octet-stream",
+        res.body,
+      );
       if (outcome !== 200) upstream.abort();
     } catch {
       upstream.abort();

@@ -28,5 +28,8 @@ export const withoutOutput = (reason: string): string => splitReason(reason)[0];
  * @example publicReason("cannot read /home/op/.inferd/models/x.gguf\n--- last output ---\n…") // → "cannot read …/x.gguf"
  */
 export function publicReason(reason: string): string {
-  return withoutOutput(reason).replace(/(?<![\w:/.])\/[^\s"'`,;()]+/g, (path) => `…/${path.replace(/\/+$/, "").split("/").pop() ?? ""}`);
+  return withoutOutput(reason).replace(
+    /(?<![\w:/.])\/[^\s"'`,;()]+/g,
+    (path) => `…/${path.replace(/\/+$/, "").split("/").pop() ?? ""}`,
+  );
 }

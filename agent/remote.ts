@@ -49,14 +49,25 @@ export function loadAgentState(dataDir: string): AgentState | undefined {
 /** Reads the host's certificate over TLS without trusting it yet (it is checked against the pin next). */
 export function peerCertificate(url: URL): Promise<{ pem: string; fingerprint: string; serverName: string }> {
   return new Promise((resolve, reject) => {
-    const sock = connect({ host: url.hostname.replace(/^\[|\]$/g, ""), port: Number(url.port || 443), rejectUnauthorized: false, servername: "inferd.host" }, () => {
-      const raw = sock.getPeerCertificate(true)?.raw as Buffer | undefined;
-      sock.end();
-      if (!raw) return reject(new Error("the host presented no certificate"));
-      const pem = `-----BEGIN CERTIFICATE-----\n${raw.toString("base64").match(/.{1,64}/g)!.join("\n")}\n-----END CERTIFICATE-----\n`;
-      const dns = /DNS:([^,\s]+)/.exec(new X509Certificate(pem).subjectAltName ?? "")?.[1] ?? "inferd.host";
-      resolve({ pem, fingerprint: createHash("sha256").update(raw).digest("hex"), serverName: dns });
-    });
+    const sock = connect(
+      {
+        host: url.hostname.replace(/^\[|\]$/g, ""),
+        port: Number(url.port || 443),
+        rejectUnauthorized: false,
+        servername: "inferd.host",
+      },
+      () => {
+        const raw = sock.getPeerCertificate(true)?.raw as Buffer | undefined;
+        sock.end();
+        if (!raw) return reject(new Error("the host presented no certificate"));
+        const pem = `-----BEGIN CERTIFICATE-----\n${raw
+          .toString("base64")
+          .match(/.{1,64}/g)!
+          .join("\n")}\n-----END CERTIFICATE-----\n`;
+        const dns = /DNS:([^,\s]+)/.exec(new X509Certificate(pem).subjectAltName ?? "")?.[1] ?? "inferd.host";
+        resolve({ pem, fingerprint: createHash("sha256").update(raw).digest("hex"), serverName: dns });
+      },
+    );
     sock.setTimeout(10_000, () => sock.destroy(new Error("timed out reaching the host")));
     sock.once("error", reject);
   });
@@ -66,25 +77,48 @@ export function peerCertificate(url: URL): Promise<{ pem: string; fingerprint: s
  * The state of a link to another host of the cluster: the same worker and credential, that host's
  * certificate fetched and checked against the fingerprint the cluster gave (over an already pinned link).
  */
-export async function peerState(base: Pick<AgentState, "worker_id" | "credential">, peer: PeerHost): Promise<AgentState> {
+export async function peerState(
+  base: Pick<AgentState, "worker_id" | "credential">,
+  peer: PeerHost,
+): Promise<AgentState> {
   const url = new URL(peer.agent_url);
   const cert = await peerCertificate(url);
-  if (cert.fingerprint !== peer.fingerprint) throw new Error(`host ${peer.id} at ${url.origin} presented certificate sha256 ${cert.fingerprint}, not the cluster's ${peer.fingerprint}: not taking work from it`);
-  return { host_url: url.origin, worker_id: base.worker_id, credential: base.credential, host_cert_pem: cert.pem, server_name: cert.serverName, host_id: peer.id };
+  if (cert.fingerprint !== peer.fingerprint)
+    throw new Error(
+      `host ${peer.id} at ${url.origin} presented certificate sha256 ${cert.fingerprint}, not the cluster's ${peer.fingerprint}: not taking work from it`,
+    );
+  return {
+    host_url: url.origin,
+    worker_id: base.worker_id,
+    credential: base.credential,
+    host_cert_pem: cert.pem,
+    server_name: cert.serverName,
+    host_id: peer.id,
+  };
 }
 
 /**
  * Joins a host with a join token: refuses a host whose certificate does not match the token's pin,
  * registers with the host (which checks versions), and saves the credential (mode 0600).
  */
-export async function joinHost(hostUrl: string, token: string, dataDir: string, version: string, machine: MachineInfo): Promise<AgentState> {
+export async function joinHost(
+  hostUrl: string,
+  token: string,
+  dataDir: string,
+  version: string,
+  machine: MachineInfo,
+): Promise<AgentState> {
   const pin = token.split(".")[2];
-  if (!pin || !/^[0-9a-f]{64}$/.test(pin)) throw new AgentFatal("this is not a join token (get one from the host's dashboard: Workers → Add worker)");
+  if (!pin || !/^[0-9a-f]{64}$/.test(pin))
+    throw new AgentFatal("this is not a join token (get one from the host's dashboard: Workers → Add worker)");
   const url = new URL(hostUrl);
-  if (url.protocol !== "https:") throw new AgentFatal("join the host's HTTPS address (https://host:port, as the join command shows)");
+  if (url.protocol !== "https:")
+    throw new AgentFatal("join the host's HTTPS address (https://host:port, as the join command shows)");
   const peer = await peerCertificate(url);
   if (peer.fingerprint !== pin) {
-    throw new AgentFatal(`the host's certificate (sha256 ${peer.fingerprint}) does not match the join token (sha256 ${pin}): refusing to join — check the address, or get a new join command`);
+    throw new AgentFatal(
+      `the host's certificate (sha256 ${peer.fingerprint}) does not match the join token (sha256 ${pin}): refusing to join — check the address, or get a new join command`,
+    );
   }
   const r = await fetch(new URL("/agent/v1/join", url), {
     method: "POST",
@@ -92,9 +126,24 @@ export async function joinHost(hostUrl: string, token: string, dataDir: string, 
     body: JSON.stringify({ token, version, machine }),
     tls: { ca: peer.pem, serverName: peer.serverName },
   } as RequestInit);
-  const body = (await r.json().catch(() => ({}))) as { worker_id?: string; credential?: string; host_id?: string; hosts?: PeerHost[]; error?: { message?: string } };
-  if (!r.ok) throw new AgentFatal(`the host refused to let this agent join: ${body.error?.message ?? `HTTP ${r.status}`}`);
-  const state: AgentState = { host_url: url.origin, worker_id: body.worker_id!, credential: body.credential!, host_cert_pem: peer.pem, server_name: peer.serverName, host_id: body.host_id, peers: (body.hosts ?? []).filter((h) => h.id !== body.host_id) };
+  const body = (await r.json().catch(() => ({}))) as {
+    worker_id?: string;
+    credential?: string;
+    host_id?: string;
+    hosts?: PeerHost[];
+    error?: { message?: string };
+  };
+  if (!r.ok)
+    throw new AgentFatal(`the host refused to let this agent join: ${body.error?.message ?? `HTTP ${r.status}`}`);
+  const state: AgentState = {
+    host_url: url.origin,
+    worker_id: body.worker_id!,
+    credential: body.credential!,
+    host_cert_pem: peer.pem,
+    server_name: peer.serverName,
+    host_id: body.host_id,
+    peers: (body.hosts ?? []).filter((h) => h.id !== body.host_id),
+  };
   saveAgentState(dataDir, state);
   return state;
 }
@@ -127,12 +176,18 @@ export class RemoteHostLink implements HostLink {
   async call(path: string, init: RequestInit & { timeoutMs?: number } = {}): Promise<Response> {
     const r = await fetch(this.state.host_url + path, {
       ...init,
-      headers: { authorization: `Bearer ${this.state.credential}`, ...(init.body && typeof init.body === "string" ? { "content-type": "application/json" } : {}), ...(init.headers as Record<string, string>) },
+      headers: {
+        authorization: `Bearer ${this.state.credential}`,
+        ...(init.body && typeof init.body === "string" ? { "content-type": "application/json" } : {}),
+        ...(init.headers as Record<string, string>),
+      },
       tls: { ca: this.state.host_cert_pem, serverName: this.state.server_name },
       signal: init.signal ?? AbortSignal.timeout(init.timeoutMs ?? 15_000),
     } as RequestInit);
     if (r.status === 401) {
-      const fatal = new AgentFatal("this worker was deleted from the host (its credential no longer works): stopping its runtimes");
+      const fatal = new AgentFatal(
+        "this worker was deleted from the host (its credential no longer works): stopping its runtimes",
+      );
       this.onFatal(fatal);
       throw fatal;
     }
@@ -146,7 +201,10 @@ export class RemoteHostLink implements HostLink {
 
   async heartbeat(_workerId: string, machine: MachineInfo): Promise<void> {
     try {
-      const r = await this.call("/agent/v1/heartbeat", { method: "POST", body: JSON.stringify({ version: this.version, machine, replicas: [...this.reports.values()] }) });
+      const r = await this.call("/agent/v1/heartbeat", {
+        method: "POST",
+        body: JSON.stringify({ version: this.version, machine, replicas: [...this.reports.values()] }),
+      });
       const body = (await r.json().catch(() => ({}))) as { host_id?: string; hosts?: PeerHost[] };
       if (r.ok && body.hosts) this.onHosts(body.host_id, body.hosts);
     } catch {

@@ -29,7 +29,12 @@ export interface PulledEntry {
  * `workload` is the one it is pulled for (the host's store counts it against its project); with
  * `guard` (a tenant's workload), a URL source and every redirect hop must pass the address rules.
  */
-export type ModelPuller = (source: ModelSource, onProgress: (p: TransferProgress) => void, signal: AbortSignal, opts?: PullFor) => Promise<PulledEntry>;
+export type ModelPuller = (
+  source: ModelSource,
+  onProgress: (p: TransferProgress) => void,
+  signal: AbortSignal,
+  opts?: PullFor,
+) => Promise<PulledEntry>;
 
 /** For whom a replica's model is pulled, and under which address rules. */
 export interface PullFor {
@@ -49,16 +54,33 @@ export interface ResolvedModels {
 }
 
 /** The common shape of pull progress for replica reports. */
-export const toTransfer = (p: PullProgress): TransferProgress => ({ bytes_done: p.bytes_done, bytes_total: p.bytes_total, percent: p.percent, rate_bps: p.rate_bps, eta_s: p.eta_s, file: p.file });
+export const toTransfer = (p: PullProgress): TransferProgress => ({
+  bytes_done: p.bytes_done,
+  bytes_total: p.bytes_total,
+  percent: p.percent,
+  rate_bps: p.rate_bps,
+  eta_s: p.eta_s,
+  file: p.file,
+});
 
 /** A puller that fetches into `<dataDir>/models` on this machine (remote agents, and the CLI). */
-export function directPuller(dataDir: string, env: Record<string, string | undefined>, limiter = new DownloadLimiter(4)): ModelPuller {
+export function directPuller(
+  dataDir: string,
+  env: Record<string, string | undefined>,
+  limiter = new DownloadLimiter(4),
+): ModelPuller {
   const hub = new HubClient({ endpoint: env.HF_ENDPOINT || undefined, token: env.HF_TOKEN || undefined });
   const modelsDir = join(dataDir, "models");
   return async (source, onProgress, signal, opts = {}) => {
     const via = hubFor(hub, source, opts.guard);
     const plan = await via.plan(source);
-    const pulled = await pullModel(plan, { modelsDir, hub: via, limiter, signal, onProgress: (p) => onProgress(toTransfer(p)) });
+    const pulled = await pullModel(plan, {
+      modelsDir,
+      hub: via,
+      limiter,
+      signal,
+      onProgress: (p) => onProgress(toTransfer(p)),
+    });
     return { entry: pulled.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(modelsDir) } : {}) };
   };
 }

@@ -49,12 +49,22 @@ function realpathOrNull(path: string): string | null {
 }
 
 /** The model name a ready runtime serves, from its /v1/models (falling back to the workload's), and the backend it names there. */
-async function servedModel(baseUrl: string, fallback: string, apiKey?: string): Promise<{ id: string; backend?: string }> {
+async function servedModel(
+  baseUrl: string,
+  fallback: string,
+  apiKey?: string,
+): Promise<{ id: string; backend?: string }> {
   try {
-    const r = await fetch(`${baseUrl}/v1/models`, { signal: AbortSignal.timeout(5000), headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {} });
+    const r = await fetch(`${baseUrl}/v1/models`, {
+      signal: AbortSignal.timeout(5000),
+      headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+    });
     const body = (await r.json()) as { data?: { id?: string; meta?: { backend?: unknown } }[] };
     const backend = body.data?.[0]?.meta?.backend;
-    return { id: body.data?.[0]?.id ?? fallback, ...(typeof backend === "string" ? { backend: backend.slice(0, 4096) } : {}) };
+    return {
+      id: body.data?.[0]?.id ?? fallback,
+      ...(typeof backend === "string" ? { backend: backend.slice(0, 4096) } : {}),
+    };
   } catch {
     return { id: fallback };
   }
@@ -79,7 +89,9 @@ export class Replica {
     readonly ring: LogRing,
     private host: ReplicaHost,
   ) {
-    this.logFile = new LogFile(join(host.dataDir, "logs", spec.workload.project_slug, spec.workload.slug, `${spec.assignment_id}.log`));
+    this.logFile = new LogFile(
+      join(host.dataDir, "logs", spec.workload.project_slug, spec.workload.slug, `${spec.assignment_id}.log`),
+    );
     this.workDir = join(host.dataDir, "run", spec.assignment_id);
   }
 
@@ -105,7 +117,12 @@ export class Replica {
     if (this.stopped && state !== "stopped") return;
     this.state = state;
     this.reason = reason;
-    const r: ReplicaReport = { assignment_id: this.spec.assignment_id, state, ...(reason ? { reason } : {}), ...(progress ? { progress } : {}) };
+    const r: ReplicaReport = {
+      assignment_id: this.spec.assignment_id,
+      state,
+      ...(reason ? { reason } : {}),
+      ...(progress ? { progress } : {}),
+    };
     if (this.spec.group) {
       r.group_generation = this.spec.group.generation;
       if (this.groupPort && !this.stopped) r.group_port = this.groupPort;
@@ -118,7 +135,9 @@ export class Replica {
       const fallback = this.spec.workload.model_name;
       r.base_url = this.plan.baseUrl;
       if (this.plan.apiKey) r.api_key = this.plan.apiKey;
-      const served = this.plan.argv ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey) : { id: fallback };
+      const served = this.plan.argv
+        ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey)
+        : { id: fallback };
       r.served_model = served.id;
       if (served.backend) r.backend = served.backend;
       if (this.stopped || this.state !== "ready") return;
@@ -135,7 +154,14 @@ export class Replica {
   private slotsHint(): number | undefined {
     if (this.hint !== undefined) return this.hint || undefined;
     try {
-      const dry = LAUNCHERS[this.spec.workload.backend]?.({ spec: this.spec, freePort: 1, dataDir: this.host.dataDir, env: this.host.env, which: this.host.which, builtinLlama: () => ({ argv: ["llama-runner"], env: {} }) });
+      const dry = LAUNCHERS[this.spec.workload.backend]?.({
+        spec: this.spec,
+        freePort: 1,
+        dataDir: this.host.dataDir,
+        env: this.host.env,
+        which: this.host.which,
+        builtinLlama: () => ({ argv: ["llama-runner"], env: {} }),
+      });
       this.hint = dry?.slots ?? 0;
     } catch {
       this.hint = 0;
@@ -167,7 +193,10 @@ export class Replica {
   async start(): Promise<void> {
     this.abort = new AbortController();
     const { policy, workload } = this.spec;
-    const refused = policy && (checkNodes(policy, this.spec.group?.nodes ?? 1) ?? checkLaunch(policy, workload.backend, workload.config, { realpath: realpathOrNull }));
+    const refused =
+      policy &&
+      (checkNodes(policy, this.spec.group?.nodes ?? 1) ??
+        checkLaunch(policy, workload.backend, workload.config, { realpath: realpathOrNull }));
     if (refused) return this.fail(`refused by the launch policy: ${refused.message}`);
     const signal = this.abort.signal;
     let models;
@@ -190,22 +219,36 @@ export class Replica {
       return this.fail(`cannot launch: ${(e as Error).message}`);
     }
     const plan = this.plan;
-    const env = { ...(Object.fromEntries(Object.entries(this.host.env).filter(([, v]) => v !== undefined)) as Record<string, string>), ...plan.env, ...models.env };
+    const env = {
+      ...(Object.fromEntries(Object.entries(this.host.env).filter(([, v]) => v !== undefined)) as Record<
+        string,
+        string
+      >),
+      ...plan.env,
+      ...models.env,
+    };
     if (plan.builtin) {
-      this.ring.push("\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n");
-      const gpu = await this.host.llamaGpu?.prepare(this.spec.gpu_indices, plan.env, {
-        onDownloading: (what) => void this.emit("downloading", `downloading ${what}`),
-        onProgress: (p) => this.progress(p),
-        note: (line, warning) => this.note(line, warning ? "1;33" : "1"),
-        signal,
-      }).catch(() => undefined);
+      this.ring.push(
+        "\x1b[1m[inferd] llama-server is not installed: serving with the built-in llama.cpp runtime\x1b[0m\r\n",
+      );
+      const gpu = await this.host.llamaGpu
+        ?.prepare(this.spec.gpu_indices, plan.env, {
+          onDownloading: (what) => void this.emit("downloading", `downloading ${what}`),
+          onProgress: (p) => this.progress(p),
+          note: (line, warning) => this.note(line, warning ? "1;33" : "1"),
+          signal,
+        })
+        .catch(() => undefined);
       if (signal.aborted) return;
       Object.assign(env, gpu);
     }
     if (!plan.argv) return this.startExternal(plan, env);
     this.freshWorkDir();
     // A member may wait on its group for long: the agent's reconcile must not wait with it.
-    if (this.spec.group) return void this.startMember(plan, env).catch((e) => (signal.aborted ? undefined : this.fail((e as Error).message)));
+    if (this.spec.group)
+      return void this.startMember(plan, env).catch((e) =>
+        signal.aborted ? undefined : this.fail((e as Error).message),
+      );
     this.supervise(plan as LaunchPlan & { argv: string[] }, env);
   }
 
@@ -222,9 +265,16 @@ export class Replica {
       ownsListener: port === undefined ? undefined : (pid) => listenerOwnedBy(port, pid),
       ring: this.ring,
       logFile: this.logFile,
-      beforeStart: plan.prep.length ? (signal) => runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal, this.host.supervisor?.spawn) : undefined,
+      beforeStart: plan.prep.length
+        ? (signal) =>
+            runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal, this.host.supervisor?.spawn)
+        : undefined,
       onState: (s, reason) => {
-        if (reason && (s === "failed" || s === "restarting")) this.note(`[inferd] ${s === "failed" ? "failed: " : ""}${withoutOutput(reason)}`, s === "failed" ? "1;31" : "1;33");
+        if (reason && (s === "failed" || s === "restarting"))
+          this.note(
+            `[inferd] ${s === "failed" ? "failed: " : ""}${withoutOutput(reason)}`,
+            s === "failed" ? "1;31" : "1;33",
+          );
         void this.emit(toReplicaState(s), reason);
       },
     });
@@ -262,7 +312,12 @@ export class Replica {
   }
 
   /** Starts the Ray head (the leader of a Ray group) and waits until its port answers. */
-  private async startHead(address: string, port: number, env: Record<string, string>, signal: AbortSignal): Promise<void> {
+  private async startHead(
+    address: string,
+    port: number,
+    env: Record<string, string>,
+    signal: AbortSignal,
+  ): Promise<void> {
     const head = rayHead(address, port, this.spec.gpus, env);
     this.note(`[inferd] starting the Ray head: ${head.argv.join(" ")}`);
     const up = new Promise<void>((resolve, reject) => {
@@ -330,7 +385,9 @@ export class Replica {
       const deadline = Date.now() + 60_000;
       for (;;) {
         if (signal.aborted) return;
-        const ok = await Promise.any(plan.healthUrls.map((u) => fetch(u, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok))).catch(() => false);
+        const ok = await Promise.any(
+          plan.healthUrls.map((u) => fetch(u, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok)),
+        ).catch(() => false);
         if (ok) break;
         if (Date.now() > deadline) throw new Error(`the runtime at ${plan.baseUrl} did not answer within 60 s`);
         await Bun.sleep(250);

@@ -168,7 +168,8 @@ export function renderLines(text: string): string[] {
       if (!m) continue;
       i += m[0].length - 1;
       const param = Number.parseInt(m[1] ?? "", 10) || 0;
-      if (m[2] === "K") line = param === 0 ? line.slice(0, col) : param === 1 ? [...Array(col).fill(" "), ...line.slice(col)] : [];
+      if (m[2] === "K")
+        line = param === 0 ? line.slice(0, col) : param === 1 ? [...Array(col).fill(" "), ...line.slice(col)] : [];
       else if (m[2] === "G") col = Math.max(0, param - 1);
       continue;
     }

@@ -25,7 +25,10 @@ export interface SerialOptions {
   onError?: (e: unknown) => void;
 }
 
-const printError = (e: unknown) => process.stderr.write(`inferd: a background pass failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+const printError = (e: unknown) =>
+  process.stderr.write(
+    `inferd: a background pass failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`,
+  );
 
 /**
  * One pass at a time of a background loop (job claims, webhook deliveries, scaling, placement, an
@@ -146,12 +149,15 @@ export class SerialRunner {
   private setTimer(at: number): void {
     this.clearTimer();
     this.timerAt = at;
-    this.timer = this.clock.setTimeout(() => {
-      this.timer = undefined;
-      if (this.asked <= this.timerAt) this.asked = Infinity;
-      this.timerAt = Infinity;
-      void this.run();
-    }, Math.max(0, at - this.clock.now()));
+    this.timer = this.clock.setTimeout(
+      () => {
+        this.timer = undefined;
+        if (this.asked <= this.timerAt) this.asked = Infinity;
+        this.timerAt = Infinity;
+        void this.run();
+      },
+      Math.max(0, at - this.clock.now()),
+    );
   }
 
   private clearTimer(): void {

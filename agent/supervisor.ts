@@ -14,7 +14,10 @@ import { reasonWithOutput } from "./reason";
 export type SupervisorState = "installing" | "starting" | "ready" | "restarting" | "failed" | "stopped";
 
 /** How a process ended: an exit code, or the signal that killed it. */
-export interface ExitInfo { code: number | null; signal: string | null }
+export interface ExitInfo {
+  code: number | null;
+  signal: string | null;
+}
 
 /**
  * A spawned process as the supervisor sees it: `exited` when the process itself ends, `outputClosed`
@@ -30,13 +33,23 @@ export interface SpawnedProcess {
 }
 
 /** What `spawn` is given. It throws (with `code` ENOENT, EACCES, …) when the process cannot start. */
-export interface SpawnRequest { argv: string[]; env: Record<string, string>; cwd?: string; onData: (chunk: Uint8Array) => void }
+export interface SpawnRequest {
+  argv: string[];
+  env: Record<string, string>;
+  cwd?: string;
+  onData: (chunk: Uint8Array) => void;
+}
 
 /** Starts a process; `ptySpawn` is the real one. */
 export type SpawnFn = (req: SpawnRequest) => SpawnedProcess;
 
 /** Restart backoff: `baseMs · 2^(n-1)` up to `maxMs`; more than `maxCrashes` crashes within `windowMs` → failed. */
-export interface RestartPolicy { baseMs: number; maxMs: number; maxCrashes: number; windowMs: number }
+export interface RestartPolicy {
+  baseMs: number;
+  maxMs: number;
+  maxCrashes: number;
+  windowMs: number;
+}
 
 /** Options of a `Supervisor`; timings default to `SUPERVISOR_DEFAULTS`, side effects to the real ones. */
 export interface SupervisorOptions {
@@ -115,7 +128,10 @@ export const ptySpawn: SpawnFn = ({ argv, env, cwd, onData }) => {
   const proc = Bun.spawn(argv, { env: { TERM: "xterm-256color", ...env }, cwd, terminal });
   return {
     pid: proc.pid,
-    exited: proc.exited.then(() => ({ code: proc.exitCode, signal: proc.signalCode === null ? null : String(proc.signalCode) })),
+    exited: proc.exited.then(() => ({
+      code: proc.exitCode,
+      signal: proc.signalCode === null ? null : String(proc.signalCode),
+    })),
     outputClosed,
     kill(signal) {
       try {
@@ -209,13 +225,21 @@ export class Supervisor {
   }
 
   /** The current state. */
-  get state(): SupervisorState { return this._state; }
+  get state(): SupervisorState {
+    return this._state;
+  }
   /** Why the state was entered (failures, restarts), if there is a reason. */
-  get reason(): string | undefined { return this._reason; }
+  get reason(): string | undefined {
+    return this._reason;
+  }
   /** Automatic restarts after crashes since the last `start()`/`restartNow()`. */
-  get restarts(): number { return this._restarts; }
+  get restarts(): number {
+    return this._restarts;
+  }
   /** The pid (and process group id) of the running process, if one runs. */
-  get pid(): number | undefined { return this.run?.proc.pid; }
+  get pid(): number | undefined {
+    return this.run?.proc.pid;
+  }
 
   /** Starts from `stopped` or `failed` (crash count reset); does nothing while already running. */
   start(): void {
@@ -277,7 +301,8 @@ export class Supervisor {
       try {
         await job;
       } catch (e) {
-        if (gen === this.gen) this.setState("failed", `preparing the runtime failed: ${e instanceof Error ? e.message : String(e)}`);
+        if (gen === this.gen)
+          this.setState("failed", `preparing the runtime failed: ${e instanceof Error ? e.message : String(e)}`);
         return;
       } finally {
         if (this.install?.job === job) this.install = undefined;
@@ -314,7 +339,15 @@ export class Supervisor {
       return this.setState("failed", spawnErrorMessage(e, argv));
     }
     const t = this.now();
-    const r: Run = { proc, spawnedAt: t, lastOutputAt: t, outputFrom, probes: new AbortController(), exited: false, ending: false };
+    const r: Run = {
+      proc,
+      spawnedAt: t,
+      lastOutputAt: t,
+      outputFrom,
+      probes: new AbortController(),
+      exited: false,
+      ending: false,
+    };
     this.run = run = r;
     void proc.exited.then((info) => this.onExit(gen, r, info));
     if (this.o.healthUrls.length === 0) this.setState("ready");
@@ -326,15 +359,20 @@ export class Supervisor {
     if (!this.live(gen, run)) return;
     const t = this.now();
     const secs = (ms: number) => `${Math.round(ms / 100) / 10} s`;
-    if (t - run.spawnedAt >= this.o.startTimeoutMs) return this.giveUp(gen, run, `not ready within ${secs(this.o.startTimeoutMs)} (start timeout)`);
-    if (t - run.lastOutputAt >= this.o.stallTimeoutMs) return this.giveUp(gen, run, `no output for ${secs(this.o.stallTimeoutMs)} and not ready (stall timeout)`);
+    if (t - run.spawnedAt >= this.o.startTimeoutMs)
+      return this.giveUp(gen, run, `not ready within ${secs(this.o.startTimeoutMs)} (start timeout)`);
+    if (t - run.lastOutputAt >= this.o.stallTimeoutMs)
+      return this.giveUp(gen, run, `no output for ${secs(this.o.stallTimeoutMs)} and not ready (stall timeout)`);
     run.checking = true;
     run.outputSinceCheck = false;
     const healthy = await this.probe(run);
     run.checking = false;
     if (!this.live(gen, run)) return;
     if (healthy) return this.setState("ready");
-    this.timer = this.setTimer(() => void this.check(gen, run), run.outputSinceCheck ? PROBE_AFTER_OUTPUT_MS : this.o.healthIntervalMs);
+    this.timer = this.setTimer(
+      () => void this.check(gen, run),
+      run.outputSinceCheck ? PROBE_AFTER_OUTPUT_MS : this.o.healthIntervalMs,
+    );
   }
 
   /** Whether `run` is still the current, starting, unexited run of generation `gen`. */
@@ -349,7 +387,13 @@ export class Supervisor {
   private async probe(run: Run): Promise<boolean> {
     const signal = AbortSignal.any([run.probes.signal, AbortSignal.timeout(this.o.probeTimeoutMs)]);
     const ok = (res: Response) => (void res.body?.cancel().catch(() => {}), res.ok);
-    const answers = await Promise.all(this.o.healthUrls.map((url) => (url.startsWith("tcp://") ? tcpOpen(url, signal) : (this.o.fetch ?? fetch)(url, { signal }).then(ok, () => false))));
+    const answers = await Promise.all(
+      this.o.healthUrls.map((url) =>
+        url.startsWith("tcp://")
+          ? tcpOpen(url, signal)
+          : (this.o.fetch ?? fetch)(url, { signal }).then(ok, () => false),
+      ),
+    );
     if (!answers.some(Boolean)) return false;
     if (!this.o.ownsListener || (await this.o.ownsListener(run.proc.pid)) !== false) return true;
     if (!run.notedForeign) {
@@ -384,7 +428,10 @@ export class Supervisor {
     const what = `${this.o.argv[0]} ${describeExit(info)}`;
     if (this.o.restartOnCrash === false) return this.setState("failed", this.withOutput(run, what));
     if (n > maxCrashes) {
-      return this.setState("failed", this.withOutput(run, `${what}; it crashed ${n} times within ${Math.round(windowMs / 1000)} s, giving up`));
+      return this.setState(
+        "failed",
+        this.withOutput(run, `${what}; it crashed ${n} times within ${Math.round(windowMs / 1000)} s, giving up`),
+      );
     }
     const delay = Math.min(maxMs, baseMs * 2 ** (n - 1));
     this.setState("restarting", this.withOutput(run, `${what}; restarting in ${delay} ms`));

@@ -17,10 +17,17 @@ import { join } from "node:path";
 import { fmt, formatTable, summarize } from "./lib";
 
 const ROOT = join(import.meta.dir, "..");
-const USAGE = "usage: bun bench/ab.ts <ref> [--rounds N] [--bench dataplane,limits] [--full] [-- <arguments for each benchmark>]";
+const USAGE =
+  "usage: bun bench/ab.ts <ref> [--rounds N] [--bench dataplane,limits] [--full] [-- <arguments for each benchmark>]";
 
 /** The command line, checked. */
-function parseArgs(argv: string[]): { ref: string; rounds: number; benches: string[]; quick: boolean; extra: string[] } {
+function parseArgs(argv: string[]): {
+  ref: string;
+  rounds: number;
+  benches: string[];
+  quick: boolean;
+  extra: string[];
+} {
   const out = { ref: "", rounds: 2, benches: ["dataplane", "limits"], quick: true, extra: [] as string[] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -79,7 +86,8 @@ export function figuresOf(output: string): Map<string, number> {
     if (!/^-+( +-+)*$/.test(lines[i])) continue;
     const spans: [number, number][] = [];
     for (const m of lines[i].matchAll(/-+/g)) spans.push([m.index!, m.index! + m[0].length]);
-    const cut = (line: string) => spans.map(([a, b], k) => line.slice(a, k === spans.length - 1 ? undefined : b).trim());
+    const cut = (line: string) =>
+      spans.map(([a, b], k) => line.slice(a, k === spans.length - 1 ? undefined : b).trim());
     const header = cut(lines[i - 1]);
     // The table's name: the title line printTable puts above it (up to its first parenthesis), else its header.
     const title = (i >= 2 ? lines[i - 2].trim() : "").split(" (")[0];
@@ -90,7 +98,10 @@ export function figuresOf(output: string): Map<string, number> {
       // The row's name: its first cell (`c=64` when a number), and the other cells that are words.
       const first = number(cells[0]) === undefined ? cells[0] : `${header[0]}=${cells[0]}`;
       // Verdicts (PASS, MISS, met) are not part of a row's name: they may differ between the two sides.
-      const label = [first, ...cells.slice(1).filter((c) => c && !/\d/.test(c) && !/^(PASS|MISS|met|not met)$/.test(c))].join(" ");
+      const label = [
+        first,
+        ...cells.slice(1).filter((c) => c && !/\d/.test(c) && !/^(PASS|MISS|met|not met)$/.test(c)),
+      ].join(" ");
       cells.forEach((c, k) => {
         const v = k === 0 ? undefined : number(c);
         if (v !== undefined && header[k]) out.set(`${table} | ${label} | ${header[k]}`, v);
@@ -102,7 +113,11 @@ export function figuresOf(output: string): Map<string, number> {
 
 /** Runs one benchmark in `dir`; its output (it is printed too, indented, so a failure can be read). */
 async function runIn(dir: string, bench: string, quick: boolean, extra: string[]): Promise<string> {
-  const p = Bun.spawn(["bun", `bench/${bench}.ts`, ...(quick ? ["--quick"] : []), ...extra], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn(["bun", `bench/${bench}.ts`, ...(quick ? ["--quick"] : []), ...extra], {
+    cwd: dir,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   if (code !== 0) throw new Error(`bench/${bench}.ts in ${dir} exited with ${code}:\n${out}\n${err}`);
   return out;
@@ -113,7 +128,9 @@ async function main(): Promise<void> {
   const a = worktreeOf(ref);
   const head = git(["rev-parse", "--short=12", "HEAD"]);
   const dirty = git(["status", "--porcelain", "--untracked-files=no"]) ? " + uncommitted changes" : "";
-  console.log(`A = ${ref} (${a.commit.slice(0, 12)}), B = working tree (${head}${dirty}); ${rounds} rounds, ABBA order${quick ? ", --quick" : ""}`);
+  console.log(
+    `A = ${ref} (${a.commit.slice(0, 12)}), B = working tree (${head}${dirty}); ${rounds} rounds, ABBA order${quick ? ", --quick" : ""}`,
+  );
   for (const bench of benches) {
     const seen = { A: new Map<string, number[]>(), B: new Map<string, number[]>() };
     for (let r = 0; r < rounds; r++) {
@@ -124,10 +141,12 @@ async function main(): Promise<void> {
         console.log(`  bench/${bench}.ts round ${r + 1} ${side} done`);
       }
     }
-    const rows = [...seen.B.keys()].filter((k) => seen.A.has(k)).map((k) => {
-      const [ma, mb] = [summarize(seen.A.get(k)!).p50, summarize(seen.B.get(k)!).p50];
-      return [k, fmt(ma), fmt(mb), ma === 0 ? "n/a" : `${fmt(mb / ma)}x`];
-    });
+    const rows = [...seen.B.keys()]
+      .filter((k) => seen.A.has(k))
+      .map((k) => {
+        const [ma, mb] = [summarize(seen.A.get(k)!).p50, summarize(seen.B.get(k)!).p50];
+        return [k, fmt(ma), fmt(mb), ma === 0 ? "n/a" : `${fmt(mb / ma)}x`];
+      });
     console.log(`\nbench/${bench}.ts: medians over ${rounds} runs each`);
     console.log(formatTable(["figure", "A (ref)", "B (work)", "B/A"], rows));
   }

@@ -52,7 +52,9 @@ const SLOTS = 8;
 const CONCURRENCY = 32;
 const MODEL = "agents-model";
 const WORKER_TIMEOUT_MS = 5000;
-const PLAN = QUICK ? { measureMs: 3000, warmupRequests: 32, sequential: 40 } : { measureMs: 8000, warmupRequests: 64, sequential: 100 };
+const PLAN = QUICK
+  ? { measureMs: 3000, warmupRequests: 32, sequential: 40 }
+  : { measureMs: 8000, warmupRequests: 64, sequential: 100 };
 /** A request that takes longer than this counts as failed (a stall ends the run instead of hanging it). */
 const REQUEST_TIMEOUT_MS = 20_000;
 const HARD_LIMIT_MS = 4 * 60_000;
@@ -79,7 +81,17 @@ async function startAgent(host: BenchInferd, name: string, cleanup: Cleanups): P
   const env = fixtureEnv({ FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_LOAD_MS: "50", FAKE_DELAY_MS: String(DELAY_MS) });
   // Ours are dropped, but not the fixtures' INFERD_RUNTIME_ENV=FAKE_*: the runtimes need their delays.
   for (const k of Object.keys(env)) if (k.startsWith("INFERD_") && k !== "INFERD_RUNTIME_ENV") delete env[k];
-  const cmd = [process.execPath, join(REPO_ROOT, "src/main.ts"), "agent", "join", url, "--token", created.join_token, "--data-dir", dataDir];
+  const cmd = [
+    process.execPath,
+    join(REPO_ROOT, "src/main.ts"),
+    "agent",
+    "join",
+    url,
+    "--token",
+    created.join_token,
+    "--data-dir",
+    dataDir,
+  ];
   const child = spawnWithTail(cmd, { env, name: `agent ${name}` });
   cleanup.add(`agent ${name}`, async () => {
     await child.stop(15_000);
@@ -90,8 +102,12 @@ async function startAgent(host: BenchInferd, name: string, cleanup: Cleanups): P
   for (;;) {
     const workers: { id: string; state: string }[] = await host.admin("/admin/workers");
     if (workers.some((w) => w.id === created.id && w.state === "online")) break;
-    if (child.proc.exitCode !== null) throw new Error(`agent ${name} exited (${child.proc.exitCode}) before coming online\n--- its output ---\n${child.output()}`);
-    if (Date.now() > deadline) throw new Error(`agent ${name} not online within 30 s\n--- its output ---\n${child.output()}`);
+    if (child.proc.exitCode !== null)
+      throw new Error(
+        `agent ${name} exited (${child.proc.exitCode}) before coming online\n--- its output ---\n${child.output()}`,
+      );
+    if (Date.now() > deadline)
+      throw new Error(`agent ${name} not online within 30 s\n--- its output ---\n${child.output()}`);
     await Bun.sleep(50);
   }
   return { name, workerId: created.id, dataDir, pid: child.pid, output: child.output };
@@ -99,12 +115,15 @@ async function startAgent(host: BenchInferd, name: string, cleanup: Cleanups): P
 
 /** Places the workload on an agent by hand with `SLOTS` slots; returns the new assignment's id. */
 async function place(host: BenchInferd, workloadId: string, agent: BenchAgent): Promise<string> {
-  const a = await host.admin(`/admin/workloads/${workloadId}/assignments`, { body: { worker_id: agent.workerId, concurrency: SLOTS } });
+  const a = await host.admin(`/admin/workloads/${workloadId}/assignments`, {
+    body: { worker_id: agent.workerId, concurrency: SLOTS },
+  });
   return a.id;
 }
 
 /** The pid of the vLLM runtime an agent runs (from its pid files), if it runs one. */
-const runtimePid = (agent: BenchAgent) => runtimePids(agent.dataDir).find((r) => r.argv.some((a) => a.includes("vllm")))?.pid;
+const runtimePid = (agent: BenchAgent) =>
+  runtimePids(agent.dataDir).find((r) => r.argv.some((a) => a.includes("vllm")))?.pid;
 
 /** One measured configuration: the load, requests per runtime (delta of `/fake/stats`), CPU per process. */
 interface Phase {
@@ -116,7 +135,13 @@ interface Phase {
 }
 
 /** Warms up, then runs the closed loop at `CONCURRENCY` for the planned time, reading each runtime's counters around it. */
-async function measure(label: string, send: () => Promise<void>, replicas: { agent: BenchAgent; a: BenchAssignment }[], host: BenchInferd, all: BenchAgent[]): Promise<Phase> {
+async function measure(
+  label: string,
+  send: () => Promise<void>,
+  replicas: { agent: BenchAgent; a: BenchAssignment }[],
+  host: BenchInferd,
+  all: BenchAgent[],
+): Promise<Phase> {
   console.log(`  ${label}: warmup, then ${PLAN.measureMs} ms at concurrency ${CONCURRENCY}`);
   const warm = await closedLoop({ concurrency: 8, requests: PLAN.warmupRequests, fn: send });
   if (warm.errors) throw new Error(`${label} warmup: ${warm.errors} failed, first: ${warm.firstError}`);
@@ -126,7 +151,9 @@ async function measure(label: string, send: () => Promise<void>, replicas: { age
     pids[`${agent.name} runtime`] = runtimePid(agent);
   }
   const before = await Promise.all(replicas.map((r) => fakeStats(r.a.base_url!)));
-  const { result, cpuMs } = await withCpu(pids, () => closedLoop({ concurrency: CONCURRENCY, durationMs: PLAN.measureMs, maxErrors: 50, fn: send }));
+  const { result, cpuMs } = await withCpu(pids, () =>
+    closedLoop({ concurrency: CONCURRENCY, durationMs: PLAN.measureMs, maxErrors: 50, fn: send }),
+  );
   const after = await Promise.all(replicas.map((r) => fakeStats(r.a.base_url!)));
   if (result.errors) throw new Error(`${label}: ${result.errors} failed requests, first: ${result.firstError}`);
   const split = replicas.map((r, i) => ({ agent: r.agent.name, requests: after[i].total - before[i].total }));
@@ -134,11 +161,24 @@ async function measure(label: string, send: () => Promise<void>, replicas: { age
 }
 
 /** Sequential requests (concurrency 1) through the host and straight to the agent's runtime, interleaved: ms each. */
-async function sequentialLatency(viaHost: () => Promise<void>, direct: () => Promise<void>): Promise<{ host: number[]; direct: number[] }> {
-  console.log(`  latency at concurrency 1: ${PLAN.sequential} requests through the host and ${PLAN.sequential} straight to the runtime`);
+async function sequentialLatency(
+  viaHost: () => Promise<void>,
+  direct: () => Promise<void>,
+): Promise<{ host: number[]; direct: number[] }> {
+  console.log(
+    `  latency at concurrency 1: ${PLAN.sequential} requests through the host and ${PLAN.sequential} straight to the runtime`,
+  );
   const out = { host: [] as number[], direct: [] as number[] };
   for (let i = 0; i < PLAN.sequential; i++) {
-    for (const [side, fn] of i % 2 === 0 ? ([["host", viaHost], ["direct", direct]] as const) : ([["direct", direct], ["host", viaHost]] as const)) {
+    for (const [side, fn] of i % 2 === 0
+      ? ([
+          ["host", viaHost],
+          ["direct", direct],
+        ] as const)
+      : ([
+          ["direct", direct],
+          ["host", viaHost],
+        ] as const)) {
       const t = performance.now();
       await fn();
       out[side].push(performance.now() - t);
@@ -164,14 +204,25 @@ function report(phases: Phase[], agents: BenchAgent[], seq: { host: number[]; di
     ["configuration", "requests", "req/s", "ideal req/s", "of ideal", "p50 ms", "p99 ms", "errors"],
     phases.map((p) => {
       const s = summarize(p.load.latencies);
-      return [p.label, p.load.completed, fmt(p.load.rps, 1), fmt(ideal(p.agents), 0), `${fmt((100 * p.load.rps) / ideal(p.agents), 1)}%`, fmt(s.p50, 1), fmt(s.p99, 1), p.load.errors];
+      return [
+        p.label,
+        p.load.completed,
+        fmt(p.load.rps, 1),
+        fmt(ideal(p.agents), 0),
+        `${fmt((100 * p.load.rps) / ideal(p.agents), 1)}%`,
+        fmt(s.p50, 1),
+        fmt(s.p99, 1),
+        p.load.errors,
+      ];
     }),
     `Throughput of one workload (runtime delay ${DELAY_MS} ms, ${SLOTS} slots per agent, closed loop at concurrency ${CONCURRENCY})`,
   );
   const one = phases.filter((p) => p.agents === 1);
   const two = phases.find((p) => p.agents === 2)!;
   const oneRps = one.reduce((a, p) => a + p.load.rps, 0) / one.length;
-  console.log(`2 agents / 1 agent: ${fmt(two.load.rps / oneRps)}x (1 agent: ${one.map((p) => fmt(p.load.rps, 1)).join(" and ")} req/s; aim: close to 2x)`);
+  console.log(
+    `2 agents / 1 agent: ${fmt(two.load.rps / oneRps)}x (1 agent: ${one.map((p) => fmt(p.load.rps, 1)).join(" and ")} req/s; aim: close to 2x)`,
+  );
 
   printTable(
     ["configuration", ...agents.map((a) => `${a.name} runtime`), "sum", "through inferd"],
@@ -188,19 +239,29 @@ function report(phases: Phase[], agents: BenchAgent[], seq: { host: number[]; di
 
   const names = ["client", "host", ...agents.flatMap((a) => [a.name, `${a.name} runtime`])];
   const rows: Cell[][] = phases.map((p) => {
-    const per = (n: string) => (p.cpuMs[n] === undefined || Number.isNaN(p.cpuMs[n]) ? "-" : fmt((p.cpuMs[n] * 1000) / p.load.completed, 0));
+    const per = (n: string) =>
+      p.cpuMs[n] === undefined || Number.isNaN(p.cpuMs[n]) ? "-" : fmt((p.cpuMs[n] * 1000) / p.load.completed, 0);
     const total = names.reduce((a, n) => a + (Number.isNaN(p.cpuMs[n] ?? NaN) ? 0 : p.cpuMs[n]), 0);
     return [p.label, ...names.map(per), fmt((total * 1000) / p.load.completed, 0), fmt(total / p.load.elapsedMs, 2)];
   });
-  printTable(["configuration", ...names, "total", "CPUs busy"], rows, "CPU time per request (µs, user+system; 10 ms resolution per process and phase)");
+  printTable(
+    ["configuration", ...names, "total", "CPUs busy"],
+    rows,
+    "CPU time per request (µs, user+system; 10 ms resolution per process and phase)",
+  );
 }
 
 process.exit(
   await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
-    console.log(`agents benchmark${QUICK ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms, ${SLOTS} slots per agent; ${machineLoad()}`);
+    console.log(
+      `agents benchmark${QUICK ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms, ${SLOTS} slots per agent; ${machineLoad()}`,
+    );
     if (PROFILE_DIR) console.log(`the host runs under the CPU profiler (slower); its profile goes to ${PROFILE_DIR}`);
     const bunFlags = PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
-    const host = await startInferdForBench({ INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: String(WORKER_TIMEOUT_MS) }, { bunFlags });
+    const host = await startInferdForBench(
+      { INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: String(WORKER_TIMEOUT_MS) },
+      { bunFlags },
+    );
     cleanup.add("host", () => host.stop());
     const liveKey = await benchProjectKey(host, "bench");
     const one = await startAgent(host, "agent-1", cleanup);
@@ -209,7 +270,11 @@ process.exit(
     const a1 = await place(host, wl.id, one);
     const [r1] = await waitAssignments(host, wl.id, (as) => as.length === 1 && as[0].id === a1 && allReady(as));
     const endpoint = `${host.url}/endpoint/bench/${wl.slug}/v1/chat/completions`;
-    const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "one two three four five" }], max_tokens: 8 });
+    const body = JSON.stringify({
+      model: MODEL,
+      messages: [{ role: "user", content: "one two three four five" }],
+      max_tokens: 8,
+    });
     const post = async (url: string) => {
       const headers = { authorization: `Bearer ${liveKey}`, "content-type": "application/json" };
       const r = await fetch(url, { method: "POST", headers, body, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
@@ -225,7 +290,18 @@ process.exit(
     const a2 = await place(host, wl.id, two);
     const both = await waitAssignments(host, wl.id, (as) => as.length === 2 && allReady(as));
     const byId = (id: string) => both.find((a) => a.id === id)!;
-    phases.push(await measure("2 agents", send, [{ agent: one, a: byId(a1) }, { agent: two, a: byId(a2) }], host, [one, two]));
+    phases.push(
+      await measure(
+        "2 agents",
+        send,
+        [
+          { agent: one, a: byId(a1) },
+          { agent: two, a: byId(a2) },
+        ],
+        host,
+        [one, two],
+      ),
+    );
 
     await host.admin(`/admin/assignments/${a2}`, { method: "DELETE" });
     await waitAssignments(host, wl.id, (as) => as.length === 1 && allReady(as));

@@ -61,7 +61,9 @@ const HARD_LIMIT_MS = 5 * 60_000;
 const ROUTE_TIMEOUT_MS = 60_000;
 
 /** Rounds alternate the order of the modes; each mode runs `measureMs` per round. */
-const PLAN = QUICK ? { rounds: 2, measureMs: 1500, warmupRequests: 200 } : { rounds: 4, measureMs: 4000, warmupRequests: 600 };
+const PLAN = QUICK
+  ? { rounds: 2, measureMs: 1500, warmupRequests: 200 }
+  : { rounds: 4, measureMs: 4000, warmupRequests: 600 };
 
 const words = "one two three four five six seven eight nine ten eleven twelve";
 const chatBody = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: words }], max_tokens: 8 });
@@ -75,7 +77,8 @@ async function chatOnce(endpoint: string, key: string): Promise<void> {
     signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
   });
   const bytes = await r.arrayBuffer();
-  if (r.status !== 200) throw new Error(`${endpoint}: HTTP ${r.status} ${new TextDecoder().decode(bytes).slice(0, 200)}`);
+  if (r.status !== 200)
+    throw new Error(`${endpoint}: HTTP ${r.status} ${new TextDecoder().decode(bytes).slice(0, 200)}`);
 }
 
 /** Polls a chat through `endpoint` until one answers 200 (host B learning of the replica); fails after `timeoutMs` with the last error. */
@@ -86,7 +89,10 @@ async function waitRouting(endpoint: string, key: string, timeoutMs: number): Pr
       await chatOnce(endpoint, key);
       return performance.now() - t0;
     } catch (e) {
-      if (performance.now() - t0 > timeoutMs) throw new Error(`no answer through ${endpoint} within ${timeoutMs} ms: ${e instanceof Error ? e.message : String(e)}`);
+      if (performance.now() - t0 > timeoutMs)
+        throw new Error(
+          `no answer through ${endpoint} within ${timeoutMs} ms: ${e instanceof Error ? e.message : String(e)}`,
+        );
     }
     await Bun.sleep(100);
   }
@@ -103,7 +109,14 @@ interface Mode {
 type Run = LoadResult & { cpuMs: Record<string, number>; perHost: number[] };
 
 /** Runs `mode` for `durationMs` (or `requests`) at CONCURRENCY; fails on any failed request. */
-async function runMode(mode: Mode, endpoints: [string, string], key: string, pids: Record<string, number | undefined>, pgCpu: () => number, load: { durationMs?: number; requests?: number }): Promise<Run> {
+async function runMode(
+  mode: Mode,
+  endpoints: [string, string],
+  key: string,
+  pids: Record<string, number | undefined>,
+  pgCpu: () => number,
+  load: { durationMs?: number; requests?: number },
+): Promise<Run> {
   const perHost = [0, 0];
   const pgBefore = pgCpu();
   const { result, cpuMs } = await withCpu(pids, () =>
@@ -123,11 +136,14 @@ async function runMode(mode: Mode, endpoints: [string, string], key: string, pid
 }
 
 /** Requests per second over every round of a mode. */
-const pooledRps = (runs: LoadResult[]) => runs.reduce((a, r) => a + r.completed, 0) / (runs.reduce((a, r) => a + r.elapsedMs, 0) / 1000);
+const pooledRps = (runs: LoadResult[]) =>
+  runs.reduce((a, r) => a + r.completed, 0) / (runs.reduce((a, r) => a + r.elapsedMs, 0) / 1000);
 
 process.exit(
   await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
-    console.log(`cluster benchmark${QUICK ? " (quick)" : ""}: two hosts on one PostgreSQL, one runtime (delay ${DELAY_MS} ms), ${CONCURRENCY} at a time; ${machineLoad()}`);
+    console.log(
+      `cluster benchmark${QUICK ? " (quick)" : ""}: two hosts on one PostgreSQL, one runtime (delay ${DELAY_MS} ms), ${CONCURRENCY} at a time; ${machineLoad()}`,
+    );
     const pg = await startBenchPostgres({ databaseUrl: STORE.databaseUrl });
     cleanup.add("postgres", () => pg.stop());
     console.log(`store: ${pg.describe()}`);
@@ -135,7 +151,10 @@ process.exit(
     const common = { INFERD_DATABASE_URL: pg.url, INFERD_ADMIN_TOKEN: token, FAKE_DELAY_MS: String(DELAY_MS) };
     // Host A first (it migrates the new database and leads), with the cluster's one machine.
     const bunFlags = PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
-    if (PROFILE_DIR) console.log(`both hosts run under the CPU profiler (slower); their profiles go to ${PROFILE_DIR} (host A's pid first below)`);
+    if (PROFILE_DIR)
+      console.log(
+        `both hosts run under the CPU profiler (slower); their profiles go to ${PROFILE_DIR} (host A's pid first below)`,
+      );
     const a = await startInferdForBench({ ...common, INFERD_LOCAL_AGENT: "1" }, { bunFlags });
     cleanup.add("host A", () => a.stop());
     const b = await startInferdForBench({ ...common, INFERD_LOCAL_AGENT: "0" }, { bunFlags });
@@ -145,10 +164,14 @@ process.exit(
     const routedMs = await waitRouting(endpointB, wl.liveKey, ROUTE_TIMEOUT_MS);
     // The slots set through A reach A's own queue at once; set them through B too, so B's queue does
     // not hold its share back until the agent's next report of the replica.
-    await b.admin(`/admin/assignments/${wl.assignmentId}`, { method: "PATCH", body: { concurrency: SLOTS } }).catch((e) => {
-      throw e instanceof AdminError ? new Error(`setting the replica's slots through host B: ${e.message}`) : e;
-    });
-    console.log(`host A ${a.url} (pid ${a.pid}, its local agent runs the replica); host B ${b.url} (pid ${b.pid}, no local agent; routing through A's agent after ${fmt(routedMs / 1000, 1)} s); runtime ${wl.runtimeUrl}${wl.runtimePid ? ` (pid ${wl.runtimePid})` : ""}`);
+    await b
+      .admin(`/admin/assignments/${wl.assignmentId}`, { method: "PATCH", body: { concurrency: SLOTS } })
+      .catch((e) => {
+        throw e instanceof AdminError ? new Error(`setting the replica's slots through host B: ${e.message}`) : e;
+      });
+    console.log(
+      `host A ${a.url} (pid ${a.pid}, its local agent runs the replica); host B ${b.url} (pid ${b.pid}, no local agent; routing through A's agent after ${fmt(routedMs / 1000, 1)} s); runtime ${wl.runtimeUrl}${wl.runtimePid ? ` (pid ${wl.runtimePid})` : ""}`,
+    );
 
     const endpoints: [string, string] = [wl.endpoint, endpointB];
     const modes: Mode[] = [
@@ -159,13 +182,19 @@ process.exit(
     const pids = { "host A": a.pid, "host B": b.pid, runtime: wl.runtimePid };
     const pgCpu = () => pg.cpuMs();
     console.log(`  warming up: ${PLAN.warmupRequests} requests per mode`);
-    for (const mode of modes) await runMode(mode, endpoints, wl.liveKey, pids, pgCpu, { requests: PLAN.warmupRequests });
+    for (const mode of modes)
+      await runMode(mode, endpoints, wl.liveKey, pids, pgCpu, { requests: PLAN.warmupRequests });
     const servedBefore = (await fakeStats(wl.runtimeUrl)).total;
     const runs = new Map<Mode["name"], Run[]>(modes.map((m) => [m.name, []]));
     for (let round = 0; round < PLAN.rounds; round++) {
       const order = round % 2 === 0 ? modes : [...modes].reverse();
-      console.log(`  round ${round + 1} of ${PLAN.rounds}: ${order.map((m) => m.name).join(", ")} (${PLAN.measureMs} ms each)`);
-      for (const mode of order) runs.get(mode.name)!.push(await runMode(mode, endpoints, wl.liveKey, pids, pgCpu, { durationMs: PLAN.measureMs }));
+      console.log(
+        `  round ${round + 1} of ${PLAN.rounds}: ${order.map((m) => m.name).join(", ")} (${PLAN.measureMs} ms each)`,
+      );
+      for (const mode of order)
+        runs
+          .get(mode.name)!
+          .push(await runMode(mode, endpoints, wl.liveKey, pids, pgCpu, { durationMs: PLAN.measureMs }));
     }
     const served = (await fakeStats(wl.runtimeUrl)).total - servedBefore;
     const sent = [...runs.values()].flat().reduce((n, r) => n + r.completed, 0);
@@ -174,25 +203,58 @@ process.exit(
     const rows: Cell[][] = modes.map((m) => {
       const rs = runs.get(m.name)!;
       const s = summarize(rs.flatMap((r) => r.latencies));
-      const split = m.name === "two hosts" ? rs.reduce((acc, r) => [acc[0] + r.perHost[0], acc[1] + r.perHost[1]], [0, 0]).join(" / ") : "";
-      return [m.name, s.n, fmt(pooledRps(rs), 1), rs.map((r) => fmt(r.rps, 0)).join(" / "), split, fmt(s.p50), fmt(s.p99)];
+      const split =
+        m.name === "two hosts"
+          ? rs.reduce((acc, r) => [acc[0] + r.perHost[0], acc[1] + r.perHost[1]], [0, 0]).join(" / ")
+          : "";
+      return [
+        m.name,
+        s.n,
+        fmt(pooledRps(rs), 1),
+        rs.map((r) => fmt(r.rps, 0)).join(" / "),
+        split,
+        fmt(s.p50),
+        fmt(s.p99),
+      ];
     });
-    printTable(["mode", "requests", "req/s", "req/s per round", "A / B", "p50 ms", "p99 ms"], rows, `Closed loop, ${CONCURRENCY} at a time, same runtime (rounds alternate the order)`);
+    printTable(
+      ["mode", "requests", "req/s", "req/s per round", "A / B", "p50 ms", "p99 ms"],
+      rows,
+      `Closed loop, ${CONCURRENCY} at a time, same runtime (rounds alternate the order)`,
+    );
     const who = ["client", "host A", "host B", "runtime", "postgres"];
     const cpuRows: Cell[][] = modes.map((m) => {
       const rs = runs.get(m.name)!;
       const n = rs.reduce((a, r) => a + r.completed, 0);
       const per = who.map((k) => (rs.reduce((a, r) => a + r.cpuMs[k], 0) * 1000) / n);
-      return [m.name, ...per.map((x) => fmt(x, 0)), fmt(per.filter(Number.isFinite).reduce((a, x) => a + x, 0), 0)];
+      return [
+        m.name,
+        ...per.map((x) => fmt(x, 0)),
+        fmt(
+          per.filter(Number.isFinite).reduce((a, x) => a + x, 0),
+          0,
+        ),
+      ];
     });
-    printTable(["mode", ...who, "total"], cpuRows, "CPU time per request (µs, user+system, all threads; 10 ms resolution per run)");
+    printTable(
+      ["mode", ...who, "total"],
+      cpuRows,
+      "CPU time per request (µs, user+system, all threads; 10 ms resolution per run)",
+    );
 
     const one = pooledRps(runs.get("one host")!);
     const two = pooledRps(runs.get("two hosts")!);
     const bOnly = pooledRps(runs.get("host B alone")!);
     const ratio = two / one;
-    const perRound = runs.get("two hosts")!.map((r, i) => fmt(r.rps / runs.get("one host")![i].rps)).join(" / ");
-    console.log(`two hosts: ${fmt(two, 0)} req/s vs one host ${fmt(one, 0)} req/s = ${fmt(ratio)}× (aim ≥ ${AIM_RATIO}×: ${ratio >= AIM_RATIO ? "met" : "not met"}); per round ${perRound}`);
-    console.log(`  host B alone (every request through A's agent link): ${fmt(bOnly, 0)} req/s = ${fmt(bOnly / one)}× one host`);
+    const perRound = runs
+      .get("two hosts")!
+      .map((r, i) => fmt(r.rps / runs.get("one host")![i].rps))
+      .join(" / ");
+    console.log(
+      `two hosts: ${fmt(two, 0)} req/s vs one host ${fmt(one, 0)} req/s = ${fmt(ratio)}× (aim ≥ ${AIM_RATIO}×: ${ratio >= AIM_RATIO ? "met" : "not met"}); per round ${perRound}`,
+    );
+    console.log(
+      `  host B alone (every request through A's agent link): ${fmt(bOnly, 0)} req/s = ${fmt(bOnly / one)}× one host`,
+    );
   }),
 );

@@ -13,7 +13,20 @@
  * it). Both then also print one line per aim of cluster mode. Without them: the embedded SQLite store.
  * Direct and through-inferd phases alternate (ABBA) so drift on a shared machine hits both alike.
  */
-import { closedLoop, createBenchWorkload, fmt, hardLimit, printTable, startInferdForBench, summarize, withCpu, type BenchInferd, type Cell, type LoadResult, parseQuickArgs } from "./lib";
+import {
+  closedLoop,
+  createBenchWorkload,
+  fmt,
+  hardLimit,
+  printTable,
+  startInferdForBench,
+  summarize,
+  withCpu,
+  type BenchInferd,
+  type Cell,
+  type LoadResult,
+  parseQuickArgs,
+} from "./lib";
 import { startBenchPostgres, STORE_USAGE, takeStoreArgs, type BenchPostgres } from "./pg";
 
 const USAGE = `usage: bun bench/dataplane.ts [--quick] [--cpu-prof-dir DIR] ${STORE_USAGE}`;
@@ -55,21 +68,32 @@ interface Side {
 }
 
 const words = "one two three four five six seven eight nine ten eleven twelve";
-const chatBody = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: words }], max_tokens: STREAM_TOKENS });
-const streamBody = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: words }], max_tokens: STREAM_TOKENS, stream: true });
+const chatBody = JSON.stringify({
+  model: MODEL,
+  messages: [{ role: "user", content: words }],
+  max_tokens: STREAM_TOKENS,
+});
+const streamBody = JSON.stringify({
+  model: MODEL,
+  messages: [{ role: "user", content: words }],
+  max_tokens: STREAM_TOKENS,
+  stream: true,
+});
 
 /** One non-stream chat completion, body read to the end; throws unless 200. */
 async function chatOnce(side: Side): Promise<void> {
   const r = await fetch(side.chatUrl, { method: "POST", headers: side.headers, body: chatBody });
   const bytes = await r.arrayBuffer();
-  if (r.status !== 200) throw new Error(`${side.name}: HTTP ${r.status} ${new TextDecoder().decode(bytes).slice(0, 200)}`);
+  if (r.status !== 200)
+    throw new Error(`${side.name}: HTTP ${r.status} ${new TextDecoder().decode(bytes).slice(0, 200)}`);
 }
 
 /** One streamed chat completion: ms to the first content token and to the end of the stream. */
 async function streamOnce(side: Side): Promise<{ ttft: number; total: number }> {
   const t0 = performance.now();
   const r = await fetch(side.chatUrl, { method: "POST", headers: side.headers, body: streamBody });
-  if (r.status !== 200 || !r.body) throw new Error(`${side.name}: stream HTTP ${r.status} ${(await r.text()).slice(0, 200)}`);
+  if (r.status !== 200 || !r.body)
+    throw new Error(`${side.name}: stream HTTP ${r.status} ${(await r.text()).slice(0, 200)}`);
   const decoder = new TextDecoder();
   let text = "";
   let ttft = NaN;
@@ -78,12 +102,17 @@ async function streamOnce(side: Side): Promise<{ ttft: number; total: number }> 
     if (Number.isNaN(ttft) && /"content":"[^"]/.test(text)) ttft = performance.now() - t0;
   }
   const total = performance.now() - t0;
-  if (Number.isNaN(ttft) || !text.includes("data: [DONE]")) throw new Error(`${side.name}: stream without a token or [DONE]: ${text.slice(0, 200)}`);
+  if (Number.isNaN(ttft) || !text.includes("data: [DONE]"))
+    throw new Error(`${side.name}: stream without a token or [DONE]: ${text.slice(0, 200)}`);
   return { ttft, total };
 }
 
 /** Runs `fn` on both sides for `rounds` rounds, alternating which goes first; results per side. */
-async function alternate<T>(sides: [Side, Side], rounds: number, fn: (side: Side) => Promise<T>): Promise<Record<Side["name"], T[]>> {
+async function alternate<T>(
+  sides: [Side, Side],
+  rounds: number,
+  fn: (side: Side) => Promise<T>,
+): Promise<Record<Side["name"], T[]>> {
   const out: Record<Side["name"], T[]> = { direct: [], inferd: [], project: [] };
   for (let r = 0; r < rounds; r++) {
     for (const side of r % 2 === 0 ? sides : [sides[1], sides[0]]) out[side.name].push(await fn(side));
@@ -93,7 +122,10 @@ async function alternate<T>(sides: [Side, Side], rounds: number, fn: (side: Side
 
 /** Fails on any failed request of a load run, naming the side. */
 function checked(side: Side, r: LoadResult): LoadResult {
-  if (r.errors > 0) throw new Error(`${side.name} at concurrency ${r.concurrency}: ${r.errors} failed requests, first: ${r.firstError}`);
+  if (r.errors > 0)
+    throw new Error(
+      `${side.name} at concurrency ${r.concurrency}: ${r.errors} failed requests, first: ${r.firstError}`,
+    );
   return r;
 }
 
@@ -102,7 +134,8 @@ async function warmUp(sides: [Side, Side]): Promise<void> {
   for (const side of sides) {
     const r = await fetch(side.chatUrl, { method: "POST", headers: side.headers, body: chatBody });
     const body = (await r.json()) as { choices?: { message?: { content?: string } }[] };
-    if (r.status !== 200 || !body.choices?.[0]?.message?.content) throw new Error(`${side.name}: unexpected answer ${r.status} ${JSON.stringify(body).slice(0, 200)}`);
+    if (r.status !== 200 || !body.choices?.[0]?.message?.content)
+      throw new Error(`${side.name}: unexpected answer ${r.status} ${JSON.stringify(body).slice(0, 200)}`);
     checked(side, await closedLoop({ concurrency: 8, requests: PLAN.warmupRequests, fn: () => chatOnce(side) }));
     checked(side, await closedLoop({ concurrency: 64, requests: PLAN.warmupRequests, fn: () => chatOnce(side) }));
     for (let i = 0; i < 10; i++) await streamOnce(side);
@@ -131,18 +164,31 @@ interface Figures {
 type Pids = { inferd: number; runtime: number | undefined };
 
 /** Every measurement, in order: latency at concurrency 1, throughput per concurrency, streams. */
-async function measure(sides: [Side, Side], project: Side, pids: Pids, stallMs: () => Promise<number>): Promise<Figures> {
+async function measure(
+  sides: [Side, Side],
+  project: Side,
+  pids: Pids,
+  stallMs: () => Promise<number>,
+): Promise<Figures> {
   const step = (what: string) => console.log(`  ${what}…`);
-  step(`project route: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests on the workload's and the project's base URL`);
-  const routes = await alternate([sides[1], project], PLAN.rounds, async (side) => checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })));
+  step(
+    `project route: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests on the workload's and the project's base URL`,
+  );
+  const routes = await alternate([sides[1], project], PLAN.rounds, async (side) =>
+    checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })),
+  );
   step(`latency: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests per side`);
-  const lat = await alternate(sides, PLAN.rounds, async (side) => checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })));
+  const lat = await alternate(sides, PLAN.rounds, async (side) =>
+    checked(side, await closedLoop({ concurrency: 1, requests: PLAN.latencyRequests, fn: () => chatOnce(side) })),
+  );
   const throughput: Figures["throughput"] = [];
   const stalls: Figures["stalls"] = new Map();
   for (const c of CONCURRENCIES) {
     step(`throughput at concurrency ${c}: ${PLAN.rounds} × ${PLAN.throughputMs} ms per side`);
     const got = await alternate(sides, PLAN.rounds, async (side) => {
-      const { result, cpuMs } = await withCpu(pids, () => closedLoop({ concurrency: c, durationMs: PLAN.throughputMs, fn: () => chatOnce(side) }));
+      const { result, cpuMs } = await withCpu(pids, () =>
+        closedLoop({ concurrency: c, durationMs: PLAN.throughputMs, fn: () => chatOnce(side) }),
+      );
       if (side.name === "inferd") stalls.set(c, [...(stalls.get(c) ?? []), await stallMs()]);
       return { ...checked(side, result), cpuMs };
     });
@@ -154,12 +200,18 @@ async function measure(sides: [Side, Side], project: Side, pids: Pids, stallMs: 
     for (let i = 0; i < PLAN.streams; i++) runs.push(await streamOnce(side));
     return runs;
   });
-  const pick = (k: "ttft" | "total") => ({ direct: streams.direct.flat().map((s) => s[k]), inferd: streams.inferd.flat().map((s) => s[k]) });
+  const pick = (k: "ttft" | "total") => ({
+    direct: streams.direct.flat().map((s) => s[k]),
+    inferd: streams.inferd.flat().map((s) => s[k]),
+  });
   return {
     latency: { direct: lat.direct.flatMap((r) => r.latencies), inferd: lat.inferd.flatMap((r) => r.latencies) },
     ttft: pick("ttft"),
     streamTotal: pick("total"),
-    projectRoute: { workload: routes.inferd.flatMap((r) => r.latencies), project: routes.project.flatMap((r) => r.latencies) },
+    projectRoute: {
+      workload: routes.inferd.flatMap((r) => r.latencies),
+      project: routes.project.flatMap((r) => r.latencies),
+    },
     throughput,
     stalls,
   };
@@ -173,7 +225,8 @@ async function loopStallMs(inferd: BenchInferd): Promise<number> {
 }
 
 /** Requests per second over every round of a side. */
-const pooledRps = (runs: LoadResult[]) => runs.reduce((a, r) => a + r.completed, 0) / (runs.reduce((a, r) => a + r.elapsedMs, 0) / 1000);
+const pooledRps = (runs: LoadResult[]) =>
+  runs.reduce((a, r) => a + r.completed, 0) / (runs.reduce((a, r) => a + r.elapsedMs, 0) / 1000);
 
 const signed = (x: number) => `${x >= 0 ? "+" : ""}${fmt(x)}`;
 
@@ -194,26 +247,58 @@ function report(f: Figures): void {
     const v = pooledRps(t.inferd);
     rows.push([`throughput c=${t.concurrency} (req/s)`, fmt(d, 1), fmt(v, 1), "", `${fmt(v / d)}x`]);
   }
-  printTable(["measure", "direct", "inferd", "overhead ms", "ratio"], rows, "Direct vs through inferd (same runtime process)");
+  printTable(
+    ["measure", "direct", "inferd", "overhead ms", "ratio"],
+    rows,
+    "Direct vs through inferd (same runtime process)",
+  );
 
   const loadRows = f.throughput.flatMap((t) =>
     (["direct", "inferd"] as const).map((side) => {
       const s = summarize(t[side].flatMap((r) => r.latencies));
-      return [t.concurrency, side, s.n, fmt(pooledRps(t[side]), 1), t[side].map((r) => fmt(r.rps, 0)).join(" / "), fmt(s.p50), fmt(s.p99)];
+      return [
+        t.concurrency,
+        side,
+        s.n,
+        fmt(pooledRps(t[side]), 1),
+        t[side].map((r) => fmt(r.rps, 0)).join(" / "),
+        fmt(s.p50),
+        fmt(s.p99),
+      ];
     }),
   );
-  printTable(["c", "side", "requests", "req/s", "req/s per round", "p50 ms", "p99 ms"], loadRows, "Throughput runs (closed loop, per round alternating order)");
+  printTable(
+    ["c", "side", "requests", "req/s", "req/s per round", "p50 ms", "p99 ms"],
+    loadRows,
+    "Throughput runs (closed loop, per round alternating order)",
+  );
 
-  const perRequest = (runs: Run[], who: string) => (runs.reduce((a, r) => a + r.cpuMs[who], 0) * 1000) / runs.reduce((a, r) => a + r.completed, 0);
+  const perRequest = (runs: Run[], who: string) =>
+    (runs.reduce((a, r) => a + r.cpuMs[who], 0) * 1000) / runs.reduce((a, r) => a + r.completed, 0);
   const cpuRows = f.throughput.flatMap((t) =>
     (["direct", "inferd"] as const).map((side) => {
       const [client, inferd, runtime] = ["client", "inferd", "runtime"].map((who) => perRequest(t[side], who));
-      return [t.concurrency, side, fmt(client, 0), side === "direct" ? "" : fmt(inferd, 0), fmt(runtime, 0), fmt(client + runtime + (side === "direct" ? 0 : inferd), 0)];
+      return [
+        t.concurrency,
+        side,
+        fmt(client, 0),
+        side === "direct" ? "" : fmt(inferd, 0),
+        fmt(runtime, 0),
+        fmt(client + runtime + (side === "direct" ? 0 : inferd), 0),
+      ];
     }),
   );
-  printTable(["c", "side", "client", "inferd", "runtime", "total"], cpuRows, "CPU time per request (µs, user+system, all threads; 10 ms resolution per run)");
+  printTable(
+    ["c", "side", "client", "inferd", "runtime", "total"],
+    cpuRows,
+    "CPU time per request (µs, user+system, all threads; 10 ms resolution per run)",
+  );
 
-  printTable(["c", "longest stall ms", "per round"], [...f.stalls].map(([c, ms]) => [c, fmt(Math.max(...ms)), ms.map((x) => fmt(x)).join(" / ")]), `inferd's event loop: its longest stall in the ${STALL_WINDOW_S} s up to the end of each throughput run (a lag probe, /metrics)`);
+  printTable(
+    ["c", "longest stall ms", "per round"],
+    [...f.stalls].map(([c, ms]) => [c, fmt(Math.max(...ms)), ms.map((x) => fmt(x)).join(" / ")]),
+    `inferd's event loop: its longest stall in the ${STALL_WINDOW_S} s up to the end of each throughput run (a lag probe, /metrics)`,
+  );
 
   const overhead = summarize(f.latency.inferd).p50 - summarize(f.latency.direct).p50;
   const c64 = f.throughput.find((t) => t.concurrency === 64);
@@ -223,23 +308,44 @@ function report(f: Figures): void {
   printTable(
     ["aim", "measured", "result"],
     [
-      [`p50 overhead under ${AIM_P50_OVERHEAD_MS} ms`, `${signed(overhead)} ms`, verdict(overhead < AIM_P50_OVERHEAD_MS)],
-      [`throughput at concurrency 64 at least ${AIM_C64_RATIO * 100}% of direct`, `${fmt(ratio * 100, 1)}%`, verdict(ratio >= AIM_C64_RATIO)],
-      [`event loop's longest stall under c=64 load at most ${AIM_STALL_MS} ms`, `${fmt(c64Stall)} ms`, verdict(c64Stall <= AIM_STALL_MS)],
+      [
+        `p50 overhead under ${AIM_P50_OVERHEAD_MS} ms`,
+        `${signed(overhead)} ms`,
+        verdict(overhead < AIM_P50_OVERHEAD_MS),
+      ],
+      [
+        `throughput at concurrency 64 at least ${AIM_C64_RATIO * 100}% of direct`,
+        `${fmt(ratio * 100, 1)}%`,
+        verdict(ratio >= AIM_C64_RATIO),
+      ],
+      [
+        `event loop's longest stall under c=64 load at most ${AIM_STALL_MS} ms`,
+        `${fmt(c64Stall)} ms`,
+        verdict(c64Stall <= AIM_STALL_MS),
+      ],
     ],
     "Aims (informational)",
   );
   const wp = summarize(f.projectRoute.workload).p50;
   const pp = summarize(f.projectRoute.project).p50;
-  console.log(`project route vs workload route: p50 ${fmt(pp)} ms vs ${fmt(wp)} ms (${signed(pp - wp)} ms; aim ≤ +${AIM_PROJECT_ROUTE_MS} ms: ${verdict(pp - wp <= AIM_PROJECT_ROUTE_MS)})`);
+  console.log(
+    `project route vs workload route: p50 ${fmt(pp)} ms vs ${fmt(wp)} ms (${signed(pp - wp)} ms; aim ≤ +${AIM_PROJECT_ROUTE_MS} ms: ${verdict(pp - wp <= AIM_PROJECT_ROUTE_MS)})`,
+  );
   if (STORE.store === "postgres") {
     const met = (ok: boolean) => (ok ? "met" : "not met");
-    console.log(`postgres: p50 overhead ${signed(overhead)} ms (aim ≤ +${AIM_P50_OVERHEAD_MS} ms: ${met(overhead <= AIM_P50_OVERHEAD_MS)}); c=64 ${fmt(ratio)}x direct (aim ≥ ${AIM_C64_RATIO}x: ${met(ratio >= AIM_C64_RATIO)})`);
+    console.log(
+      `postgres: p50 overhead ${signed(overhead)} ms (aim ≤ +${AIM_P50_OVERHEAD_MS} ms: ${met(overhead <= AIM_P50_OVERHEAD_MS)}); c=64 ${fmt(ratio)}x direct (aim ≥ ${AIM_C64_RATIO}x: ${met(ratio >= AIM_C64_RATIO)})`,
+    );
   }
 }
 
 async function main(): Promise<number> {
-  const delays = { FAKE_DELAY_MS: String(DELAY_MS), FAKE_FIRST_TOKEN_MS: String(FIRST_TOKEN_MS), FAKE_TOKEN_MS: String(TOKEN_MS), FAKE_LOAD_MS: "0" };
+  const delays = {
+    FAKE_DELAY_MS: String(DELAY_MS),
+    FAKE_FIRST_TOKEN_MS: String(FIRST_TOKEN_MS),
+    FAKE_TOKEN_MS: String(TOKEN_MS),
+    FAKE_LOAD_MS: "0",
+  };
   let inferd: BenchInferd | undefined;
   let pg: BenchPostgres | undefined;
   const limit = hardLimit(HARD_LIMIT_MS, async () => {
@@ -247,7 +353,9 @@ async function main(): Promise<number> {
     await pg?.stop();
   });
   try {
-    console.log(`dataplane benchmark${QUICK ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms (non-stream), first token ${FIRST_TOKEN_MS} ms, ${STREAM_TOKENS} tokens at ${TOKEN_MS} ms`);
+    console.log(
+      `dataplane benchmark${QUICK ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms (non-stream), first token ${FIRST_TOKEN_MS} ms, ${STREAM_TOKENS} tokens at ${TOKEN_MS} ms`,
+    );
     const bunFlags = PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
     if (PROFILE_DIR) console.log("inferd runs under the CPU profiler: its figures are slower than without it");
     const storeEnv: Record<string, string> = {};
@@ -258,13 +366,19 @@ async function main(): Promise<number> {
     }
     inferd = await startInferdForBench({ ...delays, ...storeEnv }, { bunFlags });
     const wl = await createBenchWorkload(inferd, { model: MODEL });
-    console.log(`inferd ${inferd.url} (pid ${inferd.pid}); runtime ${wl.runtimeUrl}${wl.runtimePid ? ` (pid ${wl.runtimePid})` : ""}`);
+    console.log(
+      `inferd ${inferd.url} (pid ${inferd.pid}); runtime ${wl.runtimeUrl}${wl.runtimePid ? ` (pid ${wl.runtimePid})` : ""}`,
+    );
     const headers = { "content-type": "application/json", authorization: `Bearer ${wl.liveKey}` };
     const sides: [Side, Side] = [
       { name: "direct", chatUrl: `${wl.runtimeUrl}/v1/chat/completions`, headers },
       { name: "inferd", chatUrl: `${wl.endpoint}/v1/chat/completions`, headers },
     ];
-    const project: Side = { name: "project", chatUrl: `${inferd.url}/endpoint/${wl.projectSlug}/v1/chat/completions`, headers };
+    const project: Side = {
+      name: "project",
+      chatUrl: `${inferd.url}/endpoint/${wl.projectSlug}/v1/chat/completions`,
+      headers,
+    };
     console.log("  warming up…");
     await warmUp(sides);
     checked(project, await closedLoop({ concurrency: 8, requests: PLAN.warmupRequests, fn: () => chatOnce(project) }));
@@ -272,12 +386,17 @@ async function main(): Promise<number> {
     const pgBefore = pg?.cpuMs() ?? NaN;
     const idle = await withCpu(pids, () => Bun.sleep(PLAN.idleMs));
     const perSecond = (ms: number) => `${fmt((ms * 1000) / PLAN.idleMs, 0)} ms/s`;
-    const pgIdle = pg?.started ? `, postgres ${perSecond((pg.cpuMs() - pgBefore))}` : "";
-    console.log(`  idle CPU (background work, not per request): inferd ${perSecond(idle.cpuMs.inferd)}, runtime ${perSecond(idle.cpuMs.runtime)}${pgIdle}`);
+    const pgIdle = pg?.started ? `, postgres ${perSecond(pg.cpuMs() - pgBefore)}` : "";
+    console.log(
+      `  idle CPU (background work, not per request): inferd ${perSecond(idle.cpuMs.inferd)}, runtime ${perSecond(idle.cpuMs.runtime)}${pgIdle}`,
+    );
     const pgMeasureBefore = pg?.cpuMs() ?? NaN;
     const t0 = performance.now();
     const figures = await measure(sides, project, pids, () => loopStallMs(inferd!));
-    if (pg?.started) console.log(`  postgres CPU while measuring: ${fmt((pg.cpuMs() - pgMeasureBefore) / ((performance.now() - t0) / 1000), 0)} ms/s (the hot path should not touch the database)`);
+    if (pg?.started)
+      console.log(
+        `  postgres CPU while measuring: ${fmt((pg.cpuMs() - pgMeasureBefore) / ((performance.now() - t0) / 1000), 0)} ms/s (the hot path should not touch the database)`,
+      );
     report(figures);
     return 0;
   } catch (e) {

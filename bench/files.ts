@@ -9,10 +9,23 @@
  *
  *   bun bench/files.ts [--quick]        (--quick: 30 MB instead of 90 MB)
  */
-import { fmt, parseQuickArgs, printTable, runBenchmark, startInferdForBench, summarize, machineLoad, benchProjectKey, type Cell } from "./lib";
+import {
+  fmt,
+  parseQuickArgs,
+  printTable,
+  runBenchmark,
+  startInferdForBench,
+  summarize,
+  machineLoad,
+  benchProjectKey,
+  type Cell,
+} from "./lib";
 
 const clientAt = process.argv.indexOf("--client");
-const { quick: QUICK } = parseQuickArgs(process.argv.slice(2, clientAt > 0 ? clientAt : undefined), "usage: bun bench/files.ts [--quick]");
+const { quick: QUICK } = parseQuickArgs(
+  process.argv.slice(2, clientAt > 0 ? clientAt : undefined),
+  "usage: bun bench/files.ts [--quick]",
+);
 const MB = QUICK ? 30 : 90;
 const BASELINE_MS = 2000;
 
@@ -28,11 +41,16 @@ function form(bytes: Uint8Array): FormData {
 function requestLines(mb: number): Buffer {
   const n = 50_000;
   const pad = "x".repeat(Math.max(0, Math.floor((mb * 1e6) / n) - 140));
-  return Buffer.from(`${Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [{ role: "user", content: pad } ] } })).join("\n")}\n`);
+  return Buffer.from(
+    `${Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [{ role: "user", content: pad }] } })).join("\n")}\n`,
+  );
 }
 
 /** `/healthz` answer times (ms), one request after another, until `work` settles (or for `ms` when it is a number). */
-async function healthzDuring<T>(url: string, work: Promise<T> | number): Promise<{ result?: T; times: number[]; elapsedMs: number }> {
+async function healthzDuring<T>(
+  url: string,
+  work: Promise<T> | number,
+): Promise<{ result?: T; times: number[]; elapsedMs: number }> {
   const started = performance.now();
   let done = false;
   const settled = typeof work === "number" ? Bun.sleep(work).then(() => undefined) : work;
@@ -60,13 +78,22 @@ async function client(job: string, base: string, key: string, id?: string): Prom
     return r.status === 200 ? `200 ${body.id}` : `${r.status} ${body.error?.code ?? ""}`;
   }
   const valid = requestLines(MB);
-  const got = await Promise.all(Array.from({ length: 6 }, () => fetch(`${base}/files/${id}/content`, { headers: auth }).then(async (r) => (r.status === 200 && Buffer.from(await r.arrayBuffer()).equals(valid) ? "ok" : `${r.status}`))));
+  const got = await Promise.all(
+    Array.from({ length: 6 }, () =>
+      fetch(`${base}/files/${id}/content`, { headers: auth }).then(async (r) =>
+        r.status === 200 && Buffer.from(await r.arrayBuffer()).equals(valid) ? "ok" : `${r.status}`,
+      ),
+    ),
+  );
   return got.join(",");
 }
 
 /** Runs `client(job, …)` in a child process; resolves with what it printed. */
 async function inChild(args: string[]): Promise<string> {
-  const proc = Bun.spawn([process.execPath, import.meta.path, ...(QUICK ? ["--quick"] : []), "--client", ...args], { stdout: "pipe", stderr: "inherit" });
+  const proc = Bun.spawn([process.execPath, import.meta.path, ...(QUICK ? ["--quick"] : []), "--client", ...args], {
+    stdout: "pipe",
+    stderr: "inherit",
+  });
   const out = await new Response(proc.stdout).text();
   if ((await proc.exited) !== 0) throw new Error(`the client of ${args[0]} failed`);
   return out.trim();
@@ -77,11 +104,17 @@ if (clientAt > 0) {
   console.log(await client(job, base, key, id));
 } else {
   process.exitCode = await runBenchmark(10 * 60_000, async (cleanup) => {
-    const inferd = await startInferdForBench({ INFERD_LOCAL_AGENT: "0", INFERD_LOG_LEVEL: "warn", INFERD_MAX_JOB_BYTES_PER_PROJECT: String(4 * 2 ** 30) });
+    const inferd = await startInferdForBench({
+      INFERD_LOCAL_AGENT: "0",
+      INFERD_LOG_LEVEL: "warn",
+      INFERD_MAX_JOB_BYTES_PER_PROJECT: String(4 * 2 ** 30),
+    });
     cleanup.add("inferd", () => inferd.stop());
     const key = await benchProjectKey(inferd);
     const base = `${inferd.url}/endpoint/bench/v1`;
-    console.log(`inferd at ${inferd.url}; machine load ${machineLoad()}; files of ${MB} MB; the load runs in a child process`);
+    console.log(
+      `inferd at ${inferd.url}; machine load ${machineLoad()}; files of ${MB} MB; the load runs in a child process`,
+    );
 
     const rows: Cell[][] = [];
     const row = (phase: string, outcome: string, r: { times: number[]; elapsedMs: number }) => {
@@ -95,6 +128,10 @@ if (clientAt > 0) {
     row(`upload ${MB} MB, 50000 requests`, stored.result!.split(" ")[0], stored);
     const downloads = await healthzDuring(inferd.url, inChild(["download", base, key, stored.result!.split(" ")[1]]));
     row("6 parallel downloads of it", downloads.result!, downloads);
-    printTable(["phase", "answer", "seconds", "healthz n", "p50 ms", "p99 ms", "longest ms"], rows, "/healthz answer times while the Files API works (aim: longest under 100 ms)");
+    printTable(
+      ["phase", "answer", "seconds", "healthz n", "p50 ms", "p99 ms", "longest ms"],
+      rows,
+      "/healthz answer times while the Files API works (aim: longest under 100 ms)",
+    );
   });
 }

@@ -82,8 +82,19 @@ const wanted = process.argv.slice(2).length ? process.argv.slice(2) : Object.key
 for (const name of wanted) {
   const src = tempDir("first-day-hub");
   const files = ["SmolLM2-135M-Instruct-Q4_K_M.gguf", "SmolLM2-135M-Instruct-Q8_0.gguf"];
-  const hub = await startFakeHub({ repos: { [REPO]: ggufRepo(join(src, "smol"), { name: "SmolLM2-135M-Instruct", files, sizes: { [files[0]]: 3 * MiB, [files[1]]: 5 * MiB } }) } });
-  const [srv, browser] = await Promise.all([startInferd({ env: { INFERD_LOCAL_AGENT: "1", INFERD_LOG_LEVEL: "warn", HF_ENDPOINT: hub.url } }), launchBrowser()]);
+  const hub = await startFakeHub({
+    repos: {
+      [REPO]: ggufRepo(join(src, "smol"), {
+        name: "SmolLM2-135M-Instruct",
+        files,
+        sizes: { [files[0]]: 3 * MiB, [files[1]]: 5 * MiB },
+      }),
+    },
+  });
+  const [srv, browser] = await Promise.all([
+    startInferd({ env: { INFERD_LOCAL_AGENT: "1", INFERD_LOG_LEVEL: "warn", HF_ENDPOINT: hub.url } }),
+    launchBrowser(),
+  ]);
   try {
     const ui = await openPage(browser, srv.url);
     await signIn(ui, srv.adminToken);

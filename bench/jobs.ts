@@ -33,13 +33,34 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startReceiver, type Receiver } from "../test/fixtures/receiver";
 import { makeTestPki } from "../test/fixtures/tls";
-import { Cleanups, closedLoop, createBenchWorkload, fmt, machineLoad, printTable, runBenchmark, startInferdForBench, summarize, withCpu, type BenchInferd, type BenchWorkload, type Cell, type LoadResult } from "./lib";
+import {
+  Cleanups,
+  closedLoop,
+  createBenchWorkload,
+  fmt,
+  machineLoad,
+  printTable,
+  runBenchmark,
+  startInferdForBench,
+  summarize,
+  withCpu,
+  type BenchInferd,
+  type BenchWorkload,
+  type Cell,
+  type LoadResult,
+} from "./lib";
 import { startBenchPostgres, STORE_USAGE, takeStoreArgs, type BenchPostgres } from "./pg";
 
 const USAGE = `usage: bun bench/jobs.ts [--quick] [--only a|b] [--jobs N] [--rate JOBS_PER_S] [--cpu-prof-dir DIR] ${STORE_USAGE}`;
 
 /** The command line; anything unknown is a usage error (exit 2). */
-function parseArgs(argv: string[]): { quick: boolean; only?: "a" | "b"; jobs?: number; rate?: number; profileDir?: string } {
+function parseArgs(argv: string[]): {
+  quick: boolean;
+  only?: "a" | "b";
+  jobs?: number;
+  rate?: number;
+  profileDir?: string;
+} {
   const out: { quick: boolean; only?: "a" | "b"; jobs?: number; rate?: number; profileDir?: string } = { quick: false };
   const positive = (v: string | undefined) => (v !== undefined && Number(v) > 0 ? Number(v) : undefined);
   for (let i = 0; i < argv.length; i++) {
@@ -74,14 +95,27 @@ const REQUEST_TIMEOUT_MS = 20_000;
 const HARD_LIMIT_MS = 5 * 60_000;
 
 const PLAN = ARGS.quick
-  ? { submitMs: 1500, floorMs: 500, warmupJobs: 50, hookJobs: ARGS.jobs ?? 50, rates: ARGS.rate ? [ARGS.rate] : [10, 40] }
-  : { submitMs: 5000, floorMs: 2000, warmupJobs: 200, hookJobs: ARGS.jobs ?? 200, rates: ARGS.rate ? [ARGS.rate] : [10, 40] };
+  ? {
+      submitMs: 1500,
+      floorMs: 500,
+      warmupJobs: 50,
+      hookJobs: ARGS.jobs ?? 50,
+      rates: ARGS.rate ? [ARGS.rate] : [10, 40],
+    }
+  : {
+      submitMs: 5000,
+      floorMs: 2000,
+      warmupJobs: 200,
+      hookJobs: ARGS.jobs ?? 200,
+      rates: ARGS.rate ? [ARGS.rate] : [10, 40],
+    };
 
 /** About 250 bytes of input: each job's row is the same size, inferd's and the floor's. */
 const INPUT = "The quick brown fox jumps over the lazy dog. ".repeat(5).trim();
 const jobInput = (seq: number) => `${INPUT} #${String(seq).padStart(7, "0")}`;
 const jobContext = (seq: number) => `{"bench":"jobs","seq":${seq}}`;
-const envelope = (seq: number) => `{"kind":"embeddings","body":${JSON.stringify({ input: jobInput(seq) })},"context":${jobContext(seq)}}`;
+const envelope = (seq: number) =>
+  `{"kind":"embeddings","body":${JSON.stringify({ input: jobInput(seq) })},"context":${jobContext(seq)}}`;
 
 /** Where jobs are submitted, and how many this run has submitted there so far (all still stored). */
 interface JobTarget {
@@ -95,7 +129,12 @@ interface JobTarget {
 async function submitJob(t: JobTarget): Promise<string> {
   const seq = t.submitted++;
   const headers = { authorization: `Bearer ${t.liveKey}`, "content-type": "application/json" };
-  const r = await fetch(`${t.endpoint}/jobs`, { method: "POST", headers, body: envelope(seq), signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+  const r = await fetch(`${t.endpoint}/jobs`, {
+    method: "POST",
+    headers,
+    body: envelope(seq),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
   const text = await r.text();
   if (r.status !== 202) throw new Error(`submit: HTTP ${r.status} ${text.slice(0, 200)}`);
   const id = (JSON.parse(text) as { job_id?: string }).job_id;
@@ -114,11 +153,20 @@ const BATCH_RUNS: { size: number; concurrency: number; format: "json" | "ndjson"
 async function submitBatch(t: JobTarget, size: number, format: "json" | "ndjson"): Promise<void> {
   const envelopes = Array.from({ length: size }, () => envelope(t.submitted++));
   const body = format === "json" ? `[${envelopes.join(",")}]` : `${envelopes.join("\n")}\n`;
-  const headers = { authorization: `Bearer ${t.liveKey}`, "content-type": format === "json" ? "application/json" : "application/x-ndjson" };
-  const r = await fetch(`${t.endpoint}/jobs:batch`, { method: "POST", headers, body, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+  const headers = {
+    authorization: `Bearer ${t.liveKey}`,
+    "content-type": format === "json" ? "application/json" : "application/x-ndjson",
+  };
+  const r = await fetch(`${t.endpoint}/jobs:batch`, {
+    method: "POST",
+    headers,
+    body,
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
   const text = await r.text();
   if (r.status !== 202) throw new Error(`batch: HTTP ${r.status} ${text.slice(0, 200)}`);
-  const ids = format === "json" ? ((JSON.parse(text) as { job_ids?: string[] }).job_ids ?? []) : text.trim().split("\n");
+  const ids =
+    format === "json" ? ((JSON.parse(text) as { job_ids?: string[] }).job_ids ?? []) : text.trim().split("\n");
   if (ids.length !== size) throw new Error(`batch: ${ids.length} ids for ${size} envelopes`);
 }
 
@@ -126,15 +174,28 @@ async function submitBatch(t: JobTarget, size: number, format: "json" | "ndjson"
 async function drain(inferd: BenchInferd, workloadId: string, timeoutMs = 120_000): Promise<number> {
   const t0 = performance.now();
   for (;;) {
-    const [queued, running] = await Promise.all(["queued", "running"].map((s) => inferd.admin<unknown[]>(`/admin/workloads/${workloadId}/jobs?status=${s}&limit=1`)));
+    const [queued, running] = await Promise.all(
+      ["queued", "running"].map((s) =>
+        inferd.admin<unknown[]>(`/admin/workloads/${workloadId}/jobs?status=${s}&limit=1`),
+      ),
+    );
     if (queued.length === 0 && running.length === 0) return performance.now() - t0;
-    if (performance.now() - t0 > timeoutMs) throw new Error(`jobs of ${workloadId} still queued or running after ${timeoutMs} ms`);
+    if (performance.now() - t0 > timeoutMs)
+      throw new Error(`jobs of ${workloadId} still queued or running after ${timeoutMs} ms`);
     await Bun.sleep(50);
   }
 }
 
 /** A submit run: the load, jobs per request, how many jobs the workload had stored before, CPU of inferd and of this client, and the run-off time of the backlog. */
-type SubmitRun = LoadResult & { mode: string; perRequest: number; storedBefore: number; inferdCpuMs: number; clientCpuMs: number; drainMs?: number; pg?: PgDelta };
+type SubmitRun = LoadResult & {
+  mode: string;
+  perRequest: number;
+  storedBefore: number;
+  inferdCpuMs: number;
+  clientCpuMs: number;
+  drainMs?: number;
+  pg?: PgDelta;
+};
 
 /** In a `--store postgres` run: its server, and one connection that reads the server's counters. */
 let PG: { server: BenchPostgres; probe: SQL } | undefined;
@@ -149,28 +210,57 @@ interface PgDelta {
 /** The server's counters now (undefined in SQLite mode). Reading them assigns no xid and writes no WAL. */
 async function pgCounters(): Promise<PgDelta | undefined> {
   if (!PG) return undefined;
-  const [r] = await PG.probe`SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xid, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal`;
+  const [r] =
+    await PG.probe`SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xid, (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal`;
   return { cpuMs: PG.server.cpuMs(), xids: Number(r.xid), walBytes: Number(r.wal) };
 }
 
 /** `withCpu` for inferd and this client, plus the PostgreSQL server's share in PostgreSQL mode. */
-async function measured(inferd: BenchInferd, fn: () => Promise<LoadResult>): Promise<{ result: LoadResult; cpuMs: Record<string, number>; pg?: PgDelta }> {
+async function measured(
+  inferd: BenchInferd,
+  fn: () => Promise<LoadResult>,
+): Promise<{ result: LoadResult; cpuMs: Record<string, number>; pg?: PgDelta }> {
   const before = await pgCounters();
   const { result, cpuMs } = await withCpu({ inferd: inferd.pid }, fn);
   const after = await pgCounters();
-  const pg = before && after ? { cpuMs: after.cpuMs - before.cpuMs, xids: after.xids - before.xids, walBytes: after.walBytes - before.walBytes } : undefined;
+  const pg =
+    before && after
+      ? {
+          cpuMs: after.cpuMs - before.cpuMs,
+          xids: after.xids - before.xids,
+          walBytes: after.walBytes - before.walBytes,
+        }
+      : undefined;
   return { result, cpuMs, pg };
 }
 
 /** Closed-loop submission at each concurrency in turn; with `drainAfter`, the backlog is run off after each. */
-async function submitRuns(inferd: BenchInferd, t: JobTarget, mode: string, concurrencies: number[], drainAfter: boolean): Promise<SubmitRun[]> {
+async function submitRuns(
+  inferd: BenchInferd,
+  t: JobTarget,
+  mode: string,
+  concurrencies: number[],
+  drainAfter: boolean,
+): Promise<SubmitRun[]> {
   const runs: SubmitRun[] = [];
   for (const concurrency of concurrencies) {
     console.log(`  ${mode}: concurrency ${concurrency} for ${PLAN.submitMs} ms (${t.submitted} jobs stored)`);
     const storedBefore = t.submitted;
-    const { result, cpuMs, pg } = await measured(inferd, () => closedLoop({ concurrency, durationMs: PLAN.submitMs, fn: async () => void (await submitJob(t)) }));
-    if (result.errors > 0) throw new Error(`${mode} at concurrency ${concurrency}: ${result.errors} failed, first: ${result.firstError}`);
-    runs.push({ ...result, mode, perRequest: 1, storedBefore, inferdCpuMs: cpuMs.inferd, clientCpuMs: cpuMs.client, pg, drainMs: drainAfter ? await drain(inferd, t.workloadId) : undefined });
+    const { result, cpuMs, pg } = await measured(inferd, () =>
+      closedLoop({ concurrency, durationMs: PLAN.submitMs, fn: async () => void (await submitJob(t)) }),
+    );
+    if (result.errors > 0)
+      throw new Error(`${mode} at concurrency ${concurrency}: ${result.errors} failed, first: ${result.firstError}`);
+    runs.push({
+      ...result,
+      mode,
+      perRequest: 1,
+      storedBefore,
+      inferdCpuMs: cpuMs.inferd,
+      clientCpuMs: cpuMs.client,
+      pg,
+      drainMs: drainAfter ? await drain(inferd, t.workloadId) : undefined,
+    });
   }
   return runs;
 }
@@ -179,11 +269,24 @@ async function submitRuns(inferd: BenchInferd, t: JobTarget, mode: string, concu
 async function batchRuns(inferd: BenchInferd, t: JobTarget): Promise<SubmitRun[]> {
   const runs: SubmitRun[] = [];
   for (const b of BATCH_RUNS) {
-    console.log(`  jobs:batch ${b.format}: ${b.size} per request at concurrency ${b.concurrency} for ${PLAN.submitMs} ms (${t.submitted} jobs stored)`);
+    console.log(
+      `  jobs:batch ${b.format}: ${b.size} per request at concurrency ${b.concurrency} for ${PLAN.submitMs} ms (${t.submitted} jobs stored)`,
+    );
     const storedBefore = t.submitted;
-    const { result, cpuMs, pg } = await measured(inferd, () => closedLoop({ concurrency: b.concurrency, durationMs: PLAN.submitMs, fn: () => submitBatch(t, b.size, b.format) }));
-    if (result.errors > 0) throw new Error(`batch ${b.format} ×${b.size}: ${result.errors} failed, first: ${result.firstError}`);
-    runs.push({ ...result, mode: `jobs:batch ${b.format} ×${b.size}`, perRequest: b.size, storedBefore, inferdCpuMs: cpuMs.inferd, clientCpuMs: cpuMs.client, pg });
+    const { result, cpuMs, pg } = await measured(inferd, () =>
+      closedLoop({ concurrency: b.concurrency, durationMs: PLAN.submitMs, fn: () => submitBatch(t, b.size, b.format) }),
+    );
+    if (result.errors > 0)
+      throw new Error(`batch ${b.format} ×${b.size}: ${result.errors} failed, first: ${result.firstError}`);
+    runs.push({
+      ...result,
+      mode: `jobs:batch ${b.format} ×${b.size}`,
+      perRequest: b.size,
+      storedBefore,
+      inferdCpuMs: cpuMs.inferd,
+      clientCpuMs: cpuMs.client,
+      pg,
+    });
   }
   return runs;
 }
@@ -199,8 +302,21 @@ async function measureSubmit(inferd: BenchInferd, running: JobTarget): Promise<S
   await drain(inferd, running.workloadId);
   const runs = await submitRuns(inferd, running, "jobs run", [1, 32, 1], true);
   const worker = await inferd.admin("/admin/workers", { body: { name: "bench-never-joins" } });
-  const wl = await inferd.admin("/admin/projects/bench/workloads", { body: { name: "jobs-parked", backend: "vllm", model_name: "jobs-model", worker_id: worker.id, config: { command: "vllm serve jobs-model" } } });
-  const parked: JobTarget = { workloadId: wl.id, endpoint: `${inferd.url}/endpoint/bench/${wl.slug}`, liveKey: running.liveKey, submitted: 0 };
+  const wl = await inferd.admin("/admin/projects/bench/workloads", {
+    body: {
+      name: "jobs-parked",
+      backend: "vllm",
+      model_name: "jobs-model",
+      worker_id: worker.id,
+      config: { command: "vllm serve jobs-model" },
+    },
+  });
+  const parked: JobTarget = {
+    workloadId: wl.id,
+    endpoint: `${inferd.url}/endpoint/bench/${wl.slug}`,
+    liveKey: running.liveKey,
+    submitted: 0,
+  };
   runs.push(...(await submitRuns(inferd, parked, "jobs parked", [1, 32], false)));
   runs.push(...(await batchRuns(inferd, parked)));
   await inferd.admin(`/admin/workloads/${wl.id}`, { method: "DELETE" });
@@ -230,9 +346,21 @@ function sqliteFloor(dir: string, batch: number, durationMs: number): Floor {
     db.exec("CREATE INDEX jobs_status ON jobs (status, created_at)");
     db.exec("CREATE INDEX jobs_workload ON jobs (workload_id, created_at)");
     db.exec("CREATE INDEX jobs_workload_status ON jobs (workload_id, status, created_at)");
-    const insert = db.prepare("INSERT INTO jobs (id, workload_id, key_id, kind, body, content_type, context, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)");
+    const insert = db.prepare(
+      "INSERT INTO jobs (id, workload_id, key_id, kind, body, content_type, context, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+    );
     // Ids as inferd makes them (UUIDv7, time-ordered), so the floor writes the same index pages.
-    const row = (seq: number) => insert.run(Bun.randomUUIDv7(), "wl_floor", "key_floor", "embeddings", Buffer.from(JSON.stringify({ input: jobInput(seq) })), "application/json", jobContext(seq), new Date().toISOString());
+    const row = (seq: number) =>
+      insert.run(
+        Bun.randomUUIDv7(),
+        "wl_floor",
+        "key_floor",
+        "embeddings",
+        Buffer.from(JSON.stringify({ input: jobInput(seq) })),
+        "application/json",
+        jobContext(seq),
+        new Date().toISOString(),
+      );
     const many = db.transaction((from: number) => {
       for (let i = 0; i < batch; i++) row(from + i);
     });
@@ -267,7 +395,9 @@ async function pgFloor(url: string, batch: number, connections: number, duration
       started_at text, finished_at text, claimed_by text)`);
     await sql.unsafe("CREATE INDEX bench_floor_jobs_status ON bench_floor_jobs (status, created_at)");
     await sql.unsafe("CREATE INDEX bench_floor_jobs_workload ON bench_floor_jobs (workload_id, created_at)");
-    await sql.unsafe("CREATE INDEX bench_floor_jobs_workload_status ON bench_floor_jobs (workload_id, status, created_at)");
+    await sql.unsafe(
+      "CREATE INDEX bench_floor_jobs_workload_status ON bench_floor_jobs (workload_id, status, created_at)",
+    );
     // Open every connection before timing (each one answers a query of its own at the same time).
     await Promise.all(Array.from({ length: connections }, () => sql`SELECT pg_sleep(0.01)`));
     let seq = 0;
@@ -349,14 +479,22 @@ function arrivals(receivers: Receiver[], offsets: number[], wanted: Map<string, 
       seen.add(id);
       delivered++;
       (byJob.get(id) ?? byJob.set(id, []).get(id)!).push(req.at);
-      if (!metrics.has(id)) metrics.set(id, (JSON.parse(req.rawBody) as { data: { metrics: { queue_ms: number; run_ms: number } } }).data.metrics);
+      if (!metrics.has(id))
+        metrics.set(
+          id,
+          (JSON.parse(req.rawBody) as { data: { metrics: { queue_ms: number; run_ms: number } } }).data.metrics,
+        );
     }
   });
   return { byJob, metrics, duplicates, delivered };
 }
 
 /** Submits `count` jobs at `rate` per second (open loop); returns each job's submit time (epoch ms) and the 202 latencies. */
-async function submitAtRate(t: JobTarget, count: number, rate: number): Promise<{ sent: Map<string, number>; ackMs: number[]; spanMs: number }> {
+async function submitAtRate(
+  t: JobTarget,
+  count: number,
+  rate: number,
+): Promise<{ sent: Map<string, number>; ackMs: number[]; spanMs: number }> {
   const sent = new Map<string, number>();
   const ackMs: number[] = [];
   const pending: Promise<void>[] = [];
@@ -384,8 +522,13 @@ async function missingReport(t: JobTarget, missing: string[]): Promise<string> {
   const lines: string[] = [];
   for (const id of missing.slice(0, 3)) {
     const r = await fetch(`${t.endpoint}/jobs/${id}`, { headers: { authorization: `Bearer ${t.liveKey}` } });
-    const job = (await r.json()) as { status?: string; deliveries?: { state: string; attempts: number; last_error: string | null }[] };
-    const states = (job.deliveries ?? []).map((d) => `${d.state}/${d.attempts}${d.last_error ? ` (${d.last_error})` : ""}`).join(", ");
+    const job = (await r.json()) as {
+      status?: string;
+      deliveries?: { state: string; attempts: number; last_error: string | null }[];
+    };
+    const states = (job.deliveries ?? [])
+      .map((d) => `${d.state}/${d.attempts}${d.last_error ? ` (${d.last_error})` : ""}`)
+      .join(", ");
     lines.push(`  job ${id}: ${job.status}; deliveries: ${states || "none"}`);
   }
   return lines.join("\n");
@@ -393,7 +536,8 @@ async function missingReport(t: JobTarget, missing: string[]): Promise<string> {
 
 /** Adds the destinations and waits for a few warm-up jobs to reach all of them. */
 async function addDestinations(inferd: BenchInferd, t: JobTarget, receivers: Receiver[]): Promise<void> {
-  for (const [i, r] of receivers.entries()) await inferd.admin(`/admin/workloads/${t.workloadId}/webhooks`, { body: { url: r.url(`/hooks/${i}`) } });
+  for (const [i, r] of receivers.entries())
+    await inferd.admin(`/admin/workloads/${t.workloadId}/webhooks`, { body: { url: r.url(`/hooks/${i}`) } });
   console.log(`  warmup: 5 jobs × ${DESTINATIONS} destinations`);
   for (let i = 0; i < 5; i++) await submitJob(t);
   for (const r of receivers) await r.waitForRequests(5, 30_000);
@@ -401,7 +545,13 @@ async function addDestinations(inferd: BenchInferd, t: JobTarget, receivers: Rec
 }
 
 /** (b) One run: `count` jobs at `rate`/s, then waits until every destination got every job. */
-async function measureHooks(inferd: BenchInferd, t: JobTarget, receivers: Receiver[], count: number, rate: number): Promise<HookRun> {
+async function measureHooks(
+  inferd: BenchInferd,
+  t: JobTarget,
+  receivers: Receiver[],
+  count: number,
+  rate: number,
+): Promise<HookRun> {
   console.log(`  ${count} jobs at ${rate}/s to ${DESTINATIONS} destinations`);
   const offsets = receivers.map((r) => r.requests().length);
   const { result, cpuMs } = await withCpu({ inferd: inferd.pid }, async () => {
@@ -417,7 +567,9 @@ async function measureHooks(inferd: BenchInferd, t: JobTarget, receivers: Receiv
   const { sent, ackMs, spanMs, got } = result;
   if (got.delivered < count * DESTINATIONS) {
     const missing = [...sent.keys()].filter((id) => (got.byJob.get(id)?.length ?? 0) < DESTINATIONS);
-    throw new Error(`only ${got.delivered} of ${count * DESTINATIONS} deliveries arrived within ${DELIVERY_WAIT_MS / 1000} s of the last submission (${missing.length} jobs short):\n${await missingReport(t, missing)}`);
+    throw new Error(
+      `only ${got.delivered} of ${count * DESTINATIONS} deliveries arrived within ${DELIVERY_WAIT_MS / 1000} s of the last submission (${missing.length} jobs short):\n${await missingReport(t, missing)}`,
+    );
   }
   const jobs = [...sent.entries()];
   const firstSubmit = Math.min(...sent.values());
@@ -451,20 +603,59 @@ function reportSubmit(submit: SubmitRun[], floors: Floor[]): void {
   const pgCells = (r: SubmitRun): Cell[] => {
     if (!r.pg) return ["", "", ""];
     const jobs = r.completed * r.perRequest;
-    return [Number.isFinite(r.pg.cpuMs) ? perJob(r.pg.cpuMs, r) : "n/a", fmt(r.pg.xids / jobs, 3), fmt(r.pg.walBytes / jobs, 0)];
+    return [
+      Number.isFinite(r.pg.cpuMs) ? perJob(r.pg.cpuMs, r) : "n/a",
+      fmt(r.pg.xids / jobs, 3),
+      fmt(r.pg.walBytes / jobs, 0),
+    ];
   };
   const rows: Cell[][] = submit.map((r) => {
     const s = summarize(r.latencies);
-    const cells: Cell[] = [r.mode, r.concurrency, r.storedBefore, r.completed * r.perRequest, fmt(jobsPerS(r), 0), fmt(s.p50), fmt(s.p99), perJob(r.inferdCpuMs, r), perJob(r.clientCpuMs, r), r.drainMs === undefined ? "" : fmt(r.drainMs / 1000, 1)];
+    const cells: Cell[] = [
+      r.mode,
+      r.concurrency,
+      r.storedBefore,
+      r.completed * r.perRequest,
+      fmt(jobsPerS(r), 0),
+      fmt(s.p50),
+      fmt(s.p99),
+      perJob(r.inferdCpuMs, r),
+      perJob(r.clientCpuMs, r),
+      r.drainMs === undefined ? "" : fmt(r.drainMs / 1000, 1),
+    ];
     return onPg ? [...cells, ...pgCells(r)] : cells;
   });
   for (const f of floors) {
     const s = summarize(f.commitMs);
-    const label = onPg ? `PostgreSQL floor, ${f.batch} row${f.batch > 1 ? "s" : ""}/commit${f.batch > 1 ? " (one INSERT)" : ""}` : `bun:sqlite floor, ${f.batch} row${f.batch > 1 ? "s" : ""}/commit`;
-    const cells: Cell[] = [label, f.connections, "", f.rows, fmt(f.rowsPerS, 0), fmt(s.p50, 3), fmt(s.p99, 3), "", "", ""];
+    const label = onPg
+      ? `PostgreSQL floor, ${f.batch} row${f.batch > 1 ? "s" : ""}/commit${f.batch > 1 ? " (one INSERT)" : ""}`
+      : `bun:sqlite floor, ${f.batch} row${f.batch > 1 ? "s" : ""}/commit`;
+    const cells: Cell[] = [
+      label,
+      f.connections,
+      "",
+      f.rows,
+      fmt(f.rowsPerS, 0),
+      fmt(s.p50, 3),
+      fmt(s.p99, 3),
+      "",
+      "",
+      "",
+    ];
     rows.push(onPg ? [...cells, "", "", ""] : cells);
   }
-  const header = ["what", "c", "stored before", "jobs", "jobs/s", "p50 ms", "p99 ms", "inferd CPU µs/job", "client CPU µs/job", "backlog run off s"];
+  const header = [
+    "what",
+    "c",
+    "stored before",
+    "jobs",
+    "jobs/s",
+    "p50 ms",
+    "p99 ms",
+    "inferd CPU µs/job",
+    "client CPU µs/job",
+    "backlog run off s",
+  ];
   if (onPg) {
     const st = PG!.server.settings;
     printTable(
@@ -473,27 +664,46 @@ function reportSubmit(submit: SubmitRun[], floors: Floor[]): void {
       `(a) Jobs accepted (202 = committed to PostgreSQL; fsync=${st.fsync}, synchronous_commit=${st.synchronous_commit}) vs a plain Bun SQL insert loop of the same row in the same database (autocommit: one statement, one commit; its ms are per commit, c its connections; a batch's ms are per request)`,
     );
   } else {
-    printTable(header, rows, "(a) Jobs accepted (202 = committed to SQLite) vs a plain insert+commit loop (WAL, synchronous=NORMAL; its ms are per commit; a batch's ms are per request)");
+    printTable(
+      header,
+      rows,
+      "(a) Jobs accepted (202 = committed to SQLite) vs a plain insert+commit loop (WAL, synchronous=NORMAL; its ms are per commit; a batch's ms are per request)",
+    );
   }
   const floor1 = floors.find((f) => f.batch === 1 && f.connections === 1)!.rowsPerS;
-  const share = (r: SubmitRun) => `${fmt((100 * jobsPerS(r)) / floor1, 1)}% of the one-row-per-commit floor (${fmt(floor1, 0)} rows/s)`;
+  const share = (r: SubmitRun) =>
+    `${fmt((100 * jobsPerS(r)) / floor1, 1)}% of the one-row-per-commit floor (${fmt(floor1, 0)} rows/s)`;
   const parked = submit.find((r) => r.mode === "jobs parked" && r.concurrency === 32);
   const met = (ok: boolean) => (ok ? "met" : "not met");
   if (parked && !onPg) {
     const rate = jobsPerS(parked);
     const p99 = summarize(parked.latencies).p99;
-    console.log(`parked, concurrency 32: ${fmt(rate, 0)} jobs/s (aim ${AIMS.jobsPerS}: ${met(rate >= AIMS.jobsPerS)}), ${share(parked)} (aim ${AIMS.floorShare * 100}%: ${met(rate >= AIMS.floorShare * floor1)}), p99 ${fmt(p99)} ms (aim ${AIMS.p99Ms} ms: ${met(p99 <= AIMS.p99Ms)})`);
+    console.log(
+      `parked, concurrency 32: ${fmt(rate, 0)} jobs/s (aim ${AIMS.jobsPerS}: ${met(rate >= AIMS.jobsPerS)}), ${share(parked)} (aim ${AIMS.floorShare * 100}%: ${met(rate >= AIMS.floorShare * floor1)}), p99 ${fmt(p99)} ms (aim ${AIMS.p99Ms} ms: ${met(p99 <= AIMS.p99Ms)})`,
+    );
   }
   if (parked && onPg) {
     const rate = jobsPerS(parked);
-    const others = floors.filter((f) => !(f.batch === 1 && f.connections === 1)).map((f) => `${f.batch} row${f.batch > 1 ? "s" : ""}/commit from ${f.connections} connection${f.connections > 1 ? "s" : ""} ${fmt(f.rowsPerS, 0)} rows/s`);
-    console.log(`postgres intake: ${fmt(rate, 0)} jobs/s at 32 at a time (aim ≥ ${PG_AIM_JOBS_PER_S}/s: ${met(rate >= PG_AIM_JOBS_PER_S)}); single-row commit floor ${fmt(floor1, 0)} rows/s (${others.join("; ")})`);
+    const others = floors
+      .filter((f) => !(f.batch === 1 && f.connections === 1))
+      .map(
+        (f) =>
+          `${f.batch} row${f.batch > 1 ? "s" : ""}/commit from ${f.connections} connection${f.connections > 1 ? "s" : ""} ${fmt(f.rowsPerS, 0)} rows/s`,
+      );
+    console.log(
+      `postgres intake: ${fmt(rate, 0)} jobs/s at 32 at a time (aim ≥ ${PG_AIM_JOBS_PER_S}/s: ${met(rate >= PG_AIM_JOBS_PER_S)}); single-row commit floor ${fmt(floor1, 0)} rows/s (${others.join("; ")})`,
+    );
     const running = submit.find((r) => r.mode === "jobs run" && r.concurrency === 32);
     const p99 = summarize(parked.latencies).p99;
-    if (running) console.log(`  parked p99 ${fmt(p99)} ms, ${fmt(parked.pg!.xids / parked.completed, 3)} write transactions per job; with the jobs running as they arrive: ${fmt(jobsPerS(running), 0)} jobs/s at 32 at a time`);
+    if (running)
+      console.log(
+        `  parked p99 ${fmt(p99)} ms, ${fmt(parked.pg!.xids / parked.completed, 3)} write transactions per job; with the jobs running as they arrive: ${fmt(jobsPerS(running), 0)} jobs/s at 32 at a time`,
+      );
   }
   const best = submit.reduce((a, b) => (jobsPerS(b) > jobsPerS(a) ? b : a));
-  console.log(`best: ${best.mode} at concurrency ${best.concurrency}, ${fmt(jobsPerS(best), 0)} jobs/s = ${share(best)}`);
+  console.log(
+    `best: ${best.mode} at concurrency ${best.concurrency}, ${fmt(jobsPerS(best), 0)} jobs/s = ${share(best)}`,
+  );
 }
 
 /** Prints one (b) run. */
@@ -515,19 +725,29 @@ function reportHooks(h: HookRun): void {
     `(b) Submit to webhook: ${h.jobs} jobs at ${fmt(h.submitPerS, 1)}/s (asked ${h.rate}/s), ${DESTINATIONS} HTTPS destinations, runtime delay ${DELAY_MS} ms`,
   );
   const offered = h.submitPerS * DESTINATIONS;
-  console.log(`deliveries/s ${fmt(h.deliveriesPerS, 0)} (offered ${fmt(offered, 0)}; first submission to last arrival), duplicates ${h.duplicates}, inferd CPU ${fmt((h.inferdCpuMs * 1000) / (h.jobs * DESTINATIONS), 0)} µs per delivery (its share of the job included)`);
+  console.log(
+    `deliveries/s ${fmt(h.deliveriesPerS, 0)} (offered ${fmt(offered, 0)}; first submission to last arrival), duplicates ${h.duplicates}, inferd CPU ${fmt((h.inferdCpuMs * 1000) / (h.jobs * DESTINATIONS), 0)} µs per delivery (its share of the job included)`,
+  );
 }
 
 process.exit(
   await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
     const reports: (() => void)[] = [];
-    console.log(`jobs benchmark${ARGS.quick ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms, ${SLOTS} slots, webhook retries after ${RETRY_SCHEDULE}; ${machineLoad()}`);
+    console.log(
+      `jobs benchmark${ARGS.quick ? " (quick)" : ""}: runtime delay ${DELAY_MS} ms, ${SLOTS} slots, webhook retries after ${RETRY_SCHEDULE}; ${machineLoad()}`,
+    );
     const dir = mkdtempSync(join(tmpdir(), "inferd-bench-jobs-"));
     cleanup.add("temp dir", () => rmSync(dir, { recursive: true, force: true }));
     const { receivers, caFile } = await startReceivers(dir, cleanup);
     const bunFlags = ARGS.profileDir ? ["--cpu-prof", "--cpu-prof-dir", ARGS.profileDir] : [];
-    if (ARGS.profileDir) console.log(`inferd runs under the CPU profiler (slower); its profile goes to ${ARGS.profileDir}`);
-    const env: Record<string, string> = { FAKE_DELAY_MS: String(DELAY_MS), INFERD_ALLOW_PRIVATE_WEBHOOKS: "1", INFERD_WEBHOOK_CA_FILE: caFile, INFERD_WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE };
+    if (ARGS.profileDir)
+      console.log(`inferd runs under the CPU profiler (slower); its profile goes to ${ARGS.profileDir}`);
+    const env: Record<string, string> = {
+      FAKE_DELAY_MS: String(DELAY_MS),
+      INFERD_ALLOW_PRIVATE_WEBHOOKS: "1",
+      INFERD_WEBHOOK_CA_FILE: caFile,
+      INFERD_WEBHOOK_RETRY_SCHEDULE: RETRY_SCHEDULE,
+    };
     if (STORE.store === "postgres") {
       const server = await startBenchPostgres({ databaseUrl: STORE.databaseUrl });
       cleanup.add("postgres", () => server.stop());
@@ -539,18 +759,36 @@ process.exit(
     }
     const inferd = await startInferdForBench(env, { bunFlags });
     cleanup.add("inferd", () => inferd.stop());
-    const target = (wl: BenchWorkload): JobTarget => ({ workloadId: wl.workloadId, endpoint: wl.endpoint, liveKey: wl.liveKey, submitted: 0 });
-    const submitWl = target(await createBenchWorkload(inferd, { model: "jobs-model", name: "jobs-submit", concurrency: SLOTS }));
-    const hookWl = target(await createBenchWorkload(inferd, { model: "jobs-model", name: "jobs-hooks", concurrency: SLOTS }));
-    console.log(`inferd ${inferd.url} (pid ${inferd.pid}); ${DESTINATIONS} receivers on ports ${receivers.map((r) => r.port).join(", ")}`);
+    const target = (wl: BenchWorkload): JobTarget => ({
+      workloadId: wl.workloadId,
+      endpoint: wl.endpoint,
+      liveKey: wl.liveKey,
+      submitted: 0,
+    });
+    const submitWl = target(
+      await createBenchWorkload(inferd, { model: "jobs-model", name: "jobs-submit", concurrency: SLOTS }),
+    );
+    const hookWl = target(
+      await createBenchWorkload(inferd, { model: "jobs-model", name: "jobs-hooks", concurrency: SLOTS }),
+    );
+    console.log(
+      `inferd ${inferd.url} (pid ${inferd.pid}); ${DESTINATIONS} receivers on ports ${receivers.map((r) => r.port).join(", ")}`,
+    );
     if (ARGS.only !== "b") {
       console.log("(a) submission throughput");
       const submit = await measureSubmit(inferd, submitWl);
       let floors: Floor[];
       if (PG) {
-        console.log(`  PostgreSQL floor: ${PLAN.floorMs} ms each at 1 and ${FLOOR_BATCH} rows per commit, then 1 row per commit from ${FLOOR_BATCH} connections`);
+        console.log(
+          `  PostgreSQL floor: ${PLAN.floorMs} ms each at 1 and ${FLOOR_BATCH} rows per commit, then 1 row per commit from ${FLOOR_BATCH} connections`,
+        );
         floors = [];
-        for (const [batch, connections] of [[1, 1], [FLOOR_BATCH, 1], [1, FLOOR_BATCH]]) floors.push(await pgFloor(PG.server.url, batch, connections, PLAN.floorMs));
+        for (const [batch, connections] of [
+          [1, 1],
+          [FLOOR_BATCH, 1],
+          [1, FLOOR_BATCH],
+        ])
+          floors.push(await pgFloor(PG.server.url, batch, connections, PLAN.floorMs));
       } else {
         console.log(`  SQLite floor: ${PLAN.floorMs} ms each at 1 and ${FLOOR_BATCH} rows per commit`);
         floors = [1, FLOOR_BATCH].map((batch) => sqliteFloor(dir, batch, PLAN.floorMs));

@@ -69,15 +69,20 @@ export function cpuMsOf(pid: number): number | undefined {
  * process (from `process.cpuUsage`). A process whose CPU cannot be read reports NaN.
  * @example const { result, cpuMs } = await withCpu({ inferd: inferd.pid }, () => closedLoop(…)); cpuMs.inferd / result.completed
  */
-export async function withCpu<T>(pids: Record<string, number | undefined>, fn: () => Promise<T>): Promise<{ result: T; cpuMs: Record<string, number> }> {
-  const read = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid === undefined ? undefined : cpuMsOf(pid)]));
+export async function withCpu<T>(
+  pids: Record<string, number | undefined>,
+  fn: () => Promise<T>,
+): Promise<{ result: T; cpuMs: Record<string, number> }> {
+  const read = () =>
+    Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid === undefined ? undefined : cpuMsOf(pid)]));
   const before = read();
   const client = process.cpuUsage();
   const result = await fn();
   const used = process.cpuUsage(client);
   const after = read();
   const cpuMs: Record<string, number> = { client: (used.user + used.system) / 1000 };
-  for (const name of Object.keys(pids)) cpuMs[name] = before[name] !== undefined && after[name] !== undefined ? after[name]! - before[name]! : NaN;
+  for (const name of Object.keys(pids))
+    cpuMs[name] = before[name] !== undefined && after[name] !== undefined ? after[name]! - before[name]! : NaN;
   return { result, cpuMs };
 }
 
@@ -112,9 +117,12 @@ export interface LoadResult {
  * @example const r = await closedLoop({ concurrency: 8, durationMs: 2000, fn: () => hit(url) }); r.rps
  */
 export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
-  if (opts.durationMs === undefined && opts.requests === undefined) throw new Error("closedLoop needs durationMs or requests");
+  if (opts.durationMs === undefined && opts.requests === undefined)
+    throw new Error("closedLoop needs durationMs or requests");
   if (opts.concurrency > 256 && !process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
-    console.warn(`warning: ${opts.concurrency} workers but Bun's fetch runs at most 256 requests at once (set BUN_CONFIG_MAX_HTTP_REQUESTS)`);
+    console.warn(
+      `warning: ${opts.concurrency} workers but Bun's fetch runs at most 256 requests at once (set BUN_CONFIG_MAX_HTTP_REQUESTS)`,
+    );
   }
   const maxErrors = opts.maxErrors ?? 10;
   const latencies: number[] = [];
@@ -139,7 +147,15 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   };
   await Promise.all(Array.from({ length: opts.concurrency }, (_, w) => worker(w)));
   const elapsedMs = performance.now() - t0;
-  return { concurrency: opts.concurrency, completed: latencies.length, errors, firstError, elapsedMs, rps: latencies.length / (elapsedMs / 1000), latencies };
+  return {
+    concurrency: opts.concurrency,
+    completed: latencies.length,
+    errors,
+    firstError,
+    elapsedMs,
+    rps: latencies.length / (elapsedMs / 1000),
+    latencies,
+  };
 }
 
 /**
@@ -162,8 +178,16 @@ export type Cell = string | number;
 export function formatTable(header: string[], rows: Cell[][]): string {
   const text = (c: Cell) => String(c);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => text(r[i] ?? "").length)));
-  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === "number" || /^([-+]?[\d.]+(%|x| ms)?)?$/.test(text(r[i] ?? ""))));
-  const line = (cells: Cell[]) => cells.map((c, i) => (numeric[i] ? text(c).padStart(widths[i]) : text(c).padEnd(widths[i]))).join("  ").trimEnd();
+  const numeric = header.map(
+    (_, i) =>
+      rows.length > 0 &&
+      rows.every((r) => typeof r[i] === "number" || /^([-+]?[\d.]+(%|x| ms)?)?$/.test(text(r[i] ?? ""))),
+  );
+  const line = (cells: Cell[]) =>
+    cells
+      .map((c, i) => (numeric[i] ? text(c).padStart(widths[i]) : text(c).padEnd(widths[i])))
+      .join("  ")
+      .trimEnd();
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
 
@@ -294,7 +318,10 @@ export function runtimePids(dataDir: string): { pid: number; argv: string[] }[] 
   }
   return files.flatMap((f) => {
     try {
-      const { pid, argv } = JSON.parse(readFileSync(join(dataDir, "run", f), "utf8")) as { pid: number; argv?: string[] };
+      const { pid, argv } = JSON.parse(readFileSync(join(dataDir, "run", f), "utf8")) as {
+        pid: number;
+        argv?: string[];
+      };
       return Number.isInteger(pid) && pid > 0 ? [{ pid, argv: argv ?? [] }] : [];
     } catch {
       return [];
@@ -323,8 +350,17 @@ export interface TailedChild {
  * Spawns `cmd` with piped output kept as a bounded tail, and a stop that escalates to SIGKILL.
  * @example const child = spawnWithTail([process.execPath, "src/main.ts", "agent"], { env }); … await child.stop();
  */
-export function spawnWithTail(cmd: string[], opts: { env: Record<string, string>; cwd?: string; name?: string }): TailedChild {
-  const proc = Bun.spawn(cmd, { cwd: opts.cwd ?? REPO_ROOT, env: opts.env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+export function spawnWithTail(
+  cmd: string[],
+  opts: { env: Record<string, string>; cwd?: string; name?: string },
+): TailedChild {
+  const proc = Bun.spawn(cmd, {
+    cwd: opts.cwd ?? REPO_ROOT,
+    env: opts.env,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   let tail = "";
   let stdout = "";
   const pump = async (stream: ReadableStream<Uint8Array>, isStdout: boolean) => {
@@ -343,7 +379,9 @@ export function spawnWithTail(cmd: string[], opts: { env: Record<string, string>
       if (proc.exitCode !== null || proc.signalCode !== null) return;
       proc.kill("SIGTERM");
       if (!(await within(proc.exited, graceMs))) {
-        console.error(`${opts.name ?? cmd.join(" ")} did not stop within ${Math.round(graceMs / 1000)} s of SIGTERM; killing it`);
+        console.error(
+          `${opts.name ?? cmd.join(" ")} did not stop within ${Math.round(graceMs / 1000)} s of SIGTERM; killing it`,
+        );
         proc.kill("SIGKILL");
         await proc.exited;
       }
@@ -359,12 +397,33 @@ export function spawnWithTail(cmd: string[], opts: { env: Record<string, string>
  * their delays were the fakes' defaults, whatever the benchmark asked. Resolves once it listens.
  * @example const inferd = await startInferdForBench({ FAKE_DELAY_MS: "20" }); try { … } finally { await inferd.stop(); }
  */
-export async function startInferdForBench(env: Record<string, string> = {}, opts: BenchInferdOptions = {}): Promise<BenchInferd> {
+export async function startInferdForBench(
+  env: Record<string, string> = {},
+  opts: BenchInferdOptions = {},
+): Promise<BenchInferd> {
   const dataDir = mkdtempSync(join(tmpdir(), "inferd-bench-"));
   const childEnv = fixtureEnv();
   for (const k of Object.keys(childEnv)) if (k.startsWith("INFERD_")) delete childEnv[k];
-  Object.assign(childEnv, { INFERD_LOCAL_AGENT: "1", INFERD_RUNTIME_ENV: "FAKE_*", FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564", FAKE_LOAD_MS: "0" }, env);
-  const cmd = [process.execPath, ...(opts.bunFlags ?? []), join(REPO_ROOT, "src/main.ts"), "serve", "--port", "0", "--data-dir", dataDir];
+  Object.assign(
+    childEnv,
+    {
+      INFERD_LOCAL_AGENT: "1",
+      INFERD_RUNTIME_ENV: "FAKE_*",
+      FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564",
+      FAKE_LOAD_MS: "0",
+    },
+    env,
+  );
+  const cmd = [
+    process.execPath,
+    ...(opts.bunFlags ?? []),
+    join(REPO_ROOT, "src/main.ts"),
+    "serve",
+    "--port",
+    "0",
+    "--data-dir",
+    dataDir,
+  ];
   const child = spawnWithTail(cmd, { env: childEnv, name: "inferd" });
   const tracked = new Set<number>();
   let stopping: Promise<void> | undefined;
@@ -379,8 +438,20 @@ export async function startInferdForBench(env: Record<string, string> = {}, opts
   try {
     const url = await waitForListening(child.proc, child.stdoutHead, opts.startTimeoutMs ?? 30_000);
     // A token given in `env` (hosts of one cluster share one) is neither printed nor saved.
-    const adminToken = env.INFERD_ADMIN_TOKEN ?? /admin token \(.*\): (ik_admin_\S+)/.exec(child.stdoutHead())?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
-    return { url, adminToken, dataDir, pid: child.pid, output: child.output, admin: adminCaller(url, adminToken), track: (pid) => tracked.add(pid), stop };
+    const adminToken =
+      env.INFERD_ADMIN_TOKEN ??
+      /admin token \(.*\): (ik_admin_\S+)/.exec(child.stdoutHead())?.[1] ??
+      readFileSync(join(dataDir, "admin-token"), "utf8").trim();
+    return {
+      url,
+      adminToken,
+      dataDir,
+      pid: child.pid,
+      output: child.output,
+      admin: adminCaller(url, adminToken),
+      track: (pid) => tracked.add(pid),
+      stop,
+    };
   } catch (e) {
     await stop();
     throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- inferd output ---\n${child.output()}`);
@@ -393,7 +464,8 @@ export async function waitForListening(proc: Bun.Subprocess, stdout: () => strin
   for (;;) {
     const m = /listening on (http:\/\/\S+)/.exec(stdout());
     if (m) return m[1];
-    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`inferd exited (${proc.exitCode ?? proc.signalCode}) before listening`);
+    if (proc.exitCode !== null || proc.signalCode !== null)
+      throw new Error(`inferd exited (${proc.exitCode ?? proc.signalCode}) before listening`);
     if (Date.now() > deadline) throw new Error(`inferd did not print "listening on" within ${timeoutMs} ms`);
     await Bun.sleep(20);
   }
@@ -405,7 +477,11 @@ export function adminCaller(url: string, token: string): BenchInferd["admin"] {
     const method = init.method ?? (init.body === undefined ? "GET" : "POST");
     const headers: Record<string, string> = { authorization: `Bearer ${token}` };
     if (init.body !== undefined) headers["content-type"] = "application/json";
-    const r = await fetch(url + path, { method, headers, body: init.body === undefined ? undefined : JSON.stringify(init.body) });
+    const r = await fetch(url + path, {
+      method,
+      headers,
+      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    });
     const text = await r.text();
     if (!r.ok) throw new AdminError(r.status, `${method} ${path}: ${r.status} ${text}`);
     return text ? JSON.parse(text) : undefined;
@@ -447,7 +523,9 @@ export async function benchProjectKey(inferd: BenchInferd, slug = "bench"): Prom
   await inferd.admin("/admin/projects", { body: { name: slug, slug } }).catch((e) => {
     if (!(e instanceof AdminError && e.status === 409)) throw e;
   });
-  const key = await inferd.admin(`/admin/projects/${slug}/keys`, { body: { name: `bench-${Date.now()}`, type: "live" } });
+  const key = await inferd.admin(`/admin/projects/${slug}/keys`, {
+    body: { name: `bench-${Date.now()}`, type: "live" },
+  });
   return key.secret;
 }
 
@@ -455,9 +533,17 @@ export async function benchProjectKey(inferd: BenchInferd, slug = "bench"): Prom
  * Creates a vLLM workload (`vllm serve <model>`, the fake on PATH) in project `project`; inferd
  * places it automatically unless it is placed by hand. Returns its id and slug.
  */
-export async function createVllmWorkload(inferd: BenchInferd, opts: { model: string; project?: string; name?: string }): Promise<{ id: string; slug: string }> {
+export async function createVllmWorkload(
+  inferd: BenchInferd,
+  opts: { model: string; project?: string; name?: string },
+): Promise<{ id: string; slug: string }> {
   const created = await inferd.admin(`/admin/projects/${opts.project ?? "bench"}/workloads`, {
-    body: { name: opts.name ?? opts.model, backend: "vllm", model_name: opts.model, config: { command: `vllm serve ${opts.model}` } },
+    body: {
+      name: opts.name ?? opts.model,
+      backend: "vllm",
+      model_name: opts.model,
+      config: { command: `vllm serve ${opts.model}` },
+    },
   });
   return { id: created.id, slug: created.slug };
 }
@@ -467,29 +553,42 @@ export async function createVllmWorkload(inferd: BenchInferd, opts: { model: str
  * fails at once when one is `failed`, and after `timeoutMs` (default 60 s) with the states seen.
  * @example await waitAssignments(inferd, wl.id, (as) => as.length === 2 && as.every((a) => a.state === "ready"))
  */
-export async function waitAssignments(inferd: BenchInferd, workloadId: string, ready: (as: BenchAssignment[]) => boolean, timeoutMs = 60_000): Promise<BenchAssignment[]> {
+export async function waitAssignments(
+  inferd: BenchInferd,
+  workloadId: string,
+  ready: (as: BenchAssignment[]) => boolean,
+  timeoutMs = 60_000,
+): Promise<BenchAssignment[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const as: BenchAssignment[] = (await inferd.admin(`/admin/workloads/${workloadId}`)).assignments ?? [];
     if (ready(as)) return as;
     const failed = as.find((a) => a.state === "failed");
-    if (failed) throw new Error(`assignment ${failed.id} of workload ${workloadId} failed: ${failed.reason}\n--- inferd output ---\n${inferd.output()}`);
+    if (failed)
+      throw new Error(
+        `assignment ${failed.id} of workload ${workloadId} failed: ${failed.reason}\n--- inferd output ---\n${inferd.output()}`,
+      );
     if (Date.now() > deadline) {
       const states = as.map((a) => `${a.id}@${a.worker_id}: ${a.state}`).join(", ") || "unplaced";
-      throw new Error(`workload ${workloadId} not ready within ${timeoutMs} ms (${states})\n--- inferd output ---\n${inferd.output()}`);
+      throw new Error(
+        `workload ${workloadId} not ready within ${timeoutMs} ms (${states})\n--- inferd output ---\n${inferd.output()}`,
+      );
     }
     await Bun.sleep(50);
   }
 }
 
 /** Every assignment is ready with a runtime URL (and there is at least one). */
-export const allReady = (as: BenchAssignment[]) => as.length > 0 && as.every((a) => a.state === "ready" && !!a.base_url);
+export const allReady = (as: BenchAssignment[]) =>
+  as.length > 0 && as.every((a) => a.state === "ready" && !!a.base_url);
 
 /**
  * A fake runtime's counters (`GET <baseUrl>/fake/stats`): `total` requests served so far, and more.
  * @example const before = (await fakeStats(a.base_url!)).total;
  */
-export async function fakeStats(baseUrl: string): Promise<{ total: number; in_flight: number; max_in_flight: number; [k: string]: number }> {
+export async function fakeStats(
+  baseUrl: string,
+): Promise<{ total: number; in_flight: number; max_in_flight: number; [k: string]: number }> {
   const r = await fetch(`${baseUrl}/fake/stats`);
   if (!r.ok) throw new Error(`GET ${baseUrl}/fake/stats: HTTP ${r.status}`);
   return r.json() as never;
@@ -516,7 +615,8 @@ export class Cleanups {
     return (this.running ??= (async () => {
       for (const step of this.steps.splice(0).reverse()) {
         try {
-          if (!(await within(Promise.resolve(step.fn()), this.stepTimeoutMs))) console.error(`cleanup of ${step.name} took over ${this.stepTimeoutMs} ms; going on`);
+          if (!(await within(Promise.resolve(step.fn()), this.stepTimeoutMs)))
+            console.error(`cleanup of ${step.name} took over ${this.stepTimeoutMs} ms; going on`);
         } catch (e) {
           console.error(`cleanup of ${step.name} failed:`, e instanceof Error ? e.message : e);
         }
@@ -531,12 +631,23 @@ export class Cleanups {
  * sets the replica's slots to `concurrency` (default 1000) so inferd's queue never holds requests back.
  * @example const wl = await createBenchWorkload(inferd, { model: "bench-model" }); fetch(`${wl.endpoint}/v1/models`, …)
  */
-export async function createBenchWorkload(inferd: BenchInferd, opts: { model: string; project?: string; name?: string; concurrency?: number; readyTimeoutMs?: number }): Promise<BenchWorkload> {
+export async function createBenchWorkload(
+  inferd: BenchInferd,
+  opts: { model: string; project?: string; name?: string; concurrency?: number; readyTimeoutMs?: number },
+): Promise<BenchWorkload> {
   const projectSlug = opts.project ?? "bench";
   const liveKey = await benchProjectKey(inferd, projectSlug);
   const created = await createVllmWorkload(inferd, { model: opts.model, project: projectSlug, name: opts.name });
-  const [a] = await waitAssignments(inferd, created.id, (as) => as[0]?.state === "ready" && !!as[0].base_url, opts.readyTimeoutMs ?? 60_000);
-  await inferd.admin(`/admin/assignments/${a.id}`, { method: "PATCH", body: { concurrency: opts.concurrency ?? 1000 } });
+  const [a] = await waitAssignments(
+    inferd,
+    created.id,
+    (as) => as[0]?.state === "ready" && !!as[0].base_url,
+    opts.readyTimeoutMs ?? 60_000,
+  );
+  await inferd.admin(`/admin/assignments/${a.id}`, {
+    method: "PATCH",
+    body: { concurrency: opts.concurrency ?? 1000 },
+  });
   const logs = await inferd.admin(`/admin/workloads/${created.id}/logs?assignment=${a.id}`);
   const pid = Number(/Started server process \[(\d+)\]/.exec(logs.replicas?.[0]?.text ?? "")?.[1]);
   if (pid > 0) inferd.track(pid);

@@ -23,7 +23,17 @@ import type { PullPlan } from "../agent/models/source";
 import { pullModel } from "../agent/models/pull";
 import { parseSource } from "../agent/models/source";
 import type { FakeRequest } from "../test/fixtures/hf-hub";
-import { fmt, machineLoad, parseQuickArgs, percentile, printTable, REPO_ROOT, runBenchmark, spawnWithTail, type Cell } from "./lib";
+import {
+  fmt,
+  machineLoad,
+  parseQuickArgs,
+  percentile,
+  printTable,
+  REPO_ROOT,
+  runBenchmark,
+  spawnWithTail,
+  type Cell,
+} from "./lib";
 
 const USAGE = "usage: bun bench/models.ts [--quick]";
 const { quick: QUICK } = parseQuickArgs(process.argv.slice(2), USAGE);
@@ -39,7 +49,8 @@ const MIB = 1 << 20;
 function writeRandom(path: string, bytes: number): void {
   const fd = openSync(path, "w");
   const block = Buffer.allocUnsafe(8 * MIB);
-  for (let done = 0; done < bytes; done += block.length) writeSync(fd, randomFillSync(block), 0, Math.min(block.length, bytes - done));
+  for (let done = 0; done < bytes; done += block.length)
+    writeSync(fd, randomFillSync(block), 0, Math.min(block.length, bytes - done));
   closeSync(fd);
 }
 
@@ -48,10 +59,14 @@ async function startHub(dir: string, file: string) {
   const config = join(dir, "hub.json");
   writeFileSync(config, JSON.stringify({ repos: { [REPO]: { files: { [FILE]: file } } }, separateCdn: true }));
   const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
-  const child = spawnWithTail([process.execPath, join(REPO_ROOT, "test/fixtures/hf-hub.ts"), config], { env, name: "fake hub" });
+  const child = spawnWithTail([process.execPath, join(REPO_ROOT, "test/fixtures/hf-hub.ts"), config], {
+    env,
+    name: "fake hub",
+  });
   const deadline = Date.now() + 60_000;
   while (!child.stdoutHead().includes("\n")) {
-    if (Date.now() > deadline || child.proc.exitCode !== null) throw new Error(`the fake hub did not start:\n${child.output()}`);
+    if (Date.now() > deadline || child.proc.exitCode !== null)
+      throw new Error(`the fake hub did not start:\n${child.output()}`);
     await Bun.sleep(20);
   }
   return { child, ...(JSON.parse(child.stdoutHead().split("\n")[0]) as { url: string; cdnUrl: string }) };
@@ -85,14 +100,21 @@ function methods(hub: HubClient, plan: PullPlan, resolveUrl: string): Method[] {
       name: "curl | tee | sha256sum",
       run: async (out) => {
         const dest = join(out, FILE);
-        const p = Bun.spawn(["sh", "-c", 'curl -sS -L "$1" | tee "$2" | sha256sum', "sh", resolveUrl, dest], { stdout: "pipe", stderr: "pipe" });
+        const p = Bun.spawn(["sh", "-c", 'curl -sS -L "$1" | tee "$2" | sha256sum', "sh", resolveUrl, dest], {
+          stdout: "pipe",
+          stderr: "pipe",
+        });
         if ((await p.exited) !== 0) throw new Error(`curl | sha256sum failed: ${await new Response(p.stderr).text()}`);
-        if (!(await new Response(p.stdout).text()).startsWith(plan.files[0].sha256!)) throw new Error("curl | sha256sum: wrong sha256");
+        if (!(await new Response(p.stdout).text()).startsWith(plan.files[0].sha256!))
+          throw new Error("curl | sha256sum: wrong sha256");
         return dest;
       },
     },
     { name: "pullModel", run: async (out) => (await pullModel(plan, { modelsDir: out, hub })).entry },
-    { name: "pullModel, hash inline", run: async (out) => (await pullModel(plan, { modelsDir: out, hub, hashWorkerMinBytes: Infinity })).entry },
+    {
+      name: "pullModel, hash inline",
+      run: async (out) => (await pullModel(plan, { modelsDir: out, hub, hashWorkerMinBytes: Infinity })).entry,
+    },
     {
       name: "fetch → file (no hash)",
       run: async (out) => {
@@ -129,21 +151,35 @@ async function resume(hubUrl: string, hub: HubClient, plan: PullPlan, dir: strin
   const rows: Cell[][] = [];
   for (let i = 0; i < RESUMES; i++) {
     const seenBefore = ((await (await fetch(`${hubUrl}/_fake/requests`)).json()) as FakeRequest[]).length;
-    await fetch(`${hubUrl}/_fake/faults`, { method: "POST", body: JSON.stringify({ reset: true, dropAfter: { bytes: SIZE / 2 } }) });
+    await fetch(`${hubUrl}/_fake/faults`, {
+      method: "POST",
+      body: JSON.stringify({ reset: true, dropAfter: { bytes: SIZE / 2 } }),
+    });
     const out = mkdtempSync(join(dir, "resume-"));
     await pullModel(plan, { modelsDir: out, hub, retryDelayMs: () => 0 });
     rmSync(out, { recursive: true, force: true });
-    const log = ((await (await fetch(`${hubUrl}/_fake/requests`)).json()) as FakeRequest[]).slice(seenBefore).filter((r) => r.server === "cdn" && r.method === "GET");
+    const log = ((await (await fetch(`${hubUrl}/_fake/requests`)).json()) as FakeRequest[])
+      .slice(seenBefore)
+      .filter((r) => r.server === "cdn" && r.method === "GET");
     const stored = log[0].bytes;
     const refetched = log.reduce((a, r) => a + r.bytes, 0) - SIZE;
-    rows.push([i + 1, log.length, fmt(stored / MIB, 1), log[1]?.range ?? "-", fmt(refetched / 1024, 0), `${fmt((100 * refetched) / stored, 3)}%`]);
+    rows.push([
+      i + 1,
+      log.length,
+      fmt(stored / MIB, 1),
+      log[1]?.range ?? "-",
+      fmt(refetched / 1024, 0),
+      `${fmt((100 * refetched) / stored, 3)}%`,
+    ]);
   }
   return rows;
 }
 
 process.exit(
   await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
-    console.log(`models benchmark${QUICK ? " (quick)" : ""}: one ${SIZE / MIB} MiB file, ${RUNS} runs per method; pullModel hashes in a worker from ${DEFAULT_HASH_WORKER_MIN_BYTES / MIB} MiB; ${machineLoad()}`);
+    console.log(
+      `models benchmark${QUICK ? " (quick)" : ""}: one ${SIZE / MIB} MiB file, ${RUNS} runs per method; pullModel hashes in a worker from ${DEFAULT_HASH_WORKER_MIN_BYTES / MIB} MiB; ${machineLoad()}`,
+    );
     const dir = mkdtempSync(join(tmpdir(), "inferd-bench-models-"));
     cleanup.add("temp dir", () => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, FILE);
@@ -157,10 +193,25 @@ process.exit(
     const rates = await throughput(list, dir);
     const median = (name: string) => percentile(rates.get(name)!, 50);
     const ratio = (name: string, base: string) => `${fmt(median(name) / median(base), 2)}x`;
-    const rows = list.map((m) => [m.name, fmt(median(m.name), 0), fmt(Math.min(...rates.get(m.name)!), 0), fmt(Math.max(...rates.get(m.name)!), 0), ratio(m.name, "curl -L -o"), ratio(m.name, "curl | tee | sha256sum")]);
-    printTable(["method", "MiB/s (median)", "min", "max", "vs curl", "vs curl+sha256sum"], rows, `(a) download throughput, ${SIZE / MIB} MiB over loopback`);
+    const rows = list.map((m) => [
+      m.name,
+      fmt(median(m.name), 0),
+      fmt(Math.min(...rates.get(m.name)!), 0),
+      fmt(Math.max(...rates.get(m.name)!), 0),
+      ratio(m.name, "curl -L -o"),
+      ratio(m.name, "curl | tee | sha256sum"),
+    ]);
+    printTable(
+      ["method", "MiB/s (median)", "min", "max", "vs curl", "vs curl+sha256sum"],
+      rows,
+      `(a) download throughput, ${SIZE / MIB} MiB over loopback`,
+    );
     const resumed = await resume(fake.url, hub, plan, dir);
-    printTable(["run", "CDN GETs", "MiB stored at drop", "retry asked", "KiB fetched again", "of stored"], resumed, "(b) resume after the CDN dropped the connection at 50%");
+    printTable(
+      ["run", "CDN GETs", "MiB stored at drop", "retry asked", "KiB fetched again", "of stored"],
+      resumed,
+      "(b) resume after the CDN dropped the connection at 50%",
+    );
     console.log(`\ndone; ${machineLoad()}`);
   }),
 );

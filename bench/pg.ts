@@ -62,7 +62,17 @@ export function takeStoreArgs(argv: string[]): { choice: StoreChoice; rest: stri
 }
 
 /** The server settings that decide what a commit costs, and a few that bound the load. */
-const SHOWN_SETTINGS = ["server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "wal_level", "commit_delay", "shared_buffers", "max_connections"];
+const SHOWN_SETTINGS = [
+  "server_version",
+  "fsync",
+  "synchronous_commit",
+  "full_page_writes",
+  "wal_sync_method",
+  "wal_level",
+  "commit_delay",
+  "shared_buffers",
+  "max_connections",
+];
 
 /** A PostgreSQL server for one benchmark run, and the new database made for it. */
 export interface BenchPostgres {
@@ -114,10 +124,18 @@ export async function readSettings(url: string): Promise<Record<string, string>>
  * test helper has the same; this copy keeps the benchmarks runnable against older checkouts.)
  */
 function postgresBinDir(): string {
-  for (const dir of (process.env.PATH ?? "").split(":")) if (dir && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
+  for (const dir of (process.env.PATH ?? "").split(":"))
+    if (dir && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
   const root = "/usr/lib/postgresql";
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "pg_ctl"))).sort((x, y) => Number(y) - Number(x)) : [];
-  if (!versions.length) throw new Error("PostgreSQL is not installed: --store postgres needs Debian's postgresql package (apt-get install postgresql)");
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => existsSync(join(root, v, "bin", "pg_ctl")))
+        .sort((x, y) => Number(y) - Number(x))
+    : [];
+  if (!versions.length)
+    throw new Error(
+      "PostgreSQL is not installed: --store postgres needs Debian's postgresql package (apt-get install postgresql)",
+    );
   return join(root, versions[0], "bin");
 }
 
@@ -166,14 +184,28 @@ export async function startBenchPostgres(opts: { databaseUrl?: string } = {}): P
     }
     let started = false;
     stopServer = async () => {
-      if (started) await runPg(join(bin, "pg_ctl"), ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"]).catch((e) => console.error(`stopping the benchmark PostgreSQL: ${e.message}`));
+      if (started)
+        await runPg(join(bin, "pg_ctl"), ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"]).catch((e) =>
+          console.error(`stopping the benchmark PostgreSQL: ${e.message}`),
+        );
       rmSync(dir, { recursive: true, force: true });
     };
     try {
       await runPg(join(bin, "initdb"), ["-D", data, "-U", "inferd", "--auth=trust", "-E", "UTF8"]);
       const port = await freePort();
       // Only where it listens: every other setting is PostgreSQL's default (durable commits).
-      await runPg(join(bin, "pg_ctl"), ["-D", data, "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`, "-l", join(dir, "server.log"), "-w", "-t", "60", "start"]);
+      await runPg(join(bin, "pg_ctl"), [
+        "-D",
+        data,
+        "-o",
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1`,
+        "-l",
+        join(dir, "server.log"),
+        "-w",
+        "-t",
+        "60",
+        "start",
+      ]);
       started = true;
       adminUrl = `postgres://inferd@127.0.0.1:${port}/postgres`;
       postmasterPid = () => {
@@ -200,15 +232,22 @@ export async function startBenchPostgres(opts: { databaseUrl?: string } = {}): P
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
-      for (const name of made.splice(0)) await admin.unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).catch((e) => console.error(`dropping database ${name}: ${e.message}`));
+      for (const name of made.splice(0))
+        await admin
+          .unsafe(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+          .catch((e) => console.error(`dropping database ${name}: ${e.message}`));
       await admin.close().catch(() => {});
       await stopServer();
     })());
   try {
     const url = await createDatabase();
     const settings = await readSettings(url);
-    const where = opts.databaseUrl ? `the server of --database-url ${redact(opts.databaseUrl)}` : `a server started for this run (${adminUrl.replace(/\/postgres$/, "")}, default settings)`;
-    const shown = SHOWN_SETTINGS.filter((k) => k !== "server_version").map((k) => `${k}=${settings[k]}`).join(" ");
+    const where = opts.databaseUrl
+      ? `the server of --database-url ${redact(opts.databaseUrl)}`
+      : `a server started for this run (${adminUrl.replace(/\/postgres$/, "")}, default settings)`;
+    const shown = SHOWN_SETTINGS.filter((k) => k !== "server_version")
+      .map((k) => `${k}=${settings[k]}`)
+      .join(" ");
     return {
       url,
       started: !opts.databaseUrl,
@@ -223,7 +262,9 @@ export async function startBenchPostgres(opts: { databaseUrl?: string } = {}): P
     };
   } catch (e) {
     await stop();
-    throw new Error(`cannot make a benchmark database in ${redact(adminUrl)} (it needs CREATEDB): ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(
+      `cannot make a benchmark database in ${redact(adminUrl)} (it needs CREATEDB): ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
 }
 

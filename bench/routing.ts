@@ -12,7 +12,20 @@
  *
  * Aim: mean TTFT ratio ≤ 0.5, p99 TTFT and throughput no worse.
  */
-import { allReady, benchProjectKey, fakeStats, fmt, machineLoad, parseQuickArgs, runBenchmark, startInferdForBench, summarize, waitAssignments, type BenchInferd, type BenchAssignment } from "./lib";
+import {
+  allReady,
+  benchProjectKey,
+  fakeStats,
+  fmt,
+  machineLoad,
+  parseQuickArgs,
+  runBenchmark,
+  startInferdForBench,
+  summarize,
+  waitAssignments,
+  type BenchInferd,
+  type BenchAssignment,
+} from "./lib";
 
 const { quick: QUICK } = parseQuickArgs(process.argv.slice(2), "usage: bun bench/routing.ts [--quick]");
 
@@ -48,7 +61,10 @@ function rng(seed: number): () => number {
   };
 }
 
-const VOCAB = "part drawer shelf order invoice bolt washer bracket hinge motor cable sensor relay switch panel frame gasket spring valve pump filter clamp nozzle fitting".split(" ");
+const VOCAB =
+  "part drawer shelf order invoice bolt washer bracket hinge motor cable sensor relay switch panel frame gasket spring valve pump filter clamp nozzle fitting".split(
+    " ",
+  );
 const text = (r: () => number, chars: number) => {
   let s = "";
   while (s.length < chars) s += `${VOCAB[Math.floor(r() * VOCAB.length)]} `;
@@ -58,7 +74,14 @@ const text = (r: () => number, chars: number) => {
 /** One app: its system prompt and tools (about 7 KB together). */
 function app(i: number) {
   const r = rng(SEED * 1000 + i);
-  const tools = Array.from({ length: 6 }, (_, k) => ({ type: "function", function: { name: `app${i}_tool${k}`, description: text(r, 250), parameters: { type: "object", properties: { id: { type: "string", description: text(r, 60) } } } } }));
+  const tools = Array.from({ length: 6 }, (_, k) => ({
+    type: "function",
+    function: {
+      name: `app${i}_tool${k}`,
+      description: text(r, 250),
+      parameters: { type: "object", properties: { id: { type: "string", description: text(r, 60) } } },
+    },
+  }));
   return { system: `You are assistant ${i} of the shop. ${text(r, 5000)}`, tools };
 }
 
@@ -69,9 +92,22 @@ const turnsOf = (c: number) => {
 };
 
 /** One streamed chat completion: ms to the first content token, and the answer's text. */
-async function stream(url: string, key: string, body: Record<string, unknown>, id?: string): Promise<{ ttft: number; answer: string }> {
+async function stream(
+  url: string,
+  key: string,
+  body: Record<string, unknown>,
+  id?: string,
+): Promise<{ ttft: number; answer: string }> {
   const t0 = performance.now();
-  const r = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...(id ? { "x-request-id": id } : {}) }, body: JSON.stringify({ ...body, stream: true, max_tokens: 16, ...(body.tools ? { tool_choice: "none" } : {}) }) });
+  const r = await fetch(url, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      ...(id ? { "x-request-id": id } : {}),
+    },
+    body: JSON.stringify({ ...body, stream: true, max_tokens: 16, ...(body.tools ? { tool_choice: "none" } : {}) }),
+  });
   if (r.status !== 200 || !r.body) throw new Error(`HTTP ${r.status} ${(await r.text()).slice(0, 300)}`);
   const decoder = new TextDecoder();
   let buf = "";
@@ -96,9 +132,22 @@ async function stream(url: string, key: string, body: Record<string, unknown>, i
 }
 
 /** A workload of 4 replicas with `routing`, each replica with room for all the traffic; waits until every replica answers. */
-async function workload(inferd: BenchInferd, key: string, routing: "prefix" | "least_loaded"): Promise<{ url: string; slug: string; assignments: BenchAssignment[] }> {
+async function workload(
+  inferd: BenchInferd,
+  key: string,
+  routing: "prefix" | "least_loaded",
+): Promise<{ url: string; slug: string; assignments: BenchAssignment[] }> {
   const name = `shop-${routing.replace("_", "-")}`;
-  const w = await inferd.admin("/admin/projects/bench/workloads", { body: { name, backend: "vllm", model_name: name, config: { command: `vllm serve ${name}` }, execution_params: { replicas: REPLICAS }, routing } });
+  const w = await inferd.admin("/admin/projects/bench/workloads", {
+    body: {
+      name,
+      backend: "vllm",
+      model_name: name,
+      config: { command: `vllm serve ${name}` },
+      execution_params: { replicas: REPLICAS },
+      routing,
+    },
+  });
   const as = await waitAssignments(inferd, w.id, (list) => list.length === REPLICAS && allReady(list), 120_000);
   for (const a of as) await inferd.admin(`/admin/assignments/${a.id}`, { method: "PATCH", body: { concurrency: 64 } });
   const url = `${inferd.url}/endpoint/bench/${w.slug}/v1/chat/completions`;
@@ -106,7 +155,11 @@ async function workload(inferd: BenchInferd, key: string, routing: "prefix" | "l
   for (let round = 0; ; round++) {
     if ((await Promise.all(as.map((a) => fakeStats(a.base_url!)))).every((s) => s.total > 0)) break;
     if (round > 50) throw new Error(`not every replica of ${name} took requests`);
-    await Promise.all(Array.from({ length: 8 }, (_, i) => stream(url, key, { model: name, messages: [{ role: "user", content: `ping ${round}-${i}` }] })));
+    await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        stream(url, key, { model: name, messages: [{ role: "user", content: `ping ${round}-${i}` }] }),
+      ),
+    );
   }
   return { url, slug: w.slug, assignments: as };
 }
@@ -134,7 +187,23 @@ async function run(url: string, key: string, model: string): Promise<{ ttfts: nu
     while (!done) {
       await Bun.sleep(r() * THINK_MS);
       const { system, tools } = apps[Math.floor(r() * APPS)];
-      ttfts.push((await stream(url, key, { model, messages: [{ role: "system", content: system }, { role: "user", content: text(r, 300) }], tools }, `one-off-${client}`)).ttft);
+      ttfts.push(
+        (
+          await stream(
+            url,
+            key,
+            {
+              model,
+              messages: [
+                { role: "system", content: system },
+                { role: "user", content: text(r, 300) },
+              ],
+              tools,
+            },
+            `one-off-${client}`,
+          )
+        ).ttft,
+      );
     }
   };
   const others = Array.from({ length: ONE_OFF_CLIENTS }, (_, i) => oneOffs(i));
@@ -147,19 +216,27 @@ async function run(url: string, key: string, model: string): Promise<{ ttfts: nu
 
 /** The prefix counters of `/metrics` for a workload. */
 async function hitRate(inferd: BenchInferd, slug: string): Promise<string> {
-  const text = await (await fetch(`${inferd.url}/metrics`, { headers: { authorization: `Bearer ${inferd.adminToken}` } })).text();
-  const read = (name: string) => Number(new RegExp(`^${name}\\{workload="bench/${slug}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? NaN);
+  const text = await (
+    await fetch(`${inferd.url}/metrics`, { headers: { authorization: `Bearer ${inferd.adminToken}` } })
+  ).text();
+  const read = (name: string) =>
+    Number(new RegExp(`^${name}\\{workload="bench/${slug}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? NaN);
   const routed = read("inferd_prefix_routed_total");
   const hits = read("inferd_prefix_hits_total");
   return `${hits} of ${routed} routed by prefix went to their ring replica (${fmt((100 * hits) / routed, 0)} %)`;
 }
 
-const line = (what: string, a: number, b: number, unit: string) => `prefix vs least-loaded: ${what} ${fmt(a, 1)} ${unit} vs ${fmt(b, 1)} ${unit} (${fmt(a / b, 2)} x)`;
+const line = (what: string, a: number, b: number, unit: string) =>
+  `prefix vs least-loaded: ${what} ${fmt(a, 1)} ${unit} vs ${fmt(b, 1)} ${unit} (${fmt(a / b, 2)} x)`;
 
 process.exit(
   await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
-    console.log(`routing benchmark${QUICK ? " (quick)" : ""}: ${REPLICAS} replicas per workload; ${CONVERSATIONS} conversations of ${TURNS} turns over ${APPS} apps (system prompt + tools ≈ 7 KB, turns ≈ 1 KB) and ${ONE_OFF_CLIENTS} clients of one-off prompts`);
-    console.log(`fake runtime: prefill ${PREFILL_MS_PER_KCHAR} ms per 1000 uncached characters, first token +${FIRST_TOKEN_MS} ms, ${TOKEN_MS} ms per token, prefix cache ${CACHE_KCHARS}K characters per replica; ${machineLoad()}`);
+    console.log(
+      `routing benchmark${QUICK ? " (quick)" : ""}: ${REPLICAS} replicas per workload; ${CONVERSATIONS} conversations of ${TURNS} turns over ${APPS} apps (system prompt + tools ≈ 7 KB, turns ≈ 1 KB) and ${ONE_OFF_CLIENTS} clients of one-off prompts`,
+    );
+    console.log(
+      `fake runtime: prefill ${PREFILL_MS_PER_KCHAR} ms per 1000 uncached characters, first token +${FIRST_TOKEN_MS} ms, ${TOKEN_MS} ms per token, prefix cache ${CACHE_KCHARS}K characters per replica; ${machineLoad()}`,
+    );
     const inferd = await startInferdForBench({
       FAKE_GPUS: `${2 * REPLICAS}x NVIDIA GeForce RTX 4090:24564`,
       FAKE_PREFILL_MS_PER_KCHAR: String(PREFILL_MS_PER_KCHAR),
@@ -176,12 +253,16 @@ process.exit(
     const a = await run(prefix.url, key, "shop-prefix");
     const [sa, sb] = [summarize(a.ttfts), summarize(b.ttfts)];
     const [ra, rb] = [a.ttfts.length / (a.elapsedMs / 1000), b.ttfts.length / (b.elapsedMs / 1000)];
-    console.log(`\nleast-loaded: ${b.ttfts.length} requests in ${fmt(b.elapsedMs / 1000, 1)} s; prefix: ${a.ttfts.length} requests in ${fmt(a.elapsedMs / 1000, 1)} s`);
+    console.log(
+      `\nleast-loaded: ${b.ttfts.length} requests in ${fmt(b.elapsedMs / 1000, 1)} s; prefix: ${a.ttfts.length} requests in ${fmt(a.elapsedMs / 1000, 1)} s`,
+    );
     console.log(`prefix workload: ${await hitRate(inferd, prefix.slug)}`);
     console.log(line("mean TTFT", sa.mean, sb.mean, "ms"));
     console.log(line("p99 TTFT", sa.p99, sb.p99, "ms"));
     console.log(line("throughput", ra, rb, "req/s"));
-    console.log(`aims: mean TTFT ratio ≤ 0.5 ${sa.mean / sb.mean <= 0.5 ? "met" : "NOT met"}; p99 no worse ${sa.p99 <= sb.p99 ? "met" : "NOT met"}; throughput no worse ${ra >= rb ? "met" : "NOT met"}`);
+    console.log(
+      `aims: mean TTFT ratio ≤ 0.5 ${sa.mean / sb.mean <= 0.5 ? "met" : "NOT met"}; p99 no worse ${sa.p99 <= sb.p99 ? "met" : "NOT met"}; throughput no worse ${ra >= rb ? "met" : "NOT met"}`,
+    );
     console.log(`done; ${machineLoad()}`);
   }),
 );

@@ -14,7 +14,17 @@
  */
 import { fixtureEnv, freePort } from "../test/fixtures";
 import { tempDir, cleanup as removeTemp } from "../test/helpers/proc";
-import { benchProjectKey, fmt, machineLoad, parseQuickArgs, printTable, runBenchmark, startInferdForBench, summarize, type BenchInferd } from "./lib";
+import {
+  benchProjectKey,
+  fmt,
+  machineLoad,
+  parseQuickArgs,
+  printTable,
+  runBenchmark,
+  startInferdForBench,
+  summarize,
+  type BenchInferd,
+} from "./lib";
 
 const { quick: QUICK } = parseQuickArgs(process.argv.slice(2), "usage: bun bench/scaling.ts [--quick]");
 const LOAD_MS = 300;
@@ -25,10 +35,18 @@ const BODY = JSON.stringify({ messages: [{ role: "user", content: "hi" }], max_t
 async function directStart(): Promise<number> {
   const port = await freePort();
   const t0 = performance.now();
-  const proc = Bun.spawn(["vllm", "serve", "direct", "--host", "127.0.0.1", "--port", String(port)], { env: fixtureEnv({ FAKE_LOAD_MS: String(LOAD_MS) }), stdout: "ignore", stderr: "ignore" });
+  const proc = Bun.spawn(["vllm", "serve", "direct", "--host", "127.0.0.1", "--port", String(port)], {
+    env: fixtureEnv({ FAKE_LOAD_MS: String(LOAD_MS) }),
+    stdout: "ignore",
+    stderr: "ignore",
+  });
   try {
     for (;;) {
-      const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: BODY }).catch(() => null);
+      const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: BODY,
+      }).catch(() => null);
       if (r?.ok) {
         await r.text();
         return performance.now() - t0;
@@ -44,7 +62,11 @@ async function directStart(): Promise<number> {
 /** One chat request through inferd, timed; throws unless it is answered 200. */
 async function timedChat(inferd: BenchInferd, key: string, slug: string): Promise<number> {
   const t0 = performance.now();
-  const r = await fetch(`${inferd.url}/endpoint/bench/${slug}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: BODY });
+  const r = await fetch(`${inferd.url}/endpoint/bench/${slug}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: BODY,
+  });
   const text = await r.text();
   if (r.status !== 200) throw new Error(`${slug}: HTTP ${r.status} ${text}`);
   return performance.now() - t0;
@@ -60,14 +82,27 @@ async function untilIdle(inferd: BenchInferd, id: string): Promise<void> {
 }
 
 const onDemand = (inferd: BenchInferd, name: string, idle_timeout_s: number) =>
-  inferd.admin("/admin/projects/bench/workloads", { body: { name, backend: "vllm", model_name: name, config: { command: `vllm serve ${name}` }, execution_policy: "autoscaling", execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s } } });
+  inferd.admin("/admin/projects/bench/workloads", {
+    body: {
+      name,
+      backend: "vllm",
+      model_name: name,
+      config: { command: `vllm serve ${name}` },
+      execution_policy: "autoscaling",
+      execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s },
+    },
+  });
 
 process.exit(
   await runBenchmark(5 * 60_000, async (cleanup) => {
     console.log(`machine load: ${machineLoad()}; ${ROUNDS} rounds; the fake runtime loads in ${LOAD_MS} ms`);
     const direct: number[] = [];
     for (let i = 0; i < ROUNDS; i++) direct.push(await directStart());
-    const inferd = await startInferdForBench({ FAKE_LOAD_MS: String(LOAD_MS), FAKE_GPU_USAGE_DIR: tempDir("bench-usage"), INFERD_TELEMETRY_INTERVAL_MS: "200" });
+    const inferd = await startInferdForBench({
+      FAKE_LOAD_MS: String(LOAD_MS),
+      FAKE_GPU_USAGE_DIR: tempDir("bench-usage"),
+      INFERD_TELEMETRY_INTERVAL_MS: "200",
+    });
     cleanup.add("inferd", () => inferd.stop());
     cleanup.add("temp dirs", () => removeTemp());
     const key = await benchProjectKey(inferd);
@@ -89,10 +124,25 @@ process.exit(
     const d = summarize(direct);
     const c = summarize(coldTimes);
     const s = summarize(swaps);
-    printTable(["", "p50 ms", "min ms", "max ms", "p50 over the runtime's own start"], [
-      ["runtime started by hand, to its first answer", fmt(d.p50, 1), fmt(d.min, 1), fmt(d.max, 1), ""],
-      ["cold start through inferd (scale from zero)", fmt(c.p50, 1), fmt(c.min, 1), fmt(c.max, 1), `+${fmt(c.p50 - d.p50, 1)} ms (aim < 50 ms)`],
-      ["swap: the other model out, this one in", fmt(s.p50, 1), fmt(s.min, 1), fmt(s.max, 1), `+${fmt(s.p50 - d.p50, 1)} ms`],
-    ]);
+    printTable(
+      ["", "p50 ms", "min ms", "max ms", "p50 over the runtime's own start"],
+      [
+        ["runtime started by hand, to its first answer", fmt(d.p50, 1), fmt(d.min, 1), fmt(d.max, 1), ""],
+        [
+          "cold start through inferd (scale from zero)",
+          fmt(c.p50, 1),
+          fmt(c.min, 1),
+          fmt(c.max, 1),
+          `+${fmt(c.p50 - d.p50, 1)} ms (aim < 50 ms)`,
+        ],
+        [
+          "swap: the other model out, this one in",
+          fmt(s.p50, 1),
+          fmt(s.min, 1),
+          fmt(s.max, 1),
+          `+${fmt(s.p50 - d.p50, 1)} ms`,
+        ],
+      ],
+    );
   }),
 );

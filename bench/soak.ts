@@ -45,7 +45,14 @@ import { join } from "node:path";
 import { makeTestPki } from "../test/fixtures/tls";
 import { stopTestPostgres, testPostgres } from "../test/helpers/postgres";
 import { machineLoad, runBenchmark } from "./lib";
-import { clusterControl, clusterFailures, clusterReport, clusterWhole, startClusterHosts, watchLeader } from "./soak/cluster";
+import {
+  clusterControl,
+  clusterFailures,
+  clusterReport,
+  clusterWhole,
+  startClusterHosts,
+  watchLeader,
+} from "./soak/cluster";
 import { runFaults, type FaultPlan } from "./soak/faults";
 import { joinSoakAgent, soakEnv, startSoakHost, type SoakHost } from "./soak/host";
 import { formatReport } from "./soak/print";
@@ -66,7 +73,10 @@ let HOSTS = 1;
 let DATABASE_URL: string | undefined;
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
-  const [flag, inline] = argv[i].startsWith("--") && argv[i].includes("=") ? [argv[i].slice(0, argv[i].indexOf("=")), argv[i].slice(argv[i].indexOf("=") + 1)] : [argv[i], undefined];
+  const [flag, inline] =
+    argv[i].startsWith("--") && argv[i].includes("=")
+      ? [argv[i].slice(0, argv[i].indexOf("=")), argv[i].slice(argv[i].indexOf("=") + 1)]
+      : [argv[i], undefined];
   const value = () => inline ?? argv[++i] ?? usageError(`${flag} needs a value`);
   if (flag === "--short" && inline === undefined) SHORT = true;
   else if (flag === "--json" && inline === undefined) JSON_OUT = true;
@@ -112,14 +122,23 @@ const HARD_LIMIT_MS = CLUSTER ? (SHORT ? 180_000 : 15 * 60_000) : SHORT ? 118_00
 /** Fake runtimes: 40 ms per answer, streams of 8 tokens 15 ms apart; fast loads so restarts are quick. */
 const FAKE = { FAKE_LOAD_MS: "100", FAKE_DELAY_MS: "40", FAKE_FIRST_TOKEN_MS: "30", FAKE_TOKEN_MS: "15" };
 /** Settings for the host and the agent: deliberate crashes must not mark a replica failed. */
-const SHARED_SETTINGS = { INFERD_TELEMETRY_INTERVAL_MS: "1000", INFERD_RESTART_BACKOFF_MS: "200", INFERD_MAX_CRASHES: "1000", INFERD_LOG_LEVEL: "warn" };
+const SHARED_SETTINGS = {
+  INFERD_TELEMETRY_INTERVAL_MS: "1000",
+  INFERD_RESTART_BACKOFF_MS: "200",
+  INFERD_MAX_CRASHES: "1000",
+  INFERD_LOG_LEVEL: "warn",
+};
 /** Each host's machine (fake `nvidia-smi`): two 24 GiB GPUs, a different model per host so GPU ids differ between machines. */
-const HOST_GPUS = ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A5000", "NVIDIA GeForce RTX 3090", "NVIDIA RTX A6000"].map((name) => `2x ${name}:24564`);
+const HOST_GPUS = ["NVIDIA GeForce RTX 4090", "NVIDIA RTX A5000", "NVIDIA GeForce RTX 3090", "NVIDIA RTX A6000"].map(
+  (name) => `2x ${name}:24564`,
+);
 
 let report: SoakReport | undefined;
 const code = await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
   const t0 = Date.now();
-  const what = CLUSTER ? `${FAULTS.kills} kills of ${HOSTS} hosts in turn, every ${FAULTS.periodMs / 1000} s or more` : `${FAULTS.kills} kills of inferd every ${FAULTS.periodMs / 1000} s`;
+  const what = CLUSTER
+    ? `${FAULTS.kills} kills of ${HOSTS} hosts in turn, every ${FAULTS.periodMs / 1000} s or more`
+    : `${FAULTS.kills} kills of inferd every ${FAULTS.periodMs / 1000} s`;
   log(`soak${SHORT ? " (short)" : ""}: ${what}; ${machineLoad()}`);
   const dir = mkdtempSync(join(tmpdir(), "inferd-soak-pki-"));
   cleanup.add("temp dir", () => rmSync(dir, { recursive: true, force: true }));
@@ -133,10 +152,28 @@ const code = await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
     databaseUrl = await (await testPostgres()).createDatabase("soak");
     log(`started a throwaway PostgreSQL: ${databaseUrl}`);
   }
-  const hostArgs = ["--allow-private-webhooks", "--webhook-ca-file", pki.caFile, "--webhook-retry-schedule", RETRY_SCHEDULE, "--worker-timeout-ms", String(WORKER_TIMEOUT_MS), "--queue-wait-ms", "20000"];
+  const hostArgs = [
+    "--allow-private-webhooks",
+    "--webhook-ca-file",
+    pki.caFile,
+    "--webhook-retry-schedule",
+    RETRY_SCHEDULE,
+    "--worker-timeout-ms",
+    String(WORKER_TIMEOUT_MS),
+    "--queue-wait-ms",
+    "20000",
+  ];
   const store: Record<string, string> = databaseUrl ? { INFERD_DATABASE_URL: databaseUrl } : {};
   const adminToken = `ik_admin_soak-${crypto.randomUUID().replaceAll("-", "")}`;
-  const hostEnv = (i: number) => soakEnv({ INFERD_LOCAL_AGENT: "1", FAKE_GPUS: HOST_GPUS[i], ...FAKE, ...SHARED_SETTINGS, ...store, ...(CLUSTER ? { INFERD_ADMIN_TOKEN: adminToken } : {}) });
+  const hostEnv = (i: number) =>
+    soakEnv({
+      INFERD_LOCAL_AGENT: "1",
+      FAKE_GPUS: HOST_GPUS[i],
+      ...FAKE,
+      ...SHARED_SETTINGS,
+      ...store,
+      ...(CLUSTER ? { INFERD_ADMIN_TOKEN: adminToken } : {}),
+    });
   const hosts: SoakHost[] = [];
   let hostWorkers: HostWorker[];
   if (CLUSTER) {
@@ -154,11 +191,24 @@ const code = await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
     hostWorkers = [{ host, workerId: local.id }];
   }
   const first = hosts[0];
-  const agent = await joinSoakAgent(first, "soak-remote", soakEnv({ FAKE_GPUS: "1x NVIDIA L4:23034", ...FAKE, ...SHARED_SETTINGS }));
+  const agent = await joinSoakAgent(
+    first,
+    "soak-remote",
+    soakEnv({ FAKE_GPUS: "1x NVIDIA L4:23034", ...FAKE, ...SHARED_SETTINGS }),
+  );
   cleanup.add("agent", () => agent.stop());
   const setup = await setupSoak(hostWorkers, agent, receivers);
-  const where = hosts.map((h) => `${CLUSTER ? `${h.name} ` : "inferd "}${h.url} (pid ${h.pid}, agents at port ${h.tlsPort}${CLUSTER ? `, id ${h.hostId}` : ""})`).join("; ");
-  log(`${where}; remote agent pid ${agent.pid}; receivers ${Object.values(receivers).map((r) => `${r.name}:${r.port}`).join(", ")}; ready after ${Date.now() - t0} ms`);
+  const where = hosts
+    .map(
+      (h) =>
+        `${CLUSTER ? `${h.name} ` : "inferd "}${h.url} (pid ${h.pid}, agents at port ${h.tlsPort}${CLUSTER ? `, id ${h.hostId}` : ""})`,
+    )
+    .join("; ");
+  log(
+    `${where}; remote agent pid ${agent.pid}; receivers ${Object.values(receivers)
+      .map((r) => `${r.name}:${r.port}`)
+      .join(", ")}; ready after ${Date.now() - t0} ms`,
+  );
   const whole = CLUSTER ? async () => (await clusterWhole(hosts)) && (await setup.whole()) : setup.whole;
 
   let phase: "idle" | "load" = "idle";
@@ -176,10 +226,27 @@ const code = await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
   phase = "load";
   const tTraffic = Date.now();
   const urls = hosts.map((h) => h.url);
-  const traffic = startTraffic({ urls, project: PROJECT, workloads: setup.workloads.map((w) => w.slug), liveKey: setup.liveKey, runId: crypto.randomUUID().slice(0, 8) }, TRAFFIC);
+  const traffic = startTraffic(
+    {
+      urls,
+      project: PROJECT,
+      workloads: setup.workloads.map((w) => w.slug),
+      liveKey: setup.liveKey,
+      runId: crypto.randomUUID().slice(0, 8),
+    },
+    TRAFFIC,
+  );
   let faults;
   try {
-    faults = await runFaults(FAULTS, { hosts, agent, flapping: receivers.flapping, runtimes: setup.runtimes, whole, cluster: db ? clusterControl(hosts, db) : undefined, log });
+    faults = await runFaults(FAULTS, {
+      hosts,
+      agent,
+      flapping: receivers.flapping,
+      runtimes: setup.runtimes,
+      whole,
+      cluster: db ? clusterControl(hosts, db) : undefined,
+      log,
+    });
     // The last process serves under load for as long as the first did before its kill.
     const lastUp = faults.filter((f) => f.kind === "inferd").at(-1)?.upAt ?? Date.now();
     await Bun.sleep(Math.max(0, lastUp + FAULTS.firstKillMs - Date.now()));
@@ -188,8 +255,12 @@ const code = await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
   }
   phase = "idle";
   const tDrain = Date.now();
-  log(`traffic stopped after ${Math.round((tDrain - tTraffic) / 1000)} s (${traffic.outcomes.length} requests); draining (at most ${DRAIN_MS / 1000} s)`);
-  const accepted = traffic.outcomes.filter((o) => o.kind === "job" && o.status === 202 && o.jobId).map((o) => ({ jobId: o.jobId!, workload: o.workload, ctx: o.ctx!, host: o.host }));
+  log(
+    `traffic stopped after ${Math.round((tDrain - tTraffic) / 1000)} s (${traffic.outcomes.length} requests); draining (at most ${DRAIN_MS / 1000} s)`,
+  );
+  const accepted = traffic.outcomes
+    .filter((o) => o.kind === "job" && o.status === 202 && o.jobId)
+    .map((o) => ({ jobId: o.jobId!, workload: o.workload, ctx: o.ctx!, host: o.host }));
   const drain = await drainJobs(urls, setup.liveKey, accepted, DRAIN_MS);
   await Bun.sleep(1000); // late duplicates, and an idle sample of the drained process
   hosts.forEach((h) => h.sample("idle"));
@@ -200,8 +271,13 @@ const code = await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
   const unexplained: string[] = [];
   const rel = (t: number | undefined) => (t === undefined ? "never" : `${((t - tTraffic) / 1000).toFixed(1)} s`);
   const describe = (o: Outcome, during: string) => {
-    const near = faults.filter((f) => f.kind !== "receiver" && f.at <= o.t1 && (f.recoveredAt ?? end) + 5000 >= o.t0).map((f) => `${f.what} at ${rel(f.at)} (up ${rel(f.upAt)}, whole ${rel(f.recoveredAt)})`);
-    const answer = o.status === undefined ? `no answer (${o.error})` : `${o.status} ${o.code ?? ""}${o.stream && o.stream !== "done" ? ` stream ${o.stream}` : ""}${o.error ? ` (${o.error})` : ""}`;
+    const near = faults
+      .filter((f) => f.kind !== "receiver" && f.at <= o.t1 && (f.recoveredAt ?? end) + 5000 >= o.t0)
+      .map((f) => `${f.what} at ${rel(f.at)} (up ${rel(f.upAt)}, whole ${rel(f.recoveredAt)})`);
+    const answer =
+      o.status === undefined
+        ? `no answer (${o.error})`
+        : `${o.status} ${o.code ?? ""}${o.stream && o.stream !== "done" ? ` stream ${o.stream}` : ""}${o.error ? ` (${o.error})` : ""}`;
     return `${o.kind} ${o.workload} to ${hosts[o.host].name} sent at ${rel(o.t0)}, over at ${rel(o.t1)}: ${answer}; during: ${during || "no fault"}${near.length ? `; faults near: ${near.join("; ")}` : ""}`;
   };
   const cluster = leaders ? clusterReport(hosts, faults, leaders.seen, traffic.outcomes, tTraffic) : undefined;
@@ -218,10 +294,23 @@ const code = await runBenchmark(HARD_LIMIT_MS, async (cleanup) => {
   const failures = [...failuresOf(partial, drain.drained), ...(cluster ? clusterFailures(cluster, FAULTS.kills) : [])];
   report = { ...partial, failures, ok: failures.length === 0 };
   log(formatReport(report));
-  if (unexplained.length) log(`\nRequests that count against the run (times from the start of traffic):\n${unexplained.slice(0, 20).map((x) => `  - ${x}`).join("\n")}`);
+  if (unexplained.length)
+    log(
+      `\nRequests that count against the run (times from the start of traffic):\n${unexplained
+        .slice(0, 20)
+        .map((x) => `  - ${x}`)
+        .join("\n")}`,
+    );
   // The end of each host's output, without the warnings the failing receiver causes by design.
-  const output = (h: SoakHost) => h.output().split("\n").filter((l) => !l.includes("is terminal after")).join("\n").slice(-4000);
-  if (!report.ok) for (const h of hosts) log(`\n--- end of ${CLUSTER ? `${h.name}'s` : "inferd's"} output ---\n${output(h)}`);
+  const output = (h: SoakHost) =>
+    h
+      .output()
+      .split("\n")
+      .filter((l) => !l.includes("is terminal after"))
+      .join("\n")
+      .slice(-4000);
+  if (!report.ok)
+    for (const h of hosts) log(`\n--- end of ${CLUSTER ? `${h.name}'s` : "inferd's"} output ---\n${output(h)}`);
 });
 if (JSON_OUT && report) console.log(JSON.stringify(report));
 process.exit(code !== 0 ? code : report?.ok ? 0 : 1);

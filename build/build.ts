@@ -34,7 +34,10 @@ export const TARGETS = {
   "linux-arm64": { bun: "bun-linux-arm64", file: "inferd-linux-arm64", os: "linux", cpu: "arm64" },
   "darwin-arm64": { bun: "bun-darwin-arm64", file: "inferd-darwin-arm64", os: "darwin", cpu: "arm64" },
   "windows-x64": { bun: "bun-windows-x64", file: "inferd-windows-x64.exe", os: "win32", cpu: "x64" },
-} satisfies Record<string, { bun: Bun.Build.CompileTarget; file: string; os: NodeJS.Platform; cpu: NodeJS.Architecture }>;
+} satisfies Record<
+  string,
+  { bun: Bun.Build.CompileTarget; file: string; os: NodeJS.Platform; cpu: NodeJS.Architecture }
+>;
 
 /** A target name we know how to build. */
 export type TargetName = keyof typeof TARGETS;
@@ -69,7 +72,9 @@ export function buildStamp(cwd: string = ROOT): string {
 /** Turns Bun's build errors into one message, explaining a runtime download that failed. */
 function explain(target: TargetName, error: unknown): string {
   const parts = error instanceof AggregateError ? error.errors : [error];
-  const text = parts.map((e) => (e instanceof Error ? e.message : String((e as { message?: unknown })?.message ?? e))).join("\n");
+  const text = parts
+    .map((e) => (e instanceof Error ? e.message : String((e as { message?: unknown })?.message ?? e)))
+    .join("\n");
   if (/failed to download/i.test(text)) {
     return `cannot build ${target}: Bun could not fetch the ${TARGETS[target].bun} runtime from the npm registry (@oven/bun-*), which cross-compiling needs.\n${text}`;
   }
@@ -110,7 +115,9 @@ export async function buildTarget(target: TargetName, opts: { outDir?: string; s
       throw: true,
     });
     if (!("unavailable" in pack) && !Object.keys(out.metafile?.inputs ?? {}).some((p) => p.endsWith(PACK_FILE))) {
-      throw new Error(`the built-in llama.cpp runtime's pack was not embedded (the bundler did not use the replacement of agent/runtimes/llama/embedded-pack.ts)`);
+      throw new Error(
+        `the built-in llama.cpp runtime's pack was not embedded (the bundler did not use the replacement of agent/runtimes/llama/embedded-pack.ts)`,
+      );
     }
     if (!Object.keys(out.metafile?.inputs ?? {}).some((p) => p.includes(UI_EMBED_DIR))) {
       throw new Error(`the dashboard was not embedded (the bundler did not use the replacement of src/ui/embedded.ts)`);
@@ -133,7 +140,8 @@ export function parseTargets(argv: string[]): TargetName[] | "help" {
     else if (a === "--target" || a.startsWith("--target=")) {
       const raw = a === "--target" ? argv[++i] : a.slice("--target=".length);
       const name = raw?.replace(/^bun-/, "");
-      if (!name || !(name in TARGETS)) throw new Error(`unknown target "${raw ?? ""}"; known: ${Object.keys(TARGETS).join(", ")}`);
+      if (!name || !(name in TARGETS))
+        throw new Error(`unknown target "${raw ?? ""}"; known: ${Object.keys(TARGETS).join(", ")}`);
       picked.add(name as TargetName);
     } else throw new Error(`unknown argument "${a}" (try --help)`);
   }
@@ -155,7 +163,9 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (targets === "help") {
-    console.log(`usage: bun build/build.ts [--all] [--target NAME]...\ntargets: ${Object.keys(TARGETS).join(", ")} (default linux-x64)`);
+    console.log(
+      `usage: bun build/build.ts [--all] [--target NAME]...\ntargets: ${Object.keys(TARGETS).join(", ")} (default linux-x64)`,
+    );
     return 0;
   }
   const stamp = buildStamp();
@@ -165,9 +175,15 @@ export async function main(argv: string[]): Promise<number> {
     try {
       const built = await buildTarget(target, { stamp });
       const secs = ((performance.now() - started) / 1000).toFixed(1);
-      console.log(`${relative(process.cwd(), built.path) || built.path}  ${human(built.bytes)}  (${target}, version stamp "${stamp}", ${secs} s)`);
-      if ("unavailable" in built.llama) console.warn(`build: warning: ${target} has no built-in llama.cpp runtime: ${built.llama.unavailable}`);
-      else console.log(`  built-in llama.cpp runtime ${built.llama.id}: ${built.llama.files} files, ${human(built.llama.packBytes)} packed`);
+      console.log(
+        `${relative(process.cwd(), built.path) || built.path}  ${human(built.bytes)}  (${target}, version stamp "${stamp}", ${secs} s)`,
+      );
+      if ("unavailable" in built.llama)
+        console.warn(`build: warning: ${target} has no built-in llama.cpp runtime: ${built.llama.unavailable}`);
+      else
+        console.log(
+          `  built-in llama.cpp runtime ${built.llama.id}: ${built.llama.files} files, ${human(built.llama.packBytes)} packed`,
+        );
     } catch (e) {
       failed++;
       console.error(`build: ${(e as Error).message}`);

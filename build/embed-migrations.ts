@@ -9,7 +9,9 @@ const root = join(import.meta.dir, "..");
 
 /** The journal's entries of one migrations folder, in order. */
 async function entriesOf(dir: string): Promise<{ idx: number; tag: string }[]> {
-  const journal = (await Bun.file(join(root, "src/db", dir, "meta/_journal.json")).json()) as { entries: { idx: number; tag: string }[] };
+  const journal = (await Bun.file(join(root, "src/db", dir, "meta/_journal.json")).json()) as {
+    entries: { idx: number; tag: string }[];
+  };
   return [...journal.entries].sort((a, b) => a.idx - b.idx);
 }
 

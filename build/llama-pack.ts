@@ -46,7 +46,9 @@ export async function buildLlamaPack(root: string, os: string, cpu: string): Pro
   const nodeModules = join(root, "node_modules");
   const binaries = prebuiltPackageName(os, cpu);
   if (!existsSync(join(nodeModules, binaries, "package.json"))) {
-    return { unavailable: `node-llama-cpp's prebuilt binaries ${binaries} were not installed when this inferd was built` };
+    return {
+      unavailable: `node-llama-cpp's prebuilt binaries ${binaries} were not installed when this inferd was built`,
+    };
   }
   const files = nodeLlamaCppFiles(nodeModules, [binaries]);
   const inputs: PackInput[] = [{ path: "llama-runner.js", bytes: await bundleRunner(root), mode: 0o644 }];
@@ -69,7 +71,8 @@ export function packModules(root: string, pack: LlamaPack): Record<string, strin
   root = realpathSync(root);
   const stub = join(root, "agent/runtimes/llama/embedded-pack.ts");
   const type = "{ path?: string; unavailable?: string }";
-  if ("unavailable" in pack) return { [stub]: `export const embeddedPack: ${type} = { unavailable: ${JSON.stringify(pack.unavailable)} };\n` };
+  if ("unavailable" in pack)
+    return { [stub]: `export const embeddedPack: ${type} = { unavailable: ${JSON.stringify(pack.unavailable)} };\n` };
   const file = join(root, PACK_FILE);
   return {
     [stub]: `import path from ${JSON.stringify(file)} with { type: "file" };\nexport const embeddedPack: ${type} = { path };\n`,

@@ -41,82 +41,100 @@ const JSON_PLANES = /^\/(api|admin)(\/|$)/;
 
 /** Builds the inferd HTTP app (no listen): error mapping, the auth gate, body parsing, every route. */
 export function createApp(deps: AppDeps) {
-  return new Elysia()
-    .use(errorPlugin)
-    .onRequest(({ request }) => {
-      // The request's one object (../call.ts): its ids, arrival and, as they are learnt, its key,
-      // principal, ticket and timeline. Made here unless the HTTPS listener made it.
-      const call = callOf(request);
-      const data = call.path.startsWith("/endpoint/");
-      // The request's timeline (the inspector's record, a trace when tracing is on) starts at its
-      // arrival; its record is keyed on inferd's own id, the client's id is kept beside it.
-      if (data) call.timeline = deps.tracing.begin(request, traceName(request.method, call.path), call.arrivedAt, call.own, call.id);
-      // Who changes what, for the audit log: entered now (before any wait, so the rest of the
-      // request sees it), filled in once authentication has said who it is.
-      const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous", requestId: call.id });
-      return andThen(authenticateRequest(deps, request, call.path), () => {
-        if (actor) Object.assign(actor, actorOf(request));
-        // The key's limits, next to authentication: inference and job submissions count.
-        if (data && request.method === "POST") return andThen(deps.limiter.admit(call.key!, request), () => void call.timeline?.authed());
-      });
-    })
-    // Every answer carries its request id (`request-id` too, where Anthropic's SDK reads it), a
-    // data-plane error its retry hint; a limited key's
-    // x-ratelimit-* headers go on every answer it gets.
-    .onAfterHandle({ as: "global" }, ({ request, response, set }) => {
-      const { id, path, ticket } = callOf(request);
-      if (response instanceof Response) {
-        response.headers.set("x-request-id", id);
-        response.headers.set("request-id", id);
-        if (response.status >= 400 && path.startsWith("/endpoint/")) setRetryHint(response.headers, response.status);
-        if (ticket) for (const k in ticket.headers) response.headers.set(k, ticket.headers[k]);
-      } else {
-        set.headers["x-request-id"] = set.headers["request-id"] = id;
-        if (ticket) Object.assign(set.headers, ticket.headers);
-      }
-    })
-    // A request that fails before it ends in a meter gives its concurrency slot back here.
-    .onError({ as: "global" }, ({ request }) => void callOf(request).ticket?.release())
-    // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
-    // plane) the body is left unread (null marks it handled) for the route to stream or forward.
-    // Sign-in, open to anyone, must send its body within a bounded time.
-    .onParse({ as: "global" }, ({ request, path }) => (JSON_PLANES.test(path) ? parseJsonBody(request, deps.config.maxBodyBytes, bodyDeadline(path)) : null))
-    .use(
-      openapi({
-        path: "/docs",
-        // The viewer is ours (src/docs): pinned and bundled, no CDN.
-        provider: null,
-        mapJsonSchema: { zod: z.toJSONSchema },
-        documentation: { info: { title: "inferd", version: deps.version, description: "Workloads, inference endpoints and async jobs on your own GPUs." } },
-      }),
-    )
-    .use(docsRoutes())
-    .get("/healthz", () => ({ status: "ok", version: deps.version }))
-    .use(adminRoutes(deps))
-    .use(loginRoute(deps))
-    .use(oidcRoutes(deps))
-    .use(userRoutes(deps))
-    .use(adminExtraRoutes(deps))
-    .use(playgroundRoutes(deps))
-    .use(projectRoutes(deps))
-    .use(keyRoutes(deps))
-    .use(adminWorkloadRoutes(deps))
-    .use(inspectorRoutes(deps))
-    .use(controlRoutes(deps))
-    .use(joinTokenRoutes(deps))
-    .use(workerRoutes(deps))
-    .use(modelRoutes(deps))
-    .use(replicaControlRoutes(deps))
-    .use(auditRoutes(deps))
-    .use(usageRoutes(deps))
-    .use(webhookRoutes(deps))
-    .use(settingsRoutes(deps))
-    .use(adminJobRoutes(deps))
-    .use(agentRoutes(deps))
-    .use(jobRoutes(deps))
-    .use(batchRoutes(deps))
-    .use(dataRoutes(deps))
-    .use(uiRoutes());
+  return (
+    new Elysia()
+      .use(errorPlugin)
+      .onRequest(({ request }) => {
+        // The request's one object (../call.ts): its ids, arrival and, as they are learnt, its key,
+        // principal, ticket and timeline. Made here unless the HTTPS listener made it.
+        const call = callOf(request);
+        const data = call.path.startsWith("/endpoint/");
+        // The request's timeline (the inspector's record, a trace when tracing is on) starts at its
+        // arrival; its record is keyed on inferd's own id, the client's id is kept beside it.
+        if (data)
+          call.timeline = deps.tracing.begin(
+            request,
+            traceName(request.method, call.path),
+            call.arrivedAt,
+            call.own,
+            call.id,
+          );
+        // Who changes what, for the audit log: entered now (before any wait, so the rest of the
+        // request sees it), filled in once authentication has said who it is.
+        const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous", requestId: call.id });
+        return andThen(authenticateRequest(deps, request, call.path), () => {
+          if (actor) Object.assign(actor, actorOf(request));
+          // The key's limits, next to authentication: inference and job submissions count.
+          if (data && request.method === "POST")
+            return andThen(deps.limiter.admit(call.key!, request), () => void call.timeline?.authed());
+        });
+      })
+      // Every answer carries its request id (`request-id` too, where Anthropic's SDK reads it), a
+      // data-plane error its retry hint; a limited key's
+      // x-ratelimit-* headers go on every answer it gets.
+      .onAfterHandle({ as: "global" }, ({ request, response, set }) => {
+        const { id, path, ticket } = callOf(request);
+        if (response instanceof Response) {
+          response.headers.set("x-request-id", id);
+          response.headers.set("request-id", id);
+          if (response.status >= 400 && path.startsWith("/endpoint/")) setRetryHint(response.headers, response.status);
+          if (ticket) for (const k in ticket.headers) response.headers.set(k, ticket.headers[k]);
+        } else {
+          set.headers["x-request-id"] = set.headers["request-id"] = id;
+          if (ticket) Object.assign(set.headers, ticket.headers);
+        }
+      })
+      // A request that fails before it ends in a meter gives its concurrency slot back here.
+      .onError({ as: "global" }, ({ request }) => void callOf(request).ticket?.release())
+      // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
+      // plane) the body is left unread (null marks it handled) for the route to stream or forward.
+      // Sign-in, open to anyone, must send its body within a bounded time.
+      .onParse({ as: "global" }, ({ request, path }) =>
+        JSON_PLANES.test(path) ? parseJsonBody(request, deps.config.maxBodyBytes, bodyDeadline(path)) : null,
+      )
+      .use(
+        openapi({
+          path: "/docs",
+          // The viewer is ours (src/docs): pinned and bundled, no CDN.
+          provider: null,
+          mapJsonSchema: { zod: z.toJSONSchema },
+          documentation: {
+            info: {
+              title: "inferd",
+              version: deps.version,
+              description: "Workloads, inference endpoints and async jobs on your own GPUs.",
+            },
+          },
+        }),
+      )
+      .use(docsRoutes())
+      .get("/healthz", () => ({ status: "ok", version: deps.version }))
+      .use(adminRoutes(deps))
+      .use(loginRoute(deps))
+      .use(oidcRoutes(deps))
+      .use(userRoutes(deps))
+      .use(adminExtraRoutes(deps))
+      .use(playgroundRoutes(deps))
+      .use(projectRoutes(deps))
+      .use(keyRoutes(deps))
+      .use(adminWorkloadRoutes(deps))
+      .use(inspectorRoutes(deps))
+      .use(controlRoutes(deps))
+      .use(joinTokenRoutes(deps))
+      .use(workerRoutes(deps))
+      .use(modelRoutes(deps))
+      .use(replicaControlRoutes(deps))
+      .use(auditRoutes(deps))
+      .use(usageRoutes(deps))
+      .use(webhookRoutes(deps))
+      .use(settingsRoutes(deps))
+      .use(adminJobRoutes(deps))
+      .use(agentRoutes(deps))
+      .use(jobRoutes(deps))
+      .use(batchRoutes(deps))
+      .use(dataRoutes(deps))
+      .use(uiRoutes())
+  );
 }
 
 /** The app's type, for tests and the server. */

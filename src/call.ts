@@ -45,13 +45,22 @@ export function pathOf(url: string): string {
 export function beginCall(request: Request, viaTls = false): Call {
   const given = request.headers.get("x-request-id");
   const own = `req_${crypto.randomUUID().replaceAll("-", "")}`;
-  const call: Call = { request, path: pathOf(request.url), arrivedAt: performance.now(), id: given && WELL_FORMED.test(given) ? given : own, own, viaTls, held: 0 };
+  const call: Call = {
+    request,
+    path: pathOf(request.url),
+    arrivedAt: performance.now(),
+    id: given && WELL_FORMED.test(given) ? given : own,
+    own,
+    viaTls,
+    held: 0,
+  };
   calls.set(request, call);
   return call;
 }
 
 /** Whether the client reached inferd over HTTPS: on the HTTPS listener, or through a proxy that says so. */
-export const overHttps = (request: Request): boolean => callOf(request).viaTls || request.headers.get("x-forwarded-proto") === "https";
+export const overHttps = (request: Request): boolean =>
+  callOf(request).viaTls || request.headers.get("x-forwarded-proto") === "https";
 
 /** The call of a request (begun now when none was: a request handed to the app in-process). */
 export const callOf = (request: Request): Call => calls.get(request) ?? beginCall(request);

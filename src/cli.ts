@@ -11,13 +11,16 @@ import { userInfo } from "node:os";
 import { commandHint } from "./invocation";
 
 /** Who the audit log says made a change from the command line. */
-const CLI_ACTOR: Actor = { type: "cli", label: `inferd CLI (${(() => {
-  try {
-    return process.env.USER || userInfo().username;
-  } catch {
-    return "unknown user";
-  }
-})()})` };
+const CLI_ACTOR: Actor = {
+  type: "cli",
+  label: `inferd CLI (${(() => {
+    try {
+      return process.env.USER || userInfo().username;
+    } catch {
+      return "unknown user";
+    }
+  })()})`,
+};
 import { KeyCreate } from "./keys/schema";
 import { setLogLevel } from "./log";
 import { startServer } from "./server";
@@ -25,7 +28,15 @@ import { openConfiguredStore } from "./store/open";
 import { VERSION } from "./version";
 import type { z } from "zod";
 import { Agent } from "../agent/agent";
-import { AgentFatal, joinHost, loadAgentState, peerState, RemoteHostLink, saveAgentState, type AgentState } from "../agent/remote";
+import {
+  AgentFatal,
+  joinHost,
+  loadAgentState,
+  peerState,
+  RemoteHostLink,
+  saveAgentState,
+  type AgentState,
+} from "../agent/remote";
 import { ClusterLink } from "../agent/cluster-link";
 import { WorkPuller } from "../agent/puller";
 import { probeMachine } from "../agent/gpu";
@@ -76,13 +87,19 @@ class UsageError extends Error {}
 
 /** The refusal of a flag the command does not take, naming the ones it does. */
 const unknownFlag = (flag: string, known: string[]) =>
-  new UsageError(`unknown flag ${flag}; this command takes ${[...known.map((k) => `--${k}`), "--json"].join(", ")} (and the settings in inferd help)`);
+  new UsageError(
+    `unknown flag ${flag}; this command takes ${[...known.map((k) => `--${k}`), "--json"].join(", ")} (and the settings in inferd help)`,
+  );
 
 /** Refuses anything after a command that takes no arguments of its own (settings are taken out before). */
 function noArgs(cmd: string, args: string[]): void {
   const [first] = args;
   if (first === undefined) return;
-  throw new UsageError(first.startsWith("-") ? `unknown flag ${first} (see ${commandHint("help")} for the settings)` : `${cmd} takes no argument, got "${first}" (see ${commandHint("help")})`);
+  throw new UsageError(
+    first.startsWith("-")
+      ? `unknown flag ${first} (see ${commandHint("help")} for the settings)`
+      : `${cmd} takes no argument, got "${first}" (see ${commandHint("help")})`,
+  );
 }
 
 /** Splits subcommand arguments into positionals, repeatable `--name value` options and `--json`. */
@@ -94,7 +111,9 @@ function parseArgs(args: string[], valued: string[]): { pos: string[]; opt: Reco
     const a = args[i];
     if (a === "--json") json = true;
     else if (a.startsWith("--")) {
-      const [name, inline] = a.includes("=") ? [a.slice(2, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a.slice(2), undefined];
+      const [name, inline] = a.includes("=")
+        ? [a.slice(2, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]
+        : [a.slice(2), undefined];
       if (!valued.includes(name)) throw unknownFlag(`--${name}`, valued);
       const v = inline ?? args[++i];
       if (v === undefined) throw new UsageError(`--${name} needs a value`);
@@ -127,7 +146,9 @@ async function projectCommand(config: Config, args: string[], out: (s: string) =
   const { pos, opt, json } = parseArgs(rest, ["slug"]);
   if (verb === "create") {
     if (pos.length !== 1) throw new UsageError("usage: inferd project create <name> [--slug S] [--json]");
-    const p = await withStore(config, (db) => createProject(db, check(ProjectCreate, { name: pos[0], slug: opt.slug?.[0] })));
+    const p = await withStore(config, (db) =>
+      createProject(db, check(ProjectCreate, { name: pos[0], slug: opt.slug?.[0] })),
+    );
     out(json ? JSON.stringify(p) : `created project ${p.slug} (${p.id})`);
   } else if (verb === "list") {
     const list = await withStore(config, (db) => listProjects(db));
@@ -140,24 +161,59 @@ async function keyCommand(config: Config, args: string[], out: (s: string) => vo
   const { pos, opt, json } = parseArgs(rest, ["project", "name", "type", "scope", "endpoint", ...LIMIT_OPTIONS]);
   const limits = limitsOf(opt);
   if (verb === "create") {
-    for (const [name, what] of [["project", "--project <slug or id>"], ["name", "--name <a name for the key>"], ["type", "--type sdk|live (sdk: manages the project through /api; live: calls its endpoints)"]])
+    for (const [name, what] of [
+      ["project", "--project <slug or id>"],
+      ["name", "--name <a name for the key>"],
+      ["type", "--type sdk|live (sdk: manages the project through /api; live: calls its endpoints)"],
+    ])
       if (!opt[name]?.[0]) throw new UsageError(`key create needs ${what}`);
-    const input = check(KeyCreate, { name: opt.name?.[0], type: opt.type?.[0], scope: opt.scope?.[0], endpoints: opt.endpoint, ...(Object.keys(limits).length ? { limits } : {}) });
+    const input = check(KeyCreate, {
+      name: opt.name?.[0],
+      type: opt.type?.[0],
+      scope: opt.scope?.[0],
+      endpoints: opt.endpoint,
+      ...(Object.keys(limits).length ? { limits } : {}),
+    });
     const k = await withStore(config, async (db) => createKey(db, await getProject(db, opt.project[0]), input));
-    out(json ? JSON.stringify(k) : `created ${k.type} key ${k.id} (${k.scope}${k.endpoints.length ? `: ${k.endpoints.join(", ")}` : ""})\nsecret (shown once, keep it safe): ${k.secret}`);
+    out(
+      json
+        ? JSON.stringify(k)
+        : `created ${k.type} key ${k.id} (${k.scope}${k.endpoints.length ? `: ${k.endpoints.join(", ")}` : ""})\nsecret (shown once, keep it safe): ${k.secret}`,
+    );
   } else if (verb === "list") {
     if (!opt.project?.[0]) throw new UsageError("--project is required");
     const list = await withStore(config, async (db) => listKeys(db, (await getProject(db, opt.project[0])).id));
     if (json) out(JSON.stringify(list));
-    else out(table(list.map((k) => ({ ...k, requests: k.usage.requests, tokens: k.usage.total_tokens, last_used: k.usage.last_used_at ?? "never", revoked: k.revoked_at ?? "" })), ["id", "name", "type", "scope", "prefix", "requests", "tokens", "last_used", "revoked"]));
+    else
+      out(
+        table(
+          list.map((k) => ({
+            ...k,
+            requests: k.usage.requests,
+            tokens: k.usage.total_tokens,
+            last_used: k.usage.last_used_at ?? "never",
+            revoked: k.revoked_at ?? "",
+          })),
+          ["id", "name", "type", "scope", "prefix", "requests", "tokens", "last_used", "revoked"],
+        ),
+      );
   } else if (verb === "revoke") {
     if (pos.length !== 1) throw new UsageError("usage: inferd key revoke <key-id>");
     const k = await withStore(config, (db) => revokeKey(db, pos[0]));
     out(json ? JSON.stringify(k) : `revoked key ${k.id} (${k.name})`);
   } else if (verb === "limits") {
-    if (pos.length !== 1) throw new UsageError("usage: inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] [--weight N] [--priority interactive|batch] (none: removes that limit)");
+    if (pos.length !== 1)
+      throw new UsageError(
+        "usage: inferd key limits <key-id> [--rpm N] [--tpm N] [--max-concurrent N] [--tokens-per-day N] [--tokens-per-month N] [--weight N] [--priority interactive|batch] (none: removes that limit)",
+      );
     const k = await withStore(config, (db) => setKeyLimits(db, pos[0], check(KeyLimits, limits)));
-    out(json ? JSON.stringify(k) : `limits of key ${k.id} (${k.name}): ${Object.entries(k.limits).map(([n, v]) => `${n}=${v ?? "none"}`).join(" ")}`);
+    out(
+      json
+        ? JSON.stringify(k)
+        : `limits of key ${k.id} (${k.name}): ${Object.entries(k.limits)
+            .map(([n, v]) => `${n}=${v ?? "none"}`)
+            .join(" ")}`,
+    );
   } else throw new UsageError("usage: inferd key create|list|revoke|limits");
 }
 
@@ -178,17 +234,26 @@ function limitsOf(opt: Record<string, string[]>): Record<string, number | string
       continue;
     }
     const n = Number(v);
-    if (v !== "none" && !(Number.isInteger(n) && n > 0)) throw new UsageError(`--${name} takes a positive whole number or "none", not "${v}"`);
+    if (v !== "none" && !(Number.isInteger(n) && n > 0))
+      throw new UsageError(`--${name} takes a positive whole number or "none", not "${v}"`);
     out[name.replace(/-/g, "_")] = v === "none" ? null : n;
   }
   return out;
 }
 
 /** `inferd store migrate --to postgres://… [--dry-run] [--json]`: the embedded store into an empty PostgreSQL database. */
-async function storeCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<number> {
+async function storeCommand(
+  config: Config,
+  args: string[],
+  out: (s: string) => void,
+  err: (s: string) => void,
+): Promise<number> {
   const usage = "usage: inferd store migrate --to postgres://user:password@host:port/database [--dry-run] [--json]";
   const [verb, ...rest] = args;
-  const { pos, opt, json } = parseArgs(rest.filter((a) => a !== "--dry-run"), ["to"]);
+  const { pos, opt, json } = parseArgs(
+    rest.filter((a) => a !== "--dry-run"),
+    ["to"],
+  );
   if (verb !== "migrate" || pos.length || opt.to?.length !== 1) throw new UsageError(usage);
   if (!isPostgresUrl(opt.to[0])) throw new UsageError(`--to must be a postgres:// URL; ${usage}`);
   return migrateCommand(config.dataDir, { to: opt.to[0], dryRun: rest.includes("--dry-run"), json }, out, err);
@@ -198,34 +263,55 @@ async function storeCommand(config: Config, args: string[], out: (s: string) => 
  * The data dir's join state, joining first when asked: by `inferd agent join URL --token T`, or, while
  * the data dir has not joined, by --join-url and --join-token (a DaemonSet's environment).
  */
-async function agentState(config: Config, verb: string | undefined, rest: string[], out: (s: string) => void): Promise<AgentState | undefined> {
+async function agentState(
+  config: Config,
+  verb: string | undefined,
+  rest: string[],
+  out: (s: string) => void,
+): Promise<AgentState | undefined> {
   const join = async (url: string, token: string) => {
     const joined = await joinHost(url, token, config.dataDir, VERSION, await probeMachine()).catch((e) => {
-      throw e instanceof AgentFatal ? new UsageError(e.message) : new UsageError(`could not reach the host at ${url}: ${(e as Error).message}`);
+      throw e instanceof AgentFatal
+        ? new UsageError(e.message)
+        : new UsageError(`could not reach the host at ${url}: ${(e as Error).message}`);
     });
-    out(`joined ${joined.host_url} as worker ${joined.worker_id}; from now on \`inferd agent --data-dir ${config.dataDir}\` reconnects by itself`);
+    out(
+      `joined ${joined.host_url} as worker ${joined.worker_id}; from now on \`inferd agent --data-dir ${config.dataDir}\` reconnects by itself`,
+    );
     return joined;
   };
   if (verb === "join") {
     const { pos, opt } = parseArgs(rest, ["token"]);
-    if (pos.length !== 1 || !opt.token?.[0]) throw new UsageError("usage: inferd agent join https://HOST:PORT --token <join token>");
+    if (pos.length !== 1 || !opt.token?.[0])
+      throw new UsageError("usage: inferd agent join https://HOST:PORT --token <join token>");
     return join(pos[0], opt.token[0]);
   }
   if (verb !== undefined) throw new UsageError("usage: inferd agent [join https://HOST:PORT --token T]");
   const saved = loadAgentState(config.dataDir);
   if (saved || (!config.joinUrl && !config.joinToken)) return saved;
-  if (!config.joinUrl || !config.joinToken) throw new UsageError("set both --join-url and --join-token (INFERD_JOIN_URL, INFERD_JOIN_TOKEN) to join at first start");
+  if (!config.joinUrl || !config.joinToken)
+    throw new UsageError(
+      "set both --join-url and --join-token (INFERD_JOIN_URL, INFERD_JOIN_TOKEN) to join at first start",
+    );
   return join(config.joinUrl, config.joinToken);
 }
 
 /** `inferd agent [join URL --token T]`: a remote GPU worker that connects out to its host. */
-async function agentCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<void> {
+async function agentCommand(
+  config: Config,
+  args: string[],
+  out: (s: string) => void,
+  err: (s: string) => void,
+): Promise<void> {
   const [verb, ...rest] = args;
   restrictUmask();
   ensureDataDir(config.dataDir);
   for (const line of tightenDataDir(config.dataDir)) err(`inferd agent: file permissions: ${line}`);
   const state = await agentState(config, verb, rest, out);
-  if (!state) throw new UsageError(`this data dir (${config.dataDir}) has not joined a host yet: run \`${commandHint("agent join https://HOST:PORT --token <join token>")}\` (the dashboard's Workers → Add worker shows it)`);
+  if (!state)
+    throw new UsageError(
+      `this data dir (${config.dataDir}) has not joined a host yet: run \`${commandHint("agent join https://HOST:PORT --token <join token>")}\` (the dashboard's Workers → Add worker shows it)`,
+    );
   lockDataDir(config.dataDir).update(`agent for ${state.host_url}`);
   let stopping = false;
   const shutdown = async (code: number, why: string) => {
@@ -241,11 +327,17 @@ async function agentCommand(config: Config, args: string[], out: (s: string) => 
   const joined = state;
   const fatal = (e: AgentFatal) => void shutdown(3, `inferd agent: ${e.message}`);
   // The joined host, and every other live host of its cluster (told with each heartbeat answer).
-  const link = new RemoteHostLink(joined, VERSION, fatal, (hostId, hosts) => void cluster.setPeers(hosts.filter((h) => h.id !== (hostId ?? joined.host_id))));
+  const link = new RemoteHostLink(
+    joined,
+    VERSION,
+    fatal,
+    (hostId, hosts) => void cluster.setPeers(hosts.filter((h) => h.id !== (hostId ?? joined.host_id))),
+  );
   const cluster = new ClusterLink(link, {
     connect: async (h) => new RemoteHostLink(await peerState(joined, h), VERSION, fatal),
     onPeers: (peers) => {
-      if (JSON.stringify(peers) !== JSON.stringify(joined.peers ?? [])) saveAgentState(config.dataDir, { ...joined, peers });
+      if (JSON.stringify(peers) !== JSON.stringify(joined.peers ?? []))
+        saveAgentState(config.dataDir, { ...joined, peers });
       joined.peers = peers;
     },
     onTrouble: (h, e) => err(`inferd agent: host ${h.id} (${h.agent_url}) cannot be reached: ${e.message}`),
@@ -297,7 +389,12 @@ async function serve(config: Config): Promise<void> {
  * `store`, `doctor`, `desktop`, `config`, `version`, `help`.
  * Returns the exit code for commands that finish; `serve` keeps running.
  */
-export async function runCli(argv: string[], env: Record<string, string | undefined>, out = (s: string) => console.log(s), err = (s: string) => console.error(s)): Promise<number | "running"> {
+export async function runCli(
+  argv: string[],
+  env: Record<string, string | undefined>,
+  out = (s: string) => console.log(s),
+  err = (s: string) => console.error(s),
+): Promise<number | "running"> {
   try {
     const { config, rest } = loadConfig(argv, env);
     setLogLevel(config.logLevel);
@@ -324,7 +421,8 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
       case "backup":
       case "restore": {
         const { pos } = parseArgs(args, []);
-        if (pos.length > 1 || (cmd === "restore" && pos.length !== 1)) throw new UsageError(`usage: inferd ${cmd === "backup" ? "backup [<file>]" : "restore <file>"}`);
+        if (pos.length > 1 || (cmd === "restore" && pos.length !== 1))
+          throw new UsageError(`usage: inferd ${cmd === "backup" ? "backup [<file>]" : "restore <file>"}`);
         if (cmd === "restore") return restoreCommand(config, pos[0], out, err);
         out(await backupCommand(config, pos[0]));
         return 0;
@@ -350,7 +448,11 @@ export async function runCli(argv: string[], env: Record<string, string | undefi
         out(HELP + describeConfig(config));
         return 0;
       default:
-        throw new UsageError(cmd.startsWith("-") ? `unknown flag ${cmd} (see ${commandHint("help")} for the settings)` : `unknown command "${cmd}" (see ${commandHint("help")})`);
+        throw new UsageError(
+          cmd.startsWith("-")
+            ? `unknown flag ${cmd} (see ${commandHint("help")} for the settings)`
+            : `unknown command "${cmd}" (see ${commandHint("help")})`,
+        );
     }
   } catch (e) {
     if (e instanceof UsageError || e instanceof ConfigError) {

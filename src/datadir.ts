@@ -68,7 +68,12 @@ export interface Holder {
 function readHolder(dir: string): Holder {
   try {
     const held = JSON.parse(readFileSync(dataPaths(dir).pid, "utf8"));
-    if (typeof held.pid === "number" && alive(held.pid, held.start ?? null)) return { pid: held.pid, info: typeof held.info === "string" ? held.info : undefined, listen: held.listen ?? undefined };
+    if (typeof held.pid === "number" && alive(held.pid, held.start ?? null))
+      return {
+        pid: held.pid,
+        info: typeof held.info === "string" ? held.info : undefined,
+        listen: held.listen ?? undefined,
+      };
   } catch {}
   return {};
 }
@@ -91,7 +96,8 @@ function retireOldLock(dir: string): void {
   if (head.length === 0 || head === "SQLite format 3\0") return;
   try {
     const old = JSON.parse(readFileSync(path, "utf8"));
-    if (typeof old.pid === "number" && old.pid !== process.pid && alive(old.pid, old.start ?? null)) throw new DataDirLocked(busyMessage(dir, old));
+    if (typeof old.pid === "number" && old.pid !== process.pid && alive(old.pid, old.start ?? null))
+      throw new DataDirLocked(busyMessage(dir, old));
   } catch (e) {
     if (e instanceof DataDirLocked) throw e;
   }
@@ -154,7 +160,10 @@ export function lockDataDir(dir: string): { release(): void; update(info: string
     throw e;
   }
   heldHere.set(paths.lock, db);
-  const write = (info: string, listen?: Listening) => writeFileSync(paths.pid, JSON.stringify({ pid: process.pid, start: startTime(process.pid), info, listen }), { mode: 0o600 });
+  const write = (info: string, listen?: Listening) =>
+    writeFileSync(paths.pid, JSON.stringify({ pid: process.pid, start: startTime(process.pid), info, listen }), {
+      mode: 0o600,
+    });
   write("starting");
   return {
     release: () => {

@@ -32,7 +32,6 @@ export interface AppEvents {
   workloadsChanged(): Promise<void>;
 }
 
-
 /** Everything the HTTP app needs, injected so tests build it exactly as `serve` does. */
 export interface AppDeps {
   db: Db;
@@ -80,4 +79,3 @@ export interface AppDeps {
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): Promise<WorkloadDetail>;
 }
-

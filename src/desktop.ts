@@ -8,7 +8,16 @@ import { sha256 } from "./ids";
 import { startServer } from "./server";
 
 /** Chromium-family browsers tried for the app window, in order. */
-const BROWSERS = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "microsoft-edge", "brave-browser", "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome", "/Applications/Chromium.app/Contents/MacOS/Chromium"];
+const BROWSERS = [
+  "chromium",
+  "chromium-browser",
+  "google-chrome",
+  "google-chrome-stable",
+  "microsoft-edge",
+  "brave-browser",
+  "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+  "/Applications/Chromium.app/Contents/MacOS/Chromium",
+];
 
 /** A one-time sign-in code (valid 2 minutes), so the window opens signed in without showing the token. */
 export async function loginCode(config: { dataDir: string; databaseUrl?: string }): Promise<string> {
@@ -16,7 +25,11 @@ export async function loginCode(config: { dataDir: string; databaseUrl?: string 
   const store = await openConfiguredStore(config);
   try {
     const now = Date.now();
-    await store.db.insert(sessions).values({ hash: sha256(`login:${code}`), createdAt: new Date(now).toISOString(), expiresAt: new Date(now + 120_000).toISOString() });
+    await store.db.insert(sessions).values({
+      hash: sha256(`login:${code}`),
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + 120_000).toISOString(),
+    });
   } finally {
     await store.close();
   }
@@ -37,7 +50,8 @@ export function browserCommand(url: string, env: Record<string, string | undefin
 const OPENERS = ["xdg-open", "open", "cmd"];
 
 /** Whether this Linux session has no graphical display for a window (neither X11 nor Wayland). */
-export const noDisplay = (env: Record<string, string | undefined>) => process.platform === "linux" && !env.DISPLAY && !env.WAYLAND_DISPLAY;
+export const noDisplay = (env: Record<string, string | undefined>) =>
+  process.platform === "linux" && !env.DISPLAY && !env.WAYLAND_DISPLAY;
 
 /** The last lines a child process wrote to a stream (at most `keep`), read until it ends. */
 async function lastLines(stream: ReadableStream<Uint8Array>, keep = 12): Promise<string[]> {
@@ -58,7 +72,10 @@ async function lastLines(stream: ReadableStream<Uint8Array>, keep = 12): Promise
  * Runs the browser command to its end: its exit code and the last lines it wrote to stderr (its
  * own error when it could not open a window), or the reason it could not be started at all.
  */
-async function runBrowser(cmd: string[], env: Record<string, string | undefined>): Promise<{ code: number; stderr: string[] }> {
+async function runBrowser(
+  cmd: string[],
+  env: Record<string, string | undefined>,
+): Promise<{ code: number; stderr: string[] }> {
   let child;
   try {
     child = Bun.spawn(cmd, { stdout: "ignore", stderr: "pipe", stdin: "ignore", env });
@@ -76,7 +93,12 @@ async function runBrowser(cmd: string[], env: Record<string, string | undefined>
  * open (no display, a browser that fails) it prints the browser's own error, stops the server it
  * started and returns 1; it never waits on a window that is not there.
  */
-export async function desktop(config: Config, out: (s: string) => void, err: (s: string) => void, env: Record<string, string | undefined> = process.env): Promise<number | "running"> {
+export async function desktop(
+  config: Config,
+  out: (s: string) => void,
+  err: (s: string) => void,
+  env: Record<string, string | undefined> = process.env,
+): Promise<number | "running"> {
   ensureDataDir(config.dataDir);
   let url = await runningServer(config.dataDir);
   let stop: (() => Promise<void>) | undefined;
@@ -95,12 +117,22 @@ export async function desktop(config: Config, out: (s: string) => void, err: (s:
     await stop?.();
     return 1;
   };
-  if (headless && opener) return fail([`no display to open a window on: DISPLAY and WAYLAND_DISPLAY are unset and no Chromium-family browser was found`, instead]);
+  if (headless && opener)
+    return fail([
+      `no display to open a window on: DISPLAY and WAYLAND_DISPLAY are unset and no Chromium-family browser was found`,
+      instead,
+    ]);
   out(`opening the dashboard: ${cmd[0]}`);
   const { code, stderr } = await runBrowser(cmd, env);
   if (code !== 0) {
-    const why = headless ? "DISPLAY and WAYLAND_DISPLAY are unset, so there is no display for the window" : "the window could not be opened";
-    return fail([`${cmd[0]} exited with code ${code}; ${why}. Its output:`, ...(stderr.length ? stderr.map((l) => `  ${l}`) : ["  (nothing)"]), instead]);
+    const why = headless
+      ? "DISPLAY and WAYLAND_DISPLAY are unset, so there is no display for the window"
+      : "the window could not be opened";
+    return fail([
+      `${cmd[0]} exited with code ${code}; ${why}. Its output:`,
+      ...(stderr.length ? stderr.map((l) => `  ${l}`) : ["  (nothing)"]),
+      instead,
+    ]);
   }
   if (!stop) return 0;
   if (opener) return "running";

@@ -14,7 +14,8 @@ export class AppError extends Error {
 }
 
 /** 400 with `validation_error`, naming the offending field. */
-export const validation = (field: string, message: string) => new AppError(400, "validation_error", `${field}: ${message}`, {}, field);
+export const validation = (field: string, message: string) =>
+  new AppError(400, "validation_error", `${field}: ${message}`, {}, field);
 /** 400 with a specific code. */
 export const badRequest = (code: string, message: string) => new AppError(400, code, message);
 /** 401: no credential, or one that is unknown or revoked. */
@@ -24,13 +25,15 @@ export const forbidden = (code: string, message: string) => new AppError(403, co
 /** 404 for a resource that does not exist (or is not visible to this credential). */
 export const notFound = (what: string) => new AppError(404, "not_found", `${what} not found`);
 /** 409 for a slug or name that is taken (naming its `field`), or a state that forbids the operation. */
-export const conflict = (message: string, code = "conflict", field?: string) => new AppError(409, code, message, {}, field);
+export const conflict = (message: string, code = "conflict", field?: string) =>
+  new AppError(409, code, message, {}, field);
 
 /**
  * 429 `project_limit`: the project is at one of its caps; `limit` names it (`max_workloads`,
  * `max_replicas`, `model_bytes`) and `value` is its setting; `field` the request field it refuses, if any.
  */
-export const projectLimit = (limit: string, value: number, message: string, field?: string) => new AppError(429, "project_limit", message, {}, field, { limit, value });
+export const projectLimit = (limit: string, value: number, message: string, field?: string) =>
+  new AppError(429, "project_limit", message, {}, field, { limit, value });
 
 /** Anthropic error `type` for each status, used on the Messages-style route. */
 const ANTHROPIC_TYPES: Record<number, string> = {
@@ -118,7 +121,10 @@ export function fromSchemaIssue(where: string, issue: SchemaIssue | undefined): 
   const path = (issue.path ?? []).map(String);
   if (issue.code === "unrecognized_keys" && issue.keys?.length) {
     const field = [...path, issue.keys[0]].join(".");
-    return validation(field, `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`);
+    return validation(
+      field,
+      `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`,
+    );
   }
   const field = path.length ? path.join(".") : where;
   const message = (issue.message ?? "invalid value").replace(/^Invalid input: /, "");

@@ -2,7 +2,8 @@ import { callOf } from "./call";
 import { AppError, badRequest } from "./errors";
 
 /** 413 for a body over the limit, in the contract's error shape. */
-export const tooLarge = (limit: number) => new AppError(413, "payload_too_large", `the request body is larger than the ${limit}-byte limit`);
+export const tooLarge = (limit: number) =>
+  new AppError(413, "payload_too_large", `the request body is larger than the ${limit}-byte limit`);
 
 /**
  * The bytes of request bodies inferd may hold at once across all requests (`--max-buffered-bytes`):
@@ -21,7 +22,12 @@ export class ByteBudget {
   /** Counts `n` more bytes against `request`, or throws 503 when they do not fit. */
   take(request: Request, n: number): void {
     if (this.used + n > this.limit) {
-      throw new AppError(503, "server_busy", `inferd is holding as many request bodies as it may (${Math.round(this.limit / 1048576)} MiB, --max-buffered-bytes); retry shortly`, { "retry-after": "1" });
+      throw new AppError(
+        503,
+        "server_busy",
+        `inferd is holding as many request bodies as it may (${Math.round(this.limit / 1048576)} MiB, --max-buffered-bytes); retry shortly`,
+        { "retry-after": "1" },
+      );
     }
     this.used += n;
     callOf(request).held += n;
@@ -172,7 +178,8 @@ export function utf8Text(bytes: Uint8Array, what = "the request body"): string {
  */
 export function parseJsonBytes(bytes: Uint8Array | string, what = "the request body"): unknown {
   const text = typeof bytes === "string" ? bytes : utf8Text(bytes, what);
-  if (jsonDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw badRequest("invalid_json", `${what} nests JSON deeper than ${MAX_JSON_DEPTH} levels, the limit`);
+  if (jsonDepth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+    throw badRequest("invalid_json", `${what} nests JSON deeper than ${MAX_JSON_DEPTH} levels, the limit`);
   try {
     return JSON.parse(text);
   } catch {
@@ -181,7 +188,10 @@ export function parseJsonBytes(bytes: Uint8Array | string, what = "the request b
 }
 
 /** 408 `request_timeout` for a body that did not arrive within `ms`; the connection is closed with it. */
-export const tooSlow = (ms: number) => new AppError(408, "request_timeout", `the request body did not arrive within ${ms / 1000} seconds`, { connection: "close" });
+export const tooSlow = (ms: number) =>
+  new AppError(408, "request_timeout", `the request body did not arrive within ${ms / 1000} seconds`, {
+    connection: "close",
+  });
 
 /**
  * Reads a request body as bytes within `limit` (413) and within `ms` for the whole of it (408 and
@@ -216,11 +226,16 @@ export async function readBodyBefore(request: Request, limit: number, ms: number
  * within that time (408). An empty body parses as undefined, which the route's schema then reports.
  */
 export async function parseJsonBody(request: Request, limit: number, deadlineMs?: number): Promise<unknown> {
-  const bytes = deadlineMs === undefined ? await readBodyLimited(request, limit) : await readBodyBefore(request, limit, deadlineMs);
+  const bytes =
+    deadlineMs === undefined ? await readBodyLimited(request, limit) : await readBodyBefore(request, limit, deadlineMs);
   if (bytes.byteLength === 0) return null;
   const type = (request.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
   if (type !== "application/json" && !type.endsWith("+json")) {
-    throw new AppError(415, "unsupported_media_type", `send the body as JSON with "Content-Type: application/json" (got "${type || "none"}")`);
+    throw new AppError(
+      415,
+      "unsupported_media_type",
+      `send the body as JSON with "Content-Type: application/json" (got "${type || "none"}")`,
+    );
   }
   return parseJsonBytes(bytes);
 }

@@ -32,7 +32,12 @@ let prefix: string | undefined;
 
 /** This process's command prefix (`inferd`, `bun run start --`, …), detected on first use. */
 export function thisCommand(): string {
-  return (prefix ??= commandPrefix({ main: Bun.main, argv1: process.argv[1], script: process.env.npm_lifecycle_event, cwd: process.cwd() }));
+  return (prefix ??= commandPrefix({
+    main: Bun.main,
+    argv1: process.argv[1],
+    script: process.env.npm_lifecycle_event,
+    cwd: process.cwd(),
+  }));
 }
 
 /**

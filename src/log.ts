@@ -17,7 +17,10 @@ export function setLogLevel(level: string): void {
 
 function write(level: Level, msg: string, detail?: unknown): void {
   if (LOG_LEVELS.indexOf(level) > threshold) return;
-  const extra = detail === undefined ? "" : ` ${detail instanceof Error ? (detail.stack ?? detail.message) : typeof detail === "string" ? detail : JSON.stringify(detail)}`;
+  const extra =
+    detail === undefined
+      ? ""
+      : ` ${detail instanceof Error ? (detail.stack ?? detail.message) : typeof detail === "string" ? detail : JSON.stringify(detail)}`;
   process.stderr.write(`${new Date().toISOString()} ${level.padEnd(5)} ${msg}${extra}\n`);
 }
 

@@ -2,7 +2,15 @@ import { chmodSync, existsSync, lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 
 /** Files at the top of a data dir that hold secrets or data: owner-only. */
-const PRIVATE_FILES = ["inferd.db", "inferd.db-wal", "inferd.db-shm", "admin-token", "agent.json", "inferd.lock", "inferd.pid"];
+const PRIVATE_FILES = [
+  "inferd.db",
+  "inferd.db-wal",
+  "inferd.db-shm",
+  "admin-token",
+  "agent.json",
+  "inferd.lock",
+  "inferd.pid",
+];
 /** Folders whose whole tree is owner-only (runtime logs, TLS key, pid files). */
 const PRIVATE_TREES = ["logs", "tls", "run", "backups"];
 

@@ -92,7 +92,14 @@ async function afterWorkloadChange(fleet: Fleet, collector: ModelCollector): Pro
  * live view: the runtime settings (private webhooks, retry schedule, default key limits, HF token)
  * are read where they are used, so a change on the Settings page applies without a restart.
  */
-function buildServices(config: Config, store: Store, token: string, hostCert: HostCert, settings: Settings, traces?: TraceExporter): Services {
+function buildServices(
+  config: Config,
+  store: Store,
+  token: string,
+  hostCert: HostCert,
+  settings: Settings,
+  traces?: TraceExporter,
+): Services {
   const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
   // Finished requests go to the inspector's log and, with an exporter, out as traces.
   const requests = new RequestLog(store.db);
@@ -102,33 +109,78 @@ function buildServices(config: Config, store: Store, token: string, hostCert: Ho
   const metrics = new MetricsStore(since);
   // With a shared store the per-minute limits are counted across the hosts (src/limits/shared.ts).
   const shared = store.pg ? new SharedLimits(store.db, () => Math.max(1, cluster.alive.length)) : undefined;
-  const limiter = new Limiter(storeQuotas(store.db, () => usage.flush()), Date.now, shared, liveKeyLimits(() => config.defaultKeyLimits));
+  const limiter = new Limiter(
+    storeQuotas(store.db, () => usage.flush()),
+    Date.now,
+    shared,
+    liveKeyLimits(() => config.defaultKeyLimits),
+  );
   const metering = new Metering({ usage, series: metrics, limits: limiter, timelines: tracing });
   setOfflineAfter(config.workerTimeoutMs);
   const ports = { http: 0, tls: 0 };
-  const listen = () => listenInfo({ host: config.host, port: ports.http, tlsPort: ports.tls, advertiseHost: config.advertiseHost });
+  const listen = () =>
+    listenInfo({ host: config.host, port: ports.http, tlsPort: ports.tls, advertiseHost: config.advertiseHost });
   // Remote workers' replicas are reached through the agents' hub, local ones on loopback.
   const hub = new AgentHub();
   const targets: TargetFactory = (worker, report, concurrency, workloadId) =>
-    worker.kind === "remote" ? hub.target(worker.id, report, concurrency, workloadId) : localTarget(worker, report, concurrency, workloadId);
+    worker.kind === "remote"
+      ? hub.target(worker.id, report, concurrency, workloadId)
+      : localTarget(worker, report, concurrency, workloadId);
   const policy = policyOf(config);
-  const fleet = new Fleet(store.db, { limits: { waitMs: config.queueWaitMs, maxWaiting: config.queueMax }, makeTarget: targets, policy,
+  const fleet = new Fleet(store.db, {
+    limits: { waitMs: config.queueWaitMs, maxWaiting: config.queueMax },
+    makeTarget: targets,
+    policy,
     places: () => cluster.leading,
     hostId: cluster.hostId,
-    groupRestart: { baseMs: config.restartBackoffMs, maxMs: 60_000, maxCrashes: config.maxCrashes, windowMs: 10 * 60_000 },
+    groupRestart: {
+      baseMs: config.restartBackoffMs,
+      maxMs: 60_000,
+      maxCrashes: config.maxCrashes,
+      windowMs: 10 * 60_000,
+    },
   });
   const series = new SeriesKeeper(store.db, cluster.hostId, [metrics, fleet.telemetry], since);
   const scaler = new Scaler(store.db, fleet);
   fleet.scaling = scaler;
-  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: { ...process.env, get HF_TOKEN() { return config.hfToken; } }, concurrency: config.modelDownloadConcurrency, gcAfterHours: config.modelGcAfterHours, tenantGuard: tenantGuard(policy), onReady: () => void fleet.reconcile() });
+  const models = new ModelManager(store.db, {
+    dataDir: config.dataDir,
+    env: {
+      ...process.env,
+      get HF_TOKEN() {
+        return config.hfToken;
+      },
+    },
+    concurrency: config.modelDownloadConcurrency,
+    gcAfterHours: config.modelGcAfterHours,
+    tenantGuard: tenantGuard(policy),
+    onReady: () => void fleet.reconcile(),
+  });
   const collector = new ModelCollector(store.db, models, config.modelGcAfterHours * 3_600_000);
   const agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs, hub);
   const webhooks = {
-    policy: { get allowPrivate() { return config.allowPrivateWebhooks; }, resolve: makeResolver(config.webhookDnsServers) },
+    policy: {
+      get allowPrivate() {
+        return config.allowPrivateWebhooks;
+      },
+      resolve: makeResolver(config.webhookDnsServers),
+    },
     ca: caBundle(config.webhookCaFile),
   };
-  const deliveries = new DeliveryLoop(store.db, { schedule: () => parseSchedule(config.webhookRetrySchedule), concurrency: config.webhookConcurrency, ...webhooks });
-  const jobs = new JobRunner(store.db, fleet, metering, deliveriesWaker(store.db, store.pg, deliveries), 3, cluster.hostId, tracing);
+  const deliveries = new DeliveryLoop(store.db, {
+    schedule: () => parseSchedule(config.webhookRetrySchedule),
+    concurrency: config.webhookConcurrency,
+    ...webhooks,
+  });
+  const jobs = new JobRunner(
+    store.db,
+    fleet,
+    metering,
+    deliveriesWaker(store.db, store.pg, deliveries),
+    3,
+    cluster.hostId,
+    tracing,
+  );
   const deps: AppDeps = {
     inspector: requests,
     db: store.db,
@@ -183,7 +235,13 @@ function autoBackupOptions(config: Config, store: Store, leading: () => boolean)
   const base = { dataDir: config.dataDir, keep: config.backupKeep };
   if (!store.pg || !config.databaseUrl) return { ...base, intervalMs };
   if (intervalMs > 0 && !findPgTool("pg_dump")) log.warn(`automatic backups are off: ${missingTool("pg_dump")}`);
-  return { ...base, intervalMs: findPgTool("pg_dump") ? intervalMs : 0, kind: "pgdump", when: leading, run: pgAutoBackup(config.databaseUrl, config.dataDir, config.backupKeep) };
+  return {
+    ...base,
+    intervalMs: findPgTool("pg_dump") ? intervalMs : 0,
+    kind: "pgdump",
+    when: leading,
+    run: pgAutoBackup(config.databaseUrl, config.dataDir, config.backupKeep),
+  };
 }
 
 /** How often a cluster host reads the token quota counts again (what the other hosts charged). */
@@ -211,7 +269,13 @@ function startChores(config: Config, s: Services): () => void {
     }, 3_600_000),
   ];
   // In a cluster the other hosts charge tokens too: quota counts are read again every few seconds.
-  if (s.shared) timers.push(setInterval(() => void deps.limiter.refreshCounts().catch((e) => log.warn("could not read token quota counts", e)), QUOTA_REFRESH_MS));
+  if (s.shared)
+    timers.push(
+      setInterval(
+        () => void deps.limiter.refreshCounts().catch((e) => log.warn("could not read token quota counts", e)),
+        QUOTA_REFRESH_MS,
+      ),
+    );
   s.shared?.start();
   return () => timers.forEach(clearInterval);
 }
@@ -229,7 +293,8 @@ interface Ground {
 async function openGround(config: Config): Promise<Ground> {
   restrictUmask();
   ensureDataDir(config.dataDir);
-  for (const line of tightenDataDir(config.dataDir)) log.warn(`file permissions: ${line} (the data dir holds secrets and job payloads)`);
+  for (const line of tightenDataDir(config.dataDir))
+    log.warn(`file permissions: ${line} (the data dir holds secrets and job payloads)`);
   assertFreeDisk(config.dataDir, config.minFreeDiskMb);
   const lock = lockDataDir(config.dataDir);
   const ground: Partial<Ground> & { config: Config; lock: typeof lock } = { config, lock };
@@ -264,7 +329,12 @@ interface Listeners {
 function listen(config: Config, services: Services): Listeners {
   const { deps } = services;
   const bodyLimit = Math.max(config.maxBodyBytes, config.maxDataBodyBytes) + 1024 * 1024;
-  const app = createApp(deps).listen({ hostname: config.host, port: config.port, idleTimeout: 255, maxRequestBodySize: bodyLimit });
+  const app = createApp(deps).listen({
+    hostname: config.host,
+    port: config.port,
+    idleTimeout: 255,
+    maxRequestBodySize: bodyLimit,
+  });
   const tls = Bun.serve({
     hostname: config.host,
     port: config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1),
@@ -296,11 +366,27 @@ interface Background {
 }
 
 /** Joins the cluster, starts the chores, loops and backups, resumes downloads, and starts this machine's agent when it has one. */
-async function startBackground(ground: Ground, services: Services, settings: Settings, url: string, out: (line: string) => void): Promise<Background> {
+async function startBackground(
+  ground: Ground,
+  services: Services,
+  settings: Settings,
+  url: string,
+  out: (line: string) => void,
+): Promise<Background> {
   const { config, store } = ground;
   const { deps } = services;
-  const unwire = await wireCluster(store.db, store.pg, services.cluster, { fleet: deps.fleet, agents: services.agents, scaler: deps.scaler, deliveries: services.deliveries, jobs: services.jobs });
-  await services.cluster.start({ url: deps.listen().url ?? url, agentUrl: deps.joinUrl(), fingerprint: deps.hostCert.fingerprint });
+  const unwire = await wireCluster(store.db, store.pg, services.cluster, {
+    fleet: deps.fleet,
+    agents: services.agents,
+    scaler: deps.scaler,
+    deliveries: services.deliveries,
+    jobs: services.jobs,
+  });
+  await services.cluster.start({
+    url: deps.listen().url ?? url,
+    agentUrl: deps.joinUrl(),
+    fingerprint: deps.hostCert.fingerprint,
+  });
   await deps.fleet.reconcile();
   const stopChores = startChores(settings.live, services);
   deps.metering.loop.start();
@@ -336,7 +422,11 @@ async function startBackground(ground: Ground, services: Services, settings: Set
 }
 
 /** Starts this machine's agent (linked to the other hosts' work in a cluster). */
-async function startAgent(config: Config, services: Services, links: ReturnType<typeof localClusterLinks> | undefined): Promise<Agent> {
+async function startAgent(
+  config: Config,
+  services: Services,
+  links: ReturnType<typeof localClusterLinks> | undefined,
+): Promise<Agent> {
   const { deps } = services;
   const agent = await startLocalAgent({
     link: links?.wrap,
@@ -370,12 +460,21 @@ async function flushAll(services: Services): Promise<void> {
 }
 
 /** The lines a starting server prints: where it listens, the dashboard, where agents join, and the admin token when it was just made. */
-function announce(out: (line: string) => void, config: Config, url: string, deps: AppDeps, token: { token: string; created: boolean }): void {
+function announce(
+  out: (line: string) => void,
+  config: Config,
+  url: string,
+  deps: AppDeps,
+  token: { token: string; created: boolean },
+): void {
   out(`inferd ${VERSION} listening on ${url} (data dir ${config.dataDir})`);
   out(`dashboard: ${url}/`);
   out(`agents join at ${deps.joinUrl()} (certificate sha256 ${deps.hostCert.fingerprint})`);
   const listen = deps.listen();
-  if (listen.loopback_only && !listen.url) out(`only this machine can connect (listening on ${listen.host}); to serve your network, restart with ${commandHint(`serve ${listen.restart!.flag}`)} (or ${listen.restart!.env})`);
+  if (listen.loopback_only && !listen.url)
+    out(
+      `only this machine can connect (listening on ${listen.host}); to serve your network, restart with ${commandHint(`serve ${listen.restart!.flag}`)} (or ${listen.restart!.env})`,
+    );
   if (token.created) out(`admin token (saved in ${dataPaths(config.dataDir).adminToken}, shown once): ${token.token}`);
 }
 
@@ -385,18 +484,33 @@ function announce(out: (line: string) => void, config: Config, url: string, deps
  * background loops → local agent; `stop` ends them in the reverse order. Nothing runs on import;
  * `main.ts` calls this.
  */
-export async function startServer(config: Config, out: (line: string) => void = (l) => console.log(l)): Promise<Running> {
+export async function startServer(
+  config: Config,
+  out: (line: string) => void = (l) => console.log(l),
+): Promise<Running> {
   const ground = await openGround(config);
   try {
     const { store } = ground;
     const token = adminToken(config.dataDir, config.adminToken);
-    const ownCert = loadHostCert(config.dataDir, config.tlsCert, config.tlsKey, config.advertiseHost ? [config.advertiseHost] : []);
+    const ownCert = loadHostCert(
+      config.dataDir,
+      config.tlsCert,
+      config.tlsKey,
+      config.advertiseHost ? [config.advertiseHost] : [],
+    );
     // A cluster's hosts serve one certificate (unless the operator gives each its own with --tls-cert).
     const hostCert = store.pg && !config.tlsCert ? await clusterCert(store.db, ownCert) : ownCert;
     const settings = new Settings(store.db, config, store.pg);
     await settings.load();
     // OpenTelemetry's SDK loads only when an OTLP endpoint is set (src/tracing/tracing.ts).
-    const services = buildServices(settings.live, store, token.token, hostCert, settings, await loadTraceExporter(process.env, VERSION));
+    const services = buildServices(
+      settings.live,
+      store,
+      token.token,
+      hostCert,
+      settings,
+      await loadTraceExporter(process.env, VERSION),
+    );
     await services.deps.series.start();
     const listeners = listen(config, services);
     ground.lock.update(listeners.url, { host: config.host, http: listeners.port, tls: listeners.tlsPort });

@@ -16,5 +16,12 @@ export function table(rows: Record<string, unknown>[], cols: string[]): string {
 export function aligned(lines: string[][]): string {
   const widths: number[] = [];
   for (const cells of lines) cells.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return lines.map((cells) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd()).join("\n");
+  return lines
+    .map((cells) =>
+      cells
+        .map((c, i) => c.padEnd(widths[i]))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
 }

@@ -24,23 +24,43 @@ afterAll(async () => {
 });
 
 const chat = (w: string, content: string, extra: Record<string, unknown> = {}) =>
-  fetch(`${host.url}/endpoint/fleet/${w}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content }], ...extra }) });
+  fetch(`${host.url}/endpoint/fleet/${w}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+    body: JSON.stringify({ messages: [{ role: "user", content }], ...extra }),
+  });
 const detail = async (id: string) => (await host.admin(`/admin/workloads/${id}`)).json();
-const stats = async (url: string) => (await fetch(`${url}/fake/stats`)).json() as Promise<{ total: number; in_flight: number; max_in_flight: number }>;
+const stats = async (url: string) =>
+  (await fetch(`${url}/fake/stats`)).json() as Promise<{ total: number; in_flight: number; max_in_flight: number }>;
 async function placeOn(workloadId: string, workers: string[], concurrency: number) {
-  for (const worker_id of workers) expect((await host.admin(`/admin/workloads/${workloadId}/assignments`, { worker_id, concurrency })).status).toBe(201);
-  return waitFor(async () => {
-    const d = await detail(workloadId);
-    const mine = d.assignments.filter((a: { worker_id: string }) => workers.includes(a.worker_id));
-    return mine.length === workers.length && mine.every((a: { state: string }) => a.state === "ready") ? d : undefined;
-  }, { what: "replicas ready on the agents", timeoutMs: 30_000 });
+  for (const worker_id of workers)
+    expect((await host.admin(`/admin/workloads/${workloadId}/assignments`, { worker_id, concurrency })).status).toBe(
+      201,
+    );
+  return waitFor(
+    async () => {
+      const d = await detail(workloadId);
+      const mine = d.assignments.filter((a: { worker_id: string }) => workers.includes(a.worker_id));
+      return mine.length === workers.length && mine.every((a: { state: string }) => a.state === "ready")
+        ? d
+        : undefined;
+    },
+    { what: "replicas ready on the agents", timeoutMs: 30_000 },
+  );
 }
 
 /** Joins a new agent and places a new workload on it alone (4 slots). */
 async function soloWorkload(agentName: string, env: Record<string, string>, name: string, model: string) {
   const agent = await joinAgent(host, agentName, env);
   agents.push(agent);
-  const w = await (await host.admin("/admin/projects/fleet/workloads", { name, backend: "vllm", model_name: model, config: { command: `vllm serve ${model}` } })).json();
+  const w = await (
+    await host.admin("/admin/projects/fleet/workloads", {
+      name,
+      backend: "vllm",
+      model_name: model,
+      config: { command: `vllm serve ${model}` },
+    })
+  ).json();
   await placeOn(w.id, [agent.workerId], 4);
   return { agent, w };
 }
@@ -80,7 +100,19 @@ describe("joining", () => {
     const [, , , url, , token] = (created.join_command as string).split(" ");
     const r = await fetch(`${url}/agent/v1/join`, {
       method: "POST",
-      body: JSON.stringify({ token, version: "9.9.0", machine: { hostname: "x", cpu_cores: 1, ram_bytes: 1, ram_free_bytes: 1, gpus: [], load_avg: [0, 0, 0], probed_at: new Date().toISOString() } }),
+      body: JSON.stringify({
+        token,
+        version: "9.9.0",
+        machine: {
+          hostname: "x",
+          cpu_cores: 1,
+          ram_bytes: 1,
+          ram_free_bytes: 1,
+          gpus: [],
+          load_avg: [0, 0, 0],
+          probed_at: new Date().toISOString(),
+        },
+      }),
       tls: { rejectUnauthorized: false },
     } as RequestInit);
     expect(r.status).toBe(409);
@@ -99,9 +131,18 @@ describe("serving from two agents", () => {
   test("requests spread over both agents by free slots; logs and states of remote replicas reach the host", async () => {
     b = await joinAgent(host, "gpu-b", { FAKE_DELAY_MS: "300" });
     agents.push(b);
-    w = await (await host.admin("/admin/projects/fleet/workloads", { name: "shared", backend: "vllm", model_name: "shared", config: { command: "vllm serve shared" } })).json();
+    w = await (
+      await host.admin("/admin/projects/fleet/workloads", {
+        name: "shared",
+        backend: "vllm",
+        model_name: "shared",
+        config: { command: "vllm serve shared" },
+      })
+    ).json();
     const ready = await placeOn(w.id, [agents[0].workerId, b.workerId], 2);
-    const urls = ready.assignments.filter((a: { state: string }) => a.state === "ready").map((a: { base_url: string }) => a.base_url);
+    const urls = ready.assignments
+      .filter((a: { state: string }) => a.state === "ready")
+      .map((a: { base_url: string }) => a.base_url);
     expect(urls).toHaveLength(2);
     const results = await Promise.all([1, 2, 3, 4].map((i) => chat(w.slug, `req ${i}`)));
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
@@ -117,20 +158,33 @@ describe("serving from two agents", () => {
     form.append("file", new Blob([crypto.getRandomValues(new Uint8Array(50_000))]), "clip.wav");
     const sent = new Uint8Array(await new Response(form).arrayBuffer());
     const boundary = new TextDecoder().decode(sent.subarray(2, sent.indexOf(13)));
-    const upload = await fetch(`${host.url}/endpoint/fleet/${w.slug}/v1/audio/transcriptions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": `multipart/form-data; boundary=${boundary}` }, body: sent });
+    const upload = await fetch(`${host.url}/endpoint/fleet/${w.slug}/v1/audio/transcriptions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${live}`, "content-type": `multipart/form-data; boundary=${boundary}` },
+      body: sent,
+    });
     expect(upload.status).toBe(200);
     expect((await upload.json()).sha256).toBe(new Bun.CryptoHasher("sha256").update(sent).digest("hex"));
-    const logs = await waitFor(async () => {
-      const l = await (await host.admin(`/admin/workloads/${w.id}/logs`)).json();
-      return l.replicas.length === 2 && l.replicas.every((r: { text: string }) => r.text.includes("Uvicorn running")) ? l : undefined;
-    }, { what: "remote logs at the host" });
+    const logs = await waitFor(
+      async () => {
+        const l = await (await host.admin(`/admin/workloads/${w.id}/logs`)).json();
+        return l.replicas.length === 2 && l.replicas.every((r: { text: string }) => r.text.includes("Uvicorn running"))
+          ? l
+          : undefined;
+      },
+      { what: "remote logs at the host" },
+    );
     expect(logs.replicas[0].text).toContain("\x1b[");
   });
 
   test("kill -9 of an agent mid-load: its queued requests run on the other, no async job is lost, and it takes work again after rejoining", async () => {
     const ids: string[] = [];
     for (let i = 0; i < 6; i++) {
-      const r = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ kind: "embeddings", body: { input: `job ${i}` } }) });
+      const r = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+        body: JSON.stringify({ kind: "embeddings", body: { input: `job ${i}` } }),
+      });
       ids.push((await r.json()).job_id);
     }
     const inflight = [1, 2, 3, 4, 5, 6].map((i) => chat(w.slug, `load ${i}`));
@@ -140,19 +194,38 @@ describe("serving from two agents", () => {
     // Requests not yet answered by the lost agent ran on the other; none hangs or 500s.
     for (const r of results) expect([200, 502, 503]).toContain(r.status);
     expect(results.filter((r) => r.status === 200).length).toBeGreaterThanOrEqual(4);
-    const jobs = await waitFor(async () => {
-      const all = await Promise.all(ids.map(async (id) => (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${id}`, { headers: { authorization: `Bearer ${live}` } })).json()));
-      return all.every((j) => j.status === "completed") ? all : undefined;
-    }, { what: "every job completed despite the lost agent", timeoutMs: 30_000 });
+    const jobs = await waitFor(
+      async () => {
+        const all = await Promise.all(
+          ids.map(async (id) =>
+            (
+              await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${id}`, {
+                headers: { authorization: `Bearer ${live}` },
+              })
+            ).json(),
+          ),
+        );
+        return all.every((j) => j.status === "completed") ? all : undefined;
+      },
+      { what: "every job completed despite the lost agent", timeoutMs: 30_000 },
+    );
     expect(jobs).toHaveLength(6);
-    await waitFor(async () => (await (await host.admin("/admin/workers")).json()).find((x: { id: string }) => x.id === victim.workerId)?.state === "offline" || undefined, { what: "the killed agent offline" });
+    await waitFor(
+      async () =>
+        (await (await host.admin("/admin/workers")).json()).find((x: { id: string }) => x.id === victim.workerId)
+          ?.state === "offline" || undefined,
+      { what: "the killed agent offline" },
+    );
 
     const back = await rerunAgent(host, victim, { FAKE_DELAY_MS: "300" });
     agents[0] = back;
-    await waitFor(async () => {
-      const d = await detail(w.id);
-      return d.assignments.filter((a: { state: string }) => a.state === "ready").length === 2 || undefined;
-    }, { what: "both replicas ready again", timeoutMs: 30_000 });
+    await waitFor(
+      async () => {
+        const d = await detail(w.id);
+        return d.assignments.filter((a: { state: string }) => a.state === "ready").length === 2 || undefined;
+      },
+      { what: "both replicas ready again", timeoutMs: 30_000 },
+    );
     const d = await detail(w.id);
     const mine = d.assignments.find((a: { worker_id: string }) => a.worker_id === back.workerId);
     const before = (await stats(mine.base_url)).total;
@@ -167,7 +240,14 @@ describe("serving from two agents", () => {
     expect(r.status).toBe(200);
     expect(await b.proc.exited).toBe(3);
     expect(b.output()).toContain("deleted from the host");
-    await waitFor(() => fetch(`${bReplica.base_url}/health`).then(() => undefined, () => true), { what: "the deleted worker's runtime stopped" });
+    await waitFor(
+      () =>
+        fetch(`${bReplica.base_url}/health`).then(
+          () => undefined,
+          () => true,
+        ),
+      { what: "the deleted worker's runtime stopped" },
+    );
     expect((await chat(w.slug, "still served")).status).toBe(200);
     const local = (await (await host.admin("/admin/workers")).json()).find((x: { kind: string }) => x.kind === "local");
     expect(local).toBeUndefined();
@@ -178,10 +258,13 @@ describe("the only worker goes away", () => {
   test("its replica shows the worker is offline; requests get 503 at once, jobs wait and run when it is back", async () => {
     const { agent: solo, w } = await soloWorkload("solo", { FAKE_DELAY_MS: "50" }, "solo-wl", "solo");
     await solo.kill9();
-    const d = await waitFor(async () => {
-      const x = await detail(w.id);
-      return x.assignments[0].state === "pending" ? x : undefined;
-    }, { what: "the replica no longer ready", timeoutMs: 20_000 });
+    const d = await waitFor(
+      async () => {
+        const x = await detail(w.id);
+        return x.assignments[0].state === "pending" ? x : undefined;
+      },
+      { what: "the replica no longer ready", timeoutMs: 20_000 },
+    );
     expect(d.assignments[0].reason).toContain("offline");
     const started = Date.now();
     const r = await chat(w.slug, "anyone?");
@@ -189,11 +272,25 @@ describe("the only worker goes away", () => {
     expect(r.headers.get("retry-after")).toBeTruthy();
     expect((await r.json()).error.message).toContain("offline");
     expect(Date.now() - started).toBeLessThan(5000);
-    const sub = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ kind: "embeddings", body: { input: "later" } }) });
+    const sub = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+      body: JSON.stringify({ kind: "embeddings", body: { input: "later" } }),
+    });
     const { job_id } = await sub.json();
     const back = await rerunAgent(host, solo, { FAKE_DELAY_MS: "50" });
     agents[agents.indexOf(solo)] = back;
-    await waitFor(async () => (await (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, { headers: { authorization: `Bearer ${live}` } })).json()).status === "completed" || undefined, { what: "the job run once the worker is back", timeoutMs: 30_000 });
+    await waitFor(
+      async () =>
+        (
+          await (
+            await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, {
+              headers: { authorization: `Bearer ${live}` },
+            })
+          ).json()
+        ).status === "completed" || undefined,
+      { what: "the job run once the worker is back", timeoutMs: 30_000 },
+    );
   });
 });
 
@@ -208,8 +305,12 @@ describe("a worker lost mid-stream", () => {
     while (!text.includes('"content":"')) text += decoder.decode((await reader.read()).value, { stream: true });
     await slow.kill9();
     // Read to the end: a reset connection would throw here instead of ending the body.
-    for (let next = await reader.read(); !next.done; next = await reader.read()) text += decoder.decode(next.value, { stream: true });
-    const events = text.split("\n\n").filter((e) => e.startsWith("data: ")).map((e) => e.slice(6));
+    for (let next = await reader.read(); !next.done; next = await reader.read())
+      text += decoder.decode(next.value, { stream: true });
+    const events = text
+      .split("\n\n")
+      .filter((e) => e.startsWith("data: "))
+      .map((e) => e.slice(6));
     expect(events).not.toContain("[DONE]");
     expect(JSON.parse(events.at(-1)!).error).toMatchObject({ code: "worker_lost", type: "server_error" });
     // Run it again so it stops the runtime its killed process left behind.
@@ -223,21 +324,37 @@ describe("an agent killed and back before the worker timeout", () => {
     const patient = await startHost({}, 30_000);
     try {
       await patient.admin("/admin/projects", { name: "Quick", slug: "quick" });
-      const key = (await (await patient.admin("/admin/projects/quick/keys", { name: "k", type: "live" })).json()).secret;
+      const key = (await (await patient.admin("/admin/projects/quick/keys", { name: "k", type: "live" })).json())
+        .secret;
       const agent = await joinAgent(patient, "quick-restart", { FAKE_DELAY_MS: "3000" });
-      const w = await (await patient.admin("/admin/projects/quick/workloads", { name: "slow", backend: "vllm", model_name: "slow", config: { command: "vllm serve slow" } })).json();
-      const ready = await waitFor(async () => {
-        const d = await (await patient.admin(`/admin/workloads/${w.id}`)).json();
-        return d.assignments[0]?.state === "ready" ? d.assignments[0] : undefined;
-      }, { what: "the replica ready", timeoutMs: 30_000 });
+      const w = await (
+        await patient.admin("/admin/projects/quick/workloads", {
+          name: "slow",
+          backend: "vllm",
+          model_name: "slow",
+          config: { command: "vllm serve slow" },
+        })
+      ).json();
+      const ready = await waitFor(
+        async () => {
+          const d = await (await patient.admin(`/admin/workloads/${w.id}`)).json();
+          return d.assignments[0]?.state === "ready" ? d.assignments[0] : undefined;
+        },
+        { what: "the replica ready", timeoutMs: 30_000 },
+      );
       // Bounded by the client, well inside the worker timeout: without the fix it never ends.
       const answer = fetch(`${patient.url}/endpoint/quick/${w.slug}/v1/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify({ messages: [{ role: "user", content: "still there?" }] }),
         signal: AbortSignal.timeout(25_000),
-      }).then((r) => r.status, (e: Error) => e.name);
-      await waitFor(async () => (await stats(ready.base_url)).in_flight > 0 || undefined, { what: "the request running on the agent's runtime" });
+      }).then(
+        (r) => r.status,
+        (e: Error) => e.name,
+      );
+      await waitFor(async () => (await stats(ready.base_url)).in_flight > 0 || undefined, {
+        what: "the request running on the agent's runtime",
+      });
       await agent.kill9();
       const back = await rerunAgent(patient, agent, { FAKE_DELAY_MS: "300" });
       try {
@@ -255,14 +372,27 @@ describe("a runtime lost under a job on a remote worker", () => {
   test("its runtime crashes while it runs a job: the job runs again and completes instead of failing with the agent's 502", async () => {
     const { w } = await soloWorkload("crashy", { FAKE_DELAY_MS: "1500" }, "crash-job", "crashy");
     const base = (await detail(w.id)).assignments[0].base_url;
-    const r = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ kind: "embeddings", body: { input: "survive" } }) });
+    const r = await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+      body: JSON.stringify({ kind: "embeddings", body: { input: "survive" } }),
+    });
     const { job_id } = await r.json();
-    await waitFor(async () => (await stats(base)).in_flight > 0 || undefined, { what: "the job running on the runtime" });
+    await waitFor(async () => (await stats(base)).in_flight > 0 || undefined, {
+      what: "the job running on the runtime",
+    });
     await fetch(`${base}/fake/crash`, { method: "POST" }).catch(() => undefined);
-    const job = await waitFor(async () => {
-      const j = await (await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, { headers: { authorization: `Bearer ${live}` } })).json();
-      return j.status === "completed" || j.status === "failed" ? j : undefined;
-    }, { what: "the job finished", timeoutMs: 30_000 });
+    const job = await waitFor(
+      async () => {
+        const j = await (
+          await fetch(`${host.url}/endpoint/fleet/${w.slug}/jobs/${job_id}`, {
+            headers: { authorization: `Bearer ${live}` },
+          })
+        ).json();
+        return j.status === "completed" || j.status === "failed" ? j : undefined;
+      },
+      { what: "the job finished", timeoutMs: 30_000 },
+    );
     expect({ status: job.status, error: job.data?.error }).toEqual({ status: "completed", error: undefined });
     expect(job.runs).toBe(2);
   });

@@ -26,7 +26,11 @@ describe("bad input gets a clear 4xx in the contract's shape", () => {
     await expectShape(await post('{"name": "x",', { "content-type": "application/json" }), 400, "invalid_json");
   });
   test("wrong content type → 415", async () => {
-    await expectShape(await post("name=x&backend=ollama", { "content-type": "application/x-www-form-urlencoded" }), 415, "unsupported_media_type");
+    await expectShape(
+      await post("name=x&backend=ollama", { "content-type": "application/x-www-form-urlencoded" }),
+      415,
+      "unsupported_media_type",
+    );
     await expectShape(await post('{"name":"x"}', { "content-type": "text/plain" }), 415, "unsupported_media_type");
   });
   test("body over the configured limit → 413, whether declared or streamed", async () => {
@@ -49,7 +53,11 @@ describe("bad input gets a clear 4xx in the contract's shape", () => {
     await expectShape(await post("", { "content-type": "application/json" }), 400, "validation_error");
   });
   test("invalid UTF-8 → 400 invalid_json", async () => {
-    await expectShape(await post(new Uint8Array([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), { "content-type": "application/json" }), 400, "invalid_json");
+    await expectShape(
+      await post(new Uint8Array([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), { "content-type": "application/json" }),
+      400,
+      "invalid_json",
+    );
   });
   test("unknown route → 404 in the same shape, never Elysia's default body", async () => {
     const body = await expectShape(await s.call("/api/nothing-here", ctx.sdk), 404, "not_found");
@@ -84,7 +92,13 @@ describe("no request can make the server answer 500", () => {
     ];
     const tokensToTry = [ctx.sdk, ctx.live, s.adminToken, undefined, "ik_live_%00%00"];
     const seenOk: string[] = [];
-    const bodies: (string | undefined)[] = [undefined, "{", '{"name":{"$gt":""}}', JSON.stringify({ name: "a".repeat(300) }), "[[[[[[[[[[[[]]]]]]]]]]]]"];
+    const bodies: (string | undefined)[] = [
+      undefined,
+      "{",
+      '{"name":{"$gt":""}}',
+      JSON.stringify({ name: "a".repeat(300) }),
+      "[[[[[[[[[[[[]]]]]]]]]]]]",
+    ];
     for (const path of paths) {
       for (const token of tokensToTry) {
         for (const raw of bodies) {

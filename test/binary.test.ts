@@ -19,7 +19,10 @@ let server: Inferd;
 
 /** The admin API with the server's token. */
 const admin = (path: string, init: RequestInit = {}) =>
-  fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.adminToken}`, "content-type": "application/json", ...init.headers } });
+  fetch(`${server.url}${path}`, {
+    ...init,
+    headers: { authorization: `Bearer ${server.adminToken}`, "content-type": "application/json", ...init.headers },
+  });
 
 beforeAll(async () => {
   built = await buildTarget("linux-x64", { outDir: tempDir("dist") });
@@ -55,7 +58,10 @@ describe("the compiled binary, alone in an empty directory", () => {
   });
 
   test("prints the admin token once and saves it owner-only", async () => {
-    const line = await waitFor(() => /admin token \(.*\): (ik_admin_\S+)/.exec(server.output()), { what: "the admin token line", detail: server.output });
+    const line = await waitFor(() => /admin token \(.*\): (ik_admin_\S+)/.exec(server.output()), {
+      what: "the admin token line",
+      detail: server.output,
+    });
     expect(line[1]).toBe(server.adminToken);
     expect(server.output().split(server.adminToken).length - 1).toBe(1);
     const file = join(dataDir, "admin-token");
@@ -64,9 +70,16 @@ describe("the compiled binary, alone in an empty directory", () => {
   });
 
   test("creates a project on the fresh store (embedded migrations ran)", async () => {
-    const denied = await fetch(`${server.url}/admin/projects`, { method: "POST", body: JSON.stringify({ name: "Nope" }), headers: { "content-type": "application/json" } });
+    const denied = await fetch(`${server.url}/admin/projects`, {
+      method: "POST",
+      body: JSON.stringify({ name: "Nope" }),
+      headers: { "content-type": "application/json" },
+    });
     expect(denied.status).toBe(401);
-    const res = await admin("/admin/projects", { method: "POST", body: JSON.stringify({ name: "Smoke Test", slug: "smoke" }) });
+    const res = await admin("/admin/projects", {
+      method: "POST",
+      body: JSON.stringify({ name: "Smoke Test", slug: "smoke" }),
+    });
     expect(res.status).toBe(201);
     expect(await res.json()).toMatchObject({ name: "Smoke Test", slug: "smoke" });
   });
@@ -117,7 +130,8 @@ describe("the compiled binary's built-in llama.cpp runtime (no llama-server inst
   });
 
   test("unpacks its embedded node-llama-cpp once and serves chat and embeddings", async () => {
-    if ("unavailable" in built.llama) throw new Error(`linux-x64 was built without the runtime: ${built.llama.unavailable}`);
+    if ("unavailable" in built.llama)
+      throw new Error(`linux-x64 was built without the runtime: ${built.llama.unavailable}`);
     const PATH = "/usr/bin:/bin";
     expect(Bun.which("llama-server", { PATH })).toBeNull();
     expect(Bun.which("nvidia-smi", { PATH })).toBeNull();
@@ -126,20 +140,36 @@ describe("the compiled binary's built-in llama.cpp runtime (no llama-server inst
     llamaData = join(tempDir("data"), "store");
     llama = await startInferd({ bin: [bin], dataDir: llamaData, cwd: appDir, env: { INFERD_LOCAL_AGENT: "1", PATH } });
     const call = (path: string, token: string, body?: unknown) =>
-      fetch(`${llama.url}${path}`, body === undefined ? { headers: { authorization: `Bearer ${token}` } } : { method: "POST", body: JSON.stringify(body), headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } });
+      fetch(
+        `${llama.url}${path}`,
+        body === undefined
+          ? { headers: { authorization: `Bearer ${token}` } }
+          : {
+              method: "POST",
+              body: JSON.stringify(body),
+              headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+            },
+      );
     const token = readFileSync(join(llamaData, "admin-token"), "utf8").trim();
     expect((await call("/admin/projects", token, { name: "Llama", slug: "llama" })).status).toBe(201);
     const key = await call("/admin/projects/llama/keys", token, { name: "live", type: "live" });
     expect(key.status).toBe(201);
     const live = ((await key.json()) as { secret: string }).secret;
-    const created = await call("/admin/projects/llama/workloads", token, { name: "tiny", backend: "llamacpp", model_name: "tiny", config: { command: `llama-server -m ${model} -t 1 -c 256 --embedding` } });
+    const created = await call("/admin/projects/llama/workloads", token, {
+      name: "tiny",
+      backend: "llamacpp",
+      model_name: "tiny",
+      config: { command: `llama-server -m ${model} -t 1 -c 256 --embedding` },
+    });
     expect(created.status).toBe(201);
     const workload = (await created.json()) as { id: string; slug: string };
 
     type Assignment = { state: string; reason?: string };
     const ready = await waitFor(
       async () => {
-        const w = (await (await call(`/admin/workloads/${workload.id}`, token)).json()) as { assignments: Assignment[] };
+        const w = (await (await call(`/admin/workloads/${workload.id}`, token)).json()) as {
+          assignments: Assignment[];
+        };
         const failed = w.assignments.find((a) => a.state === "failed");
         if (failed) throw new Error(`the assignment failed: ${failed.reason}\n--- output ---\n${llama.output()}`);
         return w.assignments.length > 0 && w.assignments.every((a) => a.state === "ready") ? w : undefined;
@@ -148,7 +178,11 @@ describe("the compiled binary's built-in llama.cpp runtime (no llama-server inst
     );
     expect(ready.assignments).toHaveLength(1);
 
-    const chat = await call(`/endpoint/llama/${workload.slug}/v1/chat/completions`, live, { model: "tiny", max_tokens: 8, messages: [{ role: "user", content: "hello" }] });
+    const chat = await call(`/endpoint/llama/${workload.slug}/v1/chat/completions`, live, {
+      model: "tiny",
+      max_tokens: 8,
+      messages: [{ role: "user", content: "hello" }],
+    });
     expect(chat.status).toBe(200);
     const completion = (await chat.json()) as { object: string; choices: { message: { content: string } }[] };
     expect(completion.object).toBe("chat.completion");
@@ -174,11 +208,24 @@ describe("the compiled binary's built-in llama.cpp runtime (no llama-server inst
     const marker = join(llamaData, "runtimes", "builtin-llama", (built.llama as { id: string }).id, ".inferd-pack");
     const before = statSync(marker).mtimeMs;
     expect(await llama.stop()).toBe(0);
-    llama = await startInferd({ bin: [bin], dataDir: llamaData, cwd: appDir, env: { INFERD_LOCAL_AGENT: "1", PATH: "/usr/bin:/bin" } });
+    llama = await startInferd({
+      bin: [bin],
+      dataDir: llamaData,
+      cwd: appDir,
+      env: { INFERD_LOCAL_AGENT: "1", PATH: "/usr/bin:/bin" },
+    });
     await waitFor(
       async () => {
-        const list = (await (await fetch(`${llama.url}/admin/projects/llama/workloads`, { headers: { authorization: `Bearer ${llama.adminToken}` } })).json()) as { id: string }[];
-        const w = (await (await fetch(`${llama.url}/admin/workloads/${list[0].id}`, { headers: { authorization: `Bearer ${llama.adminToken}` } })).json()) as { assignments: { state: string }[] };
+        const list = (await (
+          await fetch(`${llama.url}/admin/projects/llama/workloads`, {
+            headers: { authorization: `Bearer ${llama.adminToken}` },
+          })
+        ).json()) as { id: string }[];
+        const w = (await (
+          await fetch(`${llama.url}/admin/workloads/${list[0].id}`, {
+            headers: { authorization: `Bearer ${llama.adminToken}` },
+          })
+        ).json()) as { assignments: { state: string }[] };
         return w.assignments.length > 0 && w.assignments.every((a) => a.state === "ready");
       },
       { what: "the llamacpp workload ready again", timeoutMs: LOAD_TIMEOUT, intervalMs: 100, detail: llama.output },

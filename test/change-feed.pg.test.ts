@@ -67,7 +67,9 @@ beforeAll(async () => {
   url = await (await testPostgres()).createDatabase();
   a = await startHost(url);
   b = await startHost(url);
-  await a.store.db.insert(projects).values({ id: project.id, name: "Feed", slug: project.slug, createdAt: new Date().toISOString() });
+  await a.store.db
+    .insert(projects)
+    .values({ id: project.id, name: "Feed", slug: project.slug, createdAt: new Date().toISOString() });
 });
 
 afterAll(async () => {
@@ -85,20 +87,26 @@ describe("two hosts on one database hear each other's changes", () => {
     expect(findKeyBySecret(b.store.db, key.secret)).toBe(before); // held: no store read
 
     await setKeyLimits(a.store.db, key.id, { priority: "batch", weight: 5 });
-    const after = await waitFor(async () => {
-      const k = await findKeyBySecret(b.store.db, key.secret);
-      return (k?.priority === "batch" && k.weight === 5 && k) || undefined;
-    }, { what: "host B reading the key's new priority and weight", timeoutMs: PROMPTLY, intervalMs: 20 });
+    const after = await waitFor(
+      async () => {
+        const k = await findKeyBySecret(b.store.db, key.secret);
+        return (k?.priority === "batch" && k.weight === 5 && k) || undefined;
+      },
+      { what: "host B reading the key's new priority and weight", timeoutMs: PROMPTLY, intervalMs: 20 },
+    );
     // What B's next request of the key waits as: the batch class, with its share.
     const ticket = syncTicket(after);
     expect(classOf(ticket)).toBe("batch");
     expect(ticket.weight).toBe(5);
 
     await setKeyLimits(a.store.db, key.id, { priority: null, weight: 2 });
-    await waitFor(async () => {
-      const k = await findKeyBySecret(b.store.db, key.secret);
-      return (k?.priority === null && k.weight === 2) || undefined;
-    }, { what: "host B reading the key's priority cleared and weight 2", timeoutMs: PROMPTLY, intervalMs: 20 });
+    await waitFor(
+      async () => {
+        const k = await findKeyBySecret(b.store.db, key.secret);
+        return (k?.priority === null && k.weight === 2) || undefined;
+      },
+      { what: "host B reading the key's priority cleared and weight 2", timeoutMs: PROMPTLY, intervalMs: 20 },
+    );
   });
 
   test("a worker's cluster address reported through host A reaches host B (its agent lookup and its re-placement)", async () => {
@@ -109,11 +117,14 @@ describe("two hosts on one database hear each other's changes", () => {
 
     const heardBefore = b.heard.filter((t) => t === "workers").length;
     await recordMachine(a.store.db, worker.id, machine("10.1.2.3"));
-    await waitFor(async () => (await workerByCredential(b.store.db, credential)).clusterAddress === "10.1.2.3" || undefined, {
-      what: "host B reading the worker's cluster address",
-      timeoutMs: PROMPTLY,
-      intervalMs: 20,
-    });
+    await waitFor(
+      async () => (await workerByCredential(b.store.db, credential)).clusterAddress === "10.1.2.3" || undefined,
+      {
+        what: "host B reading the worker's cluster address",
+        timeoutMs: PROMPTLY,
+        intervalMs: 20,
+      },
+    );
     // B's change listeners (the leader re-places workloads on them) heard it too.
     expect(b.heard.filter((t) => t === "workers").length).toBeGreaterThan(heardBefore);
   });
@@ -125,7 +136,11 @@ describe("two hosts on one database hear each other's changes", () => {
     const mark = async (name: string) => {
       const seen = changeVersion(b.store.db, "projects");
       await a.store.db.update(projects).set({ name }).where(eq(projects.id, project.id));
-      await waitFor(() => changeVersion(b.store.db, "projects") > seen || undefined, { what: "host B hearing the project renamed", timeoutMs: PROMPTLY, intervalMs: 20 });
+      await waitFor(() => changeVersion(b.store.db, "projects") > seen || undefined, {
+        what: "host B hearing the project renamed",
+        timeoutMs: PROMPTLY,
+        intervalMs: 20,
+      });
     };
     await mark("Feed 1");
     const workersBefore = changeVersion(b.store.db, "workers");
@@ -136,13 +151,23 @@ describe("two hosts on one database hear each other's changes", () => {
 });
 
 describe("the triggers follow the code", () => {
-  const count = async (db: SQL) => ((await db`SELECT count(*)::int AS n FROM pg_trigger WHERE tgfoid = 'inferd_notify_change'::regproc`) as { n: number }[])[0].n;
+  const count = async (db: SQL) =>
+    (
+      (await db`SELECT count(*)::int AS n FROM pg_trigger WHERE tgfoid = 'inferd_notify_change'::regproc`) as {
+        n: number;
+      }[]
+    )[0].n;
 
   test("every start makes them from the change feed: two per watched table, once, and a dropped one comes back", async () => {
     const db = new SQL(url);
     try {
       expect(await count(db)).toBe(10);
-      const cols = ((await db`SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgname = 'api_keys_updated'`) as { def: string }[])[0]?.def ?? "";
+      const cols =
+        (
+          (await db`SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgname = 'api_keys_updated'`) as {
+            def: string;
+          }[]
+        )[0]?.def ?? "";
       expect(cols).toContain("priority");
       expect(cols).toContain("weight");
       const restarted = await openPgStore(url, 2);

@@ -8,18 +8,41 @@ import { describe, expect, test } from "bun:test";
 import { getTableColumns, getTableName } from "drizzle-orm";
 import { bigint, pgTable, text } from "drizzle-orm/pg-core";
 import * as pgSchema from "../src/db/schema-pg";
-import { CHANGE_FEED, changeCounter, changedTables, changeTriggerStatements, changeVersion, feedTable, localChanges, noteChange, type StoreRef } from "../src/db/notify";
+import {
+  CHANGE_FEED,
+  changeCounter,
+  changedTables,
+  changeTriggerStatements,
+  changeVersion,
+  feedTable,
+  localChanges,
+  noteChange,
+  type StoreRef,
+} from "../src/db/notify";
 
 /** The columns a generated update trigger fires on (its `UPDATE OF` list), by table. */
 function updateColumns(statements: string[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const s of statements) {
-    const m = /^CREATE TRIGGER \w+ AFTER UPDATE OF (.+?) ON "(\w+)" FOR EACH ROW WHEN \(ROW\((.+?)\) IS DISTINCT FROM ROW\((.+?)\)\)/.exec(s);
+    const m =
+      /^CREATE TRIGGER \w+ AFTER UPDATE OF (.+?) ON "(\w+)" FOR EACH ROW WHEN \(ROW\((.+?)\) IS DISTINCT FROM ROW\((.+?)\)\)/.exec(
+        s,
+      );
     if (!m) continue;
     const cols = m[1].split(", ").map((c) => c.replaceAll('"', ""));
     // The row compared is the same column list, old against new.
-    expect(m[3]).toBe(m[1].split(", ").map((c) => `OLD.${c}`).join(", "));
-    expect(m[4]).toBe(m[1].split(", ").map((c) => `NEW.${c}`).join(", "));
+    expect(m[3]).toBe(
+      m[1]
+        .split(", ")
+        .map((c) => `OLD.${c}`)
+        .join(", "),
+    );
+    expect(m[4]).toBe(
+      m[1]
+        .split(", ")
+        .map((c) => `NEW.${c}`)
+        .join(", "),
+    );
     out.set(m[2], cols);
   }
   return out;
@@ -27,7 +50,17 @@ function updateColumns(statements: string[]): Map<string, string[]> {
 
 const QUIET: Record<string, string[]> = {
   api_keys: ["requests", "input_tokens", "output_tokens", "last_used_at"],
-  workers: ["hostname", "version", "cpu_cores", "ram_bytes", "gpus", "telemetry", "last_seen_at", "created_at", "host_id"],
+  workers: [
+    "hostname",
+    "version",
+    "cpu_cores",
+    "ram_bytes",
+    "gpus",
+    "telemetry",
+    "last_seen_at",
+    "created_at",
+    "host_id",
+  ],
 };
 
 describe("the change triggers are generated from the one declaration", () => {
@@ -39,15 +72,20 @@ describe("the change triggers are generated from the one declaration", () => {
     expect(CHANGE_FEED.map((t) => t.table).sort()).toEqual(tables.map((t) => getTableName(t)).sort());
   });
 
-  test.each(tables.map((t) => [getTableName(t), t] as const))("%s: every schema column but the quiet ones fires the update trigger; inserts and deletes fire too", (name, table) => {
-    const all = Object.values(getTableColumns(table)).map((c) => c.name);
-    const quiet = QUIET[name] ?? [];
-    expect(updates.get(name)?.sort()).toEqual(all.filter((c) => !quiet.includes(c)).sort());
-    expect(statements).toContain(`CREATE TRIGGER ${name}_changed AFTER INSERT OR DELETE ON "${name}" FOR EACH STATEMENT EXECUTE FUNCTION inferd_notify_change()`);
-    // Idempotent: every trigger is dropped before it is made again.
-    expect(statements).toContain(`DROP TRIGGER IF EXISTS ${name}_changed ON "${name}"`);
-    expect(statements).toContain(`DROP TRIGGER IF EXISTS ${name}_updated ON "${name}"`);
-  });
+  test.each(tables.map((t) => [getTableName(t), t] as const))(
+    "%s: every schema column but the quiet ones fires the update trigger; inserts and deletes fire too",
+    (name, table) => {
+      const all = Object.values(getTableColumns(table)).map((c) => c.name);
+      const quiet = QUIET[name] ?? [];
+      expect(updates.get(name)?.sort()).toEqual(all.filter((c) => !quiet.includes(c)).sort());
+      expect(statements).toContain(
+        `CREATE TRIGGER ${name}_changed AFTER INSERT OR DELETE ON "${name}" FOR EACH STATEMENT EXECUTE FUNCTION inferd_notify_change()`,
+      );
+      // Idempotent: every trigger is dropped before it is made again.
+      expect(statements).toContain(`DROP TRIGGER IF EXISTS ${name}_changed ON "${name}"`);
+      expect(statements).toContain(`DROP TRIGGER IF EXISTS ${name}_updated ON "${name}"`);
+    },
+  );
 
   test("a key's priority and weight and a worker's cluster address are watched (issue 33's forgotten columns)", () => {
     expect(updates.get("api_keys")).toEqual(expect.arrayContaining(["priority", "weight", "rpm", "revoked_at"]));
@@ -80,7 +118,10 @@ describe("a host's own writes are read with the same declaration", () => {
     // A heartbeat carrying the address: a change of workers (the trigger then fires only when the address changed).
     ['update "workers" set "last_seen_at" = $1, "cluster_address" = $2 where "workers"."id" = $3', ["workers"]],
     ['update "workers" set "last_seen_at" = $1, "telemetry" = $2, "host_id" = $3 where "workers"."id" = $4', []],
-    ['update "api_keys" set "requests" = "api_keys"."requests" + $1, "input_tokens" = $2 where "api_keys"."id" = $3', []],
+    [
+      'update "api_keys" set "requests" = "api_keys"."requests" + $1, "input_tokens" = $2 where "api_keys"."id" = $3',
+      [],
+    ],
   ])("%s → %j", (statement, tables) => {
     expect(changedTables(statement)).toEqual(tables);
   });

@@ -19,7 +19,10 @@ describe("inferd desktop without a display", () => {
     const dataDir = tempDir("desktop-headless");
     const r = await runInferd({
       args: ["desktop", "--port", "0", "--data-dir", dataDir],
-      env: headless({ INFERD_BROWSER: "/usr/bin/chromium", INFERD_BROWSER_ARGS: `--no-sandbox --no-first-run --user-data-dir=${tempDir("desktop-profile")}` }),
+      env: headless({
+        INFERD_BROWSER: "/usr/bin/chromium",
+        INFERD_BROWSER_ARGS: `--no-sandbox --no-first-run --user-data-dir=${tempDir("desktop-profile")}`,
+      }),
       timeoutMs: 60_000,
     });
     expect(r.code).toBe(1);
@@ -32,7 +35,11 @@ describe("inferd desktop without a display", () => {
   }, 90_000);
 
   test("a browser that cannot be started is named, with exit 1", async () => {
-    const r = await runInferd({ args: ["desktop", "--port", "0", "--data-dir", tempDir("desktop-nobrowser")], env: headless({ INFERD_BROWSER: "/nonexistent/browser" }), timeoutMs: 60_000 });
+    const r = await runInferd({
+      args: ["desktop", "--port", "0", "--data-dir", tempDir("desktop-nobrowser")],
+      env: headless({ INFERD_BROWSER: "/nonexistent/browser" }),
+      timeoutMs: 60_000,
+    });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain("cannot start /nonexistent/browser");
   }, 90_000);
@@ -46,13 +53,26 @@ describe("inferd doctor on a data dir with a running server", () => {
       const tlsPort = /agents join at https:\/\/[^:]+:(\d+)/.exec(srv.output())![1];
       // No --port given to doctor: it would otherwise look at 8420 and 8421.
       const r = await runInferd({ args: ["doctor", "--data-dir", srv.dataDir] });
-      expect(r.stdout).toMatch(new RegExp(`^ok {4}http port +127\\.0\\.0\\.1:${port} is held by this data dir's server \\(pid ${srv.proc.pid}`, "m"));
-      expect(r.stdout).toMatch(new RegExp(`^ok {4}tls port +127\\.0\\.0\\.1:${tlsPort} is held by this data dir's server .*: same certificate`, "m"));
+      expect(r.stdout).toMatch(
+        new RegExp(
+          `^ok {4}http port +127\\.0\\.0\\.1:${port} is held by this data dir's server \\(pid ${srv.proc.pid}`,
+          "m",
+        ),
+      );
+      expect(r.stdout).toMatch(
+        new RegExp(
+          `^ok {4}tls port +127\\.0\\.0\\.1:${tlsPort} is held by this data dir's server .*: same certificate`,
+          "m",
+        ),
+      );
       expect(r.stdout).not.toContain(":8420");
       // The same with flags naming other ports: the running server's ports are the ones that matter.
       const flagged = await runInferd({ args: ["doctor", "--data-dir", srv.dataDir, "--port", "1", "--json"] });
       const http = JSON.parse(flagged.stdout).checks.find((c: { name: string }) => c.name === "http port");
-      expect(http).toMatchObject({ status: "ok", detail: expect.stringContaining(`:${port} is held by this data dir's server`) });
+      expect(http).toMatchObject({
+        status: "ok",
+        detail: expect.stringContaining(`:${port} is held by this data dir's server`),
+      });
     } finally {
       await srv.stop();
     }
@@ -72,7 +92,11 @@ describe("inferd model show", () => {
     const shown = await runInferd({ args: ["model", "show", file, "--data-dir", dataDir] });
     expect(shown.code).toBe(0);
     const lines = shown.stdout.trimEnd().split("\n");
-    const value = (field: string) => lines.find((l) => l.startsWith(`${field} `))?.slice(field.length).trim();
+    const value = (field: string) =>
+      lines
+        .find((l) => l.startsWith(`${field} `))
+        ?.slice(field.length)
+        .trim();
     expect(value("source")).toBe(file);
     expect(value("status")).toBe("ready");
     expect(value("size")).toMatch(/^\d+(\.\d)? MiB$/);
@@ -90,7 +114,11 @@ describe("inferd model show", () => {
     expect(() => JSON.parse(shown.stdout)).toThrow();
 
     const json = await runInferd({ args: ["model", "show", file, "--json", "--data-dir", dataDir] });
-    expect(JSON.parse(json.stdout)).toMatchObject({ source: file, state: "ready", files: [{ size: expect.any(Number) }] });
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      source: file,
+      state: "ready",
+      files: [{ size: expect.any(Number) }],
+    });
   }, 90_000);
 });
 
@@ -101,13 +129,22 @@ describe("mistakes on the command line", () => {
     const r = await runInferd({ args: ["key", "create", "--project", "demo", "--name", "ci", "--data-dir", dataDir] });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("key create needs --type sdk|live");
-    const noName = await runInferd({ args: ["key", "create", "--project", "demo", "--type", "live", "--data-dir", dataDir] });
+    const noName = await runInferd({
+      args: ["key", "create", "--project", "demo", "--type", "live", "--data-dir", dataDir],
+    });
     expect(noName.stderr).toContain("key create needs --name");
   });
 
   test("an unknown flag is called a flag, wherever it is", async () => {
     const dataDir = tempDir("flags");
-    for (const args of [["--frobnicate"], ["serve", "--frobnicate"], ["key", "list", "--frobnicate", "x"], ["model", "list", "--frobnicate"], ["desktop", "--frobnicate"], ["doctor", "--frobnicate"]]) {
+    for (const args of [
+      ["--frobnicate"],
+      ["serve", "--frobnicate"],
+      ["key", "list", "--frobnicate", "x"],
+      ["model", "list", "--frobnicate"],
+      ["desktop", "--frobnicate"],
+      ["doctor", "--frobnicate"],
+    ]) {
       const r = await runInferd({ args: [...args, "--data-dir", dataDir] });
       expect({ args, code: r.code }).toEqual({ args, code: 2 });
       expect(r.stderr).toContain("unknown flag --frobnicate");

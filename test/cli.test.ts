@@ -18,7 +18,12 @@ afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })))
 async function cli(dir: string, ...args: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(["--data-dir", dir, ...args], {}, (s) => out.push(s), (s) => err.push(s));
+  const code = await runCli(
+    ["--data-dir", dir, ...args],
+    {},
+    (s) => out.push(s),
+    (s) => err.push(s),
+  );
   return { code, out: out.join("\n"), err: err.join("\n") };
 }
 
@@ -35,7 +40,24 @@ describe("headless CLI: project and key", () => {
     expect(list.map((p: { slug: string }) => p.slug)).toEqual(["edge-box", "other"]);
     expect((await cli(dir, "project", "list")).out).toMatch(/slug\s+name/);
 
-    const key = JSON.parse((await cli(dir, "key", "create", "--project", "edge-box", "--name", "ci", "--type", "live", "--endpoint", "edge-box/chat", "--json")).out);
+    const key = JSON.parse(
+      (
+        await cli(
+          dir,
+          "key",
+          "create",
+          "--project",
+          "edge-box",
+          "--name",
+          "ci",
+          "--type",
+          "live",
+          "--endpoint",
+          "edge-box/chat",
+          "--json",
+        )
+      ).out,
+    );
     expect(key).toMatchObject({ name: "ci", type: "live", scope: "endpoints", endpoints: ["edge-box/chat"] });
     expect(key.secret.startsWith("ik_live_")).toBe(true);
     const keys = JSON.parse((await cli(dir, "key", "list", "--project", "edge-box", "--json")).out);
@@ -48,7 +70,24 @@ describe("headless CLI: project and key", () => {
   test("key limits sets a key's priority and weight (fair share), and refuses a word that is not a priority", async () => {
     const dir = freshDir();
     await cli(dir, "project", "create", "Edge Box");
-    const key = JSON.parse((await cli(dir, "key", "create", "--project", "edge-box", "--name", "batchy", "--type", "live", "--priority", "batch", "--json")).out);
+    const key = JSON.parse(
+      (
+        await cli(
+          dir,
+          "key",
+          "create",
+          "--project",
+          "edge-box",
+          "--name",
+          "batchy",
+          "--type",
+          "live",
+          "--priority",
+          "batch",
+          "--json",
+        )
+      ).out,
+    );
     expect(key.limits).toMatchObject({ priority: "batch" });
     const set = await cli(dir, "key", "limits", key.id, "--weight", "3", "--priority", "interactive");
     expect(set.out).toContain("weight=3");
@@ -56,7 +95,9 @@ describe("headless CLI: project and key", () => {
     const bad = await cli(dir, "key", "limits", key.id, "--priority", "urgent");
     expect(bad.code).not.toBe(0);
     expect(bad.err).toContain('priority: Invalid option: expected one of "interactive"|"batch"');
-    const cleared = JSON.parse((await cli(dir, "key", "limits", key.id, "--weight", "none", "--priority", "none", "--json")).out);
+    const cleared = JSON.parse(
+      (await cli(dir, "key", "limits", key.id, "--weight", "none", "--priority", "none", "--json")).out,
+    );
     expect(cleared.limits).toMatchObject({ weight: null, priority: null });
   });
 
@@ -74,7 +115,12 @@ describe("headless CLI: project and key", () => {
     const badType = await cli(dir, "key", "create", "--project", "ghost", "--name", "x", "--type", "root");
     expect(badType.code).toBe(1);
     expect(badType.err).toContain("type");
-    const badPort = await runCli(["--port", "eighty"], {}, () => {}, () => {});
+    const badPort = await runCli(
+      ["--port", "eighty"],
+      {},
+      () => {},
+      () => {},
+    );
     expect(badPort).toBe(2);
   });
 
@@ -84,8 +130,12 @@ describe("headless CLI: project and key", () => {
     const server = await startServer(config, () => {});
     try {
       await cli(dir, "project", "create", "Live", "--slug", "live");
-      const key = JSON.parse((await cli(dir, "key", "create", "--project", "live", "--name", "k", "--type", "sdk", "--json")).out);
-      const r = await fetch(`${server.url}/api/projects/live/workloads`, { headers: { authorization: `Bearer ${key.secret}` } });
+      const key = JSON.parse(
+        (await cli(dir, "key", "create", "--project", "live", "--name", "k", "--type", "sdk", "--json")).out,
+      );
+      const r = await fetch(`${server.url}/api/projects/live/workloads`, {
+        headers: { authorization: `Bearer ${key.secret}` },
+      });
       expect(r.status).toBe(200);
     } finally {
       await server.stop();
@@ -114,10 +164,14 @@ describe("serve: data dir, admin token, settings", () => {
 
   test("INFERD_ADMIN_TOKEN wins over the saved token", async () => {
     const dir = freshDir();
-    const { config } = loadConfig(["--port", "0", "--data-dir", dir, "--no-local-agent"], { INFERD_ADMIN_TOKEN: "my-own-admin-token" });
+    const { config } = loadConfig(["--port", "0", "--data-dir", dir, "--no-local-agent"], {
+      INFERD_ADMIN_TOKEN: "my-own-admin-token",
+    });
     const s = await startServer(config, () => {});
     try {
-      expect((await fetch(`${s.url}/admin/projects`, { headers: { authorization: "Bearer my-own-admin-token" } })).status).toBe(200);
+      expect(
+        (await fetch(`${s.url}/admin/projects`, { headers: { authorization: "Bearer my-own-admin-token" } })).status,
+      ).toBe(200);
     } finally {
       await s.stop();
     }
@@ -137,7 +191,11 @@ describe("serve: data dir, admin token, settings", () => {
   });
 
   test("settings: flag beats env beats default, and config prints without secrets", () => {
-    const { config, rest } = loadConfig(["--port=9000", "serve", "--no-local-agent"], { INFERD_PORT: "8000", INFERD_HOST: "0.0.0.0", INFERD_ADMIN_TOKEN: "sekrit" });
+    const { config, rest } = loadConfig(["--port=9000", "serve", "--no-local-agent"], {
+      INFERD_PORT: "8000",
+      INFERD_HOST: "0.0.0.0",
+      INFERD_ADMIN_TOKEN: "sekrit",
+    });
     expect(config).toMatchObject({ port: 9000, host: "0.0.0.0", localAgent: false, adminToken: "sekrit" });
     expect(rest).toEqual(["serve"]);
     expect(loadConfig([], {}).config.host).toBe("127.0.0.1");

@@ -21,7 +21,11 @@ let slug: string;
 const joinUrlOf = (h: Host) => /agents join at (https:\/\/\S+)/.exec(h.output())![1];
 /** A chat through `h` for the cluster's one workload; the response. */
 const chat = (h: Host) =>
-  fetch(`${h.url}/endpoint/team/${slug}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }) });
+  fetch(`${h.url}/endpoint/team/${slug}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+    body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
+  });
 
 beforeAll(async () => {
   const url = await (await testPostgres()).createDatabase();
@@ -39,11 +43,16 @@ afterAll(async () => {
 describe("one agent, two hosts", () => {
   test("the hosts serve one certificate: a join command made on one host joins through the other", async () => {
     const [ia, ib] = [await (await a.admin("/admin/info")).json(), await (await b.admin("/admin/info")).json()];
-    const fingerprints = new Set([...ia.cluster.hosts, ...ib.cluster.hosts].map((h: { fingerprint: string }) => h.fingerprint));
+    const fingerprints = new Set(
+      [...ia.cluster.hosts, ...ib.cluster.hosts].map((h: { fingerprint: string }) => h.fingerprint),
+    );
     expect(fingerprints.size).toBe(1);
     // The worker (and its one-time token, pinning the cluster's certificate) is made on host a; the agent joins host b.
     agent = await joinAgentAt(a, "gpu-box", joinUrlOf(b));
-    const seen = async (h: Host) => ((await (await h.admin("/admin/workers")).json()) as { id: string; state: string }[]).find((w) => w.id === agent.workerId)?.state;
+    const seen = async (h: Host) =>
+      ((await (await h.admin("/admin/workers")).json()) as { id: string; state: string }[]).find(
+        (w) => w.id === agent.workerId,
+      )?.state;
     expect(await seen(a)).toBe("online");
     expect(await seen(b)).toBe("online");
   });
@@ -51,13 +60,23 @@ describe("one agent, two hosts", () => {
   test("a workload made on one host is served through both, by the agent's runtime", async () => {
     await a.admin("/admin/projects", { name: "Team", slug: "team" });
     live = (await (await b.admin("/admin/projects/team/keys", { name: "live", type: "live" })).json()).secret;
-    const w = await (await a.admin("/admin/projects/team/workloads", { name: "chat", backend: "vllm", model_name: "chat-model", config: { command: "vllm serve chat-model" } })).json();
+    const w = await (
+      await a.admin("/admin/projects/team/workloads", {
+        name: "chat",
+        backend: "vllm",
+        model_name: "chat-model",
+        config: { command: "vllm serve chat-model" },
+      })
+    ).json();
     slug = w.slug;
     for (const h of [a, b]) {
-      const r = await waitFor(async () => {
-        const res = await chat(h);
-        return res.status === 200 ? res : undefined;
-      }, { what: `a chat answered through ${h.url}`, timeoutMs: 60_000, detail: () => agent.output() });
+      const r = await waitFor(
+        async () => {
+          const res = await chat(h);
+          return res.status === 200 ? res : undefined;
+        },
+        { what: `a chat answered through ${h.url}`, timeoutMs: 60_000, detail: () => agent.output() },
+      );
       expect((await r.json()).model).toBe("chat-model");
     }
   });
@@ -66,10 +85,18 @@ describe("one agent, two hosts", () => {
     await b.kill9();
     // Requests through host a: served by the agent's runtime through its link to a (a may first
     // take the lead and place the workload again).
-    await waitFor(async () => (await chat(a)).status === 200 || undefined, { what: "host a serving after host b died", timeoutMs: 60_000, detail: () => agent.output() });
+    await waitFor(async () => (await chat(a)).status === 200 || undefined, {
+      what: "host a serving after host b died",
+      timeoutMs: 60_000,
+      detail: () => agent.output(),
+    });
     // The agent restarts (a reboot) while the host it joined is still down: it reaches the cluster through host a.
     await agent.kill9();
     agent = await rerunAgent(a, agent);
-    await waitFor(async () => (await chat(a)).status === 200 || undefined, { what: "host a serving through the restarted agent", timeoutMs: 60_000, detail: () => agent.output() });
+    await waitFor(async () => (await chat(a)).status === 200 || undefined, {
+      what: "host a serving through the restarted agent",
+      timeoutMs: 60_000,
+      detail: () => agent.output(),
+    });
   });
 });

@@ -29,7 +29,15 @@ beforeAll(async () => {
   hub = await startFakeHub({ repos: { [REPO]: safetensorsRepo(tempDir("hf-src")) } });
   const url = await (await testPostgres()).createDatabase();
   // Pulls allowed (no HF_HUB_OFFLINE), from the fake hub; one GPU per host's machine.
-  const host = () => startServing({ INFERD_DATABASE_URL: url, INFERD_ADMIN_TOKEN: TOKEN, HF_HUB_OFFLINE: undefined as unknown as string, HF_ENDPOINT: hub.url, FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_GPU_USAGE_DIR: tempDir("gpu") });
+  const host = () =>
+    startServing({
+      INFERD_DATABASE_URL: url,
+      INFERD_ADMIN_TOKEN: TOKEN,
+      HF_HUB_OFFLINE: undefined as unknown as string,
+      HF_ENDPOINT: hub.url,
+      FAKE_GPUS: "1x NVIDIA L4:23034",
+      FAKE_GPU_USAGE_DIR: tempDir("gpu"),
+    });
   a = await host();
   b = await host();
 });
@@ -45,20 +53,44 @@ test("a model pulled through one host is listed by both, and fetched into the ot
   const pulled = await made.json();
   expect([200, 202], JSON.stringify(pulled)).toContain(made.status);
   let model = "";
-  await waitFor(async () => (model = JSON.stringify(await (await a.admin(`/admin/models/${pulled.id}`)).json())).includes('"state":"ready"') || undefined, { what: "the model ready on host a", timeoutMs: 30_000, detail: () => model });
+  await waitFor(
+    async () =>
+      (model = JSON.stringify(await (await a.admin(`/admin/models/${pulled.id}`)).json())).includes(
+        '"state":"ready"',
+      ) || undefined,
+    { what: "the model ready on host a", timeoutMs: 30_000, detail: () => model },
+  );
   expect(snapshotIn(a)).toHaveLength(1);
   expect(snapshotIn(b)).toHaveLength(0);
   const listed = (await (await b.admin("/admin/models")).json()) as { id: string; state: string }[];
   expect(listed.find((m) => m.id === pulled.id)?.state).toBe("ready");
 
-  await waitFor(async () => ((await (await a.admin("/admin/workers")).json()) as { state: string }[]).filter((w) => w.state === "online").length === 2 || undefined, { what: "both hosts' machines online" });
-  const w = await a.createWorkload({ name: "tiny", backend: "vllm", model_name: REPO, config: { command: `vllm serve ${REPO}` }, execution_params: { replicas: 2 } });
+  await waitFor(
+    async () =>
+      ((await (await a.admin("/admin/workers")).json()) as { state: string }[]).filter((w) => w.state === "online")
+        .length === 2 || undefined,
+    { what: "both hosts' machines online" },
+  );
+  const w = await a.createWorkload({
+    name: "tiny",
+    backend: "vllm",
+    model_name: REPO,
+    config: { command: `vllm serve ${REPO}` },
+    execution_params: { replicas: 2 },
+  });
   let last = "";
-  await waitFor(async () => {
-    const d = await a.workload(w.id);
-    last = JSON.stringify(d.assignments.map((x) => ({ state: x.state, reason: x.reason })));
-    return d.assignments.length === 2 && d.assignments.every((x) => x.state === "ready") ? d : undefined;
-  }, { what: "a replica ready on each host's machine", timeoutMs: 60_000, detail: () => `${last}\n--- b ---\n${b.output().slice(-3000)}` });
+  await waitFor(
+    async () => {
+      const d = await a.workload(w.id);
+      last = JSON.stringify(d.assignments.map((x) => ({ state: x.state, reason: x.reason })));
+      return d.assignments.length === 2 && d.assignments.every((x) => x.state === "ready") ? d : undefined;
+    },
+    {
+      what: "a replica ready on each host's machine",
+      timeoutMs: 60_000,
+      detail: () => `${last}\n--- b ---\n${b.output().slice(-3000)}`,
+    },
+  );
   // Host b's machine has its own copy now, the same snapshot.
   expect(snapshotIn(b)).toEqual(snapshotIn(a));
   const r = await b.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "hi" }] } });

@@ -18,13 +18,27 @@ let b: Serving;
 
 /** A host of the cluster: its own machine with one fake GPU, its local agent, the shared database and admin token. */
 const host = (env: Record<string, string> = {}) =>
-  startServing({ INFERD_DATABASE_URL: url, INFERD_ADMIN_TOKEN: TOKEN, INFERD_WORKER_TIMEOUT_MS: "4000", FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_GPU_USAGE_DIR: tempDir("gpu"), ...env });
+  startServing({
+    INFERD_DATABASE_URL: url,
+    INFERD_ADMIN_TOKEN: TOKEN,
+    INFERD_WORKER_TIMEOUT_MS: "4000",
+    FAKE_GPUS: "1x NVIDIA L4:23034",
+    FAKE_GPU_USAGE_DIR: tempDir("gpu"),
+    ...env,
+  });
 
 /** `inferd doctor` on the shared database, from a machine of its own (a data dir of its own). */
-const doctor = () => runInferd({ args: ["doctor", "--database-url", url, "--port", "0", "--data-dir", tempDir("doctor")] });
+const doctor = () =>
+  runInferd({ args: ["doctor", "--database-url", url, "--port", "0", "--data-dir", tempDir("doctor")] });
 
 /** `/admin/info`'s cluster part as a host sees it. */
-const clusterOf = async (s: Serving) => (await (await s.admin("/admin/info")).json()).cluster as { mode: string; host_id: string; leader: { id: string } | null; hosts: { id: string; alive: boolean; leading: boolean }[] };
+const clusterOf = async (s: Serving) =>
+  (await (await s.admin("/admin/info")).json()).cluster as {
+    mode: string;
+    host_id: string;
+    leader: { id: string } | null;
+    hosts: { id: string; alive: boolean; leading: boolean }[];
+  };
 
 beforeAll(async () => {
   url = await (await testPostgres()).createDatabase();
@@ -39,10 +53,18 @@ afterAll(async () => {
 
 describe("two hosts on one database", () => {
   test("both list both hosts and agree on one leader", async () => {
-    const seen = await waitFor(async () => {
-      const [ia, ib] = [await clusterOf(a), await clusterOf(b)];
-      return ia.hosts.filter((h) => h.alive).length === 2 && ib.hosts.filter((h) => h.alive).length === 2 && ia.leader && ia.leader.id === ib.leader?.id ? { ia, ib } : undefined;
-    }, { what: "two live hosts and one leader", timeoutMs: 20_000 });
+    const seen = await waitFor(
+      async () => {
+        const [ia, ib] = [await clusterOf(a), await clusterOf(b)];
+        return ia.hosts.filter((h) => h.alive).length === 2 &&
+          ib.hosts.filter((h) => h.alive).length === 2 &&
+          ia.leader &&
+          ia.leader.id === ib.leader?.id
+          ? { ia, ib }
+          : undefined;
+      },
+      { what: "two live hosts and one leader", timeoutMs: 20_000 },
+    );
     expect(seen.ia.mode).toBe("cluster");
     expect(seen.ia.host_id).not.toBe(seen.ib.host_id);
     expect(seen.ia.hosts.filter((h) => h.leading)).toHaveLength(1);
@@ -59,29 +81,51 @@ describe("two hosts on one database", () => {
   test("a project, key and workload made on one host serve on both, from replicas under both hosts' machines", async () => {
     // Both hosts run `startServing`'s project "serving"; make the workload through host a, once both
     // machines are online. Two replicas on one GPU each: one lands on each host's machine.
-    await waitFor(async () => ((await (await a.admin("/admin/workers")).json()) as { state: string }[]).filter((x) => x.state === "online").length === 2 || undefined, { what: "both hosts' machines online" });
-    const w = await a.createWorkload({ name: "chat", backend: "vllm", model_name: "chat-model", config: { command: "vllm serve chat-model" }, execution_params: { replicas: 2 } });
+    await waitFor(
+      async () =>
+        ((await (await a.admin("/admin/workers")).json()) as { state: string }[]).filter((x) => x.state === "online")
+          .length === 2 || undefined,
+      { what: "both hosts' machines online" },
+    );
+    const w = await a.createWorkload({
+      name: "chat",
+      backend: "vllm",
+      model_name: "chat-model",
+      config: { command: "vllm serve chat-model" },
+      execution_params: { replicas: 2 },
+    });
     let last = "";
-    const ready = await waitFor(async () => {
-      const d = await a.workload(w.id);
-      last = JSON.stringify({ assignments: d.assignments, scaling: d.scaling, err: d.scheduling_error });
-      return d.assignments.length === 2 && d.assignments.every((x) => x.state === "ready") ? d : undefined;
-    }, { what: "two replicas ready", timeoutMs: 60_000, detail: () => last });
+    const ready = await waitFor(
+      async () => {
+        const d = await a.workload(w.id);
+        last = JSON.stringify({ assignments: d.assignments, scaling: d.scaling, err: d.scheduling_error });
+        return d.assignments.length === 2 && d.assignments.every((x) => x.state === "ready") ? d : undefined;
+      },
+      { what: "two replicas ready", timeoutMs: 60_000, detail: () => last },
+    );
     expect(new Set(ready.assignments.map((x) => (x as unknown as { worker_id: string }).worker_id)).size).toBe(2);
     for (const s of [a, b]) {
       // b's own key from startServing authenticates on a and the other way round: one store.
       for (const key of [a.live, b.live]) {
-        const r = await waitFor(async () => {
-          const res = await s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "hi" }] }, token: key });
-          return res.status === 200 ? res : undefined;
-        }, { what: `a chat answered through ${s.url}`, timeoutMs: 30_000 });
+        const r = await waitFor(
+          async () => {
+            const res = await s.data(w.slug, "/v1/chat/completions", {
+              body: { messages: [{ role: "user", content: "hi" }] },
+              token: key,
+            });
+            return res.status === 200 ? res : undefined;
+          },
+          { what: `a chat answered through ${s.url}`, timeoutMs: 30_000 },
+        );
         expect((await r.json()).model).toBe("chat-model");
       }
     }
   });
 
   test("a key revoked on one host is refused by the other", async () => {
-    const made = await (await a.admin(`/admin/projects/${a.project}/keys`, { body: { name: "short", type: "live" } })).json();
+    const made = await (
+      await a.admin(`/admin/projects/${a.project}/keys`, { body: { name: "short", type: "live" } })
+    ).json();
     const w = (await (await a.admin(`/admin/projects/${a.project}/workloads`)).json())[0];
     const call = () => b.data(w.slug, "/v1/models", { token: made.secret });
     expect((await call()).status).toBe(200);
@@ -93,15 +137,20 @@ describe("two hosts on one database", () => {
     const w = (await (await a.admin(`/admin/projects/${a.project}/workloads`)).json())[0];
     const ids: string[] = [];
     for (const s of [a, b, a, b]) {
-      const r = await s.data(w.slug, "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "job" }] } } });
+      const r = await s.data(w.slug, "/jobs", {
+        body: { kind: "chat", body: { messages: [{ role: "user", content: "job" }] } },
+      });
       expect(r.status).toBe(202);
       ids.push((await r.json()).job_id);
     }
     for (const id of ids) {
-      const job = await waitFor(async () => {
-        const j = await (await b.data(w.slug, `/jobs/${id}`)).json();
-        return j.status === "completed" ? j : undefined;
-      }, { what: `job ${id} completed`, timeoutMs: 30_000 });
+      const job = await waitFor(
+        async () => {
+          const j = await (await b.data(w.slug, `/jobs/${id}`)).json();
+          return j.status === "completed" ? j : undefined;
+        },
+        { what: `job ${id} completed`, timeoutMs: 30_000 },
+      );
       expect(job.runs).toBe(1);
     }
   });
@@ -110,9 +159,17 @@ describe("two hosts on one database", () => {
 describe("a key's limits hold across the hosts", () => {
   /** A key of the serving project with these limits, and the workload to call. */
   const limitedKey = async (limits: Record<string, number>) => {
-    const key = await (await a.admin(`/admin/projects/${a.project}/keys`, { body: { name: `limited-${Object.keys(limits).join("-")}`, type: "live", limits } })).json();
+    const key = await (
+      await a.admin(`/admin/projects/${a.project}/keys`, {
+        body: { name: `limited-${Object.keys(limits).join("-")}`, type: "live", limits },
+      })
+    ).json();
     const w = (await (await a.admin(`/admin/projects/${a.project}/workloads`)).json())[0];
-    const chat = (s: Serving) => s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "count me" }] }, token: key.secret });
+    const chat = (s: Serving) =>
+      s.data(w.slug, "/v1/chat/completions", {
+        body: { messages: [{ role: "user", content: "count me" }] },
+        token: key.secret,
+      });
     return { key, chat };
   };
 
@@ -134,10 +191,16 @@ describe("a key's limits hold across the hosts", () => {
   const counted = async (keyId: string, table: "rate_windows" | "usage_daily", n: number) => {
     const db = new SQL(url);
     try {
-      await waitFor(async () => {
-        const [r] = await db.unsafe(`SELECT COALESCE(SUM(${table === "rate_windows" ? "tokens" : "input_tokens + output_tokens"}), 0) AS n FROM ${table} WHERE key_id = $1`, [keyId]);
-        return Number(r.n) >= n || undefined;
-      }, { what: `${n} tokens of the key counted in ${table}` });
+      await waitFor(
+        async () => {
+          const [r] = await db.unsafe(
+            `SELECT COALESCE(SUM(${table === "rate_windows" ? "tokens" : "input_tokens + output_tokens"}), 0) AS n FROM ${table} WHERE key_id = $1`,
+            [keyId],
+          );
+          return Number(r.n) >= n || undefined;
+        },
+        { what: `${n} tokens of the key counted in ${table}` },
+      );
     } finally {
       await db.close();
     }
@@ -174,18 +237,28 @@ describe("when the database drops the leader's connection", () => {
   test("the lead is taken again (by either host), and only one host leads", async () => {
     const db = new SQL(url);
     /** The database session holding the leader's lock, if one does. */
-    const holder = async () => ((await db.unsafe(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = ${0x696e6c64} AND objsubid = 1 AND granted`)) as { pid: number }[])[0]?.pid;
+    const holder = async () =>
+      (
+        (await db.unsafe(
+          `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = ${0x696e6c64} AND objsubid = 1 AND granted`,
+        )) as { pid: number }[]
+      )[0]?.pid;
     try {
       const old = await holder();
       expect(old).toBeDefined();
       // What a database restart or a network cut does to the lock's session.
       await db.unsafe(`SELECT pg_terminate_backend(${old})`);
-      const seen = await waitFor(async () => {
-        const [ia, ib] = [await clusterOf(a), await clusterOf(b)];
-        const leading = new Set([ia, ib].flatMap((c) => c.hosts.filter((h) => h.leading).map((h) => h.id)));
-        const now = await holder();
-        return now !== undefined && now !== old && ia.leader && ia.leader.id === ib.leader?.id && leading.size === 1 ? ia : undefined;
-      }, { what: "one leader again, on a new session holding the lock", timeoutMs: 20_000 });
+      const seen = await waitFor(
+        async () => {
+          const [ia, ib] = [await clusterOf(a), await clusterOf(b)];
+          const leading = new Set([ia, ib].flatMap((c) => c.hosts.filter((h) => h.leading).map((h) => h.id)));
+          const now = await holder();
+          return now !== undefined && now !== old && ia.leader && ia.leader.id === ib.leader?.id && leading.size === 1
+            ? ia
+            : undefined;
+        },
+        { what: "one leader again, on a new session holding the lock", timeoutMs: 20_000 },
+      );
       expect(seen.leader).not.toBeNull();
     } finally {
       await db.close();
@@ -199,19 +272,32 @@ describe("when the leader dies", () => {
     const [leader, other] = before.leader!.id === before.host_id ? [a, b] : [b, a];
     const w = (await (await other.admin(`/admin/projects/${other.project}/workloads`)).json())[0];
     await leader.kill9();
-    const after = await waitFor(async () => {
-      const c = await clusterOf(other);
-      return c.leader && c.leader.id === c.host_id ? c : undefined;
-    }, { what: "the surviving host leading", timeoutMs: 20_000 });
+    const after = await waitFor(
+      async () => {
+        const c = await clusterOf(other);
+        return c.leader && c.leader.id === c.host_id ? c : undefined;
+      },
+      { what: "the surviving host leading", timeoutMs: 20_000 },
+    );
     expect(after.leader!.id).not.toBe(before.leader!.id);
     // Its heartbeat stops too: it is listed as gone once the host timeout has passed.
-    await waitFor(async () => (await clusterOf(other)).hosts.find((h) => h.id === before.leader!.id)?.alive === false || undefined, { what: "the dead host listed as gone", timeoutMs: 30_000 });
+    await waitFor(
+      async () => (await clusterOf(other)).hosts.find((h) => h.id === before.leader!.id)?.alive === false || undefined,
+      { what: "the dead host listed as gone", timeoutMs: 30_000 },
+    );
     const checked = await doctor();
-    expect(checked.stdout).toMatch(new RegExp(`^warn {2}hosts +1 running: .*; not heard from for over 10 s: \\S+ \\(${before.leader!.id}, `, "m"));
+    expect(checked.stdout).toMatch(
+      new RegExp(`^warn {2}hosts +1 running: .*; not heard from for over 10 s: \\S+ \\(${before.leader!.id}, `, "m"),
+    );
     expect(checked.stdout).toMatch(new RegExp(`^ok {4}leader +\\S+ \\(${after.host_id}\\) leads`, "m"));
-    const r = await other.data(w.slug, "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "after" }] } } });
+    const r = await other.data(w.slug, "/jobs", {
+      body: { kind: "chat", body: { messages: [{ role: "user", content: "after" }] } },
+    });
     expect(r.status).toBe(202);
     const { job_id } = await r.json();
-    await waitFor(async () => (await (await other.data(w.slug, `/jobs/${job_id}`)).json()).status === "completed" || undefined, { what: "the job completed after the leader died", timeoutMs: 60_000 });
+    await waitFor(
+      async () => (await (await other.data(w.slug, `/jobs/${job_id}`)).json()).status === "completed" || undefined,
+      { what: "the job completed after the leader died", timeoutMs: 60_000 },
+    );
   });
 });

@@ -8,7 +8,12 @@ let s: Serving;
 let chat: { id: string; slug: string };
 beforeAll(async () => {
   s = await startServing();
-  chat = await s.createWorkload({ name: "chat", backend: "vllm", model_name: "org/model-7b", config: { command: "vllm serve org/model-7b --enable-auto-tool-choice --tool-call-parser hermes" } });
+  chat = await s.createWorkload({
+    name: "chat",
+    backend: "vllm",
+    model_name: "org/model-7b",
+    config: { command: "vllm serve org/model-7b --enable-auto-tool-choice --tool-call-parser hermes" },
+  });
   await s.waitState(chat.id);
 });
 afterAll(async () => {
@@ -18,10 +23,18 @@ afterAll(async () => {
 
 describe("chat completions", () => {
   test("non-stream: the served model answers, usage is passed through and counted", async () => {
-    const r = await s.data(chat.slug, "/v1/chat/completions", { body: { model: "org/model-7b", messages: [{ role: "user", content: "one two three" }], max_tokens: 50 } });
+    const r = await s.data(chat.slug, "/v1/chat/completions", {
+      body: { model: "org/model-7b", messages: [{ role: "user", content: "one two three" }], max_tokens: 50 },
+    });
     expect(r.status).toBe(200);
     const body = await r.json();
-    expect(body).toMatchObject({ object: "chat.completion", model: "org/model-7b", choices: [{ index: 0, message: { role: "assistant", content: "You said: one two three" }, finish_reason: "stop" }] });
+    expect(body).toMatchObject({
+      object: "chat.completion",
+      model: "org/model-7b",
+      choices: [
+        { index: 0, message: { role: "assistant", content: "You said: one two three" }, finish_reason: "stop" },
+      ],
+    });
     expect(body.usage.total_tokens).toBe(body.usage.prompt_tokens + body.usage.completion_tokens);
     const keys = await (await s.admin(`/admin/projects/${s.project}/keys`)).json();
     const live = keys.find((k: { name: string }) => k.name === "live");
@@ -32,12 +45,17 @@ describe("chat completions", () => {
   });
 
   test("stream: chunks pass through as data lines ending with [DONE]; usage is counted but not injected", async () => {
-    const r = await s.data(chat.slug, "/v1/chat/completions", { body: { model: chat.slug, stream: true, messages: [{ role: "user", content: "stream me please" }] } });
+    const r = await s.data(chat.slug, "/v1/chat/completions", {
+      body: { model: chat.slug, stream: true, messages: [{ role: "user", content: "stream me please" }] },
+    });
     expect(r.status).toBe(200);
     expect(r.headers.get("content-type")).toContain("text/event-stream");
     const events = await sseEvents(r);
     expect(events.at(-1)).toBe("[DONE]");
-    const chunks = events.slice(0, -1) as { object: string; choices: { delta: { content?: string }; finish_reason: string | null }[] }[];
+    const chunks = events.slice(0, -1) as {
+      object: string;
+      choices: { delta: { content?: string }; finish_reason: string | null }[];
+    }[];
     expect(chunks.every((c) => c.object === "chat.completion.chunk" && c.choices.length === 1)).toBe(true);
     expect(chunks.map((c) => c.choices[0].delta.content ?? "").join("")).toBe("You said: stream me please");
     expect(chunks.at(-1)!.choices[0].finish_reason).toBe("stop");
@@ -46,14 +64,23 @@ describe("chat completions", () => {
   });
 
   test("stream with include_usage asked by the client keeps the usage chunk", async () => {
-    const r = await s.data(chat.slug, "/v1/chat/completions", { body: { model: "default", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "count" }] } });
+    const r = await s.data(chat.slug, "/v1/chat/completions", {
+      body: {
+        model: "default",
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: "user", content: "count" }],
+      },
+    });
     const events = (await sseEvents(r)).slice(0, -1) as { choices: unknown[]; usage?: { completion_tokens: number } }[];
     expect(events.at(-1)!.choices).toEqual([]);
     expect(events.at(-1)!.usage!.completion_tokens).toBeGreaterThan(0);
   });
 
   test("a model that is not this workload's is refused with model_not_available", async () => {
-    const r = await s.data(chat.slug, "/v1/chat/completions", { body: { model: "gpt-4o", messages: [{ role: "user", content: "x" }] } });
+    const r = await s.data(chat.slug, "/v1/chat/completions", {
+      body: { model: "gpt-4o", messages: [{ role: "user", content: "x" }] },
+    });
     expect(r.status).toBe(400);
     const e = (await r.json()).error;
     expect(e.code).toBe("model_not_available");
@@ -69,10 +96,16 @@ describe("chat completions", () => {
   });
 
   test("malformed JSON and a non-object body are 400 in the data plane's shape", async () => {
-    const bad = await s.data(chat.slug, "/v1/chat/completions", { raw: "{nope", headers: { "content-type": "application/json" } });
+    const bad = await s.data(chat.slug, "/v1/chat/completions", {
+      raw: "{nope",
+      headers: { "content-type": "application/json" },
+    });
     expect(bad.status).toBe(400);
     expect((await bad.json()).error).toMatchObject({ code: "invalid_json", type: "invalid_request_error" });
-    const arr = await s.data(chat.slug, "/v1/chat/completions", { raw: "[1]", headers: { "content-type": "application/json" } });
+    const arr = await s.data(chat.slug, "/v1/chat/completions", {
+      raw: "[1]",
+      headers: { "content-type": "application/json" },
+    });
     expect(arr.status).toBe(400);
   });
 
@@ -117,7 +150,11 @@ describe("other routes", () => {
   });
 
   test("multipart uploads reach the runtime byte for byte with their boundary", async () => {
-    for (const [path, field] of [["/v1/audio/transcriptions", "file"], ["/v1/images/edits", "image"], ["/v1/images/variations", "image"]]) {
+    for (const [path, field] of [
+      ["/v1/audio/transcriptions", "file"],
+      ["/v1/images/edits", "image"],
+      ["/v1/images/variations", "image"],
+    ]) {
       const boundary = "----inferd-test-" + Math.random().toString(16).slice(2);
       const file = crypto.getRandomValues(new Uint8Array(4096));
       const head = `--${boundary}\r\nContent-Disposition: form-data; name="prompt"\r\n\r\nmake it blue\r\n--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="clip.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`;
@@ -135,7 +172,12 @@ describe("other routes", () => {
 
 describe("toggles and task types", () => {
   test("a toggle that is off refuses its routes with 409 and leaves the others open", async () => {
-    const w = await s.createWorkload({ name: "toggled", backend: "vllm", model_name: "t", config: { command: "vllm serve t" } });
+    const w = await s.createWorkload({
+      name: "toggled",
+      backend: "vllm",
+      model_name: "t",
+      config: { command: "vllm serve t" },
+    });
     await s.waitState(w.id);
     await s.admin(`/admin/workloads/${w.id}/endpoints`, { method: "PATCH", body: { chat: false } });
     const r = await s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "x" }] } });
@@ -143,12 +185,20 @@ describe("toggles and task types", () => {
     expect((await r.json()).error.code).toBe("endpoint_disabled");
     expect((await s.data(w.slug, "/v1/embeddings", { body: { input: "x" } })).status).toBe(200);
     await s.admin(`/admin/workloads/${w.id}/endpoints`, { method: "PATCH", body: { chat: true } });
-    expect((await s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "x" }] } })).status).toBe(200);
+    expect(
+      (await s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "x" }] } })).status,
+    ).toBe(200);
   });
 
   test("reranker, classification and reward workloads refuse the synchronous routes", async () => {
     for (const task_type of ["reranker", "classification", "reward"]) {
-      const w = await s.createWorkload({ name: `jobs-${task_type}`, backend: "vllm", model_name: "r", task_type, config: { command: "vllm serve r" } });
+      const w = await s.createWorkload({
+        name: `jobs-${task_type}`,
+        backend: "vllm",
+        model_name: "r",
+        task_type,
+        config: { command: "vllm serve r" },
+      });
       const r = await s.data(w.slug, "/v1/rerank", { body: { query: "q", documents: ["a"] } });
       expect(r.status).toBe(400);
       const e = (await r.json()).error;
@@ -160,12 +210,22 @@ describe("toggles and task types", () => {
 
 describe("runtimes with their own API key", () => {
   test("a command's --api-key is sent to the runtime, and never shown by the admin API", async () => {
-    const w = await s.createWorkload({ name: "keyed", backend: "vllm", model_name: "keyed", config: { command: "vllm serve keyed --api-key runtime-secret-123" } });
+    const w = await s.createWorkload({
+      name: "keyed",
+      backend: "vllm",
+      model_name: "keyed",
+      config: { command: "vllm serve keyed --api-key runtime-secret-123" },
+    });
     const ready = await s.waitState(w.id);
     expect(ready.assignments[0].served_model).toBe("keyed");
-    const direct = await fetch(`${ready.assignments[0].base_url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: [{ role: "user", content: "x" }] }) });
+    const direct = await fetch(`${ready.assignments[0].base_url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ messages: [{ role: "user", content: "x" }] }),
+    });
     expect(direct.status).toBe(401);
-    const r = await s.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "with a key" }] } });
+    const r = await s.data(w.slug, "/v1/chat/completions", {
+      body: { messages: [{ role: "user", content: "with a key" }] },
+    });
     expect(r.status).toBe(200);
     const shown = await (await s.admin(`/admin/workloads/${w.id}`)).text();
     expect(shown.replace(/"command":"[^"]*"/, "")).not.toContain("runtime-secret-123");

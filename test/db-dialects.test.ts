@@ -37,11 +37,24 @@ interface TableShape {
 /** The parts of a drizzle table config (either dialect) this test reads. */
 interface AnyConfig {
   name: string;
-  columns: { name: string; notNull: boolean; default?: unknown; hasDefault: boolean; primary: boolean; isUnique: boolean; getSQLType(): string }[];
+  columns: {
+    name: string;
+    notNull: boolean;
+    default?: unknown;
+    hasDefault: boolean;
+    primary: boolean;
+    isUnique: boolean;
+    getSQLType(): string;
+  }[];
   primaryKeys: { columns: { name: string }[] }[];
   uniqueConstraints: { getName(): string | undefined; columns: { name: string }[] }[];
   indexes: { config: { name: string; unique: boolean; columns: unknown[] } }[];
-  foreignKeys: { getName(): string; onDelete?: string; onUpdate?: string; reference(): { columns: { name: string }[]; foreignTable: Table; foreignColumns: { name: string }[] } }[];
+  foreignKeys: {
+    getName(): string;
+    onDelete?: string;
+    onUpdate?: string;
+    reference(): { columns: { name: string }[]; foreignTable: Table; foreignColumns: { name: string }[] };
+  }[];
 }
 
 /** A default as both dialects write it: flags as 0/1, SQL expressions by their text. */
@@ -56,11 +69,22 @@ function shapeOf(c: AnyConfig, generated: (col: unknown) => boolean): TableShape
   const names = (cols: unknown[]) => cols.map((x) => (x as { name?: string }).name ?? `expr:${String(x)}`).join(",");
   return {
     columns: Object.fromEntries(
-      c.columns.map((col) => [col.name, { notNull: col.notNull, default: defaultOf(col.default), primary: col.primary, unique: col.isUnique, generated: generated(col) }]),
+      c.columns.map((col) => [
+        col.name,
+        {
+          notNull: col.notNull,
+          default: defaultOf(col.default),
+          primary: col.primary,
+          unique: col.isUnique,
+          generated: generated(col),
+        },
+      ]),
     ),
     primaryKey: c.primaryKeys.flatMap((k) => k.columns.map((x) => x.name)),
     uniques: c.uniqueConstraints.map((u) => `${u.getName()}(${names(u.columns)})`).sort(),
-    indexes: c.indexes.map((i) => `${i.config.unique ? "unique " : ""}${i.config.name}(${names(i.config.columns)})`).sort(),
+    indexes: c.indexes
+      .map((i) => `${i.config.unique ? "unique " : ""}${i.config.name}(${names(i.config.columns)})`)
+      .sort(),
     foreignKeys: c.foreignKeys
       .map((f) => {
         const r = f.reference();
@@ -73,8 +97,9 @@ function shapeOf(c: AnyConfig, generated: (col: unknown) => boolean): TableShape
 /** Each storage kind of SQLite and the PostgreSQL types that keep the same values. */
 const STORAGE: Record<string, string[]> = { text: ["text"], integer: ["bigint", "integer"], blob: ["bytea"] };
 
-const tables = <T,>(mod: Record<string, unknown>) => Object.values(mod).filter((t): t is T => is(t, Table));
-const sqliteTables = () => tables<Parameters<typeof sqliteConfig>[0]>(sqliteSchema).map((t) => sqliteConfig(t) as unknown as AnyConfig);
+const tables = <T>(mod: Record<string, unknown>) => Object.values(mod).filter((t): t is T => is(t, Table));
+const sqliteTables = () =>
+  tables<Parameters<typeof sqliteConfig>[0]>(sqliteSchema).map((t) => sqliteConfig(t) as unknown as AnyConfig);
 const pgTables = () => tables<Parameters<typeof pgConfig>[0]>(pgSchema).map((t) => pgConfig(t) as unknown as AnyConfig);
 
 describe("schema.ts and schema-pg.ts describe the same store", () => {
@@ -101,8 +126,12 @@ describe("schema.ts and schema-pg.ts describe the same store", () => {
     for (const [name, s] of sqlite) {
       for (const col of s.columns) {
         const kind = col.getSQLType();
-        const other = pg.get(name)?.columns.find((c) => c.name === col.name)?.getSQLType();
-        if (other !== undefined && !(STORAGE[kind] ?? []).includes(other)) mismatched.push(`${name}.${col.name}: SQLite ${kind}, PostgreSQL ${other}`);
+        const other = pg
+          .get(name)
+          ?.columns.find((c) => c.name === col.name)
+          ?.getSQLType();
+        if (other !== undefined && !(STORAGE[kind] ?? []).includes(other))
+          mismatched.push(`${name}.${col.name}: SQLite ${kind}, PostgreSQL ${other}`);
       }
     }
     expect(mismatched).toEqual([]);
@@ -113,14 +142,29 @@ describe("schema.ts and schema-pg.ts describe the same store", () => {
 async function generateInCopy(config: string, folder: string): Promise<{ output: string; added: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), "inferd-drizzle-kit-"));
   try {
-    for (const f of ["drizzle.config.ts", "drizzle.pg.config.ts", "package.json", "src/db/schema.ts", "src/db/schema-pg.ts", "src/db/migrations", "src/db/migrations-pg"]) {
+    for (const f of [
+      "drizzle.config.ts",
+      "drizzle.pg.config.ts",
+      "package.json",
+      "src/db/schema.ts",
+      "src/db/schema-pg.ts",
+      "src/db/migrations",
+      "src/db/migrations-pg",
+    ]) {
       cpSync(join(repoRoot, f), join(dir, f), { recursive: true });
     }
     symlinkSync(join(repoRoot, "node_modules"), join(dir, "node_modules"));
     const before = readdirSync(join(dir, folder), { recursive: true }).map(String).sort();
-    const kit = Bun.spawn([process.execPath, join(repoRoot, "node_modules/drizzle-kit/bin.cjs"), "generate", "--config", config], { cwd: dir, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const kit = Bun.spawn(
+      [process.execPath, join(repoRoot, "node_modules/drizzle-kit/bin.cjs"), "generate", "--config", config],
+      { cwd: dir, stdin: "ignore", stdout: "pipe", stderr: "pipe" },
+    );
     const timer = setTimeout(() => kit.kill("SIGKILL"), 60_000);
-    const [out, err, code] = await Promise.all([new Response(kit.stdout).text(), new Response(kit.stderr).text(), kit.exited]);
+    const [out, err, code] = await Promise.all([
+      new Response(kit.stdout).text(),
+      new Response(kit.stderr).text(),
+      kit.exited,
+    ]);
     clearTimeout(timer);
     const after = readdirSync(join(dir, folder), { recursive: true }).map(String).sort();
     return { output: `exit code ${code}\n${out}${err}`, added: after.filter((f) => !before.includes(f)) };
@@ -135,7 +179,10 @@ describe("both migration folders are complete", () => {
     ["drizzle.pg.config.ts", "src/db/migrations-pg"],
   ])("drizzle-kit generate --config %s finds no change to %s", async (config, folder) => {
     const { output, added } = await generateInCopy(config, folder);
-    expect({ added, output: output.includes("No schema changes") ? "no changes" : output }).toEqual({ added: [], output: "no changes" });
+    expect({ added, output: output.includes("No schema changes") ? "no changes" : output }).toEqual({
+      added: [],
+      output: "no changes",
+    });
   });
 });
 
@@ -186,7 +233,9 @@ function chainBefore(text: string, at: number): string {
 
 /** The text of a source file with comments and string literals blanked (template expressions kept). */
 function codeOnly(source: string): string {
-  return source.replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'/g, (m) => m.replace(/[^\n]/g, " "));
+  return source.replace(/\/\*[\s\S]*?\*\/|\/\/[^\n]*|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'/g, (m) =>
+    m.replace(/[^\n]/g, " "),
+  );
 }
 
 /**
@@ -221,14 +270,17 @@ describe("the boundary: one-dialect drizzle methods stay in src/db", () => {
     expect(oneDialectCalls("await db.insert(jobs).values(rows);")).toHaveLength(0);
     expect(oneDialectCalls('db.query("SELECT 1").get(); // bun:sqlite')).toHaveLength(0);
     expect(oneDialectCalls('const s = "db.select().all()";')).toHaveLength(0);
-    expect(oneDialectCalls("new Elysia().delete('/x', () => db.update(t).set({})).get('/y', () => 1);")).toHaveLength(0);
+    expect(oneDialectCalls("new Elysia().delete('/x', () => db.update(t).set({})).get('/y', () => 1);")).toHaveLength(
+      0,
+    );
   });
 
   test("no file under src/ outside src/db/ uses .get(), .all(), .run(), .values(), .transaction(, .prepare( or $client on the drizzle handle", () => {
     const offenders: string[] = [];
     for (const file of new Bun.Glob("src/**/*.ts").scanSync({ cwd: repoRoot })) {
       if (file.startsWith("src/db/")) continue;
-      for (const hit of oneDialectCalls(readFileSync(join(repoRoot, file), "utf8"))) offenders.push(`${relative(".", file)}:${hit}`);
+      for (const hit of oneDialectCalls(readFileSync(join(repoRoot, file), "utf8")))
+        offenders.push(`${relative(".", file)}:${hit}`);
     }
     expect(offenders).toEqual([]);
   });

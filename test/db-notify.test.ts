@@ -18,14 +18,23 @@ import { tempDir } from "./helpers/proc";
 describe("changedTables: the memoised tables a statement changes", () => {
   test.each([
     ['insert into "projects" ("id", "name") values ($1, $2)', ["projects"]],
-    ['update "api_keys" set "revoked_at" = coalesce("api_keys"."revoked_at", $1) where "api_keys"."id" = $2', ["api_keys"]],
+    [
+      'update "api_keys" set "revoked_at" = coalesce("api_keys"."revoked_at", $1) where "api_keys"."id" = $2',
+      ["api_keys"],
+    ],
     ["DELETE FROM workloads WHERE id = $1", ["workloads"]],
     ["UPDATE workers SET open_to = $1 WHERE id = $2", ["workers"]],
     // Usage counters and heartbeats are no change to what is memoised (the triggers leave them out too).
-    ['update "api_keys" set "requests" = "api_keys"."requests" + $1, "last_used_at" = $2 where "api_keys"."id" = $3', []],
+    [
+      'update "api_keys" set "requests" = "api_keys"."requests" + $1, "last_used_at" = $2 where "api_keys"."id" = $3',
+      [],
+    ],
     ["UPDATE workers SET last_seen_at = $1, telemetry = $2 WHERE id = $3", []],
     // Tables no memo reads, and reads.
-    ["INSERT INTO usage_daily (day) VALUES ($1) ON CONFLICT (day) DO UPDATE SET requests = usage_daily.requests + 1", []],
+    [
+      "INSERT INTO usage_daily (day) VALUES ($1) ON CONFLICT (day) DO UPDATE SET requests = usage_daily.requests + 1",
+      [],
+    ],
     ['select "id" from "projects" where "slug" = $1', []],
     ["SELECT id FROM jobs ORDER BY created_at FOR UPDATE SKIP LOCKED", []],
   ])("%s → %j", (statement, tables) => {
@@ -78,11 +87,21 @@ describe("a memo on the embedded SQLite store", () => {
       const at = new Date().toISOString();
       await store.db.insert(projects).values({ id: "p1", name: "one", slug: "one", createdAt: at });
       let loads = 0;
-      const nameOf = memoize(store.db, async (id) => (loads++, (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null));
+      const nameOf = memoize(
+        store.db,
+        async (id) => (
+          loads++, (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null
+        ),
+      );
       expect(await nameOf("p1")).toBe("one");
       // Writes to other tables, and usage counters of keys: what a job intake or a usage flush does.
-      await exec(store.db, sql`INSERT INTO audit_log (at, actor_type, actor_label, action, target_type) VALUES (${at}, 'system', 'test', 'x.y', 'thing')`);
-      await store.db.insert(auditLog).values({ at, actorType: "system", actorLabel: "test", action: "x.z", targetType: "thing" });
+      await exec(
+        store.db,
+        sql`INSERT INTO audit_log (at, actor_type, actor_label, action, target_type) VALUES (${at}, 'system', 'test', 'x.y', 'thing')`,
+      );
+      await store.db
+        .insert(auditLog)
+        .values({ at, actorType: "system", actorLabel: "test", action: "x.z", targetType: "thing" });
       sqliteOf(store.db).prepare("UPDATE api_keys SET requests = requests + 1").run();
       expect(await nameOf("p1")).toBe("one");
       expect(loads).toBe(1);
@@ -111,7 +130,11 @@ describe("a memo on the embedded SQLite store", () => {
 describe("a memo on a PostgreSQL store", () => {
   let store: Store;
   const now = new Date().toISOString();
-  const nameOf = () => memoize(store.db, async (id) => (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null);
+  const nameOf = () =>
+    memoize(
+      store.db,
+      async (id) => (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null,
+    );
   beforeAll(async () => {
     store = await openPgStore((await storeEnv("postgres")).INFERD_DATABASE_URL);
     await store.db.insert(projects).values({ id: "p1", name: "one", slug: "one", createdAt: now });

@@ -22,7 +22,10 @@ describe("inferd desktop", () => {
   test("opens the dashboard, signed in, in an app window under Xvfb", async () => {
     expect(existsSync("/usr/bin/Xvfb")).toBe(true);
     const display = 90 + Math.floor(Math.random() * 100);
-    const xvfb = Bun.spawn(["Xvfb", `:${display}`, "-screen", "0", "1280x800x24", "-nolisten", "tcp"], { stdout: "ignore", stderr: "ignore" });
+    const xvfb = Bun.spawn(["Xvfb", `:${display}`, "-screen", "0", "1280x800x24", "-nolisten", "tcp"], {
+      stdout: "ignore",
+      stderr: "ignore",
+    });
     procs.push(xvfb);
     await waitFor(() => existsSync(`/tmp/.X11-unix/X${display}`) || undefined, { what: "Xvfb up" });
 
@@ -44,15 +47,33 @@ describe("inferd desktop", () => {
     void (async () => {
       for await (const c of app.stdout as unknown as AsyncIterable<Uint8Array>) out += new TextDecoder().decode(c);
     })();
-    await waitFor(() => out.includes("opening the dashboard") || undefined, { what: "desktop opening the window", timeoutMs: 30_000, detail: () => out });
-    browser = await waitFor(() => chromium.connectOverCDP(`http://127.0.0.1:${cdp}`).catch(() => undefined), { what: "the app window's browser", timeoutMs: 30_000 });
-    const page = await waitFor(() => browser!.contexts().flatMap((c) => c.pages()).find((p) => new URL(p.url()).pathname === "/") , { what: "the dashboard page", timeoutMs: 30_000 });
+    await waitFor(() => out.includes("opening the dashboard") || undefined, {
+      what: "desktop opening the window",
+      timeoutMs: 30_000,
+      detail: () => out,
+    });
+    browser = await waitFor(() => chromium.connectOverCDP(`http://127.0.0.1:${cdp}`).catch(() => undefined), {
+      what: "the app window's browser",
+      timeoutMs: 30_000,
+    });
+    const page = await waitFor(
+      () =>
+        browser!
+          .contexts()
+          .flatMap((c) => c.pages())
+          .find((p) => new URL(p.url()).pathname === "/"),
+      { what: "the dashboard page", timeoutMs: 30_000 },
+    );
     await page.waitForLoadState("load");
     const signedIn = await page.evaluate(async () => (await fetch("/admin/info")).status);
     expect(signedIn).toBe(200);
     expect(await page.title()).toMatch(/inferd/i);
     // The window opened signed in: the dashboard, not the sign-in form, is what a person sees.
-    await page.waitForFunction(() => document.body.innerText.length > 0 && !document.body.innerText.includes("Sign in to inferd"), undefined, { timeout: 20_000 });
+    await page.waitForFunction(
+      () => document.body.innerText.length > 0 && !document.body.innerText.includes("Sign in to inferd"),
+      undefined,
+      { timeout: 20_000 },
+    );
     const dir = join(repoRoot, "test", "ui", "screenshots");
     mkdirSync(dir, { recursive: true });
     await page.screenshot({ path: join(dir, "desktop-window.png") });

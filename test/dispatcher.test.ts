@@ -29,14 +29,26 @@ function fakeTimers(): Timers & { advance(ms: number): void; pending(): number }
   };
 }
 
-const target = (id: string, capacity: number, workloadId = "w"): Target => ({ id, workloadId, workerId: "wk", capacity, inFlight: 0, send: async () => new Response("ok") });
+const target = (id: string, capacity: number, workloadId = "w"): Target => ({
+  id,
+  workloadId,
+  workerId: "wk",
+  capacity,
+  inFlight: 0,
+  send: async () => new Response("ok"),
+});
 const settle = () => new Promise((r) => setTimeout(r, 0));
 
 function setup(limits = { waitMs: 1000, maxWaiting: 3 }) {
   const timers = fakeTimers();
   const waited: string[] = [];
   let unservable: string | undefined;
-  const d = new Dispatcher(limits, () => unservable, (w) => waited.push(w), timers);
+  const d = new Dispatcher(
+    limits,
+    () => unservable,
+    (w) => waited.push(w),
+    timers,
+  );
   return { d, timers, waited, setUnservable: (why: string | undefined) => (unservable = why) };
 }
 
@@ -120,7 +132,11 @@ describe("the dispatcher", () => {
     setUnservable("every replica of this workload failed to start");
     d.removeTarget("a");
     const e = (await waiting) as AppError;
-    expect([e.status, e.code, e.message]).toEqual([503, "workload_unavailable", "every replica of this workload failed to start"]);
+    expect([e.status, e.code, e.message]).toEqual([
+      503,
+      "workload_unavailable",
+      "every replica of this workload failed to start",
+    ]);
     expect(((await d.acquire("w").catch((x) => x)) as AppError).code).toBe("workload_unavailable");
   });
 
@@ -130,7 +146,9 @@ describe("the dispatcher", () => {
     let held = await d.acquire("w");
     const order: string[] = [];
     const job = d.acquire("w", undefined, { kind: "job", keyId: "J" }).then((s) => (order.push("job"), s));
-    const syncs = Array.from({ length: 30 }, (_, i) => d.acquire("w", undefined, { kind: "sync", keyId: `k${i % 3}` }).then((s) => (order.push(`s${i}`), s)));
+    const syncs = Array.from({ length: 30 }, (_, i) =>
+      d.acquire("w", undefined, { kind: "sync", keyId: `k${i % 3}` }).then((s) => (order.push(`s${i}`), s)),
+    );
     expect(d.depthByClass("w")).toEqual({ interactive: 30, batch: 1 });
     for (const p of [...syncs, job]) void p.then((s) => (held = s));
     for (let i = 0; i < 12; i++) {
@@ -145,7 +163,8 @@ describe("the dispatcher", () => {
     d.upsertTarget(target("a", 2));
     const running = [await d.acquire("w"), await d.acquire("w")];
     const order: string[] = [];
-    const take = (who: string, t: Ticket) => d.acquire("w", undefined, t).then((s) => (order.push(who), running.push(s)));
+    const take = (who: string, t: Ticket) =>
+      d.acquire("w", undefined, t).then((s) => (order.push(who), running.push(s)));
     for (let i = 0; i < 200; i++) void take(`F${i}`, { kind: "sync", keyId: "F" });
     await settle();
     void take("Q", { kind: "sync", keyId: "Q" });
@@ -161,8 +180,12 @@ describe("the dispatcher", () => {
     d.upsertTarget(target("a", 1));
     let held = await d.acquire("w");
     const order: string[] = [];
-    for (let i = 0; i < 6; i++) void d.acquire("w", undefined, { kind: "sync", keyId: "H", weight: 3 }).then((s) => (order.push("H"), (held = s)));
-    for (let i = 0; i < 6; i++) void d.acquire("w", undefined, { kind: "sync", keyId: "L" }).then((s) => (order.push("L"), (held = s)));
+    for (let i = 0; i < 6; i++)
+      void d
+        .acquire("w", undefined, { kind: "sync", keyId: "H", weight: 3 })
+        .then((s) => (order.push("H"), (held = s)));
+    for (let i = 0; i < 6; i++)
+      void d.acquire("w", undefined, { kind: "sync", keyId: "L" }).then((s) => (order.push("L"), (held = s)));
     for (let i = 0; i < 8; i++) {
       held.release();
       await settle();
@@ -175,10 +198,14 @@ describe("the dispatcher", () => {
     d.upsertTarget(target("a", 1));
     let held = await d.acquire("w");
     const order: string[] = [];
-    void d.acquire("w", undefined, { kind: "sync", keyId: "B", priority: "batch" }).then((s) => (order.push("bulk"), (held = s)));
+    void d
+      .acquire("w", undefined, { kind: "sync", keyId: "B", priority: "batch" })
+      .then((s) => (order.push("bulk"), (held = s)));
     void d.acquire("w", undefined, { kind: "sync", keyId: "I" }).then((s) => (order.push("chat"), (held = s)));
     expect(d.depthByClass("w")).toEqual({ interactive: 1, batch: 1 });
-    const full = (await d.acquire("w", undefined, { kind: "sync", keyId: "B", priority: "batch" }).catch((e) => e)) as AppError;
+    const full = (await d
+      .acquire("w", undefined, { kind: "sync", keyId: "B", priority: "batch" })
+      .catch((e) => e)) as AppError;
     expect(full.code).toBe("queue_full");
     for (let i = 0; i < 2; i++) {
       held.release();
@@ -191,7 +218,9 @@ describe("the dispatcher", () => {
     const { d, timers } = setup({ waitMs: 1000, maxWaiting: 3 });
     d.upsertTarget(target("a", 1));
     await d.acquire("w");
-    const flood = Array.from({ length: 3 }, () => d.acquire("w", undefined, { kind: "sync", keyId: "F" }).catch((e) => e as AppError));
+    const flood = Array.from({ length: 3 }, () =>
+      d.acquire("w", undefined, { kind: "sync", keyId: "F" }).catch((e) => e as AppError),
+    );
     const fromF = (await d.acquire("w", undefined, { kind: "sync", keyId: "F" }).catch((e) => e)) as AppError;
     expect(fromF.code).toBe("queue_full");
     const q = d.acquire("w", undefined, { kind: "sync", keyId: "Q" }).catch((e) => e as AppError);
@@ -199,7 +228,9 @@ describe("the dispatcher", () => {
     expect([pushedOut.status, pushedOut.code, pushedOut.headers["retry-after"]]).toEqual([429, "queue_full", "1"]);
     expect(d.depth("w")).toBe(3);
     // Now F has 2 waiting and Q 1: neither side gives way again.
-    expect(((await d.acquire("w", undefined, { kind: "sync", keyId: "Q" }).catch((e) => e)) as AppError).code).toBe("queue_full");
+    expect(((await d.acquire("w", undefined, { kind: "sync", keyId: "Q" }).catch((e) => e)) as AppError).code).toBe(
+      "queue_full",
+    );
     timers.advance(1000);
     expect(((await q) as AppError).code).toBe("queue_timeout");
     expect(timers.pending()).toBe(0);
@@ -211,7 +242,12 @@ describe("the dispatcher", () => {
     let held = await d.acquire("w");
     const ctls = Array.from({ length: 5000 }, () => new AbortController());
     const order: number[] = [];
-    const waits = ctls.map((c, i) => d.acquire("w", c.signal, { kind: "sync", keyId: "F" }).then((s) => (order.push(i), (held = s)), (e: AppError) => e.status));
+    const waits = ctls.map((c, i) =>
+      d.acquire("w", c.signal, { kind: "sync", keyId: "F" }).then(
+        (s) => (order.push(i), (held = s)),
+        (e: AppError) => e.status,
+      ),
+    );
     for (let i = 1; i < 5000; i += 2) ctls[i].abort();
     expect(d.depth("w")).toBe(2500);
     expect(timers.pending()).toBe(2500);

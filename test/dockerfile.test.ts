@@ -20,7 +20,11 @@ interface Instruction {
 
 /** The Dockerfile's instructions by stage (`FROM` starts one), comments and blank lines left out. */
 function stages(text: string): Instruction[][] {
-  const lines = text.replace(/\\\n/g, " ").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+  const lines = text
+    .replace(/\\\n/g, " ")
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith("#"));
   const out: Instruction[][] = [[]];
   for (const line of lines) {
     const [, op, args] = /^(\w+)\s+(.*)$/.exec(line)!;
@@ -40,7 +44,12 @@ const one = (stage: Instruction[], op: string) => {
 };
 const json = (args: string) => JSON.parse(args) as string[];
 /** `ENV A=1 B=2` of a stage, as a map. */
-const envOf = (stage: Instruction[]) => Object.fromEntries(stage.filter((i) => i.op === "ENV").flatMap((i) => i.args.split(/\s+/).map((kv) => kv.split("=") as [string, string])));
+const envOf = (stage: Instruction[]) =>
+  Object.fromEntries(
+    stage
+      .filter((i) => i.op === "ENV")
+      .flatMap((i) => i.args.split(/\s+/).map((kv) => kv.split("=") as [string, string])),
+  );
 
 describe("the build stage", () => {
   test("uses the Bun of package.json and installs from the lockfile", () => {
@@ -54,17 +63,27 @@ describe("the build stage", () => {
     expect(pkg.scripts.build).toBe("bun build/build.ts");
     expect(run).toContain('bun run build --target "$target"');
     const mapped = [...run.matchAll(/(\w+)\) target=([\w-]+) ;;/g)].map((m) => [m[1], m[2]]);
-    expect(mapped).toEqual([["amd64", "linux-x64"], ["arm64", "linux-arm64"]]);
+    expect(mapped).toEqual([
+      ["amd64", "linux-x64"],
+      ["arm64", "linux-arm64"],
+    ]);
     // The copied path is where build/build.ts writes each target's file.
     const copied = /install -m 0755 "([^"]+)" (\S+)/.exec(run)!;
-    for (const [, target] of mapped) expect(copied[1].replace("$target", target)).toBe(`${relative(ROOT, DIST)}/${TARGETS[target as keyof typeof TARGETS].file}`);
+    for (const [, target] of mapped)
+      expect(copied[1].replace("$target", target)).toBe(
+        `${relative(ROOT, DIST)}/${TARGETS[target as keyof typeof TARGETS].file}`,
+      );
     expect(one(image, "COPY")).toBe(`--from=build ${copied[2]} /usr/local/bin/inferd`);
   });
 
   test(".dockerignore keeps installed packages, builds and history out, and everything the build reads in", () => {
-    const ignored = readFileSync(join(repoRoot, ".dockerignore"), "utf8").split("\n").map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+    const ignored = readFileSync(join(repoRoot, ".dockerignore"), "utf8")
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith("#"));
     expect(ignored).toEqual(expect.arrayContaining([".git", "node_modules", "dist"]));
-    for (const needed of ["package.json", "bun.lock", "bunfig.toml", "src", "agent", "ui", "build"]) expect(ignored).not.toContain(needed);
+    for (const needed of ["package.json", "bun.lock", "bunfig.toml", "src", "agent", "ui", "build"])
+      expect(ignored).not.toContain(needed);
   });
 });
 
@@ -78,7 +97,10 @@ describe("the image", () => {
     // The Kubernetes manifests run the same user.
     for (const o of render("base").filter((x) => x.spec?.template)) {
       const c = o.spec.template.spec.containers[0];
-      expect([o.spec.template.spec.securityContext?.runAsUser ?? c.securityContext?.runAsUser, o.spec.template.spec.securityContext?.runAsGroup ?? c.securityContext?.runAsGroup]).toEqual([uid, gid]);
+      expect([
+        o.spec.template.spec.securityContext?.runAsUser ?? c.securityContext?.runAsUser,
+        o.spec.template.spec.securityContext?.runAsGroup ?? c.securityContext?.runAsGroup,
+      ]).toEqual([uid, gid]);
     }
   });
 

@@ -81,7 +81,9 @@ describe("the fair queue", () => {
     const places = Array.from({ length: 10_000 }, (_, i) => q.push(`F${i}`, sync("F")));
     const qPlace = q.push("Q", sync("Q"));
     q.push("J", job("J"));
-    expect([q.size, q.bounded, q.sizeOf("interactive"), q.sizeOf("batch"), q.boundedOf("interactive", "F")]).toEqual([10_002, 10_001, 10_001, 1, 10_000]);
+    expect([q.size, q.bounded, q.sizeOf("interactive"), q.sizeOf("batch"), q.boundedOf("interactive", "F")]).toEqual([
+      10_002, 10_001, 10_001, 1, 10_000,
+    ]);
     for (let i = 1; i < 10_000; i += 2) expect(q.remove(places[i])).toBe(true);
     expect(q.remove(places[1])).toBe(false); // twice is harmless
     expect(q.remove(qPlace)).toBe(true);
@@ -116,6 +118,8 @@ describe("the fair queue", () => {
   });
 
   test("weights are whole numbers from 1 to 1000", () => {
-    expect([quantumOf(undefined), quantumOf(0), quantumOf(2.7), quantumOf(5000), quantumOf(NaN)]).toEqual([1, 1, 2, 1000, 1]);
+    expect([quantumOf(undefined), quantumOf(0), quantumOf(2.7), quantumOf(5000), quantumOf(NaN)]).toEqual([
+      1, 1, 2, 1000, 1,
+    ]);
   });
 });

@@ -6,7 +6,11 @@ import { LoopLag, WINDOW_S, type LagClock } from "../src/usage/lag";
 function fakeClock() {
   let now = 0;
   let due: { fn: () => void; at: number } | undefined;
-  const clock: LagClock = { now: () => now, setTimeout: (fn, ms) => (due = { fn, at: now + ms }), clearTimeout: () => (due = undefined) };
+  const clock: LagClock = {
+    now: () => now,
+    setTimeout: (fn, ms) => (due = { fn, at: now + ms }),
+    clearTimeout: () => (due = undefined),
+  };
   /** Runs the pending probe `lateMs` after it was due. */
   const fire = (lateMs: number) => {
     const d = due!;

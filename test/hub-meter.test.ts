@@ -9,8 +9,19 @@ import { meteredStream, type Usage } from "../src/dataplane/meter";
 import { AppError } from "../src/errors";
 
 const enc = new TextEncoder();
-const report = { assignment_id: "asg_1", state: "ready" as const, base_url: "http://127.0.0.1:1", served_model: "served" };
-const upstream = { path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: { model: "default", messages: [] } };
+const report = {
+  assignment_id: "asg_1",
+  state: "ready" as const,
+  base_url: "http://127.0.0.1:1",
+  served_model: "served",
+};
+const upstream = {
+  path: "/v1/chat/completions",
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: null,
+  json: { model: "default", messages: [] },
+};
 const streamOf = (parts: string[]) =>
   new ReadableStream<Uint8Array>({
     start(c) {
@@ -36,7 +47,10 @@ describe("AgentHub", () => {
     const hub = new AgentHub();
     expect(await hub.poll("wk_1", 20, new AbortController().signal)).toEqual([]);
     const polled = hub.poll("wk_1", 60_000, new AbortController().signal);
-    void hub.target("wk_1", report, 1, "wl_1").send(upstream, new AbortController().signal).catch(() => {});
+    void hub
+      .target("wk_1", report, 1, "wl_1")
+      .send(upstream, new AbortController().signal)
+      .catch(() => {});
     expect(await polled).toHaveLength(1);
   });
 
@@ -63,7 +77,10 @@ describe("AgentHub", () => {
   test("a client that leaves before the agent picks its request up is dropped from the queue", async () => {
     const hub = new AgentHub();
     const ctl = new AbortController();
-    const gone = hub.target("wk_1", report, 1, "wl_1").send(upstream, ctl.signal).catch((e) => e);
+    const gone = hub
+      .target("wk_1", report, 1, "wl_1")
+      .send(upstream, ctl.signal)
+      .catch((e) => e);
     ctl.abort();
     expect(((await gone) as AppError).status).toBe(499);
     expect(await hub.poll("wk_1", 10, new AbortController().signal)).toEqual([]);
@@ -72,12 +89,21 @@ describe("AgentHub", () => {
 
 describe("the SSE meter", () => {
   test("events split across chunks anywhere are passed on whole, usage read, the first token noticed once", async () => {
-    const events = ['data: {"choices":[{"delta":{"content":"hi"}}]}\n\n', 'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n', "data: [DONE]\n\n"];
+    const events = [
+      'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n',
+      'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}\n\n',
+      "data: [DONE]\n\n",
+    ];
     const whole = events.join("");
     for (const cut of [1, 7, 23, 60, whole.length - 3]) {
       let ended: { usage: Usage; outcome: string } | undefined;
       let firsts = 0;
-      const out = meteredStream(streamOf([whole.slice(0, cut), whole.slice(cut)]), { dropUsageOnlyChunks: true, abort: () => {}, onFirst: () => firsts++, onEnd: (usage, outcome) => (ended = { usage, outcome }) });
+      const out = meteredStream(streamOf([whole.slice(0, cut), whole.slice(cut)]), {
+        dropUsageOnlyChunks: true,
+        abort: () => {},
+        onFirst: () => firsts++,
+        onEnd: (usage, outcome) => (ended = { usage, outcome }),
+      });
       const text = await new Response(out).text();
       // The usage-only chunk inferd asked for itself is dropped; the rest is byte for byte.
       expect(text).toBe(events[0] + events[2]);
@@ -90,7 +116,11 @@ describe("the SSE meter", () => {
     let aborted = false;
     let outcome = "";
     const never = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(enc.encode('data: {"x":1}\n\n')) });
-    const out = meteredStream(never, { dropUsageOnlyChunks: false, abort: () => (aborted = true), onEnd: (_u, o) => (outcome = o) });
+    const out = meteredStream(never, {
+      dropUsageOnlyChunks: false,
+      abort: () => (aborted = true),
+      onEnd: (_u, o) => (outcome = o),
+    });
     const reader = out.getReader();
     await reader.read();
     await reader.cancel();

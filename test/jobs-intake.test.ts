@@ -28,7 +28,10 @@ function fakeTimer() {
 /** Whether a promise has settled (after the microtasks queued so far). */
 async function settled(p: Promise<unknown>): Promise<"resolved" | "rejected" | "pending"> {
   let state: "resolved" | "rejected" | "pending" = "pending";
-  p.then(() => (state = "resolved"), () => (state = "rejected"));
+  p.then(
+    () => (state = "resolved"),
+    () => (state = "rejected"),
+  );
   await Promise.resolve();
   await Promise.resolve();
   return state;
@@ -98,7 +101,12 @@ describe("GroupCommit", () => {
         if (rows.includes(-1)) throw Object.assign(new Error("constraint"), { code: "SQLITE_CONSTRAINT_FOREIGNKEY" });
         committed.push(...rows);
       },
-      { maxRows: 10, maxWaitMs: 0, timer: t.timer, retryAlone: (e) => (e as { code: string }).code.startsWith("SQLITE_CONSTRAINT") },
+      {
+        maxRows: 10,
+        maxWaitMs: 0,
+        timer: t.timer,
+        retryAlone: (e) => (e as { code: string }).code.startsWith("SQLITE_CONSTRAINT"),
+      },
     );
     const good = g.submit([1, 2]);
     const bad = g.submit([3, -1]);

@@ -9,7 +9,10 @@ import { buildJobData, wavSeconds } from "../src/jobs/result";
 
 describe("context comes back byte for byte", () => {
   test.each([
-    ['{"kind":"chat","context":{"order": 7, "price": 1.50, "tags":["a","b"]}}', '{"order": 7, "price": 1.50, "tags":["a","b"]}'],
+    [
+      '{"kind":"chat","context":{"order": 7, "price": 1.50, "tags":["a","b"]}}',
+      '{"order": 7, "price": 1.50, "tags":["a","b"]}',
+    ],
     ['{"context" : "a \\"quoted\\" }{ string" , "kind":"x"}', '"a \\"quoted\\" }{ string"'],
     ['{"context":1e3}', "1e3"],
     ['{"context":null}', "null"],
@@ -24,7 +27,12 @@ describe("context comes back byte for byte", () => {
   test("the delivery body splices the raw context in and stays valid JSON", () => {
     const body = deliveryBody("job.completed", "j1", '{"price": 1.50}', '{"status":"ok"}');
     expect(body).toContain('"context":{"price": 1.50}');
-    expect(JSON.parse(body)).toMatchObject({ event: "job.completed", job_id: "j1", context: { price: 1.5 }, data: { status: "ok" } });
+    expect(JSON.parse(body)).toMatchObject({
+      event: "job.completed",
+      job_id: "j1",
+      context: { price: 1.5 },
+      data: { status: "ok" },
+    });
     expect(JSON.parse(deliveryBody("job.failed", "j2", null, "{}"))).not.toHaveProperty("context");
   });
 });
@@ -38,19 +46,37 @@ describe("signatures", () => {
     const stripe = new Stripe("sk_test_unused");
     const event = await stripe.webhooks.constructEventAsync(body, headers["x-service-signature"], secret);
     expect((event as unknown as { job_id: string }).job_id).toBe("job-123");
-    await expect(stripe.webhooks.constructEventAsync(body.replace("ok", "OK"), headers["x-service-signature"], secret)).rejects.toThrow();
-    await expect(stripe.webhooks.constructEventAsync(body, headers["x-service-signature"], newSigningSecret())).rejects.toThrow();
+    await expect(
+      stripe.webhooks.constructEventAsync(body.replace("ok", "OK"), headers["x-service-signature"], secret),
+    ).rejects.toThrow();
+    await expect(
+      stripe.webhooks.constructEventAsync(body, headers["x-service-signature"], newSigningSecret()),
+    ).rejects.toThrow();
   });
 
   test("the standardwebhooks package accepts the Standard Webhooks headers", () => {
     const wh = new Webhook(secret);
-    const payload = wh.verify(body, { "webhook-id": headers["webhook-id"], "webhook-timestamp": headers["webhook-timestamp"], "webhook-signature": headers["webhook-signature"] });
+    const payload = wh.verify(body, {
+      "webhook-id": headers["webhook-id"],
+      "webhook-timestamp": headers["webhook-timestamp"],
+      "webhook-signature": headers["webhook-signature"],
+    });
     expect(payload).toMatchObject({ job_id: "job-123" });
-    expect(() => wh.verify(body + " ", { "webhook-id": headers["webhook-id"], "webhook-timestamp": headers["webhook-timestamp"], "webhook-signature": headers["webhook-signature"] })).toThrow();
+    expect(() =>
+      wh.verify(body + " ", {
+        "webhook-id": headers["webhook-id"],
+        "webhook-timestamp": headers["webhook-timestamp"],
+        "webhook-signature": headers["webhook-signature"],
+      }),
+    ).toThrow();
   });
 
   test("headers: event, job id, signature format; none without a secret", () => {
-    expect(headers).toMatchObject({ "content-type": "application/json", "x-service-event": "job", "x-service-job-id": "job-123" });
+    expect(headers).toMatchObject({
+      "content-type": "application/json",
+      "x-service-event": "job",
+      "x-service-job-id": "job-123",
+    });
     expect(headers["x-service-signature"]).toMatch(/^t=\d+,v1=[0-9a-f]{64}$/);
     const unsigned = deliveryHeaders({ secret: null, event: "ping", messageId: "ping_1", body: "{}" });
     expect(unsigned["x-service-signature"]).toBeUndefined();
@@ -100,8 +126,15 @@ describe("settings and address rules", () => {
 describe("result data", () => {
   const metrics = { queue_ms: 1, run_ms: 2, runs: 1 };
   test("chat: payload, output and usage", () => {
-    const bytes = new TextEncoder().encode(JSON.stringify({ choices: [{ message: { content: "hi" } }], usage: { prompt_tokens: 3, completion_tokens: 2 } }));
-    expect(buildJobData("j", "chat", 200, "application/json", bytes, metrics)).toMatchObject({ status: "ok", output: "hi", usage: { input_tokens: 3, output_tokens: 2, total_tokens: 5 }, metrics });
+    const bytes = new TextEncoder().encode(
+      JSON.stringify({ choices: [{ message: { content: "hi" } }], usage: { prompt_tokens: 3, completion_tokens: 2 } }),
+    );
+    expect(buildJobData("j", "chat", 200, "application/json", bytes, metrics)).toMatchObject({
+      status: "ok",
+      output: "hi",
+      usage: { input_tokens: 3, output_tokens: 2, total_tokens: 5 },
+      metrics,
+    });
   });
   test("audio: binary_b64, content_type and seconds", () => {
     const wav = new Uint8Array(44 + 32000);
@@ -118,7 +151,14 @@ describe("result data", () => {
     expect(Buffer.from(d.binary_b64!, "base64").equals(Buffer.from(wav))).toBe(true);
   });
   test("a runtime refusal is an error status carrying the runtime's message", () => {
-    const d = buildJobData("j", "embeddings", 400, "application/json", new TextEncoder().encode('{"error":{"message":"input too long"}}'), metrics);
+    const d = buildJobData(
+      "j",
+      "embeddings",
+      400,
+      "application/json",
+      new TextEncoder().encode('{"error":{"message":"input too long"}}'),
+      metrics,
+    );
     expect(d).toMatchObject({ status: "error", error: { http_status: 400, message: "input too long" } });
   });
 });

@@ -20,13 +20,19 @@ interface Edge {
 
 /** The TypeScript files under the source folders. */
 function sourceFiles(): string[] {
-  return TOPS.flatMap((top) => [...new Bun.Glob(`${top}/**/*.{ts,tsx}`).scanSync({ cwd: ROOT })]).filter((f) => !f.includes("node_modules"));
+  return TOPS.flatMap((top) => [...new Bun.Glob(`${top}/**/*.{ts,tsx}`).scanSync({ cwd: ROOT })]).filter(
+    (f) => !f.includes("node_modules"),
+  );
 }
 
 /** Module names a file imports from, by any of the import forms. */
 function specifiers(text: string): string[] {
   const found: string[] = [];
-  const forms = [/\b(?:import|export)\s+(?:type\s+)?[^;'"`]*?\bfrom\s*["']([^"']+)["']/g, /\bimport\s*["']([^"']+)["']/g, /\bimport\(\s*["']([^"']+)["']\s*\)/g];
+  const forms = [
+    /\b(?:import|export)\s+(?:type\s+)?[^;'"`]*?\bfrom\s*["']([^"']+)["']/g,
+    /\bimport\s*["']([^"']+)["']/g,
+    /\bimport\(\s*["']([^"']+)["']\s*\)/g,
+  ];
   for (const form of forms) for (const m of text.matchAll(form)) found.push(m[1]!);
   return found;
 }
@@ -61,7 +67,10 @@ describe("the layering (src/layers.ts)", () => {
   const all = edges();
 
   test("names every folder and top-level file of src/, and agent/ and ui/", () => {
-    const present = [...readdirSync(join(ROOT, "src")).map((name) => `src/${name}`), ...TOPS.slice(1).filter((top) => existsSync(join(ROOT, top)))];
+    const present = [
+      ...readdirSync(join(ROOT, "src")).map((name) => `src/${name}`),
+      ...TOPS.slice(1).filter((top) => existsSync(join(ROOT, top))),
+    ];
     const listed = LAYERS.flatMap((l) => l.rooms);
     expect(present.filter((room) => !listed.includes(room))).toEqual([]);
     expect(listed.filter((room) => !existsSync(join(ROOT, room)))).toEqual([]);
@@ -76,7 +85,9 @@ describe("the layering (src/layers.ts)", () => {
   });
 
   test("every allowed upward import still exists and still runs up", () => {
-    const stale = UPWARD.filter((u) => !all.some((e) => e.from === u.from && e.to === u.to) || mayImport(roomOf(u.from)!, roomOf(u.to)!));
+    const stale = UPWARD.filter(
+      (u) => !all.some((e) => e.from === u.from && e.to === u.to) || mayImport(roomOf(u.from)!, roomOf(u.to)!),
+    );
     expect(stale).toEqual([]);
   });
 

@@ -7,7 +7,15 @@ import { describe, expect, test } from "bun:test";
 import { AppError } from "../src/errors";
 import { Limiter, type LimitedKey, type QuotaSource } from "../src/limits/limiter";
 
-const key: LimitedKey = { id: "k1", projectId: "p1", rpm: null, tpm: null, maxConcurrent: null, tokensPerDay: 100, tokensPerMonth: null };
+const key: LimitedKey = {
+  id: "k1",
+  projectId: "p1",
+  rpm: null,
+  tpm: null,
+  maxConcurrent: null,
+  tokensPerDay: 100,
+  tokensPerMonth: null,
+};
 const now = Date.UTC(2026, 10, 24, 12);
 const day = "2026-11-24";
 
@@ -32,7 +40,17 @@ function store(): { source: QuotaSource; stored: Map<string, number>; reads: num
 async function call(limiter: Limiter, tokens: number): Promise<number | string> {
   try {
     const t = await limiter.admit(key);
-    limiter.finished({ workloadId: "w1", projectId: key.projectId, keyId: key.id, kind: "sync", ok: true, usage: { inputTokens: tokens, outputTokens: 0 }, durationMs: 5, queueMs: 0, firstByteMs: 1 });
+    limiter.finished({
+      workloadId: "w1",
+      projectId: key.projectId,
+      keyId: key.id,
+      kind: "sync",
+      ok: true,
+      usage: { inputTokens: tokens, outputTokens: 0 },
+      durationMs: 5,
+      queueMs: 0,
+      firstByteMs: 1,
+    });
     t.release();
     return 200;
   } catch (e) {
@@ -55,7 +73,11 @@ describe("quota counts read again from the store", () => {
     const s = store();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const slow: QuotaSource = { ...s.source, tokensUsed: async (...args) => (s.reads > 0 ? (await gate, s.source.tokensUsed(...args)) : s.source.tokensUsed(...args)) };
+    const slow: QuotaSource = {
+      ...s.source,
+      tokensUsed: async (...args) =>
+        s.reads > 0 ? (await gate, s.source.tokensUsed(...args)) : s.source.tokensUsed(...args),
+    };
     const limiter = new Limiter(slow, () => now);
     expect(await call(limiter, 10)).toBe(200);
     s.stored.set(`key:k1:${day}`, 50);

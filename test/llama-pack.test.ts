@@ -15,11 +15,21 @@ afterAll(cleanup);
 
 /** A pack of `count` files (a few of them executable), written to a temp file. */
 function samplePack(count = 40, salt = "a"): { path: string; inputs: PackInput[]; id: string } {
-  const inputs: PackInput[] = [{ path: "llama-runner.js", bytes: new TextEncoder().encode(`console.log(${JSON.stringify(salt)});\n`), mode: 0o644 }];
+  const inputs: PackInput[] = [
+    {
+      path: "llama-runner.js",
+      bytes: new TextEncoder().encode(`console.log(${JSON.stringify(salt)});\n`),
+      mode: 0o644,
+    },
+  ];
   for (let i = 0; i < count; i++) {
     const bytes = new Uint8Array(1000 + i * 997);
     for (let j = 0; j < bytes.length; j++) bytes[j] = (i * 31 + j * 7) & 0xff;
-    inputs.push({ path: `node_modules/pkg${i % 5}/lib/file${i}${i % 10 === 0 ? ".node" : ".js"}`, bytes, mode: i % 10 === 0 ? 0o755 : 0o644 });
+    inputs.push({
+      path: `node_modules/pkg${i % 5}/lib/file${i}${i % 10 === 0 ? ".node" : ".js"}`,
+      bytes,
+      mode: i % 10 === 0 ? 0o755 : 0o644,
+    });
   }
   const { bytes, index } = encodePack(inputs, { label: "test" });
   const path = join(tempDir("pack"), "runtime.pack");
@@ -55,8 +65,12 @@ describe("the pack format", () => {
   });
 
   test("refuses unsafe paths and files that are not packs", () => {
-    expect(() => encodePack([{ path: "../evil", bytes: new Uint8Array(1), mode: 0o644 }], { label: "x" })).toThrow("unsafe path");
-    expect(() => encodePack([{ path: "/etc/passwd", bytes: new Uint8Array(1), mode: 0o644 }], { label: "x" })).toThrow("unsafe path");
+    expect(() => encodePack([{ path: "../evil", bytes: new Uint8Array(1), mode: 0o644 }], { label: "x" })).toThrow(
+      "unsafe path",
+    );
+    expect(() => encodePack([{ path: "/etc/passwd", bytes: new Uint8Array(1), mode: 0o644 }], { label: "x" })).toThrow(
+      "unsafe path",
+    );
     expect(() => readPackIndex(new TextEncoder().encode("PK\x03\x04 a zip file"))).toThrow("not a valid inferd pack");
   });
 });
@@ -101,11 +115,20 @@ describe("unpackOnce", () => {
     const pack = samplePack(200);
     const base = join(tempDir("unpack"), "builtin-llama");
     const script = join(tempDir("script"), "unpack.ts");
-    writeFileSync(script, `import { unpackOnce } from ${JSON.stringify(join(repoRoot, "agent/runtimes/llama/pack.ts"))};\nconsole.log(JSON.stringify(unpackOnce(process.argv[2], process.argv[3])));\n`);
-    const procs = Array.from({ length: 4 }, () => Bun.spawn([process.execPath, script, pack.path, base], { stdout: "pipe", stderr: "pipe" }));
+    writeFileSync(
+      script,
+      `import { unpackOnce } from ${JSON.stringify(join(repoRoot, "agent/runtimes/llama/pack.ts"))};\nconsole.log(JSON.stringify(unpackOnce(process.argv[2], process.argv[3])));\n`,
+    );
+    const procs = Array.from({ length: 4 }, () =>
+      Bun.spawn([process.execPath, script, pack.path, base], { stdout: "pipe", stderr: "pipe" }),
+    );
     const results = await Promise.all(
       procs.map(async (p) => {
-        const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+        const [out, err, code] = await Promise.all([
+          new Response(p.stdout).text(),
+          new Response(p.stderr).text(),
+          p.exited,
+        ]);
         if (code !== 0) throw new Error(`unpack exited ${code}: ${err}`);
         return JSON.parse(out) as { dir: string; unpacked: boolean };
       }),
@@ -119,7 +142,10 @@ describe("unpackOnce", () => {
 
 describe("builtinLlama", () => {
   test("from source runs llama-runner.ts with this Bun and no extra env", () => {
-    expect(builtinLlama(tempDir("data"), {}, false)).toEqual({ argv: [process.execPath, join(repoRoot, "agent/runtimes/llama-runner.ts")], env: {} });
+    expect(builtinLlama(tempDir("data"), {}, false)).toEqual({
+      argv: [process.execPath, join(repoRoot, "agent/runtimes/llama-runner.ts")],
+      env: {},
+    });
   });
 
   test("in a compiled binary unpacks into the data dir and runs the binary as Bun", () => {
@@ -127,7 +153,10 @@ describe("builtinLlama", () => {
     const data = tempDir("data");
     const dir = join(builtinLlamaDir(data), pack.id);
     const launch = builtinLlama(data, { path: pack.path }, true);
-    expect(launch).toEqual({ argv: [process.execPath, join(dir, "llama-runner.js")], env: { BUN_BE_BUN: "1", INFERD_NODE_MODULES: join(dir, "node_modules") } });
+    expect(launch).toEqual({
+      argv: [process.execPath, join(dir, "llama-runner.js")],
+      env: { BUN_BE_BUN: "1", INFERD_NODE_MODULES: join(dir, "node_modules") },
+    });
     expect(readFileSync(join(dir, COMPLETE_MARKER), "utf8")).toBe(pack.id);
     // Removed behind its back (a user cleaning the data dir): the next launch unpacks again.
     rmSync(dir, { recursive: true, force: true });
@@ -136,7 +165,9 @@ describe("builtinLlama", () => {
   });
 
   test("in a build without a pack for its platform says so and what to do", () => {
-    expect(() => builtinLlama(tempDir("data"), { unavailable: "@node-llama-cpp/mac-arm64-metal was not installed" }, true)).toThrow(
+    expect(() =>
+      builtinLlama(tempDir("data"), { unavailable: "@node-llama-cpp/mac-arm64-metal was not installed" }, true),
+    ).toThrow(
       /no built-in llama\.cpp runtime for .*@node-llama-cpp\/mac-arm64-metal was not installed.*install llama\.cpp's llama-server on PATH/,
     );
   });
@@ -145,7 +176,9 @@ describe("builtinLlama", () => {
     const bad = join(tempDir("pack"), "bad.pack");
     writeFileSync(bad, "not a pack");
     const data = tempDir("data");
-    expect(() => builtinLlama(data, { path: bad }, true)).toThrow(`cannot unpack the built-in llama.cpp runtime into ${builtinLlamaDir(data)}: not a valid inferd pack`);
+    expect(() => builtinLlama(data, { path: bad }, true)).toThrow(
+      `cannot unpack the built-in llama.cpp runtime into ${builtinLlamaDir(data)}: not a valid inferd pack`,
+    );
   });
 });
 

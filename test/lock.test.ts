@@ -35,7 +35,12 @@ describe("data dir lock", () => {
     const env: Record<string, string> = { INFERD_LOCAL_AGENT: "0" };
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("INFERD_")) env[k] ??= v;
     // bash starts inferd in the background, prints its pid, then becomes `sleep`, which never reaps it.
-    const parent = Bun.spawn(["bash", "-c", `${serve} & echo "child pid $!"; exec sleep 600`], { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const parent = Bun.spawn(["bash", "-c", `${serve} & echo "child pid $!"; exec sleep 600`], {
+      env,
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     parents.push(parent);
     let output = "";
     const pump = async (s: ReadableStream<Uint8Array>) => {
@@ -43,11 +48,20 @@ describe("data dir lock", () => {
     };
     void pump(parent.stdout);
     void pump(parent.stderr);
-    const pid = Number(await waitFor(() => /child pid (\d+)/.exec(output)?.[1], { what: "the child's pid", detail: () => output }));
-    await waitFor(() => output.includes("listening on"), { what: "the first inferd listening", timeoutMs: 30_000, detail: () => output });
+    const pid = Number(
+      await waitFor(() => /child pid (\d+)/.exec(output)?.[1], { what: "the child's pid", detail: () => output }),
+    );
+    await waitFor(() => output.includes("listening on"), {
+      what: "the first inferd listening",
+      timeoutMs: 30_000,
+      detail: () => output,
+    });
 
     process.kill(pid, "SIGKILL");
-    await waitFor(() => procState(pid) === "Z", { what: `inferd ${pid} a zombie`, detail: () => `state ${procState(pid)}` });
+    await waitFor(() => procState(pid) === "Z", {
+      what: `inferd ${pid} a zombie`,
+      detail: () => `state ${procState(pid)}`,
+    });
     expect(() => process.kill(pid, 0)).not.toThrow(); // a pid file check would still see it "alive"
 
     const second = await startInferd({ dataDir });
@@ -56,7 +70,9 @@ describe("data dir lock", () => {
 
     const refused = await runInferd({ args: ["serve", "--port", "0", "--data-dir", dataDir] });
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain(`another inferd (pid ${second.proc.pid}, ${second.url}) is already serving the data dir ${dataDir}`);
+    expect(refused.stderr).toContain(
+      `another inferd (pid ${second.proc.pid}, ${second.url}) is already serving the data dir ${dataDir}`,
+    );
     expect(refused.stderr).not.toContain("    at ");
     expect(await second.stop()).toBe(0);
   });
@@ -65,7 +81,10 @@ describe("data dir lock", () => {
     const dataDir = tempDir("oldlock");
     const holder = Bun.spawn(["sleep", "600"]);
     parents.push(holder);
-    writeFileSync(join(dataDir, "inferd.lock"), JSON.stringify({ pid: holder.pid, start: null, info: "http://127.0.0.1:1" }));
+    writeFileSync(
+      join(dataDir, "inferd.lock"),
+      JSON.stringify({ pid: holder.pid, start: null, info: "http://127.0.0.1:1" }),
+    );
     const refused = await runInferd({ args: ["serve", "--port", "0", "--data-dir", dataDir] });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`pid ${holder.pid}, http://127.0.0.1:1`);
@@ -73,7 +92,10 @@ describe("data dir lock", () => {
     await holder.exited;
     const srv = await startInferd({ dataDir });
     expect(readFileSync(join(dataDir, "inferd.lock"), "utf8")).not.toContain(String(holder.pid));
-    expect(JSON.parse(readFileSync(join(dataDir, "inferd.pid"), "utf8"))).toMatchObject({ pid: srv.proc.pid, info: srv.url });
+    expect(JSON.parse(readFileSync(join(dataDir, "inferd.pid"), "utf8"))).toMatchObject({
+      pid: srv.proc.pid,
+      info: srv.url,
+    });
     expect((await fetch(`${srv.url}/healthz`)).status).toBe(200); // past start: its SIGTERM handler is in place
     expect(await srv.stop()).toBe(0);
   });
@@ -83,7 +105,10 @@ describe("data dir lock", () => {
     const agent = await joinAgent(host, "only");
     const second = spawnAgent([], agent.dataDir);
     expect(await second.proc.exited).toBe(1);
-    await waitFor(() => second.output().includes(`another inferd (pid ${agent.proc.pid}, agent for `), { what: "the refusal naming the first agent", detail: second.output });
+    await waitFor(() => second.output().includes(`another inferd (pid ${agent.proc.pid}, agent for `), {
+      what: "the refusal naming the first agent",
+      detail: second.output,
+    });
     expect(await agent.stop()).toBe(0);
     await host.stop();
   });

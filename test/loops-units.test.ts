@@ -41,17 +41,27 @@ afterAll(async () => {
 /** A workload of a new project (in `db`, the shared store by default). */
 async function workload(name: string, extra: Partial<WorkloadCreate> = {}, db = store.db): Promise<Workload> {
   const p = await createProject(db, { name });
-  return createWorkload(db, p, { name, backend: "vllm", model_name: name, config: { command: `vllm serve ${name}` }, ...extra });
+  return createWorkload(db, p, {
+    name,
+    backend: "vllm",
+    model_name: name,
+    config: { command: `vllm serve ${name}` },
+    ...extra,
+  });
 }
 
 /** A dispatcher whose queue timers never fire (they stay on a clock of their own nobody moves). */
 function dispatcher(onWait: (workloadId: string) => void = () => {}): Dispatcher {
   const still = fakeClock();
-  return new Dispatcher({ waitMs: 60_000, maxWaiting: 10 }, undefined, onWait, { set: still.setTimeout, clear: still.clearTimeout });
+  return new Dispatcher({ waitMs: 60_000, maxWaiting: 10 }, undefined, onWait, {
+    set: still.setTimeout,
+    clear: still.clearTimeout,
+  });
 }
 
 /** Meters that count nowhere. */
-const metering = () => new Metering({ usage: { record() {}, recordWorkload() {}, recordDaily() {} }, series: { observe() {} } });
+const metering = () =>
+  new Metering({ usage: { record() {}, recordWorkload() {}, recordDaily() {} }, series: { observe() {} } });
 
 /** Runs the clock to its next timer and waits until the pass it started has ended (the next timer is set). */
 async function step(clock: ReturnType<typeof fakeClock>): Promise<void> {
@@ -61,13 +71,26 @@ async function step(clock: ReturnType<typeof fakeClock>): Promise<void> {
 }
 
 describe("the job runner", () => {
-  const answer = { id: "chatcmpl-1", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 } };
+  const answer = {
+    id: "chatcmpl-1",
+    object: "chat.completion",
+    choices: [{ index: 0, message: { role: "assistant", content: "hi" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+  };
 
   /** A queued chat job of `w`. */
   async function queueJob(w: Workload, at: number): Promise<string> {
     const id = newId("job");
     const body = Buffer.from(JSON.stringify({ model: w.model_name, messages: [{ role: "user", content: "hello" }] }));
-    await store.db.insert(jobs).values({ id, workloadId: w.id, kind: "chat", body, contentType: "application/json", status: "queued", createdAt: new Date(at).toISOString() });
+    await store.db.insert(jobs).values({
+      id,
+      workloadId: w.id,
+      kind: "chat",
+      body,
+      contentType: "application/json",
+      status: "queued",
+      createdAt: new Date(at).toISOString(),
+    });
     return id;
   }
 
@@ -129,18 +152,49 @@ describe("the delivery loop", () => {
     const clock = fakeClock(t0);
     const w = await workload("hooks");
     const jobId = newId("job");
-    await store.db.insert(jobs).values({ id: jobId, workloadId: w.id, kind: "chat", body: Buffer.from("{}"), contentType: "application/json", status: "completed", data: '{"status":"ok"}', createdAt: new Date(t0).toISOString() });
+    await store.db.insert(jobs).values({
+      id: jobId,
+      workloadId: w.id,
+      kind: "chat",
+      body: Buffer.from("{}"),
+      contentType: "application/json",
+      status: "completed",
+      data: '{"status":"ok"}',
+      createdAt: new Date(t0).toISOString(),
+    });
     const hookId = newId("whk");
-    await store.db.insert(webhooks).values({ id: hookId, workloadId: w.id, url: "https://hooks.example/in", secret: "whsec_test", secretPrefix: "whsec_test", createdAt: new Date(t0).toISOString() });
+    await store.db.insert(webhooks).values({
+      id: hookId,
+      workloadId: w.id,
+      url: "https://hooks.example/in",
+      secret: "whsec_test",
+      secretPrefix: "whsec_test",
+      createdAt: new Date(t0).toISOString(),
+    });
     const id = newId("dlv");
-    await store.db.insert(deliveries).values({ id, jobId, webhookId: hookId, event: "job.completed", state: "pending", nextAttemptAt: t0, createdAt: new Date(t0).toISOString() });
+    await store.db.insert(deliveries).values({
+      id,
+      jobId,
+      webhookId: hookId,
+      event: "job.completed",
+      state: "pending",
+      nextAttemptAt: t0,
+      createdAt: new Date(t0).toISOString(),
+    });
     const posts: { at: number; url: string; body: string }[] = [];
     const post = async (url: string, body: string): Promise<PostResult> => {
       posts.push({ at: clock.now(), url, body });
       const ok = posts.length === 3;
       return { ok, status_code: ok ? 200 : 500, body: "", error: null, duration_ms: 1 };
     };
-    const loop = new DeliveryLoop(store.db, { schedule: () => [200, 1000], concurrency: 2, policy: { allowPrivate: false, resolve: async () => [] }, ca: undefined, clock, post });
+    const loop = new DeliveryLoop(store.db, {
+      schedule: () => [200, 1000],
+      concurrency: 2,
+      policy: { allowPrivate: false, resolve: async () => [] },
+      ca: undefined,
+      clock,
+      post,
+    });
     const row = async () => (await store.db.select().from(deliveries).where(eq(deliveries.id, id)))[0];
     loop.start();
     await until(async () => (await row()).attempts === 1, "the first attempt to be recorded");
@@ -174,8 +228,35 @@ describe("the scaler", () => {
     // A store of its own: the other tests' workloads would be placed on its one GPU too.
     const own = openStore(join(dir, "scaler.db"));
     const db = own.db;
-    await upsertLocalWorker(db, { hostname: "gpu-box", cpu_cores: 8, ram_bytes: 64 << 30, ram_free_bytes: 32 << 30, gpus: [{ index: 0, uuid: "GPU-0", name: "NVIDIA L4", vendor: "nvidia", memory_total_mib: 23034, memory_used_mib: 0, utilization_percent: 0, temperature_c: null }], load_avg: [0, 0, 0], probed_at: new Date(t0).toISOString() }, "test");
-    const w = await workload("ondemand", { execution_policy: "autoscaling", execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 2 } }, db);
+    await upsertLocalWorker(
+      db,
+      {
+        hostname: "gpu-box",
+        cpu_cores: 8,
+        ram_bytes: 64 << 30,
+        ram_free_bytes: 32 << 30,
+        gpus: [
+          {
+            index: 0,
+            uuid: "GPU-0",
+            name: "NVIDIA L4",
+            vendor: "nvidia",
+            memory_total_mib: 23034,
+            memory_used_mib: 0,
+            utilization_percent: 0,
+            temperature_c: null,
+          },
+        ],
+        load_avg: [0, 0, 0],
+        probed_at: new Date(t0).toISOString(),
+      },
+      "test",
+    );
+    const w = await workload(
+      "ondemand",
+      { execution_policy: "autoscaling", execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 2 } },
+      db,
+    );
     await autoAssign(db);
     const desired = async () => (await listAssignments(db, w.id)).map((a) => a.desired);
     expect(await desired()).toEqual(["idle"]);

@@ -22,12 +22,20 @@ describe("a memo on the embedded SQLite store, against other connections", () =>
       const at = new Date().toISOString();
       await store.db.insert(projects).values({ id: "p1", name: "one", slug: "one", createdAt: at });
       let loads = 0;
-      const nameOf = memoize(store.db, async (id) => (loads++, (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null));
+      const nameOf = memoize(
+        store.db,
+        async (id) => (
+          loads++, (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null
+        ),
+      );
       expect(await nameOf("p1")).toBe("one");
       const other = new Database(file);
       other.exec("PRAGMA busy_timeout = 5000");
       // What the inspector's writer thread and a usage flush do: other tables, a key's counters, an unchanged value.
-      other.run("INSERT INTO audit_log (at, actor_type, actor_label, action, target_type) VALUES (?, 'system', 'test', 'x.y', 'thing')", [at]);
+      other.run(
+        "INSERT INTO audit_log (at, actor_type, actor_label, action, target_type) VALUES (?, 'system', 'test', 'x.y', 'thing')",
+        [at],
+      );
       other.run("UPDATE api_keys SET requests = requests + 1");
       other.run("UPDATE projects SET name = 'one' WHERE id = 'p1'");
       for (let i = 0; i < 3; i++) expect(await nameOf("p1")).toBe("one");

@@ -28,7 +28,13 @@ const TOKEN_OTHER = "hf_other_0123456789abcdefghijklmnopqrstuvw";
 let hub: FakeHub;
 const client = (token = "") => new HubClient({ endpoint: hub.url, token });
 // Files from 1 MiB up are hashed in a worker thread here (the big file of these tests); elsewhere the default.
-const fast = (modelsDir: string, extra: object = {}) => ({ modelsDir, hub: client(), retryDelayMs: () => 0, hashWorkerMinBytes: 1 << 20, ...extra });
+const fast = (modelsDir: string, extra: object = {}) => ({
+  modelsDir,
+  hub: client(),
+  retryDelayMs: () => 0,
+  hashWorkerMinBytes: 1 << 20,
+  ...extra,
+});
 const cdnGets = () => hub.requests().filter((r) => r.server === "cdn" && r.method === "GET");
 const planOf = (spec: string, token = "") => client(token).plan(parseSource(spec));
 const blobOf = (modelsDir: string, plan: PullPlan) => blobPath(modelsDir, plan.repo!, plan.files[0].sha256!);
@@ -76,7 +82,11 @@ describe("resuming", () => {
     expect(gets[1].bytes).toBe(BIG - from);
     const resent = gets.reduce((a, r) => a + r.bytes, 0) - BIG;
     expect(resent / BIG).toBeLessThan(0.01);
-    expect(await Bun.file(m.entry).bytes().then((b) => new Bun.CryptoHasher("sha256").update(b).digest("hex"))).toBe(plan.files[0].sha256!);
+    expect(
+      await Bun.file(m.entry)
+        .bytes()
+        .then((b) => new Bun.CryptoHasher("sha256").update(b).digest("hex")),
+    ).toBe(plan.files[0].sha256!);
   });
 
   test("a pull killed mid-file resumes from its .part: only the rest is fetched", async () => {
@@ -86,7 +96,9 @@ describe("resuming", () => {
     hub.throttle(4 << 20);
     const ac = new AbortController();
     const first = pullModel(plan, fast(modelsDir, { signal: ac.signal }));
-    await waitFor(() => (statSync(part, { throwIfNoEntry: false })?.size ?? 0) >= 1 << 20, { what: "1 MiB in the .part" });
+    await waitFor(() => (statSync(part, { throwIfNoEntry: false })?.size ?? 0) >= 1 << 20, {
+      what: "1 MiB in the .part",
+    });
     ac.abort(new Error("killed"));
     await expect(first).rejects.toThrow("killed");
     await waitFor(() => cdnGets().every((r) => r.finished), { what: "the first download's connection to close" });
@@ -148,11 +160,18 @@ describe("refusals", () => {
     expect(e401.message).toStartWith(`Hugging Face repo ${GATED} is gated or private: set HF_TOKEN`);
     const e403 = await planOf(`hf:${GATED}`, TOKEN_OTHER).catch((e) => e);
     expect(e403.status).toBe(403);
-    expect(e403.message).toStartWith(`Hugging Face repo ${GATED}: your token has no access: accept the repo's terms on the hub`);
+    expect(e403.message).toStartWith(
+      `Hugging Face repo ${GATED}: your token has no access: accept the repo's terms on the hub`,
+    );
     expect((await planOf(`hf:${PRIVATE}`).catch((e) => e)).status).toBe(401);
     const e404 = await planOf(`hf:${PRIVATE}`, TOKEN_OTHER).catch((e) => e);
-    expect([e404.status, e404.message]).toEqual([404, `Hugging Face repo ${PRIVATE} not found (check the name, or set HF_TOKEN if it is private)`]);
-    expect((await planOf(`hf:${GATED}`, "hf_unknown").catch((e) => e)).message).toContain("refused HF_TOKEN as invalid");
+    expect([e404.status, e404.message]).toEqual([
+      404,
+      `Hugging Face repo ${PRIVATE} not found (check the name, or set HF_TOKEN if it is private)`,
+    ]);
+    expect((await planOf(`hf:${GATED}`, "hf_unknown").catch((e) => e)).message).toContain(
+      "refused HF_TOKEN as invalid",
+    );
     // As huggingface.co gates: the listing is public, the download is refused.
     const plan = await planOf(`hf:${GATED_FILES}:Q4_K_M`);
     const e = await pullModel(plan, fast(tempDir("store"))).catch((x) => x);
@@ -228,7 +247,10 @@ describe("concurrency", () => {
     hub.throttle(2 << 20);
     let peak = 0;
     let queued = 0;
-    const sample = setInterval(() => ((peak = Math.max(peak, limiter.active)), (queued = Math.max(queued, limiter.waiting))), 2);
+    const sample = setInterval(
+      () => ((peak = Math.max(peak, limiter.active)), (queued = Math.max(queued, limiter.waiting))),
+      2,
+    );
     try {
       await Promise.all(plans.map((plan) => pullModel(plan, fast(modelsDir, { limiter }))));
     } finally {

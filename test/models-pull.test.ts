@@ -56,7 +56,15 @@ describe("plans", () => {
     const plan = await client().plan(parseSource(`hf:${GGUF}/Model-Q8_0.gguf`));
     const f = hub.file(GGUF, "Model-Q8_0.gguf");
     expect(plan).toMatchObject({ repo: GGUF, revision: hub.commit(GGUF), entry: "Model-Q8_0.gguf", quant: "Q8_0" });
-    expect(plan.files).toEqual([{ path: f.path, size: f.size, sha256: f.sha256, oid: f.oid, url: `${hub.url}/${GGUF}/resolve/${hub.commit(GGUF)}/Model-Q8_0.gguf` }]);
+    expect(plan.files).toEqual([
+      {
+        path: f.path,
+        size: f.size,
+        sha256: f.sha256,
+        oid: f.oid,
+        url: `${hub.url}/${GGUF}/resolve/${hub.commit(GGUF)}/Model-Q8_0.gguf`,
+      },
+    ]);
     // The tree came in pages of 3 entries, following the Link header.
     expect(hub.requests().filter((r) => r.path.includes("/tree/")).length).toBeGreaterThanOrEqual(3);
   });
@@ -66,10 +74,18 @@ describe("plans", () => {
     expect((await client().plan(llamaHfArg(GGUF))).entry).toBe("Model-Q4_K_M.gguf");
     // Only the projector carries Q4_K_M here: the default falls through to Q8_0, as llama.cpp does.
     expect((await client().plan(llamaHfArg(NOQ4))).files.map((f) => f.path)).toEqual(["X-Q8_0.gguf"]);
-    const err = await client().plan(parseSource(`hf:${NOQ4}:Q4_K_M`)).catch((e) => e);
+    const err = await client()
+      .plan(parseSource(`hf:${NOQ4}:Q4_K_M`))
+      .catch((e) => e);
     expect(err).toBeInstanceOf(HubError);
     expect(err.message).toBe(`Hugging Face repo ${NOQ4} has no GGUF model for quant Q4_K_M (quants there: Q8_0)`);
-    expect((await client().plan(parseSource(`hf:${GGUF}:F16`)).catch((e) => e)).message).toContain("quants there: Q4_K_M, Q6_K, Q8_0");
+    expect(
+      (
+        await client()
+          .plan(parseSource(`hf:${GGUF}:F16`))
+          .catch((e) => e)
+      ).message,
+    ).toContain("quants there: Q4_K_M, Q6_K, Q8_0");
   });
 
   test("a split GGUF is fetched whole, whichever part is named", async () => {
@@ -89,7 +105,9 @@ describe("plans", () => {
   test("revisions: a commit is used as is; an unknown one is a clear error", async () => {
     const commit = hub.commit(GGUF);
     expect((await client().plan(parseSource(`hf:${GGUF}@${commit}:Q8_0`))).revision).toBe(commit);
-    const err = await client().plan(parseSource(`hf:${GGUF}@nope:Q8_0`)).catch((e) => e);
+    const err = await client()
+      .plan(parseSource(`hf:${GGUF}@nope:Q8_0`))
+      .catch((e) => e);
     expect([err.status, err.message]).toEqual([404, `Hugging Face repo ${GGUF}: revision nope not found`]);
   });
 });
@@ -98,7 +116,15 @@ describe("the store", () => {
   test("a safetensors snapshot, filtered, laid out as Hugging Face's cache", async () => {
     const modelsDir = tempDir("store");
     const plan = await client().plan(parseSource(`hf:${TINY}`));
-    const kept = ["config.json", "generation_config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"];
+    const kept = [
+      "config.json",
+      "generation_config.json",
+      "model-00001-of-00002.safetensors",
+      "model-00002-of-00002.safetensors",
+      "model.safetensors.index.json",
+      "tokenizer.json",
+      "tokenizer_config.json",
+    ];
     expect(plan.files.map((f) => f.path)).toEqual(kept);
     expect(isPulled(plan, modelsDir)).toBeNull();
     const m = await pullModel(plan, { modelsDir, hub: client() });
@@ -110,7 +136,9 @@ describe("the store", () => {
       expect(readlinkSync(join(snap, path))).toBe(`../../blobs/${f.lfs ? f.sha256 : f.oid}`);
       expect(sha256(join(snap, path))).toBe(f.sha256);
     }
-    expect(readFileSync(join(modelsDir, "hf/hub/models--inferd-test--tiny-llama/refs/main"), "utf8")).toBe(hub.commit(TINY));
+    expect(readFileSync(join(modelsDir, "hf/hub/models--inferd-test--tiny-llama/refs/main"), "utf8")).toBe(
+      hub.commit(TINY),
+    );
     expect(isPulled(plan, modelsDir)).toEqual(m);
     // Pulled again: everything is complete in the store, nothing is fetched.
     hub.clearRequests();
@@ -123,7 +151,11 @@ describe("the store", () => {
     const url = `${hub.url}/${GGUF}/resolve/main/Model-Q4_K_M.gguf`;
     const f = hub.file(GGUF, "Model-Q4_K_M.gguf");
     const plan = await client().plan(parseSource(url));
-    expect(plan).toMatchObject({ revision: "", entry: "Model-Q4_K_M.gguf", files: [{ path: "Model-Q4_K_M.gguf", size: f.size, sha256: null, url }] });
+    expect(plan).toMatchObject({
+      revision: "",
+      entry: "Model-Q4_K_M.gguf",
+      files: [{ path: "Model-Q4_K_M.gguf", size: f.size, sha256: null, url }],
+    });
     const m = await pullModel(plan, { modelsDir, hub: client() });
     expect(m.entry).toBe(join(urlDir(modelsDir, url), "Model-Q4_K_M.gguf"));
     expect(m.files).toEqual([{ path: "Model-Q4_K_M.gguf", size: f.size, sha256: f.sha256 }]);
@@ -147,7 +179,13 @@ describe("the store", () => {
     const seen: PullProgress[] = [];
     const plan = await client().plan(parseSource(`hf:${GGUF}:Q6_K`));
     const total = plan.files.reduce((a, f) => a + f.size, 0);
-    await pullModel(plan, { modelsDir: tempDir("store"), hub: client(), clock: () => (now += 10), progressIntervalMs: 0, onProgress: (p) => seen.push(p) });
+    await pullModel(plan, {
+      modelsDir: tempDir("store"),
+      hub: client(),
+      clock: () => (now += 10),
+      progressIntervalMs: 0,
+      onProgress: (p) => seen.push(p),
+    });
     expect(seen[0]).toMatchObject({ bytes_done: 0, bytes_total: total, percent: 0, files_done: 0, files_total: 3 });
     expect(seen.at(-1)).toMatchObject({ bytes_done: total, percent: 100, eta_s: 0, files_done: 3, files_total: 3 });
     expect(seen.every((p, i) => i === 0 || p.bytes_done >= seen[i - 1].bytes_done)).toBe(true);

@@ -30,29 +30,62 @@ let lib: FakeLibrary;
 let srv: Serving;
 
 const json = async (r: Response | Promise<Response>) => (await r).json();
-const search = (q: string, backend = "llamacpp") => json(srv.admin(`/admin/models/search?q=${encodeURIComponent(q)}&backend=${backend}`)) as Promise<SearchAnswer>;
+const search = (q: string, backend = "llamacpp") =>
+  json(srv.admin(`/admin/models/search?q=${encodeURIComponent(q)}&backend=${backend}`)) as Promise<SearchAnswer>;
 const waitModel = (id: string, state: string) =>
-  waitFor(async () => {
-    const m = await json(srv.admin(`/admin/models/${id}`));
-    return m.state === state ? m : undefined;
-  }, { what: `model ${id} ${state}`, timeoutMs: 30_000, detail: () => srv.output() });
+  waitFor(
+    async () => {
+      const m = await json(srv.admin(`/admin/models/${id}`));
+      return m.state === state ? m : undefined;
+    },
+    { what: `model ${id} ${state}`, timeoutMs: 30_000, detail: () => srv.output() },
+  );
 
 beforeAll(async () => {
   const src = tempDir("hub-src");
-  const big = { "Tiny-Q6_K-00001-of-00003.gguf": 2 * MiB, "Tiny-Q6_K-00002-of-00003.gguf": 2 * MiB, "Tiny-Q6_K-00003-of-00003.gguf": 2 * MiB, "Tiny-F16.gguf": 300 * MiB };
+  const big = {
+    "Tiny-Q6_K-00001-of-00003.gguf": 2 * MiB,
+    "Tiny-Q6_K-00002-of-00003.gguf": 2 * MiB,
+    "Tiny-Q6_K-00003-of-00003.gguf": 2 * MiB,
+    "Tiny-F16.gguf": 300 * MiB,
+  };
   [hub, lib] = await Promise.all([
     startFakeHub({
       repos: {
-        [TINY]: { ...ggufRepo(join(src, "tiny"), { name: "Tiny", files: [...ggufRepoFiles("Tiny"), "Tiny-F16.gguf"], sizes: big }), downloads: 900, likes: 12 },
-        [SINGLE]: { ...ggufRepo(join(src, "single"), { name: "Single", files: ["Single-Q8_0.gguf", "mmproj-Single-F16.gguf"] }), downloads: 300 },
-        [GATED]: { ...ggufRepo(join(src, "gated"), { name: "Gated", files: ["Gated-Q4_K_M.gguf"] }), gated: "files", downloads: 50 },
+        [TINY]: {
+          ...ggufRepo(join(src, "tiny"), {
+            name: "Tiny",
+            files: [...ggufRepoFiles("Tiny"), "Tiny-F16.gguf"],
+            sizes: big,
+          }),
+          downloads: 900,
+          likes: 12,
+        },
+        [SINGLE]: {
+          ...ggufRepo(join(src, "single"), { name: "Single", files: ["Single-Q8_0.gguf", "mmproj-Single-F16.gguf"] }),
+          downloads: 300,
+        },
+        [GATED]: {
+          ...ggufRepo(join(src, "gated"), { name: "Gated", files: ["Gated-Q4_K_M.gguf"] }),
+          gated: "files",
+          downloads: 50,
+        },
         [TINY_ST]: { ...safetensorsRepo(join(src, "st")), downloads: 700 },
       },
     }),
     startFakeLibrary(),
   ]);
-  srv = await startServing({ HF_ENDPOINT: hub.url, HF_HUB_OFFLINE: undefined as unknown as string, OLLAMA_LIBRARY_URL: lib.url, FAKE_GPUS: GPUS });
-  await waitFor(async () => ((await json(srv.admin("/admin/workers"))) as { gpus: unknown[] }[]).some((w) => w.gpus.length) || undefined, { what: "the local worker's GPUs" });
+  srv = await startServing({
+    HF_ENDPOINT: hub.url,
+    HF_HUB_OFFLINE: undefined as unknown as string,
+    OLLAMA_LIBRARY_URL: lib.url,
+    FAKE_GPUS: GPUS,
+  });
+  await waitFor(
+    async () =>
+      ((await json(srv.admin("/admin/workers"))) as { gpus: unknown[] }[]).some((w) => w.gpus.length) || undefined,
+    { what: "the local worker's GPUs" },
+  );
 }, 120_000);
 afterAll(async () => {
   await srv?.stop().catch(() => 0);
@@ -72,7 +105,12 @@ describe("searching by name", () => {
     expect(tiny.offers.map((o) => [o.label, o.source, o.files, o.size_bytes])).toEqual([
       ["Q4_K_M", `hf:${TINY}:Q4_K_M`, 1, size("Tiny-Q4_K_M.gguf")],
       ["Q8_0", `hf:${TINY}:Q8_0`, 1, size("Tiny-Q8_0.gguf")],
-      ["Q6_K", `hf:${TINY}:Q6_K`, 3, size("Tiny-Q6_K-00001-of-00003.gguf", "Tiny-Q6_K-00002-of-00003.gguf", "Tiny-Q6_K-00003-of-00003.gguf")],
+      [
+        "Q6_K",
+        `hf:${TINY}:Q6_K`,
+        3,
+        size("Tiny-Q6_K-00001-of-00003.gguf", "Tiny-Q6_K-00002-of-00003.gguf", "Tiny-Q6_K-00003-of-00003.gguf"),
+      ],
       ["F16", `hf:${TINY}:F16`, 1, 300 * MiB],
     ]);
     expect(tiny.offers[0].fit).toMatchObject({ verdict: "gpu", needs_mib: 513 });
@@ -89,26 +127,48 @@ describe("searching by name", () => {
   test("for vLLM: safetensors repos with the snapshot a runtime reads; for Ollama: the library's sizes", async () => {
     const st = await search("tiny", "vllm");
     expect(st.hits.map((h) => h.id)).toEqual([TINY_ST]);
-    const shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"].reduce((s, p) => s + hub.file(TINY_ST, p).size, 0);
-    expect(st.hits[0].offers).toEqual([expect.objectContaining({ label: "snapshot", source: `hf:${TINY_ST}`, files: 7, size_bytes: shards })]);
+    const shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"].reduce(
+      (s, p) => s + hub.file(TINY_ST, p).size,
+      0,
+    );
+    expect(st.hits[0].offers).toEqual([
+      expect.objectContaining({ label: "snapshot", source: `hf:${TINY_ST}`, files: 7, size_bytes: shards }),
+    ]);
     const ol = await search("qwen", "ollama");
     expect(ol).toMatchObject({ from: "ollama" });
     expect(ol.hits.map((h) => h.id)).toEqual(["qwen2.5", "qwen2.5-coder"]);
     expect(ol.hits[0].url).toBe(`${lib.url}/library/qwen2.5`);
-    expect(ol.hits[0].offers.map((o) => o.source)).toEqual(["0.5b", "1.5b", "3b", "7b", "14b", "32b", "72b"].map((s) => `qwen2.5:${s}`));
+    expect(ol.hits[0].offers.map((o) => o.source)).toEqual(
+      ["0.5b", "1.5b", "3b", "7b", "14b", "32b", "72b"].map((s) => `qwen2.5:${s}`),
+    );
     // Sizes reckoned as Ollama's default Q4_K_M: 0.5b is ~303 MB, more than this small GPU takes with the overhead.
-    expect(ol.hits[0].offers[0]).toMatchObject({ estimated: true, size_bytes: Math.round(0.5e9 * 4.85 / 8), fit: { verdict: "ram" } });
-    expect(ol.hits[0].offers.at(-1)!.fit).toMatchObject({ verdict: expect.stringMatching(/^(ram|too_big)$/), needs_mib: Math.ceil((72e9 * 4.85 / 8 * 1.05) / MiB + 512) }); // 72b: ~44 GB
+    expect(ol.hits[0].offers[0]).toMatchObject({
+      estimated: true,
+      size_bytes: Math.round((0.5e9 * 4.85) / 8),
+      fit: { verdict: "ram" },
+    });
+    expect(ol.hits[0].offers.at(-1)!.fit).toMatchObject({
+      verdict: expect.stringMatching(/^(ram|too_big)$/),
+      needs_mib: Math.ceil((((72e9 * 4.85) / 8) * 1.05) / MiB + 512),
+    }); // 72b: ~44 GB
     expect(lib.queries).toContain("qwen");
   });
 
   test("bad searches are a 400 naming the field; an unreachable hub is a 502 saying which", async () => {
-    for (const [path, field] of [["?q=", "q"], [`?q=${"x".repeat(201)}`, "q"], ["?q=qwen&backend=tgi", "backend"]]) {
+    for (const [path, field] of [
+      ["?q=", "q"],
+      [`?q=${"x".repeat(201)}`, "q"],
+      ["?q=qwen&backend=tgi", "backend"],
+    ]) {
       const r = await srv.admin(`/admin/models/search${path}`);
       expect(r.status).toBe(400);
       expect((await r.json()).error.field).toBe(field);
     }
-    const off = await startServing({ HF_ENDPOINT: "http://127.0.0.1:9", HF_HUB_OFFLINE: undefined as unknown as string, OLLAMA_LIBRARY_URL: "http://127.0.0.1:9" });
+    const off = await startServing({
+      HF_ENDPOINT: "http://127.0.0.1:9",
+      HF_HUB_OFFLINE: undefined as unknown as string,
+      OLLAMA_LIBRARY_URL: "http://127.0.0.1:9",
+    });
     try {
       for (const backend of ["llamacpp", "ollama"]) {
         const r = await off.admin(`/admin/models/search?q=qwen&backend=${backend}`);
@@ -150,7 +210,9 @@ describe("pulling by name", () => {
     expect(pulled.stdout).toContain(`hf:${TINY}:Q4_K_M is ready`);
     const shown = await runInferd({ args: ["model", "show", `${TINY}:Q4_K_M`, "--json", "--data-dir", srv.dataDir] });
     expect(JSON.parse(shown.stdout)).toMatchObject({ source: `hf:${TINY}:Q4_K_M`, state: "ready" });
-    const missing = await runInferd({ args: ["model", "pull", "inferd-test/No-Such-GGUF:Q4_K_M", "--data-dir", srv.dataDir] });
+    const missing = await runInferd({
+      args: ["model", "pull", "inferd-test/No-Such-GGUF:Q4_K_M", "--data-dir", srv.dataDir],
+    });
     expect(missing.code).not.toBe(0);
     expect(missing.output).toContain("Hugging Face repo inferd-test/No-Such-GGUF not found");
   });

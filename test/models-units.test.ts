@@ -17,13 +17,22 @@ describe("parseSource", () => {
     ["hf:Qwen/Qwen3-0.6B", { kind: "hf-repo", repo: "Qwen/Qwen3-0.6B", revision: "main" }],
     ["hf:Qwen/Qwen3-0.6B@v1.0", { kind: "hf-repo", repo: "Qwen/Qwen3-0.6B", revision: "v1.0" }],
     ["hf:o/m@refs/pr/3", { kind: "hf-repo", repo: "o/m", revision: "refs/pr/3" }],
-    ["hf:o/m-GGUF/sub/m-Q4_K_M.gguf", { kind: "hf-file", repo: "o/m-GGUF", revision: "main", file: "sub/m-Q4_K_M.gguf" }],
+    [
+      "hf:o/m-GGUF/sub/m-Q4_K_M.gguf",
+      { kind: "hf-file", repo: "o/m-GGUF", revision: "main", file: "sub/m-Q4_K_M.gguf" },
+    ],
     ["hf:o/m-GGUF@abc/m.gguf", { kind: "hf-file", repo: "o/m-GGUF", revision: "abc", file: "m.gguf" }],
     ["hf:o/m-GGUF:q8_0", { kind: "hf-quant", repo: "o/m-GGUF", revision: "main", quant: "q8_0" }],
     ["hf:o/m-GGUF@dev:UD-Q4_K_XL", { kind: "hf-quant", repo: "o/m-GGUF", revision: "dev", quant: "UD-Q4_K_XL" }],
     ["https://huggingface.co/o/m", { kind: "hf-repo", repo: "o/m", revision: "main" }],
-    ["https://huggingface.co/o/m/resolve/main/a/b.gguf", { kind: "hf-file", repo: "o/m", revision: "main", file: "a/b.gguf" }],
-    ["https://huggingface.co/o/m/blob/v2/b.gguf?download=true", { kind: "hf-file", repo: "o/m", revision: "v2", file: "b.gguf" }],
+    [
+      "https://huggingface.co/o/m/resolve/main/a/b.gguf",
+      { kind: "hf-file", repo: "o/m", revision: "main", file: "a/b.gguf" },
+    ],
+    [
+      "https://huggingface.co/o/m/blob/v2/b.gguf?download=true",
+      { kind: "hf-file", repo: "o/m", revision: "v2", file: "b.gguf" },
+    ],
     ["https://example.org/models/x.gguf", { kind: "url", url: "https://example.org/models/x.gguf" }],
     ["http://127.0.0.1:8080/x.gguf", { kind: "url", url: "http://127.0.0.1:8080/x.gguf" }],
     ["http://localhost/x.gguf", { kind: "url", url: "http://localhost/x.gguf" }],
@@ -31,7 +40,8 @@ describe("parseSource", () => {
     ["file:///models/x.gguf", { kind: "local", path: "/models/x.gguf" }],
     ["  hf:o/m  ", { kind: "hf-repo", repo: "o/m", revision: "main" }],
   ];
-  for (const [spec, want] of good) test(`parses ${spec.trim()}`, () => expect(parseSource(spec)).toEqual(want as never));
+  for (const [spec, want] of good)
+    test(`parses ${spec.trim()}`, () => expect(parseSource(spec)).toEqual(want as never));
 
   const bad: [string, RegExp][] = [
     ["", /empty/],
@@ -61,9 +71,20 @@ describe("parseSource", () => {
   }
 
   test("llama-server's -hf / -hfr -hff forms", () => {
-    expect(llamaHfArg("ggml-org/gemma-3-1b-it-GGUF")).toEqual({ kind: "hf-quant", repo: "ggml-org/gemma-3-1b-it-GGUF", revision: "main", quant: "Q4_K_M", defaulted: true });
+    expect(llamaHfArg("ggml-org/gemma-3-1b-it-GGUF")).toEqual({
+      kind: "hf-quant",
+      repo: "ggml-org/gemma-3-1b-it-GGUF",
+      revision: "main",
+      quant: "Q4_K_M",
+      defaulted: true,
+    });
     expect(llamaHfArg("o/m:Q8_0")).toEqual({ kind: "hf-quant", repo: "o/m", revision: "main", quant: "Q8_0" });
-    expect(llamaHfFileArgs("o/m", "x-Q4_0.gguf")).toEqual({ kind: "hf-file", repo: "o/m", revision: "main", file: "x-Q4_0.gguf" });
+    expect(llamaHfFileArgs("o/m", "x-Q4_0.gguf")).toEqual({
+      kind: "hf-file",
+      repo: "o/m",
+      revision: "main",
+      file: "x-Q4_0.gguf",
+    });
     expect(() => llamaHfArg("nope")).toThrow(SourceError);
   });
 
@@ -76,10 +97,23 @@ describe("parseSource", () => {
 });
 
 describe("file selection", () => {
-  const files = ["mmproj-M-Q4_K_M.gguf", "M-IQ4_XS.gguf", "M-Q4_K_M.gguf", "M-q8_0.gguf", "big/M-Q6_K-00002-of-00002.gguf", "big/M-Q6_K-00001-of-00002.gguf", "README.md"].map((path) => ({ path }));
+  const files = [
+    "mmproj-M-Q4_K_M.gguf",
+    "M-IQ4_XS.gguf",
+    "M-Q4_K_M.gguf",
+    "M-q8_0.gguf",
+    "big/M-Q6_K-00002-of-00002.gguf",
+    "big/M-Q6_K-00001-of-00002.gguf",
+    "README.md",
+  ].map((path) => ({ path }));
 
   test("GGUF names split into prefix, tag and part", () => {
-    expect(ggufName("big/M-Q6_K-00002-of-00002.gguf")).toEqual({ prefix: "big/M-Q6_K", tag: "Q6_K", index: 2, count: 2 });
+    expect(ggufName("big/M-Q6_K-00002-of-00002.gguf")).toEqual({
+      prefix: "big/M-Q6_K",
+      tag: "Q6_K",
+      index: 2,
+      count: 2,
+    });
     expect(ggufName("x.Q5_K_S.gguf")?.tag).toBe("Q5_K_S");
     expect(ggufName("config.json")).toBeNull();
     expect(isModelGguf("sub/mmproj-F16.gguf")).toBe(false);
@@ -96,22 +130,69 @@ describe("file selection", () => {
   test("a split GGUF is picked by its first part and fetched whole", () => {
     const first = pickQuant(files, "Q6_K")!;
     expect(first.path).toBe("big/M-Q6_K-00001-of-00002.gguf");
-    expect(splitParts(files, first).map((f) => f.path)).toEqual(["big/M-Q6_K-00001-of-00002.gguf", "big/M-Q6_K-00002-of-00002.gguf"]);
+    expect(splitParts(files, first).map((f) => f.path)).toEqual([
+      "big/M-Q6_K-00001-of-00002.gguf",
+      "big/M-Q6_K-00002-of-00002.gguf",
+    ]);
     expect(splitParts(files, { path: "M-Q4_K_M.gguf" })).toEqual([{ path: "M-Q4_K_M.gguf" }]);
   });
 
   test("no tag: Q4_K_M, then Q8_0, then the first model GGUF (llama.cpp's chain)", () => {
     expect(pickQuant(files, "Q4_K_M", true)?.path).toBe("M-Q4_K_M.gguf");
-    expect(pickQuant([{ path: "mmproj-X-Q4_K_M.gguf" }, { path: "X-Q8_0.gguf" }], "Q4_K_M", true)?.path).toBe("X-Q8_0.gguf");
+    expect(pickQuant([{ path: "mmproj-X-Q4_K_M.gguf" }, { path: "X-Q8_0.gguf" }], "Q4_K_M", true)?.path).toBe(
+      "X-Q8_0.gguf",
+    );
     expect(pickQuant([{ path: "mmproj-X.gguf" }, { path: "X-F16.gguf" }], "Q4_K_M", true)?.path).toBe("X-F16.gguf");
     expect(availableQuants(files)).toEqual(["IQ4_XS", "Q4_K_M", "Q8_0", "Q6_K"]);
   });
 
   test("a snapshot keeps configs, tokenizers and safetensors, and drops other weights and docs", () => {
-    const repo = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "chat_template.jinja", "modeling_x.py", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json", "flax_model.msgpack", "tf_model.h5", "rust_model.ot", "model.onnx", "x.gguf", "README.md", "assets/logo.png", ".gitattributes", "original/consolidated.00.pth", "original/params.json", "onnx/model.onnx", "LICENSE"].map((path) => ({ path }));
-    expect(snapshotFiles(repo).map((f) => f.path)).toEqual(["config.json", "generation_config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "chat_template.jinja", "modeling_x.py", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json", "pytorch_model.bin.index.json", "LICENSE"]);
+    const repo = [
+      "config.json",
+      "generation_config.json",
+      "tokenizer.json",
+      "tokenizer.model",
+      "tokenizer_config.json",
+      "chat_template.jinja",
+      "modeling_x.py",
+      "model-00001-of-00002.safetensors",
+      "model-00002-of-00002.safetensors",
+      "model.safetensors.index.json",
+      "pytorch_model.bin",
+      "pytorch_model.bin.index.json",
+      "flax_model.msgpack",
+      "tf_model.h5",
+      "rust_model.ot",
+      "model.onnx",
+      "x.gguf",
+      "README.md",
+      "assets/logo.png",
+      ".gitattributes",
+      "original/consolidated.00.pth",
+      "original/params.json",
+      "onnx/model.onnx",
+      "LICENSE",
+    ].map((path) => ({ path }));
+    expect(snapshotFiles(repo).map((f) => f.path)).toEqual([
+      "config.json",
+      "generation_config.json",
+      "tokenizer.json",
+      "tokenizer.model",
+      "tokenizer_config.json",
+      "chat_template.jinja",
+      "modeling_x.py",
+      "model-00001-of-00002.safetensors",
+      "model-00002-of-00002.safetensors",
+      "model.safetensors.index.json",
+      "pytorch_model.bin.index.json",
+      "LICENSE",
+    ]);
     // Without safetensors, the PyTorch weights are the ones a runtime loads.
-    expect(snapshotFiles([{ path: "config.json" }, { path: "pytorch_model.bin" }, { path: "model.onnx" }]).map((f) => f.path)).toEqual(["config.json", "pytorch_model.bin"]);
+    expect(
+      snapshotFiles([{ path: "config.json" }, { path: "pytorch_model.bin" }, { path: "model.onnx" }]).map(
+        (f) => f.path,
+      ),
+    ).toEqual(["config.json", "pytorch_model.bin"]);
   });
 });
 
@@ -187,9 +268,19 @@ describe("store paths and HTTP helpers", () => {
   });
 
   test("Content-Range and Range parsing", () => {
-    expect([totalFromContentRange("bytes 0-0/1234"), totalFromContentRange("bytes */99"), startFromContentRange("bytes 100-199/1000")]).toEqual([1234, 99, 100]);
-    expect([parseRange("bytes=100-", 1000), parseRange("bytes=1-2", 1000), parseRange("bytes=-10", 1000)]).toEqual([{ start: 100, end: 999 }, { start: 1, end: 2 }, { start: 990, end: 999 }]);
-    expect([parseRange("bytes=1000-", 1000), parseRange("bytes=5-1", 1000), parseRange("bytes=0-1,5-6", 1000)]).toEqual(["unsatisfiable", null, null]);
+    expect([
+      totalFromContentRange("bytes 0-0/1234"),
+      totalFromContentRange("bytes */99"),
+      startFromContentRange("bytes 100-199/1000"),
+    ]).toEqual([1234, 99, 100]);
+    expect([parseRange("bytes=100-", 1000), parseRange("bytes=1-2", 1000), parseRange("bytes=-10", 1000)]).toEqual([
+      { start: 100, end: 999 },
+      { start: 1, end: 2 },
+      { start: 990, end: 999 },
+    ]);
+    expect([parseRange("bytes=1000-", 1000), parseRange("bytes=5-1", 1000), parseRange("bytes=0-1,5-6", 1000)]).toEqual(
+      ["unsatisfiable", null, null],
+    );
   });
 
   test("redirects are followed by hand; credentials stay on their origin", async () => {
@@ -199,10 +290,15 @@ describe("store paths and HTTP helpers", () => {
       seen.push({ url, auth: h.get("authorization"), range: h.get("range") });
       expect(init.redirect).toBe("manual");
       if (url.startsWith("https://hub.test/a")) return new Response(null, { status: 302, headers: { location: "/b" } });
-      if (url.startsWith("https://hub.test/b")) return new Response(null, { status: 302, headers: { location: "https://cdn.test/blob" } });
+      if (url.startsWith("https://hub.test/b"))
+        return new Response(null, { status: 302, headers: { location: "https://cdn.test/blob" } });
       return new Response("ok");
     }) as unknown as typeof fetch;
-    const { res, url } = await fetchFollowing("https://hub.test/a", { fetch: fakeFetch, headers: { range: "bytes=5-" }, credentials: { origin: "https://hub.test", headers: { authorization: "Bearer t" } } });
+    const { res, url } = await fetchFollowing("https://hub.test/a", {
+      fetch: fakeFetch,
+      headers: { range: "bytes=5-" },
+      credentials: { origin: "https://hub.test", headers: { authorization: "Bearer t" } },
+    });
     expect([res.status, url]).toEqual([200, "https://cdn.test/blob"]);
     expect(seen.map((s) => s.auth)).toEqual(["Bearer t", "Bearer t", null]);
     expect(seen.every((s) => s.range === "bytes=5-")).toBe(true);

@@ -11,7 +11,13 @@ import { sha256 } from "../src/ids";
 const SECRET = "s3cret-of-the-inferd-client";
 const USERS = [
   { sub: "alice", email: "Alice@Example.com", email_verified: true, name: "Alice Liddell" },
-  { sub: "root", email: "root@example.com", email_verified: true, name: "Root", groups: ["/staff", "inferd-operator", "/inferd-admin"] },
+  {
+    sub: "root",
+    email: "root@example.com",
+    email_verified: true,
+    name: "Root",
+    groups: ["/staff", "inferd-operator", "/inferd-admin"],
+  },
   { sub: "op", email: "op@example.com", email_verified: true, name: "Opal", groups: ["inferd-operator"] },
   { sub: "noemail", name: "No Mail" },
 ];
@@ -25,7 +31,13 @@ let grouped: Serving;
 let none: Serving;
 
 /** The settings of a server signing in through `issuer` as client `inferd`. */
-const oidcEnv = (issuer: string, extra: Record<string, string> = {}) => ({ INFERD_LOCAL_AGENT: "0", INFERD_OIDC_ISSUER: issuer, INFERD_OIDC_CLIENT_ID: "inferd", INFERD_OIDC_CLIENT_SECRET: SECRET, ...extra });
+const oidcEnv = (issuer: string, extra: Record<string, string> = {}) => ({
+  INFERD_LOCAL_AGENT: "0",
+  INFERD_OIDC_ISSUER: issuer,
+  INFERD_OIDC_CLIENT_ID: "inferd",
+  INFERD_OIDC_CLIENT_SECRET: SECRET,
+  ...extra,
+});
 
 /** Registers `srv`'s callback at the provider for client `inferd` (and `other`, another app of the same provider). */
 function register(p: OidcProvider, ...servers: Serving[]) {
@@ -36,7 +48,11 @@ function register(p: OidcProvider, ...servers: Serving[]) {
 
 beforeAll(async () => {
   idp = await startOidcProvider({ users: USERS });
-  [plain, grouped, none] = await Promise.all([startServing(oidcEnv(idp.issuer)), startServing(oidcEnv(idp.issuer, { INFERD_OIDC_ROLE_CLAIM: "groups" })), startServing({ INFERD_LOCAL_AGENT: "0" })]);
+  [plain, grouped, none] = await Promise.all([
+    startServing(oidcEnv(idp.issuer)),
+    startServing(oidcEnv(idp.issuer, { INFERD_OIDC_ROLE_CLAIM: "groups" })),
+    startServing({ INFERD_LOCAL_AGENT: "0" }),
+  ]);
   register(idp, plain, grouped);
 });
 
@@ -57,7 +73,9 @@ const browser = new Map<string, string>();
 
 /** Starts a sign-in at inferd: the provider URL it sends the browser to (its cookie is kept for the callback). */
 async function start(srv: Serving, returnTo?: string): Promise<URL> {
-  const r = await get(`${srv.url}/auth/oidc/start${returnTo === undefined ? "" : `?return_to=${encodeURIComponent(returnTo)}`}`);
+  const r = await get(
+    `${srv.url}/auth/oidc/start${returnTo === undefined ? "" : `?return_to=${encodeURIComponent(returnTo)}`}`,
+  );
   expect(r.status).toBe(302);
   const url = new URL(r.headers.get("location")!);
   const cookie = r.headers.getSetCookie().find((c) => c.startsWith("inferd_oidc="));
@@ -66,7 +84,9 @@ async function start(srv: Serving, returnTo?: string): Promise<URL> {
 }
 
 /** Where inferd sent the browser after the callback, and the session cookie it set (if any). */
-async function callback(url: URL | string): Promise<{ location: string; cookie: string | undefined; error: string | null }> {
+async function callback(
+  url: URL | string,
+): Promise<{ location: string; cookie: string | undefined; error: string | null }> {
   const state = new URL(url).searchParams.get("state") ?? "";
   const held = browser.get(state);
   browser.delete(state);
@@ -74,7 +94,11 @@ async function callback(url: URL | string): Promise<{ location: string; cookie: 
   expect(r.status).toBe(302);
   const location = r.headers.get("location")!;
   const cookie = r.headers.getSetCookie().find((c) => c.startsWith("inferd_session="));
-  return { location, cookie: cookie?.split(";")[0].slice("inferd_session=".length), error: new URL(location, "http://x").searchParams.get("error") };
+  return {
+    location,
+    cookie: cookie?.split(";")[0].slice("inferd_session=".length),
+    error: new URL(location, "http://x").searchParams.get("error"),
+  };
 }
 
 /** A whole sign-in of `login` through the provider. */
@@ -92,10 +116,23 @@ function store<T>(srv: Serving, sql: string, ...params: string[]): T[] {
   }
 }
 
-type UserRow = { id: string; email: string; name: string; role: string; oidc_issuer: string; oidc_subject: string; last_sign_in_at: string | null };
+type UserRow = {
+  id: string;
+  email: string;
+  name: string;
+  role: string;
+  oidc_issuer: string;
+  oidc_subject: string;
+  last_sign_in_at: string | null;
+};
 const userRows = (srv: Serving, email: string) => store<UserRow>(srv, "select * from users where email = ?", email);
 /** The user a session cookie belongs to, and how the session began. */
-const sessionOf = (srv: Serving, cookie: string) => store<{ user_id: string; method: string }>(srv, "select user_id, method from sessions where hash = ?", sha256(cookie))[0];
+const sessionOf = (srv: Serving, cookie: string) =>
+  store<{ user_id: string; method: string }>(
+    srv,
+    "select user_id, method from sessions where hash = ?",
+    sha256(cookie),
+  )[0];
 
 describe("single sign-on (OpenID Connect)", () => {
   test("the start sends the browser to the provider with the code flow, PKCE S256, state and nonce", async () => {
@@ -118,7 +155,13 @@ describe("single sign-on (OpenID Connect)", () => {
     expect(first.location).toBe("/workloads?tab=mine");
     expect(first.cookie).toBeTruthy();
     const [user] = userRows(plain, "alice@example.com");
-    expect(user).toMatchObject({ email: "alice@example.com", name: "Alice Liddell", role: "viewer", oidc_issuer: idp.issuer, oidc_subject: "alice" });
+    expect(user).toMatchObject({
+      email: "alice@example.com",
+      name: "Alice Liddell",
+      role: "viewer",
+      oidc_issuer: idp.issuer,
+      oidc_subject: "alice",
+    });
     expect(user.id).toMatch(/^usr_/);
     expect(sessionOf(plain, first.cookie!)).toEqual({ user_id: user.id, method: "oidc" });
     // The code was traded at the token endpoint, and the ID token's signature checked against the provider's keys.
@@ -131,7 +174,11 @@ describe("single sign-on (OpenID Connect)", () => {
     expect(userRows(plain, "alice@example.com").map((u) => u.id)).toEqual([user.id]);
     expect(sessionOf(plain, again.cookie!).user_id).toBe(user.id);
     // The audit log says who signed in.
-    const audit = store<{ action: string; actor_type: string; actor_id: string }>(plain, "select action, actor_type, actor_id from audit_log where actor_id = ? order by id", user.id);
+    const audit = store<{ action: string; actor_type: string; actor_id: string }>(
+      plain,
+      "select action, actor_type, actor_id from audit_log where actor_id = ? order by id",
+      user.id,
+    );
     expect(audit.map((a) => a.action)).toEqual(["user.create", "session.create", "session.create"]);
   });
 
@@ -200,7 +247,13 @@ describe("single sign-on (OpenID Connect)", () => {
   });
 
   test("return_to must be a local path: another host, a scheme or // goes to /", async () => {
-    for (const bad of ["https://evil.example/x", "//evil.example/x", "/\\evil.example", "javascript:alert(1)", "evil"]) {
+    for (const bad of [
+      "https://evil.example/x",
+      "//evil.example/x",
+      "/\\evil.example",
+      "javascript:alert(1)",
+      "evil",
+    ]) {
       const r = await signIn(plain, "alice", bad);
       expect(r.error).toBeNull();
       expect(r.location).toBe("/");
@@ -216,13 +269,17 @@ describe("single sign-on (OpenID Connect)", () => {
   });
 
   test("an issuer that is not a URL stops serve at start with a clear message", async () => {
-    const r = await runInferd({ args: ["serve", "--port", "0", "--data-dir", tempDir("oidc-bad"), "--oidc-issuer", "keycloak.example.com"] });
+    const r = await runInferd({
+      args: ["serve", "--port", "0", "--data-dir", tempDir("oidc-bad"), "--oidc-issuer", "keycloak.example.com"],
+    });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`--oidc-issuer must be an http:// or https:// URL, got "keycloak.example.com"`);
   });
 
   test("the client secret shows only as set in the settings", async () => {
-    const { settings: list } = (await (await plain.admin("/admin/settings")).json()) as { settings: { key: string; value: unknown; secret: boolean; runtime: boolean; source: string }[] };
+    const { settings: list } = (await (await plain.admin("/admin/settings")).json()) as {
+      settings: { key: string; value: unknown; secret: boolean; runtime: boolean; source: string }[];
+    };
     const byKey = Object.fromEntries(list.map((s) => [s.key, s]));
     expect(byKey.oidcClientSecret).toMatchObject({ value: "set", secret: true, runtime: false, source: "env" });
     expect(byKey.oidcIssuer).toMatchObject({ value: idp.issuer, runtime: false });

@@ -16,14 +16,35 @@ let chat: { id: string; slug: string };
 let embedder: { id: string; slug: string };
 let llama: { id: string; slug: string };
 const projectBase = () => `${s.url}/endpoint/${s.project}`;
-const client = (host = projectBase(), key: string | null = s.live) => new Ollama({ host, headers: key ? { Authorization: `Bearer ${key}` } : {} });
+const client = (host = projectBase(), key: string | null = s.live) =>
+  new Ollama({ host, headers: key ? { Authorization: `Bearer ${key}` } : {} });
 
 beforeAll(async () => {
   const port = await freePort();
   // Streamed tokens 5 ms apart, so a client can leave in the middle of an answer.
-  s = await startServing({ OLLAMA_HOST: `127.0.0.1:${port}`, FAKE_OLLAMA_DIR: tempDir("ollama"), FAKE_PULL_MS: "100", FAKE_OLLAMA_UNKNOWN: "no-such-model", FAKE_TOKEN_MS: "5" });
-  chat = await s.createWorkload({ name: "chat", backend: "vllm", model_name: "org/chat-7b", aliases: ["fast"], config: { command: "vllm serve org/chat-7b --enable-auto-tool-choice --tool-call-parser hermes --max-model-len 300" } });
-  embedder = await s.createWorkload({ name: "embedder", backend: "vllm", task_type: "embedding", model_name: "org/embed-small", config: { command: "vllm serve org/embed-small" } });
+  s = await startServing({
+    OLLAMA_HOST: `127.0.0.1:${port}`,
+    FAKE_OLLAMA_DIR: tempDir("ollama"),
+    FAKE_PULL_MS: "100",
+    FAKE_OLLAMA_UNKNOWN: "no-such-model",
+    FAKE_TOKEN_MS: "5",
+  });
+  chat = await s.createWorkload({
+    name: "chat",
+    backend: "vllm",
+    model_name: "org/chat-7b",
+    aliases: ["fast"],
+    config: {
+      command: "vllm serve org/chat-7b --enable-auto-tool-choice --tool-call-parser hermes --max-model-len 300",
+    },
+  });
+  embedder = await s.createWorkload({
+    name: "embedder",
+    backend: "vllm",
+    task_type: "embedding",
+    model_name: "org/embed-small",
+    config: { command: "vllm serve org/embed-small" },
+  });
   llama = await s.createWorkload({ name: "llama", backend: "ollama", model_name: "llama3.2", aliases: ["local"] });
   await Promise.all([chat, embedder, llama].map((w) => s.waitState(w.id)));
 });
@@ -34,7 +55,11 @@ afterAll(async () => {
 
 const weather: Tool = {
   type: "function",
-  function: { name: "get_weather", description: "Current weather for a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } },
+  function: {
+    name: "get_weather",
+    description: "Current weather for a city",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
 };
 
 /** Every part of a streamed answer. */
@@ -56,10 +81,13 @@ async function failure(p: Promise<unknown>): Promise<Error & { status_code?: num
 
 /** The usage counters of a workload once they have grown past `before` requests. */
 const usageAfter = (id: string, before: number) =>
-  waitFor(async () => {
-    const u = (await s.workload(id)).usage;
-    return u.requests > before ? u : undefined;
-  }, { what: `usage of ${id} past ${before} requests` });
+  waitFor(
+    async () => {
+      const u = (await s.workload(id)).usage;
+      return u.requests > before ? u : undefined;
+    },
+    { what: `usage of ${id} past ${before} requests` },
+  );
 
 describe("the project base: two workloads by model name and alias", () => {
   test("chat answers in Ollama's shape, named as asked, and is metered", async () => {
@@ -72,7 +100,8 @@ describe("the project base: two workloads by model name and alias", () => {
     expect(r.prompt_eval_count).toBe(2);
     expect(r.eval_count).toBe(4);
     expect(Number.isNaN(Date.parse(String(r.created_at)))).toBe(false);
-    for (const d of [r.total_duration, r.load_duration, r.prompt_eval_duration, r.eval_duration]) expect(Number.isInteger(d)).toBe(true);
+    for (const d of [r.total_duration, r.load_duration, r.prompt_eval_duration, r.eval_duration])
+      expect(Number.isInteger(d)).toBe(true);
     const after = await usageAfter(chat.id, before.requests);
     expect(after.input_tokens - before.input_tokens).toBe(2);
     expect(after.output_tokens - before.output_tokens).toBe(4);
@@ -80,7 +109,13 @@ describe("the project base: two workloads by model name and alias", () => {
 
   test("a streamed chat is NDJSON parts ending with done and the counts, and is metered", async () => {
     const before = (await s.workload(chat.id)).usage;
-    const parts = await collect(await client().chat({ model: "org/chat-7b", messages: [{ role: "user", content: "stream this please" }], stream: true }));
+    const parts = await collect(
+      await client().chat({
+        model: "org/chat-7b",
+        messages: [{ role: "user", content: "stream this please" }],
+        stream: true,
+      }),
+    );
     expect(parts.length).toBeGreaterThan(2);
     expect(parts.map((p) => p.message.content).join("")).toBe("You said: stream this please");
     expect(parts.every((p) => p.model === "org/chat-7b")).toBe(true);
@@ -97,37 +132,68 @@ describe("the project base: two workloads by model name and alias", () => {
     const r = await client().chat({ model: "fast", messages: [ask], tools: [weather], stream: false });
     expect(r.message.tool_calls).toHaveLength(1);
     expect(r.message.tool_calls![0].function).toMatchObject({ name: "get_weather", arguments: { city: "test" } });
-    const followUp = await client().chat({ model: "fast", messages: [ask, r.message, { role: "tool", content: "sunny, 21C", tool_name: "get_weather" }], tools: [weather] });
+    const followUp = await client().chat({
+      model: "fast",
+      messages: [ask, r.message, { role: "tool", content: "sunny, 21C", tool_name: "get_weather" }],
+      tools: [weather],
+    });
     expect(followUp.message.content).toBe("Tool result: sunny, 21C");
     expect(followUp.message.tool_calls).toBeUndefined();
 
-    const parts = await collect(await client().chat({ model: "fast", messages: [ask], tools: [weather], stream: true }));
+    const parts = await collect(
+      await client().chat({ model: "fast", messages: [ask], tools: [weather], stream: true }),
+    );
     const called = parts.flatMap((p) => p.message.tool_calls ?? []);
-    expect(called.map((c) => c.function)).toEqual([expect.objectContaining({ name: "get_weather", arguments: { city: "test" } })]);
+    expect(called.map((c) => c.function)).toEqual([
+      expect.objectContaining({ name: "get_weather", arguments: { city: "test" } }),
+    ]);
     expect(parts.at(-1)!.done).toBe(true);
   });
 
   test("options, format and images reach the runtime in OpenAI's terms", async () => {
-    const short = await client().chat({ model: "fast", messages: [{ role: "user", content: "one two three four" }], options: { num_predict: 2, temperature: 0.1, top_p: 0.9, seed: 7, stop: ["\n"] } });
+    const short = await client().chat({
+      model: "fast",
+      messages: [{ role: "user", content: "one two three four" }],
+      options: { num_predict: 2, temperature: 0.1, top_p: 0.9, seed: 7, stop: ["\n"] },
+    });
     expect(short.message.content).toBe("You said:");
     expect(short.done_reason).toBe("length");
-    const json = await client().chat({ model: "fast", messages: [{ role: "user", content: "as json" }], format: { type: "object", properties: { a: { type: "string" } } } });
+    const json = await client().chat({
+      model: "fast",
+      messages: [{ role: "user", content: "as json" }],
+      format: { type: "object", properties: { a: { type: "string" } } },
+    });
     expect(json.done).toBe(true);
     const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
-    const seen = await client().chat({ model: "fast", messages: [{ role: "user", content: "what is this", images: [png] }] });
+    const seen = await client().chat({
+      model: "fast",
+      messages: [{ role: "user", content: "what is this", images: [png] }],
+    });
     expect(seen.message.content).toBe("You said: what is this");
   });
 
   test("generate: plain, cut by num_predict, and streamed", async () => {
     const g = await client().generate({ model: "fast", prompt: "tell me a story" });
-    expect(g).toMatchObject({ model: "fast", response: "You said: tell me a story", done: true, done_reason: "stop", prompt_eval_count: 4, eval_count: 6 });
+    expect(g).toMatchObject({
+      model: "fast",
+      response: "You said: tell me a story",
+      done: true,
+      done_reason: "stop",
+      prompt_eval_count: 4,
+      eval_count: 6,
+    });
     const cut = await client().generate({ model: "fast", prompt: "tell me a story", options: { num_predict: 3 } });
     expect(cut).toMatchObject({ response: "You said: tell", done_reason: "length" });
     const parts = await collect(await client().generate({ model: "org/chat-7b", prompt: "go on", stream: true }));
     expect(parts.map((p) => p.response).join("")).toBe("You said: go on");
     expect(parts.at(-1)).toMatchObject({ done: true, eval_count: 4 });
     // Nothing to generate: Ollama only loads the model, and says so.
-    expect(await client().generate({ model: "fast", prompt: "" })).toMatchObject({ model: "fast", response: "", done: true, done_reason: "load" });
+    expect(await client().generate({ model: "fast", prompt: "" })).toMatchObject({
+      model: "fast",
+      response: "",
+      done: true,
+      done_reason: "load",
+    });
   });
 
   test("embed and the legacy embeddings", async () => {
@@ -146,7 +212,13 @@ describe("the project base: two workloads by model name and alias", () => {
 
   test("list, show, ps and version", async () => {
     const tags = await client().list();
-    expect(tags.models.map((m) => m.name).sort()).toEqual(["fast", "llama3.2", "local", "org/chat-7b", "org/embed-small"]);
+    expect(tags.models.map((m) => m.name).sort()).toEqual([
+      "fast",
+      "llama3.2",
+      "local",
+      "org/chat-7b",
+      "org/embed-small",
+    ]);
     const chatTag = tags.models.find((m) => m.name === "org/chat-7b")!;
     expect(chatTag.model).toBe("org/chat-7b");
     expect(chatTag.digest).toMatch(/^[0-9a-f]{64}$/);
@@ -161,7 +233,13 @@ describe("the project base: two workloads by model name and alias", () => {
     expect(local.details).toMatchObject({ format: "gguf", family: "llama" });
 
     const ps = await client().ps();
-    expect(ps.models.map((m) => m.name).sort()).toEqual(["fast", "llama3.2", "local", "org/chat-7b", "org/embed-small"]);
+    expect(ps.models.map((m) => m.name).sort()).toEqual([
+      "fast",
+      "llama3.2",
+      "local",
+      "org/chat-7b",
+      "org/embed-small",
+    ]);
     expect(Date.parse(String(ps.models[0].expires_at))).toBeGreaterThan(Date.now() + 100 * 365 * 86_400_000);
     expect(await client().version()).toEqual({ version: pkg.version });
   });
@@ -180,7 +258,11 @@ describe("errors are Ollama's {error: string}, readable in the client", () => {
     expect(e.message).toContain('"nope"');
     expect(e.message).toContain('"fast"');
     expect(e.message).not.toContain("[object Object]");
-    const raw = await fetch(`${projectBase()}/api/chat`, { method: "POST", headers: { authorization: `Bearer ${s.live}` }, body: JSON.stringify({ model: "nope", messages: [] }) });
+    const raw = await fetch(`${projectBase()}/api/chat`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.live}` },
+      body: JSON.stringify({ model: "nope", messages: [] }),
+    });
     expect(raw.status).toBe(404);
     const body = await raw.json();
     expect(Object.keys(body)).toEqual(["error"]);
@@ -200,19 +282,31 @@ describe("errors are Ollama's {error: string}, readable in the client", () => {
     const e = await failure(client().chat({ model: "fast", messages: [{ role: "user", content: long }] }));
     expect(e.status_code).toBe(400);
     expect(e.message).toContain("maximum context length is 300 tokens");
-    const after = await waitFor(async () => {
-      const u = (await s.workload(chat.id)).usage;
-      return u.errors > before.errors ? u : undefined;
-    }, { what: "the error counted" });
+    const after = await waitFor(
+      async () => {
+        const u = (await s.workload(chat.id)).usage;
+        return u.errors > before.errors ? u : undefined;
+      },
+      { what: "the error counted" },
+    );
     expect(after.errors - before.errors).toBe(1);
   });
 
   test("bad input is a 400 with a clear message, never a 500", async () => {
-    const post = (path: string, body: unknown) => fetch(`${projectBase()}/api/${path}`, { method: "POST", headers: { authorization: `Bearer ${s.live}` }, body: typeof body === "string" ? body : JSON.stringify(body) });
+    const post = (path: string, body: unknown) =>
+      fetch(`${projectBase()}/api/${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${s.live}` },
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      });
     const cases: [string, unknown, string][] = [
       ["chat", "{not json", ""],
       ["chat", { model: "fast", messages: "hi" }, "messages"],
-      ["chat", { model: "fast", messages: [{ role: "user", content: "x" }], options: { temperature: "hot" } }, "options.temperature"],
+      [
+        "chat",
+        { model: "fast", messages: [{ role: "user", content: "x" }], options: { temperature: "hot" } },
+        "options.temperature",
+      ],
       ["chat", { model: "fast", messages: [{ role: "user", content: "x" }], format: "yaml" }, "format"],
       ["generate", { model: "fast", prompt: 42 }, "prompt"],
       ["embed", { model: "org/embed-small", input: 5 }, "input"],
@@ -229,13 +323,24 @@ describe("errors are Ollama's {error: string}, readable in the client", () => {
 
 describe("streaming on the wire", () => {
   test("without `stream` the answer streams as application/x-ndjson (Ollama's default); `stream: false` is one JSON object", async () => {
-    const r = await fetch(`${projectBase()}/api/chat`, { method: "POST", headers: { authorization: `Bearer ${s.live}` }, body: JSON.stringify({ model: "fast", messages: [{ role: "user", content: "wire check" }] }) });
+    const r = await fetch(`${projectBase()}/api/chat`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.live}` },
+      body: JSON.stringify({ model: "fast", messages: [{ role: "user", content: "wire check" }] }),
+    });
     expect(r.headers.get("content-type")).toBe("application/x-ndjson");
     expect(r.headers.get("x-request-id")).toBeTruthy();
-    const lines = (await r.text()).split("\n").filter(Boolean).map((l) => JSON.parse(l) as ChatResponse);
+    const lines = (await r.text())
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as ChatResponse);
     expect(lines.at(-1)!.done).toBe(true);
     expect(lines.map((l) => l.message.content).join("")).toBe("You said: wire check");
-    const one = await fetch(`${projectBase()}/api/chat`, { method: "POST", headers: { authorization: `Bearer ${s.live}` }, body: JSON.stringify({ model: "fast", stream: false, messages: [{ role: "user", content: "wire check" }] }) });
+    const one = await fetch(`${projectBase()}/api/chat`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.live}` },
+      body: JSON.stringify({ model: "fast", stream: false, messages: [{ role: "user", content: "wire check" }] }),
+    });
     expect(one.headers.get("content-type")).toContain("application/json");
     expect((await one.json()).message.content).toBe("You said: wire check");
   });
@@ -248,8 +353,12 @@ describe("streaming on the wire", () => {
       stream.abort();
       break;
     }
-    await waitFor(() => s.events((e) => e.event === "aborted" && e.model === "org/chat-7b").length > 0, { what: "the runtime to see the client leave" });
-    await waitFor(async () => (await s.workload(chat.id)).assignments.every((a) => a.in_flight === 0), { what: "the slot freed" });
+    await waitFor(() => s.events((e) => e.event === "aborted" && e.model === "org/chat-7b").length > 0, {
+      what: "the runtime to see the client leave",
+    });
+    await waitFor(async () => (await s.workload(chat.id)).assignments.every((a) => a.in_flight === 0), {
+      what: "the slot freed",
+    });
   });
 });
 
@@ -269,18 +378,33 @@ describe("a workload's own base", () => {
 describe("an ollama-backend workload: passed through to the daemon's own API", () => {
   test("chat (plain and streamed), generate and embed reach /api/<name> on the daemon, named as asked", async () => {
     const before = (await s.workload(llama.id)).usage;
-    const traced = new Ollama({ host: projectBase(), headers: { Authorization: `Bearer ${s.live}`, "x-request-id": "trace-ollama-1" } });
+    const traced = new Ollama({
+      host: projectBase(),
+      headers: { Authorization: `Bearer ${s.live}`, "x-request-id": "trace-ollama-1" },
+    });
     const r = await traced.chat({ model: "local", messages: [{ role: "user", content: "hi daemon" }] });
-    expect(r).toMatchObject({ model: "local", message: { role: "assistant", content: "You said: hi daemon" }, done: true, prompt_eval_count: 2, eval_count: 4 });
-    const parts = await collect(await client().chat({ model: "llama3.2", messages: [{ role: "user", content: "stream daemon" }], stream: true }));
+    expect(r).toMatchObject({
+      model: "local",
+      message: { role: "assistant", content: "You said: hi daemon" },
+      done: true,
+      prompt_eval_count: 2,
+      eval_count: 4,
+    });
+    const parts = await collect(
+      await client().chat({ model: "llama3.2", messages: [{ role: "user", content: "stream daemon" }], stream: true }),
+    );
     expect(parts.map((p) => p.message.content).join("")).toBe("You said: stream daemon");
     expect(parts.at(-1)).toMatchObject({ model: "llama3.2", done: true, eval_count: 4 });
     const g = await client().generate({ model: "local", prompt: "gen daemon" });
     expect(g).toMatchObject({ model: "local", response: "You said: gen daemon", done: true });
     const e = await client().embed({ model: "local", input: "embed me" });
     expect(e.embeddings[0]).toHaveLength(8);
-    const paths = s.events((ev) => ev.event === "request" && String(ev.path).startsWith("/api/")).map((ev) => `${ev.path} ${ev.model}`);
-    expect(paths).toEqual(expect.arrayContaining(["/api/chat llama3.2", "/api/generate llama3.2", "/api/embed llama3.2"]));
+    const paths = s
+      .events((ev) => ev.event === "request" && String(ev.path).startsWith("/api/"))
+      .map((ev) => `${ev.path} ${ev.model}`);
+    expect(paths).toEqual(
+      expect.arrayContaining(["/api/chat llama3.2", "/api/generate llama3.2", "/api/embed llama3.2"]),
+    );
     // The caller's request id reached the runtime.
     expect(s.events((ev) => ev.event === "request" && ev.request_id === "trace-ollama-1")).toHaveLength(1);
     const after = await usageAfter(llama.id, before.requests + 3);
@@ -290,17 +414,26 @@ describe("an ollama-backend workload: passed through to the daemon's own API", (
   });
 
   test("the daemon's errors pass through as Ollama strings", async () => {
-    const r = await fetch(`${projectBase()}/api/generate`, { method: "POST", headers: { authorization: `Bearer ${s.live}` }, body: JSON.stringify({ model: "local", prompt: 42 }) });
+    const r = await fetch(`${projectBase()}/api/generate`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${s.live}` },
+      body: JSON.stringify({ model: "local", prompt: 42 }),
+    });
     expect(r.status).toBe(400);
     expect(typeof (await r.json()).error).toBe("string");
   });
 });
 
 describe("what a key sees", () => {
-  const keyFor = async (body: Record<string, unknown>) => (await (await s.admin(`/admin/projects/${s.project}/keys`, { body: { type: "live", ...body } })).json()).secret as string;
+  const keyFor = async (body: Record<string, unknown>) =>
+    (await (await s.admin(`/admin/projects/${s.project}/keys`, { body: { type: "live", ...body } })).json())
+      .secret as string;
 
   test("an endpoint-scoped key lists and reaches only its endpoints", async () => {
-    const scoped = client(projectBase(), await keyFor({ name: "embed-only", scope: "endpoints", endpoints: [`${s.project}/${embedder.slug}`] }));
+    const scoped = client(
+      projectBase(),
+      await keyFor({ name: "embed-only", scope: "endpoints", endpoints: [`${s.project}/${embedder.slug}`] }),
+    );
     expect((await scoped.list()).models.map((m) => m.name)).toEqual(["org/embed-small"]);
     expect((await scoped.ps()).models.map((m) => m.name)).toEqual(["org/embed-small"]);
     const e = await failure(scoped.chat({ model: "fast", messages: [{ role: "user", content: "x" }] }));
@@ -314,7 +447,9 @@ describe("what a key sees", () => {
       expect((await one.show({ model: "fast" })).capabilities).toContain("completion");
       expect((await one.chat({ model: "fast", messages: [] })).done_reason).toBe("load");
     }
-    expect((await one.chat({ model: "fast", messages: [{ role: "user", content: "still allowed" }] })).message.content).toBe("You said: still allowed");
+    expect(
+      (await one.chat({ model: "fast", messages: [{ role: "user", content: "still allowed" }] })).message.content,
+    ).toBe("You said: still allowed");
   });
 
   test("ps lists only models with a ready replica; tags lists every callable one", async () => {

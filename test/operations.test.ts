@@ -9,20 +9,31 @@ import { startServing, type Serving } from "./helpers/serving";
 import { chat, operationsSuite } from "./suites/operations";
 
 /** The value of a Prometheus sample line. */
-const sample = (text: string, name: string, labels: string) => Number(new RegExp(`^${name}\\{${labels.replace(/[+.]/g, "\\$&")}\\} ([\\d.e+-]+)$`, "m").exec(text)?.[1] ?? "NaN");
+const sample = (text: string, name: string, labels: string) =>
+  Number(new RegExp(`^${name}\\{${labels.replace(/[+.]/g, "\\$&")}\\} ([\\d.e+-]+)$`, "m").exec(text)?.[1] ?? "NaN");
 
 describe("metrics that are true", () => {
   let s: Serving;
   let w: { id: string; slug: string };
   beforeAll(async () => {
     s = await startServing({ FAKE_LOAD_MS: "50", FAKE_DELAY_MS: "300", FAKE_FIRST_TOKEN_MS: "150" });
-    w = await s.createWorkload({ name: "slow", backend: "vllm", model_name: "slow", config: { command: "vllm serve slow" } });
+    w = await s.createWorkload({
+      name: "slow",
+      backend: "vllm",
+      model_name: "slow",
+      config: { command: "vllm serve slow" },
+    });
     const [worker] = await (await s.admin("/admin/workers")).json();
     await s.admin(`/admin/workloads/${w.id}/assignments`, { body: { worker_id: worker.id, concurrency: 1 } });
-    await waitFor(async () => {
-      const d = await s.workload(w.id);
-      return d.assignments.length === 1 && d.assignments[0].concurrency === 1 && d.assignments[0].state === "ready" ? true : undefined;
-    }, { what: "one slot ready" });
+    await waitFor(
+      async () => {
+        const d = await s.workload(w.id);
+        return d.assignments.length === 1 && d.assignments[0].concurrency === 1 && d.assignments[0].state === "ready"
+          ? true
+          : undefined;
+      },
+      { what: "one slot ready" },
+    );
   });
   afterAll(() => s.stop());
 
@@ -47,11 +58,14 @@ describe("metrics that are true", () => {
     expect(sample(text, "inferd_time_to_first_token_seconds_bucket", `${l},le="0.1"`)).toBe(0);
     expect(sample(text, "inferd_time_to_first_token_seconds_count", l)).toBe(3);
     // The chart series holds complete 10 s buckets only: wait until the buckets of all three are complete.
-    const points = await waitFor(async () => {
-      const body = await (await s.admin(`/admin/metrics/series?minutes=5&workload=${w.id}`)).json();
-      const list = body.workloads[0].points as { rps: number; p50_ms: number | null; ttft_p50_ms: number | null }[];
-      return list.reduce((n, p) => n + p.rps * body.interval_s, 0) >= 3 ? list : undefined;
-    }, { what: "the three requests in complete buckets", timeoutMs: 25_000, intervalMs: 250 });
+    const points = await waitFor(
+      async () => {
+        const body = await (await s.admin(`/admin/metrics/series?minutes=5&workload=${w.id}`)).json();
+        const list = body.workloads[0].points as { rps: number; p50_ms: number | null; ttft_p50_ms: number | null }[];
+        return list.reduce((n, p) => n + p.rps * body.interval_s, 0) >= 3 ? list : undefined;
+      },
+      { what: "the three requests in complete buckets", timeoutMs: 25_000, intervalMs: 250 },
+    );
     const point = points.find((p) => p.p50_ms !== null)!;
     expect(point.p50_ms).toBeGreaterThanOrEqual(300);
     expect(point.ttft_p50_ms).toBeGreaterThanOrEqual(150);

@@ -15,20 +15,30 @@ let s: Serving;
 let w: { id: string; slug: string; [k: string]: unknown };
 
 /** The pid of the fake runtime that served request `rid` (from its FAKE_RECORD line). */
-const served = (rid: string) => s.events((e) => e.event === "request" && e.request_id === rid)[0] as unknown as { pid: number; prompt_chars: number; cached_chars: number } | undefined;
+const served = (rid: string) =>
+  s.events((e) => e.event === "request" && e.request_id === rid)[0] as unknown as
+    | { pid: number; prompt_chars: number; cached_chars: number }
+    | undefined;
 
 /**
  * Runs conversation `c` for `turns` turns, one after another (streamed), returning the request ids;
  * `before(t)` runs before turn `t` is sent.
  */
-async function converse(c: string, turns: number, before: (t: number) => Promise<unknown> = async () => {}): Promise<string[]> {
+async function converse(
+  c: string,
+  turns: number,
+  before: (t: number) => Promise<unknown> = async () => {},
+): Promise<string[]> {
   const messages: { role: string; content: string }[] = [{ role: "system", content: SYSTEM }];
   const rids: string[] = [];
   for (let t = 0; t < turns; t++) {
     await before(t);
     messages.push({ role: "user", content: `(${c}) question ${t}: which drawer holds part ${c}-${t}?` });
     const rid = `${c}-turn-${t}`;
-    const r = await s.data(w.slug, "/v1/chat/completions", { body: { model: "chat-model", messages, max_tokens: 4, stream: true }, headers: { "x-request-id": rid } });
+    const r = await s.data(w.slug, "/v1/chat/completions", {
+      body: { model: "chat-model", messages, max_tokens: 4, stream: true },
+      headers: { "x-request-id": rid },
+    });
     expect(r.status).toBe(200);
     const chunks = (await sseEvents(r)) as { choices?: { delta?: { content?: string } }[] }[];
     messages.push({ role: "assistant", content: chunks.map((e) => e.choices?.[0]?.delta?.content ?? "").join("") });
@@ -38,7 +48,10 @@ async function converse(c: string, turns: number, before: (t: number) => Promise
 }
 
 /** The pids that served some requests (waiting for their record lines). */
-const pidsOf = (rids: string[]) => waitFor(() => (rids.every((r) => served(r)) ? rids.map((r) => served(r)!.pid) : undefined), { what: "record lines of the requests" });
+const pidsOf = (rids: string[]) =>
+  waitFor(() => (rids.every((r) => served(r)) ? rids.map((r) => served(r)!.pid) : undefined), {
+    what: "record lines of the requests",
+  });
 
 /** A counter of `/metrics` for this workload. */
 async function metric(name: string): Promise<number> {
@@ -48,16 +61,37 @@ async function metric(name: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  s = await startServing({ FAKE_GPUS: "3x NVIDIA GeForce RTX 4090:24564", FAKE_PREFILL_MS_PER_KCHAR: "2", FAKE_DELAY_MS: "3000" });
-  w = await s.createWorkload({ name: "chat", backend: "vllm", model_name: "chat-model", config: { command: "vllm serve chat-model" }, execution_params: { replicas: 3 } });
-  await waitFor(async () => ((await s.workload(w.id)).assignments.filter((a) => a.state === "ready").length === 3 ? true : undefined), { what: "three ready replicas", timeoutMs: 60_000, detail: () => s.output() });
+  s = await startServing({
+    FAKE_GPUS: "3x NVIDIA GeForce RTX 4090:24564",
+    FAKE_PREFILL_MS_PER_KCHAR: "2",
+    FAKE_DELAY_MS: "3000",
+  });
+  w = await s.createWorkload({
+    name: "chat",
+    backend: "vllm",
+    model_name: "chat-model",
+    config: { command: "vllm serve chat-model" },
+    execution_params: { replicas: 3 },
+  });
+  await waitFor(
+    async () =>
+      (await s.workload(w.id)).assignments.filter((a) => a.state === "ready").length === 3 ? true : undefined,
+    { what: "three ready replicas", timeoutMs: 60_000, detail: () => s.output() },
+  );
   // Every replica takes requests once one-off prompts have reached all three processes.
   let n = 0;
-  await waitFor(async () => {
-    const rids = await converse(`probe${n++}`, 1);
-    await pidsOf(rids);
-    return new Set(s.events((e) => e.event === "request" && String(e.request_id).startsWith("probe")).map((e) => e.pid)).size === 3 ? true : undefined;
-  }, { what: "requests on all three replicas", timeoutMs: 30_000 });
+  await waitFor(
+    async () => {
+      const rids = await converse(`probe${n++}`, 1);
+      await pidsOf(rids);
+      return new Set(
+        s.events((e) => e.event === "request" && String(e.request_id).startsWith("probe")).map((e) => e.pid),
+      ).size === 3
+        ? true
+        : undefined;
+    },
+    { what: "requests on all three replicas", timeoutMs: 30_000 },
+  );
 }, 120_000);
 
 afterAll(() => s?.stop());
@@ -98,8 +132,14 @@ describe("routing between replicas", () => {
     const holders: Promise<Response>[] = [];
     const rids = await converse("scatter", 2, async (t) => {
       if (t === 0) return;
-      holders.push(s.data(w.slug, "/v1/chat/completions", { body: { model: "chat-model", messages: [{ role: "user", content: "a slow one-off" }], max_tokens: 2 } }));
-      await waitFor(async () => ((await busy()) === 1 ? true : undefined), { what: "the other client's request in flight" });
+      holders.push(
+        s.data(w.slug, "/v1/chat/completions", {
+          body: { model: "chat-model", messages: [{ role: "user", content: "a slow one-off" }], max_tokens: 2 },
+        }),
+      );
+      await waitFor(async () => ((await busy()) === 1 ? true : undefined), {
+        what: "the other client's request in flight",
+      });
     });
     expect(new Set(await pidsOf(rids)).size).toBe(2);
     expect(await metric("inferd_prefix_routed_total")).toBe(routed);
@@ -114,13 +154,23 @@ describe("routing between replicas", () => {
       expect(r.status).toBe(400);
       expect((await r.json()).error).toMatchObject({ code: "validation_error", field: "routing" });
     }
-    const api = (path: string, init: { method?: string; body?: unknown }) => fetch(s.url + path, { method: init.method, headers: { authorization: `Bearer ${s.sdk}`, "content-type": "application/json" }, body: JSON.stringify(init.body) });
+    const api = (path: string, init: { method?: string; body?: unknown }) =>
+      fetch(s.url + path, {
+        method: init.method,
+        headers: { authorization: `Bearer ${s.sdk}`, "content-type": "application/json" },
+        body: JSON.stringify(init.body),
+      });
     const bad = await api(`/api/workloads/${w.id}`, { method: "PATCH", body: { routing: "sticky" } });
     expect(bad.status).toBe(400);
     expect((await bad.json()).error).toMatchObject({ field: "routing" });
     const ok = await api(`/api/workloads/${w.id}`, { method: "PATCH", body: { routing: "prefix" } });
     expect(ok.status).toBe(200);
     expect(await ok.json()).toMatchObject({ routing: "prefix", routing_is_default: false });
-    expect([defaultRouting("text2text"), defaultRouting("image2text"), defaultRouting("embedding"), defaultRouting("text2image")]).toEqual(["prefix", "prefix", "least_loaded", "least_loaded"]);
+    expect([
+      defaultRouting("text2text"),
+      defaultRouting("image2text"),
+      defaultRouting("embedding"),
+      defaultRouting("text2image"),
+    ]).toEqual(["prefix", "prefix", "least_loaded", "least_loaded"]);
   });
 });

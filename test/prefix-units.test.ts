@@ -10,7 +10,14 @@ import { dispatchWith, withAffinity } from "../src/dataplane/forward";
 import { BUCKET_MS, MetricsStore } from "../src/usage/series";
 
 const SYSTEM = `You are the support assistant of a hardware shop. ${"Answer politely and cite the manual. ".repeat(135)}`;
-const TOOLS = Array.from({ length: 6 }, (_, i) => ({ type: "function", function: { name: `tool_${i}`, description: `Looks up thing ${i} in the catalogue. `.repeat(8), parameters: { type: "object", properties: { id: { type: "string" } } } } }));
+const TOOLS = Array.from({ length: 6 }, (_, i) => ({
+  type: "function",
+  function: {
+    name: `tool_${i}`,
+    description: `Looks up thing ${i} in the catalogue. `.repeat(8),
+    parameters: { type: "object", properties: { id: { type: "string" } } },
+  },
+}));
 
 /** Turn `turns` of conversation `c`: system, tools, the history so far and a new user message. */
 function chat(c: number, turns: number): Record<string, unknown> {
@@ -24,7 +31,14 @@ function chat(c: number, turns: number): Record<string, unknown> {
 
 const replica = (id: string, inFlight = 0, capacity = 100) => ({ id, inFlight, capacity });
 const IDS = ["asg_a", "asg_b", "asg_c", "asg_d"];
-const target = (id: string, capacity = 100): Target => ({ id, workloadId: "w", workerId: "wk", capacity, inFlight: 0, send: async () => new Response("ok") });
+const target = (id: string, capacity = 100): Target => ({
+  id,
+  workloadId: "w",
+  workerId: "wk",
+  capacity,
+  inFlight: 0,
+  send: async () => new Response("ok"),
+});
 
 describe("a prompt's prefix hashes", () => {
   test("every turn of a conversation has the same key; another conversation, system prompt or tool set has another", () => {
@@ -33,7 +47,9 @@ describe("a prompt's prefix hashes", () => {
     expect(prefixAffinity(chat(1, 3)).at(-1)).not.toBe(keys[0]);
     const other = chat(0, 3);
     expect(prefixAffinity({ ...other, tools: TOOLS.slice(1) }).at(-1)).not.toBe(keys[0]);
-    const messages = (other.messages as { role: string; content: string }[]).map((m) => (m.role === "system" ? { ...m, content: `${m.content}!` } : m));
+    const messages = (other.messages as { role: string; content: string }[]).map((m) =>
+      m.role === "system" ? { ...m, content: `${m.content}!` } : m,
+    );
     expect(prefixAffinity({ ...other, messages }).at(-1)).not.toBe(keys[0]);
   });
 
@@ -47,11 +63,29 @@ describe("a prompt's prefix hashes", () => {
   });
 
   test("Messages, Responses, completions and Ollama bodies have a key too; a body without a prompt has none", () => {
-    const messages = { model: "m", system: SYSTEM, messages: [{ role: "user", content: [{ type: "text", text: "hello" }] }] };
+    const messages = {
+      model: "m",
+      system: SYSTEM,
+      messages: [{ role: "user", content: [{ type: "text", text: "hello" }] }],
+    };
     expect(prefixAffinity(messages).length).toBeGreaterThan(1);
-    expect(prefixAffinity({ ...messages, messages: [...messages.messages, { role: "assistant", content: "hi" }, { role: "user", content: "more" }] }).at(-1)).toBe(prefixAffinity(messages).at(-1));
+    expect(
+      prefixAffinity({
+        ...messages,
+        messages: [...messages.messages, { role: "assistant", content: "hi" }, { role: "user", content: "more" }],
+      }).at(-1),
+    ).toBe(prefixAffinity(messages).at(-1));
     const responses = { model: "m", instructions: SYSTEM, input: "hello" };
-    expect(prefixAffinity(responses).at(-1)).toBe(prefixAffinity({ ...responses, input: [{ role: "user", content: "hello" }, { role: "assistant", content: "hi" }, { role: "user", content: "more" }] }).at(-1));
+    expect(prefixAffinity(responses).at(-1)).toBe(
+      prefixAffinity({
+        ...responses,
+        input: [
+          { role: "user", content: "hello" },
+          { role: "assistant", content: "hi" },
+          { role: "user", content: "more" },
+        ],
+      }).at(-1),
+    );
     expect(prefixAffinity({ model: "m", prompt: "Once upon a time" })).toHaveLength(1);
     expect(prefixAffinity({ model: "m", system: "be brief", prompt: "why?" })).toHaveLength(1);
     expect(prefixAffinity({ model: "m", input: 3 })).toEqual([]);
@@ -137,13 +171,28 @@ describe("the dispatcher routing by prefix", () => {
     expect(ticket.affinity?.length).toBeGreaterThan(0);
     expect(withAffinity(d, { ...w, routing: "least_loaded" }, chat(5, 1)).affinity).toBeUndefined();
     const held = [];
-    for (let i = 0; i < 3; i++) held.push(await dispatchWith(d, "w", new AbortController().signal, async () => new Response("ok"), withAffinity(d, w, chat(5, i + 1))));
+    for (let i = 0; i < 3; i++)
+      held.push(
+        await dispatchWith(
+          d,
+          "w",
+          new AbortController().signal,
+          async () => new Response("ok"),
+          withAffinity(d, w, chat(5, i + 1)),
+        ),
+      );
     // First turn on its replica; the second while the first holds a slot: bound ⌈1.25 × 2 / 4⌉ = 1, so it spills.
     expect(held[0].slot.target.id).toBe(d.prefix.owner("w", ticket.affinity!)!);
     expect(held[1].slot.target.id).not.toBe(held[0].slot.target.id);
     expect(d.prefix.counts.get("w")).toEqual({ routed: 3, hits: 1 });
     for (const h of held) h.slot.release();
-    const again = await dispatchWith(d, "w", new AbortController().signal, async () => new Response("ok"), withAffinity(d, w, chat(5, 4)));
+    const again = await dispatchWith(
+      d,
+      "w",
+      new AbortController().signal,
+      async () => new Response("ok"),
+      withAffinity(d, w, chat(5, 4)),
+    );
     expect(again.slot.target.id).toBe(held[0].slot.target.id);
     expect(d.prefix.counts.get("w")).toEqual({ routed: 4, hits: 2 });
   });
@@ -165,7 +214,9 @@ describe("the dispatcher routing by prefix", () => {
     const t0 = performance.now();
     for (let i = 0; i < N; i++) d.prefix.choose("w", d.targetsOf("w"), withAffinity(d, w, body).affinity!);
     const us = ((performance.now() - t0) * 1000) / N;
-    console.log(`prefix routing cost: ${us.toFixed(1)} µs per request (${JSON.stringify(body).length} byte chat body: hash the opening + pick on the ring)`);
+    console.log(
+      `prefix routing cost: ${us.toFixed(1)} µs per request (${JSON.stringify(body).length} byte chat body: hash the opening + pick on the ring)`,
+    );
     expect(us).toBeGreaterThan(0);
   });
 });

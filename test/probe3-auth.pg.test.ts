@@ -10,15 +10,21 @@ let a: TestServer;
 let b: TestServer;
 beforeAll(async () => {
   a = await startTestServer({}, { engine: "postgres" });
-  b = await startTestServer({ INFERD_DATABASE_URL: a.storeEnv.INFERD_DATABASE_URL, INFERD_ADMIN_TOKEN: a.adminToken }, { engine: "postgres" });
-  expect((await a.admin("/admin/users", { body: { email: "hana@example.com", role: "viewer", password: PASSWORD } })).status).toBe(201);
+  b = await startTestServer(
+    { INFERD_DATABASE_URL: a.storeEnv.INFERD_DATABASE_URL, INFERD_ADMIN_TOKEN: a.adminToken },
+    { engine: "postgres" },
+  );
+  expect(
+    (await a.admin("/admin/users", { body: { email: "hana@example.com", role: "viewer", password: PASSWORD } })).status,
+  ).toBe(201);
 });
 afterAll(async () => {
   await b?.close();
   await a?.close();
 });
 
-const guess = (srv: TestServer, password: string) => srv.call("/admin/session", undefined, { body: { email: "hana@example.com", password } });
+const guess = (srv: TestServer, password: string) =>
+  srv.call("/admin/session", undefined, { body: { email: "hana@example.com", password } });
 
 test("15 concurrent wrong guesses at each of two hosts: at most 5 are checked in all; then the right password is refused on both", async () => {
   const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => guess(i % 2 ? b : a, `guess number ${i}`)));

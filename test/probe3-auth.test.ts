@@ -10,7 +10,8 @@ import { sqliteOf } from "../src/db";
 
 const PASSWORD = "correct horse battery";
 const SECRET = "s3cret-of-the-inferd-client";
-const errorOf = async (r: Response) => ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
+const errorOf = async (r: Response) =>
+  ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
 
 /** Signs in with an e-mail and password; the answer and the session cookie (`name=value`). */
 async function signIn(srv: TestServer, email: string, password: string): Promise<{ r: Response; cookie: string }> {
@@ -19,18 +20,24 @@ async function signIn(srv: TestServer, email: string, password: string): Promise
 }
 
 /** An /admin call riding on a session cookie from our own origin, as the dashboard makes it. */
-const asCookie = (srv: TestServer, cookie: string, path: string, init: { method?: string; body?: unknown } = {}) => srv.call(path, undefined, { ...init, headers: { cookie, origin: srv.url } });
+const asCookie = (srv: TestServer, cookie: string, path: string, init: { method?: string; body?: unknown } = {}) =>
+  srv.call(path, undefined, { ...init, headers: { cookie, origin: srv.url } });
 
 describe("password guesses sent at once (item 5)", () => {
   let t: TestServer;
   beforeAll(async () => {
     t = await startTestServer();
-    expect((await t.admin("/admin/users", { body: { email: "gina@example.com", role: "viewer", password: PASSWORD } })).status).toBe(201);
+    expect(
+      (await t.admin("/admin/users", { body: { email: "gina@example.com", role: "viewer", password: PASSWORD } }))
+        .status,
+    ).toBe(201);
   });
   afterAll(() => t.close());
 
   test("30 concurrent wrong guesses: at most 5 are checked, the rest get 429 before any hash; then the right password is refused too", async () => {
-    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => signIn(t, "gina@example.com", `guess number ${i}`)));
+    const answers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => signIn(t, "gina@example.com", `guess number ${i}`)),
+    );
     const statuses = answers.map((a) => a.r.status);
     expect(statuses.every((s) => s === 401 || s === 429)).toBe(true);
     expect(statuses.filter((s) => s === 401).length).toBeLessThanOrEqual(5);
@@ -50,7 +57,11 @@ describe("changing one's own password (item 16)", () => {
   const made: Record<string, string> = {};
   beforeAll(async () => {
     t = await startTestServer();
-    for (const [email, role] of [["uma@example.com", "viewer"], ["ada@example.com", "admin"], ["vic@example.com", "viewer"]]) {
+    for (const [email, role] of [
+      ["uma@example.com", "viewer"],
+      ["ada@example.com", "admin"],
+      ["vic@example.com", "viewer"],
+    ]) {
       const r = await t.admin("/admin/users", { body: { email, role, password: PASSWORD } });
       made[email] = (await r.json()).id;
     }
@@ -60,28 +71,56 @@ describe("changing one's own password (item 16)", () => {
   test("a user needs current_password: missing is 400 at the field, wrong is 403 wrong_current_password, right changes it", async () => {
     const { cookie } = await signIn(t, "uma@example.com", PASSWORD);
     const id = made["uma@example.com"];
-    const missing = await asCookie(t, cookie, `/admin/users/${id}`, { method: "PATCH", body: { password: "a stolen session's pick" } });
+    const missing = await asCookie(t, cookie, `/admin/users/${id}`, {
+      method: "PATCH",
+      body: { password: "a stolen session's pick" },
+    });
     expect(missing.status).toBe(400);
     expect(await errorOf(missing)).toMatchObject({ code: "validation_error", field: "current_password" });
-    const wrong = await asCookie(t, cookie, `/admin/users/${id}`, { method: "PATCH", body: { password: "a stolen session's pick", current_password: "not my password" } });
+    const wrong = await asCookie(t, cookie, `/admin/users/${id}`, {
+      method: "PATCH",
+      body: { password: "a stolen session's pick", current_password: "not my password" },
+    });
     expect(wrong.status).toBe(403);
     expect(await errorOf(wrong)).toMatchObject({ code: "wrong_current_password", field: "current_password" });
     // The session survives a wrong current password, and the password is unchanged.
     expect((await asCookie(t, cookie, "/admin/me")).status).toBe(200);
     expect((await signIn(t, "uma@example.com", "a stolen session's pick")).r.status).toBe(401);
-    const right = await asCookie(t, cookie, `/admin/users/${id}`, { method: "PATCH", body: { password: "my own new passphrase", current_password: PASSWORD } });
+    const right = await asCookie(t, cookie, `/admin/users/${id}`, {
+      method: "PATCH",
+      body: { password: "my own new passphrase", current_password: PASSWORD },
+    });
     expect(right.status).toBe(200);
     expect((await signIn(t, "uma@example.com", "my own new passphrase")).r.status).toBe(200);
     // A name change needs no password.
-    expect((await asCookie(t, cookie, `/admin/users/${id}`, { method: "PATCH", body: { name: "Uma" } })).status).toBe(200);
+    expect((await asCookie(t, cookie, `/admin/users/${id}`, { method: "PATCH", body: { name: "Uma" } })).status).toBe(
+      200,
+    );
   });
 
   test("an admin user resetting another's password, or the admin token, needs none; an admin's own needs theirs", async () => {
     const { cookie } = await signIn(t, "ada@example.com", PASSWORD);
-    expect((await asCookie(t, cookie, `/admin/users/${made["vic@example.com"]}`, { method: "PATCH", body: { password: "reset by an admin user" } })).status).toBe(200);
+    expect(
+      (
+        await asCookie(t, cookie, `/admin/users/${made["vic@example.com"]}`, {
+          method: "PATCH",
+          body: { password: "reset by an admin user" },
+        })
+      ).status,
+    ).toBe(200);
     expect((await signIn(t, "vic@example.com", "reset by an admin user")).r.status).toBe(200);
-    expect((await t.admin(`/admin/users/${made["vic@example.com"]}`, { method: "PATCH", body: { password: "reset by the admin token" } })).status).toBe(200);
-    const own = await asCookie(t, cookie, `/admin/users/${made["ada@example.com"]}`, { method: "PATCH", body: { password: "ada's new passphrase" } });
+    expect(
+      (
+        await t.admin(`/admin/users/${made["vic@example.com"]}`, {
+          method: "PATCH",
+          body: { password: "reset by the admin token" },
+        })
+      ).status,
+    ).toBe(200);
+    const own = await asCookie(t, cookie, `/admin/users/${made["ada@example.com"]}`, {
+      method: "PATCH",
+      body: { password: "ada's new passphrase" },
+    });
     expect(own.status).toBe(400);
     expect((await errorOf(own)).field).toBe("current_password");
   });
@@ -99,7 +138,11 @@ describe("single sign-on (items 6, 7, 8, 17)", () => {
         { sub: "verified-boss", email: "chief@example.com", email_verified: true, name: "Chief" },
       ],
     });
-    sso = await startTestServer({ INFERD_OIDC_ISSUER: idp.issuer, INFERD_OIDC_CLIENT_ID: "inferd", INFERD_OIDC_CLIENT_SECRET: SECRET });
+    sso = await startTestServer({
+      INFERD_OIDC_ISSUER: idp.issuer,
+      INFERD_OIDC_CLIENT_ID: "inferd",
+      INFERD_OIDC_CLIENT_SECRET: SECRET,
+    });
     idp.setClient({ client_id: "inferd", client_secret: SECRET, redirect_uris: [`${sso.url}/auth/oidc/callback`] });
   });
   afterAll(async () => {
@@ -112,19 +155,31 @@ describe("single sign-on (items 6, 7, 8, 17)", () => {
 
   /** Starts a sign-in as a browser would: the provider URL and the cookie inferd set (`name=value`, or "" when none). */
   async function start(returnTo?: string, headers: Record<string, string> = {}): Promise<{ url: URL; cookie: string }> {
-    const r = await get(`${sso.url}/auth/oidc/start${returnTo === undefined ? "" : `?return_to=${encodeURIComponent(returnTo)}`}`, headers);
+    const r = await get(
+      `${sso.url}/auth/oidc/start${returnTo === undefined ? "" : `?return_to=${encodeURIComponent(returnTo)}`}`,
+      headers,
+    );
     expect(r.status).toBe(302);
     const set = r.headers.getSetCookie().find((c) => c.startsWith("inferd_oidc="));
     return { url: new URL(r.headers.get("location")!, sso.url), cookie: set?.split(";")[0] ?? "" };
   }
 
   /** Opens the provider's callback URL in a browser holding `cookie`: where it lands and the session it got. */
-  async function callback(url: URL, cookie: string): Promise<{ location: string; session: string | undefined; error: string | null }> {
+  async function callback(
+    url: URL,
+    cookie: string,
+  ): Promise<{ location: string; session: string | undefined; error: string | null }> {
     const r = await get(url, cookie ? { cookie } : {});
     expect(r.status).toBe(302);
     const location = r.headers.get("location")!;
-    const session = r.headers.getSetCookie().find((c) => c.startsWith("inferd_session=") && !c.startsWith("inferd_session=;"));
-    return { location, session: session?.split(";")[0], error: new URL(location, "http://x").searchParams.get("error") };
+    const session = r.headers
+      .getSetCookie()
+      .find((c) => c.startsWith("inferd_session=") && !c.startsWith("inferd_session=;"));
+    return {
+      location,
+      session: session?.split(";")[0],
+      error: new URL(location, "http://x").searchParams.get("error"),
+    };
   }
 
   /** A whole sign-in of `login` in one browser. */
@@ -133,17 +188,26 @@ describe("single sign-on (items 6, 7, 8, 17)", () => {
     return callback(await idp.signIn(s.url.href, login), s.cookie);
   }
 
-  const userOf = async (email: string) => ((await (await sso.admin("/admin/users")).json()) as { email: string; source: string; id: string }[]).find((u) => u.email === email);
+  const userOf = async (email: string) =>
+    ((await (await sso.admin("/admin/users")).json()) as { email: string; source: string; id: string }[]).find(
+      (u) => u.email === email,
+    );
 
   test("item 6: a provider account without email_verified does not take over the local admin of that e-mail", async () => {
-    expect((await sso.admin("/admin/users", { body: { email: "boss@example.com", role: "admin", password: PASSWORD } })).status).toBe(201);
+    expect(
+      (await sso.admin("/admin/users", { body: { email: "boss@example.com", role: "admin", password: PASSWORD } }))
+        .status,
+    ).toBe(201);
     const r = await signInSso("mallory");
     expect(r.session).toBeUndefined();
     expect(r.error).toContain("verified");
     expect((await userOf("boss@example.com"))?.source).toBe("local");
     // The admin's password still works, and a verified e-mail still links as before.
     expect((await signIn(sso, "boss@example.com", PASSWORD)).r.status).toBe(200);
-    expect((await sso.admin("/admin/users", { body: { email: "chief@example.com", role: "operator", password: PASSWORD } })).status).toBe(201);
+    expect(
+      (await sso.admin("/admin/users", { body: { email: "chief@example.com", role: "operator", password: PASSWORD } }))
+        .status,
+    ).toBe(201);
     const linked = await signInSso("verified-boss");
     expect(linked.error).toBeNull();
     expect(linked.session).toBeTruthy();
@@ -191,7 +255,10 @@ describe("single sign-on (items 6, 7, 8, 17)", () => {
     const rowsInStore = () => {
       const sqlite = sqliteOf(sso.store.db);
       const tables = sqlite.query("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[];
-      return tables.reduce((n, t) => n + (sqlite.query(`SELECT count(*) AS c FROM "${t.name}"`).get() as { c: number }).c, 0);
+      return tables.reduce(
+        (n, t) => n + (sqlite.query(`SELECT count(*) AS c FROM "${t.name}"`).get() as { c: number }).c,
+        0,
+      );
     };
     const before = rowsInStore();
     let next = 0;
@@ -229,7 +296,9 @@ describe("a sign-in body that trickles in (item 18)", () => {
     const closed = new Promise<number>((resolve) => sock.on("close", () => resolve(Date.now() - began)));
     sock.on("data", (d) => (answer += d));
     sock.on("error", () => {});
-    sock.write(`POST /admin/session HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"email":`);
+    sock.write(
+      `POST /admin/session HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"email":`,
+    );
     // One byte every half second: never idle long enough for an idle timeout.
     const drip = setInterval(() => sock.writable && sock.write(" "), 500);
     // Without a bound it would go on for 100 s (200 bytes); give up well before, saying so.

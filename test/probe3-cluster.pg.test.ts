@@ -29,7 +29,14 @@ describe("cluster rate limits count a sliding minute (the store's counts, a cloc
   beforeAll(async () => {
     const url = await (await testPostgres()).createDatabase();
     stores = [await openPgStore(url, 4), await openPgStore(url, 4)];
-    hosts = stores.map((s) => new SharedLimits(s.db, () => 2, () => clock));
+    hosts = stores.map(
+      (s) =>
+        new SharedLimits(
+          s.db,
+          () => 2,
+          () => clock,
+        ),
+    );
   });
   afterAll(async () => {
     for (const h of hosts) await h.stop();
@@ -79,13 +86,19 @@ describe("cluster rate limits count a sliding minute (the store's counts, a cloc
     for (const h of hosts) h.start();
     expect(await hosts[1].tokensNow("key_tokens")).toBe(0);
     hosts[0].addTokens("key_tokens", 500);
-    await waitFor(async () => (await hosts[1].tokensNow("key_tokens")) === 500 || undefined, { what: "host 2 reading host 1's tokens" });
+    await waitFor(async () => (await hosts[1].tokensNow("key_tokens")) === 500 || undefined, {
+      what: "host 2 reading host 1's tokens",
+    });
     clock = minute + 5_000;
     // Let a sum of host 2's pass under the new clock: the tokens are still in the window.
-    await waitFor(async () => (await hosts[1].tokensNow("key_tokens")) === 500 || undefined, { what: "the tokens still counted" });
+    await waitFor(async () => (await hosts[1].tokensNow("key_tokens")) === 500 || undefined, {
+      what: "the tokens still counted",
+    });
     expect(hosts[1].tokensResetMs("key_tokens")).toBeGreaterThan(40_000);
     clock = minute + 60_000;
-    await waitFor(async () => (await hosts[1].tokensNow("key_tokens")) === 0 || undefined, { what: "the tokens out of the window" });
+    await waitFor(async () => (await hosts[1].tokensNow("key_tokens")) === 0 || undefined, {
+      what: "the tokens out of the window",
+    });
   });
 });
 
@@ -96,27 +109,55 @@ describe("two hosts on one database", () => {
   let w: { id: string; slug: string };
   /** A host: its own machine with one fake GPU; a non-streamed answer takes 4 s (jobs are slow), a streamed one is quick. */
   const host = () =>
-    startServing({ INFERD_DATABASE_URL: url, INFERD_ADMIN_TOKEN: TOKEN, INFERD_WORKER_TIMEOUT_MS: "4000", FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_GPU_USAGE_DIR: tempDir("gpu"), FAKE_DELAY_MS: "4000" });
+    startServing({
+      INFERD_DATABASE_URL: url,
+      INFERD_ADMIN_TOKEN: TOKEN,
+      INFERD_WORKER_TIMEOUT_MS: "4000",
+      FAKE_GPUS: "1x NVIDIA L4:23034",
+      FAKE_GPU_USAGE_DIR: tempDir("gpu"),
+      FAKE_DELAY_MS: "4000",
+    });
 
   beforeAll(async () => {
     url = await (await testPostgres()).createDatabase();
     a = await host();
     b = await host();
-    await waitFor(async () => ((await (await a.admin("/admin/workers")).json()) as { state: string }[]).filter((x) => x.state === "online").length === 2 || undefined, { what: "both hosts' machines online", timeoutMs: 30_000 });
-    w = await a.createWorkload({ name: "probe", backend: "vllm", model_name: "probe-model", config: { command: "vllm serve probe-model" }, execution_params: { replicas: 2 } });
-    await waitFor(async () => {
-      const d = await a.workload(w.id);
-      return d.assignments.length === 2 && d.assignments.every((x) => x.state === "ready") || undefined;
-    }, { what: "two replicas ready", timeoutMs: 60_000 });
+    await waitFor(
+      async () =>
+        ((await (await a.admin("/admin/workers")).json()) as { state: string }[]).filter((x) => x.state === "online")
+          .length === 2 || undefined,
+      { what: "both hosts' machines online", timeoutMs: 30_000 },
+    );
+    w = await a.createWorkload({
+      name: "probe",
+      backend: "vllm",
+      model_name: "probe-model",
+      config: { command: "vllm serve probe-model" },
+      execution_params: { replicas: 2 },
+    });
+    await waitFor(
+      async () => {
+        const d = await a.workload(w.id);
+        return (d.assignments.length === 2 && d.assignments.every((x) => x.state === "ready")) || undefined;
+      },
+      { what: "two replicas ready", timeoutMs: 60_000 },
+    );
   }, 120_000);
   afterAll(async () => {
     await Promise.all([a, b].map((s) => s?.stop().catch(() => 0)));
   });
 
   test("a 60 rpm key: bursts through both hosts on either side of a wall-clock minute boundary pass 60 at most", async () => {
-    const key = await (await a.admin(`/admin/projects/${a.project}/keys`, { body: { name: "rpm-60", type: "live", limits: { rpm: 60 } } })).json();
+    const key = await (
+      await a.admin(`/admin/projects/${a.project}/keys`, {
+        body: { name: "rpm-60", type: "live", limits: { rpm: 60 } },
+      })
+    ).json();
     const chat = async (s: Serving) => {
-      const r = await s.data(w.slug, "/v1/chat/completions", { body: { stream: true, max_tokens: 1, messages: [{ role: "user", content: "count me" }] }, token: key.secret });
+      const r = await s.data(w.slug, "/v1/chat/completions", {
+        body: { stream: true, max_tokens: 1, messages: [{ role: "user", content: "count me" }] },
+        token: key.secret,
+      });
       await r.text();
       return r;
     };
@@ -126,14 +167,22 @@ describe("two hosts on one database", () => {
       return answers;
     };
     // Start 10 to 20 s before a minute ends, so both bursts fall within 30 s of each other.
-    await waitFor(() => (Date.now() % MINUTE >= 40_000 && Date.now() % MINUTE < 50_000) || undefined, { what: "a minute with 10 to 20 s left", timeoutMs: MINUTE, intervalMs: 100 });
+    await waitFor(() => (Date.now() % MINUTE >= 40_000 && Date.now() % MINUTE < 50_000) || undefined, {
+      what: "a minute with 10 to 20 s left",
+      timeoutMs: MINUTE,
+      intervalMs: 100,
+    });
     const started = Date.now();
     const first = await burst(70);
     const passedFirst = first.filter((r) => r.status === 200).length;
     expect(first.every((r) => r.status === 200 || r.status === 429)).toBe(true);
     expect(passedFirst).toBeGreaterThanOrEqual(40);
     const minute = Math.floor(started / MINUTE);
-    await waitFor(() => Math.floor(Date.now() / MINUTE) > minute || undefined, { what: "the next wall-clock minute", timeoutMs: MINUTE, intervalMs: 100 });
+    await waitFor(() => Math.floor(Date.now() / MINUTE) > minute || undefined, {
+      what: "the next wall-clock minute",
+      timeoutMs: MINUTE,
+      intervalMs: 100,
+    });
     const second = await burst(40);
     expect(Date.now() - started).toBeLessThan(MINUTE);
     const passed = passedFirst + second.filter((r) => r.status === 200).length;
@@ -147,25 +196,44 @@ describe("two hosts on one database", () => {
     const hostA = (await (await a.admin("/admin/info")).json()).cluster.host_id as string;
     const ids: string[] = [];
     for (let i = 0; i < 4; i++) {
-      const r = await a.data(w.slug, "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: `job ${i}` }] } } });
+      const r = await a.data(w.slug, "/jobs", {
+        body: { kind: "chat", body: { messages: [{ role: "user", content: `job ${i}` }] } },
+      });
       expect(r.status).toBe(202);
       ids.push((await r.json()).job_id);
     }
     const db = new SQL(url);
     try {
       // Every job taken, some by host a (their runtime answers after 4 s).
-      const states = () => db.unsafe(`SELECT status, claimed_by FROM jobs WHERE id IN (${ids.map((_, i) => `$${i + 1}`).join(", ")})`, ids) as Promise<{ status: string; claimed_by: string | null }[]>;
-      await waitFor(async () => {
-        const st = await states();
-        return (st.every((j) => j.status === "running") && st.some((j) => j.claimed_by === hostA)) || undefined;
-      }, { what: "the jobs running, some on host a", timeoutMs: 10_000, intervalMs: 50 });
+      const states = () =>
+        db.unsafe(
+          `SELECT status, claimed_by FROM jobs WHERE id IN (${ids.map((_, i) => `$${i + 1}`).join(", ")})`,
+          ids,
+        ) as Promise<{ status: string; claimed_by: string | null }[]>;
+      await waitFor(
+        async () => {
+          const st = await states();
+          return (st.every((j) => j.status === "running") && st.some((j) => j.claimed_by === hostA)) || undefined;
+        },
+        { what: "the jobs running, some on host a", timeoutMs: 10_000, intervalMs: 50 },
+      );
       await a.kill9();
       const killed = Date.now();
       let last: string[] = [];
-      await waitFor(async () => {
-        last = await Promise.all(ids.map(async (id) => (await (await b.data(w.slug, `/jobs/${id}`)).json()).status as string));
-        return last.every((s) => s === "completed") || undefined;
-      }, { what: "every job completed through host b", timeoutMs: 30_000, intervalMs: 250, detail: () => JSON.stringify(last) });
+      await waitFor(
+        async () => {
+          last = await Promise.all(
+            ids.map(async (id) => (await (await b.data(w.slug, `/jobs/${id}`)).json()).status as string),
+          );
+          return last.every((s) => s === "completed") || undefined;
+        },
+        {
+          what: "every job completed through host b",
+          timeoutMs: 30_000,
+          intervalMs: 250,
+          detail: () => JSON.stringify(last),
+        },
+      );
       expect(Date.now() - killed).toBeLessThan(30_000);
     } finally {
       await db.close();

@@ -18,7 +18,12 @@ let wl: { id: string; slug: string; runtime: string; assignment: string };
 beforeAll(async () => {
   // Every request holds its slot for a while, so a second one has to wait in the queue.
   s = await pool.serve({ FAKE_DELAY_MS: "1500" });
-  const w = await s.createWorkload({ name: "probed", backend: "vllm", model_name: "org/probed", config: { command: "vllm serve org/probed" } });
+  const w = await s.createWorkload({
+    name: "probed",
+    backend: "vllm",
+    model_name: "org/probed",
+    config: { command: "vllm serve org/probed" },
+  });
   const ready = await s.waitState(w.id);
   wl = { id: w.id, slug: w.slug, runtime: ready.assignments[0].base_url!, assignment: ready.assignments[0].id };
 }, 120_000);
@@ -31,18 +36,24 @@ type Row = { id: string; request_id: string | null; status: number; route: strin
 
 /** The inspector's rows of the workload whose client request id is `rid`, once `n` are written. */
 const rowsWith = (rid: string, n: number) =>
-  waitFor(async () => {
-    const r = await s.admin(`/admin/workloads/${wl.id}/requests?q=${encodeURIComponent(rid)}`);
-    const rows = ((await r.json()) as { requests: Row[] }).requests.filter((x) => x.request_id === rid);
-    return rows.length >= n ? rows : undefined;
-  }, { what: `${n} records of ${rid}`, timeoutMs: 30_000 });
+  waitFor(
+    async () => {
+      const r = await s.admin(`/admin/workloads/${wl.id}/requests?q=${encodeURIComponent(rid)}`);
+      const rows = ((await r.json()) as { requests: Row[] }).requests.filter((x) => x.request_id === rid);
+      return rows.length >= n ? rows : undefined;
+    },
+    { what: `${n} records of ${rid}`, timeoutMs: 30_000 },
+  );
 
 const chat = (content: string, headers: Record<string, string> = {}) =>
   s.data(wl.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content }] }, headers });
 
 describe("item 10: a client's x-request-id is not the inspector's key", () => {
   test("two requests with the same chosen id are both recorded, each under inferd's own id", async () => {
-    const [a, b] = await Promise.all([chat("first", { "x-request-id": "chosen-1" }), chat("second", { "x-request-id": "chosen-1" })]);
+    const [a, b] = await Promise.all([
+      chat("first", { "x-request-id": "chosen-1" }),
+      chat("second", { "x-request-id": "chosen-1" }),
+    ]);
     expect([a.status, b.status]).toEqual([200, 200]);
     expect(a.headers.get("x-request-id")).toBe("chosen-1");
     const rows = await rowsWith("chosen-1", 2);
@@ -53,10 +64,13 @@ describe("item 10: a client's x-request-id is not the inspector's key", () => {
 
   test("a request that sends another request's record id as its x-request-id gets a record of its own; the other is untouched", async () => {
     expect((await chat("the victim's prompt")).status).toBe(200);
-    const victim = await waitFor(async () => {
-      const r = await s.admin(`/admin/workloads/${wl.id}/requests?limit=50`);
-      return ((await r.json()) as { requests: Row[] }).requests.find((x) => x.request_id === x.id);
-    }, { what: "the victim's record", timeoutMs: 30_000 });
+    const victim = await waitFor(
+      async () => {
+        const r = await s.admin(`/admin/workloads/${wl.id}/requests?limit=50`);
+        return ((await r.json()) as { requests: Row[] }).requests.find((x) => x.request_id === x.id);
+      },
+      { what: "the victim's record", timeoutMs: 30_000 },
+    );
     const before = await (await s.admin(`/admin/requests/${victim.id}`)).json();
     expect((await chat("the attacker's prompt", { "x-request-id": victim.id })).status).toBe(200);
     const mine = await rowsWith(victim.id, 2);
@@ -68,16 +82,25 @@ describe("item 10: a client's x-request-id is not the inspector's key", () => {
 
 describe("item 15: count_tokens takes a place in the queue", () => {
   test("while the only slot is busy, a count waits in the queue and is answered after the slot frees", async () => {
-    expect((await s.admin(`/admin/assignments/${wl.assignment}`, { method: "PATCH", body: { concurrency: 1 } })).status).toBe(200);
+    expect(
+      (await s.admin(`/admin/assignments/${wl.assignment}`, { method: "PATCH", body: { concurrency: 1 } })).status,
+    ).toBe(200);
     const order: string[] = [];
     const busy = chat("hold the slot").then((r) => (order.push("chat"), r));
-    await waitFor(async () => ((await (await fetch(`${wl.runtime}/fake/stats`)).json()) as { in_flight: number }).in_flight === 1 || undefined, { what: "the slot taken" });
+    await waitFor(
+      async () =>
+        ((await (await fetch(`${wl.runtime}/fake/stats`)).json()) as { in_flight: number }).in_flight === 1 ||
+        undefined,
+      { what: "the slot taken" },
+    );
     const count = fetch(`${s.url}/endpoint/${s.project}/${wl.slug}/v1/messages/count_tokens`, {
       method: "POST",
       headers: { "x-api-key": s.live, "content-type": "application/json" },
       body: JSON.stringify({ model: "org/probed", messages: [{ role: "user", content: "count these words please" }] }),
     }).then((r) => (order.push("count"), r));
-    await waitFor(async () => (await s.workload(wl.id)).queue_depth === 1 || undefined, { what: "the count waiting in the queue" });
+    await waitFor(async () => (await s.workload(wl.id)).queue_depth === 1 || undefined, {
+      what: "the count waiting in the queue",
+    });
     const [c, b] = await Promise.all([count, busy]);
     expect(b.status).toBe(200);
     expect(c.status).toBe(200);
@@ -106,8 +129,14 @@ describe("item 19: settings that reach a header or a timer are checked", () => {
     await refused({ webhookRetrySchedule: "1ms" }, "webhookRetrySchedule", "shorter than the shortest delay, 100ms");
     await refused({ webhookRetrySchedule: "1s,0s" }, "webhookRetrySchedule", "shorter than the shortest delay");
     await refused({ webhookRetrySchedule: "30000h" }, "webhookRetrySchedule", "longer than the longest delay");
-    await refused({ webhookRetrySchedule: Array(100).fill("1s").join(",") }, "webhookRetrySchedule", "at most 20 delays");
-    expect((await s.admin("/admin/settings", { method: "PATCH", body: { webhookRetrySchedule: "100ms,1s" } })).status).toBe(200);
+    await refused(
+      { webhookRetrySchedule: Array(100).fill("1s").join(",") },
+      "webhookRetrySchedule",
+      "at most 20 delays",
+    );
+    expect(
+      (await s.admin("/admin/settings", { method: "PATCH", body: { webhookRetrySchedule: "100ms,1s" } })).status,
+    ).toBe(200);
   });
 });
 

@@ -46,7 +46,11 @@ async function person(srv: TestServer, email: string, role: string, projects: st
 /** A loopback file server standing for an address on the host's side (a metadata service, a LAN box); counts what reaches it. */
 function loopbackFiles() {
   let hits = 0;
-  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => (hits++, new Response(new Uint8Array(2048).fill(7))) });
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: () => (hits++, new Response(new Uint8Array(2048).fill(7))),
+  });
   return { url: `http://127.0.0.1:${server.port}`, port: server.port, hits: () => hits, stop: () => server.stop(true) };
 }
 
@@ -64,18 +68,27 @@ let outside: string;
 /** A model by id, read with the admin token. */
 const modelOf = async (srv: TestServer, id: string) => (await (await srv.admin(`/admin/models/${id}`)).json()) as Model;
 /** Waits until a model's pull has ended; returns it. */
-const settled = (srv: TestServer, id: string) => waitFor(async () => {
-  const m = await modelOf(srv, id);
-  return m.state !== "downloading" ? m : undefined;
-}, { what: `model ${id}'s pull to end`, timeoutMs: 30_000 });
+const settled = (srv: TestServer, id: string) =>
+  waitFor(
+    async () => {
+      const m = await modelOf(srv, id);
+      return m.state !== "downloading" ? m : undefined;
+    },
+    { what: `model ${id}'s pull to end`, timeoutMs: 30_000 },
+  );
 
 beforeAll(async () => {
-  hub = await startFakeHub({ repos: { [REPO]: ggufRepo(join(tempDir("probe3-models"), "gguf"), { name: "Tiny", sizes: { "Tiny-Q8_0.gguf": 4 << 20 } }) } });
+  hub = await startFakeHub({
+    repos: {
+      [REPO]: ggufRepo(join(tempDir("probe3-models"), "gguf"), { name: "Tiny", sizes: { "Tiny-Q8_0.gguf": 4 << 20 } }),
+    },
+  });
   prevEndpoint = process.env.HF_ENDPOINT;
   process.env.HF_ENDPOINT = hub.url;
   files = loopbackFiles();
   s = await startTestServer();
-  for (const slug of ["alpha", "beta", "gamma"]) expect((await s.admin("/admin/projects", { body: { name: slug, slug } })).status).toBe(201);
+  for (const slug of ["alpha", "beta", "gamma"])
+    expect((await s.admin("/admin/projects", { body: { name: slug, slug } })).status).toBe(201);
   otto = await person(s, "otto@example.com", "operator", ["alpha"]);
   vera = await person(s, "vera@example.com", "viewer", ["alpha"]);
   bea = await person(s, "bea@example.com", "operator", ["beta"]);
@@ -99,7 +112,13 @@ afterAll(async () => {
 
 describe("a tenant's pull obeys the launch policy", () => {
   test("an operator cannot pull from a loopback or private address (http or https, by address or localhost); nothing reaches it", async () => {
-    for (const source of [`${files.url}/a.gguf`, `https://127.0.0.1:${files.port}/a.gguf`, `http://localhost:${files.port}/a.gguf`, "https://10.0.0.1/a.gguf", "https://[::ffff:127.0.0.1]/a.gguf"]) {
+    for (const source of [
+      `${files.url}/a.gguf`,
+      `https://127.0.0.1:${files.port}/a.gguf`,
+      `http://localhost:${files.port}/a.gguf`,
+      "https://10.0.0.1/a.gguf",
+      "https://[::ffff:127.0.0.1]/a.gguf",
+    ]) {
       const r = await otto.call("/admin/models", { body: { source } });
       expect(`${source} ${r.status}`).toBe(`${source} 403`);
       const e = await errorOf(r);
@@ -112,7 +131,13 @@ describe("a tenant's pull obeys the launch policy", () => {
   });
 
   test("an operator cannot register a file outside the model directories, by path, by .. or through a symlink", async () => {
-    for (const source of ["/etc/passwd", outside, `file://${outside}`, `${modelsDir}/../../etc/passwd`, join(modelsDir, "link.gguf")]) {
+    for (const source of [
+      "/etc/passwd",
+      outside,
+      `file://${outside}`,
+      `${modelsDir}/../../etc/passwd`,
+      join(modelsDir, "link.gguf"),
+    ]) {
       const r = await otto.call("/admin/models", { body: { source } });
       expect(`${source} ${r.status}`).toBe(`${source} 403`);
       const e = await errorOf(r);
@@ -141,7 +166,9 @@ describe("a tenant's pull obeys the launch policy", () => {
     const none = await mo.call("/admin/models", { body: { source: `hf:${REPO}:Q4_K_M` } });
     expect(none.status).toBe(400);
     expect(await errorOf(none)).toMatchObject({ code: "validation_error", field: "project" });
-    expect((await mo.call("/admin/models", { body: { source: `hf:${REPO}:Q4_K_M`, project: "gamma" } })).status).toBe(404);
+    expect((await mo.call("/admin/models", { body: { source: `hf:${REPO}:Q4_K_M`, project: "gamma" } })).status).toBe(
+      404,
+    );
     const named = await mo.call("/admin/models", { body: { source: `hf:${REPO}:Q4_K_M`, project: "beta" } });
     expect(named.status).toBe(202);
     const m = await settled(s, ((await named.json()) as Model).id);
@@ -179,15 +206,47 @@ describe("a tenant's pull resumed after a restart", () => {
       },
     });
     const dataDir = tempDir("probe3-resume");
-    const serve = (env: Record<string, string>) => startServer(loadConfig([], { INFERD_PORT: "0", INFERD_DATA_DIR: dataDir, INFERD_LOCAL_AGENT: "0", INFERD_LOG_LEVEL: "error", ...env }).config, () => {});
+    const serve = (env: Record<string, string>) =>
+      startServer(
+        loadConfig([], {
+          INFERD_PORT: "0",
+          INFERD_DATA_DIR: dataDir,
+          INFERD_LOCAL_AGENT: "0",
+          INFERD_LOG_LEVEL: "error",
+          ...env,
+        }).config,
+        () => {},
+      );
     const first = await serve({ INFERD_ALLOW_PRIVATE_MODEL_URLS: "1" });
     try {
-      const admin = (path: string, body?: unknown) => fetch(first.url + path, { method: body ? "POST" : "GET", headers: { authorization: `Bearer ${first.adminToken}`, "content-type": "application/json" }, body: body ? JSON.stringify(body) : undefined });
+      const admin = (path: string, body?: unknown) =>
+        fetch(first.url + path, {
+          method: body ? "POST" : "GET",
+          headers: { authorization: `Bearer ${first.adminToken}`, "content-type": "application/json" },
+          body: body ? JSON.stringify(body) : undefined,
+        });
       expect((await admin("/admin/projects", { name: "alpha", slug: "alpha" })).status).toBe(201);
-      expect((await admin("/admin/users", { email: "otto@example.com", role: "operator", projects: ["alpha"], password: PASSWORD })).status).toBe(201);
-      const signIn = await fetch(`${first.url}/admin/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "otto@example.com", password: PASSWORD }) });
+      expect(
+        (
+          await admin("/admin/users", {
+            email: "otto@example.com",
+            role: "operator",
+            projects: ["alpha"],
+            password: PASSWORD,
+          })
+        ).status,
+      ).toBe(201);
+      const signIn = await fetch(`${first.url}/admin/session`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "otto@example.com", password: PASSWORD }),
+      });
       const cookie = (signIn.headers.get("set-cookie") ?? "").split(";")[0];
-      const r = await fetch(`${first.url}/admin/models`, { method: "POST", headers: { cookie, origin: first.url, "content-type": "application/json" }, body: JSON.stringify({ source: `http://127.0.0.1:${slow.port}/held.gguf` }) });
+      const r = await fetch(`${first.url}/admin/models`, {
+        method: "POST",
+        headers: { cookie, origin: first.url, "content-type": "application/json" },
+        body: JSON.stringify({ source: `http://127.0.0.1:${slow.port}/held.gguf` }),
+      });
       expect(r.status).toBe(202);
       const id = ((await r.json()) as Model).id;
       await waitFor(() => requests > 0, { what: "the download under way" });
@@ -195,10 +254,17 @@ describe("a tenant's pull resumed after a restart", () => {
       const seen = requests;
       const second = await serve({});
       try {
-        const m = await waitFor(async () => {
-          const v = (await (await fetch(`${second.url}/admin/models/${id}`, { headers: { authorization: `Bearer ${second.adminToken}` } })).json()) as Model & { reason?: string };
-          return v.state !== "downloading" ? v : undefined;
-        }, { what: "the resumed pull to end", timeoutMs: 30_000 });
+        const m = await waitFor(
+          async () => {
+            const v = (await (
+              await fetch(`${second.url}/admin/models/${id}`, {
+                headers: { authorization: `Bearer ${second.adminToken}` },
+              })
+            ).json()) as Model & { reason?: string };
+            return v.state !== "downloading" ? v : undefined;
+          },
+          { what: "the resumed pull to end", timeoutMs: 30_000 },
+        );
         expect(m.state).toBe("failed");
         expect(requests).toBe(seen);
       } finally {
@@ -213,7 +279,13 @@ describe("a tenant's pull resumed after a restart", () => {
 describe("looking at the host", () => {
   test("GET /admin/models/file answers a non-admin only under the model directories; the admin anywhere", async () => {
     for (const who of [otto, vera]) {
-      for (const path of ["/etc/passwd", "/no/such/file", outside, `${modelsDir}/../../etc/passwd`, join(modelsDir, "link.gguf")]) {
+      for (const path of [
+        "/etc/passwd",
+        "/no/such/file",
+        outside,
+        `${modelsDir}/../../etc/passwd`,
+        join(modelsDir, "link.gguf"),
+      ]) {
         const r = await who.call(`/admin/models/file?path=${encodeURIComponent(path)}`);
         expect(`${path} ${r.status}`).toBe(`${path} 403`);
         const body = await r.json();
@@ -221,7 +293,9 @@ describe("looking at the host", () => {
         expect(body.error.code).toBe("command_not_allowed");
         expect(body.error.message).toContain("--policy-model-paths");
       }
-      const inside = await who.call(`/admin/models/file?path=${encodeURIComponent(join(modelsDir, "own", "mine.gguf"))}`);
+      const inside = await who.call(
+        `/admin/models/file?path=${encodeURIComponent(join(modelsDir, "own", "mine.gguf"))}`,
+      );
       expect(inside.status).toBe(200);
       expect(await inside.json()).toMatchObject({ kind: "file", size_bytes: 1024 });
     }
@@ -246,7 +320,11 @@ describe("looking at the host", () => {
 describe("acting on models", () => {
   test("an operator cannot cancel, dismiss or delete the admin's models or another project's, nor take them by pulling again", async () => {
     const refusedToOtto = async (id: string) => {
-      for (const [method, path] of [["DELETE", `/admin/models/${id}`], ["POST", `/admin/models/${id}/cancel`], ["POST", `/admin/models/${id}/dismiss`]] as const) {
+      for (const [method, path] of [
+        ["DELETE", `/admin/models/${id}`],
+        ["POST", `/admin/models/${id}/cancel`],
+        ["POST", `/admin/models/${id}/dismiss`],
+      ] as const) {
         const r = await otto.call(path, { method });
         expect(`${method} ${path} ${r.status}`).toBe(`${method} ${path} 403`);
         const e = await errorOf(r);
@@ -257,7 +335,9 @@ describe("acting on models", () => {
     const admins = (await (await s.admin("/admin/models", { body: { source: `hf:${REPO}:Q4_K_M` } })).json()) as Model;
     await settled(s, admins.id);
     await refusedToOtto(admins.id);
-    const beas = (await (await bea.call("/admin/models", { body: { source: `hf:${REPO}/README.md` } })).json()) as Model;
+    const beas = (await (
+      await bea.call("/admin/models", { body: { source: `hf:${REPO}/README.md` } })
+    ).json()) as Model;
     expect((await settled(s, beas.id)).pulled_for?.project_slug).toBe("beta");
     await refusedToOtto(beas.id);
     expect((await otto.call("/admin/models/mdl_nosuch", { method: "DELETE" })).status).toBe(404);

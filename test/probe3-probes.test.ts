@@ -59,7 +59,14 @@ describe("the agent's GPU probe", () => {
     dirs.push(dataDir);
     const exec = slowProbe(150);
     const host = quietHost();
-    const agent = new Agent({ host, dataDir, exec, telemetryMs: 10, env: { PATH: process.env.PATH }, builtinLlama: () => ({ argv: [], env: {} }) });
+    const agent = new Agent({
+      host,
+      dataDir,
+      exec,
+      telemetryMs: 10,
+      env: { PATH: process.env.PATH },
+      builtinLlama: () => ({ argv: [], env: {} }),
+    });
     agents.push(agent);
     await agent.start();
     // Several intervals' worth of probes: each takes 15 intervals, so overlapping ones would pile up.
@@ -120,10 +127,13 @@ describe("SerialRunner as a periodic job", () => {
     const timers = manualTimers();
     let release: () => void = () => {};
     let runs = 0;
-    const job = new SerialRunner(() => {
-      runs++;
-      return new Promise<void>((r) => (release = r));
-    }, { every: 1000, clock: timers, onError: () => {} });
+    const job = new SerialRunner(
+      () => {
+        runs++;
+        return new Promise<void>((r) => (release = r));
+      },
+      { every: 1000, clock: timers, onError: () => {} },
+    );
     job.start();
     expect(timers.pending).toBe(1);
     timers.fire();
@@ -141,11 +151,14 @@ describe("SerialRunner as a periodic job", () => {
     const releases: Array<() => void> = [];
     let running = 0;
     let most = 0;
-    const job = new SerialRunner(() => {
-      running++;
-      most = Math.max(most, running);
-      return new Promise<void>((r) => releases.push(() => (running--, r())));
-    }, { every: 1000, clock: timers, onError: () => {} });
+    const job = new SerialRunner(
+      () => {
+        running++;
+        most = Math.max(most, running);
+        return new Promise<void>((r) => releases.push(() => (running--, r())));
+      },
+      { every: 1000, clock: timers, onError: () => {} },
+    );
     job.start();
     const first = job.run();
     const followers = [job.run(), job.run(), job.run()];
@@ -163,10 +176,13 @@ describe("SerialRunner as a periodic job", () => {
   test("a run that throws does not end the schedule", async () => {
     const timers = manualTimers();
     let runs = 0;
-    const job = new SerialRunner(async () => {
-      runs++;
-      throw new Error("probe failed");
-    }, { every: 1000, clock: timers, onError: () => {} });
+    const job = new SerialRunner(
+      async () => {
+        runs++;
+        throw new Error("probe failed");
+      },
+      { every: 1000, clock: timers, onError: () => {} },
+    );
     job.start();
     timers.fire();
     await Bun.sleep(0);

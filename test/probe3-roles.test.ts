@@ -13,8 +13,14 @@ import { assignments } from "../src/db/schema";
 import { eq } from "drizzle-orm";
 
 const PASSWORD = "correct horse battery";
-const errorOf = async (r: Response) => ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
-const vllm = (name: string, command = `vllm serve org/${name}`) => ({ name, backend: "vllm", model_name: `org/${name}`, config: { command } });
+const errorOf = async (r: Response) =>
+  ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
+const vllm = (name: string, command = `vllm serve org/${name}`) => ({
+  name,
+  backend: "vllm",
+  model_name: `org/${name}`,
+  config: { command },
+});
 
 /** A signed-in user calling /admin with their session cookie (from our own origin, as the dashboard does). */
 interface Person {
@@ -49,7 +55,8 @@ async function keyOf(project: string, body: Record<string, unknown>): Promise<st
 
 beforeAll(async () => {
   s = await startTestServer();
-  for (const slug of ["alpha", "beta"]) expect((await s.admin("/admin/projects", { body: { name: slug, slug } })).status).toBe(201);
+  for (const slug of ["alpha", "beta"])
+    expect((await s.admin("/admin/projects", { body: { name: slug, slug } })).status).toBe(201);
   alphaWorkload = await (await s.admin("/admin/projects/alpha/workloads", { body: vllm("chat") })).json();
   betaWorkload = await (await s.admin("/admin/projects/beta/workloads", { body: vllm("secret") })).json();
   remote = await (await s.admin("/admin/workers", { body: { name: "box-b" } })).json();
@@ -64,18 +71,25 @@ describe("item 1: an operator is a tenant for the launch policy", () => {
     const refused = await operator.call("/admin/projects/alpha/workloads", { body: shell });
     expect(refused.status).toBe(403);
     expect(await errorOf(refused)).toMatchObject({ code: "command_not_allowed", field: "config.command" });
-    const port = await operator.call("/admin/projects/alpha/workloads", { body: vllm("ported", "vllm serve org/ported --port 9999") });
+    const port = await operator.call("/admin/projects/alpha/workloads", {
+      body: vllm("ported", "vllm serve org/ported --port 9999"),
+    });
     const portError = await errorOf(port);
     expect(portError.code).toBe("command_not_allowed");
     expect(portError.message).toContain("--port");
     const nodes = await operator.call("/admin/projects/alpha/workloads", { body: { ...vllm("wide"), nodes: 2 } });
     expect(nodes.status).toBe(403);
     expect(await errorOf(nodes)).toMatchObject({ code: "command_not_allowed", field: "nodes" });
-    const pinned = await operator.call("/admin/projects/alpha/workloads", { body: { ...vllm("pinned"), worker_id: remote.id } });
+    const pinned = await operator.call("/admin/projects/alpha/workloads", {
+      body: { ...vllm("pinned"), worker_id: remote.id },
+    });
     expect(pinned.status).toBe(403);
     expect(await errorOf(pinned)).toMatchObject({ code: "worker_not_allowed", field: "worker_id" });
     // Editing the admin's workload into the shell is refused the same way.
-    const edit = await operator.call(`/admin/workloads/${alphaWorkload.id}`, { method: "PATCH", body: { config: { command: shell.config.command } } });
+    const edit = await operator.call(`/admin/workloads/${alphaWorkload.id}`, {
+      method: "PATCH",
+      body: { config: { command: shell.config.command } },
+    });
     expect(edit.status).toBe(403);
     expect((await errorOf(edit)).code).toBe("command_not_allowed");
     const names = (await (await s.admin("/admin/projects/alpha/workloads")).json()) as { slug: string }[];
@@ -94,7 +108,10 @@ describe("item 1: an operator is a tenant for the launch policy", () => {
     const spec = (await desiredFor(s.store.db, remote.id, policy)).find((x) => x.workload.id === w.id);
     expect(spec?.policy).toEqual(policy);
     // An operator's edit of the admin's workload's command makes it the tenant's too.
-    const edited = await operator.call(`/admin/workloads/${alphaWorkload.id}`, { method: "PATCH", body: { config: { command: "vllm serve org/chat --max-model-len 4096" } } });
+    const edited = await operator.call(`/admin/workloads/${alphaWorkload.id}`, {
+      method: "PATCH",
+      body: { config: { command: "vllm serve org/chat --max-model-len 4096" } },
+    });
     expect(edited.status).toBe(200);
     expect((await edited.json()).config_origin).toBe("tenant");
     await s.store.db.delete(assignments).where(eq(assignments.workloadId, w.id));
@@ -118,8 +135,12 @@ describe("items 2 and 12: workers and join tokens belong to the admin", () => {
       expect(e.message).toEndWith("an admin can");
     }
     expect((await s.admin("/admin/workers")).status).toBe(200);
-    expect(((await (await s.admin("/admin/workers")).json()) as { id: string }[]).map((w) => w.id)).toContain(remote.id);
-    const placed = await operator.call(`/admin/workloads/${alphaWorkload.id}/assignments`, { body: { worker_id: remote.id, force: true } });
+    expect(((await (await s.admin("/admin/workers")).json()) as { id: string }[]).map((w) => w.id)).toContain(
+      remote.id,
+    );
+    const placed = await operator.call(`/admin/workloads/${alphaWorkload.id}/assignments`, {
+      body: { worker_id: remote.id, force: true },
+    });
     expect(placed.status).toBe(403);
     expect((await errorOf(placed)).code).toBe("worker_not_allowed");
     // The admin still manages them.
@@ -129,10 +150,18 @@ describe("items 2 and 12: workers and join tokens belong to the admin", () => {
 
 describe("item 11: viewers read no prompts, and see only their projects in the workers list", () => {
   test("a viewer is refused runtime logs and job results; an operator reads them", async () => {
-    for (const path of [`/admin/workloads/${alphaWorkload.id}/logs`, `/admin/workloads/${alphaWorkload.id}/logs?follow=1`, `/admin/workloads/${alphaWorkload.id}/jobs`]) {
+    for (const path of [
+      `/admin/workloads/${alphaWorkload.id}/logs`,
+      `/admin/workloads/${alphaWorkload.id}/logs?follow=1`,
+      `/admin/workloads/${alphaWorkload.id}/jobs`,
+    ]) {
       const r = await viewer.call(path);
       expect(`${path} ${r.status}`).toBe(`${path} 403`);
-      expect(await errorOf(r)).toEqual({ code: "forbidden_role", message: 'your role (viewer) cannot read runtime logs or job results; an operator or admin of project "alpha" can' });
+      expect(await errorOf(r)).toEqual({
+        code: "forbidden_role",
+        message:
+          'your role (viewer) cannot read runtime logs or job results; an operator or admin of project "alpha" can',
+      });
     }
     expect((await operator.call(`/admin/workloads/${alphaWorkload.id}/logs`)).status).toBe(200);
     expect((await operator.call(`/admin/workloads/${alphaWorkload.id}/jobs`)).status).toBe(200);
@@ -141,8 +170,16 @@ describe("item 11: viewers read no prompts, and see only their projects in the w
 
   test("the workers list shows a member only workers running or open to their projects, without other projects' workloads; a viewer gets no runtime output", async () => {
     const local = await (await s.admin("/admin/workers", { body: { name: "box-c" } })).json();
-    const mine = await insertAssignment(s.store.db, alphaWorkload, { workerId: remote.id, gpus: 1, gpuIndices: [0], auto: false });
-    await s.store.db.update(assignments).set({ state: "failed", reason: reasonWithOutput("exited with code 1", "prompt: my secret question") }).where(eq(assignments.id, mine.id));
+    const mine = await insertAssignment(s.store.db, alphaWorkload, {
+      workerId: remote.id,
+      gpus: 1,
+      gpuIndices: [0],
+      auto: false,
+    });
+    await s.store.db
+      .update(assignments)
+      .set({ state: "failed", reason: reasonWithOutput("exited with code 1", "prompt: my secret question") })
+      .where(eq(assignments.id, mine.id));
     await insertAssignment(s.store.db, betaWorkload, { workerId: remote.id, gpus: 1, gpuIndices: [1], auto: false });
     await insertAssignment(s.store.db, betaWorkload, { workerId: local.id, gpus: 1, gpuIndices: [0], auto: false });
     for (const who of [viewer, operator]) {
@@ -164,8 +201,12 @@ describe("item 11: viewers read no prompts, and see only their projects in the w
     expect(all.map((w) => w.id)).toEqual(expect.arrayContaining([remote.id, local.id]));
     expect(await (await s.admin("/admin/workers")).text()).toContain("my secret question");
     // A worker the admin opens to alpha is listed to alpha's members, with only alpha in open_to.
-    expect((await s.admin(`/admin/workers/${local.id}`, { method: "PATCH", body: { open_to: ["alpha", "beta"] } })).status).toBe(200);
-    const opened = ((await (await viewer.call("/admin/workers")).json()) as { id: string; open_to: string[]; replicas: unknown[] }[]).find((w) => w.id === local.id);
+    expect(
+      (await s.admin(`/admin/workers/${local.id}`, { method: "PATCH", body: { open_to: ["alpha", "beta"] } })).status,
+    ).toBe(200);
+    const opened = (
+      (await (await viewer.call("/admin/workers")).json()) as { id: string; open_to: string[]; replicas: unknown[] }[]
+    ).find((w) => w.id === local.id);
     expect(opened?.replicas).toEqual([]);
     expect(opened?.open_to).toHaveLength(1);
     await s.store.db.delete(assignments);
@@ -183,13 +224,17 @@ describe("item 4: a project key cannot take another workload's traffic", () => {
       expect(e).toMatchObject({ code: "alias_taken", field: "aliases.0" });
       expect(e.message).toContain("model name");
     }
-    const byOperator = await operator.call("/admin/projects/alpha/workloads", { body: { ...vllm("thief2"), aliases: [other] } });
+    const byOperator = await operator.call("/admin/projects/alpha/workloads", {
+      body: { ...vllm("thief2"), aliases: [other] },
+    });
     expect(byOperator.status).toBe(409);
     const own = await (await s.call("/api/projects/alpha/workloads", sdk, { body: vllm("own") })).json();
     const patched = await s.call(`/api/workloads/${own.id}`, sdk, { method: "PATCH", body: { aliases: [other] } });
     expect((await errorOf(patched)).code).toBe("alias_taken");
     // A slug that is another workload's model name would take that name's requests too.
-    const named = await s.admin("/admin/projects/alpha/workloads", { body: { ...vllm("plain"), model_name: "plainname" } });
+    const named = await s.admin("/admin/projects/alpha/workloads", {
+      body: { ...vllm("plain"), model_name: "plainname" },
+    });
     expect(named.status).toBe(201);
     const slug = await s.call(`/api/workloads/${own.id}`, sdk, { method: "PATCH", body: { slug: "plainname" } });
     expect(slug.status).toBe(409);
@@ -199,7 +244,10 @@ describe("item 4: a project key cannot take another workload's traffic", () => {
   test("an endpoint-scoped key's workload cannot join another's pool; the pool's own requests stay with it", async () => {
     const w = await (await s.admin("/admin/projects/alpha/workloads", { body: vllm("lure") })).json();
     const sdk = await keyOf("alpha", { type: "sdk", scope: "endpoints", endpoints: [`alpha/${w.slug}`] });
-    const r = await s.call(`/api/workloads/${w.id}`, sdk, { method: "PATCH", body: { model_name: `org/${alphaWorkload.slug}` } });
+    const r = await s.call(`/api/workloads/${w.id}`, sdk, {
+      method: "PATCH",
+      body: { model_name: `org/${alphaWorkload.slug}` },
+    });
     expect(r.status).toBe(403);
     expect((await errorOf(r)).code).toBe("scope_insufficient");
     // The project base's model list still names one workload for that model.
@@ -208,8 +256,12 @@ describe("item 4: a project key cannot take another workload's traffic", () => {
     expect(models.data.filter((m) => m.id === `org/${alphaWorkload.slug}`)).toHaveLength(1);
     // An operator and the admin form pools on purpose.
     const pool = { ...vllm("pool"), model_name: `org/${alphaWorkload.slug}` };
-    expect((await operator.call("/admin/projects/alpha/workloads", { body: { ...pool, name: "pool-op" } })).status).toBe(201);
-    expect((await s.admin("/admin/projects/alpha/workloads", { body: { ...pool, name: "pool-admin" } })).status).toBe(201);
+    expect(
+      (await operator.call("/admin/projects/alpha/workloads", { body: { ...pool, name: "pool-op" } })).status,
+    ).toBe(201);
+    expect((await s.admin("/admin/projects/alpha/workloads", { body: { ...pool, name: "pool-admin" } })).status).toBe(
+      201,
+    );
   });
 
   test("an endpoint-scoped key cannot change its workload's model name, aliases or slug", async () => {
@@ -221,6 +273,8 @@ describe("item 4: a project key cannot take another workload's traffic", () => {
       expect((await errorOf(r)).code).toBe("scope_insufficient");
     }
     // Its other fields stay its own.
-    expect((await s.call(`/api/workloads/${w.id}`, sdk, { method: "PATCH", body: { description: "mine" } })).status).toBe(200);
+    expect(
+      (await s.call(`/api/workloads/${w.id}`, sdk, { method: "PATCH", body: { description: "mine" } })).status,
+    ).toBe(200);
   });
 });

@@ -40,7 +40,13 @@ function citedPaths(): { line: number; path: string }[] {
     for (const m of text.matchAll(/`([^`\s]+)`/g)) {
       const span = m[1];
       const first = span.replace(/^\.\//, "").split("/")[0];
-      if (span.startsWith("../") || (span.includes("/") && TOP.has(first)) || (TOP.has(span) && !span.startsWith("-")) || /^[\w.-]+\.md$/.test(span)) out.push({ line, path: span });
+      if (
+        span.startsWith("../") ||
+        (span.includes("/") && TOP.has(first)) ||
+        (TOP.has(span) && !span.startsWith("-")) ||
+        /^[\w.-]+\.md$/.test(span)
+      )
+        out.push({ line, path: span });
     }
   }
   return out;
@@ -64,6 +70,8 @@ describe("README citations", () => {
 
   test("the service contract the README points at is in docs/", () => {
     expect(readme.includes("(docs/service-contract.md)")).toBe(true);
-    expect(readFileSync(join(repoRoot, "docs/service-contract.md"), "utf8")).toStartWith("# Inference Platform Service");
+    expect(readFileSync(join(repoRoot, "docs/service-contract.md"), "utf8")).toStartWith(
+      "# Inference Platform Service",
+    );
   });
 });

@@ -25,7 +25,15 @@ function replicaOf(command: string) {
   };
   const spec: ReplicaSpec = {
     assignment_id: "asg_test",
-    workload: { id: "wl_test", slug: "w", project_slug: "p", backend: "vllm", model_name: "m", task_type: "text2text", config: { command } },
+    workload: {
+      id: "wl_test",
+      slug: "w",
+      project_slug: "p",
+      backend: "vllm",
+      model_name: "m",
+      task_type: "text2text",
+      config: { command },
+    },
     concurrency: 1,
     gpus: 0,
     gpu_indices: [],

@@ -30,9 +30,40 @@ beforeAll(async () => {
   const gguf = join(tempDir("gguf"), "tiny.gguf");
   writeTinyGguf(gguf);
   [qwen, legacy, tiny] = await Promise.all([
-    make({ name: "qwen", backend: "vllm", model_name: "Qwen/Qwen3-8B", aliases: ["my-alias"], config: { command: "vllm serve Qwen/Qwen3-8B --enable-auto-tool-choice --tool-call-parser hermes" } }, "Qwen/Qwen3-8B", PASS),
-    make({ name: "legacy", backend: "vllm", model_name: "legacy-model", config: { command: "vllm serve legacy-model --enable-auto-tool-choice --tool-call-parser hermes", vllm_version: "0.9.2" } }, "legacy-model", CHAT),
-    make({ name: "tiny", backend: "llamacpp", model_name: "tiny", config: { command: `llama-server -m ${gguf} -a tiny --jinja` } }, "tiny", CHAT),
+    make(
+      {
+        name: "qwen",
+        backend: "vllm",
+        model_name: "Qwen/Qwen3-8B",
+        aliases: ["my-alias"],
+        config: { command: "vllm serve Qwen/Qwen3-8B --enable-auto-tool-choice --tool-call-parser hermes" },
+      },
+      "Qwen/Qwen3-8B",
+      PASS,
+    ),
+    make(
+      {
+        name: "legacy",
+        backend: "vllm",
+        model_name: "legacy-model",
+        config: {
+          command: "vllm serve legacy-model --enable-auto-tool-choice --tool-call-parser hermes",
+          vllm_version: "0.9.2",
+        },
+      },
+      "legacy-model",
+      CHAT,
+    ),
+    make(
+      {
+        name: "tiny",
+        backend: "llamacpp",
+        model_name: "tiny",
+        config: { command: `llama-server -m ${gguf} -a tiny --jinja` },
+      },
+      "tiny",
+      CHAT,
+    ),
   ]);
   await Promise.all([qwen, legacy, tiny].map((w) => s.waitState(w.id, "ready", 60_000)));
 });
@@ -53,8 +84,18 @@ async function reached(w: W, fn: () => Promise<unknown>): Promise<string[]> {
   return pathsOf(w).slice(before);
 }
 
-const weather = { type: "function" as const, name: "get_weather", description: "Current weather for a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] }, strict: false };
-const textOf = (r: OpenAI.Responses.Response) => r.output.flatMap((o) => (o.type === "message" ? o.content : [])).map((c) => (c.type === "output_text" ? c.text : "")).join("");
+const weather = {
+  type: "function" as const,
+  name: "get_weather",
+  description: "Current weather for a city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  strict: false,
+};
+const textOf = (r: OpenAI.Responses.Response) =>
+  r.output
+    .flatMap((o) => (o.type === "message" ? o.content : []))
+    .map((c) => (c.type === "output_text" ? c.text : ""))
+    .join("");
 
 /** Each runtime with how it serves the Responses API (the workloads exist once beforeAll ran). */
 const CASES: [string, () => W][] = [
@@ -70,7 +111,9 @@ describe("OpenAI SDK on a workload's base URL", () => {
       let r!: OpenAI.Responses.Response;
       let requestId: string | null = null;
       const paths = await reached(w, async () => {
-        ({ data: r, request_id: requestId } = await client(workloadBase(w)).responses.create({ model: "default", input: "hi there", instructions: "be brief" }).withResponse());
+        ({ data: r, request_id: requestId } = await client(workloadBase(w))
+          .responses.create({ model: "default", input: "hi there", instructions: "be brief" })
+          .withResponse());
       });
       expect(paths).toEqual([w.path]);
       expect(r.object).toBe("response");
@@ -89,7 +132,11 @@ describe("OpenAI SDK on a workload's base URL", () => {
       let text = "";
       let completed: OpenAI.Responses.Response | undefined;
       const paths = await reached(w, async () => {
-        const stream = await client(workloadBase(w)).responses.create({ model: w.slug, input: "stream this please", stream: true });
+        const stream = await client(workloadBase(w)).responses.create({
+          model: w.slug,
+          input: "stream this please",
+          stream: true,
+        });
         for await (const ev of stream) {
           types.push(ev.type);
           seqs.push(ev.sequence_number);
@@ -99,7 +146,16 @@ describe("OpenAI SDK on a workload's base URL", () => {
       });
       expect(paths).toEqual([w.path]);
       const once = types.filter((t) => t !== "response.output_text.delta");
-      expect(once).toEqual(["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added", "response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]);
+      expect(once).toEqual([
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+      ]);
       expect(types.filter((t) => t === "response.output_text.delta").length).toBeGreaterThan(1);
       expect(seqs).toEqual(seqs.map((_, k) => k));
       expect(text).toBe("You said: stream this please");
@@ -119,12 +175,20 @@ describe("OpenAI SDK on a workload's base URL", () => {
       const second = await c.responses.create({
         model: w.model,
         tools: [weather],
-        input: [{ role: "user", content: "Weather in Paris?" }, ...first.output, { type: "function_call_output", call_id: call.call_id, output: "sunny" }] as OpenAI.Responses.ResponseInput,
+        input: [
+          { role: "user", content: "Weather in Paris?" },
+          ...first.output,
+          { type: "function_call_output", call_id: call.call_id, output: "sunny" },
+        ] as OpenAI.Responses.ResponseInput,
       });
       expect(second.output_text).toBe("Tool result: sunny");
       // Streamed, through the SDK's strict event accumulator.
-      const streamed = await c.responses.stream({ model: w.model, input: "Weather in Rome?", tools: [weather] }).finalResponse();
-      expect(streamed.output).toMatchObject([{ type: "function_call", name: "get_weather", arguments: '{"city":"test"}', status: "completed" }]);
+      const streamed = await c.responses
+        .stream({ model: w.model, input: "Weather in Rome?", tools: [weather] })
+        .finalResponse();
+      expect(streamed.output).toMatchObject([
+        { type: "function_call", name: "get_weather", arguments: '{"city":"test"}', status: "completed" },
+      ]);
     });
   }
 
@@ -143,11 +207,20 @@ describe("OpenAI SDK on a workload's base URL", () => {
     ];
     for (const w of [qwen, legacy]) {
       for (const [what, body] of bad) {
-        const r = await s.data(w.slug, "/v1/responses", body === undefined ? { raw: "not json", headers: { "content-type": "application/json" } } : { body });
+        const r = await s.data(
+          w.slug,
+          "/v1/responses",
+          body === undefined ? { raw: "not json", headers: { "content-type": "application/json" } } : { body },
+        );
         const json = await r.json();
         // Passed through, the runtime judges what it accepts; translated, inferd refuses what it cannot translate.
         expect({ what, w: w.slug, below500: r.status < 500 }).toEqual({ what, w: w.slug, below500: true });
-        if (w === legacy) expect({ what, status: r.status, message: typeof json.error?.message }).toEqual({ what, status: 400, message: "string" });
+        if (w === legacy)
+          expect({ what, status: r.status, message: typeof json.error?.message }).toEqual({
+            what,
+            status: 400,
+            message: "string",
+          });
       }
     }
   });
@@ -158,10 +231,13 @@ describe("OpenAI SDK on a workload's base URL", () => {
      * requests inferd refused itself before any runtime answered count too (the bad ones above).
      */
     const counted = (w: W, requests: number) =>
-      waitFor(async () => {
-        const u = (await s.workload(w.id)).usage;
-        return u.requests >= requests ? u : undefined;
-      }, { what: `usage of ${w.slug} to count ${requests} requests` });
+      waitFor(
+        async () => {
+          const u = (await s.workload(w.id)).usage;
+          return u.requests >= requests ? u : undefined;
+        },
+        { what: `usage of ${w.slug} to count ${requests} requests` },
+      );
     for (const w of [qwen, legacy]) {
       // Every earlier request was recorded as it ended: a usage export writes the counts, then they are read.
       expect((await s.admin("/admin/usage?group_by=workload")).status).toBe(200);
@@ -185,20 +261,34 @@ describe("OpenAI SDK on a workload's base URL", () => {
       top_p: 0.5,
       max_output_tokens: 2,
       store: true,
-      text: { format: { type: "json_schema", name: "answer", schema: { type: "object", properties: {} }, strict: true } },
+      text: {
+        format: { type: "json_schema", name: "answer", schema: { type: "object", properties: {} }, strict: true },
+      },
     });
     // max_output_tokens became max_tokens: the fake stopped after two words.
     expect(r.status).toBe("incomplete");
     expect(r.incomplete_details).toEqual({ reason: "max_output_tokens" });
     expect(r.output_text).toBe("You said:");
-    expect(r).toMatchObject({ temperature: 0.1, top_p: 0.5, max_output_tokens: 2, store: false, text: { format: { type: "json_schema", name: "answer" } } });
+    expect(r).toMatchObject({
+      temperature: 0.1,
+      top_p: 0.5,
+      max_output_tokens: 2,
+      store: false,
+      text: { format: { type: "json_schema", name: "answer" } },
+    });
   });
 });
 
 describe("OpenAI SDK on the project's base URL", () => {
   test("routed by model name, slug or alias; the answer names the workload's model as /v1/models lists it first", async () => {
     const c = client(projectBase());
-    for (const [model, w] of [["Qwen/Qwen3-8B", qwen], [qwen.slug, qwen], ["my-alias", qwen], ["legacy-model", legacy], ["tiny", tiny]] as const) {
+    for (const [model, w] of [
+      ["Qwen/Qwen3-8B", qwen],
+      [qwen.slug, qwen],
+      ["my-alias", qwen],
+      ["legacy-model", legacy],
+      ["tiny", tiny],
+    ] as const) {
       const paths = await reached(w, async () => {
         const r = await c.responses.create({ model, input: `hello ${model}`, instructions: "x" });
         expect(r.output_text).toBe(`You said: hello ${model}`);
@@ -209,8 +299,13 @@ describe("OpenAI SDK on the project's base URL", () => {
   });
 
   test("streamed through the SDK's accumulator, on both paths", async () => {
-    for (const [model, w] of [["my-alias", qwen], ["legacy-model", legacy]] as const) {
-      const final = await client(projectBase()).responses.stream({ model, input: "stream routed", instructions: "be brief" }).finalResponse();
+    for (const [model, w] of [
+      ["my-alias", qwen],
+      ["legacy-model", legacy],
+    ] as const) {
+      const final = await client(projectBase())
+        .responses.stream({ model, input: "stream routed", instructions: "be brief" })
+        .finalResponse();
       expect(final.output_text).toBe("You said: stream routed");
       expect(final.model).toBe(w.model);
       expect(final.usage?.input_tokens).toBe(4);
@@ -218,7 +313,9 @@ describe("OpenAI SDK on the project's base URL", () => {
   });
 
   test("an unknown model is 404 model_not_found naming the models the key may use", async () => {
-    const e = await client(projectBase()).responses.create({ model: "gpt-5", input: "x" }).catch((x) => x);
+    const e = await client(projectBase())
+      .responses.create({ model: "gpt-5", input: "x" })
+      .catch((x) => x);
     expect(e).toBeInstanceOf(OpenAI.NotFoundError);
     expect(e.code).toBe("model_not_found");
     expect(e.message).toContain('"my-alias"');
@@ -226,7 +323,9 @@ describe("OpenAI SDK on the project's base URL", () => {
 
   test("previous_response_id is refused: 400 saying to send the conversation in input", async () => {
     for (const model of ["my-alias", "legacy-model"]) {
-      const e = await client(projectBase()).responses.create({ model, input: "and then?", previous_response_id: "resp_123" }).catch((x) => x);
+      const e = await client(projectBase())
+        .responses.create({ model, input: "and then?", previous_response_id: "resp_123" })
+        .catch((x) => x);
       expect(e).toBeInstanceOf(OpenAI.BadRequestError);
       expect(e.message).toContain("previous_response_id is not supported");
       expect(e.message).toContain("send the whole conversation in `input`");
@@ -235,10 +334,17 @@ describe("OpenAI SDK on the project's base URL", () => {
 
   test("what a translated runtime cannot do is a 400 naming the field; a runtime's own error keeps its message", async () => {
     const c = client(projectBase());
-    const hosted = await c.responses.create({ model: "legacy-model", input: "x", tools: [{ type: "web_search" }] }).catch((x) => x);
+    const hosted = await c.responses
+      .create({ model: "legacy-model", input: "x", tools: [{ type: "web_search" }] })
+      .catch((x) => x);
     expect(hosted).toBeInstanceOf(OpenAI.BadRequestError);
     expect(hosted.message).toContain("tools.0.type");
-    const noFlags = await s.createWorkload({ name: "noflags", backend: "vllm", model_name: "noflags", config: { command: "vllm serve noflags" } });
+    const noFlags = await s.createWorkload({
+      name: "noflags",
+      backend: "vllm",
+      model_name: "noflags",
+      config: { command: "vllm serve noflags" },
+    });
     await s.waitState(noFlags.id);
     const runtime = await c.responses.create({ model: "noflags", input: "x", tools: [weather] }).catch((x) => x);
     expect(runtime).toBeInstanceOf(OpenAI.BadRequestError);
@@ -251,7 +357,11 @@ describe("Vercel AI SDK, default OpenAI provider (the Responses API)", () => {
   const provider = () => createOpenAI({ baseURL: projectBase(), apiKey: s.live });
   const getWeather = tool({
     description: "Current weather for a city",
-    inputSchema: jsonSchema<{ city: string }>({ type: "object", properties: { city: { type: "string" } }, required: ["city"] }),
+    inputSchema: jsonSchema<{ city: string }>({
+      type: "object",
+      properties: { city: { type: "string" } },
+      required: ["city"],
+    }),
     execute: async ({ city }) => `sunny in ${city}`,
   });
 
@@ -275,7 +385,11 @@ describe("Vercel AI SDK, default OpenAI provider (the Responses API)", () => {
   test("a follow-up turn: references to stored items are a clear 400; with store: false the items are sent and answered", async () => {
     const model = provider()("legacy-model");
     const first = await generateText({ model, prompt: "first turn" });
-    const messages = [{ role: "user" as const, content: "first turn" }, ...first.response.messages, { role: "user" as const, content: "second turn" }];
+    const messages = [
+      { role: "user" as const, content: "first turn" },
+      ...first.response.messages,
+      { role: "user" as const, content: "second turn" },
+    ];
     const refused = await generateText({ model, messages, maxRetries: 0 }).catch((x) => x);
     expect(refused.statusCode).toBe(400);
     expect(refused.message).toContain("providerOptions.openai.store is false");
@@ -285,10 +399,20 @@ describe("Vercel AI SDK, default OpenAI provider (the Responses API)", () => {
 
   test("a tool loop: the call runs, its result goes back, the model answers (plain and streamed)", async () => {
     for (const model of ["my-alias", "legacy-model", "tiny"]) {
-      const r = await generateText({ model: provider()(model), tools: { get_weather: getWeather }, stopWhen: stepCountIs(3), prompt: "Weather in Oslo?" });
+      const r = await generateText({
+        model: provider()(model),
+        tools: { get_weather: getWeather },
+        stopWhen: stepCountIs(3),
+        prompt: "Weather in Oslo?",
+      });
       expect(r.steps[0].toolCalls).toMatchObject([{ toolName: "get_weather", input: { city: "test" } }]);
       expect(r.text).toBe("Tool result: sunny in test");
-      const streamed = streamText({ model: provider()(model), tools: { get_weather: getWeather }, stopWhen: stepCountIs(3), prompt: "Weather in Oslo?" });
+      const streamed = streamText({
+        model: provider()(model),
+        tools: { get_weather: getWeather },
+        stopWhen: stepCountIs(3),
+        prompt: "Weather in Oslo?",
+      });
       let text = "";
       for await (const piece of streamed.textStream) text += piece;
       expect(text).toBe("Tool result: sunny in test");

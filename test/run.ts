@@ -13,7 +13,21 @@ const ROOT = join(import.meta.dir, "..");
 const TEST_DIR = import.meta.dir;
 
 /** `bun test` flags that take their value as the next argument (so it is not a file filter). */
-const VALUED_FLAGS = new Set(["-t", "--test-name-pattern", "--timeout", "--rerun-each", "--retry", "--seed", "--max-concurrency", "--shard", "--path-ignore-patterns", "--coverage-reporter", "--coverage-dir", "--preload", "--timings"]);
+const VALUED_FLAGS = new Set([
+  "-t",
+  "--test-name-pattern",
+  "--timeout",
+  "--rerun-each",
+  "--retry",
+  "--seed",
+  "--max-concurrency",
+  "--shard",
+  "--path-ignore-patterns",
+  "--coverage-reporter",
+  "--coverage-dir",
+  "--preload",
+  "--timings",
+]);
 
 /** Result counts of one run. */
 export interface Counts {
@@ -47,7 +61,14 @@ export function bunTestArgs(extra: string[], reportFile: string): string[] {
   // The outer bound per test (suites poll for conditions with their own deadlines); the preload's
   // setDefaultTimeout does not reach every file when several run in one process.
   const timeout = extra.includes("--timeout") ? [] : ["--timeout", "90000"];
-  return ["test", ...(namesFiles ? [] : ["./test/"]), ...timeout, ...extra, "--reporter=junit", `--reporter-outfile=${reportFile}`];
+  return [
+    "test",
+    ...(namesFiles ? [] : ["./test/"]),
+    ...timeout,
+    ...extra,
+    "--reporter=junit",
+    `--reporter-outfile=${reportFile}`,
+  ];
 }
 
 /**
@@ -69,7 +90,10 @@ const SYSTEM_PACKAGES = [
 function noMainCluster(): void {
   const dir = "/etc/postgresql-common/createcluster.d";
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "inferd-tests.conf"), "# bun run test: the tests start their own PostgreSQL\ncreate_main_cluster = false\n");
+  writeFileSync(
+    join(dir, "inferd-tests.conf"),
+    "# bun run test: the tests start their own PostgreSQL\ncreate_main_cluster = false\n",
+  );
 }
 
 /** Whether some test file under test/ mentions `marker`. */
@@ -89,16 +113,23 @@ export function ensureSystemPackages(): void {
   const missing = SYSTEM_PACKAGES.filter((p) => !p.present() && testsMention(p.marker)).map((p) => p.pkg);
   if (missing.length === 0) return;
   if (process.getuid?.() !== 0 || !existsSync("/etc/debian_version")) {
-    console.error(`test/run: some tests need ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); not root on Debian, so not installing them`);
+    console.error(
+      `test/run: some tests need ${missing.join(", ")} (Debian: apt-get install ${missing.join(" ")}); not root on Debian, so not installing them`,
+    );
     return;
   }
   console.error(`test/run: installing ${missing.join(", ")} (apt-get)…`);
   if (missing.includes("postgresql")) noMainCluster();
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  for (const cmd of [["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", ...missing]]) {
+  for (const cmd of [
+    ["apt-get", "update"],
+    ["apt-get", "install", "-y", "--no-install-recommends", ...missing],
+  ]) {
     const r = Bun.spawnSync(cmd, { env, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
     if (r.exitCode !== 0) {
-      console.error(`test/run: "${cmd.join(" ")}" exited with ${r.exitCode}; the tests that need ${missing.join(", ")} will fail`);
+      console.error(
+        `test/run: "${cmd.join(" ")}" exited with ${r.exitCode}; the tests that need ${missing.join(", ")} will fail`,
+      );
       return;
     }
   }
@@ -110,8 +141,14 @@ export function ensureSystemPackages(): void {
  */
 export function typecheck(): boolean {
   const tsc = join(ROOT, "node_modules", ".bin", "tsc");
-  const r = Bun.spawnSync([tsc, "--noEmit", "-p", join(ROOT, "tsconfig.json")], { cwd: ROOT, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
-  if (r.exitCode !== 0) console.error(`test/run: tsc --noEmit found type errors (exit code ${r.exitCode}); counted as one failure`);
+  const r = Bun.spawnSync([tsc, "--noEmit", "-p", join(ROOT, "tsconfig.json")], {
+    cwd: ROOT,
+    stdin: "ignore",
+    stdout: "inherit",
+    stderr: "inherit",
+  });
+  if (r.exitCode !== 0)
+    console.error(`test/run: tsc --noEmit found type errors (exit code ${r.exitCode}); counted as one failure`);
   else console.log("test/run: tsc --noEmit: no type errors");
   return r.exitCode === 0;
 }
@@ -122,8 +159,16 @@ export function typecheck(): boolean {
  */
 export function formatCheck(): boolean {
   const biome = join(ROOT, "node_modules", ".bin", "biome");
-  const r = Bun.spawnSync([biome, "format", "--reporter=summary"], { cwd: ROOT, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
-  if (r.exitCode !== 0) console.error(`test/run: biome format found files to format (exit code ${r.exitCode}; \`bunx biome format --write\` formats them); counted as one failure`);
+  const r = Bun.spawnSync([biome, "format", "--reporter=summary"], {
+    cwd: ROOT,
+    stdin: "ignore",
+    stdout: "inherit",
+    stderr: "inherit",
+  });
+  if (r.exitCode !== 0)
+    console.error(
+      `test/run: biome format found files to format (exit code ${r.exitCode}; \`bunx biome format --write\` formats them); counted as one failure`,
+    );
   else console.log("test/run: biome format: every file formatted");
   return r.exitCode === 0;
 }
@@ -138,13 +183,20 @@ export async function main(extra: string[]): Promise<number> {
   const reportDir = mkdtempSync(join(tmpdir(), "inferd-junit-"));
   const reportFile = join(reportDir, "junit.xml");
   try {
-    const proc = Bun.spawn([process.execPath, ...bunTestArgs(extra, reportFile)], { cwd: ROOT, stdin: "ignore", stdout: "inherit", stderr: "inherit" });
+    const proc = Bun.spawn([process.execPath, ...bunTestArgs(extra, reportFile)], {
+      cwd: ROOT,
+      stdin: "ignore",
+      stdout: "inherit",
+      stderr: "inherit",
+    });
     const code = await proc.exited;
     const counts = existsSync(reportFile) ? parseJunit(readFileSync(reportFile, "utf8")) : null;
     const result = counts ?? { passed: 0, failed: 0, skipped: 0 };
     if (!counts) console.error(`test/run: bun test wrote no JUnit report (exit code ${code})`);
     if (code !== 0 && result.failed === 0) {
-      console.error(`test/run: bun test exited with code ${code} outside any test (an error in a file or hook); counted as one failure`);
+      console.error(
+        `test/run: bun test exited with code ${code} outside any test (an error in a file or hook); counted as one failure`,
+      );
       result.failed = 1;
     }
     if (!typesOk) result.failed += 1;

@@ -42,13 +42,19 @@ describe("autoscaling", () => {
   const none = { pressureSince: null };
 
   test("a request at zero replicas starts one at once", () => {
-    expect(decideAutoscaling(p, load({ queued: 1 }), 0, none, T0).decision).toMatchObject({ desired: 1, onDemand: true, reason: "cold start: 1 request waiting" });
+    expect(decideAutoscaling(p, load({ queued: 1 }), 0, none, T0).decision).toMatchObject({
+      desired: 1,
+      onDemand: true,
+      reason: "cold start: 1 request waiting",
+    });
   });
   test("idle for the timeout goes to the minimum; not a moment before", () => {
     expect(decideAutoscaling(p, load({ lastBusyAt: T0 }), 1, none, T0 + 299_000).decision.desired).toBe(1);
     const d = decideAutoscaling(p, load({ lastBusyAt: T0 }), 1, none, T0 + 300_000).decision;
     expect(d).toMatchObject({ desired: 0, reason: "no request for 300 s (idle timeout 300 s)" });
-    expect(decideAutoscaling({ ...p, min_replicas: 1 }, load({ lastBusyAt: T0 }), 1, none, T0 + 900_000).decision.desired).toBe(1);
+    expect(
+      decideAutoscaling({ ...p, min_replicas: 1 }, load({ lastBusyAt: T0 }), 1, none, T0 + 900_000).decision.desired,
+    ).toBe(1);
   });
   test("a queue above target adds replicas only after it has stood for scale_up_after_s, up to the max", () => {
     const busy = load({ queued: 20, inFlight: 4 });
@@ -71,17 +77,35 @@ describe("autoscaling", () => {
     expect(AutoscalingParams.safeParse({ idle_timeout_s: 0 }).success).toBe(false);
     expect(AutoscalingParams.safeParse({ idle_timeout: 30 }).success).toBe(false);
     expect(ScheduledParams.safeParse({ windows: [{ cron: "bogus" }] }).success).toBe(false);
-    expect(ScheduledParams.safeParse({ windows: [{ days: ["mon"], start: "9:00", end: "17:00" }] }).success).toBe(false);
-    expect(ScheduledParams.safeParse({ windows: [{ days: ["mon"], start: "09:00", end: "17:00", timezone: "Mars/Olympus" }] }).success).toBe(false);
+    expect(ScheduledParams.safeParse({ windows: [{ days: ["mon"], start: "9:00", end: "17:00" }] }).success).toBe(
+      false,
+    );
+    expect(
+      ScheduledParams.safeParse({
+        windows: [{ days: ["mon"], start: "09:00", end: "17:00", timezone: "Mars/Olympus" }],
+      }).success,
+    ).toBe(false);
   });
 });
 
 test("a new workload's first replica waits when it may be at zero", () => {
-  const w = (execution_policy: string, execution_params: Record<string, unknown>, paused = false) => ({ execution_policy, execution_params, paused });
+  const w = (execution_policy: string, execution_params: Record<string, unknown>, paused = false) => ({
+    execution_policy,
+    execution_params,
+    paused,
+  });
   expect(initialDesired(w("fixed", {}), T0).desired).toBe("run");
   expect(initialDesired(w("fixed", {}, true), T0).desired).toBe("idle");
-  expect(initialDesired(w("autoscaling", { min_replicas: 0 }), T0)).toEqual({ desired: "idle", reason: "scaled to zero: the first request starts it" });
+  expect(initialDesired(w("autoscaling", { min_replicas: 0 }), T0)).toEqual({
+    desired: "idle",
+    reason: "scaled to zero: the first request starts it",
+  });
   expect(initialDesired(w("autoscaling", { min_replicas: 1 }), T0).desired).toBe("run");
-  expect(initialDesired(w("scheduled", { windows: [{ cron: "* 9-17 * * 1-5", timezone: "Europe/Berlin" }] }), T0).desired).toBe("run");
-  expect(initialDesired(w("scheduled", { windows: [{ cron: "* 9-17 * * 1-5", timezone: "Europe/Berlin" }] }), T0 - min).desired).toBe("idle");
+  expect(
+    initialDesired(w("scheduled", { windows: [{ cron: "* 9-17 * * 1-5", timezone: "Europe/Berlin" }] }), T0).desired,
+  ).toBe("run");
+  expect(
+    initialDesired(w("scheduled", { windows: [{ cron: "* 9-17 * * 1-5", timezone: "Europe/Berlin" }] }), T0 - min)
+      .desired,
+  ).toBe("idle");
 });

@@ -19,12 +19,23 @@ describe("the host's self-signed certificate", () => {
 
   test("serves HTTPS that a client trusting exactly this certificate verifies", async () => {
     const c = selfSignedCert(["inferd.host"]);
-    const srv = Bun.serve({ port: 0, hostname: "127.0.0.1", tls: { cert: c.certPem, key: c.keyPem }, fetch: () => new Response("ok") });
+    const srv = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      tls: { cert: c.certPem, key: c.keyPem },
+      fetch: () => new Response("ok"),
+    });
     try {
-      const r = await fetch(`https://127.0.0.1:${srv.port}/`, { tls: { ca: c.certPem, serverName: "inferd.host" } } as RequestInit);
+      const r = await fetch(`https://127.0.0.1:${srv.port}/`, {
+        tls: { ca: c.certPem, serverName: "inferd.host" },
+      } as RequestInit);
       expect(await r.text()).toBe("ok");
       const other = selfSignedCert(["inferd.host"]);
-      await expect(fetch(`https://127.0.0.1:${srv.port}/`, { tls: { ca: other.certPem, serverName: "inferd.host" } } as RequestInit)).rejects.toThrow();
+      await expect(
+        fetch(`https://127.0.0.1:${srv.port}/`, {
+          tls: { ca: other.certPem, serverName: "inferd.host" },
+        } as RequestInit),
+      ).rejects.toThrow();
     } finally {
       srv.stop(true);
     }

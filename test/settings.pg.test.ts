@@ -12,8 +12,15 @@ const TOKEN = "ik_admin_settings-cluster-0123456789abcdef012345678";
 let a: Serving;
 let b: Serving;
 
-const delivery = async (s: Serving) => (await (await s.admin("/admin/webhooks/delivery")).json()) as { retry_schedule: string; allow_private_webhooks: boolean };
-const sourceOf = async (s: Serving, key: string) => ((await (await s.admin("/admin/settings")).json()).settings as { key: string; source: string }[]).find((v) => v.key === key)!.source;
+const delivery = async (s: Serving) =>
+  (await (await s.admin("/admin/webhooks/delivery")).json()) as {
+    retry_schedule: string;
+    allow_private_webhooks: boolean;
+  };
+const sourceOf = async (s: Serving, key: string) =>
+  ((await (await s.admin("/admin/settings")).json()).settings as { key: string; source: string }[]).find(
+    (v) => v.key === key,
+  )!.source;
 
 beforeAll(async () => {
   const url = await (await testPostgres()).createDatabase();
@@ -29,15 +36,31 @@ afterAll(async () => {
 
 test("a change on one host is in force on the other without a restart, and so is its Reset", async () => {
   expect(await delivery(b)).toMatchObject({ retry_schedule: "1m,5m,15m,1h,6h", allow_private_webhooks: false });
-  const r = await a.admin("/admin/settings", { method: "PATCH", body: { webhookRetrySchedule: "5s,10s", allowPrivateWebhooks: true } });
+  const r = await a.admin("/admin/settings", {
+    method: "PATCH",
+    body: { webhookRetrySchedule: "5s,10s", allowPrivateWebhooks: true },
+  });
   expect(r.status).toBe(200);
-  await waitFor(async () => (await delivery(b)).retry_schedule === "5s,10s", { what: "host b to pick up the schedule", timeoutMs: 15_000 });
+  await waitFor(async () => (await delivery(b)).retry_schedule === "5s,10s", {
+    what: "host b to pick up the schedule",
+    timeoutMs: 15_000,
+  });
   expect(await delivery(b)).toMatchObject({ allow_private_webhooks: true });
   expect((await (await b.admin("/admin/info")).json()).allow_private_webhooks).toBe(true);
   expect(await sourceOf(b, "webhookRetrySchedule")).toBe("dashboard");
 
-  expect((await b.admin("/admin/settings", { method: "PATCH", body: { webhookRetrySchedule: null, allowPrivateWebhooks: null } })).status).toBe(200);
-  await waitFor(async () => (await delivery(a)).retry_schedule === "1m,5m,15m,1h,6h", { what: "host a to pick up the reset", timeoutMs: 15_000 });
+  expect(
+    (
+      await b.admin("/admin/settings", {
+        method: "PATCH",
+        body: { webhookRetrySchedule: null, allowPrivateWebhooks: null },
+      })
+    ).status,
+  ).toBe(200);
+  await waitFor(async () => (await delivery(a)).retry_schedule === "1m,5m,15m,1h,6h", {
+    what: "host a to pick up the reset",
+    timeoutMs: 15_000,
+  });
   expect(await delivery(a)).toMatchObject({ allow_private_webhooks: false });
   expect(await sourceOf(a, "webhookRetrySchedule")).toBe("default");
 }, 60_000);

@@ -28,7 +28,17 @@ let env: Record<string, string>;
 const ARGS = ["--webhook-retry-schedule", "10m,20m"];
 let w: { id: string; slug: string };
 
-type View = { key: string; flag: string; env: string; value: unknown; default: unknown; source: string; runtime: boolean; secret: boolean; updated_by: string | null };
+type View = {
+  key: string;
+  flag: string;
+  env: string;
+  value: unknown;
+  default: unknown;
+  source: string;
+  runtime: boolean;
+  secret: boolean;
+  updated_by: string | null;
+};
 const settings = async () => (await (await s.admin("/admin/settings")).json()) as { command: string; settings: View[] };
 const setting = async (key: string) => (await settings()).settings.find((v) => v.key === key)!;
 const patch = (body: Record<string, unknown>) => s.admin("/admin/settings", { method: "PATCH", body });
@@ -38,12 +48,22 @@ beforeAll(async () => {
   const src = tempDir("hub-src");
   pki = makeTestPki(tempDir("pki"), ["localhost"]);
   [hub, receiver] = await Promise.all([
-    startFakeHub({ repos: { [GATED]: { ...ggufRepo(join(src, "gated"), { name: "Gated", files: ["Gated-Q4_K_M.gguf"] }), gated: true } }, tokens: { [TOKEN]: "*" } }),
+    startFakeHub({
+      repos: {
+        [GATED]: { ...ggufRepo(join(src, "gated"), { name: "Gated", files: ["Gated-Q4_K_M.gguf"] }), gated: true },
+      },
+      tokens: { [TOKEN]: "*" },
+    }),
     startReceiver({ pki }),
   ]);
   env = { HF_ENDPOINT: hub.url, INFERD_WEBHOOK_CA_FILE: pki.caFile };
   s = await startServing(env, ARGS);
-  w = await s.createWorkload({ name: "hooks", backend: "vllm", model_name: "hook-model", config: { command: "vllm serve hook-model" } });
+  w = await s.createWorkload({
+    name: "hooks",
+    backend: "vllm",
+    model_name: "hook-model",
+    config: { command: "vllm serve hook-model" },
+  });
   await s.waitState(w.id);
 }, 90_000);
 afterAll(async () => {
@@ -61,11 +81,27 @@ describe("the settings in force", () => {
       const def = SETTINGS[v.key as keyof typeof SETTINGS];
       expect([v.flag, v.env]).toEqual([def.flag, def.env]);
     }
-    expect(list.find((v) => v.key === "webhookRetrySchedule")).toMatchObject({ value: "10m,20m", default: "1m,5m,15m,1h,6h", source: "flag", runtime: true });
+    expect(list.find((v) => v.key === "webhookRetrySchedule")).toMatchObject({
+      value: "10m,20m",
+      default: "1m,5m,15m,1h,6h",
+      source: "flag",
+      runtime: true,
+    });
     expect(list.find((v) => v.key === "logLevel")).toMatchObject({ value: "warn", source: "env", runtime: true });
     expect(list.find((v) => v.key === "queueMax")).toMatchObject({ value: 1000, source: "default", runtime: false });
-    expect(list.find((v) => v.key === "hfToken")).toMatchObject({ flag: "--hf-token", env: "HF_TOKEN", value: "unset", secret: true, runtime: true });
-    expect(list.filter((v) => v.runtime).map((v) => v.key).sort()).toEqual(["allowPrivateWebhooks", "defaultKeyLimits", "hfToken", "logLevel", "webhookRetrySchedule"]);
+    expect(list.find((v) => v.key === "hfToken")).toMatchObject({
+      flag: "--hf-token",
+      env: "HF_TOKEN",
+      value: "unset",
+      secret: true,
+      runtime: true,
+    });
+    expect(
+      list
+        .filter((v) => v.runtime)
+        .map((v) => v.key)
+        .sort(),
+    ).toEqual(["allowPrivateWebhooks", "defaultKeyLimits", "hfToken", "logLevel", "webhookRetrySchedule"]);
   });
 
   test("bad values are 400 naming the setting; a setting that needs a restart says how; nothing is stored", async () => {
@@ -77,13 +113,23 @@ describe("the settings in force", () => {
       expect(error.message).toContain(words);
     };
     await bad({ webhookRetrySchedule: "soon" }, "validation_error", "webhookRetrySchedule", '"soon" is not a duration');
-    await bad({ allowPrivateWebhooks: "maybe" }, "validation_error", "allowPrivateWebhooks", "--allow-private-webhooks must be true or false");
+    await bad(
+      { allowPrivateWebhooks: "maybe" },
+      "validation_error",
+      "allowPrivateWebhooks",
+      "--allow-private-webhooks must be true or false",
+    );
     await bad({ logLevel: "loud" }, "validation_error", "logLevel", "must be one of error, warn, info, debug");
     await bad({ defaultKeyLimits: "rpm=fast" }, "validation_error", "defaultKeyLimits", "rpm must be a whole number");
     await bad({ noSuchThing: 1 }, "validation_error", "noSuchThing", 'there is no setting "noSuchThing"');
     await bad({ port: 9000 }, "restart_required", "port", "restart it with bun src/main.ts serve --port");
     // One bad value refuses the whole change.
-    await bad({ logLevel: "debug", webhookRetrySchedule: "" }, "validation_error", "webhookRetrySchedule", "is not a duration");
+    await bad(
+      { logLevel: "debug", webhookRetrySchedule: "" },
+      "validation_error",
+      "webhookRetrySchedule",
+      "is not a duration",
+    );
     expect((await setting("logLevel")).value).toBe("warn");
     expect((await s.admin("/admin/settings", { method: "PATCH", body: ["logLevel"] })).status).toBe(400);
   });
@@ -106,30 +152,51 @@ describe("runtime settings take effect without a restart", () => {
     const ping = await (await s.admin(`/admin/webhooks/${hook.id}/test`, { method: "POST" })).json();
     expect(ping).toMatchObject({ ok: true, status_code: 200 });
     expect((await (await s.admin("/admin/info")).json()).allow_private_webhooks).toBe(true);
-    expect(await setting("allowPrivateWebhooks")).toMatchObject({ value: true, source: "dashboard", updated_by: "admin token" });
+    expect(await setting("allowPrivateWebhooks")).toMatchObject({
+      value: true,
+      source: "dashboard",
+      updated_by: "admin token",
+    });
   });
 
   test("retry schedule: the webhooks API shows the one in force, and a failed delivery is retried on it", async () => {
     const before = await (await s.admin("/admin/webhooks/delivery")).json();
-    expect(before).toMatchObject({ retry_schedule: "10m,20m", retry_delays_ms: [600_000, 1_200_000], attempts: 3, secret_storage: "plaintext" });
+    expect(before).toMatchObject({
+      retry_schedule: "10m,20m",
+      retry_delays_ms: [600_000, 1_200_000],
+      attempts: 3,
+      secret_storage: "plaintext",
+    });
     expect((await patch({ webhookRetrySchedule: "200ms, 300ms" })).status).toBe(200);
-    expect(await (await s.admin("/admin/webhooks/delivery")).json()).toMatchObject({ retry_schedule: "200ms, 300ms", retry_delays_ms: [200, 300], attempts: 3 });
+    expect(await (await s.admin("/admin/webhooks/delivery")).json()).toMatchObject({
+      retry_schedule: "200ms, 300ms",
+      retry_delays_ms: [200, 300],
+      attempts: 3,
+    });
     // The receiver fails once: with the flag's 10 minutes the retry would not come within this test.
     const seen = receiver.requests().length;
     receiver.setBehaviour((_req, i) => ({ status: i === seen ? 500 : 200, body: "" }));
-    const r = await s.data(w.slug, "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "retry me" }] } } });
+    const r = await s.data(w.slug, "/jobs", {
+      body: { kind: "chat", body: { messages: [{ role: "user", content: "retry me" }] } },
+    });
     expect(r.status).toBe(202);
     const { job_id } = await r.json();
     await receiver.waitForRequests(seen + 2, 30_000);
-    const job = await waitFor(async () => {
-      const j = await (await s.data(w.slug, `/jobs/${job_id}`)).json();
-      return j.deliveries?.[0]?.state === "delivered" ? j : undefined;
-    }, { what: "the retried delivery", timeoutMs: 20_000 });
+    const job = await waitFor(
+      async () => {
+        const j = await (await s.data(w.slug, `/jobs/${job_id}`)).json();
+        return j.deliveries?.[0]?.state === "delivered" ? j : undefined;
+      },
+      { what: "the retried delivery", timeoutMs: 20_000 },
+    );
     expect(job.deliveries[0].attempts).toBe(2);
   });
 
   test("default key limits: a key without limits of its own gets them on its next request; Reset lifts them", async () => {
-    const chat = () => s.data(w.slug, "/v1/chat/completions", { body: { model: "hook-model", messages: [{ role: "user", content: "hi" }] } });
+    const chat = () =>
+      s.data(w.slug, "/v1/chat/completions", {
+        body: { model: "hook-model", messages: [{ role: "user", content: "hi" }] },
+      });
     expect((await chat()).headers.get("x-ratelimit-limit-requests")).toBeNull();
     expect((await patch({ defaultKeyLimits: "rpm=1" })).status).toBe(200);
     const first = await chat();
@@ -145,9 +212,14 @@ describe("runtime settings take effect without a restart", () => {
   });
 
   test("log level: what the log prints follows the setting", async () => {
-    const lines = () => s.output().split("\n").filter((l) => / info  setting --webhook-retry-schedule changed/.test(l)).length;
+    const lines = () =>
+      s
+        .output()
+        .split("\n")
+        .filter((l) => / info  setting --webhook-retry-schedule changed/.test(l)).length;
     // The log is one ordered stream: once a later line is read, an earlier one would have been too.
-    const printed = (n: number) => waitFor(() => lines() >= n, { what: "the info line of a change", detail: () => s.output() }).then(() => lines());
+    const printed = (n: number) =>
+      waitFor(() => lines() >= n, { what: "the info line of a change", detail: () => s.output() }).then(() => lines());
     const quiet = lines();
     expect((await patch({ webhookRetrySchedule: "200ms,400ms" })).status).toBe(200); // warn: not written
     expect((await patch({ logLevel: "info" })).status).toBe(200);
@@ -158,17 +230,21 @@ describe("runtime settings take effect without a restart", () => {
     expect((await patch({ logLevel: "info" })).status).toBe(200);
     expect((await patch({ webhookRetrySchedule: "200ms,300ms" })).status).toBe(200);
     expect(await printed(quiet + 2)).toBe(quiet + 2);
-    expect(s.output()).not.toContain("now \"200ms,500ms\"");
-    expect(s.output()).not.toContain("now \"200ms,400ms\"");
+    expect(s.output()).not.toContain('now "200ms,500ms"');
+    expect(s.output()).not.toContain('now "200ms,400ms"');
   });
 
   test("HF token: a gated repo fails without it, the next pull after setting it sends it and succeeds; the token is never shown", async () => {
-    const pull = async () => (await (await s.admin("/admin/models", { body: { source: `hf:${GATED}:Q4_K_M` } })).json()) as { id: string };
+    const pull = async () =>
+      (await (await s.admin("/admin/models", { body: { source: `hf:${GATED}:Q4_K_M` } })).json()) as { id: string };
     const model = async (id: string, state: string) =>
-      waitFor(async () => {
-        const m = await (await s.admin(`/admin/models/${id}`)).json();
-        return m.state === state ? m : undefined;
-      }, { what: `model ${state}`, timeoutMs: 30_000, detail: () => s.output() });
+      waitFor(
+        async () => {
+          const m = await (await s.admin(`/admin/models/${id}`)).json();
+          return m.state === state ? m : undefined;
+        },
+        { what: `model ${state}`, timeoutMs: 30_000, detail: () => s.output() },
+      );
     const failed = await model((await pull()).id, "failed");
     expect(failed.reason).toContain("gated or private");
     hub.clearRequests();
@@ -185,8 +261,16 @@ describe("stored, audited, kept across a restart, reset to the flag", () => {
   test("every change is in the audit log with who made it and the value before and after", async () => {
     const { entries } = await (await s.admin("/admin/audit?action=setting&limit=1000")).json();
     const of = (key: string) => entries.filter((e: { target: { id: string } }) => e.target.id === key);
-    expect(of("allowPrivateWebhooks")[0]).toMatchObject({ action: "setting.change", actor: { type: "admin" }, target: { type: "setting", label: "--allow-private-webhooks" }, diff: { value: { from: false, to: true } } });
-    expect(of("defaultKeyLimits")[0]).toMatchObject({ action: "setting.reset", diff: { value: { from: ["rpm=1"], to: [] } } });
+    expect(of("allowPrivateWebhooks")[0]).toMatchObject({
+      action: "setting.change",
+      actor: { type: "admin" },
+      target: { type: "setting", label: "--allow-private-webhooks" },
+      diff: { value: { from: false, to: true } },
+    });
+    expect(of("defaultKeyLimits")[0]).toMatchObject({
+      action: "setting.reset",
+      diff: { value: { from: ["rpm=1"], to: [] } },
+    });
     expect(of("hfToken")[0]).toMatchObject({ action: "setting.change", diff: { value: { from: "unset", to: "set" } } });
   });
 
@@ -208,7 +292,8 @@ describe("stored, audited, kept across a restart, reset to the flag", () => {
 
 describe("hints use the command the user ran", () => {
   test("the binary, the start script, a linked bin and bun on the file each get their own prefix", () => {
-    const from = (main: string, argv1: string | undefined, script?: string) => commandPrefix({ main, argv1, script, cwd: "/repo" });
+    const from = (main: string, argv1: string | undefined, script?: string) =>
+      commandPrefix({ main, argv1, script, cwd: "/repo" });
     expect(from("/$bunfs/root/inferd-linux-x64", "/usr/local/bin/inferd")).toBe("inferd");
     expect(from("B:/~BUN/root/inferd-windows-x64.exe", undefined)).toBe("inferd");
     expect(from("/repo/src/main.ts", "/repo/src/main.ts", "start")).toBe("bun run start --");

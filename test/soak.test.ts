@@ -20,26 +20,22 @@ const FD_TOLERANCE = 30;
 /** Descriptors that are not sockets (SQLite files, runtime PTYs and logs, event fds) are fixed by what runs: a runtime restarting may hold a few more for a moment. */
 const NON_SOCKET_FD_TOLERANCE = 4;
 
-test(
-  "soak --short: 5 kills of inferd, runtime, agent and receiver faults; no accepted job or owed delivery lost, no unexplained 5xx, fds flat",
-  async () => {
-    const { code, report: r } = await runSoakChild(["--short"]);
-    expect(r.failures).toEqual([]);
-    expect(code).toBe(0);
+test("soak --short: 5 kills of inferd, runtime, agent and receiver faults; no accepted job or owed delivery lost, no unexplained 5xx, fds flat", async () => {
+  const { code, report: r } = await runSoakChild(["--short"]);
+  expect(r.failures).toEqual([]);
+  expect(code).toBe(0);
 
-    expect(r.faults.inferdKills).toBeGreaterThanOrEqual(PLANNED_KILLS);
-    expect(r.faults.runtimeKills).toBeGreaterThanOrEqual(1);
-    expect(r.faults.agentKills).toBeGreaterThanOrEqual(1);
-    expect(r.faults.receiverFlaps).toBeGreaterThanOrEqual(1);
-    expect(r.faults.notRecovered).toEqual([]);
+  expect(r.faults.inferdKills).toBeGreaterThanOrEqual(PLANNED_KILLS);
+  expect(r.faults.runtimeKills).toBeGreaterThanOrEqual(1);
+  expect(r.faults.agentKills).toBeGreaterThanOrEqual(1);
+  expect(r.faults.receiverFlaps).toBeGreaterThanOrEqual(1);
+  expect(r.faults.notRecovered).toEqual([]);
 
-    expect(accounting(r)).toEqual(NOTHING_LOST);
-    expect(r.requests.sent.chat + r.requests.sent.stream).toBeGreaterThan(0);
+  expect(accounting(r)).toEqual(NOTHING_LOST);
+  expect(r.requests.sent.chat + r.requests.sent.stream).toBeGreaterThan(0);
 
-    expect(r.inferd.processes).toBe(r.faults.inferdKills + 1);
-    expect(r.inferd.fds.idleEnd).toBeLessThanOrEqual(r.inferd.fds.idleStart + FD_TOLERANCE);
-    expect(r.inferd.nonSocketFds.idleEnd).toBeLessThanOrEqual(r.inferd.nonSocketFds.idleStart + NON_SOCKET_FD_TOLERANCE);
-    expect(r.inferd.nonSocketFds.loadEnd).toBeLessThanOrEqual(r.inferd.nonSocketFds.loadStart + NON_SOCKET_FD_TOLERANCE);
-  },
-  150_000,
-);
+  expect(r.inferd.processes).toBe(r.faults.inferdKills + 1);
+  expect(r.inferd.fds.idleEnd).toBeLessThanOrEqual(r.inferd.fds.idleStart + FD_TOLERANCE);
+  expect(r.inferd.nonSocketFds.idleEnd).toBeLessThanOrEqual(r.inferd.nonSocketFds.idleStart + NON_SOCKET_FD_TOLERANCE);
+  expect(r.inferd.nonSocketFds.loadEnd).toBeLessThanOrEqual(r.inferd.nonSocketFds.loadStart + NON_SOCKET_FD_TOLERANCE);
+}, 150_000);

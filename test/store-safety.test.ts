@@ -19,16 +19,30 @@ const inferd = (dataDir: string, ...args: string[]) => runInferd({ args: [...arg
 
 /** POSTs JSON to the admin API. */
 const post = (srv: { url: string; adminToken: string }, path: string, body: unknown) =>
-  fetch(srv.url + path, { method: "POST", headers: { authorization: `Bearer ${srv.adminToken}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  fetch(srv.url + path, {
+    method: "POST",
+    headers: { authorization: `Bearer ${srv.adminToken}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
 
 /** `PRAGMA integrity_check`, project slugs and each key's project, read straight from a store file. */
 function readStore(file: string) {
   const db = new Database(file, { readonly: true });
   try {
     return {
-      integrity: db.query<{ integrity_check: string }, []>("PRAGMA integrity_check").all().map((r) => r.integrity_check).join(),
-      slugs: db.query<{ slug: string }, []>("SELECT slug FROM projects").all().map((r) => r.slug),
-      keyProjects: db.query<{ slug: string | null }, []>("SELECT p.slug FROM api_keys k LEFT JOIN projects p ON p.id = k.project_id").all().map((r) => r.slug),
+      integrity: db
+        .query<{ integrity_check: string }, []>("PRAGMA integrity_check")
+        .all()
+        .map((r) => r.integrity_check)
+        .join(),
+      slugs: db
+        .query<{ slug: string }, []>("SELECT slug FROM projects")
+        .all()
+        .map((r) => r.slug),
+      keyProjects: db
+        .query<{ slug: string | null }, []>("SELECT p.slug FROM api_keys k LEFT JOIN projects p ON p.id = k.project_id")
+        .all()
+        .map((r) => r.slug),
     };
   } finally {
     db.close();
@@ -82,7 +96,9 @@ describe("backup and restore", () => {
     expect(store.keyProjects.length).toBeGreaterThanOrEqual(indices.length - 1);
 
     const again = await startInferd({ dataDir });
-    const listed = await (await fetch(`${again.url}/admin/projects`, { headers: { authorization: `Bearer ${again.adminToken}` } })).json();
+    const listed = await (
+      await fetch(`${again.url}/admin/projects`, { headers: { authorization: `Bearer ${again.adminToken}` } })
+    ).json();
     expect(listed).toHaveLength(indices.length);
     expect(await again.stop()).toBe(0);
   });
@@ -93,7 +109,11 @@ describe("backup and restore", () => {
     writeFileSync(garbage, "not a database at all: ".repeat(20));
     const notOurs = join(dataDir, "other.db");
     new Database(notOurs, { create: true }).exec("CREATE TABLE t (a)");
-    for (const [file, why] of [[garbage, "not an SQLite database"], [notOurs, "not an inferd store"], [join(dataDir, "missing.db"), "does not exist"]]) {
+    for (const [file, why] of [
+      [garbage, "not an SQLite database"],
+      [notOurs, "not an inferd store"],
+      [join(dataDir, "missing.db"), "does not exist"],
+    ]) {
       const r = await inferd(dataDir, "restore", file);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`cannot be restored: `);
@@ -107,7 +127,8 @@ describe("a damaged store", () => {
   test("truncated or with a garbage header: a clear refusal naming the last good backup, exit 1; doctor fails; restore brings it back", async () => {
     const dataDir = tempDir("damaged");
     const srv = await startInferd({ dataDir });
-    for (let i = 0; i < 30; i++) expect((await post(srv, "/admin/projects", { name: `project ${i} ${"x".repeat(150)}` })).status).toBe(201);
+    for (let i = 0; i < 30; i++)
+      expect((await post(srv, "/admin/projects", { name: `project ${i} ${"x".repeat(150)}` })).status).toBe(201);
     const backup = await inferd(dataDir, "backup");
     expect(backup.code).toBe(0);
     const backupFile = /backup written to (\S+)/.exec(backup.stdout)![1];
@@ -138,7 +159,9 @@ describe("a damaged store", () => {
 
     expect((await inferd(dataDir, ...restoreLine.split(" ").slice(1, 3))).code).toBe(0);
     const back = await startInferd({ dataDir });
-    const listed = await (await fetch(`${back.url}/admin/projects`, { headers: { authorization: `Bearer ${back.adminToken}` } })).json();
+    const listed = await (
+      await fetch(`${back.url}/admin/projects`, { headers: { authorization: `Bearer ${back.adminToken}` } })
+    ).json();
     expect(listed).toHaveLength(30);
     expect(await back.stop()).toBe(0);
   });
@@ -159,8 +182,18 @@ describe("doctor and disk space", () => {
     for (const name of ["data dir", "file modes", "store", "migrations", "backups", "free disk", "certificate"]) {
       expect(r.stdout).toMatch(new RegExp(`^ok {4}${name} `, "m"));
     }
-    expect(r.stdout).toMatch(new RegExp(`^ok {4}tls port +127\\.0\\.0\\.1:${tlsPort} is held by this data dir's server \\(pid ${srv.proc.pid}, ${srv.url}\\): same certificate`, "m"));
-    expect(r.stdout).toMatch(new RegExp(`^ok {4}http port +127\\.0\\.0\\.1:${port} is held by this data dir's server \\(pid ${srv.proc.pid}, ${srv.url}\\)`, "m"));
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^ok {4}tls port +127\\.0\\.0\\.1:${tlsPort} is held by this data dir's server \\(pid ${srv.proc.pid}, ${srv.url}\\): same certificate`,
+        "m",
+      ),
+    );
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^ok {4}http port +127\\.0\\.0\\.1:${port} is held by this data dir's server \\(pid ${srv.proc.pid}, ${srv.url}\\)`,
+        "m",
+      ),
+    );
     expect(r.stdout).toMatch(/^(ok {4}|warn {2})gpus /m);
     expect(r.stdout).toMatch(/^(ok {4}|warn {2})runtimes .*built-in llama.cpp/m);
     expect(r.stdout).toMatch(/^\d+ ok, \d+ warn, 0 fail$/m);
@@ -169,7 +202,9 @@ describe("doctor and disk space", () => {
     expect(json.checks.find((c: { name: string }) => c.name === "store")).toMatchObject({ status: "ok" });
     const other = await inferd(tempDir("doctor-other"), "doctor", "--port", port, "--tls-port", tlsPort);
     expect(other.code).toBe(1);
-    expect(other.stdout).toMatch(new RegExp(`^fail {2}http port +127\\.0\\.0\\.1:${port} is in use by another program`, "m"));
+    expect(other.stdout).toMatch(
+      new RegExp(`^fail {2}http port +127\\.0\\.0\\.1:${port} is in use by another program`, "m"),
+    );
     expect(other.stdout).toMatch(/^fail {2}tls port .* in use by another program/m);
   });
 
@@ -197,7 +232,10 @@ describe("doctor and disk space", () => {
   });
 
   test("a full store (SQLITE_FULL) answers 503 storage_full with Retry-After, reads go on, writes resume when space returns", async () => {
-    const { config } = loadConfig(["--port", "0", "--data-dir", tempDir("full"), "--no-local-agent", "--admin-token", "full-admin"], {});
+    const { config } = loadConfig(
+      ["--port", "0", "--data-dir", tempDir("full"), "--no-local-agent", "--admin-token", "full-admin"],
+      {},
+    );
     const server = await startServer(config, () => {});
     const admin = { url: server.url, adminToken: "full-admin" };
     try {
@@ -214,7 +252,9 @@ describe("doctor and disk space", () => {
       expect(body.error.code).toBe("storage_full");
       expect(body.error.message).toContain("storage is full");
       expect(JSON.stringify(body)).not.toContain("SQLITE");
-      expect((await fetch(`${server.url}/admin/projects`, { headers: { authorization: "Bearer full-admin" } })).status).toBe(200);
+      expect(
+        (await fetch(`${server.url}/admin/projects`, { headers: { authorization: "Bearer full-admin" } })).status,
+      ).toBe(200);
       server.store.sqlite!.exec(`PRAGMA max_page_count = ${pages * 100}`);
       expect((await post(admin, "/admin/projects", { name: "after" })).status).toBe(201);
     } finally {
@@ -228,7 +268,14 @@ describe("automatic backups", () => {
     const dataDir = tempDir("auto-due");
     const start = Date.parse("2030-01-01T00:00:00.000Z");
     let now = start;
-    const auto = new AutoBackups({ dataDir, intervalMs: 3_600_000, keep: 3, firstDelayMs: 600_000, now: () => now, run: async () => "unused" });
+    const auto = new AutoBackups({
+      dataDir,
+      intervalMs: 3_600_000,
+      keep: 3,
+      firstDelayMs: 600_000,
+      now: () => now,
+      run: async () => "unused",
+    });
     expect(auto.dueAt()).toBe(start + 600_000); // no backup yet: the first delay
     mkdirSync(join(dataDir, "backups"));
     writeFileSync(join(dataDir, "backups", "inferd-2029-12-31T23-30-00-000Z.db"), "");
@@ -244,7 +291,15 @@ describe("automatic backups", () => {
     let leading = false;
     let runs = 0;
     let asked = 0;
-    const auto = new AutoBackups({ dataDir, intervalMs: 100, keep: 2, firstDelayMs: 0, kind: "pgdump", when: () => (asked++, leading), run: async () => `run ${++runs}` });
+    const auto = new AutoBackups({
+      dataDir,
+      intervalMs: 100,
+      keep: 2,
+      firstDelayMs: 0,
+      kind: "pgdump",
+      when: () => (asked++, leading),
+      run: async () => `run ${++runs}`,
+    });
     auto.start();
     try {
       await waitFor(() => asked >= 3, { what: "the schedule asking three times whether this host leads" });
@@ -261,7 +316,13 @@ describe("automatic backups", () => {
     expect((await inferd(dataDir, "project", "create", "Kept")).code).toBe(0);
     let runs = 0;
     const child = childBackup(dataDir, 2);
-    const auto = new AutoBackups({ dataDir, intervalMs: 200, keep: 2, firstDelayMs: 0, run: (signal) => child(signal).then((line) => ((runs += 1), line)) });
+    const auto = new AutoBackups({
+      dataDir,
+      intervalMs: 200,
+      keep: 2,
+      firstDelayMs: 0,
+      run: (signal) => child(signal).then((line) => ((runs += 1), line)),
+    });
     auto.start();
     try {
       await waitFor(() => runs >= 3, { what: "three automatic backups", timeoutMs: 30_000 });

@@ -8,7 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LogFile } from "../agent/logfile.ts";
 import { LogRing, renderLines } from "../agent/ring.ts";
-import { ptySpawn, Supervisor, type SpawnFn, type SupervisorOptions, type SupervisorState } from "../agent/supervisor.ts";
+import {
+  ptySpawn,
+  Supervisor,
+  type SpawnFn,
+  type SupervisorOptions,
+  type SupervisorState,
+} from "../agent/supervisor.ts";
 import { waitFor as pollFor } from "./helpers/proc";
 
 /** A fake runtime: colours, a `\r` progress bar, optional grandchild, then /health on argv port. */
@@ -73,7 +79,8 @@ function freePort(): number {
 }
 
 /** The suites' one polling helper, with this file's argument order. */
-const waitFor = <T>(what: string, check: () => T, timeoutMs = 15_000) => pollFor(check, { what, timeoutMs, intervalMs: 20 });
+const waitFor = <T>(what: string, check: () => T, timeoutMs = 15_000) =>
+  pollFor(check, { what, timeoutMs, intervalMs: 20 });
 
 /** Whether a pid no longer runs (gone, or a zombie waiting for a reaper). */
 function isGone(pid: number): boolean {
@@ -131,7 +138,11 @@ describe("Supervisor", () => {
     const text = ring.text();
     expect(text).toContain("\x1b[32mINFO\x1b[0m loading weights for w1 (tty=true)");
     expect(text).toContain("\rLoading: 50%");
-    expect(ring.lastLines(3).split("\n")).toEqual(["INFO loading weights for w1 (tty=true)", "Loading: 100%", "ready w1 on port " + port]);
+    expect(ring.lastLines(3).split("\n")).toEqual([
+      "INFO loading weights for w1 (tty=true)",
+      "Loading: 100%",
+      "ready w1 on port " + port,
+    ]);
     logFile.close();
     expect(readFileSync(logFile.path, "utf8")).toBe(text);
     expect(await (await fetch(`http://127.0.0.1:${port}/health`)).text()).toBe("ok");
@@ -148,7 +159,10 @@ describe("Supervisor", () => {
     sup.start();
     await waitFor("ready", () => sup.state === "ready");
     const firstPid = sup.pid;
-    await waitFor("a crash and a second ready", () => names().filter((s) => s === "ready").length === 2 || sup.state === "failed");
+    await waitFor(
+      "a crash and a second ready",
+      () => names().filter((s) => s === "ready").length === 2 || sup.state === "failed",
+    );
     expect(names()).toEqual(["starting", "ready", "restarting", "starting", "ready"]);
     expect(sup.restarts).toBe(1);
     expect(sup.pid).not.toBe(firstPid);
@@ -167,10 +181,14 @@ describe("Supervisor", () => {
     sup.start();
     await waitFor("failed", () => sup.state === "failed");
     expect(names()).toEqual(["starting", "restarting", "starting", "restarting", "starting", "failed"]);
-    const delays = states.filter((s) => s.state === "restarting").map((s) => /restarting in (\d+) ms/.exec(s.reason ?? "")?.[1]);
+    const delays = states
+      .filter((s) => s.state === "restarting")
+      .map((s) => /restarting in (\d+) ms/.exec(s.reason ?? "")?.[1]);
     expect(delays).toEqual(["20", "40"]);
     const reason = sup.reason ?? "";
-    expect(reason).toStartWith("sh exited with code 7; it crashed 3 times within 60 s, giving up\n--- last output ---\n");
+    expect(reason).toStartWith(
+      "sh exited with code 7; it crashed 3 times within 60 s, giving up\n--- last output ---\n",
+    );
     expect(reason).toContain("trace line 25\nERROR CUDA out of memory");
     expect(reason).not.toContain("\x1b");
     expect(reason.split("\n").length).toBe(2 + 20);
@@ -187,7 +205,9 @@ describe("Supervisor", () => {
     const pid = (await waitFor("a pid", () => sup.pid)) as number;
     await waitFor("failed", () => sup.state === "failed");
     expect(names()).toEqual(["starting", "failed"]);
-    expect(sup.reason).toBe("sh no output for 0.3 s and not ready (stall timeout)\n--- last output ---\nloading the model");
+    expect(sup.reason).toBe(
+      "sh no output for 0.3 s and not ready (stall timeout)\n--- last output ---\nloading the model",
+    );
     expect(isGone(pid)).toBe(true);
   });
 
@@ -200,7 +220,9 @@ describe("Supervisor", () => {
     });
     sup.start();
     await waitFor("failed", () => sup.state === "failed");
-    expect(sup.reason).toMatch(/^sh not ready within 0\.7 s \(start timeout\)\n--- last output ---\n(still loading \d+\n?)+$/);
+    expect(sup.reason).toMatch(
+      /^sh not ready within 0\.7 s \(start timeout\)\n--- last output ---\n(still loading \d+\n?)+$/,
+    );
   });
 
   test("stop() ends the whole process group, a grandchild that ignores SIGTERM included", async () => {
@@ -223,7 +245,12 @@ describe("Supervisor", () => {
     expect(names()).toEqual(["starting", "ready", "stopped"]);
     expect(sup.pid).toBeUndefined();
     await sup.stop(); // a second stop is harmless
-    expect(await fetch(`http://127.0.0.1:${port}/health`).then(() => "answered", () => "refused")).toBe("refused");
+    expect(
+      await fetch(`http://127.0.0.1:${port}/health`).then(
+        () => "answered",
+        () => "refused",
+      ),
+    ).toBe("refused");
   });
 
   test("restartNow() replaces the process with the edited command and resets the crash count", async () => {
@@ -313,9 +340,15 @@ describe("LogFile", () => {
   test("output written meanwhile reaches the file in order on its own, within moments", async () => {
     const { dir } = fixtures();
     const log = new LogFile(join(dir, "r.log"));
-    const lines = Array.from({ length: 200 }, (_, i) => `INFO: 127.0.0.1 - "POST /v1/chat/completions HTTP/1.1" 200 OK #${i}\n`);
+    const lines = Array.from(
+      { length: 200 },
+      (_, i) => `INFO: 127.0.0.1 - "POST /v1/chat/completions HTTP/1.1" 200 OK #${i}\n`,
+    );
     for (const line of lines) log.write(line);
-    await waitFor("the lines in the file", () => existsSync(log.path) && readFileSync(log.path, "utf8") === lines.join(""));
+    await waitFor(
+      "the lines in the file",
+      () => existsSync(log.path) && readFileSync(log.path, "utf8") === lines.join(""),
+    );
     log.close();
   });
 

@@ -21,7 +21,11 @@ let other: ReturnType<typeof Bun.serve>;
 const reached: string[] = [];
 
 beforeAll(async () => {
-  other = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (r) => (reached.push(`${r.method} ${new URL(r.url).pathname}`), new Response("GGUF")) });
+  other = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    fetch: (r) => (reached.push(`${r.method} ${new URL(r.url).pathname}`), new Response("GGUF")),
+  });
   // Runtimes bind their port only once loaded, as vLLM does after loading its weights: until then
   // another listener on a stolen port is all a health probe can reach.
   s = await startServing({ INFERD_MAX_CRASHES: "1", FAKE_HEALTH_BEFORE_READY: "refuse", FAKE_LOAD_MS: "1500" });
@@ -34,11 +38,19 @@ afterAll(async () => {
 
 /** Saves a workload as the tenant (the project's sdk key). */
 const tenantSave = (body: Record<string, unknown>) =>
-  fetch(`${s.url}/api/projects/${s.project}/workloads`, { method: "POST", headers: { authorization: `Bearer ${s.sdk}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  fetch(`${s.url}/api/projects/${s.project}/workloads`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${s.sdk}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
 
 describe("a runtime's address is inferd's", () => {
   test("a tenant's --port, --host or --uds is refused with 403 command_not_allowed", async () => {
-    for (const command of ["vllm serve m --port 8001", "vllm serve m --host=0.0.0.0", "vllm serve m --uds /tmp/x.sock"]) {
+    for (const command of [
+      "vllm serve m --port 8001",
+      "vllm serve m --host=0.0.0.0",
+      "vllm serve m --uds /tmp/x.sock",
+    ]) {
       const r = await tenantSave({ name: "hij", backend: "vllm", model_name: "x", config: { command } });
       expect(r.status).toBe(403);
       const { error } = await r.json();
@@ -48,13 +60,25 @@ describe("a runtime's address is inferd's", () => {
   });
 
   test("a runtime pointed at another runtime's port is never ready and never answers with the other's model", async () => {
-    const beta = await s.createWorkload({ name: "beta", backend: "vllm", model_name: "beta-model", config: { command: "vllm serve beta-model" } });
+    const beta = await s.createWorkload({
+      name: "beta",
+      backend: "vllm",
+      model_name: "beta-model",
+      config: { command: "vllm serve beta-model" },
+    });
     const ready = await s.waitState(beta.id);
     const port = new URL(ready.assignments[0].base_url!).port;
     // The operator may set a port, but a listener that is not the runtime's own never makes it ready.
-    const hij = await s.createWorkload({ name: "hij", backend: "vllm", model_name: "hij-model", config: { command: `vllm serve hij-model --port ${port}` } });
+    const hij = await s.createWorkload({
+      name: "hij",
+      backend: "vllm",
+      model_name: "hij-model",
+      config: { command: `vllm serve hij-model --port ${port}` },
+    });
     // Asked while its runtime loads: it waits for hij's own runtime, which then finds the port taken.
-    const r = await s.data(hij.slug, "/v1/chat/completions", { body: { model: "hij-model", messages: [{ role: "user", content: "hi" }] } });
+    const r = await s.data(hij.slug, "/v1/chat/completions", {
+      body: { model: "hij-model", messages: [{ role: "user", content: "hi" }] },
+    });
     const body = await r.json();
     expect(body.model).not.toBe("beta-model");
     expect(r.status).toBe(503);
@@ -64,7 +88,9 @@ describe("a runtime's address is inferd's", () => {
     const log = await (await s.admin(`/admin/workloads/${hij.id}/logs`)).text();
     expect(log).toContain("answers, but from a process this runtime did not start");
     // The other runtime still serves its own workload.
-    const b = await s.data(beta.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "hi" }] } });
+    const b = await s.data(beta.slug, "/v1/chat/completions", {
+      body: { messages: [{ role: "user", content: "hi" }] },
+    });
     expect((await b.json()).model).toBe("beta-model");
     await s.admin(`/admin/workloads/${hij.id}`, { method: "DELETE" });
   });
@@ -72,7 +98,12 @@ describe("a runtime's address is inferd's", () => {
 
 describe("a runtime's files", () => {
   test("each runtime starts in its own empty working directory under the data dir", async () => {
-    const r = await tenantSave({ name: "cwd", backend: "vllm", model_name: "cwd-model", config: { command: "vllm serve cwd-model --tokenizer etc" } });
+    const r = await tenantSave({
+      name: "cwd",
+      backend: "vllm",
+      model_name: "cwd-model",
+      config: { command: "vllm serve cwd-model --tokenizer etc" },
+    });
     expect(r.status).toBe(201);
     const w = await r.json();
     const d = await s.waitState(w.id);
@@ -83,14 +114,22 @@ describe("a runtime's files", () => {
 });
 
 describe("model sources", () => {
-  const bad = ["llama-server -hf bad", "llama-server -hf a/b:", "llama-server -m hf:nope", "llama-server -hf a--b/c", "llama-server -mu ftp://example.com/m.gguf"];
+  const bad = [
+    "llama-server -hf bad",
+    "llama-server -hf a/b:",
+    "llama-server -m hf:nope",
+    "llama-server -hf a--b/c",
+    "llama-server -mu ftp://example.com/m.gguf",
+  ];
 
   test("a source that does not parse is a 400 validation_error at save naming config.command, for the tenant and the admin alike", async () => {
     for (const command of bad) {
       const tenant = await tenantSave({ name: "bad", backend: "llamacpp", model_name: "x", config: { command } });
       expect(tenant.status).toBe(400);
       expect((await tenant.json()).error).toMatchObject({ code: "validation_error", field: "config.command" });
-      const admin = await s.admin(`/admin/projects/${s.project}/workloads`, { body: { name: "bad", backend: "llamacpp", model_name: "x", config: { command } } });
+      const admin = await s.admin(`/admin/projects/${s.project}/workloads`, {
+        body: { name: "bad", backend: "llamacpp", model_name: "x", config: { command } },
+      });
       expect(admin.status).toBe(400);
     }
   });
@@ -98,10 +137,18 @@ describe("model sources", () => {
   test("a stored row whose source cannot be read is an unknown model: model lists and pulls keep working", async () => {
     const gguf = join(tempDir("local-model"), "tiny.gguf");
     writeTinyGguf(gguf);
-    const w = await s.createWorkload({ name: "stale", backend: "llamacpp", model_name: "x", config: { command: `llama-server -m ${gguf}` } });
+    const w = await s.createWorkload({
+      name: "stale",
+      backend: "llamacpp",
+      model_name: "x",
+      config: { command: `llama-server -m ${gguf}` },
+    });
     // A row written before save-time checks existed (or by hand).
     const db = new Database(join(s.dataDir, "inferd.db"));
-    db.query("UPDATE workloads SET config = ? WHERE id = ?").run(JSON.stringify({ command: "llama-server -hf bad" }), w.id);
+    db.query("UPDATE workloads SET config = ? WHERE id = ?").run(
+      JSON.stringify({ command: "llama-server -hf bad" }),
+      w.id,
+    );
     db.close();
     const list = await s.admin("/admin/models");
     expect(list.status).toBe(200);
@@ -116,8 +163,19 @@ describe("model sources", () => {
 describe("model URLs a tenant names", () => {
   test("a loopback, private or link-local URL is refused at save, and nothing is sent to it", async () => {
     reached.length = 0;
-    for (const url of [`http://127.0.0.1:${other.port}/admin/x.gguf?x=1`, `https://127.0.0.1:${other.port}/x.gguf`, "https://10.0.0.1/m.gguf", "https://169.254.169.254/latest/m.gguf", `https://[::ffff:127.0.0.1]:${other.port}/direct.gguf`]) {
-      const r = await tenantSave({ name: "url", backend: "llamacpp", model_name: "x", config: { command: `llama-server -mu ${url}` } });
+    for (const url of [
+      `http://127.0.0.1:${other.port}/admin/x.gguf?x=1`,
+      `https://127.0.0.1:${other.port}/x.gguf`,
+      "https://10.0.0.1/m.gguf",
+      "https://169.254.169.254/latest/m.gguf",
+      `https://[::ffff:127.0.0.1]:${other.port}/direct.gguf`,
+    ]) {
+      const r = await tenantSave({
+        name: "url",
+        backend: "llamacpp",
+        model_name: "x",
+        config: { command: `llama-server -mu ${url}` },
+      });
       expect(r.status).toBe(403);
       const { error } = await r.json();
       expect(error).toMatchObject({ code: "command_not_allowed", field: "config.command" });
@@ -131,7 +189,12 @@ describe("model URLs a tenant names", () => {
     // This machine's own name resolves to one of its addresses (loopback or LAN), never a public one.
     expect(isAllowedAddress((await lookup(name)).address, false)).toBe(false);
     reached.length = 0;
-    const r = await tenantSave({ name: "byname", backend: "llamacpp", model_name: "x", config: { command: `llama-server -mu https://${name}:${other.port}/x.gguf` } });
+    const r = await tenantSave({
+      name: "byname",
+      backend: "llamacpp",
+      model_name: "x",
+      config: { command: `llama-server -mu https://${name}:${other.port}/x.gguf` },
+    });
     expect(r.status).toBe(201);
     const w = await r.json();
     const d = await s.waitState(w.id, "failed");
@@ -147,14 +210,20 @@ describe("model URLs a tenant names", () => {
       return new Response(null, { status: 302, headers: { location: `http://127.0.0.1:${other.port}/admin/x.gguf` } });
     }) as typeof fetch;
     const policy = { allowPrivate: false, resolve: async () => [{ address: "93.184.216.34", family: 4 as const }] };
-    const follow = fetchFollowing("https://models.example.com/m.gguf", { fetch: guardedFetch(policy, "the model URL", base) });
+    const follow = fetchFollowing("https://models.example.com/m.gguf", {
+      fetch: guardedFetch(policy, "the model URL", base),
+    });
     expect(follow).rejects.toBeInstanceOf(AddressRefused);
     await follow.catch(() => 0);
     expect(asked).toEqual(["https://93.184.216.34/m.gguf"]);
   });
 
   test("flags that open connections of their own are refused to tenants", async () => {
-    for (const command of [`llama-server -hf o/r:Q8_0 --rpc 127.0.0.1:${other.port}`, "vllm serve m --otlp-traces-endpoint http://127.0.0.1:4318", "vllm serve m --tool-server 127.0.0.1:8000"]) {
+    for (const command of [
+      `llama-server -hf o/r:Q8_0 --rpc 127.0.0.1:${other.port}`,
+      "vllm serve m --otlp-traces-endpoint http://127.0.0.1:4318",
+      "vllm serve m --tool-server 127.0.0.1:8000",
+    ]) {
       const backend = command.startsWith("llama") ? "llamacpp" : "vllm";
       const r = await tenantSave({ name: "conn", backend, model_name: "x", config: { command } });
       expect(r.status).toBe(403);
@@ -166,7 +235,12 @@ describe("model URLs a tenant names", () => {
 describe("what a tenant reads back", () => {
   test("a live key's 503 carries the reason without the runtime's output or the host's paths", async () => {
     const missing = join(s.dataDir, "models", "missing.gguf");
-    const w = await s.createWorkload({ name: "nofile", backend: "llamacpp", model_name: "nofile", config: { command: `llama-server -m ${missing}` } });
+    const w = await s.createWorkload({
+      name: "nofile",
+      backend: "llamacpp",
+      model_name: "nofile",
+      config: { command: `llama-server -m ${missing}` },
+    });
     const d = await s.waitState(w.id, "failed");
     // The operator sees the whole reason, paths and output included.
     expect(d.assignments[0].reason).toContain(s.dataDir);

@@ -21,7 +21,12 @@ let off: Serving;
 const wl: Record<string, { id: string; slug: string; assignment: string }> = {};
 
 async function withWorkload(s: Serving, name: string) {
-  const w = await s.createWorkload({ name, backend: "vllm", model_name: `org/${name}`, config: { command: `vllm serve org/${name}` } });
+  const w = await s.createWorkload({
+    name,
+    backend: "vllm",
+    model_name: `org/${name}`,
+    config: { command: `vllm serve org/${name}` },
+  });
   const ready = await s.waitState(w.id);
   wl[name] = { id: w.id, slug: w.slug, assignment: ready.assignments[0].id };
 }
@@ -44,10 +49,15 @@ afterAll(async () => {
   await cleanup();
 });
 
-const client = (s: Serving, w: string, headers: Record<string, string> = {}) => new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/${w}/v1`, apiKey: s.live, defaultHeaders: headers });
+const client = (s: Serving, w: string, headers: Record<string, string> = {}) =>
+  new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/${w}/v1`, apiKey: s.live, defaultHeaders: headers });
 
 async function streamChat(s: Serving, w: string, headers: Record<string, string> = {}): Promise<string> {
-  const stream = await client(s, w, headers).chat.completions.create({ model: `org/${w}`, stream: true, messages: [{ role: "user", content: "trace this answer" }] });
+  const stream = await client(s, w, headers).chat.completions.create({
+    model: `org/${w}`,
+    stream: true,
+    messages: [{ role: "user", content: "trace this answer" }],
+  });
   let text = "";
   for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
   return text;
@@ -59,12 +69,15 @@ function traceOf(c: Collector, pick: (root: ReceivedSpan) => boolean, names: str
     const root = spans.find((s) => (s.kind === 2 || s.kind === 5) && pick(s));
     if (!root) return undefined;
     const children = spans.filter((s) => s.traceId === root.traceId && s.parentSpanId === root.spanId);
-    return names.every((n) => children.some((c) => c.name === n)) ? { root, children, byName: (n: string) => children.find((c) => c.name === n)! } : undefined;
+    return names.every((n) => children.some((c) => c.name === n))
+      ? { root, children, byName: (n: string) => children.find((c) => c.name === n)! }
+      : undefined;
   });
 }
 
 /** The `traceparent` the fake runtime got with the request whose x-request-id is `rid`. */
-const runtimeTraceparent = (s: Serving, rid: string) => s.events((e) => e.event === "request" && e.request_id === rid)[0]?.traceparent as string | undefined;
+const runtimeTraceparent = (s: Serving, rid: string) =>
+  s.events((e) => e.event === "request" && e.request_id === rid)[0]?.traceparent as string | undefined;
 
 const STREAM_SPANS = ["auth", "queue", "dispatch", "upstream", "ttft", "stream", "meter"];
 
@@ -72,7 +85,11 @@ describe("tracing on (http/protobuf)", () => {
   test("a streamed chat with the client's traceparent arrives as one trace under the client's span; the runtime gets that trace", async () => {
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
     const parent = "00f067aa0ba902b7";
-    const text = await streamChat(traced, "traced", { traceparent: `00-${traceId}-${parent}-01`, tracestate: "vendor=abc", "x-request-id": "trace-stream-1" });
+    const text = await streamChat(traced, "traced", {
+      traceparent: `00-${traceId}-${parent}-01`,
+      tracestate: "vendor=abc",
+      "x-request-id": "trace-stream-1",
+    });
     expect(text).toBe("You said: trace this answer");
     const t = await traceOf(proto, (r) => r.traceId === traceId, STREAM_SPANS);
     const { root } = t;
@@ -113,24 +130,47 @@ describe("tracing on (http/protobuf)", () => {
     const fresh = await traceOf(proto, (r) => r.attributes["inferd.request_id"] === "trace-new-1", STREAM_SPANS);
     expect(fresh.root.parentSpanId).toBe("");
     expect(fresh.root.traceId).toMatch(/^[0-9a-f]{32}$/);
-    expect(runtimeTraceparent(traced, "trace-new-1")).toBe(`00-${fresh.root.traceId}-${fresh.byName("dispatch").spanId}-01`);
+    expect(runtimeTraceparent(traced, "trace-new-1")).toBe(
+      `00-${fresh.root.traceId}-${fresh.byName("dispatch").spanId}-01`,
+    );
 
     const bad = "00-00000000000000000000000000000000-00f067aa0ba902b7-01";
-    const r = await traced.data("traced", "/v1/chat/completions", { body: { model: "org/traced", messages: [{ role: "user", content: "hi" }] }, headers: { traceparent: bad, "x-request-id": "trace-bad-1" } });
+    const r = await traced.data("traced", "/v1/chat/completions", {
+      body: { model: "org/traced", messages: [{ role: "user", content: "hi" }] },
+      headers: { traceparent: bad, "x-request-id": "trace-bad-1" },
+    });
     expect(r.status).toBe(200);
-    const t = await traceOf(proto, (s) => s.attributes["inferd.request_id"] === "trace-bad-1", ["auth", "queue", "dispatch", "upstream", "meter"]);
+    const t = await traceOf(proto, (s) => s.attributes["inferd.request_id"] === "trace-bad-1", [
+      "auth",
+      "queue",
+      "dispatch",
+      "upstream",
+      "meter",
+    ]);
     expect(t.root.parentSpanId).toBe("");
     expect(t.root.traceId).not.toBe("0".repeat(32));
   });
 
   test("a job run is a trace of its own", async () => {
-    const r = await traced.data("traced", "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "a traced job" }] } } });
+    const r = await traced.data("traced", "/jobs", {
+      body: { kind: "chat", body: { messages: [{ role: "user", content: "a traced job" }] } },
+    });
     expect(r.status).toBe(202);
     const { job_id } = await r.json();
-    const t = await traceOf(proto, (s) => s.attributes["inferd.request_id"] === job_id, ["queue", "dispatch", "upstream", "meter"]);
+    const t = await traceOf(proto, (s) => s.attributes["inferd.request_id"] === job_id, [
+      "queue",
+      "dispatch",
+      "upstream",
+      "meter",
+    ]);
     expect(t.root.name).toBe("job chat");
     expect(t.root.kind).toBe(5);
-    expect(t.root.attributes).toMatchObject({ "inferd.kind": "job", "inferd.job.kind": "chat", "inferd.workload": wl.traced.id, "inferd.replica": wl.traced.assignment });
+    expect(t.root.attributes).toMatchObject({
+      "inferd.kind": "job",
+      "inferd.job.kind": "chat",
+      "inferd.workload": wl.traced.id,
+      "inferd.replica": wl.traced.assignment,
+    });
     expect(t.root.attributes["gen_ai.usage.output_tokens"]).toBeGreaterThan(0);
     expect(t.children.filter((c) => c.name === "queue").some((q) => q.attributes.stored === true)).toBe(true);
   });
@@ -138,7 +178,10 @@ describe("tracing on (http/protobuf)", () => {
   test("a job submitted with a traceparent runs in the submitter's trace, under its span; the runtime is told that trace", async () => {
     const traceId = "5ce0e9a56015fec5aadfa328ae398115";
     const parent = "ab3b2e4a51fcd3f1";
-    const r = await traced.data("traced", "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "a job in my trace" }] } }, headers: { traceparent: `00-${traceId}-${parent}-01`, "x-request-id": "trace-job-1" } });
+    const r = await traced.data("traced", "/jobs", {
+      body: { kind: "chat", body: { messages: [{ role: "user", content: "a job in my trace" }] } },
+      headers: { traceparent: `00-${traceId}-${parent}-01`, "x-request-id": "trace-job-1" },
+    });
     expect(r.status).toBe(202);
     const { job_id } = await r.json();
     const t = await traceOf(proto, (s) => s.traceId === traceId, ["queue", "dispatch", "upstream", "meter"]);
@@ -151,9 +194,19 @@ describe("tracing on (http/protobuf)", () => {
 
 describe("tracing on (http/json)", () => {
   test("traces go out as OTLP/JSON when the protocol says so", async () => {
-    const r = await jsonServer.data("json", "/v1/chat/completions", { body: { model: "org/json", messages: [{ role: "user", content: "json please" }] }, headers: { "x-request-id": "trace-json-1" } });
+    const r = await jsonServer.data("json", "/v1/chat/completions", {
+      body: { model: "org/json", messages: [{ role: "user", content: "json please" }] },
+      headers: { "x-request-id": "trace-json-1" },
+    });
     expect(r.status).toBe(200);
-    const t = await traceOf(json, (s) => s.attributes["inferd.request_id"] === "trace-json-1", ["auth", "queue", "dispatch", "upstream", "ttft", "meter"]);
+    const t = await traceOf(json, (s) => s.attributes["inferd.request_id"] === "trace-json-1", [
+      "auth",
+      "queue",
+      "dispatch",
+      "upstream",
+      "ttft",
+      "meter",
+    ]);
     expect(t.root.service).toBe("inferd");
     expect(t.root.attributes["http.response.status_code"]).toBe(200);
     expect(json.contentTypes.every((c) => c.includes("application/json"))).toBe(true);
@@ -167,7 +220,9 @@ describe("tracing off", () => {
     expect(runtimeTraceparent(off, "trace-off-1")).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
     await streamChat(off, "off", { "x-request-id": "trace-off-2" });
     expect(runtimeTraceparent(off, "trace-off-2")).toBeUndefined();
-    expect([...proto.spans, ...json.spans].some((s) => s.traceId === traceId || s.service === "inferd-off")).toBe(false);
+    expect([...proto.spans, ...json.spans].some((s) => s.traceId === traceId || s.service === "inferd-off")).toBe(
+      false,
+    );
   });
 
   test("without an OTLP endpoint the server's modules never load the OpenTelemetry SDK", async () => {

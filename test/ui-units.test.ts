@@ -30,17 +30,26 @@ describe("log lines", () => {
   });
 
   test("withoutOutput drops the runtime output a supervisor's reason quotes", () => {
-    expect(withoutOutput("vllm exited with code 1; restarting in 100 ms\n--- last output ---\nboom")).toBe("vllm exited with code 1; restarting in 100 ms");
+    expect(withoutOutput("vllm exited with code 1; restarting in 100 ms\n--- last output ---\nboom")).toBe(
+      "vllm exited with code 1; restarting in 100 ms",
+    );
     expect(withoutOutput("command not found: vllm")).toBe("command not found: vllm");
   });
 });
 
 describe("form errors in plain words", () => {
-  const quote = new ApiError(400, "validation_error", "config.command: the command has an unclosed double quote", "config.command");
+  const quote = new ApiError(
+    400,
+    "validation_error",
+    "config.command: the command has an unclosed double quote",
+    "config.command",
+  );
 
   test("the API's field path is dropped and the sentence starts with a capital", () => {
     expect(plainMessage(quote)).toBe("The command has an unclosed double quote");
-    expect(plainMessage(new ApiError(409, "slug_taken", 'workload slug "x" is already taken', "slug"))).toBe('Workload slug "x" is already taken');
+    expect(plainMessage(new ApiError(409, "slug_taken", 'workload slug "x" is already taken', "slug"))).toBe(
+      'Workload slug "x" is already taken',
+    );
     expect(plainMessage(new ApiError(404, "not_found", "project not found"))).toBe("Project not found");
   });
 
@@ -63,12 +72,16 @@ describe("answers as Markdown", () => {
     expect(evil).not.toContain("<img");
     expect(evil).not.toContain("<script");
     expect(evil).toContain("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;");
-    expect(markdownToHtml("<div>\nblock\n</div>\n\ntext")).toBe("<p>&lt;div&gt;<br>block<br>&lt;/div&gt;</p>\n<p>text</p>\n");
+    expect(markdownToHtml("<div>\nblock\n</div>\n\ntext")).toBe(
+      "<p>&lt;div&gt;<br>block<br>&lt;/div&gt;</p>\n<p>text</p>\n",
+    );
   });
 
   test("Markdown itself still renders: code, links, and images as links that are never loaded", () => {
     expect(markdownToHtml("`<b>`")).toBe("<p><code>&lt;b&gt;</code></p>\n");
     expect(markdownToHtml("[site](https://example.com/)")).toBe(`<p><a href="https://example.com/">site</a></p>\n`);
-    expect(markdownToHtml("![a cat](https://example.com/c.png)")).toBe(`<p><a href="https://example.com/c.png">a cat</a></p>\n`);
+    expect(markdownToHtml("![a cat](https://example.com/c.png)")).toBe(
+      `<p><a href="https://example.com/c.png">a cat</a></p>\n`,
+    );
   });
 });

@@ -15,7 +15,9 @@ describe("slugs", () => {
   test("uniqueSlug numbers collisions and refuses a taken explicit slug", async () => {
     const taken = new Set(["chat", "chat-2"]);
     expect(await uniqueSlug("Chat", undefined, async (s) => taken.has(s), "workload")).toBe("chat-3");
-    expect(uniqueSlug("Chat", "chat", async (s) => taken.has(s), "workload")).rejects.toThrow('workload slug "chat" is already taken');
+    expect(uniqueSlug("Chat", "chat", async (s) => taken.has(s), "workload")).rejects.toThrow(
+      'workload slug "chat" is already taken',
+    );
   });
 });
 
@@ -52,7 +54,9 @@ describe("OpenAPI", () => {
     try {
       const doc = await (await fetch(`${s.url}/docs/json`)).json();
       expect(doc.openapi).toMatch(/^3\./);
-      expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/api/projects/{project_id}/workloads", "/api/workloads/{id}", "/admin/projects"]));
+      expect(Object.keys(doc.paths)).toEqual(
+        expect.arrayContaining(["/api/projects/{project_id}/workloads", "/api/workloads/{id}", "/admin/projects"]),
+      );
       const create = doc.paths["/api/projects/{project_id}/workloads"].post;
       expect(JSON.stringify(create.requestBody)).toContain("model_name");
     } finally {

@@ -23,8 +23,22 @@ const audio = new Uint8Array(3_000_000).map((_, i) => (i * 7) % 256);
 
 beforeAll(async () => {
   s = await startServing({ TMPDIR: tmp, INFERD_MAX_DATA_BODY_BYTES: String(LIMIT) });
-  a = await s.createWorkload({ name: "whisper", backend: "vllm", model_name: "openai/whisper-large-v3", task_type: "audio2text", aliases: ["stt"], config: { command: "vllm serve openai/whisper-large-v3" } });
-  b = await s.createWorkload({ name: "distil", backend: "vllm", model_name: "distil/whisper-small", task_type: "audio2text", aliases: ["stt-fast"], config: { command: "vllm serve distil/whisper-small" } });
+  a = await s.createWorkload({
+    name: "whisper",
+    backend: "vllm",
+    model_name: "openai/whisper-large-v3",
+    task_type: "audio2text",
+    aliases: ["stt"],
+    config: { command: "vllm serve openai/whisper-large-v3" },
+  });
+  b = await s.createWorkload({
+    name: "distil",
+    backend: "vllm",
+    model_name: "distil/whisper-small",
+    task_type: "audio2text",
+    aliases: ["stt-fast"],
+    config: { command: "vllm serve distil/whisper-small" },
+  });
   await Promise.all([s.waitState(a.id), s.waitState(b.id)]);
 });
 afterAll(async () => {
@@ -50,10 +64,14 @@ function client(baseURL: string) {
   return { c, orders };
 }
 
-const transcribe = async (c: OpenAI, model: string) => (await c.audio.transcriptions.create({ file: await toFile(audio, "audio.wav", { type: "audio/wav" }), model })) as unknown as Echo;
+const transcribe = async (c: OpenAI, model: string) =>
+  (await c.audio.transcriptions.create({
+    file: await toFile(audio, "audio.wav", { type: "audio/wav" }),
+    model,
+  })) as unknown as Echo;
 
 describe("an upload with its file first", () => {
-  test("per-workload base: a 3 MB transcription with model \"default\" reaches the runtime with the served name", async () => {
+  test('per-workload base: a 3 MB transcription with model "default" reaches the runtime with the served name', async () => {
     const { c, orders } = client(`${s.url}/endpoint/${s.project}/${a.slug}/v1`);
     const r = await transcribe(c, "default");
     expect(orders).toEqual([["file", "model"]]);
@@ -64,7 +82,12 @@ describe("an upload with its file first", () => {
 
   test("project base: routed by model name or alias to the right workload; the spool leaves nothing behind", async () => {
     const { c } = client(`${s.url}/endpoint/${s.project}/v1`);
-    for (const [model, served] of [["openai/whisper-large-v3", "openai/whisper-large-v3"], ["stt", "openai/whisper-large-v3"], ["stt-fast", "distil/whisper-small"], [b.slug, "distil/whisper-small"]]) {
+    for (const [model, served] of [
+      ["openai/whisper-large-v3", "openai/whisper-large-v3"],
+      ["stt", "openai/whisper-large-v3"],
+      ["stt-fast", "distil/whisper-small"],
+      [b.slug, "distil/whisper-small"],
+    ]) {
       const r = await transcribe(c, model);
       expect(r.model).toBe(served);
       expect(r.fields.model).toBe(served);
@@ -79,10 +102,18 @@ describe("an upload with its file first", () => {
 
   test("project base: past the body limit, whether the model field was reached or not, is 413", async () => {
     const big = new Uint8Array(LIMIT + 1000);
-    for (const fields of [["file", "model"], ["model", "file"]]) {
+    for (const fields of [
+      ["file", "model"],
+      ["model", "file"],
+    ]) {
       const form = new FormData();
-      for (const f of fields) f === "file" ? form.append("file", new Blob([big]), "big.wav") : form.append("model", "stt");
-      const r = await fetch(`${s.url}/endpoint/${s.project}/v1/audio/transcriptions`, { method: "POST", headers: { authorization: `Bearer ${s.live}` }, body: form });
+      for (const f of fields)
+        f === "file" ? form.append("file", new Blob([big]), "big.wav") : form.append("model", "stt");
+      const r = await fetch(`${s.url}/endpoint/${s.project}/v1/audio/transcriptions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${s.live}` },
+        body: form,
+      });
       expect(r.status).toBe(413);
       expect((await r.json()).error.code).toBe("payload_too_large");
     }
@@ -94,7 +125,15 @@ const B = "----formdata-b0undary";
 const enc = (t: string) => Buffer.from(t, "latin1");
 /** A multipart body of `fields` (a Uint8Array value is a file part). */
 function form(fields: [string, string | Uint8Array][]): Buffer {
-  const parts = fields.map(([k, v]) => Buffer.concat([enc(`--${B}\r\nContent-Disposition: form-data; name="${k}"${typeof v === "string" ? "" : '; filename="a.wav"\r\nContent-Type: audio/wav'}\r\n\r\n`), Buffer.from(v), enc("\r\n")]));
+  const parts = fields.map(([k, v]) =>
+    Buffer.concat([
+      enc(
+        `--${B}\r\nContent-Disposition: form-data; name="${k}"${typeof v === "string" ? "" : '; filename="a.wav"\r\nContent-Type: audio/wav'}\r\n\r\n`,
+      ),
+      Buffer.from(v),
+      enc("\r\n"),
+    ]),
+  );
   return Buffer.concat([...parts, enc(`--${B}--\r\n`)]);
 }
 /** The body fed to a scanner in `chunks`, rewritten; and the most it held between chunks. */
@@ -116,41 +155,95 @@ describe("the streaming model-field scanner", () => {
   const file = new Uint8Array(3000).map((_, i) => i % 251);
 
   test("the model field split across two chunks at every offset, before or after a file", () => {
-    for (const order of [[["model", "default"], ["file", file]], [["file", file], ["language", "en"], ["model", "default"]]] as [string, string | Uint8Array][][]) {
+    for (const order of [
+      [
+        ["model", "default"],
+        ["file", file],
+      ],
+      [
+        ["file", file],
+        ["language", "en"],
+        ["model", "default"],
+      ],
+    ] as [string, string | Uint8Array][][]) {
       const body = form(order);
       const want = form(order.map(([k, v]) => [k, k === "model" ? "Served/Name" : v]));
       for (let cut = 0; cut <= body.byteLength; cut++) expect(scan(body, [cut]).out.equals(want)).toBe(true);
-      expect(scan(body, Array.from({ length: body.byteLength }, (_, i) => i)).out.equals(want)).toBe(true);
+      expect(
+        scan(
+          body,
+          Array.from({ length: body.byteLength }, (_, i) => i),
+        ).out.equals(want),
+      ).toBe(true);
     }
   });
 
   test("at the end of a big body, in 64 KiB chunks: found and set, holding a few KiB at most", () => {
     const big = new Uint8Array(5_000_000).map((_, i) => (i * 13) % 256);
-    const body = form([["file", big], ["model", "stt"]]);
+    const body = form([
+      ["file", big],
+      ["model", "stt"],
+    ]);
     const cuts = Array.from({ length: Math.floor(body.byteLength / 65_536) }, (_, i) => (i + 1) * 65_536);
     const r = scan(body, cuts);
     expect(r.model).toBe("stt");
-    expect(r.out.equals(form([["file", big], ["model", "Served/Name"]]))).toBe(true);
+    expect(
+      r.out.equals(
+        form([
+          ["file", big],
+          ["model", "Served/Name"],
+        ]),
+      ),
+    ).toBe(true);
     expect(r.maxHeld).toBeLessThan(4096);
   });
 
   test("no model field, another name, or a file part named model: the body passes unchanged", () => {
-    for (const body of [form([["file", file], ["language", "en"]]), form([["file", file], ["model", "whisper-1"]]), form([["model", file], ["prompt", "default"]])]) {
+    for (const body of [
+      form([
+        ["file", file],
+        ["language", "en"],
+      ]),
+      form([
+        ["file", file],
+        ["model", "whisper-1"],
+      ]),
+      form([
+        ["model", file],
+        ["prompt", "default"],
+      ]),
+    ]) {
       for (const cuts of [[], [1, 2, 3], [100, 2000, 3100]]) expect(scan(body, cuts).out.equals(body)).toBe(true);
     }
-    expect(scan(form([["file", file], ["model", "whisper-1"]]), [50]).model).toBe("whisper-1");
+    expect(
+      scan(
+        form([
+          ["file", file],
+          ["model", "whisper-1"],
+        ]),
+        [50],
+      ).model,
+    ).toBe("whisper-1");
     expect(scan(form([["model", file]]), []).model).toBeUndefined();
   });
 
   test("uploadModel finds a model after a 3 MB file and replays the body byte for byte", async () => {
-    const body = form([["file", audio], ["model", "stt"]]);
+    const body = form([
+      ["file", audio],
+      ["model", "stt"],
+    ]);
     const chunks = new ReadableStream<Uint8Array>({
       start(c) {
         for (let i = 0; i < body.byteLength; i += 50_000) c.enqueue(body.subarray(i, i + 50_000));
         c.close();
       },
     });
-    const request = new Request("http://x/up", { method: "POST", headers: { "content-type": `multipart/form-data; boundary=${B}` }, body: chunks, duplex: "half" } as RequestInit);
+    const request = new Request("http://x/up", {
+      method: "POST",
+      headers: { "content-type": `multipart/form-data; boundary=${B}` },
+      body: chunks,
+      duplex: "half",
+    } as RequestInit);
     const got = await uploadModel(request, LIMIT);
     expect(got.model).toBe("stt");
     expect(got.request.headers.get("content-type")).toContain(B);

@@ -10,8 +10,16 @@ import { cleanup, waitFor } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 
 const finished = (over: Partial<Finished> = {}): Finished => ({
-  workloadId: "w", projectId: "p", keyId: null, kind: "sync", ok: true,
-  usage: { inputTokens: 3, outputTokens: 7 }, durationMs: 120, queueMs: 0, firstByteMs: 40, ...over,
+  workloadId: "w",
+  projectId: "p",
+  keyId: null,
+  kind: "sync",
+  ok: true,
+  usage: { inputTokens: 3, outputTokens: 7 },
+  durationMs: 120,
+  queueMs: 0,
+  firstByteMs: 40,
+  ...over,
 });
 
 describe("MetricsStore.points (injected time)", () => {
@@ -27,7 +35,16 @@ describe("MetricsStore.points (injected time)", () => {
     expect(during.every((p) => p.rps === 0)).toBe(true);
     const after = m.points("w", 1, t0 + 10_000);
     expect(after).toHaveLength(6);
-    expect(after.at(-1)).toMatchObject({ t: new Date(t0).toISOString(), rps: 0.2, errors_per_s: 0.1, error_rate: 0.5, tokens_per_s: 2, p50_ms: 120, ttft_p50_ms: 40, ttft_p99_ms: 90 });
+    expect(after.at(-1)).toMatchObject({
+      t: new Date(t0).toISOString(),
+      rps: 0.2,
+      errors_per_s: 0.1,
+      error_rate: 0.5,
+      tokens_per_s: 2,
+      p50_ms: 120,
+      ttft_p50_ms: 40,
+      ttft_p99_ms: 90,
+    });
   });
 
   test("completeUntil is the start of the bucket `now` falls in", () => {
@@ -41,7 +58,12 @@ describe("GET /admin/metrics/series against a real server", () => {
   let w: { id: string; slug: string };
   beforeAll(async () => {
     s = await startServing({ FAKE_FIRST_TOKEN_MS: "120" });
-    w = await s.createWorkload({ name: "series", backend: "vllm", model_name: "series", config: { command: "vllm serve series" } });
+    w = await s.createWorkload({
+      name: "series",
+      backend: "vllm",
+      model_name: "series",
+      config: { command: "vllm serve series" },
+    });
     await s.waitState(w.id);
   }, 60_000);
   afterAll(async () => {
@@ -49,15 +71,35 @@ describe("GET /admin/metrics/series against a real server", () => {
     await cleanup();
   });
 
-  type Answer = { interval_s: number; from: string; complete_until: string; workloads: { id: string; points: { t: string; rps: number; errors_per_s: number; ttft_p50_ms: number | null; ttft_p99_ms: number | null }[] }[] };
-  const series = async (): Promise<Answer> => (await s.admin(`/admin/metrics/series?minutes=5&workload=${w.id}`)).json();
+  type Answer = {
+    interval_s: number;
+    from: string;
+    complete_until: string;
+    workloads: {
+      id: string;
+      points: {
+        t: string;
+        rps: number;
+        errors_per_s: number;
+        ttft_p50_ms: number | null;
+        ttft_p99_ms: number | null;
+      }[];
+    }[];
+  };
+  const series = async (): Promise<Answer> =>
+    (await s.admin(`/admin/metrics/series?minutes=5&workload=${w.id}`)).json();
   const counted = (a: Answer) => a.workloads[0].points.reduce((n, p) => n + Math.round(p.rps * a.interval_s), 0);
 
   test("a request is counted only once its bucket is complete, and then in the last point", async () => {
     // Start early in a bucket so the request and the first read fall in the same one.
-    await waitFor(() => Date.now() % BUCKET_MS < BUCKET_MS / 2, { what: "the first half of a bucket", timeoutMs: 15_000 });
+    await waitFor(() => Date.now() % BUCKET_MS < BUCKET_MS / 2, {
+      what: "the first half of a bucket",
+      timeoutMs: 15_000,
+    });
     const sent = Date.now();
-    const ok = await s.data(w.slug, "/v1/chat/completions", { body: { stream: true, messages: [{ role: "user", content: "count me" }] } });
+    const ok = await s.data(w.slug, "/v1/chat/completions", {
+      body: { stream: true, messages: [{ role: "user", content: "count me" }] },
+    });
     await ok.text();
     const bad = await s.data(w.slug, "/v1/chat/completions", { body: { prompt: "no messages" } });
     expect(bad.status).toBe(400);
@@ -67,10 +109,13 @@ describe("GET /admin/metrics/series against a real server", () => {
       expect(counted(early)).toBe(0);
       expect(Date.parse(early.workloads[0].points.at(-1)!.t)).toBe(Date.parse(early.complete_until) - BUCKET_MS);
     }
-    const later = await waitFor(async () => {
-      const a = await series();
-      return counted(a) === 2 ? a : undefined;
-    }, { what: "the two requests in a complete bucket", timeoutMs: 25_000, intervalMs: 250 });
+    const later = await waitFor(
+      async () => {
+        const a = await series();
+        return counted(a) === 2 ? a : undefined;
+      },
+      { what: "the two requests in a complete bucket", timeoutMs: 25_000, intervalMs: 250 },
+    );
     const points = later.workloads[0].points;
     expect(points).toHaveLength(30);
     expect(Date.parse(later.complete_until) % BUCKET_MS).toBe(0);

@@ -15,34 +15,70 @@ const freshDir = () => tempDir("user-cli");
 /** Runs the CLI in-process on a data dir; what it printed, joined. */
 async function cli(dir: string, ...args: string[]) {
   const printed = { out: [] as string[], err: [] as string[] };
-  const code = await runCli(["--data-dir", dir, ...args], {}, (line) => printed.out.push(line), (line) => printed.err.push(line));
+  const code = await runCli(
+    ["--data-dir", dir, ...args],
+    {},
+    (line) => printed.out.push(line),
+    (line) => printed.err.push(line),
+  );
   return { code, out: printed.out.join("\n"), err: printed.err.join("\n") };
 }
 
 /** Runs the real `inferd` command with `input` on its standard input. */
 async function withStdin(dir: string, input: string, ...args: string[]) {
-  const p = Bun.spawn([...sourceBin(), "--data-dir", dir, ...args], { stdin: new TextEncoder().encode(input), stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([...sourceBin(), "--data-dir", dir, ...args], {
+    stdin: new TextEncoder().encode(input),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
   return { code, out, err };
 }
 
 /** Whether `email` can sign in with `password` on a server of that data dir. */
 async function signsIn(url: string, email: string, password: string): Promise<number> {
-  return (await fetch(`${url}/admin/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) })).status;
+  return (
+    await fetch(`${url}/admin/session`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email, password }),
+    })
+  ).status;
 }
 
 describe("inferd user", () => {
   test("add with a generated password, list, set, rm; the users sign in to the server of the data dir", async () => {
     const dir = freshDir();
     await cli(dir, "project", "create", "Demo");
-    const added = await cli(dir, "user", "add", "Ann@Example.com", "--role", "operator", "--project", "demo", "--name", "Ann");
+    const added = await cli(
+      dir,
+      "user",
+      "add",
+      "Ann@Example.com",
+      "--role",
+      "operator",
+      "--project",
+      "demo",
+      "--name",
+      "Ann",
+    );
     expect(added.code).toBe(0);
     expect(added.out).toContain("added ann@example.com");
     expect(added.out).toContain("operator of demo");
     const generated = /password \(shown once, keep it safe\): (\S+)/.exec(added.out)![1];
     expect(generated.length).toBeGreaterThanOrEqual(12);
 
-    const piped = await withStdin(dir, "a password from a pipe\n", "user", "add", "ben@example.com", "--role", "viewer", "--password-stdin", "--json");
+    const piped = await withStdin(
+      dir,
+      "a password from a pipe\n",
+      "user",
+      "add",
+      "ben@example.com",
+      "--role",
+      "viewer",
+      "--password-stdin",
+      "--json",
+    );
     expect(piped.code).toBe(0);
     const ben = JSON.parse(piped.out);
     expect(ben).toMatchObject({ email: "ben@example.com", role: "viewer", projects: [] });
@@ -64,7 +100,13 @@ describe("inferd user", () => {
       // The CLI works beside the running server; a removed user cannot sign in any more.
       expect((await cli(dir, "user", "rm", "ann@example.com")).out).toContain("removed ann@example.com");
       expect(await signsIn(server.url, "ann@example.com", generated)).toBe(401);
-      const audit = (await (await fetch(`${server.url}/admin/audit?action=user`, { headers: { authorization: `Bearer ${server.adminToken}` } })).json()).entries as { action: string; actor: { type: string } }[];
+      const audit = (
+        await (
+          await fetch(`${server.url}/admin/audit?action=user`, {
+            headers: { authorization: `Bearer ${server.adminToken}` },
+          })
+        ).json()
+      ).entries as { action: string; actor: { type: string } }[];
       expect(audit.map((e) => e.action)).toEqual(["user.delete", "user.update", "user.create", "user.create"]);
       expect(audit.every((e) => e.actor.type === "cli")).toBe(true);
     } finally {
@@ -80,7 +122,16 @@ describe("inferd user", () => {
     const badRole = await cli(dir, "user", "add", "x@example.com", "--role", "owner");
     expect(badRole.code).toBe(2);
     expect(badRole.err).toContain("--role:");
-    const short = await withStdin(dir, "short\n", "user", "add", "x@example.com", "--role", "viewer", "--password-stdin");
+    const short = await withStdin(
+      dir,
+      "short\n",
+      "user",
+      "add",
+      "x@example.com",
+      "--role",
+      "viewer",
+      "--password-stdin",
+    );
     expect(short.code).toBe(2);
     expect(short.err).toContain("--password-stdin: must be at least 12 characters");
     const noProject = await cli(dir, "user", "add", "x@example.com", "--role", "viewer", "--project", "nope");
@@ -104,7 +155,13 @@ describe("inferd user", () => {
     const dir = freshDir();
     const help = await cli(dir, "user", "--help");
     expect(help.code).toBe(0);
-    for (const words of ["inferd user add <email> --role", "--password-stdin", "inferd user rm <email>", "viewer (looks at their projects)"]) expect(help.out).toContain(words);
+    for (const words of [
+      "inferd user add <email> --role",
+      "--password-stdin",
+      "inferd user rm <email>",
+      "viewer (looks at their projects)",
+    ])
+      expect(help.out).toContain(words);
     expect((await cli(dir, "user", "add", "--help")).out).toContain("inferd user set");
     expect((await cli(dir, "help")).out).toContain("inferd user add <email>");
   });

@@ -103,7 +103,9 @@ describe("receiver: TLS", () => {
   test("node:https with ca verifies; without it fails", async () => {
     const res = await httpsRequest({ host: "localhost", port: r.port, path: "/h", ca: pki.caPem });
     expect(res).toMatchObject({ status: 200, body: "ok" });
-    expect(await errorCode(httpsRequest({ host: "localhost", port: r.port, path: "/h" }))).toBe("UNABLE_TO_VERIFY_LEAF_SIGNATURE");
+    expect(await errorCode(httpsRequest({ host: "localhost", port: r.port, path: "/h" }))).toBe(
+      "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    );
   });
 
   test("a CA from another PKI is rejected", async () => {
@@ -114,7 +116,9 @@ describe("receiver: TLS", () => {
   test("a host name missing from the certificate is rejected", async () => {
     const other = await startReceiver({ pki: namesOnly });
     try {
-      expect(await errorCode(fetch(`https://127.0.0.1:${other.port}/`, { tls: { ca: namesOnly.caPem } }))).toBe("ERR_TLS_CERT_ALTNAME_INVALID");
+      expect(await errorCode(fetch(`https://127.0.0.1:${other.port}/`, { tls: { ca: namesOnly.caPem } }))).toBe(
+        "ERR_TLS_CERT_ALTNAME_INVALID",
+      );
     } finally {
       await other.close();
     }
@@ -133,7 +137,12 @@ describe("receiver: recording and scripted answers", () => {
     const before = r.requests().length;
     const body = new Uint8Array([0x7b, 0x22, 0xc3, 0xa9, 0x22, 0x7d, 0x0d, 0x0a, 0x00, 0xff, 0xfe, 0x20]);
     const t0 = Date.now();
-    await fetch(r.url("/hooks/a?x=1"), { method: "POST", body, headers: { "X-Service-Event": "job", "Content-Type": "application/json" }, tls: { ca: ca() } });
+    await fetch(r.url("/hooks/a?x=1"), {
+      method: "POST",
+      body,
+      headers: { "X-Service-Event": "job", "Content-Type": "application/json" },
+      tls: { ca: ca() },
+    });
     const got = r.requests()[before];
     expect(got.method).toBe("POST");
     expect(got.path).toBe("/hooks/a?x=1");
@@ -147,7 +156,17 @@ describe("receiver: recording and scripted answers", () => {
   test("a chunked body from node:https arrives as the exact concatenation", async () => {
     const before = r.requests().length;
     const parts = ['{"event":"job.completed",', '"context":{"ü":"€ \\u0000"},', '"ts":"2025-01-01T00:00:00Z"}'];
-    const res = await httpsRequest({ host: "localhost", port: r.port, method: "POST", path: "/c", ca: ca(), headers: { "content-type": "application/json" } }, parts);
+    const res = await httpsRequest(
+      {
+        host: "localhost",
+        port: r.port,
+        method: "POST",
+        path: "/c",
+        ca: ca(),
+        headers: { "content-type": "application/json" },
+      },
+      parts,
+    );
     expect(res.status).toBe(200);
     const got = r.requests()[before];
     expect(got.headers["transfer-encoding"]).toBe("chunked");
@@ -173,7 +192,9 @@ describe("receiver: recording and scripted answers", () => {
     const res = await fetch(r.url("/slow"), { tls: { ca: ca() } });
     expect(await res.text()).toBe("late");
     expect(performance.now() - t0).toBeGreaterThanOrEqual(390);
-    const err = await fetch(r.url("/slow"), { tls: { ca: ca() }, signal: AbortSignal.timeout(100) }).catch((e: Error) => e);
+    const err = await fetch(r.url("/slow"), { tls: { ca: ca() }, signal: AbortSignal.timeout(100) }).catch(
+      (e: Error) => e,
+    );
     expect((err as Error).name).toBe("TimeoutError");
     r.setBehaviour(() => ({}));
   });
@@ -185,10 +206,17 @@ describe("receiver: recording and scripted answers", () => {
     expect(res.status).toBe(302);
     expect(res.headers.get("location")).toBe(r.url("/elsewhere"));
     r.setBehaviour(() => ({ status: 307, redirectTo: "https://localhost:1/x" }));
-    const viaNode = await httpsRequest({ host: "localhost", port: r.port, method: "POST", path: "/r", ca: ca() }, ["x"]);
+    const viaNode = await httpsRequest({ host: "localhost", port: r.port, method: "POST", path: "/r", ca: ca() }, [
+      "x",
+    ]);
     expect(viaNode.status).toBe(307);
     expect(viaNode.headers.location).toBe("https://localhost:1/x");
-    expect(r.requests().slice(before).map((q) => q.path)).toEqual(["/r", "/r"]);
+    expect(
+      r
+        .requests()
+        .slice(before)
+        .map((q) => q.path),
+    ).toEqual(["/r", "/r"]);
     r.setBehaviour(() => ({}));
   });
 
@@ -244,7 +272,14 @@ describe("connecting to a pinned address while verifying the host name", () => {
   test("node:https: host hook.test, servername hook.test, lookup → 127.0.0.1, ca: verified", async () => {
     const calls: string[] = [];
     const before = r.requests().length;
-    const opts = { host: "hook.test", port: r.port, method: "POST", path: "/pinned", servername: "hook.test", lookup: pinnedLookup("127.0.0.1", calls) };
+    const opts = {
+      host: "hook.test",
+      port: r.port,
+      method: "POST",
+      path: "/pinned",
+      servername: "hook.test",
+      lookup: pinnedLookup("127.0.0.1", calls),
+    };
     const res = await httpsRequest({ ...opts, ca: namesOnly.caPem }, ['{"a":1}']);
     expect(res.status).toBe(200);
     expect(calls).toEqual(["hook.test"]);
@@ -252,22 +287,39 @@ describe("connecting to a pinned address while verifying the host name", () => {
     expect(got.headers.host).toBe(`hook.test:${r.port}`);
     expect(got.rawBody).toBe('{"a":1}');
     expect(await errorCode(httpsRequest(opts))).toBe("UNABLE_TO_VERIFY_LEAF_SIGNATURE");
-    expect(await errorCode(httpsRequest({ ...opts, servername: "evil.test", ca: namesOnly.caPem }))).toBe("ERR_TLS_CERT_ALTNAME_INVALID");
+    expect(await errorCode(httpsRequest({ ...opts, servername: "evil.test", ca: namesOnly.caPem }))).toBe(
+      "ERR_TLS_CERT_ALTNAME_INVALID",
+    );
   });
 
   test("node:https: lookup is called with all: true, so it must answer with the array form", async () => {
-    const single = ((_h: string, _o: unknown, cb: (e: null, a: string, f: number) => void) => cb(null, "127.0.0.1", 4)) as unknown as LookupFunction;
-    const opts = { host: "hook.test", port: r.port, path: "/", servername: "hook.test", ca: namesOnly.caPem, lookup: single };
+    const single = ((_h: string, _o: unknown, cb: (e: null, a: string, f: number) => void) =>
+      cb(null, "127.0.0.1", 4)) as unknown as LookupFunction;
+    const opts = {
+      host: "hook.test",
+      port: r.port,
+      path: "/",
+      servername: "hook.test",
+      ca: namesOnly.caPem,
+      lookup: single,
+    };
     expect(await errorCode(httpsRequest(opts))).toBe("ERR_INVALID_IP_ADDRESS");
   });
 
   test("fetch: URL with the IP, tls.serverName hook.test and Host header: verified against the name", async () => {
     const before = r.requests().length;
     const url = `https://127.0.0.1:${r.port}/pinned`;
-    const res = await fetch(url, { method: "POST", body: "b", headers: { host: `hook.test:${r.port}` }, tls: { ca: namesOnly.caPem, serverName: "hook.test" } });
+    const res = await fetch(url, {
+      method: "POST",
+      body: "b",
+      headers: { host: `hook.test:${r.port}` },
+      tls: { ca: namesOnly.caPem, serverName: "hook.test" },
+    });
     expect(res.status).toBe(200);
     expect(r.requests()[before].headers.host).toBe(`hook.test:${r.port}`);
-    expect(await errorCode(fetch(url, { tls: { ca: namesOnly.caPem, serverName: "evil.test" } }))).toBe("ERR_TLS_CERT_ALTNAME_INVALID");
+    expect(await errorCode(fetch(url, { tls: { ca: namesOnly.caPem, serverName: "evil.test" } }))).toBe(
+      "ERR_TLS_CERT_ALTNAME_INVALID",
+    );
     expect(await errorCode(fetch(url, { tls: { ca: namesOnly.caPem } }))).toBe("ERR_TLS_CERT_ALTNAME_INVALID");
   });
 
@@ -277,7 +329,14 @@ describe("connecting to a pinned address while verifying the host name", () => {
       const resolver = new Resolver();
       resolver.setServers([dns.server]);
       const [address] = await resolver.resolve4("hook.test");
-      const res = await httpsRequest({ host: "hook.test", port: r.port, path: "/", servername: "hook.test", ca: namesOnly.caPem, lookup: pinnedLookup(address) });
+      const res = await httpsRequest({
+        host: "hook.test",
+        port: r.port,
+        path: "/",
+        servername: "hook.test",
+        ca: namesOnly.caPem,
+        lookup: pinnedLookup(address),
+      });
       expect(res.status).toBe(200);
       expect(dns.queries()).toEqual([{ name: "hook.test", type: "A" }]);
     } finally {
@@ -298,13 +357,20 @@ test("Bun honours NODE_EXTRA_CA_CERTS (read at start-up) for fetch and node:http
     for (const [k, v] of Object.entries(process.env)) if (v !== undefined && k !== "NODE_EXTRA_CA_CERTS") env[k] = v;
     if (extra) env.NODE_EXTRA_CA_CERTS = extra;
     const proc = Bun.spawn([process.execPath, "-e", script, r.url("/")], { env, stdout: "pipe", stderr: "pipe" });
-    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const [out, err, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     if (code !== 0) throw new Error(`child exited ${code}: ${err}`);
     return JSON.parse(out);
   };
   try {
     expect(await run(pki.caFile)).toEqual({ viaFetch: 200, viaHttps: 200 });
-    expect(await run(undefined)).toEqual({ viaFetch: "UNABLE_TO_VERIFY_LEAF_SIGNATURE", viaHttps: "UNABLE_TO_VERIFY_LEAF_SIGNATURE" });
+    expect(await run(undefined)).toEqual({
+      viaFetch: "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+      viaHttps: "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    });
   } finally {
     await r.close();
   }
@@ -381,7 +447,9 @@ describe("dns", () => {
     expect(reply.readUInt16BE(0)).toBe(0xbeef);
     expect(reply[2]).toBe(0x85); // QR, opcode 0, AA, RD
     expect(reply[3] & 0x0f).toBe(0); // NOERROR
-    expect([reply.readUInt16BE(4), reply.readUInt16BE(6), reply.readUInt16BE(8), reply.readUInt16BE(10)]).toEqual([1, 1, 0, 0]);
+    expect([reply.readUInt16BE(4), reply.readUInt16BE(6), reply.readUInt16BE(8), reply.readUInt16BE(10)]).toEqual([
+      1, 1, 0, 0,
+    ]);
     expect(reply.subarray(12, qEnd)).toEqual(query.subarray(12));
     const rr = reply.subarray(qEnd);
     expect(rr.readUInt16BE(0)).toBe(0xc00c);

@@ -1,7 +1,15 @@
 /** The app shell: sign-in gate, navigation, and which page each path shows. */
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
-import { adoptServerSignIn, ApiError, markSignedIn, setForbiddenRoleHandler, setUnauthorizedHandler, signedIn, signOut } from "./lib/api";
+import {
+  adoptServerSignIn,
+  ApiError,
+  markSignedIn,
+  setForbiddenRoleHandler,
+  setUnauthorizedHandler,
+  signedIn,
+  signOut,
+} from "./lib/api";
 import { match, navigate, useLocation } from "./lib/router";
 import { can, forgetMe, loadMe, useMe, type Action } from "./lib/me";
 import type { Me } from "./lib/types";
@@ -55,7 +63,10 @@ const ROUTES: [string, Page][] = [
   ["/workloads/:id/logs", (p) => ofWorkload(p.id, html`<${LogsPage} id=${p.id} />`)],
   ["/workloads/:id/webhooks", (p) => ofWorkload(p.id, html`<${WebhooksPage} id=${p.id} />`)],
   ["/workloads/:id/requests", (p) => ofWorkload(p.id, html`<${RequestsPage} id=${p.id} />`)],
-  ["/workloads/:id/requests/:request", (p) => ofWorkload(p.id, html`<${RequestPage} id=${p.id} requestId=${p.request} />`)],
+  [
+    "/workloads/:id/requests/:request",
+    (p) => ofWorkload(p.id, html`<${RequestPage} id=${p.id} requestId=${p.request} />`),
+  ],
   ["/models", () => html`<${ModelsPage} />`],
   ["/workers", () => html`<${Workers} />`],
   ["/telemetry", () => html`<${Telemetry} />`],
@@ -104,7 +115,17 @@ function WhoAmI({ me }: { me: Me }) {
 }
 
 /** The navigation: a sidebar on wide screens, a menu button on phones. */
-function Shell({ path, me, children, onSignOut }: { path: string; me: Me; children: unknown; onSignOut(everywhere: boolean): void }) {
+function Shell({
+  path,
+  me,
+  children,
+  onSignOut,
+}: {
+  path: string;
+  me: Me;
+  children: unknown;
+  onSignOut(everywhere: boolean): void;
+}) {
   const [open, setOpen] = useState(false);
   useEffect(() => setOpen(false), [path]);
   useFocusHeading(path);

@@ -66,7 +66,9 @@ export class ChecksumError extends Error {
     readonly corruptPath: string,
     kind = "sha256",
   ) {
-    super(`checksum mismatch for ${file}: expected ${kind} ${expected}, got ${got} (the bytes were moved to ${corruptPath})`);
+    super(
+      `checksum mismatch for ${file}: expected ${kind} ${expected}, got ${got} (the bytes were moved to ${corruptPath})`,
+    );
   }
 }
 
@@ -111,7 +113,11 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
         const outcome = await attempt(opts, part, size);
         if (outcome.complete) break;
         failures = outcome.gained > 0 ? 1 : failures + 1;
-        if (failures > retries) throw new DownloadError(`download of ${opts.url} failed ${failures} times in a row: ${outcome.error}`, opts.url);
+        if (failures > retries)
+          throw new DownloadError(
+            `download of ${opts.url} failed ${failures} times in a row: ${outcome.error}`,
+            opts.url,
+          );
         await sleep((opts.retryDelayMs ?? defaultDelay)(failures), opts.signal);
       }
     } finally {
@@ -126,8 +132,20 @@ export async function downloadFile(opts: DownloadOptions): Promise<DownloadResul
 /** A readable message for a failed write (ENOSPC, EACCES, EROFS…). */
 function writeError(e: unknown, path: string, url: string): DownloadError {
   const err = e as NodeJS.ErrnoException;
-  const what: Record<string, string> = { ENOSPC: "no space left on the device", EDQUOT: "disk quota exceeded", EACCES: "permission denied", EPERM: "operation not permitted", EROFS: "read-only file system", EIO: "I/O error" };
-  return new DownloadError(`cannot write ${path}: ${what[err.code ?? ""] ?? err.message} (${err.code ?? "error"})`, url, undefined, err.code ?? "EIO");
+  const what: Record<string, string> = {
+    ENOSPC: "no space left on the device",
+    EDQUOT: "disk quota exceeded",
+    EACCES: "permission denied",
+    EPERM: "operation not permitted",
+    EROFS: "read-only file system",
+    EIO: "I/O error",
+  };
+  return new DownloadError(
+    `cannot write ${path}: ${what[err.code ?? ""] ?? err.message} (${err.code ?? "error"})`,
+    url,
+    undefined,
+    err.code ?? "EIO",
+  );
 }
 
 /** Opens `<dest>.part`, hashing what an earlier attempt left there (dropped when longer than `size`). */
@@ -186,10 +204,18 @@ function resetPart(part: Part, opts: DownloadOptions, size: number | undefined):
 async function attempt(opts: DownloadOptions, part: Part, size: number | undefined): Promise<Attempt> {
   if (size !== undefined && part.done === size) return { complete: true };
   // identity: a compressed answer would make byte offsets (and Range) meaningless.
-  const headers: Record<string, string> = { "accept-encoding": "identity", ...(part.done > 0 ? { range: `bytes=${part.done}-` } : {}) };
+  const headers: Record<string, string> = {
+    "accept-encoding": "identity",
+    ...(part.done > 0 ? { range: `bytes=${part.done}-` } : {}),
+  };
   let res: Response;
   try {
-    ({ res } = await fetchFollowing(opts.url, { fetch: opts.fetch, headers, credentials: { origin: new URL(opts.url).origin, headers: opts.headers ?? {} }, signal: opts.signal }));
+    ({ res } = await fetchFollowing(opts.url, {
+      fetch: opts.fetch,
+      headers,
+      credentials: { origin: new URL(opts.url).origin, headers: opts.headers ?? {} },
+      signal: opts.signal,
+    }));
   } catch (e) {
     if (opts.signal?.aborted) throw opts.signal.reason;
     return { complete: false, gained: 0, error: (e as Error).message };
@@ -209,7 +235,10 @@ async function attempt(opts: DownloadOptions, part: Part, size: number | undefin
     await res.body?.cancel().catch(() => {});
     throw new DownloadError(`GET ${opts.url} answered ${res.status} ${res.statusText}`.trim(), opts.url, res.status);
   }
-  const total = res.status === 206 ? totalFromContentRange(res.headers.get("content-range")) : Number(res.headers.get("content-length") ?? NaN);
+  const total =
+    res.status === 206
+      ? totalFromContentRange(res.headers.get("content-range"))
+      : Number(res.headers.get("content-length") ?? NaN);
   if (size !== undefined && Number.isFinite(total) && total !== size) {
     await res.body?.cancel().catch(() => {});
     throw new DownloadError(`${opts.url} has ${total} bytes, but ${size} were expected`, opts.url, res.status);
@@ -223,7 +252,12 @@ async function attempt(opts: DownloadOptions, part: Part, size: number | undefin
 }
 
 /** Streams a response body into the part; a body cut short is an attempt to retry. */
-async function appendBody(opts: DownloadOptions, part: Part, size: number | undefined, res: Response): Promise<Attempt> {
+async function appendBody(
+  opts: DownloadOptions,
+  part: Part,
+  size: number | undefined,
+  res: Response,
+): Promise<Attempt> {
   const start = part.done;
   const length = res.headers.get("content-length");
   const expected = length === null ? undefined : start + Number(length);
@@ -234,7 +268,11 @@ async function appendBody(opts: DownloadOptions, part: Part, size: number | unde
       chunk = await reader.read();
     } catch (e) {
       if (opts.signal?.aborted) throw opts.signal.reason;
-      return { complete: false, gained: part.done - start, error: `the connection dropped after ${part.done} bytes (${(e as Error).message})` };
+      return {
+        complete: false,
+        gained: part.done - start,
+        error: `the connection dropped after ${part.done} bytes (${(e as Error).message})`,
+      };
     }
     if (chunk.done) break;
     try {
@@ -247,7 +285,8 @@ async function appendBody(opts: DownloadOptions, part: Part, size: number | unde
     opts.onProgress?.(part.done);
   }
   const want = size ?? expected;
-  if (want !== undefined && part.done < want) return { complete: false, gained: part.done - start, error: `the body ended after ${part.done} of ${want} bytes` };
+  if (want !== undefined && part.done < want)
+    return { complete: false, gained: part.done - start, error: `the body ended after ${part.done} of ${want} bytes` };
   if (want !== undefined && part.done > want) {
     resetPart(part, opts, size);
     throw new DownloadError(`${opts.url} sent more bytes than the ${want} announced`, opts.url);
@@ -256,16 +295,23 @@ async function appendBody(opts: DownloadOptions, part: Part, size: number | unde
 }
 
 /** Checks size and hashes, then renames the part to `dest` (or to `<dest>.corrupt` on a mismatch). */
-async function finish(opts: DownloadOptions, part: Part, size: number | undefined, resumedFrom: number): Promise<DownloadResult> {
+async function finish(
+  opts: DownloadOptions,
+  part: Part,
+  size: number | undefined,
+  resumedFrom: number,
+): Promise<DownloadResult> {
   const sha256 = await part.sha256.digest();
   const corrupt = (expected: string, got: string, kind: string) => {
     renameSync(part.path, `${opts.dest}.corrupt`);
     return new ChecksumError(opts.dest, expected, got, `${opts.dest}.corrupt`, kind);
   };
-  if (size !== undefined && part.done !== size) throw new DownloadError(`${opts.url}: got ${part.done} bytes, expected ${size}`, opts.url);
+  if (size !== undefined && part.done !== size)
+    throw new DownloadError(`${opts.url}: got ${part.done} bytes, expected ${size}`, opts.url);
   if (opts.sha256 && sha256 !== opts.sha256.toLowerCase()) throw corrupt(opts.sha256.toLowerCase(), sha256, "sha256");
   const oid = part.sha1?.digest("hex");
-  if (opts.gitOid && oid && oid !== opts.gitOid.toLowerCase()) throw corrupt(opts.gitOid.toLowerCase(), oid, "git blob id");
+  if (opts.gitOid && oid && oid !== opts.gitOid.toLowerCase())
+    throw corrupt(opts.gitOid.toLowerCase(), oid, "git blob id");
   try {
     renameSync(part.path, opts.dest);
   } catch (e) {

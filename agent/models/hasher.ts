@@ -53,13 +53,14 @@ export function workerHasher(): Hasher {
   let failed: ((e: Error) => void) | null = null;
   worker.onmessage = (e: MessageEvent<{ hashed?: number; digest?: string }>) => {
     if (e.data.hashed) inFlight -= e.data.hashed;
-    if (drained && inFlight < MAX_IN_FLIGHT / 2) (drained(), (drained = null));
+    if (drained && inFlight < MAX_IN_FLIGHT / 2) drained(), (drained = null);
     if (e.data.digest !== undefined) done?.(e.data.digest);
   };
   worker.onerror = (e) => failed?.(new Error(`the hashing worker failed: ${e.message}`));
   return {
     update(chunk) {
-      const owns = chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength && chunk.buffer instanceof ArrayBuffer;
+      const owns =
+        chunk.byteOffset === 0 && chunk.byteLength === chunk.buffer.byteLength && chunk.buffer instanceof ArrayBuffer;
       if (owns) worker.postMessage(chunk, [chunk.buffer as ArrayBuffer]);
       else worker.postMessage(chunk.slice());
       inFlight += chunk.byteLength;

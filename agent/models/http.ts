@@ -36,13 +36,15 @@ export async function fetchFollowing(url: string, opts: FollowOptions = {}): Pro
   let method = opts.method ?? "GET";
   for (let hop = 0; ; hop++) {
     const headers: Record<string, string> = { ...opts.headers };
-    if (opts.credentials && new URL(current).origin === opts.credentials.origin) Object.assign(headers, opts.credentials.headers);
+    if (opts.credentials && new URL(current).origin === opts.credentials.origin)
+      Object.assign(headers, opts.credentials.headers);
     const res = await doFetch(current, { method, headers, redirect: "manual", signal: opts.signal });
     if (!REDIRECTS.has(res.status)) return { res, url: current };
     const location = res.headers.get("location");
     await res.body?.cancel().catch(() => {});
     if (!location) throw new Error(`${method} ${current} answered ${res.status} without a Location`);
-    if (hop >= (opts.maxRedirects ?? 10)) throw new Error(`${method} ${url}: more than ${opts.maxRedirects ?? 10} redirects`);
+    if (hop >= (opts.maxRedirects ?? 10))
+      throw new Error(`${method} ${url}: more than ${opts.maxRedirects ?? 10} redirects`);
     current = new URL(location, current).toString();
     if (res.status === 303) method = "GET";
   }

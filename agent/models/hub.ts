@@ -12,7 +12,15 @@
  *
  * The token goes to the hub endpoint only, never to a host a redirect leads to.
  */
-import { availableQuants, ggufName, hasRuntimeWeights, isModelGguf, pickQuant, snapshotFiles, splitParts } from "./select";
+import {
+  availableQuants,
+  ggufName,
+  hasRuntimeWeights,
+  isModelGguf,
+  pickQuant,
+  snapshotFiles,
+  splitParts,
+} from "./select";
 import { fetchFollowing } from "./http";
 import { planLocal, planUrl } from "./plan-other";
 import { DEFAULT_QUANTS, type ModelSource, type PlannedFile, type PullPlan } from "./source";
@@ -59,18 +67,27 @@ export class HubError extends Error {
  * The error for a hub status on `repo` (`code` is the hub's `X-Error-Code`, `what` the file or revision asked for).
  * @example hubError(401, "meta-llama/Llama-3.1-8B").message // → "Hugging Face repo meta-llama/Llama-3.1-8B is gated or private: set HF_TOKEN …"
  */
-export function hubError(status: number, repo: string, opts: { code?: string | null; hasToken?: boolean; what?: string; detail?: string } = {}): HubError {
+export function hubError(
+  status: number,
+  repo: string,
+  opts: { code?: string | null; hasToken?: boolean; what?: string; detail?: string } = {},
+): HubError {
   const where = `Hugging Face repo ${repo}`;
   const msg = (() => {
-    if (status === 401 && opts.detail === "Invalid credentials in Authorization header") return `${where}: the hub refused HF_TOKEN as invalid (401): check the token`;
+    if (status === 401 && opts.detail === "Invalid credentials in Authorization header")
+      return `${where}: the hub refused HF_TOKEN as invalid (401): check the token`;
     if (opts.code === "RepoNotFound") return `${where} not found (check the name, or set HF_TOKEN if it is private)`;
-    if (status === 401 && opts.code === "GatedRepo") return `${where} is gated or private: set HF_TOKEN to a token that can read it`;
-    if (status === 401) return `${where} is gated or private: set HF_TOKEN to a token that can read it (the hub answers the same for a repo that does not exist: check the name)`;
-    if (status === 403) return `${where}: your token has no access: accept the repo's terms on the hub (https://huggingface.co/${repo}) with the account of HF_TOKEN, or use a token of an account that has`;
+    if (status === 401 && opts.code === "GatedRepo")
+      return `${where} is gated or private: set HF_TOKEN to a token that can read it`;
+    if (status === 401)
+      return `${where} is gated or private: set HF_TOKEN to a token that can read it (the hub answers the same for a repo that does not exist: check the name)`;
+    if (status === 403)
+      return `${where}: your token has no access: accept the repo's terms on the hub (https://huggingface.co/${repo}) with the account of HF_TOKEN, or use a token of an account that has`;
     if (status === 404 && opts.code === "RevisionNotFound") return `${where}: revision ${opts.what ?? ""} not found`;
     if (status === 404 && opts.code === "EntryNotFound") return `${where}: file ${opts.what ?? ""} not found`;
     if (status === 404) return `${where} not found (check the name, or set HF_TOKEN if it is private)`;
-    if (status === 429) return `${where}: the hub is rate-limiting requests (429); try again later${opts.hasToken ? "" : " or set HF_TOKEN"}`;
+    if (status === 429)
+      return `${where}: the hub is rate-limiting requests (429); try again later${opts.hasToken ? "" : " or set HF_TOKEN"}`;
     return `${where}: the hub answered ${status}${opts.detail ? `: ${opts.detail}` : ""}`;
   })();
   return new HubError(status, msg, repo, opts.code ?? undefined);
@@ -106,7 +123,12 @@ const HEX64 = /^[0-9a-f]{64}$/;
 
 /** Whether a path from the hub is a safe relative path (no `..`, not absolute, no empty segments). */
 export function isSafeRepoPath(path: string): boolean {
-  return path.length > 0 && !path.startsWith("/") && !/[\0\\]/.test(path) && path.split("/").every((s) => s !== "" && s !== "." && s !== "..");
+  return (
+    path.length > 0 &&
+    !path.startsWith("/") &&
+    !/[\0\\]/.test(path) &&
+    path.split("/").every((s) => s !== "" && s !== "." && s !== "..")
+  );
 }
 
 /** Percent-encodes each segment of a repo path. */
@@ -121,7 +143,8 @@ export class HubClient {
   constructor(opts: HubClientOptions = {}) {
     this.endpoint = (opts.endpoint ?? process.env.HF_ENDPOINT ?? "https://huggingface.co").replace(/\/+$/, "");
     const given = opts.token;
-    this.tokenOf = () => (typeof given === "function" ? given() : given) ?? process.env.HF_TOKEN ?? process.env.HUGGING_FACE_HUB_TOKEN;
+    this.tokenOf = () =>
+      (typeof given === "function" ? given() : given) ?? process.env.HF_TOKEN ?? process.env.HUGGING_FACE_HUB_TOKEN;
     this.fetch = opts.fetch ?? fetch;
   }
 
@@ -137,7 +160,9 @@ export class HubClient {
 
   /** `{ authorization }` when `url` is on the hub endpoint and a token is set; `{}` for any other host. */
   authHeaders(url: string): Record<string, string> {
-    return this.token && new URL(url).origin === new URL(this.endpoint).origin ? { authorization: `Bearer ${this.token}` } : {};
+    return this.token && new URL(url).origin === new URL(this.endpoint).origin
+      ? { authorization: `Bearer ${this.token}` }
+      : {};
   }
 
   /** GETs a hub URL or path with the token (on the hub only), following redirects by hand. */
@@ -155,8 +180,16 @@ export class HubClient {
   private async api<T>(pathOrUrl: string, repo: string, what?: string): Promise<{ body: T; res: Response }> {
     const res = await this.get(pathOrUrl);
     if (!res.ok) {
-      const detail = await res.json().then((b: { error?: string }) => b?.error, () => undefined);
-      throw hubError(res.status, repo, { code: res.headers.get("x-error-code"), hasToken: !!this.token, what, detail: res.headers.get("x-error-message") ?? detail });
+      const detail = await res.json().then(
+        (b: { error?: string }) => b?.error,
+        () => undefined,
+      );
+      throw hubError(res.status, repo, {
+        code: res.headers.get("x-error-code"),
+        hasToken: !!this.token,
+        what,
+        detail: res.headers.get("x-error-message") ?? detail,
+      });
     }
     return { body: (await res.json()) as T, res };
   }
@@ -166,31 +199,53 @@ export class HubClient {
    * `safetensors`). Throws a `HubError` when the hub refuses or answers something else than a list.
    */
   async search(query: string, opts: { filter?: string; limit?: number } = {}): Promise<HubHit[]> {
-    const params = new URLSearchParams({ search: query, sort: "downloads", direction: "-1", limit: String(opts.limit ?? 10) });
+    const params = new URLSearchParams({
+      search: query,
+      sort: "downloads",
+      direction: "-1",
+      limit: String(opts.limit ?? 10),
+    });
     if (opts.filter) params.set("filter", opts.filter);
     for (const field of SEARCH_FIELDS) params.append("expand[]", field);
     const res = await this.get(`/api/models?${params}`);
     const body = res.ok ? await res.json().catch(() => null) : null;
-    if (!Array.isArray(body)) throw new HubError(res.ok ? 502 : res.status, `Hugging Face search: the hub answered ${res.status}${res.ok ? " without a list" : ""}`);
-    return body.filter((h) => typeof h?.id === "string").map((h) => ({
-      id: h.id,
-      downloads: Number(h.downloads ?? 0),
-      likes: Number(h.likes ?? 0),
-      gated: h.gated ? String(h.gated) : false,
-      private: !!h.private,
-      tags: Array.isArray(h.tags) ? h.tags.map(String) : [],
-      pipeline_tag: typeof h.pipeline_tag === "string" ? h.pipeline_tag : null,
-      last_modified: typeof h.lastModified === "string" ? h.lastModified : null,
-    }));
+    if (!Array.isArray(body))
+      throw new HubError(
+        res.ok ? 502 : res.status,
+        `Hugging Face search: the hub answered ${res.status}${res.ok ? " without a list" : ""}`,
+      );
+    return body
+      .filter((h) => typeof h?.id === "string")
+      .map((h) => ({
+        id: h.id,
+        downloads: Number(h.downloads ?? 0),
+        likes: Number(h.likes ?? 0),
+        gated: h.gated ? String(h.gated) : false,
+        private: !!h.private,
+        tags: Array.isArray(h.tags) ? h.tags.map(String) : [],
+        pipeline_tag: typeof h.pipeline_tag === "string" ? h.pipeline_tag : null,
+        last_modified: typeof h.lastModified === "string" ? h.lastModified : null,
+      }));
   }
 
   /** The repo's info at `revision` (a branch, tag or commit). */
   async repoInfo(repo: string, revision: string): Promise<RepoInfo> {
-    const { body } = await this.api<Record<string, any>>(`/api/models/${repo}/revision/${encodeURIComponent(revision)}`, repo, revision);
+    const { body } = await this.api<Record<string, any>>(
+      `/api/models/${repo}/revision/${encodeURIComponent(revision)}`,
+      repo,
+      revision,
+    );
     const sha = String(body.sha ?? "");
-    if (!HEX40.test(sha)) throw new HubError(502, `Hugging Face repo ${repo}: the hub's answer has no commit sha for ${revision}`, repo);
+    if (!HEX40.test(sha))
+      throw new HubError(502, `Hugging Face repo ${repo}: the hub's answer has no commit sha for ${revision}`, repo);
     const siblings = Array.isArray(body.siblings) ? body.siblings.map((s: { rfilename: string }) => s.rfilename) : [];
-    return { id: String(body.id ?? repo), sha, gated: body.gated ? String(body.gated) : false, private: !!body.private, siblings };
+    return {
+      id: String(body.id ?? repo),
+      sha,
+      gated: body.gated ? String(body.gated) : false,
+      private: !!body.private,
+      siblings,
+    };
   }
 
   /** Every file of the repo at `revision` (recursive), with size, git oid and LFS sha256; paths checked to be safe. */
@@ -201,7 +256,12 @@ export class HubClient {
       const { body, res }: { body: any[]; res: Response } = await this.api<any[]>(next, repo, revision);
       for (const e of Array.isArray(body) ? body : []) {
         if (e?.type !== "file") continue;
-        if (!isSafeRepoPath(String(e.path))) throw new HubError(502, `Hugging Face repo ${repo}: the hub listed an unsafe path ${JSON.stringify(e.path)}`, repo);
+        if (!isSafeRepoPath(String(e.path)))
+          throw new HubError(
+            502,
+            `Hugging Face repo ${repo}: the hub listed an unsafe path ${JSON.stringify(e.path)}`,
+            repo,
+          );
         const sha256 = typeof e.lfs?.oid === "string" && HEX64.test(e.lfs.oid) ? e.lfs.oid : null;
         files.push({ path: e.path, size: Number(e.size ?? e.lfs?.size ?? 0), oid: String(e.oid ?? ""), sha256 });
       }
@@ -226,17 +286,36 @@ export class HubClient {
     const info = await this.repoInfo(source.repo, source.revision);
     const all = await this.listFiles(source.repo, info.sha);
     const { files, entry, quant } = this.choose(source, all);
-    const planned = files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256, url: this.fileUrl(source.repo, info.sha, f.path), oid: f.oid }));
+    const planned = files.map((f) => ({
+      path: f.path,
+      size: f.size,
+      sha256: f.sha256,
+      url: this.fileUrl(source.repo, info.sha, f.path),
+      oid: f.oid,
+    }));
     return { source, repo: source.repo, revision: info.sha, files: planned, entry, ...(quant ? { quant } : {}) };
   }
 
   /** Picks the files of an hf source from the repo's listing. */
-  private choose(source: Extract<ModelSource, { repo: string }>, all: RepoFile[]): { files: RepoFile[]; entry: string; quant?: string } {
+  private choose(
+    source: Extract<ModelSource, { repo: string }>,
+    all: RepoFile[],
+  ): { files: RepoFile[]; entry: string; quant?: string } {
     const { repo } = source;
-    const ggufs = () => all.filter((f) => ggufName(f.path)).map((f) => f.path).join(", ") || "none";
+    const ggufs = () =>
+      all
+        .filter((f) => ggufName(f.path))
+        .map((f) => f.path)
+        .join(", ") || "none";
     if (source.kind === "hf-file") {
-      const f = all.find((x) => x.path === source.file) ?? all.find((x) => x.path.toLowerCase() === source.file.toLowerCase());
-      if (!f) throw new HubError(404, `Hugging Face repo ${repo}: file ${source.file} not found at ${source.revision} (GGUF files there: ${ggufs()})`, repo);
+      const f =
+        all.find((x) => x.path === source.file) ?? all.find((x) => x.path.toLowerCase() === source.file.toLowerCase());
+      if (!f)
+        throw new HubError(
+          404,
+          `Hugging Face repo ${repo}: file ${source.file} not found at ${source.revision} (GGUF files there: ${ggufs()})`,
+          repo,
+        );
       const files = ggufName(f.path) ? splitParts(all, f) : [f];
       return { files, entry: files[0].path, quant: ggufName(f.path)?.tag || undefined };
     }
@@ -244,7 +323,11 @@ export class HubClient {
       const f = pickQuant(all, source.quant, source.defaulted);
       if (!f) {
         const quants = availableQuants(all);
-        throw new HubError(404, `Hugging Face repo ${repo} has no GGUF model for quant ${source.quant} (quants there: ${quants.length ? quants.join(", ") : "none, it has no GGUF model files"})`, repo);
+        throw new HubError(
+          404,
+          `Hugging Face repo ${repo} has no GGUF model for quant ${source.quant} (quants there: ${quants.length ? quants.join(", ") : "none, it has no GGUF model files"})`,
+          repo,
+        );
       }
       const files = splitParts(all, f);
       return { files, entry: files[0].path, quant: ggufName(f.path)?.tag || source.quant };
@@ -258,7 +341,11 @@ export class HubClient {
     }
     if (!hasRuntimeWeights(files) && all.some((f) => isModelGguf(f.path))) {
       const example = quants.includes(DEFAULT_QUANTS[0]) ? DEFAULT_QUANTS[0] : quants[0];
-      throw new HubError(422, `Hugging Face repo ${repo} holds GGUF files only: name one quant, e.g. hf:${repo}:${example} (quants there: ${quants.join(", ")})`, repo);
+      throw new HubError(
+        422,
+        `Hugging Face repo ${repo} holds GGUF files only: name one quant, e.g. hf:${repo}:${example} (quants there: ${quants.join(", ")})`,
+        repo,
+      );
     }
     return { files, entry: "" };
   }

@@ -12,7 +12,8 @@ import { SourceError, type ModelSource, type PlannedFile, type PullPlan } from "
 /** The file name a URL download is stored under: its last path segment, decoded. */
 export function urlFileName(url: string): string {
   const name = decodeURIComponent(new URL(url).pathname.split("/").pop() ?? "");
-  if (!name || name === "." || name === ".." || /[/\\\0]/.test(name)) throw new SourceError(`${url} does not end in a file name`);
+  if (!name || name === "." || name === ".." || /[/\\\0]/.test(name))
+    throw new SourceError(`${url} does not end in a file name`);
   return name;
 }
 
@@ -28,7 +29,11 @@ export class UrlError extends Error {
 }
 
 /** The size of the file at `url` (-1 when the server does not say): HEAD, else GET `Range: bytes=0-0`. */
-export async function remoteSize(url: string, doFetch: typeof fetch, auth: Record<string, string> = {}): Promise<number> {
+export async function remoteSize(
+  url: string,
+  doFetch: typeof fetch,
+  auth: Record<string, string> = {},
+): Promise<number> {
   const credentials = { origin: new URL(url).origin, headers: auth };
   const head = await fetchFollowing(url, { fetch: doFetch, method: "HEAD", credentials }).catch((e: Error) => {
     throw new UrlError(0, `cannot reach ${url}: ${e.message}`);
@@ -43,7 +48,11 @@ export async function remoteSize(url: string, doFetch: typeof fetch, auth: Recor
 }
 
 /** The plan of a URL source: one file, its size from the server, sha256 unknown (`auth`: only for the URL's own origin). */
-export async function planUrl(source: Extract<ModelSource, { kind: "url" }>, doFetch: typeof fetch, auth: Record<string, string> = {}): Promise<PullPlan> {
+export async function planUrl(
+  source: Extract<ModelSource, { kind: "url" }>,
+  doFetch: typeof fetch,
+  auth: Record<string, string> = {},
+): Promise<PullPlan> {
   const name = urlFileName(source.url);
   const size = await remoteSize(source.url, doFetch, auth);
   return { source, revision: "", files: [{ path: name, size, sha256: null, url: source.url }], entry: name };
@@ -62,13 +71,19 @@ export function planLocal(source: Extract<ModelSource, { kind: "local" }>): Pull
   }
   if (st.isFile()) {
     const name = basename(source.path);
-    return { source, revision: "", files: [{ path: name, size: st.size, sha256: null, url: pathToFileURL(source.path).href }], entry: name };
+    return {
+      source,
+      revision: "",
+      files: [{ path: name, size: st.size, sha256: null, url: pathToFileURL(source.path).href }],
+      entry: name,
+    };
   }
   if (!st.isDirectory()) throw new SourceError(`${source.path} is neither a file nor a folder`);
   const files: PlannedFile[] = [];
   const walk = (dir: string) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
-      if (files.length >= MAX_LOCAL_FILES) throw new SourceError(`${source.path} holds more than ${MAX_LOCAL_FILES} files: name the model's own folder`);
+      if (files.length >= MAX_LOCAL_FILES)
+        throw new SourceError(`${source.path} holds more than ${MAX_LOCAL_FILES} files: name the model's own folder`);
       const p = join(dir, e.name);
       if (e.isDirectory()) walk(p);
       else if (e.isFile() || e.isSymbolicLink()) {

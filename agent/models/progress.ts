@@ -70,7 +70,13 @@ export class Progress {
     const left = Math.max(0, total - this.done);
     const percent = total > 0 ? Math.min(100, (this.done / total) * 100) : total === 0 ? 100 : 0;
     const eta = total < 0 ? null : left === 0 ? 0 : rate > 0 ? left / rate : null;
-    return { bytes_done: this.done, bytes_total: total, percent: Math.round(percent * 10) / 10, rate_bps: Math.round(rate), eta_s: eta === null ? null : Math.round(eta * 10) / 10 };
+    return {
+      bytes_done: this.done,
+      bytes_total: total,
+      percent: Math.round(percent * 10) / 10,
+      rate_bps: Math.round(rate),
+      eta_s: eta === null ? null : Math.round(eta * 10) / 10,
+    };
   }
 }
 

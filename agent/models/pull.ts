@@ -111,10 +111,23 @@ function readSidecar(path: string): string | null {
 function pulled(plan: PullPlan, dir: string, results: (DownloadResult | null)[] = []): PulledModel {
   // Small hub files are checked by their git blob id and keep sha256 null; URL files get the sha256
   // measured when they were downloaded (kept beside them as `<file>.sha256`).
-  const urlSha = (f: PlannedFile, i: number) => (plan.source.kind === "url" ? (results[i]?.sha256 ?? readSidecar(join(dir, `${f.path}.sha256`))) : null);
-  const files = plan.files.map((f, i) => ({ path: f.path, size: f.size >= 0 ? f.size : (results[i]?.bytes ?? f.size), sha256: f.sha256 ?? urlSha(f, i) }));
+  const urlSha = (f: PlannedFile, i: number) =>
+    plan.source.kind === "url" ? (results[i]?.sha256 ?? readSidecar(join(dir, `${f.path}.sha256`))) : null;
+  const files = plan.files.map((f, i) => ({
+    path: f.path,
+    size: f.size >= 0 ? f.size : (results[i]?.bytes ?? f.size),
+    sha256: f.sha256 ?? urlSha(f, i),
+  }));
   const entry = plan.entry ? join(dir, plan.entry) : plan.source.kind === "local" ? plan.source.path : dir;
-  return { source: plan.source, ...(plan.repo ? { repo: plan.repo } : {}), revision: plan.revision, dir, entry, files, bytes: files.reduce((a, f) => a + Math.max(0, f.size), 0) };
+  return {
+    source: plan.source,
+    ...(plan.repo ? { repo: plan.repo } : {}),
+    revision: plan.revision,
+    dir,
+    entry,
+    files,
+    bytes: files.reduce((a, f) => a + Math.max(0, f.size), 0),
+  };
 }
 
 /**
@@ -123,9 +136,11 @@ function pulled(plan: PullPlan, dir: string, results: (DownloadResult | null)[] 
  */
 export function isPulled(plan: PullPlan, modelsDir: string): PulledModel | null {
   const source = plan.source;
-  if (source.kind === "local") return statSync(source.path, { throwIfNoEntry: false }) ? pulled(plan, layout(plan, modelsDir).dir) : null;
+  if (source.kind === "local")
+    return statSync(source.path, { throwIfNoEntry: false }) ? pulled(plan, layout(plan, modelsDir).dir) : null;
   const { dir } = layout(plan, modelsDir);
-  const path = (f: PlannedFile) => (source.kind === "url" ? join(dir, f.path) : snapshotFile(modelsDir, plan.repo!, plan.revision, f.path));
+  const path = (f: PlannedFile) =>
+    source.kind === "url" ? join(dir, f.path) : snapshotFile(modelsDir, plan.repo!, plan.revision, f.path);
   return plan.files.every((f) => isComplete(path(f), f.size)) ? pulled(plan, dir) : null;
 }
 
@@ -185,14 +200,22 @@ function attach(shared: SharedPull, opts: PullOptions): Promise<PulledModel> {
 }
 
 /** Does the pull: every file through the limiter, siblings cancelled when one fails. */
-async function runPull(plan: PullPlan, opts: PullOptions, report: (p: PullProgress) => void, signal: AbortSignal): Promise<PulledModel> {
+async function runPull(
+  plan: PullPlan,
+  opts: PullOptions,
+  report: (p: PullProgress) => void,
+  signal: AbortSignal,
+): Promise<PulledModel> {
   const { dir, targets } = layout(plan, opts.modelsDir);
   if (plan.source.kind === "local") {
-    if (!statSync(plan.source.path, { throwIfNoEntry: false })) throw new Error(`${plan.source.path} does not exist on this machine`);
+    if (!statSync(plan.source.path, { throwIfNoEntry: false }))
+      throw new Error(`${plan.source.path} does not exist on this machine`);
     return pulled(plan, dir);
   }
   const clock = opts.clock ?? (() => performance.now());
-  const progress = new Progress(plan.files.some((f) => f.size < 0) ? -1 : plan.files.reduce((a, f) => a + f.size, 0), { clock });
+  const progress = new Progress(plan.files.some((f) => f.size < 0) ? -1 : plan.files.reduce((a, f) => a + f.size, 0), {
+    clock,
+  });
   const done = targets.map(() => 0);
   const state = { file: "", filesDone: 0, lastEmit: -Infinity };
   const emit = (force: boolean) => {
@@ -210,8 +233,14 @@ async function runPull(plan: PullPlan, opts: PullOptions, report: (p: PullProgre
   const settled = await Promise.allSettled(
     targets.map((t, i) =>
       limiter
-        .run(() => fetchTarget(plan, t, opts, inner.signal, (n) => ((done[i] = n), (state.file = t.file.path), emit(false))), inner.signal)
-        .then((r) => ((done[i] = r?.bytes ?? t.file.size), state.filesDone++, (state.file = t.file.path), emit(true), r))
+        .run(
+          () =>
+            fetchTarget(plan, t, opts, inner.signal, (n) => ((done[i] = n), (state.file = t.file.path), emit(false))),
+          inner.signal,
+        )
+        .then(
+          (r) => ((done[i] = r?.bytes ?? t.file.size), state.filesDone++, (state.file = t.file.path), emit(true), r),
+        )
         .catch((e) => (inner.abort(e), Promise.reject(e))),
     ),
   );
@@ -221,11 +250,21 @@ async function runPull(plan: PullPlan, opts: PullOptions, report: (p: PullProgre
   if (plan.repo && "revision" in plan.source && plan.source.revision !== plan.revision) {
     writeRef(opts.modelsDir, plan.repo, plan.source.revision, plan.revision);
   }
-  return pulled(plan, dir, settled.map((s) => (s as PromiseFulfilledResult<DownloadResult | null>).value));
+  return pulled(
+    plan,
+    dir,
+    settled.map((s) => (s as PromiseFulfilledResult<DownloadResult | null>).value),
+  );
 }
 
 /** Gets one file into place (skipped when its bytes are already complete), then links hub files into the snapshot. */
-async function fetchTarget(plan: PullPlan, t: Target, opts: PullOptions, signal: AbortSignal, onBytes: (n: number) => void): Promise<DownloadResult | null> {
+async function fetchTarget(
+  plan: PullPlan,
+  t: Target,
+  opts: PullOptions,
+  signal: AbortSignal,
+  onBytes: (n: number) => void,
+): Promise<DownloadResult | null> {
   let result: DownloadResult | null = null;
   while (!isComplete(t.dest, t.file.size)) {
     let shared = blobs.get(t.dest);
@@ -248,7 +287,13 @@ async function fetchTarget(plan: PullPlan, t: Target, opts: PullOptions, signal:
 }
 
 /** `downloadFile` for one target; hub refusals become a `HubError` naming the repo. */
-async function download(plan: PullPlan, t: Target, opts: PullOptions, signal: AbortSignal, onBytes: (n: number) => void): Promise<DownloadResult> {
+async function download(
+  plan: PullPlan,
+  t: Target,
+  opts: PullOptions,
+  signal: AbortSignal,
+  onBytes: (n: number) => void,
+): Promise<DownloadResult> {
   const hubFile = !!t.blob;
   try {
     return await downloadFile({
@@ -268,7 +313,10 @@ async function download(plan: PullPlan, t: Target, opts: PullOptions, signal: Ab
   } catch (e) {
     if (hubFile && e instanceof DownloadError && e.status && [401, 403, 404].includes(e.status)) {
       // The plan listed this file, so the repo exists: a refused download is its gate.
-      throw hubError(e.status, plan.repo!, { code: e.status === 404 ? "EntryNotFound" : "GatedRepo", what: t.file.path });
+      throw hubError(e.status, plan.repo!, {
+        code: e.status === 404 ? "EntryNotFound" : "GatedRepo",
+        what: t.file.path,
+      });
     }
     throw e;
   }

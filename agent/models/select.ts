@@ -159,7 +159,12 @@ export function quantGroups<F extends NamedFile & { size: number }>(files: F[]):
     if (seen.has(key)) continue;
     seen.add(key);
     const parts = splitParts(files, f);
-    out.push({ quant: name.tag, entry: f.path, files: parts.map((p) => p.path), size: parts.reduce((s, p) => s + Math.max(0, p.size), 0) });
+    out.push({
+      quant: name.tag,
+      entry: f.path,
+      files: parts.map((p) => p.path),
+      size: parts.reduce((s, p) => s + Math.max(0, p.size), 0),
+    });
   }
   return out.sort((a, b) => a.size - b.size);
 }

@@ -49,7 +49,8 @@ export function validateRepo(repo: string): string {
   if (parts.length !== 2 || !parts[0] || !parts[1]) throw bad("it needs exactly one '/' between owner and name");
   for (const p of parts) {
     if (p.length > 96) throw bad("a part is longer than 96 characters");
-    if (!REPO_PART.test(p)) throw bad("use letters, digits, '_', '-' and '.', starting and ending with a letter or digit");
+    if (!REPO_PART.test(p))
+      throw bad("use letters, digits, '_', '-' and '.', starting and ending with a letter or digit");
     if (p.includes("--") || p.includes("..")) throw bad("'--' and '..' are not allowed");
   }
   if (parts[1].endsWith(".git")) throw bad("the name may not end in .git");
@@ -58,7 +59,8 @@ export function validateRepo(repo: string): string {
 
 /** Checks a branch, tag or commit name (and `refs/pr/N`); throws `SourceError` otherwise. */
 export function validateRevision(rev: string, spec: string): string {
-  if (!REVISION.test(rev) || rev.includes("..")) throw new SourceError(`"${rev}" in "${spec}" is not a revision (a branch, tag or commit)`);
+  if (!REVISION.test(rev) || rev.includes(".."))
+    throw new SourceError(`"${rev}" in "${spec}" is not a revision (a branch, tag or commit)`);
   return rev;
 }
 
@@ -72,7 +74,8 @@ function validateRepoPath(path: string, spec: string): string {
 }
 
 function validateQuant(quant: string, spec: string): string {
-  if (!QUANT.test(quant)) throw new SourceError(`"${quant}" in "${spec}" is not a quantisation tag (e.g. Q4_K_M, Q8_0, IQ4_XS, F16)`);
+  if (!QUANT.test(quant))
+    throw new SourceError(`"${quant}" in "${spec}" is not a quantisation tag (e.g. Q4_K_M, Q8_0, IQ4_XS, F16)`);
   return quant;
 }
 
@@ -123,12 +126,15 @@ function parseUrl(s: string, spec: string): ModelSource {
   } catch {
     throw new SourceError(`"${spec}" is not a valid URL`);
   }
-  if (u.protocol !== "https:" && u.protocol !== "http:") throw new SourceError(`"${spec}": only https:// URLs (and http:// to loopback) can be downloaded`);
-  if (u.protocol === "http:" && !isLoopback(u.hostname)) throw new SourceError(`"${spec}": plain http:// is allowed only for loopback hosts; use https://`);
+  if (u.protocol !== "https:" && u.protocol !== "http:")
+    throw new SourceError(`"${spec}": only https:// URLs (and http:// to loopback) can be downloaded`);
+  if (u.protocol === "http:" && !isLoopback(u.hostname))
+    throw new SourceError(`"${spec}": plain http:// is allowed only for loopback hosts; use https://`);
   if (u.username || u.password) throw new SourceError(`"${spec}": credentials in a URL are not allowed`);
   if (HF_HOSTS.has(u.hostname.toLowerCase())) return parseHubUrl(u, spec);
   const name = decodeURIComponent(u.pathname.split("/").pop() ?? "");
-  if (!name || name === "." || name === ".." || name.includes("\\")) throw new SourceError(`"${spec}" does not end in a file name`);
+  if (!name || name === "." || name === ".." || name.includes("\\"))
+    throw new SourceError(`"${spec}" does not end in a file name`);
   return { kind: "url", url: u.toString() };
 }
 
@@ -139,14 +145,23 @@ function parseHubUrl(u: URL, spec: string): ModelSource {
   const repo = validateRepo(`${segs[0]}/${segs[1]}`);
   if (segs.length === 2) return { kind: "hf-repo", repo, revision: "main" };
   if ((segs[2] === "resolve" || segs[2] === "blob") && segs.length >= 5) {
-    return { kind: "hf-file", repo, revision: validateRevision(segs[3], spec), file: validateRepoPath(segs.slice(4).join("/"), spec) };
+    return {
+      kind: "hf-file",
+      repo,
+      revision: validateRevision(segs[3], spec),
+      file: validateRepoPath(segs.slice(4).join("/"), spec),
+    };
   }
-  if (segs[2] === "tree" && segs.length === 4) return { kind: "hf-repo", repo, revision: validateRevision(segs[3], spec) };
+  if (segs[2] === "tree" && segs.length === 4)
+    return { kind: "hf-repo", repo, revision: validateRevision(segs[3], spec) };
   throw new SourceError(`"${spec}" is a hub page, not a repo or file URL (…/resolve/<rev>/<file>)`);
 }
 
 function parseLocal(p: string, spec: string): ModelSource {
-  if (!isAbsolute(p)) throw new SourceError(`"${spec}" is not a source: write owner/name (or hf:owner/name), an https:// URL or an absolute path`);
+  if (!isAbsolute(p))
+    throw new SourceError(
+      `"${spec}" is not a source: write owner/name (or hf:owner/name), an https:// URL or an absolute path`,
+    );
   if (p.includes("\0")) throw new SourceError(`"${spec}" is not a valid path`);
   const path = normalize(p);
   return { kind: "local", path: path.length > 1 ? path.replace(/\/+$/, "") : path };

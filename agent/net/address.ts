@@ -34,14 +34,24 @@ export class AddressRefused extends Error {
  */
 export function makeResolver(servers: string[] = []): Resolve {
   if (servers.length === 0) {
-    return async (host) => (await dns.lookup(host, { all: true, verbatim: true })).map((a) => ({ address: a.address, family: a.family as 4 | 6 }));
+    return async (host) =>
+      (await dns.lookup(host, { all: true, verbatim: true })).map((a) => ({
+        address: a.address,
+        family: a.family as 4 | 6,
+      }));
   }
   const r = new dns.Resolver({ timeout: 2000, tries: 2 });
   r.setServers(servers);
-  const quiet = (p: Promise<string[]>) => p.catch((e: NodeJS.ErrnoException) => (["ENODATA", "ENOTFOUND", "ENOTIMP"].includes(e.code ?? "") ? [] : Promise.reject(e)));
+  const quiet = (p: Promise<string[]>) =>
+    p.catch((e: NodeJS.ErrnoException) =>
+      ["ENODATA", "ENOTFOUND", "ENOTIMP"].includes(e.code ?? "") ? [] : Promise.reject(e),
+    );
   return async (host) => {
     const [v4, v6] = await Promise.all([quiet(r.resolve4(host)), quiet(r.resolve6(host))]);
-    return [...v4.map((address) => ({ address, family: 4 as const })), ...v6.map((address) => ({ address, family: 6 as const }))];
+    return [
+      ...v4.map((address) => ({ address, family: 4 as const })),
+      ...v6.map((address) => ({ address, family: 6 as const })),
+    ];
   };
 }
 
@@ -58,7 +68,8 @@ export function isAllowedAddress(address: string, allowPrivate: boolean): boolea
   } catch {
     return false;
   }
-  const allowed = (range: string) => (allowPrivate ? !["unspecified", "multicast", "broadcast"].includes(range) : range === "unicast");
+  const allowed = (range: string) =>
+    allowPrivate ? !["unspecified", "multicast", "broadcast"].includes(range) : range === "unicast";
   if (!allowed(parsed.range())) return false;
   // An IPv6 form that carries an IPv4 address (IPv4-compatible ::/96, NAT64, SIIT, 6to4, Teredo)
   // is judged by that address too, so ::7f00:1 is loopback however it is written.
@@ -105,13 +116,15 @@ export function checkUrl(raw: string, rules: UrlRules): URL {
   } catch {
     throw new AddressRefused(`"${raw}" is not a valid URL`);
   }
-  if (url.protocol !== "https:" && !(rules.http && url.protocol === "http:")) throw new AddressRefused(`${rules.what} must use https://`);
+  if (url.protocol !== "https:" && !(rules.http && url.protocol === "http:"))
+    throw new AddressRefused(`${rules.what} must use https://`);
   if (url.username || url.password) throw new AddressRefused(`${rules.what} must not carry credentials`);
   const host = bareHost(url);
   if (!host) throw new AddressRefused(`"${raw}" has no host`);
   if (rules.literal) {
     const literal = isIP(host) ? host : /(^|\.)localhost\.?$/i.test(host) ? "127.0.0.1" : null;
-    if (literal && !isAllowedAddress(literal, rules.literal.allowPrivate)) throw new AddressRefused(`${rules.what} points at ${host}, a loopback, private or otherwise non-public address`);
+    if (literal && !isAllowedAddress(literal, rules.literal.allowPrivate))
+      throw new AddressRefused(`${rules.what} points at ${host}, a loopback, private or otherwise non-public address`);
   }
   return url;
 }
@@ -128,11 +141,16 @@ export async function resolveAllowed(url: URL, policy: AddressPolicy): Promise<R
     try {
       addrs = await policy.resolve(host);
     } catch (e) {
-      throw new AddressRefused(`the host "${host}" does not resolve (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      throw new AddressRefused(
+        `the host "${host}" does not resolve (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      );
     }
   }
   if (addrs.length === 0) throw new AddressRefused(`the host "${host}" does not resolve`);
   const bad = addrs.find((a) => !isAllowedAddress(a.address, policy.allowPrivate));
-  if (bad) throw new AddressRefused(`the host "${host}" resolves to ${bad.address}, a loopback, private or otherwise non-public address`);
+  if (bad)
+    throw new AddressRefused(
+      `the host "${host}" resolves to ${bad.address}, a loopback, private or otherwise non-public address`,
+    );
   return addrs[0];
 }

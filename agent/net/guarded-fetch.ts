@@ -25,7 +25,11 @@ export function guardedFetch(policy: AddressPolicy, what = "the model URL", base
     const headers = new Headers(init?.headers);
     headers.set("host", url.host);
     const given = (init as { tls?: Record<string, unknown> } | undefined)?.tls;
-    const tls = { ...given, serverName: host, checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert) };
+    const tls = {
+      ...given,
+      serverName: host,
+      checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert),
+    };
     return base(pinned, { ...init, headers, tls } as RequestInit);
   };
   return guarded as typeof fetch;

@@ -19,7 +19,11 @@ export function withPort(args: string[], port: number): { args: string[]; host: 
     else if (!HOST.some((h) => args[i].startsWith(`${h}=`))) rest.push(args[i]);
   }
   const chosen = explicit !== undefined && /^\d+$/.test(explicit) ? Number(explicit) : port;
-  return { args: [...rest, "--host", "127.0.0.1", ...(explicit !== undefined ? [] : ["--port", String(port)])], host: "127.0.0.1", port: chosen };
+  return {
+    args: [...rest, "--host", "127.0.0.1", ...(explicit !== undefined ? [] : ["--port", String(port)])],
+    host: "127.0.0.1",
+    port: chosen,
+  };
 }
 
 /**

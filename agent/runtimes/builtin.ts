@@ -29,10 +29,16 @@ const known = new Map<string, string>();
  * starts a copy of the executable to test its native binaries). Throws, with a message saying what
  * to do, when this build has no pack for its platform or the unpack fails.
  */
-export function builtinLlama(dataDir: string, pack: { path?: string; unavailable?: string } = embeddedPack, standalone = Bun.isStandaloneExecutable): BuiltinLaunch {
+export function builtinLlama(
+  dataDir: string,
+  pack: { path?: string; unavailable?: string } = embeddedPack,
+  standalone = Bun.isStandaloneExecutable,
+): BuiltinLaunch {
   if (!standalone) return { argv: [process.execPath, join(import.meta.dir, "llama-runner.ts")], env: {} };
   if (!pack.path) {
-    throw new Error(`llama-server is not installed and this inferd has no built-in llama.cpp runtime for ${process.platform}-${process.arch} (${pack.unavailable ?? "none was embedded"}); install llama.cpp's llama-server on PATH`);
+    throw new Error(
+      `llama-server is not installed and this inferd has no built-in llama.cpp runtime for ${process.platform}-${process.arch} (${pack.unavailable ?? "none was embedded"}); install llama.cpp's llama-server on PATH`,
+    );
   }
   const base = builtinLlamaDir(dataDir);
   let id = known.get(base);
@@ -45,5 +51,8 @@ export function builtinLlama(dataDir: string, pack: { path?: string; unavailable
     known.set(base, id);
   }
   const dir = join(base, id);
-  return { argv: [process.execPath, join(dir, "llama-runner.js")], env: { BUN_BE_BUN: "1", [NODE_MODULES_ENV]: join(dir, "node_modules") } };
+  return {
+    argv: [process.execPath, join(dir, "llama-runner.js")],
+    env: { BUN_BE_BUN: "1", [NODE_MODULES_ENV]: join(dir, "node_modules") },
+  };
 }

@@ -37,20 +37,27 @@ export interface MemberRole {
 }
 
 /** Whether a vLLM command asks for the Ray executor. */
-const usesRay = (words: string[]) => words.some((w, i) => (w === "--distributed-executor-backend" && words[i + 1] === "ray") || w === "--distributed-executor-backend=ray");
+const usesRay = (words: string[]) =>
+  words.some(
+    (w, i) =>
+      (w === "--distributed-executor-backend" && words[i + 1] === "ray") || w === "--distributed-executor-backend=ray",
+  );
 
 /** The role of member `rank` of a group running `backend` with the launch plan `base`. */
 export function memberRole(backend: string, base: LaunchPlan, rank: number): MemberRole {
   const leader = rank === 0;
-  if (backend === "llamacpp") return { listens: !leader, headFirst: false, waitFor: leader ? "listening members" : "nothing" };
-  if (backend.startsWith("vllm") && usesRay(base.argv ?? [])) return { listens: leader, headFirst: leader, waitFor: leader ? "members" : "leader" };
+  if (backend === "llamacpp")
+    return { listens: !leader, headFirst: false, waitFor: leader ? "listening members" : "nothing" };
+  if (backend.startsWith("vllm") && usesRay(base.argv ?? []))
+    return { listens: leader, headFirst: leader, waitFor: leader ? "members" : "leader" };
   return { listens: leader, headFirst: false, waitFor: leader ? "nothing" : "leader" };
 }
 
 /** What is still missing before a member with `wait` may start, or undefined when nothing is. */
 export function missingFor(wait: GroupWait, group: GroupSpec): string | undefined {
   const leader = group.members.find((m) => m.rank === 0);
-  if (wait === "leader") return leader?.endpoint ? undefined : `the leader (member 0 on "${leader?.worker ?? "?"}") to open its group port`;
+  if (wait === "leader")
+    return leader?.endpoint ? undefined : `the leader (member 0 on "${leader?.worker ?? "?"}") to open its group port`;
   if (wait === "members" || wait === "listening members") {
     const others = group.members.filter((m) => m.rank !== group.rank);
     if (others.length < group.nodes - 1) return `all ${group.nodes} members to be placed`;
@@ -64,7 +71,8 @@ export function missingFor(wait: GroupWait, group: GroupSpec): string | undefine
 const leaderEndpoint = (group: GroupSpec) => group.members.find((m) => m.rank === 0)!.endpoint!;
 
 /** `address:port`, with an IPv6 address bracketed. */
-const hostPort = (address: string, port: number | string) => `${address.includes(":") ? `[${address}]` : address}:${port}`;
+const hostPort = (address: string, port: number | string) =>
+  `${address.includes(":") ? `[${address}]` : address}:${port}`;
 
 /** The port of an `address:port` endpoint. */
 const portOf = (endpoint: string) => endpoint.slice(endpoint.lastIndexOf(":") + 1);
@@ -72,8 +80,28 @@ const portOf = (endpoint: string) => endpoint.slice(endpoint.lastIndexOf(":") + 
 const hostOf = (endpoint: string) => endpoint.slice(0, endpoint.lastIndexOf(":")).replace(/^\[(.*)\]$/, "$1");
 
 /** The Ray head a leader runs before `vllm serve` (the Ray GCS on its cluster address). */
-export function rayHead(address: string, port: number, gpus: number, env: Record<string, string>): { argv: string[]; env: Record<string, string>; healthUrls: string[] } {
-  return { argv: ["ray", "start", "--head", "--node-ip-address", address, "--port", String(port), "--num-gpus", String(gpus), "--block"], env, healthUrls: [`tcp://${hostPort(address, port)}`] };
+export function rayHead(
+  address: string,
+  port: number,
+  gpus: number,
+  env: Record<string, string>,
+): { argv: string[]; env: Record<string, string>; healthUrls: string[] } {
+  return {
+    argv: [
+      "ray",
+      "start",
+      "--head",
+      "--node-ip-address",
+      address,
+      "--port",
+      String(port),
+      "--num-gpus",
+      String(gpus),
+      "--block",
+    ],
+    env,
+    healthUrls: [`tcp://${hostPort(address, port)}`],
+  };
 }
 
 /**
@@ -81,15 +109,33 @@ export function rayHead(address: string, port: number, gpus: number, env: Record
  * multi-node flags with the group's addresses and ports (`ownPort`: the port this member listens
  * on for the group, when its role listens). Throws when this machine cannot run its part.
  */
-export function memberPlan(ctx: LaunchContext, base: LaunchPlan, group: GroupSpec, address: string, ownPort?: number): LaunchPlan {
+export function memberPlan(
+  ctx: LaunchContext,
+  base: LaunchPlan,
+  group: GroupSpec,
+  address: string,
+  ownPort?: number,
+): LaunchPlan {
   const backend = ctx.spec.workload.backend;
   const args = base.argv ?? [];
   const { rank, nodes } = group;
-  const follower = (argv: string[], listenPort?: number): LaunchPlan => ({ ...base, argv, healthUrls: listenPort ? [`tcp://${hostPort(address, listenPort)}`] : [], port: listenPort, slots: undefined });
+  const follower = (argv: string[], listenPort?: number): LaunchPlan => ({
+    ...base,
+    argv,
+    healthUrls: listenPort ? [`tcp://${hostPort(address, listenPort)}`] : [],
+    port: listenPort,
+    slots: undefined,
+  });
   if (backend === "llamacpp") {
     if (rank > 0) return follower([rpcServer(ctx, args[0]), "--host", address, "--port", String(ownPort)], ownPort);
-    if (base.builtin) throw new Error("llama-server is not installed on this machine: the built-in llama.cpp runtime cannot use the RPC servers of a group");
-    const servers = group.members.filter((m) => m.rank !== 0).sort((a, b) => a.rank - b.rank).map((m) => m.endpoint!);
+    if (base.builtin)
+      throw new Error(
+        "llama-server is not installed on this machine: the built-in llama.cpp runtime cannot use the RPC servers of a group",
+      );
+    const servers = group.members
+      .filter((m) => m.rank !== 0)
+      .sort((a, b) => a.rank - b.rank)
+      .map((m) => m.endpoint!);
     return { ...base, argv: [...args, "--rpc", servers.join(",")] };
   }
   if (backend === "sglang") {
@@ -100,11 +146,37 @@ export function memberPlan(ctx: LaunchContext, base: LaunchPlan, group: GroupSpe
   }
   const pp = hasFlag(args, ["--pipeline-parallel-size", "-pp"]) ? [] : ["--pipeline-parallel-size", String(nodes)];
   if (usesRay(args)) {
-    if (rank === 0) return { ...base, argv: [...args, ...pp], env: { ...base.env, RAY_ADDRESS: hostPort(address, ownPort!) } };
-    return follower(["ray", "start", "--address", leaderEndpoint(group), "--node-ip-address", address, "--num-gpus", String(ctx.spec.gpus), "--block"]);
+    if (rank === 0)
+      return { ...base, argv: [...args, ...pp], env: { ...base.env, RAY_ADDRESS: hostPort(address, ownPort!) } };
+    return follower([
+      "ray",
+      "start",
+      "--address",
+      leaderEndpoint(group),
+      "--node-ip-address",
+      address,
+      "--num-gpus",
+      String(ctx.spec.gpus),
+      "--block",
+    ]);
   }
-  const master = rank === 0 ? { host: address, port: String(ownPort) } : { host: hostOf(leaderEndpoint(group)), port: portOf(leaderEndpoint(group)) };
-  const argv = [...args, ...pp, "--nnodes", String(nodes), "--node-rank", String(rank), "--master-addr", master.host, "--master-port", master.port, ...(rank > 0 ? ["--headless"] : [])];
+  const master =
+    rank === 0
+      ? { host: address, port: String(ownPort) }
+      : { host: hostOf(leaderEndpoint(group)), port: portOf(leaderEndpoint(group)) };
+  const argv = [
+    ...args,
+    ...pp,
+    "--nnodes",
+    String(nodes),
+    "--node-rank",
+    String(rank),
+    "--master-addr",
+    master.host,
+    "--master-port",
+    master.port,
+    ...(rank > 0 ? ["--headless"] : []),
+  ];
   return rank === 0 ? { ...base, argv } : follower(argv);
 }
 
@@ -115,5 +187,7 @@ function rpcServer(ctx: LaunchContext, llamaServer: string): string {
   const server = ctx.which(llamaServer);
   const beside = server ? join(dirname(server), "rpc-server") : null;
   if (beside && existsSync(beside)) return beside;
-  throw new Error("rpc-server (llama.cpp's RPC server, built with -DGGML_RPC=ON) is not installed on this machine; put it on PATH or beside llama-server");
+  throw new Error(
+    "rpc-server (llama.cpp's RPC server, built with -DGGML_RPC=ON) is not installed on this machine; put it on PATH or beside llama-server",
+  );
 }

@@ -7,7 +7,12 @@ import type { LaunchContext, PrepStep } from "./types";
  * made with `uv` when present, else `python3 -m venv` + pip. A marker file written after success
  * tells a finished install from an interrupted one. Returns the steps and the venv's bin dir.
  */
-export function versionInstall(ctx: LaunchContext, kind: string, pkg: string, version: string): { steps: PrepStep[]; binDir: string } {
+export function versionInstall(
+  ctx: LaunchContext,
+  kind: string,
+  pkg: string,
+  version: string,
+): { steps: PrepStep[]; binDir: string } {
   const dir = join(ctx.dataDir, "runtimes", kind, version);
   const binDir = join(dir, "bin");
   const marker = join(dir, ".inferd-installed");
@@ -22,7 +27,12 @@ export function versionInstall(ctx: LaunchContext, kind: string, pkg: string, ve
         { title: `install ${spec}`, argv: [uv, "pip", "install", "--python", join(binDir, "python"), spec], done },
       ]
     : [
-        { title: `create venv for ${spec}`, argv: [ctx.which("python3") ?? "python3", "-m", "venv", dir], done, before: clear },
+        {
+          title: `create venv for ${spec}`,
+          argv: [ctx.which("python3") ?? "python3", "-m", "venv", dir],
+          done,
+          before: clear,
+        },
         { title: `install ${spec}`, argv: [join(binDir, "pip"), "install", spec], done },
       ];
   steps[steps.length - 1].after = () => writeFileSync(marker, `${spec}\n${new Date().toISOString()}\n`);

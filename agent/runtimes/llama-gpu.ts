@@ -10,7 +10,16 @@
  * Whatever fails (offline, a bad checksum, no build for this platform) leaves the runner on the CPU
  * with the reason, which its log and the replica's row show.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { Progress } from "../models/progress";
 import type { GpuInfo, TransferProgress } from "../protocol";
@@ -30,11 +39,16 @@ export function npmRegistry(env: Record<string, string | undefined>): string {
  * when there is no GPU to use.
  * @example gpuBuildFor([{ vendor: "nvidia" }], "linux", "x64") // → { gpu: "cuda", pkg: "@node-llama-cpp/linux-x64-cuda" }
  */
-export function gpuBuildFor(gpus: Pick<GpuInfo, "vendor">[], platform: string = process.platform, arch: string = process.arch): { gpu: LlamaGpuType; pkg: string | null } | { unavailable: string } | null {
+export function gpuBuildFor(
+  gpus: Pick<GpuInfo, "vendor">[],
+  platform: string = process.platform,
+  arch: string = process.arch,
+): { gpu: LlamaGpuType; pkg: string | null } | { unavailable: string } | null {
   if (platform === "darwin" && arch === "arm64") return { gpu: "metal", pkg: null };
   if (gpus.length === 0) return null;
   const gpu: LlamaGpuType = gpus.some((g) => g.vendor === "nvidia") ? "cuda" : "vulkan";
-  if ((platform === "linux" || platform === "win32") && arch === "x64") return { gpu, pkg: `@node-llama-cpp/${platform === "win32" ? "win" : "linux"}-x64-${gpu}` };
+  if ((platform === "linux" || platform === "win32") && arch === "x64")
+    return { gpu, pkg: `@node-llama-cpp/${platform === "win32" ? "win" : "linux"}-x64-${gpu}` };
   return { unavailable: `node-llama-cpp has no ${GPU_NAMES[gpu]} build for ${platform}-${arch}` };
 }
 
@@ -106,13 +120,20 @@ export class LlamaGpuBuilds {
    * The runner env for a replica on GPUs `assigned` launched with `launchEnv`: which GPU build to
    * load and where, or why it runs on the CPU. Never throws: a failure is a warning and the CPU.
    */
-  async prepare(assigned: number[], launchEnv: Record<string, string>, hooks: GpuBuildHooks): Promise<Record<string, string>> {
+  async prepare(
+    assigned: number[],
+    launchEnv: Record<string, string>,
+    hooks: GpuBuildHooks,
+  ): Promise<Record<string, string>> {
     if (assigned.length === 0) return {};
     const gpus = this.opts.gpus().filter((g) => assigned.includes(g.index));
     const choice = gpuBuildFor(gpus, this.opts.platform, this.opts.arch);
     if (!choice) return {};
     const cpu = (why: string, detail?: string) => {
-      hooks.note(`[inferd] warning: ${why}${detail ? ` (${detail})` : ""}; the built-in llama.cpp runtime runs on the CPU`, true);
+      hooks.note(
+        `[inferd] warning: ${why}${detail ? ` (${detail})` : ""}; the built-in llama.cpp runtime runs on the CPU`,
+        true,
+      );
       return { [GPU_UNAVAILABLE_ENV]: why };
     };
     if ("unavailable" in choice) return cpu(choice.unavailable);
@@ -123,17 +144,26 @@ export class LlamaGpuBuilds {
     }
     const nodeModules = runnerNodeModules(launchEnv);
     const version = nodeModules && installedVersion(nodeModules, "node-llama-cpp");
-    if (!nodeModules || !version) return cpu(`node-llama-cpp was not found, so its ${name} build cannot be matched to it`);
+    if (!nodeModules || !version)
+      return cpu(`node-llama-cpp was not found, so its ${name} build cannot be matched to it`);
     if (installedVersion(nodeModules, choice.pkg) === version) {
       hooks.note(`[inferd] llama.cpp ${name} build: ${choice.pkg} ${version}, installed with node-llama-cpp`);
       return { [GPU_ENV]: choice.gpu };
     }
     try {
-      const dir = await this.ensure(choice.pkg, version, `the llama.cpp ${name} build (${choice.pkg} ${version})`, hooks);
+      const dir = await this.ensure(
+        choice.pkg,
+        version,
+        `the llama.cpp ${name} build (${choice.pkg} ${version})`,
+        hooks,
+      );
       return { [GPU_ENV]: choice.gpu, NODE_PATH: dir };
     } catch (e) {
       if (hooks.signal.aborted) throw e;
-      return cpu(`the ${name} build could not be fetched: ${(e as Error).message}`, `${choice.pkg} ${version}${(e as Error).cause ? `: ${(e as Error).cause}` : ""}`);
+      return cpu(
+        `the ${name} build could not be fetched: ${(e as Error).message}`,
+        `${choice.pkg} ${version}${(e as Error).cause ? `: ${(e as Error).cause}` : ""}`,
+      );
     }
   }
 
@@ -159,7 +189,13 @@ export class LlamaGpuBuilds {
   }
 
   /** Reads the registry's metadata, downloads and checks the tarball, unpacks it into `dir/pkg`. */
-  private async fetchInto(dir: string, pkg: string, version: string, what: string, hooks: GpuBuildHooks): Promise<string> {
+  private async fetchInto(
+    dir: string,
+    pkg: string,
+    version: string,
+    what: string,
+    hooks: GpuBuildHooks,
+  ): Promise<string> {
     const dist = await this.distOf(pkg, version, hooks.signal);
     hooks.onDownloading(what);
     hooks.note(`[inferd] downloading ${what} from ${dist.tarball}`);
@@ -169,11 +205,15 @@ export class LlamaGpuBuilds {
     try {
       const tarball = await this.download(dist.tarball, hooks);
       const got = `sha512-${new Bun.CryptoHasher("sha512").update(tarball).digest("base64")}`;
-      if (got !== dist.integrity) throw new Error("its sha512 does not match the registry's, so it was not used", { cause: `expected ${dist.integrity}, got ${got}` });
+      if (got !== dist.integrity)
+        throw new Error("its sha512 does not match the registry's, so it was not used", {
+          cause: `expected ${dist.integrity}, got ${got}`,
+        });
       await new Bun.Archive(tarball).extract(work);
       const unpacked = join(work, "package");
       const manifest = installedVersion(work, "package");
-      if (manifest !== version) throw new Error(`the tarball holds version ${manifest ?? "(no package.json)"}, not ${version}`);
+      if (manifest !== version)
+        throw new Error(`the tarball holds version ${manifest ?? "(no package.json)"}, not ${version}`);
       writeFileSync(join(unpacked, MARKER), dist.integrity);
       const target = join(dir, pkg);
       mkdirSync(dirname(target), { recursive: true });
@@ -187,16 +227,27 @@ export class LlamaGpuBuilds {
   }
 
   /** The version's `dist` from the registry's package metadata (the abbreviated form npm installs use). */
-  private async distOf(pkg: string, version: string, signal: AbortSignal): Promise<{ tarball: string; integrity: string }> {
+  private async distOf(
+    pkg: string,
+    version: string,
+    signal: AbortSignal,
+  ): Promise<{ tarball: string; integrity: string }> {
     const url = `${this.opts.registry}/${pkg.replace("/", "%2f")}`;
     let res: Response;
     try {
-      res = await (this.opts.fetch ?? fetch)(url, { headers: { accept: "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8" }, signal: AbortSignal.any([signal, AbortSignal.timeout(30_000)]) });
+      res = await (this.opts.fetch ?? fetch)(url, {
+        headers: { accept: "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8" },
+        signal: AbortSignal.any([signal, AbortSignal.timeout(30_000)]),
+      });
     } catch (e) {
-      throw new Error(`cannot reach the npm registry at ${this.opts.registry}`, { cause: `${(e as Error).message}; npm_config_registry names another registry` });
+      throw new Error(`cannot reach the npm registry at ${this.opts.registry}`, {
+        cause: `${(e as Error).message}; npm_config_registry names another registry`,
+      });
     }
     if (!res.ok) throw new Error(`the npm registry at ${this.opts.registry} answered ${res.status} for ${pkg}`);
-    const meta = (await res.json().catch(() => null)) as { versions?: Record<string, { dist?: { tarball?: string; integrity?: string } }> } | null;
+    const meta = (await res.json().catch(() => null)) as {
+      versions?: Record<string, { dist?: { tarball?: string; integrity?: string } }>;
+    } | null;
     const dist = meta?.versions?.[version]?.dist;
     if (!dist?.tarball) throw new Error(`the npm registry at ${this.opts.registry} has no ${pkg} ${version}`);
     const integrity = dist.integrity?.split(/\s+/).find((i) => i.startsWith("sha512-"));

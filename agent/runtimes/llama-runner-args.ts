@@ -57,7 +57,10 @@ type Setter = (o: LlamaRunnerOptions, value: string, flag: string) => void;
 
 const int = (flag: string, v: string, min = Number.MIN_SAFE_INTEGER): number => {
   const n = Number(v);
-  if (v.trim() === "" || !Number.isInteger(n) || n < min) throw new LlamaArgsError(`${flag} expects a whole number${min > Number.MIN_SAFE_INTEGER ? ` >= ${min}` : ""}, got "${v}"`);
+  if (v.trim() === "" || !Number.isInteger(n) || n < min)
+    throw new LlamaArgsError(
+      `${flag} expects a whole number${min > Number.MIN_SAFE_INTEGER ? ` >= ${min}` : ""}, got "${v}"`,
+    );
   return n;
 };
 const num = (flag: string, v: string): number => {
@@ -90,10 +93,13 @@ const VALUE_FLAGS: [string[], Setter][] = [
   [["-ngl", "--n-gpu-layers", "--gpu-layers"], (o, v, f) => (o.gpuLayers = gpuLayers(f, v))],
   [["--host"], (o, v) => (o.host = v)],
   [["--port"], (o, v, f) => (o.port = int(f, v, 0))],
-  [["-t", "--threads"], (o, v, f) => {
-    const n = int(f, v, -1);
-    o.threads = n > 0 ? n : undefined;
-  }],
+  [
+    ["-t", "--threads"],
+    (o, v, f) => {
+      const n = int(f, v, -1);
+      o.threads = n > 0 ? n : undefined;
+    },
+  ],
   [["-b", "--batch-size"], (o, v, f) => (o.batchSize = int(f, v, 1))],
   [["--api-key"], (o, v) => (o.apiKey = v)],
   [["-n", "--n-predict", "--predict"], (o, v, f) => (o.nPredict = int(f, v, -2))],
@@ -113,33 +119,145 @@ const SWITCHES: [string[], (o: LlamaRunnerOptions) => void][] = [
 
 /** Common llama-server flags that take a value and have no effect here. */
 const IGNORED_VALUE_FLAGS = new Set([
-  "-tb", "--threads-batch", "-ub", "--ubatch-size", "--keep", "--chat-template", "--chat-template-file",
-  "--chat-template-kwargs", "--rope-scaling", "--rope-scale", "--rope-freq-base", "--rope-freq-scale",
-  "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "--mmproj", "--lora", "--lora-scaled", "-to", "--timeout",
-  "--threads-http", "--pooling", "--reasoning-format", "--reasoning-budget", "-ts", "--tensor-split",
-  "-sm", "--split-mode", "-mg", "--main-gpu", "--log-file", "--repeat-penalty", "--repeat-last-n",
-  "--presence-penalty", "--frequency-penalty", "--slot-save-path", "-dev", "--device", "--override-kv",
-  "--path", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "-sps", "--slot-prompt-similarity",
-  "--cache-reuse", "-md", "--model-draft", "--draft-max", "--draft-min", "-ot", "--override-tensor",
-  "--grammar", "--grammar-file", "-j", "--json-schema", "--numa", "-lv", "--verbosity", "--cpu-moe", "-ncmoe",
-  "--n-cpu-moe", "--media-path", "--prio", "-C", "--cpu-mask", "-cram", "--cache-ram", "--sleep-idle-seconds",
+  "-tb",
+  "--threads-batch",
+  "-ub",
+  "--ubatch-size",
+  "--keep",
+  "--chat-template",
+  "--chat-template-file",
+  "--chat-template-kwargs",
+  "--rope-scaling",
+  "--rope-scale",
+  "--rope-freq-base",
+  "--rope-freq-scale",
+  "-ctk",
+  "--cache-type-k",
+  "-ctv",
+  "--cache-type-v",
+  "--mmproj",
+  "--lora",
+  "--lora-scaled",
+  "-to",
+  "--timeout",
+  "--threads-http",
+  "--pooling",
+  "--reasoning-format",
+  "--reasoning-budget",
+  "-ts",
+  "--tensor-split",
+  "-sm",
+  "--split-mode",
+  "-mg",
+  "--main-gpu",
+  "--log-file",
+  "--repeat-penalty",
+  "--repeat-last-n",
+  "--presence-penalty",
+  "--frequency-penalty",
+  "--slot-save-path",
+  "-dev",
+  "--device",
+  "--override-kv",
+  "--path",
+  "--api-key-file",
+  "--ssl-key-file",
+  "--ssl-cert-file",
+  "-sps",
+  "--slot-prompt-similarity",
+  "--cache-reuse",
+  "-md",
+  "--model-draft",
+  "--draft-max",
+  "--draft-min",
+  "-ot",
+  "--override-tensor",
+  "--grammar",
+  "--grammar-file",
+  "-j",
+  "--json-schema",
+  "--numa",
+  "-lv",
+  "--verbosity",
+  "--cpu-moe",
+  "-ncmoe",
+  "--n-cpu-moe",
+  "--media-path",
+  "--prio",
+  "-C",
+  "--cpu-mask",
+  "-cram",
+  "--cache-ram",
+  "--sleep-idle-seconds",
 ]);
 
 /** Common llama-server flags without a value that have no effect here. */
 const IGNORED_SWITCHES = new Set([
-  "--jinja", "--no-jinja", "--metrics", "--slots", "--no-slots", "--props", "-cb", "--cont-batching",
-  "-nocb", "--no-cont-batching", "--mlock", "--no-webui", "--webui", "--log-disable", "--log-colors",
-  "--no-warmup", "--context-shift", "--no-context-shift", "--reranking", "--rerank", "-kvu", "--kv-unified",
-  "--no-kv-offload", "-nkvo", "--swa-full", "--check-tensors", "--no-perf", "--cache-prompt", "--no-cache-prompt",
-  "--log-prefix", "--log-timestamps", "--special", "-sp", "--no-op-offload", "--direct-io", "--no-direct-io",
+  "--jinja",
+  "--no-jinja",
+  "--metrics",
+  "--slots",
+  "--no-slots",
+  "--props",
+  "-cb",
+  "--cont-batching",
+  "-nocb",
+  "--no-cont-batching",
+  "--mlock",
+  "--no-webui",
+  "--webui",
+  "--log-disable",
+  "--log-colors",
+  "--no-warmup",
+  "--context-shift",
+  "--no-context-shift",
+  "--reranking",
+  "--rerank",
+  "-kvu",
+  "--kv-unified",
+  "--no-kv-offload",
+  "-nkvo",
+  "--swa-full",
+  "--check-tensors",
+  "--no-perf",
+  "--cache-prompt",
+  "--no-cache-prompt",
+  "--log-prefix",
+  "--log-timestamps",
+  "--special",
+  "-sp",
+  "--no-op-offload",
+  "--direct-io",
+  "--no-direct-io",
 ]);
 
 /** Flags naming a model to download, which the built-in runtime cannot do. */
-const DOWNLOAD_FLAGS = new Set(["-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-mu", "--model-url", "-dr", "--docker-repo"]);
+const DOWNLOAD_FLAGS = new Set([
+  "-hf",
+  "-hfr",
+  "--hf-repo",
+  "-hff",
+  "--hf-file",
+  "-mu",
+  "--model-url",
+  "-dr",
+  "--docker-repo",
+]);
 
 /** The defaults llama-server uses when a flag is absent. */
 export function defaultLlamaRunnerOptions(): LlamaRunnerOptions {
-  return { model: "", parallel: 1, embedding: false, gpuLayers: "auto", host: "127.0.0.1", port: 8080, noMmap: false, nPredict: -1, verbose: false, ignored: [] };
+  return {
+    model: "",
+    parallel: 1,
+    embedding: false,
+    gpuLayers: "auto",
+    host: "127.0.0.1",
+    port: 8080,
+    noMmap: false,
+    nPredict: -1,
+    verbose: false,
+    ignored: [],
+  };
 }
 
 /**
@@ -166,10 +284,13 @@ export function parseLlamaServerArgs(args: string[]): LlamaRunnerOptions {
       // Older llama-server: a switch; newer: on|off|auto.
       const next = args[i + 1];
       if (inline !== undefined) o.flashAttention = flashAttn(flag, inline);
-      else if (next !== undefined && /^(on|off|auto|true|false|1|0|enabled|disabled)$/i.test(next)) o.flashAttention = flashAttn(flag, args[++i]);
+      else if (next !== undefined && /^(on|off|auto|true|false|1|0|enabled|disabled)$/i.test(next))
+        o.flashAttention = flashAttn(flag, args[++i]);
       else o.flashAttention = true;
     } else if (DOWNLOAD_FLAGS.has(flag)) {
-      throw new LlamaArgsError(`${flag} downloads a model, which the built-in llama.cpp runtime does not do; pass a local GGUF file with -m`);
+      throw new LlamaArgsError(
+        `${flag} downloads a model, which the built-in llama.cpp runtime does not do; pass a local GGUF file with -m`,
+      );
     } else if (IGNORED_VALUE_FLAGS.has(flag)) {
       const v = takeValue();
       o.ignored.push(inline === undefined ? `${flag} ${v}` : word);

@@ -11,7 +11,16 @@
  */
 import { LlamaArgsError, parseLlamaServerArgs, type LlamaRunnerOptions } from "./llama-runner-args.ts";
 import { loadEngine, type Engine, type Generation, type Prepared } from "./llama/engine.ts";
-import { embeddingsBody, errorBody, HttpError, parseChatRequest, parseCompletionRequest, parseEmbeddingRequest, responseShapes, type Sampling } from "./llama/openai.ts";
+import {
+  embeddingsBody,
+  errorBody,
+  HttpError,
+  parseChatRequest,
+  parseCompletionRequest,
+  parseEmbeddingRequest,
+  responseShapes,
+  type Sampling,
+} from "./llama/openai.ts";
 import { AbortedError } from "./llama/pool.ts";
 
 /** Writes one progress/log line to stdout (the supervisor shows it in the dashboard). */
@@ -43,13 +52,17 @@ export function createHandler(state: RunnerState) {
     const path = url.replace(/^\/v1(?=\/)/, "");
     const { opts, engine } = state;
     if (path === "/health") {
-      return engine ? json({ status: "ok", slots_processing: state.active, slots_waiting: engine.waiting() }) : json({ status: "loading model" }, 503);
+      return engine
+        ? json({ status: "ok", slots_processing: state.active, slots_waiting: engine.waiting() })
+        : json({ status: "loading model" }, 503);
     }
-    if (opts.apiKey && req.headers.get("authorization") !== `Bearer ${opts.apiKey}`) return fail(401, "Invalid API Key", "authentication_error");
+    if (opts.apiKey && req.headers.get("authorization") !== `Bearer ${opts.apiKey}`)
+      return fail(401, "Invalid API Key", "authentication_error");
     if (!engine) return fail(503, "Loading model", "unavailable_error");
     try {
       if (req.method === "GET" && path === "/models") return json(modelsBody(opts, engine));
-      if (req.method !== "POST" || !["/chat/completions", "/completions", "/embeddings"].includes(path)) return fail(404, "File Not Found", "not_found_error");
+      if (req.method !== "POST" || !["/chat/completions", "/completions", "/embeddings"].includes(path))
+        return fail(404, "File Not Found", "not_found_error");
       let body: unknown;
       try {
         body = await req.json();
@@ -72,7 +85,9 @@ export function createHandler(state: RunnerState) {
         const p = parseCompletionRequest(body);
         [params, prepared] = [p, engine.complete(p)];
       }
-      return params.stream ? stream(state, req, url, kind, prepared, params.includeUsage) : await once(state, req, url, kind, prepared);
+      return params.stream
+        ? stream(state, req, url, kind, prepared, params.includeUsage)
+        : await once(state, req, url, kind, prepared);
     } catch (e) {
       if (e instanceof HttpError) return fail(e.status, e.message, e.type);
       if (e instanceof AbortedError) return fail(499, "the client closed the request", "aborted");
@@ -85,8 +100,18 @@ export function createHandler(state: RunnerState) {
 function modelsBody(o: LlamaRunnerOptions, engine: Engine) {
   const f = engine.facts;
   // llama-server's meta, plus the backend that really runs (the agent shows it in the replica's row).
-  const meta = { n_vocab: f.vocabSize, n_ctx_train: f.trainContextSize, n_ctx: f.contextSize, n_embd: f.embeddingLength, size: f.sizeBytes, backend: f.backend };
-  return { object: "list", data: [{ id: modelId(o), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "llamacpp", meta }] };
+  const meta = {
+    n_vocab: f.vocabSize,
+    n_ctx_train: f.trainContextSize,
+    n_ctx: f.contextSize,
+    n_embd: f.embeddingLength,
+    size: f.sizeBytes,
+    backend: f.backend,
+  };
+  return {
+    object: "list",
+    data: [{ id: modelId(o), object: "model", created: Math.floor(Date.now() / 1000), owned_by: "llamacpp", meta }],
+  };
 }
 
 /** Runs a generation while counting it as active, logging its outcome in one line. */
@@ -96,7 +121,9 @@ async function tracked(state: RunnerState, path: string, run: () => Promise<Gene
   try {
     const g = await run();
     const secs = ((performance.now() - started) / 1000).toFixed(2);
-    log(`POST ${path}: ${g.usage.prompt_tokens} prompt + ${g.usage.completion_tokens} completion tokens in ${secs} s (${g.finish})`);
+    log(
+      `POST ${path}: ${g.usage.prompt_tokens} prompt + ${g.usage.completion_tokens} completion tokens in ${secs} s (${g.finish})`,
+    );
     return g;
   } catch (e) {
     if (e instanceof AbortedError) log(`POST ${path}: aborted by the client after ${e.tokens} completion tokens`);
@@ -106,14 +133,27 @@ async function tracked(state: RunnerState, path: string, run: () => Promise<Gene
   }
 }
 
-async function once(state: RunnerState, req: Request, path: string, kind: "chat" | "text", prepared: Prepared): Promise<Response> {
+async function once(
+  state: RunnerState,
+  req: Request,
+  path: string,
+  kind: "chat" | "text",
+  prepared: Prepared,
+): Promise<Response> {
   const g = await tracked(state, path, () => prepared.run(req.signal));
   const shapes = responseShapes(modelId(state.opts), kind);
   return json(shapes.full(g.text, g.finish, g.usage));
 }
 
 /** Streams a generation as SSE `data:` lines ending in `data: [DONE]`; a disconnect aborts it. */
-function stream(state: RunnerState, req: Request, path: string, kind: "chat" | "text", prepared: Prepared, includeUsage: boolean): Response {
+function stream(
+  state: RunnerState,
+  req: Request,
+  path: string,
+  kind: "chat" | "text",
+  prepared: Prepared,
+  includeUsage: boolean,
+): Response {
   const shapes = responseShapes(modelId(state.opts), kind);
   const abort = new AbortController();
   req.signal.addEventListener("abort", () => abort.abort(), { once: true });
@@ -126,7 +166,9 @@ function stream(state: RunnerState, req: Request, path: string, kind: "chat" | "
       const send = (obj: unknown) => write(JSON.stringify(obj));
       try {
         if (kind === "chat") send(shapes.chunk({ role: "assistant", content: "" }, null));
-        const g = await tracked(state, path, () => prepared.run(abort.signal, (text) => text && send(shapes.chunk({ content: text }, null))));
+        const g = await tracked(state, path, () =>
+          prepared.run(abort.signal, (text) => text && send(shapes.chunk({ content: text }, null))),
+        );
         send(shapes.chunk({}, g.finish));
         if (includeUsage) send(shapes.usageChunk(g.usage));
         write("[DONE]");
@@ -143,7 +185,9 @@ function stream(state: RunnerState, req: Request, path: string, kind: "chat" | "
       abort.abort();
     },
   });
-  return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" } });
+  return new Response(body, {
+    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" },
+  });
 }
 
 /** Parses the command line, listens at once (503 on /health while loading), then loads the model. */
@@ -161,7 +205,12 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
   const handler = createHandler(state);
   let server: ReturnType<typeof Bun.serve>;
   try {
-    server = Bun.serve({ hostname: opts.host, port: opts.port, idleTimeout: 255, fetch: (req, srv) => handler(req, srv) });
+    server = Bun.serve({
+      hostname: opts.host,
+      port: opts.port,
+      idleTimeout: 255,
+      fetch: (req, srv) => handler(req, srv),
+    });
   } catch (e) {
     log(`error: cannot listen on ${opts.host}:${opts.port}: ${(e as Error).message}`);
     process.exit(1);
@@ -190,7 +239,9 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
     process.exit(1);
   }
   const f = state.engine.facts;
-  log(`model loaded in ${((performance.now() - started) / 1000).toFixed(2)} s: ${f.embeddingLength}-dim embeddings, ${f.vocabSize} tokens, context ${f.contextSize} per slot (trained ${f.trainContextSize}), chat format ${f.chatWrapper}`);
+  log(
+    `model loaded in ${((performance.now() - started) / 1000).toFixed(2)} s: ${f.embeddingLength}-dim embeddings, ${f.vocabSize} tokens, context ${f.contextSize} per slot (trained ${f.trainContextSize}), chat format ${f.chatWrapper}`,
+  );
   log(`main: server is ready on ${origin} (${opts.parallel} slot(s)${opts.embedding ? ", embeddings on" : ""})`);
 }
 

@@ -9,7 +9,12 @@ import type { Launcher } from "./types";
  */
 export const llamacpp: Launcher = (ctx) => {
   const words = splitCommand(String(ctx.spec.workload.config.command));
-  const named = withServedName(words, SERVED_NAME_FLAGS.llama, flagValue(words, ["-m", "--model"]), ctx.spec.workload.model_name);
+  const named = withServedName(
+    words,
+    SERVED_NAME_FLAGS.llama,
+    flagValue(words, ["-m", "--model"]),
+    ctx.spec.workload.model_name,
+  );
   const { args, host, port } = withPort(named, ctx.freePort);
   const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices);
   const base = baseUrlOf(host, port);
@@ -18,5 +23,14 @@ export const llamacpp: Launcher = (ctx) => {
   const np = Number(flagValue(args, ["-np", "--parallel"])) || 0;
   if (ctx.which(args[0])) return { argv: args, env, baseUrl: base, port, healthUrls: health, prep: [], slots: np || 4 };
   const builtin = ctx.builtinLlama();
-  return { argv: [...builtin.argv, ...args.slice(1)], env: { ...env, ...builtin.env }, baseUrl: base, port, healthUrls: health, prep: [], builtin: true, slots: np || 1 };
+  return {
+    argv: [...builtin.argv, ...args.slice(1)],
+    env: { ...env, ...builtin.env },
+    baseUrl: base,
+    port,
+    healthUrls: health,
+    prep: [],
+    builtin: true,
+    slots: np || 1,
+  };
 };

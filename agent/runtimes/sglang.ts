@@ -9,5 +9,13 @@ import type { Launcher } from "./types";
  */
 export const sglang: Launcher = (ctx) => {
   const plan = pythonServer(ctx, { kind: "sglang", tensorParallel: false, versionField: "sglang_version" });
-  return { ...plan, argv: withServedName(plan.argv!, SERVED_NAME_FLAGS.python, flagValue(plan.argv!, ["--model-path", "--model"]), ctx.spec.workload.model_name) };
+  return {
+    ...plan,
+    argv: withServedName(
+      plan.argv!,
+      SERVED_NAME_FLAGS.python,
+      flagValue(plan.argv!, ["--model-path", "--model"]),
+      ctx.spec.workload.model_name,
+    ),
+  };
 };

@@ -23,14 +23,40 @@ export interface TaskFlagRule {
 
 /** The rules, by backend and task type. */
 export const TASK_FLAG_RULES: TaskFlagRule[] = [
-  { backend: "llamacpp", task: "embedding", flags: ["--embeddings", "--embedding"], add: "--embeddings", what: "an embeddings workload on llama.cpp" },
-  { backend: "llamacpp", task: "reranker", flags: ["--reranking", "--rerank"], add: "--reranking", what: "a rerank workload on llama.cpp" },
-  { backend: "llamacpp", task: "image2text", flags: ["--mmproj", "-mm", "--mmproj-url", "-mmu"], add: "--mmproj", value: "<projector file>", what: "a vision workload on llama.cpp" },
-  { backend: "sglang", task: "embedding", flags: ["--is-embedding"], add: "--is-embedding", what: "an embeddings workload on SGLang" },
+  {
+    backend: "llamacpp",
+    task: "embedding",
+    flags: ["--embeddings", "--embedding"],
+    add: "--embeddings",
+    what: "an embeddings workload on llama.cpp",
+  },
+  {
+    backend: "llamacpp",
+    task: "reranker",
+    flags: ["--reranking", "--rerank"],
+    add: "--reranking",
+    what: "a rerank workload on llama.cpp",
+  },
+  {
+    backend: "llamacpp",
+    task: "image2text",
+    flags: ["--mmproj", "-mm", "--mmproj-url", "-mmu"],
+    add: "--mmproj",
+    value: "<projector file>",
+    what: "a vision workload on llama.cpp",
+  },
+  {
+    backend: "sglang",
+    task: "embedding",
+    flags: ["--is-embedding"],
+    add: "--is-embedding",
+    what: "an embeddings workload on SGLang",
+  },
 ];
 
 /** The rule for a backend and task type, if it has one. */
-export const taskFlagRule = (backend: string, task: string): TaskFlagRule | undefined => TASK_FLAG_RULES.find((r) => r.backend === backend && r.task === task);
+export const taskFlagRule = (backend: string, task: string): TaskFlagRule | undefined =>
+  TASK_FLAG_RULES.find((r) => r.backend === backend && r.task === task);
 
 /**
  * Why a command (split into words) cannot serve its task type, naming the flag to add; undefined when it can.

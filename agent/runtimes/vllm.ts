@@ -19,5 +19,8 @@ function loadedModel(argv: string[]): string | undefined {
  */
 export const vllm: Launcher = (ctx) => {
   const plan = pythonServer(ctx, { kind: "vllm", tensorParallel: true, versionField: "vllm_version" });
-  return { ...plan, argv: withServedName(plan.argv!, SERVED_NAME_FLAGS.python, loadedModel(plan.argv!), ctx.spec.workload.model_name) };
+  return {
+    ...plan,
+    argv: withServedName(plan.argv!, SERVED_NAME_FLAGS.python, loadedModel(plan.argv!), ctx.spec.workload.model_name),
+  };
 };

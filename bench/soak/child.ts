@@ -9,8 +9,17 @@ import type { SoakReport } from "./report";
 
 /** Runs `bun bench/soak.ts --json <args>`; returns its exit code and report. Its stderr is printed when it failed. */
 export async function runSoakChild(args: string[]): Promise<{ code: number; report: SoakReport }> {
-  const proc = Bun.spawn([process.execPath, join(REPO_ROOT, "bench/soak.ts"), "--json", ...args], { cwd: REPO_ROOT, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const proc = Bun.spawn([process.execPath, join(REPO_ROOT, "bench/soak.ts"), "--json", ...args], {
+    cwd: REPO_ROOT,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   const line = stdout.trim().split("\n").at(-1) ?? "";
   if (code !== 0 || !line.startsWith("{")) console.error(stderr.slice(-20_000));
   return { code, report: JSON.parse(line) as SoakReport };
@@ -24,14 +33,31 @@ export async function runSoakChild(args: string[]): Promise<{ code: number; repo
  * all is well.
  */
 export function accounting(r: SoakReport) {
-  const unexplained = (c: Record<string, { unexplained: number }>) => Object.values(c).reduce((n, x) => n + x.unexplained, 0);
+  const unexplained = (c: Record<string, { unexplained: number }>) =>
+    Object.values(c).reduce((n, x) => n + x.unexplained, 0);
   return {
-    jobs: { someAccepted: r.jobs.accepted > 0, missing: r.jobs.missing, unfinished: r.jobs.unfinished, allFinished: r.jobs.completed + r.jobs.failed === r.jobs.accepted },
+    jobs: {
+      someAccepted: r.jobs.accepted > 0,
+      missing: r.jobs.missing,
+      unfinished: r.jobs.unfinished,
+      allFinished: r.jobs.completed + r.jobs.failed === r.jobs.accepted,
+    },
     deliveries: RECEIVERS.map((name) => {
       const d = r.deliveries[name];
-      return { name, owedPerJob: d.owed === r.jobs.accepted, noRecord: d.noRecord, lost: d.lost, allEnded: name === "failing" ? d.terminal === d.owed : d.delivered === d.owed };
+      return {
+        name,
+        owedPerJob: d.owed === r.jobs.accepted,
+        noRecord: d.noRecord,
+        lost: d.lost,
+        allEnded: name === "failing" ? d.terminal === d.owed : d.delivered === d.owed,
+      };
     }),
-    unexplained: { fiveXX: unexplained(r.fiveXX), cutStreams: unexplained(r.streams.cut), unexpected: r.unexpected, connection: r.connection.unexplained },
+    unexplained: {
+      fiveXX: unexplained(r.fiveXX),
+      cutStreams: unexplained(r.streams.cut),
+      unexpected: r.unexpected,
+      connection: r.connection.unexplained,
+    },
   };
 }
 

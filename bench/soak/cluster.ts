@@ -30,7 +30,10 @@ const INFO_TIMEOUT_MS = 3000;
 /** The cluster as `host` sees it; undefined when it does not answer. */
 async function infoOf(host: SoakHost): Promise<ClusterInfo | undefined> {
   try {
-    const r = await fetch(`${host.url}/admin/info`, { headers: { authorization: `Bearer ${host.adminToken}` }, signal: AbortSignal.timeout(INFO_TIMEOUT_MS) });
+    const r = await fetch(`${host.url}/admin/info`, {
+      headers: { authorization: `Bearer ${host.adminToken}` },
+      signal: AbortSignal.timeout(INFO_TIMEOUT_MS),
+    });
     if (!r.ok) {
       await r.body?.cancel();
       return undefined;
@@ -74,21 +77,33 @@ export async function clusterWhole(hosts: SoakHost[]): Promise<boolean> {
  * Starts `n` hosts on the database at `env.INFERD_DATABASE_URL`, one after the other: each one's
  * local worker is the local worker that appears once it listens. `envOf(i)` is host i's environment.
  */
-export async function startClusterHosts(n: number, args: string[], envOf: (i: number) => Record<string, string>, onStarted: (h: SoakHost) => void): Promise<HostWorker[]> {
+export async function startClusterHosts(
+  n: number,
+  args: string[],
+  envOf: (i: number) => Record<string, string>,
+  onStarted: (h: SoakHost) => void,
+): Promise<HostWorker[]> {
   const out: HostWorker[] = [];
   for (let i = 0; i < n; i++) {
     const host = await startSoakHost(args, envOf(i), hostName(i));
     onStarted(host);
-    if (!host.hostId) throw new Error(`${host.name} did not say its cluster host id (GET /admin/info → cluster.host_id); is it on the database?`);
+    if (!host.hostId)
+      throw new Error(
+        `${host.name} did not say its cluster host id (GET /admin/info → cluster.host_id); is it on the database?`,
+      );
     const known = new Set(out.map((h) => h.workerId));
     const deadline = Date.now() + 60_000;
     let workerId: string | undefined;
     while (!workerId) {
       const workers: { id: string; kind: string }[] = await host.admin("/admin/workers");
       const locals = workers.filter((w) => w.kind === "local" && !known.has(w.id));
-      if (locals.length > 1) throw new Error(`the database already has local workers (${locals.map((w) => w.id).join(", ")}): the soak needs an empty database`);
+      if (locals.length > 1)
+        throw new Error(
+          `the database already has local workers (${locals.map((w) => w.id).join(", ")}): the soak needs an empty database`,
+        );
       workerId = locals[0]?.id;
-      if (!workerId && Date.now() > deadline) throw new Error(`${host.name}'s local worker did not appear within 60 s\n--- its output ---\n${host.output()}`);
+      if (!workerId && Date.now() > deadline)
+        throw new Error(`${host.name}'s local worker did not appear within 60 s\n--- its output ---\n${host.output()}`);
       if (!workerId) await Bun.sleep(100);
     }
     out.push({ host, workerId });
@@ -125,9 +140,14 @@ export function watchLeader(hosts: SoakHost[], everyMs = 500): { seen: LeaderSee
   };
 }
 
-
 /** The cluster part of the report, from the hosts, the faults, the leaders seen and the clients' outcomes. */
-export function clusterReport(hosts: SoakHost[], faults: Fault[], seen: LeaderSeen[], outcomes: Outcome[], t0: number): ClusterReport {
+export function clusterReport(
+  hosts: SoakHost[],
+  faults: Fault[],
+  seen: LeaderSeen[],
+  outcomes: Outcome[],
+  t0: number,
+): ClusterReport {
   const kills = faults.filter((f) => f.kind === "inferd");
   const nameOf = (id: string) => hosts.find((h) => h.hostId === id)?.name ?? id;
   const takeovers = kills.filter((f) => f.takeoverMs !== undefined).map((f) => f.takeoverMs!);
@@ -143,10 +163,15 @@ export function clusterReport(hosts: SoakHost[], faults: Fault[], seen: LeaderSe
         killsWhileLeading: mine.filter((f) => f.wasLeader).length,
         killsListedGone: mine.filter((f) => f.gone && f.goneMs !== undefined).length,
         jobsHeldAtKills: mine.reduce((n, f) => n + (f.heldJobs ?? 0), 0),
-        jobsRequeuedByLeader: mine.filter((f) => f.gone && f.requeuedMs !== undefined).reduce((n, f) => n + (f.heldJobs ?? 0), 0),
+        jobsRequeuedByLeader: mine
+          .filter((f) => f.gone && f.requeuedMs !== undefined)
+          .reduce((n, f) => n + (f.heldJobs ?? 0), 0),
         downMsP50: percentile(down, 50),
         downMsMax: down.length ? Math.max(...down) : NaN,
-        restartMsP50: percentile(h.lives.map((l) => l.listeningAt - l.spawnedAt), 50),
+        restartMsP50: percentile(
+          h.lives.map((l) => l.listeningAt - l.spawnedAt),
+          50,
+        ),
         inferd: inferdUsage(h.lives),
         requests: {
           sent: sent.length,
@@ -169,8 +194,10 @@ export function clusterReport(hosts: SoakHost[], faults: Fault[], seen: LeaderSe
 /** The cluster's failures: a host never killed, a lead that never moved. */
 export function clusterFailures(c: ClusterReport, plannedKills: number): string[] {
   const out: string[] = [];
-  if (plannedKills >= c.hosts.length) for (const h of c.hosts) if (h.kills === 0) out.push(`${h.name} was never killed`);
-  if (c.leader.changes < 1) out.push(`the lead never moved (leaders seen: ${c.leader.seen.map((s) => s.host).join(" → ") || "none"})`);
+  if (plannedKills >= c.hosts.length)
+    for (const h of c.hosts) if (h.kills === 0) out.push(`${h.name} was never killed`);
+  if (c.leader.changes < 1)
+    out.push(`the lead never moved (leaders seen: ${c.leader.seen.map((s) => s.host).join(" → ") || "none"})`);
   if (c.leader.killsOfLeader < 1) out.push("the leader was never killed");
   return out;
 }

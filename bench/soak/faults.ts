@@ -99,7 +99,12 @@ const until = (t: number) => Bun.sleep(Math.max(0, t - Date.now()));
 async function pollTrue(check: () => Promise<boolean> | boolean, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    if (await Promise.resolve().then(check).catch(() => false)) return true;
+    if (
+      await Promise.resolve()
+        .then(check)
+        .catch(() => false)
+    )
+      return true;
     await Bun.sleep(100);
   }
   return false;
@@ -154,10 +159,19 @@ export async function runFaults(plan: FaultPlan, tg: FaultTargets): Promise<Faul
     await until(next);
     const target = i % tg.hosts.length;
     const host = tg.hosts[target];
-    const f: Fault = { kind: "inferd", what: cluster ? `kill -9 ${host.name} #${Math.floor(i / tg.hosts.length) + 1}` : `kill -9 inferd #${i + 1}`, at: Date.now() };
+    const f: Fault = {
+      kind: "inferd",
+      what: cluster ? `kill -9 ${host.name} #${Math.floor(i / tg.hosts.length) + 1}` : `kill -9 inferd #${i + 1}`,
+      at: Date.now(),
+    };
     if (cluster) {
       const leader = await cluster.leader().catch(() => undefined);
-      Object.assign(f, { host: target, wasLeader: leader === host.hostId, gone: !!plan.goneEvery && (i + 1) % plan.goneEvery === 0, at: Date.now() });
+      Object.assign(f, {
+        host: target,
+        wasLeader: leader === host.hostId,
+        gone: !!plan.goneEvery && (i + 1) % plan.goneEvery === 0,
+        at: Date.now(),
+      });
     }
     faults.push(f);
     const pid = host.pid;
@@ -167,7 +181,9 @@ export async function runFaults(plan: FaultPlan, tg: FaultTargets): Promise<Faul
     try {
       await host.restart();
       f.upAt = Date.now();
-      tg.log(`  ${f.what} (pid ${pid}${f.wasLeader ? ", leading" : ""})${notes}; restarted as pid ${host.pid} in ${f.upAt - f.at} ms`);
+      tg.log(
+        `  ${f.what} (pid ${pid}${f.wasLeader ? ", leading" : ""})${notes}; restarted as pid ${host.pid} in ${f.upAt - f.at} ms`,
+      );
       pending.push(recover(f));
     } catch (e) {
       f.error = `restart failed: ${e instanceof Error ? e.message : String(e)}`;

@@ -8,7 +8,15 @@ import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fixtureEnv, freePort } from "../../test/fixtures";
-import { adminCaller, reapRuntimes, REPO_ROOT, spawnWithTail, waitForListening, type BenchInferd, type TailedChild } from "../lib";
+import {
+  adminCaller,
+  reapRuntimes,
+  REPO_ROOT,
+  spawnWithTail,
+  waitForListening,
+  type BenchInferd,
+  type TailedChild,
+} from "../lib";
 
 /** One reading of a process's memory and descriptors. */
 export interface Sample {
@@ -91,7 +99,18 @@ export async function startSoakHost(args: string[], env: Record<string, string>,
   const port = await freePort();
   let tlsPort = await freePort();
   while (tlsPort === port) tlsPort = await freePort();
-  const cmd = [process.execPath, join(REPO_ROOT, "src/main.ts"), "serve", "--port", String(port), "--tls-port", String(tlsPort), "--data-dir", dataDir, ...args];
+  const cmd = [
+    process.execPath,
+    join(REPO_ROOT, "src/main.ts"),
+    "serve",
+    "--port",
+    String(port),
+    "--tls-port",
+    String(tlsPort),
+    "--data-dir",
+    dataDir,
+    ...args,
+  ];
   const lives: Life[] = [];
   let child: TailedChild | undefined;
   let up = false;
@@ -155,7 +174,10 @@ export async function startSoakHost(args: string[], env: Record<string, string>,
     await host.stop();
     throw new Error(`${e instanceof Error ? e.message : String(e)}\n--- inferd output ---\n${host.output()}`);
   }
-  host.adminToken = env.INFERD_ADMIN_TOKEN ?? /admin token \(.*\): (ik_admin_\S+)/.exec(child!.stdoutHead())?.[1] ?? readFileSync(join(dataDir, "admin-token"), "utf8").trim();
+  host.adminToken =
+    env.INFERD_ADMIN_TOKEN ??
+    /admin token \(.*\): (ik_admin_\S+)/.exec(child!.stdoutHead())?.[1] ??
+    readFileSync(join(dataDir, "admin-token"), "utf8").trim();
   host.hostId = (await host.admin("/admin/info")).cluster?.host_id ?? "";
   return host;
 }
@@ -179,8 +201,12 @@ export interface SoakAgent {
 async function waitRunning(child: TailedChild, ms: number): Promise<void> {
   const deadline = Date.now() + ms;
   while (!child.output().includes("running as worker")) {
-    if (child.proc.exitCode !== null || child.proc.signalCode !== null) throw new Error(`agent exited (${child.proc.exitCode ?? child.proc.signalCode})\n--- its output ---\n${child.output()}`);
-    if (Date.now() > deadline) throw new Error(`agent not running within ${ms} ms\n--- its output ---\n${child.output()}`);
+    if (child.proc.exitCode !== null || child.proc.signalCode !== null)
+      throw new Error(
+        `agent exited (${child.proc.exitCode ?? child.proc.signalCode})\n--- its output ---\n${child.output()}`,
+      );
+    if (Date.now() > deadline)
+      throw new Error(`agent not running within ${ms} ms\n--- its output ---\n${child.output()}`);
     await Bun.sleep(50);
   }
 }
@@ -194,7 +220,10 @@ export async function joinSoakAgent(host: SoakHost, name: string, env: Record<st
   const joinUrl = String(created.join_command).split(" ")[3];
   const dataDir = mkdtempSync(join(tmpdir(), `inferd-soak-${name}-`));
   const base = [process.execPath, join(REPO_ROOT, "src/main.ts"), "agent"];
-  let child = spawnWithTail([...base, "join", joinUrl, "--token", created.join_token, "--data-dir", dataDir], { env, name: `agent ${name}` });
+  let child = spawnWithTail([...base, "join", joinUrl, "--token", created.join_token, "--data-dir", dataDir], {
+    env,
+    name: `agent ${name}`,
+  });
   let earlier = "";
   const running = () => child.proc.exitCode === null && child.proc.signalCode === null;
   const agent: SoakAgent = {

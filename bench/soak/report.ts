@@ -22,7 +22,14 @@ import type { DeliveryTally, JobTally } from "./verify";
  * explains these on every host (a request to the other host may be served by the killed host's
  * machine, or queued for a replica there); the report tells the two apart (`during`).
  */
-export const FAULT_CODES = new Set(["upstream_unavailable", "worker_lost", "workload_unavailable", "queue_timeout", "broken", "no_done"]);
+export const FAULT_CODES = new Set([
+  "upstream_unavailable",
+  "worker_lost",
+  "workload_unavailable",
+  "queue_timeout",
+  "broken",
+  "no_done",
+]);
 /** How long after a fault's recovery its errors still count as explained. */
 export const GRACE_MS = 2000;
 
@@ -50,7 +57,17 @@ export interface StartEnd {
 export interface SoakReport {
   mode: "short" | "full";
   seconds: { total: number; traffic: number; drain: number };
-  faults: { planned: number; inferdKills: number; runtimeKills: number; agentKills: number; receiverFlaps: number; restartMsP50: number; restartMsMax: number; skipped: number; notRecovered: string[] };
+  faults: {
+    planned: number;
+    inferdKills: number;
+    runtimeKills: number;
+    agentKills: number;
+    receiverFlaps: number;
+    restartMsP50: number;
+    restartMsMax: number;
+    skipped: number;
+    notRecovered: string[];
+  };
   requests: { sent: Record<Kind, number>; byStatus: Record<Kind, Record<string, number>> };
   fiveXX: Causes;
   /** Streams read to `[DONE]`, and cut answers by cause: streams, and other 2xx answers whose body broke off. */
@@ -79,11 +96,16 @@ const bump = (m: Record<string, number>, k: string, n = 1) => (m[k] = (m[k] ?? 0
 const overlaps = (o: Outcome, from: number, to: number) => o.t0 <= to && o.t1 >= from;
 
 /** How `during` names a fault: its kind; a host kill in a cluster by whether it was the outcome's host. */
-const faultLabel = (o: Outcome, f: Fault) => (f.host === undefined ? f.kind : f.host === o.host ? "inferd (its host)" : "inferd (other host)");
+const faultLabel = (o: Outcome, f: Fault) =>
+  f.host === undefined ? f.kind : f.host === o.host ? "inferd (its host)" : "inferd (other host)";
 
 /** The kinds of fault whose window (start to recovery plus grace) an outcome overlapped, e.g. `inferd+runtime`; "" for none. */
 function faultsDuring(o: Outcome, faults: Fault[], end: number): string {
-  const kinds = new Set(faults.filter((f) => f.kind !== "receiver" && overlaps(o, f.at, (f.recoveredAt ?? end) + GRACE_MS)).map((f) => faultLabel(o, f)));
+  const kinds = new Set(
+    faults
+      .filter((f) => f.kind !== "receiver" && overlaps(o, f.at, (f.recoveredAt ?? end) + GRACE_MS))
+      .map((f) => faultLabel(o, f)),
+  );
   return [...kinds].sort().join("+");
 }
 
@@ -101,7 +123,12 @@ function addCause(m: Causes, cause: string, code: string, during: string): boole
  * Sorts every outcome into the report's request, 5xx, stream and connection-error buckets;
  * `onUnexplained` hears of each outcome that counts against the run, with the faults it overlapped.
  */
-export function classify(outcomes: Outcome[], faults: Fault[], end: number, onUnexplained: (o: Outcome, during: string) => void = () => {}): Pick<SoakReport, "requests" | "fiveXX" | "streams" | "unexpected" | "connection"> {
+export function classify(
+  outcomes: Outcome[],
+  faults: Fault[],
+  end: number,
+  onUnexplained: (o: Outcome, during: string) => void = () => {},
+): Pick<SoakReport, "requests" | "fiveXX" | "streams" | "unexpected" | "connection"> {
   const sent = { chat: 0, stream: 0, job: 0 } as Record<Kind, number>;
   const byStatus = { chat: {}, stream: {}, job: {} } as Record<Kind, Record<string, number>>;
   const fiveXX: Causes = {};
@@ -141,7 +168,13 @@ export function classify(outcomes: Outcome[], faults: Fault[], end: number, onUn
     }
     if (!explained) onUnexplained(o, during);
   }
-  return { requests: { sent, byStatus }, fiveXX, streams: { sent: sent.stream, completed, cut }, unexpected, connection };
+  return {
+    requests: { sent, byStatus },
+    fiveXX,
+    streams: { sent: sent.stream, completed, cut },
+    unexpected,
+    connection,
+  };
 }
 
 /** The median of some samples' field (NaN when none). */
@@ -156,7 +189,10 @@ export function startEnd(lives: Life[], f: (s: Sample) => number): StartEnd {
     const late = load.filter((s) => s.age >= 3000);
     return late.length ? late : load;
   };
-  const idle = (l: Life, before: boolean) => l.samples.filter((s) => s.phase === "idle" && (before ? s.at < (l.samples.find((x) => x.phase === "load")?.at ?? Infinity) : true));
+  const idle = (l: Life, before: boolean) =>
+    l.samples.filter(
+      (s) => s.phase === "idle" && (before ? s.at < (l.samples.find((x) => x.phase === "load")?.at ?? Infinity) : true),
+    );
   const all = lives.flatMap((l) => l.samples.map(f));
   const at = (s: Sample | undefined) => (s ? f(s) : NaN);
   return {
@@ -176,7 +212,11 @@ export function inferdUsage(lives: Life[]): SoakReport["inferd"] {
     rssKiB: startEnd(lives, (s) => s.rssKiB),
     fds: startEnd(lives, (s) => s.fds),
     nonSocketFds: startEnd(lives, (s) => s.nonSocketFds),
-    perProcess: lives.map((l) => ({ pid: l.pid, rssMiB: Math.round(median(steady(l), (s) => s.rssKiB) / 102.4) / 10, fds: median(steady(l), (s) => s.fds) })),
+    perProcess: lives.map((l) => ({
+      pid: l.pid,
+      rssMiB: Math.round(median(steady(l), (s) => s.rssKiB) / 102.4) / 10,
+      fds: median(steady(l), (s) => s.fds),
+    })),
     how: MEASURED,
   };
 }
@@ -190,22 +230,38 @@ export const MEASURED =
 /** The failures that make the exit code non-zero (empty when the run passed). */
 export function failuresOf(r: Omit<SoakReport, "failures" | "ok">, drained: boolean): string[] {
   const out: string[] = [];
-  if (r.jobs.missing.length) out.push(`${r.jobs.missing.length} accepted job(s) missing (404) after the run: ${r.jobs.missing.slice(0, 5).join(", ")}`);
-  if (r.jobs.unfinished.length) out.push(`${r.jobs.unfinished.length} accepted job(s) not finished (or a delivery still pending) after the drain: ${r.jobs.unfinished.slice(0, 5).join(", ")}`);
+  if (r.jobs.missing.length)
+    out.push(
+      `${r.jobs.missing.length} accepted job(s) missing (404) after the run: ${r.jobs.missing.slice(0, 5).join(", ")}`,
+    );
+  if (r.jobs.unfinished.length)
+    out.push(
+      `${r.jobs.unfinished.length} accepted job(s) not finished (or a delivery still pending) after the drain: ${r.jobs.unfinished.slice(0, 5).join(", ")}`,
+    );
   if (!drained && !r.jobs.unfinished.length) out.push("the drain did not end within its bound");
-  for (const code of Object.keys(r.jobs.failedByCode)) if (!FAULT_CODES.has(code)) out.push(`${r.jobs.failedByCode[code]} job(s) failed with ${code}`);
+  for (const code of Object.keys(r.jobs.failedByCode))
+    if (!FAULT_CODES.has(code)) out.push(`${r.jobs.failedByCode[code]} job(s) failed with ${code}`);
   if (r.jobs.unknownAtReceivers) out.push(`${r.jobs.unknownAtReceivers} job id(s) at receivers that no client posted`);
   for (const name of RECEIVERS) {
     const d = r.deliveries[name];
-    if (d.noRecord.length) out.push(`${name}: ${d.noRecord.length} finished job(s) with no delivery record: ${d.noRecord.slice(0, 5).join(", ")}`);
-    if (d.lost.length) out.push(`${name}: ${d.lost.length} owed delivery(ies) never received: ${d.lost.slice(0, 5).join(", ")}`);
-    if (name === "failing" && d.delivered > 0) out.push(`failing: ${d.delivered} delivery(ies) marked delivered by a receiver that only answers 500`);
+    if (d.noRecord.length)
+      out.push(
+        `${name}: ${d.noRecord.length} finished job(s) with no delivery record: ${d.noRecord.slice(0, 5).join(", ")}`,
+      );
+    if (d.lost.length)
+      out.push(`${name}: ${d.lost.length} owed delivery(ies) never received: ${d.lost.slice(0, 5).join(", ")}`);
+    if (name === "failing" && d.delivered > 0)
+      out.push(`failing: ${d.delivered} delivery(ies) marked delivered by a receiver that only answers 500`);
   }
-  for (const [cause, c] of Object.entries(r.fiveXX)) if (c.unexplained) out.push(`${c.unexplained} unexplained ${cause}`);
-  for (const [cause, c] of Object.entries(r.streams.cut)) if (c.unexplained) out.push(`${c.unexplained} stream(s) cut (${cause}) outside any fault`);
+  for (const [cause, c] of Object.entries(r.fiveXX))
+    if (c.unexplained) out.push(`${c.unexplained} unexplained ${cause}`);
+  for (const [cause, c] of Object.entries(r.streams.cut))
+    if (c.unexplained) out.push(`${c.unexplained} stream(s) cut (${cause}) outside any fault`);
   for (const [what, n] of Object.entries(r.unexpected)) out.push(`${n} unexpected answer(s): ${what}`);
-  for (const [what, n] of Object.entries(r.connection.unexplained)) out.push(`${n} connection error(s) while inferd was up: ${what}`);
-  if (r.faults.inferdKills < r.faults.planned) out.push(`only ${r.faults.inferdKills} of ${r.faults.planned} planned kills of inferd happened`);
+  for (const [what, n] of Object.entries(r.connection.unexplained))
+    out.push(`${n} connection error(s) while inferd was up: ${what}`);
+  if (r.faults.inferdKills < r.faults.planned)
+    out.push(`only ${r.faults.inferdKills} of ${r.faults.planned} planned kills of inferd happened`);
   for (const f of r.faults.notRecovered) out.push(`fault did not recover: ${f}`);
   return out;
 }

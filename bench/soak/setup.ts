@@ -51,11 +51,21 @@ function upHost(hosts: SoakHost[]): SoakHost {
  * Creates the project, key, workloads and webhooks through the first host, and waits until every
  * replica is ready. `hosts` are the hosts with their local workers, the first one the agent's.
  */
-export async function setupSoak(hosts: HostWorker[], agent: SoakAgent, receivers: Record<ReceiverName, SoakReceiver>): Promise<SoakSetup> {
+export async function setupSoak(
+  hosts: HostWorker[],
+  agent: SoakAgent,
+  receivers: Record<ReceiverName, SoakReceiver>,
+): Promise<SoakSetup> {
   const first = hosts[0].host;
   const liveKey = await benchProjectKey(first, PROJECT);
-  const alpha = { ...(await createVllmWorkload(first, { model: "soak-alpha", project: PROJECT, name: "alpha" })), model: "soak-alpha" };
-  const beta = { ...(await createVllmWorkload(first, { model: "soak-beta", project: PROJECT, name: "beta" })), model: "soak-beta" };
+  const alpha = {
+    ...(await createVllmWorkload(first, { model: "soak-alpha", project: PROJECT, name: "alpha" })),
+    model: "soak-alpha",
+  };
+  const beta = {
+    ...(await createVllmWorkload(first, { model: "soak-beta", project: PROJECT, name: "beta" })),
+    model: "soak-beta",
+  };
   for (const h of hosts) await place(first, alpha.id, h.workerId);
   await place(first, beta.id, hosts[0].workerId);
   await place(first, beta.id, agent.workerId);

@@ -92,7 +92,10 @@ async function sendOne(t: TrafficTarget, kind: Kind, workload: string, host: num
   if (kind === "job") {
     o.ctx = `${t.runId}-${workload}-${seq}`;
     path = "/jobs";
-    body = seq % 2 === 0 ? { kind: "chat", body: { messages, max_tokens: 8 }, context: { soak: o.ctx } } : { kind: "embeddings", body: { input: `soak job ${seq}` }, context: { soak: o.ctx } };
+    body =
+      seq % 2 === 0
+        ? { kind: "chat", body: { messages, max_tokens: 8 }, context: { soak: o.ctx } }
+        : { kind: "embeddings", body: { input: `soak job ${seq}` }, context: { soak: o.ctx } };
   }
   try {
     const r = await fetch(base + path, {
@@ -143,7 +146,9 @@ export function startTraffic(t: TrafficTarget, plan: TrafficPlan): Traffic {
       if (!stopped) await Bun.sleep(o.status === undefined ? RETRY_PAUSE_MS : plan.thinkMs[kind]);
     }
   };
-  const all = (Object.keys(plan.clients) as Kind[]).flatMap((kind) => Array.from({ length: plan.clients[kind] }, (_, i) => client(kind, i)));
+  const all = (Object.keys(plan.clients) as Kind[]).flatMap((kind) =>
+    Array.from({ length: plan.clients[kind] }, (_, i) => client(kind, i)),
+  );
   return {
     outcomes,
     stop: async () => {

@@ -32,14 +32,18 @@ interface Accepted {
   host: number;
 }
 
-const settled = (j: JobView | null) => j === null || ((j.status === "completed" || j.status === "failed") && j.deliveries.every((d) => d.state !== "pending"));
+const settled = (j: JobView | null) =>
+  j === null ||
+  ((j.status === "completed" || j.status === "failed") && j.deliveries.every((d) => d.state !== "pending"));
 
 /** Runs `fn` over `items`, `n` at a time. */
 async function eachLimited<T>(items: T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++]);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(n, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++]);
+    }),
+  );
 }
 
 /**
@@ -47,14 +51,21 @@ async function eachLimited<T>(items: T[], n: number, fn: (item: T) => Promise<vo
  * the one that accepted it (the same one when there is one host); returns each one's last view
  * (null for a 404: the job is gone) and how long the drain took.
  */
-export async function drainJobs(bases: string[], liveKey: string, accepted: Accepted[], boundMs: number): Promise<{ views: Map<string, JobView | null>; drainMs: number; drained: boolean }> {
+export async function drainJobs(
+  bases: string[],
+  liveKey: string,
+  accepted: Accepted[],
+  boundMs: number,
+): Promise<{ views: Map<string, JobView | null>; drainMs: number; drained: boolean }> {
   const views = new Map<string, JobView | null>();
   const t0 = Date.now();
   let open = accepted;
   while (open.length > 0 && Date.now() - t0 < boundMs) {
     await eachLimited(open, 8, async (a) => {
       const base = bases[(a.host + 1) % bases.length];
-      const r = await fetch(`${base}/endpoint/soak/${a.workload}/jobs/${a.jobId}`, { headers: { authorization: `Bearer ${liveKey}` } }).catch(() => undefined);
+      const r = await fetch(`${base}/endpoint/soak/${a.workload}/jobs/${a.jobId}`, {
+        headers: { authorization: `Bearer ${liveKey}` },
+      }).catch(() => undefined);
       if (!r) return;
       if (r.status === 404) views.set(a.jobId, null);
       else if (r.ok) views.set(a.jobId, (await r.json()) as JobView);
@@ -102,11 +113,28 @@ export interface JobTally {
 }
 
 /** Tallies jobs and deliveries from the clients' outcomes, inferd's views and the receivers' logs. */
-export function tallyJobs(outcomes: Outcome[], views: Map<string, JobView | null>, receivers: Record<ReceiverName, SoakReceiver>, receiverOfUrl: Map<string, ReceiverName>): { jobs: JobTally; deliveries: Record<ReceiverName, DeliveryTally> } {
+export function tallyJobs(
+  outcomes: Outcome[],
+  views: Map<string, JobView | null>,
+  receivers: Record<ReceiverName, SoakReceiver>,
+  receiverOfUrl: Map<string, ReceiverName>,
+): { jobs: JobTally; deliveries: Record<ReceiverName, DeliveryTally> } {
   const accepted = outcomes.filter((o) => o.kind === "job" && o.status === 202 && o.jobId);
   const ids = new Set(accepted.map((o) => o.jobId!));
-  const unacked = new Set(outcomes.filter((o) => o.kind === "job" && o.status === undefined && o.ctx).map((o) => o.ctx!));
-  const jobs: JobTally = { accepted: accepted.length, completed: 0, failed: 0, failedByCode: {}, missing: [], unfinished: [], maxRuns: 0, acceptedWithoutAck: 0, unknownAtReceivers: 0 };
+  const unacked = new Set(
+    outcomes.filter((o) => o.kind === "job" && o.status === undefined && o.ctx).map((o) => o.ctx!),
+  );
+  const jobs: JobTally = {
+    accepted: accepted.length,
+    completed: 0,
+    failed: 0,
+    failedByCode: {},
+    missing: [],
+    unfinished: [],
+    maxRuns: 0,
+    acceptedWithoutAck: 0,
+    unknownAtReceivers: 0,
+  };
   const finished: [string, JobView][] = [];
   for (const o of accepted) {
     const v = views.get(o.jobId!);
@@ -126,7 +154,17 @@ export function tallyJobs(outcomes: Outcome[], views: Map<string, JobView | null
   const strangers = new Map<string, string>();
   for (const name of RECEIVERS) {
     const got = arrivalsByJob(receivers[name]);
-    const t: DeliveryTally = { owed: finished.length, delivered: 0, terminal: 0, pending: 0, noRecord: [], received: 0, duplicates: 0, requests: 0, lost: [] };
+    const t: DeliveryTally = {
+      owed: finished.length,
+      delivered: 0,
+      terminal: 0,
+      pending: 0,
+      noRecord: [],
+      received: 0,
+      duplicates: 0,
+      requests: 0,
+      lost: [],
+    };
     for (const [id, v] of finished) {
       const d = v.deliveries.find((x) => receiverOfUrl.get(x.url) === name);
       if (!d) t.noRecord.push(id);

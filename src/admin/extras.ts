@@ -44,7 +44,15 @@ export function launchPreview(input: z.infer<typeof Preview>, policy: LaunchPoli
   const config = checkConfig(input.backend as Backend, input.config ?? {});
   const spec: ReplicaSpec = {
     assignment_id: "preview",
-    workload: { id: "preview", slug: "preview", project_slug: "preview", backend: input.backend, model_name: input.model_name, task_type: "text2text", config },
+    workload: {
+      id: "preview",
+      slug: "preview",
+      project_slug: "preview",
+      backend: input.backend,
+      model_name: input.model_name,
+      task_type: "text2text",
+      config,
+    },
     concurrency: 20,
     gpus: input.gpus ?? 1,
     gpu_indices: [],
@@ -59,13 +67,17 @@ export function launchPreview(input: z.infer<typeof Preview>, policy: LaunchPoli
     builtinLlama: () => ({ argv: ["inferd", "llama-runner"], env: {} }),
   });
   const original = config.command ? splitCommand(String(config.command)) : [];
-  const argv = (plan.argv ?? plan.prep.flatMap((p) => p.argv ?? [])).map((a) => (a === String(PORT_PLACEHOLDER) ? "<free port>" : a));
+  const argv = (plan.argv ?? plan.prep.flatMap((p) => p.argv ?? [])).map((a) =>
+    a === String(PORT_PLACEHOLDER) ? "<free port>" : a,
+  );
   return {
     argv,
     command: argv.map((a) => (/[\s'"]/.test(a) ? JSON.stringify(a) : a)).join(" "),
     builtin: !!plan.builtin,
     port_added: input.backend !== "ollama" && flagValue(original, ["--port"]) === undefined,
-    tp_added: ["vllm", "vllm-omni"].includes(input.backend) && !original.some((a) => TP_FLAGS.some((f) => a === f || a.startsWith(`${f}=`))),
+    tp_added:
+      ["vllm", "vllm-omni"].includes(input.backend) &&
+      !original.some((a) => TP_FLAGS.some((f) => a === f || a.startsWith(`${f}=`))),
     /** Whether a tenant (control-plane key) could save this command under the launch policy. */
     tenant: tenantVerdict(policy, input.backend, config),
   };
@@ -75,7 +87,10 @@ export function launchPreview(input: z.infer<typeof Preview>, policy: LaunchPoli
 async function ollamaStatus(): Promise<{ url: string; running: boolean }> {
   const a = ollamaAddress(process.env.OLLAMA_HOST);
   const url = `http://${a.host}:${a.port}`;
-  const running = await fetch(`${url}/api/version`, { signal: AbortSignal.timeout(500) }).then((r) => r.ok, () => false);
+  const running = await fetch(`${url}/api/version`, { signal: AbortSignal.timeout(500) }).then(
+    (r) => r.ok,
+    () => false,
+  );
   return { url, running };
 }
 
@@ -97,42 +112,73 @@ export interface ExtrasDeps {
 /** Admin routes behind the dashboard's extras: server info, launch preview, metrics series. */
 export const adminExtraRoutes = (deps: ExtrasDeps) =>
   new Elysia({ detail: { tags: ["admin"] } })
-    .get("/admin/info", async () => ({
-      version: deps.version,
-      hostname: hostname(),
-      data_dir: deps.config.dataDir,
-      listen: deps.listen(),
-      started_at: deps.startedAt,
-      allow_private_webhooks: deps.config.allowPrivateWebhooks,
-      /** How this server was started (`inferd`, `bun run start --`…): the prefix of commands the dashboard prints. */
-      command: thisCommand(),
-      ollama: await ollamaStatus(),
-      builtin_llama: true,
-      llama_server: Bun.which("llama-server"),
-      store: { engine: deps.db.engine },
-      cluster: await deps.cluster.view(),
-    }), { detail: { summary: "What this server is and what it can run; which host of the cluster leads and every host's last heartbeat" } })
-    .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), { ...jsonBody(Preview), detail: { summary: "The command the agent would run for a workload form" } })
-    .get("/admin/metrics/series", async ({ query, request }) => {
-      const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
-      const now = Date.now();
-      const { from, until } = windowOf(minutes, now);
-      // A project member sees their projects' workloads only; another project's is not found.
-      const who = principalOf(request);
-      const one = query.workload ? await resolveWorkload(deps.db, String(query.workload)) : undefined;
-      if (one && !seesProject(who, one.project_id)) throw notFound(`workload "${String(query.workload)}"`);
-      const list = one ? [one] : (await listAllWorkloads(deps.db)).filter((w) => seesProject(who, w.project_id));
-      // Older buckets (earlier runs, other hosts of a cluster) come from the store; this process's from memory.
-      const stored = await deps.series.workloads(from, until, one?.id);
-      return {
-        interval_s: BUCKET_MS / 1000,
-        /** The start of the first bucket and the end of the last one: every point is a complete bucket. */
-        from: new Date(from).toISOString(),
-        complete_until: new Date(until).toISOString(),
-        workloads: list.map((w) => ({ id: w.id, name: w.name, project_slug: w.project_slug, slug: w.slug, points: deps.metrics.points(w.id, minutes, now, stored.of(w.id)) })),
-      };
-    }, { detail: { summary: "Per workload, one point per complete 10 s bucket (the one still filling is left out; `complete_until` says until when), kept across restarts and merged over a cluster's hosts: requests/s, latency and time to first token p50/p99, tokens/s, errors/s, queue depth; every figure null in a bucket no host was up in (a gap). ?minutes (1–60), ?workload (an id)" } })
-    .get("/metrics", ({ set }) => {
-      set.headers["content-type"] = "text/plain; version=0.0.4; charset=utf-8";
-      return prometheusText(deps.db, deps.fleet, deps.metrics, deps.metering);
-    }, { detail: { summary: "Prometheus metrics (admin token or the metrics token)" } });
+    .get(
+      "/admin/info",
+      async () => ({
+        version: deps.version,
+        hostname: hostname(),
+        data_dir: deps.config.dataDir,
+        listen: deps.listen(),
+        started_at: deps.startedAt,
+        allow_private_webhooks: deps.config.allowPrivateWebhooks,
+        /** How this server was started (`inferd`, `bun run start --`…): the prefix of commands the dashboard prints. */
+        command: thisCommand(),
+        ollama: await ollamaStatus(),
+        builtin_llama: true,
+        llama_server: Bun.which("llama-server"),
+        store: { engine: deps.db.engine },
+        cluster: await deps.cluster.view(),
+      }),
+      {
+        detail: {
+          summary:
+            "What this server is and what it can run; which host of the cluster leads and every host's last heartbeat",
+        },
+      },
+    )
+    .post("/admin/launch-preview", ({ body }) => launchPreview(body, deps.policy), {
+      ...jsonBody(Preview),
+      detail: { summary: "The command the agent would run for a workload form" },
+    })
+    .get(
+      "/admin/metrics/series",
+      async ({ query, request }) => {
+        const minutes = Math.min(Math.max(Number(query.minutes ?? 15) || 15, 1), 60);
+        const now = Date.now();
+        const { from, until } = windowOf(minutes, now);
+        // A project member sees their projects' workloads only; another project's is not found.
+        const who = principalOf(request);
+        const one = query.workload ? await resolveWorkload(deps.db, String(query.workload)) : undefined;
+        if (one && !seesProject(who, one.project_id)) throw notFound(`workload "${String(query.workload)}"`);
+        const list = one ? [one] : (await listAllWorkloads(deps.db)).filter((w) => seesProject(who, w.project_id));
+        // Older buckets (earlier runs, other hosts of a cluster) come from the store; this process's from memory.
+        const stored = await deps.series.workloads(from, until, one?.id);
+        return {
+          interval_s: BUCKET_MS / 1000,
+          /** The start of the first bucket and the end of the last one: every point is a complete bucket. */
+          from: new Date(from).toISOString(),
+          complete_until: new Date(until).toISOString(),
+          workloads: list.map((w) => ({
+            id: w.id,
+            name: w.name,
+            project_slug: w.project_slug,
+            slug: w.slug,
+            points: deps.metrics.points(w.id, minutes, now, stored.of(w.id)),
+          })),
+        };
+      },
+      {
+        detail: {
+          summary:
+            "Per workload, one point per complete 10 s bucket (the one still filling is left out; `complete_until` says until when), kept across restarts and merged over a cluster's hosts: requests/s, latency and time to first token p50/p99, tokens/s, errors/s, queue depth; every figure null in a bucket no host was up in (a gap). ?minutes (1–60), ?workload (an id)",
+        },
+      },
+    )
+    .get(
+      "/metrics",
+      ({ set }) => {
+        set.headers["content-type"] = "text/plain; version=0.0.4; charset=utf-8";
+        return prometheusText(deps.db, deps.fleet, deps.metrics, deps.metering);
+      },
+      { detail: { summary: "Prometheus metrics (admin token or the metrics token)" } },
+    );

@@ -60,7 +60,9 @@ const rank = (address: string) => {
  */
 export function lanIPv4(interfaces: Interfaces): string | undefined {
   const all = Object.values(interfaces).flatMap((list) => list ?? []);
-  const v4 = all.filter((i) => (i.family === "IPv4" || (i.family as unknown) === 4) && !i.internal && !i.address.startsWith("169.254."));
+  const v4 = all.filter(
+    (i) => (i.family === "IPv4" || (i.family as unknown) === 4) && !i.internal && !i.address.startsWith("169.254."),
+  );
   return v4.map((i) => i.address).sort((a, b) => rank(a) - rank(b))[0];
 }
 

@@ -24,10 +24,17 @@ export const playgroundRoutes = (deps: DataplaneDeps) => {
   const forward = async (path: string, request: Request, id: string, body: unknown) =>
     forwardToWorkload(deps, route(path), request, await resolveWorkload(deps.db, id), null, body, true);
   return new Elysia({ prefix: "/admin/workloads/:id", detail: { tags: ["admin"] } })
-    .post("/chat", ({ params, request, server, body }) => {
-      server?.timeout(request, 0);
-      return forward("chat/completions", request, params.id, body);
-    }, { ...jsonBody(Chat), detail: { summary: "Playground: chat completions (streaming too) without a data-plane key" } })
+    .post(
+      "/chat",
+      ({ params, request, server, body }) => {
+        server?.timeout(request, 0);
+        return forward("chat/completions", request, params.id, body);
+      },
+      {
+        ...jsonBody(Chat),
+        detail: { summary: "Playground: chat completions (streaming too) without a data-plane key" },
+      },
+    )
     .post("/embeddings", ({ params, request, body }) => forward("embeddings", request, params.id, body), {
       ...jsonBody(Embeddings),
       detail: { summary: "Playground: embeddings of up to 64 texts without a data-plane key" },

@@ -9,14 +9,23 @@ import { listAllAssignments, listWorkers } from "../workers/service";
 import { listAllWorkloads } from "../workloads/service";
 
 const esc = (v: string) => v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
-const labels = (l: Record<string, string | number>) => `{${Object.entries(l).map(([k, v]) => `${k}="${esc(String(v))}"`).join(",")}}`;
+const labels = (l: Record<string, string | number>) =>
+  `{${Object.entries(l)
+    .map(([k, v]) => `${k}="${esc(String(v))}"`)
+    .join(",")}}`;
 
 /** Collects metric families as Prometheus text exposition (version 0.0.4). */
 class Exposition {
   private lines: string[] = [];
-  family(name: string, type: "counter" | "gauge" | "summary", help: string, samples: [Record<string, string | number>, number | null][]): void {
+  family(
+    name: string,
+    type: "counter" | "gauge" | "summary",
+    help: string,
+    samples: [Record<string, string | number>, number | null][],
+  ): void {
     this.lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    for (const [l, v] of samples) if (v !== null && Number.isFinite(v)) this.lines.push(`${name}${Object.keys(l).length ? labels(l) : ""} ${v}`);
+    for (const [l, v] of samples)
+      if (v !== null && Number.isFinite(v)) this.lines.push(`${name}${Object.keys(l).length ? labels(l) : ""} ${v}`);
   }
   /** Lines already in exposition format (a histogram family). */
   raw(lines: string[]): void {
@@ -38,31 +47,131 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
     states.set(a.workload_id, counts);
   }
   const tot = (id: string) => metrics.totals.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
-  e.family("inferd_requests_total", "counter", "Inference requests and jobs finished, per workload.", wls.map(({ w, l }) => [l, tot(w.id).requests]));
-  e.family("inferd_request_errors_total", "counter", "Inference requests and jobs that failed, per workload.", wls.map(({ w, l }) => [l, tot(w.id).errors]));
-  e.family("inferd_tokens_total", "counter", "Tokens processed, per workload and direction.", wls.flatMap(({ w, l }) => [[{ ...l, direction: "input" }, tot(w.id).inputTokens], [{ ...l, direction: "output" }, tot(w.id).outputTokens]] as [Record<string, string>, number][]));
+  e.family(
+    "inferd_requests_total",
+    "counter",
+    "Inference requests and jobs finished, per workload.",
+    wls.map(({ w, l }) => [l, tot(w.id).requests]),
+  );
+  e.family(
+    "inferd_request_errors_total",
+    "counter",
+    "Inference requests and jobs that failed, per workload.",
+    wls.map(({ w, l }) => [l, tot(w.id).errors]),
+  );
+  e.family(
+    "inferd_tokens_total",
+    "counter",
+    "Tokens processed, per workload and direction.",
+    wls.flatMap(
+      ({ w, l }) =>
+        [
+          [{ ...l, direction: "input" }, tot(w.id).inputTokens],
+          [{ ...l, direction: "output" }, tot(w.id).outputTokens],
+        ] as [Record<string, string>, number][],
+    ),
+  );
   // Histograms, measured from each request's arrival: labelled by workload (project/slug) and kind.
   const names = new Map(wls.map(({ w, l }) => [w.id, l.workload]));
-  const relabel = (x: Record<string, string>) => (names.has(x.workload) ? { workload: names.get(x.workload)!, kind: x.kind } : null);
-  for (const h of [metering.duration, metering.firstToken, metering.queueWait, metering.tokenRate]) e.raw(h.exposition(relabel));
-  e.family("inferd_event_loop_stall_seconds", "gauge", `The event loop's longest stall in the last ${WINDOW_S} seconds: how long the server could answer nothing.`, [[{}, metering.loop.longestMs() / 1000]]);
+  const relabel = (x: Record<string, string>) =>
+    names.has(x.workload) ? { workload: names.get(x.workload)!, kind: x.kind } : null;
+  for (const h of [metering.duration, metering.firstToken, metering.queueWait, metering.tokenRate])
+    e.raw(h.exposition(relabel));
+  e.family(
+    "inferd_event_loop_stall_seconds",
+    "gauge",
+    `The event loop's longest stall in the last ${WINDOW_S} seconds: how long the server could answer nothing.`,
+    [[{}, metering.loop.longestMs() / 1000]],
+  );
   const prefixed = wls.filter(({ w }) => w.routing === "prefix");
   const prefix = (id: string) => fleet.dispatcher.prefix.counts.get(id) ?? { routed: 0, hits: 0 };
-  e.family("inferd_prefix_routed_total", "counter", "Requests routed by prompt prefix (two replicas or more), per workload routed by prefix.", prefixed.map(({ w, l }) => [l, prefix(w.id).routed]));
-  e.family("inferd_prefix_hits_total", "counter", "Requests routed by prompt prefix that went to the replica the ring named (not spilled by load), per workload.", prefixed.map(({ w, l }) => [l, prefix(w.id).hits]));
-  e.family("inferd_queue_depth", "gauge", "Requests and jobs waiting for a slot, per workload.", wls.map(({ w, l }) => [l, fleet.dispatcher.depth(w.id)]));
-  e.family("inferd_queue_class_depth", "gauge", "Requests and jobs waiting for a slot, per workload and class (interactive; batch: jobs and batch-priority keys).", wls.flatMap(({ w, l }) => Object.entries(fleet.dispatcher.depthByClass(w.id)).map(([cls, n]) => [{ ...l, class: cls }, n] as [Record<string, string>, number])));
-  e.family("inferd_replicas", "gauge", "Replicas per workload and state.", wls.flatMap(({ w, l }) => [...(states.get(w.id) ?? [])].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number])));
+  e.family(
+    "inferd_prefix_routed_total",
+    "counter",
+    "Requests routed by prompt prefix (two replicas or more), per workload routed by prefix.",
+    prefixed.map(({ w, l }) => [l, prefix(w.id).routed]),
+  );
+  e.family(
+    "inferd_prefix_hits_total",
+    "counter",
+    "Requests routed by prompt prefix that went to the replica the ring named (not spilled by load), per workload.",
+    prefixed.map(({ w, l }) => [l, prefix(w.id).hits]),
+  );
+  e.family(
+    "inferd_queue_depth",
+    "gauge",
+    "Requests and jobs waiting for a slot, per workload.",
+    wls.map(({ w, l }) => [l, fleet.dispatcher.depth(w.id)]),
+  );
+  e.family(
+    "inferd_queue_class_depth",
+    "gauge",
+    "Requests and jobs waiting for a slot, per workload and class (interactive; batch: jobs and batch-priority keys).",
+    wls.flatMap(({ w, l }) =>
+      Object.entries(fleet.dispatcher.depthByClass(w.id)).map(
+        ([cls, n]) => [{ ...l, class: cls }, n] as [Record<string, string>, number],
+      ),
+    ),
+  );
+  e.family(
+    "inferd_replicas",
+    "gauge",
+    "Replicas per workload and state.",
+    wls.flatMap(({ w, l }) =>
+      [...(states.get(w.id) ?? [])].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number]),
+    ),
+  );
   const workers = await listWorkers(db);
-  e.family("inferd_worker_online", "gauge", "1 when the worker reported recently.", workers.map((w) => [{ worker: w.name }, w.state === "online" ? 1 : 0]));
+  e.family(
+    "inferd_worker_online",
+    "gauge",
+    "1 when the worker reported recently.",
+    workers.map((w) => [{ worker: w.name }, w.state === "online" ? 1 : 0]),
+  );
   const gpus = workers.flatMap((w) => w.gpus.map((g) => ({ g, l: { worker: w.name, gpu: g.index, name: g.name } })));
-  e.family("inferd_gpu_utilization_percent", "gauge", "GPU utilisation.", gpus.map(({ g, l }) => [l, g.utilization_percent]));
-  e.family("inferd_gpu_memory_used_bytes", "gauge", "GPU memory in use.", gpus.map(({ g, l }) => [l, g.memory_used_mib * 2 ** 20]));
-  e.family("inferd_gpu_memory_total_bytes", "gauge", "GPU memory.", gpus.map(({ g, l }) => [l, g.memory_total_mib * 2 ** 20]));
-  e.family("inferd_gpu_temperature_celsius", "gauge", "GPU temperature.", gpus.map(({ g, l }) => [l, g.temperature_c]));
-  const jobCounts = await db.select({ s: jobs.status, n: sql<number>`count(*)`.mapWith(Number) }).from(jobs).groupBy(jobs.status);
-  e.family("inferd_jobs", "gauge", "Stored jobs per status.", jobCounts.map((r) => [{ status: r.s }, r.n]));
-  const dlv = await db.select({ s: deliveries.state, n: sql<number>`count(*)`.mapWith(Number) }).from(deliveries).groupBy(deliveries.state);
-  e.family("inferd_webhook_deliveries", "gauge", "Webhook deliveries per state.", dlv.map((r) => [{ state: r.s }, r.n]));
+  e.family(
+    "inferd_gpu_utilization_percent",
+    "gauge",
+    "GPU utilisation.",
+    gpus.map(({ g, l }) => [l, g.utilization_percent]),
+  );
+  e.family(
+    "inferd_gpu_memory_used_bytes",
+    "gauge",
+    "GPU memory in use.",
+    gpus.map(({ g, l }) => [l, g.memory_used_mib * 2 ** 20]),
+  );
+  e.family(
+    "inferd_gpu_memory_total_bytes",
+    "gauge",
+    "GPU memory.",
+    gpus.map(({ g, l }) => [l, g.memory_total_mib * 2 ** 20]),
+  );
+  e.family(
+    "inferd_gpu_temperature_celsius",
+    "gauge",
+    "GPU temperature.",
+    gpus.map(({ g, l }) => [l, g.temperature_c]),
+  );
+  const jobCounts = await db
+    .select({ s: jobs.status, n: sql<number>`count(*)`.mapWith(Number) })
+    .from(jobs)
+    .groupBy(jobs.status);
+  e.family(
+    "inferd_jobs",
+    "gauge",
+    "Stored jobs per status.",
+    jobCounts.map((r) => [{ status: r.s }, r.n]),
+  );
+  const dlv = await db
+    .select({ s: deliveries.state, n: sql<number>`count(*)`.mapWith(Number) })
+    .from(deliveries)
+    .groupBy(deliveries.state);
+  e.family(
+    "inferd_webhook_deliveries",
+    "gauge",
+    "Webhook deliveries per state.",
+    dlv.map((r) => [{ state: r.s }, r.n]),
+  );
   return e.text();
 }

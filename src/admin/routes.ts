@@ -20,28 +20,48 @@ interface Deps {
 /** Admin routes of the appliance itself: dashboard sign-in/out and what this server is. */
 export const adminRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .get("/session/methods", () => signInMethods(deps.config), { detail: { summary: "How the dashboard can be signed in to: password always, single sign-on when configured (open, no credential)" } })
-    .post("/session", async ({ body, set, request, server }) => {
-      const s =
-        "token" in body
-          ? await createSession(deps, body.token)
-          : await signInWithPassword(deps, body.email, body.password, clientOf(server, request));
-      set.headers["set-cookie"] = sessionCookie(s.id, s.maxAgeSeconds, overHttps(request));
-      return { ok: true };
-    }, {
-      ...jsonBody(SessionCreate),
-      detail: { summary: "Sign in to the dashboard with the admin token ({token}) or a local user's {email, password} (sets an HttpOnly cookie; 5 failures per e-mail or address in 15 minutes: 429 too_many_attempts)" },
+    .get("/session/methods", () => signInMethods(deps.config), {
+      detail: {
+        summary:
+          "How the dashboard can be signed in to: password always, single sign-on when configured (open, no credential)",
+      },
     })
-    .delete("/session", async ({ request, set }) => {
-      await endSession(deps, request);
-      set.headers["set-cookie"] = sessionCookie("", 0, overHttps(request));
-      set.status = 204;
-    }, { detail: { summary: "Sign out" } })
-    .delete("/sessions", async ({ request, set }) => {
-      const ended = await endAllSessions(deps);
-      set.headers["set-cookie"] = sessionCookie("", 0, overHttps(request));
-      return { ended };
-    }, { detail: { summary: "Sign out everywhere: ends every dashboard session" } })
+    .post(
+      "/session",
+      async ({ body, set, request, server }) => {
+        const s =
+          "token" in body
+            ? await createSession(deps, body.token)
+            : await signInWithPassword(deps, body.email, body.password, clientOf(server, request));
+        set.headers["set-cookie"] = sessionCookie(s.id, s.maxAgeSeconds, overHttps(request));
+        return { ok: true };
+      },
+      {
+        ...jsonBody(SessionCreate),
+        detail: {
+          summary:
+            "Sign in to the dashboard with the admin token ({token}) or a local user's {email, password} (sets an HttpOnly cookie; 5 failures per e-mail or address in 15 minutes: 429 too_many_attempts)",
+        },
+      },
+    )
+    .delete(
+      "/session",
+      async ({ request, set }) => {
+        await endSession(deps, request);
+        set.headers["set-cookie"] = sessionCookie("", 0, overHttps(request));
+        set.status = 204;
+      },
+      { detail: { summary: "Sign out" } },
+    )
+    .delete(
+      "/sessions",
+      async ({ request, set }) => {
+        const ended = await endAllSessions(deps);
+        set.headers["set-cookie"] = sessionCookie("", 0, overHttps(request));
+        return { ended };
+      },
+      { detail: { summary: "Sign out everywhere: ends every dashboard session" } },
+    );
 
 /** `GET /login?code=…`: the one-time sign-in link `inferd desktop` opens; sets the session and goes to the dashboard. */
 export const loginRoute = (deps: Deps) =>

@@ -55,10 +55,23 @@ export class AgentHub {
 
   private async submit(workerId: string, report: ReplicaReport, req: Upstream, signal: AbortSignal): Promise<Response> {
     // The agent gets the body inside its work message: an upload is read whole here (and kept).
-    const body = req.json ? enc.encode(JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model })) : (req.body ? uploadBytesFor(req, req.body, report.served_model) : req.source ? uploadBytesFor(req, await req.source.bytes(), report.served_model) : null);
+    const body = req.json
+      ? enc.encode(JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model }))
+      : req.body
+        ? uploadBytesFor(req, req.body, report.served_model)
+        : req.source
+          ? uploadBytesFor(req, await req.source.bytes(), report.served_model)
+          : null;
     return new Promise<Response>((resolve, reject) => {
       const item: Item = {
-        msg: { id: crypto.randomUUID(), assignment_id: report.assignment_id, path: req.path, method: req.method, headers: req.headers, body_b64: body ? Buffer.from(body).toString("base64") : null },
+        msg: {
+          id: crypto.randomUUID(),
+          assignment_id: report.assignment_id,
+          path: req.path,
+          method: req.method,
+          headers: req.headers,
+          body_b64: body ? Buffer.from(body).toString("base64") : null,
+        },
         workerId,
         picked: false,
         started: false,
@@ -66,12 +79,16 @@ export class AgentHub {
         resolve,
         reject,
       };
-      signal.addEventListener("abort", () => {
-        if (item.started) return item.pump?.abort();
-        item.cancelled = true;
-        this.drop(item);
-        reject(new AppError(499, "client_closed", "the client went away"));
-      }, { once: true });
+      signal.addEventListener(
+        "abort",
+        () => {
+          if (item.started) return item.pump?.abort();
+          item.cancelled = true;
+          this.drop(item);
+          reject(new AppError(499, "client_closed", "the client went away"));
+        },
+        { once: true },
+      );
       this.items.set(item.msg.id, item);
       const q = this.queues.get(workerId) ?? [];
       q.push(item);
@@ -141,7 +158,13 @@ export class AgentHub {
    * content type, then pipes the body through as it arrives. Returns the status for the agent:
    * 200 when all of it was passed on, 499 when the client went away, 404 for an unknown request.
    */
-  async respond(workerId: string, id: string, status: number, contentType: string, body: ReadableStream<Uint8Array> | null): Promise<number> {
+  async respond(
+    workerId: string,
+    id: string,
+    status: number,
+    contentType: string,
+    body: ReadableStream<Uint8Array> | null,
+  ): Promise<number> {
     const item = this.items.get(id);
     if (!item || item.workerId !== workerId) return 404;
     if (item.cancelled) return 499;
@@ -151,7 +174,9 @@ export class AgentHub {
     item.resolve(new Response(readable, { status, headers: { "content-type": contentType } }));
     const writer = writable.getWriter();
     const reader = body?.getReader();
-    const lost = new Promise<"lost">((r) => item.pump!.signal.addEventListener("abort", () => r("lost"), { once: true }));
+    const lost = new Promise<"lost">((r) =>
+      item.pump!.signal.addEventListener("abort", () => r("lost"), { once: true }),
+    );
     try {
       for (;;) {
         const next = reader ? await Promise.race([reader.read(), lost]) : { done: true as const, value: undefined };
@@ -165,7 +190,13 @@ export class AgentHub {
       const clientGone = writer.desiredSize === null || item.cancelled;
       reader?.cancel().catch(() => {});
       if (!clientGone && contentType.includes("text/event-stream")) {
-        const err = { error: { message: `the worker running this request went away mid-answer (${(e as Error).message})`, type: "server_error", code: "worker_lost" } };
+        const err = {
+          error: {
+            message: `the worker running this request went away mid-answer (${(e as Error).message})`,
+            type: "server_error",
+            code: "worker_lost",
+          },
+        };
         await writer.write(enc.encode(`data: ${JSON.stringify(err)}\n\n`)).catch(() => {});
         // End the stream cleanly after its error event: aborting it would discard the event unread
         // and reset the client's connection instead.
@@ -192,7 +223,9 @@ export class AgentHub {
     try {
       message = (JSON.parse(body) as { error?: { message?: string } }).error?.message ?? message;
     } catch {}
-    item.reject(failure === "upstream_unavailable" ? new AppError(502, "upstream_unavailable", message) : new WorkerLost(message));
+    item.reject(
+      failure === "upstream_unavailable" ? new AppError(502, "upstream_unavailable", message) : new WorkerLost(message),
+    );
     return 200;
   }
 

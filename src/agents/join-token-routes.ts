@@ -22,10 +22,28 @@ export const JoinTokenCreate = z.strictObject({
 /** Admin routes for join tokens: make one (shown once, with its join command), list them (no secrets), revoke one. */
 export const joinTokenRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin/workers/join-tokens", detail: { tags: ["admin"] } })
-    .post("", async ({ body, set }) => {
-      const made = await createJoinToken(deps.db, { reusable: body.reusable ?? false, expiresInS: body.expires_in_s ?? JOIN_TOKEN_TTL.defaultS }, deps.hostCert.fingerprint);
-      set.status = 201;
-      return { ...made, join_command: `inferd agent join ${deps.joinUrl()} --token ${made.token}` };
-    }, { ...jsonBody(JoinTokenCreate), detail: { summary: "Make a join token (shown once): reusable for a pool of agents, each joining as a new worker, or one-time; it expires after expires_in_s (default 24 h)" } })
-    .get("", () => listJoinTokens(deps.db), { detail: { summary: "Join tokens with their state and uses (never the secret)" } })
-    .delete("/:id", ({ params }) => revokeJoinToken(deps.db, params.id), { detail: { summary: "Revoke a join token: no agent joins with it from now on (workers that joined keep working)" } });
+    .post(
+      "",
+      async ({ body, set }) => {
+        const made = await createJoinToken(
+          deps.db,
+          { reusable: body.reusable ?? false, expiresInS: body.expires_in_s ?? JOIN_TOKEN_TTL.defaultS },
+          deps.hostCert.fingerprint,
+        );
+        set.status = 201;
+        return { ...made, join_command: `inferd agent join ${deps.joinUrl()} --token ${made.token}` };
+      },
+      {
+        ...jsonBody(JoinTokenCreate),
+        detail: {
+          summary:
+            "Make a join token (shown once): reusable for a pool of agents, each joining as a new worker, or one-time; it expires after expires_in_s (default 24 h)",
+        },
+      },
+    )
+    .get("", () => listJoinTokens(deps.db), {
+      detail: { summary: "Join tokens with their state and uses (never the secret)" },
+    })
+    .delete("/:id", ({ params }) => revokeJoinToken(deps.db, params.id), {
+      detail: { summary: "Revoke a join token: no agent joins with it from now on (workers that joined keep working)" },
+    });

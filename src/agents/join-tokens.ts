@@ -59,21 +59,29 @@ const view = (row: JoinTokenRow, now = nowIso()): JoinTokenView => ({
 });
 
 /** Whether `token` is a pool join token (made by `createJoinToken`) rather than a worker's own. */
-export const isPoolToken = (token: string): boolean => parseJoinToken(token)?.workerId.startsWith(`${ID_PREFIX}_`) ?? false;
+export const isPoolToken = (token: string): boolean =>
+  parseJoinToken(token)?.workerId.startsWith(`${ID_PREFIX}_`) ?? false;
 
 /**
  * Makes a join token (shown once in the answer): reusable or one-time, valid for `expiresInS`
  * seconds, pinning the host certificate `fingerprint`.
  * @example await createJoinToken(db, { reusable: true, expiresInS: 3600 }, cert.fingerprint) // → { token: "jt_….….<sha256>", … }
  */
-export async function createJoinToken(db: Db, opts: { reusable: boolean; expiresInS: number }, fingerprint: string): Promise<JoinTokenView & { token: string }> {
+export async function createJoinToken(
+  db: Db,
+  opts: { reusable: boolean; expiresInS: number },
+  fingerprint: string,
+): Promise<JoinTokenView & { token: string }> {
   const id = newId(ID_PREFIX);
   const secret = newSecret("");
   const createdAt = nowIso();
   const expiresAt = new Date(Date.parse(createdAt) + opts.expiresInS * 1000).toISOString();
   await db.insert(joinTokens).values({ id, secretHash: sha256(secret), reusable: opts.reusable, expiresAt, createdAt });
   await audit(db, "join_token.create", { type: "join_token", id }, { reusable: opts.reusable, expires_at: expiresAt });
-  return { ...view((await first(db.select().from(joinTokens).where(eq(joinTokens.id, id))))!), token: `${id}.${secret}.${fingerprint}` };
+  return {
+    ...view((await first(db.select().from(joinTokens).where(eq(joinTokens.id, id))))!),
+    token: `${id}.${secret}.${fingerprint}`,
+  };
 }
 
 /** Every join token, newest first (no secrets). */
@@ -84,7 +92,10 @@ export async function listJoinTokens(db: Db): Promise<JoinTokenView[]> {
 
 /** Revokes a join token: no agent joins with it from now on (workers that joined keep working). */
 export async function revokeJoinToken(db: Db, id: string): Promise<JoinTokenView> {
-  await db.update(joinTokens).set({ revokedAt: sql`coalesce(${joinTokens.revokedAt}, ${nowIso()})` }).where(eq(joinTokens.id, id));
+  await db
+    .update(joinTokens)
+    .set({ revokedAt: sql`coalesce(${joinTokens.revokedAt}, ${nowIso()})` })
+    .where(eq(joinTokens.id, id));
   const row = await first(db.select().from(joinTokens).where(eq(joinTokens.id, id)));
   if (!row) throw notFound(`join token "${id}"`);
   await audit(db, "join_token.revoke", { type: "join_token", id });
@@ -95,12 +106,17 @@ export async function revokeJoinToken(db: Db, id: string): Promise<JoinTokenView
 const REFUSALS: Record<Exclude<JoinTokenView["state"], "active">, (row: JoinTokenRow) => string> = {
   expired: (r) => `this join token expired at ${r.expiresAt}: make a new one with POST /admin/workers/join-tokens`,
   revoked: (r) => `this join token was revoked at ${r.revokedAt}: make a new one with POST /admin/workers/join-tokens`,
-  used: () => "this one-time join token was already used: make a new one (or a reusable one) with POST /admin/workers/join-tokens",
+  used: () =>
+    "this one-time join token was already used: make a new one (or a reusable one) with POST /admin/workers/join-tokens",
 };
 
 /** A worker name from the machine's host name: the host name itself, or with a suffix when another worker has it. */
 async function freeWorkerName(db: Db, hostname: string, id: string): Promise<string> {
-  const base = hostname.replace(/[^A-Za-z0-9._-]/g, "-").replace(/^[^A-Za-z0-9]+/, "").slice(0, 90) || "worker";
+  const base =
+    hostname
+      .replace(/[^A-Za-z0-9._-]/g, "-")
+      .replace(/^[^A-Za-z0-9]+/, "")
+      .slice(0, 90) || "worker";
   for (const name of [base, `${base}-${id.slice(-4)}`, `${base}-${id.slice(-8)}`]) {
     if (!(await first(db.select({ id: workers.id }).from(workers).where(eq(workers.name, name))))) return name;
   }
@@ -112,11 +128,23 @@ async function freeWorkerName(db: Db, hostname: string, id: string): Promise<str
  * for a one-time token, used) and the agent's version, then makes a new remote worker named after
  * the agent's machine and returns its credential (stored only as a hash).
  */
-export async function joinWithPoolToken(db: Db, token: string, version: string, hostVersion: string, machine: MachineInfo): Promise<{ workerId: string; credential: string }> {
+export async function joinWithPoolToken(
+  db: Db,
+  token: string,
+  version: string,
+  hostVersion: string,
+  machine: MachineInfo,
+): Promise<{ workerId: string; credential: string }> {
   const t = parseJoinToken(token);
-  const row = t && isPoolToken(token) ? await first(db.select().from(joinTokens).where(eq(joinTokens.id, t.workerId))) : undefined;
+  const row =
+    t && isPoolToken(token)
+      ? await first(db.select().from(joinTokens).where(eq(joinTokens.id, t.workerId)))
+      : undefined;
   if (!t || !row || !safeEqual(row.secretHash, sha256(t.secret))) {
-    throw unauthorized("invalid_join_token", "the join token is unknown to this host: make one with POST /admin/workers/join-tokens");
+    throw unauthorized(
+      "invalid_join_token",
+      "the join token is unknown to this host: make one with POST /admin/workers/join-tokens",
+    );
   }
   const now = nowIso();
   const state = stateOf(row, now);
@@ -126,14 +154,30 @@ export async function joinWithPoolToken(db: Db, token: string, version: string, 
   const taken = await db
     .update(joinTokens)
     .set({ uses: sql`${joinTokens.uses} + 1`, lastUsedAt: now })
-    .where(and(eq(joinTokens.id, row.id), isNull(joinTokens.revokedAt), gt(joinTokens.expiresAt, now), or(eq(joinTokens.reusable, true), eq(joinTokens.uses, 0))))
+    .where(
+      and(
+        eq(joinTokens.id, row.id),
+        isNull(joinTokens.revokedAt),
+        gt(joinTokens.expiresAt, now),
+        or(eq(joinTokens.reusable, true), eq(joinTokens.uses, 0)),
+      ),
+    )
     .returning({ id: joinTokens.id });
   if (taken.length === 0) throw unauthorized("invalid_join_token", REFUSALS.used(row));
   const id = newId("wk");
   const name = await freeWorkerName(db, machine.hostname, id);
   const credential = newSecret(AGENT_CREDENTIAL_PREFIX);
-  await addJoinedWorker(db, { id, name, hostname: machine.hostname, credentialHash: sha256(credential), version, createdAt: now });
+  await addJoinedWorker(db, {
+    id,
+    name,
+    hostname: machine.hostname,
+    credentialHash: sha256(credential),
+    version,
+    createdAt: now,
+  });
   await recordMachine(db, id, machine, version);
-  await withActor({ type: "system", id: row.id, label: `join token ${row.id}` }, () => audit(db, "worker.create", { type: "worker", id, label: name }, { name, kind: "remote", join_token_id: row.id }));
+  await withActor({ type: "system", id: row.id, label: `join token ${row.id}` }, () =>
+    audit(db, "worker.create", { type: "worker", id, label: name }, { name, kind: "remote", join_token_id: row.id }),
+  );
   return { workerId: id, credential };
 }

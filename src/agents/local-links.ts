@@ -21,8 +21,12 @@ export function localClusterLinks(db: Db, cluster: Cluster, version: string) {
   return {
     wrap(primary: HostLink): HostLink {
       link = new ClusterLink(primary, {
-        connect: async (h) => new RemoteHostLink(await peerState(base!, h), version, (e) => log.warn(`host ${h.id} refused this machine's agent: ${e.message}`)),
-        onTrouble: (h, e) => log.warn(`this machine's agent cannot take work from host ${h.id} (${h.agent_url}): ${e.message}`),
+        connect: async (h) =>
+          new RemoteHostLink(await peerState(base!, h), version, (e) =>
+            log.warn(`host ${h.id} refused this machine's agent: ${e.message}`),
+          ),
+        onTrouble: (h, e) =>
+          log.warn(`this machine's agent cannot take work from host ${h.id} (${h.agent_url}): ${e.message}`),
       });
       return link;
     },

@@ -25,7 +25,8 @@ export class RemoteAgents {
   /** Starts watching for silent agents. */
   async start(): Promise<void> {
     const now = Date.now();
-    for (const w of await listWorkers(this.db)) if (w.kind === "remote") this.lastSeen.set(w.id, w.last_seen_at ? Date.parse(w.last_seen_at) : now);
+    for (const w of await listWorkers(this.db))
+      if (w.kind === "remote") this.lastSeen.set(w.id, w.last_seen_at ? Date.parse(w.last_seen_at) : now);
     this.timer = setInterval(() => this.check(), Math.min(1000, this.timeoutMs / 3));
   }
 
@@ -43,7 +44,9 @@ export class RemoteAgents {
     for (const [id, seen] of this.lastSeen) {
       if (now - seen <= this.timeoutMs || this.offline.has(id)) continue;
       this.offline.add(id);
-      log.warn(`worker ${id} is offline (silent for ${Math.round((now - seen) / 1000)} s): its work goes to other replicas`);
+      log.warn(
+        `worker ${id} is offline (silent for ${Math.round((now - seen) / 1000)} s): its work goes to other replicas`,
+      );
       this.lose(id, `worker ${id} went offline`);
       void this.fleet.setOffline(id, true).catch((e) => log.warn(`could not mark worker ${id} offline`, e));
     }

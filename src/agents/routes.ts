@@ -1,7 +1,14 @@
 import { Elysia } from "elysia";
 import type { z } from "zod";
 import { callOf } from "../call";
-import { AGENT_LIMITS, AnswerHeadSchema, HeartbeatSchema, JoinSchema, LogsSchema, ReplicaReportSchema } from "../../agent/protocol";
+import {
+  AGENT_LIMITS,
+  AnswerHeadSchema,
+  HeartbeatSchema,
+  JoinSchema,
+  LogsSchema,
+  ReplicaReportSchema,
+} from "../../agent/protocol";
 import type { Db } from "../db";
 import type { Cluster } from "../cluster/cluster";
 import type { Fleet } from "../workers/fleet";
@@ -61,31 +68,49 @@ const waitMs = (q: unknown) => Math.min(Math.max(Number(q ?? 25_000) || 25_000, 
  */
 export const agentRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/agent/v1", detail: { tags: ["agents"], hide: true } })
-    .post("/join", async ({ request, set }) => {
-      if (!callOf(request).viaTls) throw forbidden("https_required", "agents connect to the host's HTTPS port");
-      const b = await body(request, JoinSchema);
-      const join = isPoolToken(b.token) ? joinWithPoolToken : joinWorker;
-      const joined = await join(deps.db, b.token, b.version, deps.version, b.machine);
-      deps.agents.touch(joined.workerId);
-      await deps.fleet.reconcile();
-      set.status = 201;
-      return { worker_id: joined.workerId, credential: joined.credential, host_version: deps.version, host_id: deps.cluster.hostId, hosts: deps.cluster.peers() };
-    }, { parse: "none" })
-    .post("/heartbeat", async ({ request }) => {
-      const w = await agentOf(deps, request);
-      const b = await body(request, HeartbeatSchema);
-      await recordMachine(deps.db, w.id, b.machine, b.version);
-      deps.fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
-      deps.fleet.telemetry.add(w.id, b.machine);
-      for (const r of b.replicas) await deps.fleet.report(w.id, r);
-      // Every live host of the cluster: the agent takes work from each (one host: just this one).
-      return { ok: true, host_id: deps.cluster.hostId, hosts: deps.cluster.peers() };
-    }, { parse: "none" })
-    .post("/report", async ({ request }) => {
-      const w = await agentOf(deps, request);
-      await deps.fleet.report(w.id, await body(request, ReplicaReportSchema));
-      return { ok: true };
-    }, { parse: "none" })
+    .post(
+      "/join",
+      async ({ request, set }) => {
+        if (!callOf(request).viaTls) throw forbidden("https_required", "agents connect to the host's HTTPS port");
+        const b = await body(request, JoinSchema);
+        const join = isPoolToken(b.token) ? joinWithPoolToken : joinWorker;
+        const joined = await join(deps.db, b.token, b.version, deps.version, b.machine);
+        deps.agents.touch(joined.workerId);
+        await deps.fleet.reconcile();
+        set.status = 201;
+        return {
+          worker_id: joined.workerId,
+          credential: joined.credential,
+          host_version: deps.version,
+          host_id: deps.cluster.hostId,
+          hosts: deps.cluster.peers(),
+        };
+      },
+      { parse: "none" },
+    )
+    .post(
+      "/heartbeat",
+      async ({ request }) => {
+        const w = await agentOf(deps, request);
+        const b = await body(request, HeartbeatSchema);
+        await recordMachine(deps.db, w.id, b.machine, b.version);
+        deps.fleet.scaling?.wake(); // fresh free-memory numbers: a replica waiting for room may start
+        deps.fleet.telemetry.add(w.id, b.machine);
+        for (const r of b.replicas) await deps.fleet.report(w.id, r);
+        // Every live host of the cluster: the agent takes work from each (one host: just this one).
+        return { ok: true, host_id: deps.cluster.hostId, hosts: deps.cluster.peers() };
+      },
+      { parse: "none" },
+    )
+    .post(
+      "/report",
+      async ({ request }) => {
+        const w = await agentOf(deps, request);
+        await deps.fleet.report(w.id, await body(request, ReplicaReportSchema));
+        return { ok: true };
+      },
+      { parse: "none" },
+    )
     .get("/desired", async ({ request, query }) => {
       const w = await agentOf(deps, request);
       const snapshot = async () => {
@@ -112,22 +137,39 @@ export const agentRoutes = (deps: Deps) =>
       const w = await agentOf(deps, request);
       return { items: await deps.agents.hub.poll(w.id, waitMs(query.wait), request.signal, sessionOf(query.session)) };
     })
-    .post("/work/:id/response", async ({ request, params }) => {
-      const w = await agentOf(deps, request);
-      const head = answerHead(request);
-      const hub = deps.agents.hub;
-      // The body is read only for a request this agent holds: an unknown id costs the host nothing.
-      const code = !hub.holds(w.id, params.id)
-        ? 404
-        : head["x-inferd-failure"]
-          ? hub.fail(w.id, params.id, head["x-inferd-failure"], new TextDecoder().decode(await readBodyLimited(request, AGENT_LIMITS.failureBytes)))
-          : await hub.respond(w.id, params.id, head["x-inferd-status"], head["x-inferd-content-type"], request.body);
-      return new Response(JSON.stringify({ status: code }), { status: code === 404 ? 404 : 200, headers: { "content-type": "application/json" } });
-    }, { parse: "none" })
-    .post("/logs", async ({ request }) => {
-      const w = await agentOf(deps, request);
-      const b = await body(request, LogsSchema);
-      const mine = new Set((await listAssignmentsOfWorker(deps.db, w.id)).map((a) => a.id));
-      for (const c of b.chunks) if (mine.has(c.assignment_id)) deps.fleet.ringFor(c.assignment_id).push(Buffer.from(c.data_b64, "base64"));
-      return { ok: true };
-    }, { parse: "none" });
+    .post(
+      "/work/:id/response",
+      async ({ request, params }) => {
+        const w = await agentOf(deps, request);
+        const head = answerHead(request);
+        const hub = deps.agents.hub;
+        // The body is read only for a request this agent holds: an unknown id costs the host nothing.
+        const code = !hub.holds(w.id, params.id)
+          ? 404
+          : head["x-inferd-failure"]
+            ? hub.fail(
+                w.id,
+                params.id,
+                head["x-inferd-failure"],
+                new TextDecoder().decode(await readBodyLimited(request, AGENT_LIMITS.failureBytes)),
+              )
+            : await hub.respond(w.id, params.id, head["x-inferd-status"], head["x-inferd-content-type"], request.body);
+        return new Response(JSON.stringify({ status: code }), {
+          status: code === 404 ? 404 : 200,
+          headers: { "content-type": "application/json" },
+        });
+      },
+      { parse: "none" },
+    )
+    .post(
+      "/logs",
+      async ({ request }) => {
+        const w = await agentOf(deps, request);
+        const b = await body(request, LogsSchema);
+        const mine = new Set((await listAssignmentsOfWorker(deps.db, w.id)).map((a) => a.id));
+        for (const c of b.chunks)
+          if (mine.has(c.assignment_id)) deps.fleet.ringFor(c.assignment_id).push(Buffer.from(c.data_b64, "base64"));
+        return { ok: true };
+      },
+      { parse: "none" },
+    );

@@ -32,7 +32,11 @@ export function compatible(a: string, b: string): boolean {
 /** 409 `version_mismatch` unless the agent's version works with the host's (same major.minor). */
 export function requireCompatible(version: string, hostVersion: string): void {
   if (!compatible(version, hostVersion)) {
-    throw new AppError(409, "version_mismatch", `this host runs inferd ${hostVersion} and the agent runs ${version}: run the same version (major.minor) on both`);
+    throw new AppError(
+      409,
+      "version_mismatch",
+      `this host runs inferd ${hostVersion} and the agent runs ${version}: run the same version (major.minor) on both`,
+    );
   }
 }
 
@@ -40,7 +44,13 @@ export function requireCompatible(version: string, hostVersion: string): void {
  * Redeems a worker's join token (once): checks the agent's version, records its machine, and returns
  * the credential it will use from now on (stored only as a hash). Pool tokens: ./join-tokens.ts.
  */
-export async function joinWorker(db: Db, token: string, version: string, hostVersion: string, machine: MachineInfo): Promise<{ workerId: string; credential: string }> {
+export async function joinWorker(
+  db: Db,
+  token: string,
+  version: string,
+  hostVersion: string,
+  machine: MachineInfo,
+): Promise<{ workerId: string; credential: string }> {
   const t = parseJoinToken(token);
   const row = t ? await first(db.select().from(workers).where(eq(workers.id, t.workerId))) : undefined;
   if (!t || !row || !row.joinTokenHash || !safeEqual(row.joinTokenHash, sha256(t.secret))) {
@@ -69,10 +79,16 @@ const credentialLookups = new WeakMap<Db, Lookup<typeof workers.$inferSelect | u
 export async function workerByCredential(db: Db, credential: string | undefined): Promise<typeof workers.$inferSelect> {
   let find = credentialLookups.get(db);
   if (!find) {
-    find = memoize(db, (hash) => first(db.select().from(workers).where(eq(workers.credentialHash, hash))), true, ["workers"]);
+    find = memoize(db, (hash) => first(db.select().from(workers).where(eq(workers.credentialHash, hash))), true, [
+      "workers",
+    ]);
     credentialLookups.set(db, find);
   }
   const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? await find(sha256(credential)) : undefined;
-  if (!row) throw unauthorized("invalid_agent_credential", "this agent's credential is unknown: its worker was deleted from the host, or it never joined");
+  if (!row)
+    throw unauthorized(
+      "invalid_agent_credential",
+      "this agent's credential is unknown: its worker was deleted from the host, or it never joined",
+    );
   return row;
 }

@@ -63,11 +63,16 @@ function safe(field: string, v: unknown): unknown {
  * The fields that differ between two versions, as `{field: {from, to}}` (secrets hidden).
  * @example diffOf({ name: "a", slug: "x" }, { name: "b", slug: "x" }) // → { name: { from: "a", to: "b" } }
  */
-export function diffOf(beforeObj: object, afterObj: object, fields = Object.keys(afterObj)): Record<string, { from: unknown; to: unknown }> {
+export function diffOf(
+  beforeObj: object,
+  afterObj: object,
+  fields = Object.keys(afterObj),
+): Record<string, { from: unknown; to: unknown }> {
   const [before, after] = [beforeObj as Record<string, unknown>, afterObj as Record<string, unknown>];
   const out: Record<string, { from: unknown; to: unknown }> = {};
   for (const f of fields) {
-    if (JSON.stringify(before[f]) !== JSON.stringify(after[f])) out[f] = { from: safe(f, before[f]), to: safe(f, after[f]) };
+    if (JSON.stringify(before[f]) !== JSON.stringify(after[f]))
+      out[f] = { from: safe(f, before[f]), to: safe(f, after[f]) };
   }
   return out;
 }
@@ -88,21 +93,40 @@ async function projectOfTarget(db: Db, t: Target): Promise<string | null> {
   if (!t.id) return null;
   const id = t.id;
   const viaWorkload = <T extends typeof webhooks | typeof assignments>(table: T) =>
-    first(db.select({ p: workloads.projectId }).from(table).innerJoin(workloads, eq(workloads.id, table.workloadId)).where(eq(table.id, id)));
+    first(
+      db
+        .select({ p: workloads.projectId })
+        .from(table)
+        .innerJoin(workloads, eq(workloads.id, table.workloadId))
+        .where(eq(table.id, id)),
+    );
   let found: { p: string } | undefined;
   if (t.type === "project") return id;
-  else if (t.type === "workload") found = await first(db.select({ p: workloads.projectId }).from(workloads).where(eq(workloads.id, id)));
-  else if (t.type === "key") found = await first(db.select({ p: apiKeys.projectId }).from(apiKeys).where(eq(apiKeys.id, id)));
+  else if (t.type === "workload")
+    found = await first(db.select({ p: workloads.projectId }).from(workloads).where(eq(workloads.id, id)));
+  else if (t.type === "key")
+    found = await first(db.select({ p: apiKeys.projectId }).from(apiKeys).where(eq(apiKeys.id, id)));
   else if (t.type === "webhook") found = await viaWorkload(webhooks);
   else if (t.type === "assignment") found = await viaWorkload(assignments);
   else return null;
   if (found) return found.p;
-  const earlier = await first(db.select({ p: auditLog.projectId }).from(auditLog).where(and(eq(auditLog.targetId, id), isNotNull(auditLog.projectId))));
+  const earlier = await first(
+    db
+      .select({ p: auditLog.projectId })
+      .from(auditLog)
+      .where(and(eq(auditLog.targetId, id), isNotNull(auditLog.projectId))),
+  );
   return earlier?.p ?? null;
 }
 
 /** Records one change by the current actor, with the project of its target. */
-export async function audit(db: Db, action: string, target: Target, diff: Record<string, unknown> = {}, actor = actorNow()): Promise<void> {
+export async function audit(
+  db: Db,
+  action: string,
+  target: Target,
+  diff: Record<string, unknown> = {},
+  actor = actorNow(),
+): Promise<void> {
   diff = Object.fromEntries(Object.entries(diff).map(([k, v]) => [k, safe(k, v)]));
   const projectId = await projectOfTarget(db, target);
   await db.insert(auditLog).values({
@@ -142,13 +166,28 @@ export type AuditScope = "all" | { projectIds: string[]; actorId: string | null 
  * and project (id); `before` (an entry's id) pages to older entries without skipping any written in
  * the same millisecond; `scope` keeps a project member to their projects' entries and their own.
  */
-export async function listAudit(db: Db, q: { since?: string; until?: string; actor?: string; target?: string; action?: string; project?: string; limit?: number; before?: number; scope?: AuditScope }): Promise<AuditEntry[]> {
+export async function listAudit(
+  db: Db,
+  q: {
+    since?: string;
+    until?: string;
+    actor?: string;
+    target?: string;
+    action?: string;
+    project?: string;
+    limit?: number;
+    before?: number;
+    scope?: AuditScope;
+  },
+): Promise<AuditEntry[]> {
   const scope = q.scope ?? "all";
   const conds: (SQL | undefined)[] = [
     q.before !== undefined ? lt(auditLog.id, q.before) : undefined,
     q.since ? gte(auditLog.at, q.since) : undefined,
     q.until ? lt(auditLog.at, q.until) : undefined,
-    q.actor ? or(eq(auditLog.actorId, q.actor), eq(auditLog.actorLabel, q.actor), eq(auditLog.actorType, q.actor)) : undefined,
+    q.actor
+      ? or(eq(auditLog.actorId, q.actor), eq(auditLog.actorLabel, q.actor), eq(auditLog.actorType, q.actor))
+      : undefined,
     q.target ? or(eq(auditLog.targetId, q.target), eq(auditLog.targetLabel, q.target)) : undefined,
     q.action ? or(eq(auditLog.action, q.action), startsWith(auditLog.action, `${q.action}.`)) : undefined,
     q.project ? eq(auditLog.projectId, q.project) : undefined,
@@ -159,7 +198,12 @@ export async function listAudit(db: Db, q: { since?: string; until?: string; act
           scope.actorId ? and(eq(auditLog.actorType, "user"), eq(auditLog.actorId, scope.actorId)) : undefined,
         ),
   ];
-  const rows = await db.select().from(auditLog).where(and(...conds)).orderBy(desc(auditLog.id)).limit(Math.min(Math.max(q.limit ?? 100, 1), 1000));
+  const rows = await db
+    .select()
+    .from(auditLog)
+    .where(and(...conds))
+    .orderBy(desc(auditLog.id))
+    .limit(Math.min(Math.max(q.limit ?? 100, 1), 1000));
   return rows.map((r) => ({
     id: r.id,
     at: r.at,

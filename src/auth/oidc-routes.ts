@@ -12,7 +12,16 @@ import type { UsageRecorder } from "../usage/recorder";
 import { overHttps } from "../call";
 import { log } from "../log";
 import { openSession, sessionCookie } from "./service";
-import { createOidcFlow, LOGIN_MS, notConfigured, oidcConfigured, pendingCookieKey, PENDING_COOKIE, safeReturnTo, SignInFailed } from "./oidc";
+import {
+  createOidcFlow,
+  LOGIN_MS,
+  notConfigured,
+  oidcConfigured,
+  pendingCookieKey,
+  PENDING_COOKIE,
+  safeReturnTo,
+  SignInFailed,
+} from "./oidc";
 
 /** What this module uses of the app's dependencies. */
 interface Deps {
@@ -54,27 +63,51 @@ function failed(step: string, e: unknown, cookies: string[] = []): Response {
 /** `GET /auth/oidc/start?return_to=/path` and `GET /auth/oidc/callback` (settings read once: they need a restart). */
 export function oidcRoutes(deps: Deps) {
   const settings = { ...deps.config };
-  const flow = oidcConfigured(settings) ? createOidcFlow({ db: deps.db, settings, cookieKey: pendingCookieKey(deps.adminToken) }) : undefined;
+  const flow = oidcConfigured(settings)
+    ? createOidcFlow({ db: deps.db, settings, cookieKey: pendingCookieKey(deps.adminToken) })
+    : undefined;
   return new Elysia({ prefix: "/auth/oidc", detail: { tags: ["admin"] } })
-    .get("/start", async ({ request, query }) => {
-      if (!flow) throw notConfigured(settings);
-      try {
-        const { url, cookie } = await flow.begin(request, safeReturnTo(query.return_to), overHttps(request));
-        return redirect(url.href, [pendingCookie(cookie, overHttps(request))]);
-      } catch (e) {
-        return failed("start", e);
-      }
-    }, { detail: { summary: "Single sign-on: go to the OpenID Connect provider (authorization code with PKCE); `return_to` is a local path to come back to" } })
-    .get("/callback", async ({ request }) => {
-      if (!flow) throw notConfigured(settings);
-      const cleared = pendingCookie("", overHttps(request));
-      try {
-        const { user, returnTo } = await flow.complete(request, overHttps(request));
-        const session = await openSession(deps, { method: "oidc", user, userAgent: request.headers.get("user-agent") });
-        log.info(`single sign-on: ${user.email} signed in as ${user.role}${user.created ? " (new user)" : ""}`);
-        return redirect(returnTo, [cleared, sessionCookie(session.id, session.maxAgeSeconds, overHttps(request))]);
-      } catch (e) {
-        return failed("callback", e, [cleared]);
-      }
-    }, { detail: { summary: "Single sign-on: the provider's answer; opens a session and goes to `return_to` (failures: /signin?error=…)" } });
+    .get(
+      "/start",
+      async ({ request, query }) => {
+        if (!flow) throw notConfigured(settings);
+        try {
+          const { url, cookie } = await flow.begin(request, safeReturnTo(query.return_to), overHttps(request));
+          return redirect(url.href, [pendingCookie(cookie, overHttps(request))]);
+        } catch (e) {
+          return failed("start", e);
+        }
+      },
+      {
+        detail: {
+          summary:
+            "Single sign-on: go to the OpenID Connect provider (authorization code with PKCE); `return_to` is a local path to come back to",
+        },
+      },
+    )
+    .get(
+      "/callback",
+      async ({ request }) => {
+        if (!flow) throw notConfigured(settings);
+        const cleared = pendingCookie("", overHttps(request));
+        try {
+          const { user, returnTo } = await flow.complete(request, overHttps(request));
+          const session = await openSession(deps, {
+            method: "oidc",
+            user,
+            userAgent: request.headers.get("user-agent"),
+          });
+          log.info(`single sign-on: ${user.email} signed in as ${user.role}${user.created ? " (new user)" : ""}`);
+          return redirect(returnTo, [cleared, sessionCookie(session.id, session.maxAgeSeconds, overHttps(request))]);
+        } catch (e) {
+          return failed("callback", e, [cleared]);
+        }
+      },
+      {
+        detail: {
+          summary:
+            "Single sign-on: the provider's answer; opens a session and goes to `return_to` (failures: /signin?error=…)",
+        },
+      },
+    );
 }

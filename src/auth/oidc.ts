@@ -22,14 +22,20 @@ import { audit } from "../audit/service";
 import { createUser } from "../users/service";
 
 /** The settings single sign-on reads (restart-needed: read once when the routes are built). */
-export type OidcSettings = Pick<Config, "oidcIssuer" | "oidcClientId" | "oidcClientSecret" | "oidcDefaultRole" | "oidcRoleClaim" | "oidcRedirectUrl">;
+export type OidcSettings = Pick<
+  Config,
+  "oidcIssuer" | "oidcClientId" | "oidcClientSecret" | "oidcDefaultRole" | "oidcRoleClaim" | "oidcRedirectUrl"
+>;
 
 /** A user's role. */
 export type Role = "admin" | "operator" | "viewer";
 
 /** A sign-in that cannot go on; `message` is plain words for the sign-in page, `detail` goes to the log only. */
 export class SignInFailed extends Error {
-  constructor(message: string, readonly detail?: unknown) {
+  constructor(
+    message: string,
+    readonly detail?: unknown,
+  ) {
     super(message);
   }
 }
@@ -46,14 +52,17 @@ const ROLE_ORDER: Role[] = ["admin", "operator", "viewer"];
 export const CALLBACK_PATH = "/auth/oidc/callback";
 
 /** Whether single sign-on is set up (an issuer and a client id). */
-export const oidcConfigured = (s: Pick<OidcSettings, "oidcIssuer" | "oidcClientId">) => !!(s.oidcIssuer && s.oidcClientId);
+export const oidcConfigured = (s: Pick<OidcSettings, "oidcIssuer" | "oidcClientId">) =>
+  !!(s.oidcIssuer && s.oidcClientId);
 
 /**
  * What `GET /admin/session/methods` says under `oidc`: the button's label and where it starts, or
  * null when single sign-on is not set up.
  * @example oidcMethod({ oidcIssuer: "https://sso.example.com/realms/acme", oidcClientId: "inferd" }) // → { label: "Sign in with sso.example.com", start: "/auth/oidc/start" }
  */
-export function oidcMethod(s: Pick<OidcSettings, "oidcIssuer" | "oidcClientId">): { label: string; start: string } | null {
+export function oidcMethod(
+  s: Pick<OidcSettings, "oidcIssuer" | "oidcClientId">,
+): { label: string; start: string } | null {
   if (!oidcConfigured(s)) return null;
   let host = s.oidcIssuer!;
   try {
@@ -64,7 +73,13 @@ export function oidcMethod(s: Pick<OidcSettings, "oidcIssuer" | "oidcClientId">)
 
 /** 404 `oidc_not_configured`, naming what is missing. */
 export const notConfigured = (s: OidcSettings) =>
-  new AppError(404, "oidc_not_configured", s.oidcIssuer ? "single sign-on needs --oidc-client-id as well as --oidc-issuer" : "single sign-on is not set up on this server (start it with --oidc-issuer and --oidc-client-id)");
+  new AppError(
+    404,
+    "oidc_not_configured",
+    s.oidcIssuer
+      ? "single sign-on needs --oidc-client-id as well as --oidc-issuer"
+      : "single sign-on is not set up on this server (start it with --oidc-issuer and --oidc-client-id)",
+  );
 
 /**
  * A `return_to` that stays on this server: a path starting with one `/` (no `//`, no `\`, no
@@ -78,7 +93,9 @@ export function safeReturnTo(raw: unknown): string {
   try {
     const u = new URL(raw, "http://here.invalid");
     const path = u.pathname + u.search + u.hash;
-    return u.host === "here.invalid" && path.startsWith("/") && !path.startsWith("//") && path.length <= 6000 ? path : "/";
+    return u.host === "here.invalid" && path.startsWith("/") && !path.startsWith("//") && path.length <= 6000
+      ? path
+      : "/";
   } catch {
     return "/";
   }
@@ -103,7 +120,9 @@ function claimValue(claims: Record<string, unknown>, name: string): unknown {
  */
 export function roleFromClaim(claims: Record<string, unknown>, claim: string): Role | undefined {
   const raw = claimValue(claims, claim);
-  const values = (Array.isArray(raw) ? raw : [raw]).filter((v): v is string => typeof v === "string").map((v) => v.trim().replace(/^\/+/, "").toLowerCase());
+  const values = (Array.isArray(raw) ? raw : [raw])
+    .filter((v): v is string => typeof v === "string")
+    .map((v) => v.trim().replace(/^\/+/, "").toLowerCase());
   return ROLE_ORDER.find((r) => values.includes(`inferd-${r}`));
 }
 
@@ -135,21 +154,51 @@ export interface OidcIdentity {
  */
 export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRole: Role): Promise<SignedInUser> {
   const now = nowIso();
-  const byOidc = await first(db.select().from(users).where(and(eq(users.oidcIssuer, who.issuer), eq(users.oidcSubject, who.subject))));
+  const byOidc = await first(
+    db
+      .select()
+      .from(users)
+      .where(and(eq(users.oidcIssuer, who.issuer), eq(users.oidcSubject, who.subject))),
+  );
   const row = byOidc ?? (await first(db.select().from(users).where(eq(users.email, who.email))));
   if (!row) {
     const role = who.claimedRole ?? defaultRole;
-    const made = await createUser(db, { email: who.email, name: who.name, role }, { issuer: who.issuer, subject: who.subject }, (id) => ({ type: "user", id, label: who.email }));
+    const made = await createUser(
+      db,
+      { email: who.email, name: who.name, role },
+      { issuer: who.issuer, subject: who.subject },
+      (id) => ({ type: "user", id, label: who.email }),
+    );
     await db.update(users).set({ lastSignInAt: now }).where(eq(users.id, made.id));
     return { id: made.id, email: made.email, role, created: true };
   }
   if (!byOidc) {
-    if (row.oidcSubject && (row.oidcIssuer !== who.issuer || row.oidcSubject !== who.subject)) throw new SignInFailed(`the email ${who.email} belongs to another single sign-on account; ask an admin`);
-    if (who.emailVerified !== true) throw new SignInFailed(`the provider does not say the email ${who.email} is verified, so it cannot be linked to the existing user; verify it at the provider, or ask an admin to remove that user so single sign-on can create it`);
+    if (row.oidcSubject && (row.oidcIssuer !== who.issuer || row.oidcSubject !== who.subject))
+      throw new SignInFailed(`the email ${who.email} belongs to another single sign-on account; ask an admin`);
+    if (who.emailVerified !== true)
+      throw new SignInFailed(
+        `the provider does not say the email ${who.email} is verified, so it cannot be linked to the existing user; verify it at the provider, or ask an admin to remove that user so single sign-on can create it`,
+      );
   }
   const role = who.claimedRole ?? row.role;
-  await db.update(users).set({ oidcIssuer: who.issuer, oidcSubject: who.subject, role, lastSignInAt: now, ...(role !== row.role || !byOidc ? { updatedAt: now } : {}) }).where(eq(users.id, row.id));
-  if (role !== row.role) await audit(db, "user.update", { type: "user", id: row.id, label: row.email }, { role: { from: row.role, to: role }, by: "role claim" }, { type: "user", id: row.id, label: row.email });
+  await db
+    .update(users)
+    .set({
+      oidcIssuer: who.issuer,
+      oidcSubject: who.subject,
+      role,
+      lastSignInAt: now,
+      ...(role !== row.role || !byOidc ? { updatedAt: now } : {}),
+    })
+    .where(eq(users.id, row.id));
+  if (role !== row.role)
+    await audit(
+      db,
+      "user.update",
+      { type: "user", id: row.id, label: row.email },
+      { role: { from: row.role, to: role }, by: "role claim" },
+      { type: "user", id: row.id, label: row.email },
+    );
   return { id: row.id, email: row.email, role, created: false };
 }
 
@@ -164,7 +213,8 @@ function requestOrigin(request: Request, https: boolean): string {
 }
 
 /** The redirect URI the provider must allow: `--oidc-redirect-url`, else this request's origin + `/auth/oidc/callback`. */
-export const redirectUri = (s: OidcSettings, request: Request, https: boolean) => s.oidcRedirectUrl || requestOrigin(request, https) + CALLBACK_PATH;
+export const redirectUri = (s: OidcSettings, request: Request, https: boolean) =>
+  s.oidcRedirectUrl || requestOrigin(request, https) + CALLBACK_PATH;
 
 /** A started sign-in, as its cookie holds it. */
 interface Pending {
@@ -188,10 +238,22 @@ export function sealPending(key: string, p: Pending): string {
 /** The started sign-in a cookie value holds, or undefined when it is missing, altered, malformed or expired. */
 export function openPending(key: string, value: string | undefined, now = Date.now()): Pending | undefined {
   const [body, mac, extra] = (value ?? "").split(".");
-  if (!body || !mac || extra !== undefined || !safeEqual(mac, createHmac("sha256", key).update(body).digest("base64url"))) return undefined;
+  if (
+    !body ||
+    !mac ||
+    extra !== undefined ||
+    !safeEqual(mac, createHmac("sha256", key).update(body).digest("base64url"))
+  )
+    return undefined;
   try {
     const p = JSON.parse(Buffer.from(body, "base64url").toString()) as Pending;
-    return typeof p.state === "string" && typeof p.nonce === "string" && typeof p.verifier === "string" && typeof p.returnTo === "string" && p.expires > now ? p : undefined;
+    return typeof p.state === "string" &&
+      typeof p.nonce === "string" &&
+      typeof p.verifier === "string" &&
+      typeof p.returnTo === "string" &&
+      p.expires > now
+      ? p
+      : undefined;
   } catch {
     return undefined;
   }
@@ -209,11 +271,20 @@ function cookieOf(request: Request, name: string): string | undefined {
 /** What a failed check of the provider's answer means, in plain words (the cause goes to the log). */
 function plainFailure(e: unknown): SignInFailed {
   if (e instanceof SignInFailed) return e;
-  if (e instanceof oidc.AuthorizationResponseError) return new SignInFailed(`the provider refused the sign-in: ${e.error_description || e.error}`, e);
-  if (e instanceof oidc.ResponseBodyError) return new SignInFailed(`the provider refused the sign-in code (${e.error}); start again`, e);
+  if (e instanceof oidc.AuthorizationResponseError)
+    return new SignInFailed(`the provider refused the sign-in: ${e.error_description || e.error}`, e);
+  if (e instanceof oidc.ResponseBodyError)
+    return new SignInFailed(`the provider refused the sign-in code (${e.error}); start again`, e);
   const code = (e as { code?: string }).code ?? "";
-  if (/JWT|JWS|CLAIM|SIGNATURE|NONCE|STATE/i.test(code)) return new SignInFailed("the provider's answer failed a security check (its ID token was not for this sign-in); start again", e);
-  return new SignInFailed("the single sign-on provider cannot be reached or answered in a way inferd does not understand; try again later", e);
+  if (/JWT|JWS|CLAIM|SIGNATURE|NONCE|STATE/i.test(code))
+    return new SignInFailed(
+      "the provider's answer failed a security check (its ID token was not for this sign-in); start again",
+      e,
+    );
+  return new SignInFailed(
+    "the single sign-on provider cannot be reached or answered in a way inferd does not understand; try again later",
+    e,
+  );
 }
 
 /** What single sign-on needs: the store, its settings and a secret to sign the sign-in cookie with (the same on every host). */
@@ -240,22 +311,38 @@ export function createOidcFlow(deps: OidcDeps): OidcFlow {
   /** The provider's configuration: read once, read again after a failure. */
   const discover = () => {
     discovered ??= oidc
-      .discovery(issuer, s.oidcClientId!, undefined, s.oidcClientSecret ? oidc.ClientSecretBasic(s.oidcClientSecret) : oidc.None(), {
-        execute: [oidc.enableNonRepudiationChecks, ...(issuer.protocol === "http:" ? [oidc.allowInsecureRequests] : [])],
-        timeout: 10,
-      })
+      .discovery(
+        issuer,
+        s.oidcClientId!,
+        undefined,
+        s.oidcClientSecret ? oidc.ClientSecretBasic(s.oidcClientSecret) : oidc.None(),
+        {
+          execute: [
+            oidc.enableNonRepudiationChecks,
+            ...(issuer.protocol === "http:" ? [oidc.allowInsecureRequests] : []),
+          ],
+          timeout: 10,
+        },
+      )
       .catch((e) => {
         discovered = undefined;
         throw new SignInFailed(`the single sign-on provider (${issuer.host}) cannot be reached; try again later`, e);
       });
     return discovered;
   };
-  if (issuer.protocol === "http:") log.warn(`single sign-on: the issuer ${s.oidcIssuer} is plain http; use https outside a private network`);
+  if (issuer.protocol === "http:")
+    log.warn(`single sign-on: the issuer ${s.oidcIssuer} is plain http; use https outside a private network`);
 
   return {
     async begin(request, returnTo, https) {
       const config = await discover();
-      const pending: Pending = { state: oidc.randomState(), nonce: oidc.randomNonce(), verifier: oidc.randomPKCECodeVerifier(), returnTo, expires: Date.now() + LOGIN_MS };
+      const pending: Pending = {
+        state: oidc.randomState(),
+        nonce: oidc.randomNonce(),
+        verifier: oidc.randomPKCECodeVerifier(),
+        returnTo,
+        expires: Date.now() + LOGIN_MS,
+      };
       const url = oidc.buildAuthorizationUrl(config, {
         redirect_uri: redirectUri(s, request, https),
         scope: "openid email profile",
@@ -270,33 +357,55 @@ export function createOidcFlow(deps: OidcDeps): OidcFlow {
     async complete(request, https) {
       const params = new URL(request.url).searchParams;
       const state = params.get("state");
-      if (params.get("error") && !state) throw new SignInFailed(`the provider refused the sign-in: ${params.get("error_description") || params.get("error")}`);
+      if (params.get("error") && !state)
+        throw new SignInFailed(
+          `the provider refused the sign-in: ${params.get("error_description") || params.get("error")}`,
+        );
       if (!state) throw new SignInFailed("the provider's answer has no state; start the sign-in again");
       // The state must be the one this browser started (its cookie): a callback URL opened
       // elsewhere (login CSRF) finds none; the cookie is cleared by the answer (one use).
       const login = openPending(deps.cookieKey, cookieOf(request, PENDING_COOKIE));
-      if (!login || !safeEqual(login.state, state)) throw new SignInFailed("this sign-in was not started in this browser, or has expired or was already used; start again");
+      if (!login || !safeEqual(login.state, state))
+        throw new SignInFailed(
+          "this sign-in was not started in this browser, or has expired or was already used; start again",
+        );
       try {
         const config = await discover();
         const current = new URL(redirectUri(s, request, https));
         current.search = params.toString();
-        const tokens = await oidc.authorizationCodeGrant(config, current, { pkceCodeVerifier: login.verifier, expectedState: state, expectedNonce: login.nonce, idTokenExpected: true });
+        const tokens = await oidc.authorizationCodeGrant(config, current, {
+          pkceCodeVerifier: login.verifier,
+          expectedState: state,
+          expectedNonce: login.nonce,
+          idTokenExpected: true,
+        });
         const idClaims = tokens.claims()!;
         let claims: Record<string, unknown> = idClaims;
         const needInfo = !idClaims.email || (s.oidcRoleClaim && claimValue(idClaims, s.oidcRoleClaim) === undefined);
-        if (needInfo && config.serverMetadata().userinfo_endpoint) claims = { ...(await oidc.fetchUserInfo(config, tokens.access_token, idClaims.sub)), ...idClaims };
+        if (needInfo && config.serverMetadata().userinfo_endpoint)
+          claims = { ...(await oidc.fetchUserInfo(config, tokens.access_token, idClaims.sub)), ...idClaims };
         const email = typeof claims.email === "string" ? claims.email.trim().toLowerCase() : "";
-        if (!email) throw new SignInFailed("the provider did not give an email address for this account (inferd needs the email claim: allow the email scope)");
-        const name = [claims.name, claims.preferred_username, email].find((v): v is string => typeof v === "string" && v.trim() !== "")!;
+        if (!email)
+          throw new SignInFailed(
+            "the provider did not give an email address for this account (inferd needs the email claim: allow the email scope)",
+          );
+        const name = [claims.name, claims.preferred_username, email].find(
+          (v): v is string => typeof v === "string" && v.trim() !== "",
+        )!;
         const who: OidcIdentity = {
           issuer: idClaims.iss,
           subject: idClaims.sub,
           email,
           emailVerified: typeof claims.email_verified === "boolean" ? claims.email_verified : undefined,
           name: name.slice(0, 200),
-          claimedRole: s.oidcRoleClaim ? (roleFromClaim(claims, s.oidcRoleClaim) ?? (s.oidcDefaultRole as Role)) : undefined,
+          claimedRole: s.oidcRoleClaim
+            ? (roleFromClaim(claims, s.oidcRoleClaim) ?? (s.oidcDefaultRole as Role))
+            : undefined,
         };
-        return { user: await findOrCreateOidcUser(deps.db, who, s.oidcDefaultRole as Role), returnTo: safeReturnTo(login.returnTo) };
+        return {
+          user: await findOrCreateOidcUser(deps.db, who, s.oidcDefaultRole as Role),
+          returnTo: safeReturnTo(login.returnTo),
+        };
       } catch (e) {
         throw plainFailure(e);
       }

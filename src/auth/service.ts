@@ -78,10 +78,16 @@ function resolveKey(deps: AuthDeps, token: string | undefined, plane: string): M
 export function authControl(deps: AuthDeps, request: Request, projectSlug?: string): Maybe<KeyRecord> {
   return andThen(resolveKey(deps, presentedToken(request), "control-plane"), (key) => {
     if (key === "admin" || key.type !== "sdk") {
-      throw forbidden("wrong_credential_type", `the control plane (/api) takes an ${KEY_PREFIX.sdk} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.live} data-plane key`}`);
+      throw forbidden(
+        "wrong_credential_type",
+        `the control plane (/api) takes an ${KEY_PREFIX.sdk} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.live} data-plane key`}`,
+      );
     }
     if (projectSlug !== undefined && projectSlug !== key.projectSlug) {
-      throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
+      throw forbidden(
+        "project_scope_mismatch",
+        `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`,
+      );
     }
     return key;
   });
@@ -96,7 +102,10 @@ export function canTouchWorkload(key: KeyRecord, projectSlug: string, workloadSl
 /** Throws scope_insufficient unless the key covers the workload. */
 export function requireWorkloadScope(key: KeyRecord, projectSlug: string, workloadSlug: string): void {
   if (!canTouchWorkload(key, projectSlug, workloadSlug)) {
-    throw forbidden("scope_insufficient", `this key is limited to specific endpoints and "${projectSlug}/${workloadSlug}" is not one of them`);
+    throw forbidden(
+      "scope_insufficient",
+      `this key is limited to specific endpoints and "${projectSlug}/${workloadSlug}" is not one of them`,
+    );
   }
 }
 
@@ -105,13 +114,25 @@ export function requireWorkloadScope(key: KeyRecord, projectSlug: string, worklo
  * scope covers the workload (on the project's base, `workloadSlug` null, routing checks the scope
  * of the workload a request's model reaches). The Messages-style routes also accept `x-api-key`.
  */
-export function authData(deps: AuthDeps, request: Request, projectSlug: string, workloadSlug: string | null, allowApiKeyHeader = false): Maybe<KeyRecord> {
+export function authData(
+  deps: AuthDeps,
+  request: Request,
+  projectSlug: string,
+  workloadSlug: string | null,
+  allowApiKeyHeader = false,
+): Maybe<KeyRecord> {
   return andThen(resolveKey(deps, presentedToken(request, allowApiKeyHeader), "data-plane"), (key) => {
     if (key === "admin" || key.type !== "live") {
-      throw forbidden("wrong_credential_type", `the data plane (/endpoint) takes an ${KEY_PREFIX.live} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.sdk} control-plane key`}`);
+      throw forbidden(
+        "wrong_credential_type",
+        `the data plane (/endpoint) takes an ${KEY_PREFIX.live} key; this is ${key === "admin" ? "the admin token" : `an ${KEY_PREFIX.sdk} control-plane key`}`,
+      );
     }
     if (key.projectSlug !== projectSlug) {
-      throw forbidden("project_scope_mismatch", `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`);
+      throw forbidden(
+        "project_scope_mismatch",
+        `this key belongs to project "${key.projectSlug}", not "${projectSlug}"`,
+      );
     }
     if (workloadSlug !== null) requireWorkloadScope(key, projectSlug, workloadSlug);
     return key;
@@ -136,18 +157,30 @@ function originHost(origin: string): string | null {
 async function checkSession(deps: AuthDeps, sid: string): Promise<Principal> {
   const now = Date.now();
   const hash = sha256(sid);
-  const row = await first(deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, new Date(now).toISOString()))));
+  const row = await first(
+    deps.db
+      .select()
+      .from(sessions)
+      .where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, new Date(now).toISOString()))),
+  );
   if (!row) throw unauthorized("invalid_session", "the session has expired; sign in again");
   const end = async (why: string) => {
     await deps.db.delete(sessions).where(eq(sessions.hash, hash));
     return unauthorized("invalid_session", why);
   };
-  const principal = row.userId ? await userPrincipal(deps.db, row.userId, sessionIdOf(hash)) : adminTokenPrincipal(sessionIdOf(hash));
+  const principal = row.userId
+    ? await userPrincipal(deps.db, row.userId, sessionIdOf(hash))
+    : adminTokenPrincipal(sessionIdOf(hash));
   if (!principal) throw await end("your account has been removed; ask an admin");
-  if (!row.userId && row.tokenHash !== adminHash(deps)) throw await end("the admin token has changed since this session began; sign in again");
+  if (!row.userId && row.tokenHash !== adminHash(deps))
+    throw await end("the admin token has changed since this session began; sign in again");
   const seen = Date.parse(row.lastSeenAt ?? row.createdAt);
   if (now - seen > SESSION_IDLE_MS) throw await end("the session ended after a time without use; sign in again");
-  if (now - seen > TOUCH_MS) await deps.db.update(sessions).set({ lastSeenAt: new Date(now).toISOString() }).where(eq(sessions.hash, hash));
+  if (now - seen > TOUCH_MS)
+    await deps.db
+      .update(sessions)
+      .set({ lastSeenAt: new Date(now).toISOString() })
+      .where(eq(sessions.hash, hash));
   return principal;
 }
 
@@ -185,7 +218,11 @@ function cookieValue(request: Request, name: string): string | undefined {
  * origin (CSRF guard on top of SameSite=Strict). Then the access table (src/users/access.ts) decides
  * what the principal may do on `path` (the normalised path; the request's own by default).
  */
-export async function authAdmin(deps: AuthDeps, request: Request, path = normalisePath(new URL(request.url).pathname)): Promise<{ via: "token" | "session" }> {
+export async function authAdmin(
+  deps: AuthDeps,
+  request: Request,
+  path = normalisePath(new URL(request.url).pathname),
+): Promise<{ via: "token" | "session" }> {
   const token = presentedToken(request);
   if (token) {
     if (isAdminToken(deps, token)) {
@@ -195,7 +232,8 @@ export async function authAdmin(deps: AuthDeps, request: Request, path = normali
       return { via: "token" };
     }
     if (token.startsWith(KEY_PREFIX.sdk) || token.startsWith(KEY_PREFIX.live)) {
-      if (await findKeyBySecret(deps.db, token)) throw forbidden("wrong_credential_type", "the admin API takes the admin token, not a project key");
+      if (await findKeyBySecret(deps.db, token))
+        throw forbidden("wrong_credential_type", "the admin API takes the admin token, not a project key");
     }
     throw unauthorized("invalid_token", "the admin token is wrong");
   }
@@ -204,7 +242,9 @@ export async function authAdmin(deps: AuthDeps, request: Request, path = normali
     const principal = await checkSession(deps, sid);
     const call = callOf(request);
     call.principal = principal;
-    call.actor = principal.userId ? { type: "user", id: principal.userId, label: principal.email ?? principal.userId } : { type: "session", id: principal.sessionId ?? undefined, label: "dashboard session" };
+    call.actor = principal.userId
+      ? { type: "user", id: principal.userId, label: principal.email ?? principal.userId }
+      : { type: "session", id: principal.sessionId ?? undefined, label: "dashboard session" };
     if (!["GET", "HEAD", "OPTIONS"].includes(request.method)) {
       const origin = request.headers.get("origin");
       const host = request.headers.get("host");
@@ -213,13 +253,22 @@ export async function authAdmin(deps: AuthDeps, request: Request, path = normali
     await authorize(deps.db, principal, request.method, path);
     return { via: "session" };
   }
-  throw unauthorized("missing_token", "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session");
+  throw unauthorized(
+    "missing_token",
+    "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session",
+  );
 }
 
 /** Starts a dashboard session for the admin token; returns the cookie value. */
 export async function createSession(deps: AuthDeps, token: string): Promise<{ id: string; maxAgeSeconds: number }> {
   if (!isAdminToken(deps, token)) {
-    await audit(deps.db, "session.denied", { type: "session" }, {}, { type: "anonymous", label: "a sign-in with a wrong admin token" });
+    await audit(
+      deps.db,
+      "session.denied",
+      { type: "session" },
+      {},
+      { type: "anonymous", label: "a sign-in with a wrong admin token" },
+    );
     throw unauthorized("invalid_token", "the admin token is wrong");
   }
   return openSession(deps, { method: "admin_token" });
@@ -235,11 +284,16 @@ export const sessionIdOf = (hash: string) => `ses_${hash.slice(0, 12)}`;
  * Opens a dashboard session: for the admin token (no user; a changed token ends it) or for a
  * signed-in user (`user`: ends when the user is removed). Returns the cookie value and its life.
  */
-export async function openSession(deps: AuthDeps, how: { method: SessionMethod; user?: { id: string; email: string }; userAgent?: string | null }): Promise<{ id: string; maxAgeSeconds: number }> {
+export async function openSession(
+  deps: AuthDeps,
+  how: { method: SessionMethod; user?: { id: string; email: string }; userAgent?: string | null },
+): Promise<{ id: string; maxAgeSeconds: number }> {
   const id = newSecret("");
   const hash = sha256(id);
   const sessionId = sessionIdOf(hash);
-  const actor: Actor = how.user ? { type: "user", id: how.user.id, label: how.user.email } : { type: "session", id: sessionId, label: "dashboard session" };
+  const actor: Actor = how.user
+    ? { type: "user", id: how.user.id, label: how.user.email }
+    : { type: "session", id: sessionId, label: "dashboard session" };
   await audit(deps.db, "session.create", { type: "session", id: sessionId }, { method: how.method }, actor);
   const now = Date.now();
   await deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString()));
@@ -259,9 +313,15 @@ export async function openSession(deps: AuthDeps, how: { method: SessionMethod; 
 /** Trades a one-time sign-in code (made by `inferd desktop`) for a session; 401 when unknown or expired. */
 export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ id: string; maxAgeSeconds: number }> {
   const hash = sha256(`login:${code}`);
-  const row = await first(deps.db.select().from(sessions).where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, nowIso()))));
+  const row = await first(
+    deps.db
+      .select()
+      .from(sessions)
+      .where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, nowIso()))),
+  );
   await deps.db.delete(sessions).where(eq(sessions.hash, hash));
-  if (!row) throw unauthorized("invalid_login_code", "this sign-in link has expired or was used; sign in with the admin token");
+  if (!row)
+    throw unauthorized("invalid_login_code", "this sign-in link has expired or was used; sign in with the admin token");
   return openSession(deps, { method: "login_link" });
 }
 
@@ -269,9 +329,14 @@ export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ i
 export async function endSession(deps: AuthDeps, request: Request): Promise<void> {
   const sid = cookieValue(request, SESSION_COOKIE);
   if (!sid) return;
-  const ended = await deps.db.delete(sessions).where(eq(sessions.hash, sha256(sid))).returning({ userId: sessions.userId });
+  const ended = await deps.db
+    .delete(sessions)
+    .where(eq(sessions.hash, sha256(sid)))
+    .returning({ userId: sessions.userId });
   const user = ended[0]?.userId ? await userPrincipal(deps.db, ended[0].userId, null) : undefined;
-  const actor: Actor | undefined = user?.userId ? { type: "user", id: user.userId, label: user.email ?? user.userId } : undefined;
+  const actor: Actor | undefined = user?.userId
+    ? { type: "user", id: user.userId, label: user.email ?? user.userId }
+    : undefined;
   await audit(deps.db, "session.end", { type: "session", id: sessionIdOf(sha256(sid)) }, {}, actor);
 }
 
@@ -289,7 +354,11 @@ declare module "../call" {
 /** Who an /admin request is (set by `authAdmin`): its role and the projects it may see; 401 when it was not authenticated so. */
 export function principalOf(request: Request): Principal {
   const p = callOf(request).principal;
-  if (!p) throw unauthorized("missing_token", "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session");
+  if (!p)
+    throw unauthorized(
+      "missing_token",
+      "the admin API needs the admin token (Authorization: Bearer …) or a dashboard session",
+    );
   return p;
 }
 
@@ -323,7 +392,8 @@ function segment(raw: string): string {
  */
 export function normalisePath(path: string): string {
   // Already normal (the usual case): no empty, "." or ".." segment and no trailing slash.
-  if (path.length > 1 && path[0] === "/" && !path.endsWith("/") && !path.includes("//") && !path.includes("/.")) return path;
+  if (path.length > 1 && path[0] === "/" && !path.endsWith("/") && !path.includes("//") && !path.includes("/."))
+    return path;
   const out: string[] = [];
   for (const seg of path.split("/")) {
     if (seg === "" || seg === ".") continue;
@@ -334,7 +404,14 @@ export function normalisePath(path: string): string {
 }
 
 /** Paths that need no credential: health, API docs, sign-in (token, password, single sign-on), and the dashboard's own page and files. */
-const OPEN = [/^\/healthz$/, /^\/docs(\/|$)/, /^\/admin\/session$/, /^\/admin\/session\/methods$/, /^\/auth\/oidc\/(start|callback)$/, /^\/login$/];
+const OPEN = [
+  /^\/healthz$/,
+  /^\/docs(\/|$)/,
+  /^\/admin\/session$/,
+  /^\/admin\/session\/methods$/,
+  /^\/auth\/oidc\/(start|callback)$/,
+  /^\/login$/,
+];
 /** How long a request to an open path (sign-in: no credential yet) may take to send its whole body. */
 export const OPEN_BODY_MS = 10_000;
 
@@ -343,7 +420,8 @@ export const OPEN_BODY_MS = 10_000;
  * sign-in, so a trickled body must not hold a connection), none elsewhere (a credential was checked).
  * @example bodyDeadline("/admin/session") // → 10000
  */
-export const bodyDeadline = (rawPath: string): number | undefined => (OPEN.some((re) => re.test(normalisePath(rawPath))) ? OPEN_BODY_MS : undefined);
+export const bodyDeadline = (rawPath: string): number | undefined =>
+  OPEN.some((re) => re.test(normalisePath(rawPath))) ? OPEN_BODY_MS : undefined;
 
 /** The dashboard's page and assets (GET only): public, they hold no data. */
 const UI_PATHS = [/^\/$/, /^\/assets\//, new RegExp(`^/(${CLIENT_SECTIONS.join("|")})(/|$)`)];
@@ -376,7 +454,11 @@ export function authenticateRequest(deps: AuthDeps, request: Request, rawPath: s
     // The project's base URL (`/endpoint/<project>/v1/…`, `/api/…`): routing checks the key's scope
     // per model. A workload slugged `v1` or `api` before those were reserved keeps its own paths
     // (`…/v1/v1/…`, `…/api/jobs`), checked as any workload's.
-    if ((m[2] === "v1" || m[2] === "api") && !/^\/(v1|api|jobs)(\/|:|$)/.test(m[3] ?? "")) return andThen(authData(deps, request, segment(m[1]), null, m[2] === "v1" && /^\/messages(\/|$)/.test(m[3] ?? "")), keep);
+    if ((m[2] === "v1" || m[2] === "api") && !/^\/(v1|api|jobs)(\/|:|$)/.test(m[3] ?? ""))
+      return andThen(
+        authData(deps, request, segment(m[1]), null, m[2] === "v1" && /^\/messages(\/|$)/.test(m[3] ?? "")),
+        keep,
+      );
     const allowApiKey = /^\/v1\/messages(\/|$)/.test(m[3] ?? "");
     return andThen(authData(deps, request, segment(m[1]), segment(m[2]), allowApiKey), keep);
   } else if (path.startsWith("/agent/")) {

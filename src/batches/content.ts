@@ -38,7 +38,10 @@ function chunkRows(fileId: string, bytes: Uint8Array) {
  * @example await batch(db, [...fileWrites(db, row, bytes), db.update(batches)…]);
  */
 export function fileWrites(db: Db, row: FileRow, bytes: Uint8Array): Statement[] {
-  return [...chunkRows(row.id, bytes).map((c) => db.insert(fileChunks).values(c)), db.insert(files).values({ ...row, content: NO_CONTENT })];
+  return [
+    ...chunkRows(row.id, bytes).map((c) => db.insert(fileChunks).values(c)),
+    db.insert(files).values({ ...row, content: NO_CONTENT }),
+  ];
 }
 
 /** Stores a file (see the module comment); on a failure nothing of it is left. */
@@ -52,7 +55,10 @@ export async function storeFile(db: Db, row: FileRow, bytes: Uint8Array): Promis
       await turn();
     }
   } catch (e) {
-    await db.delete(fileChunks).where(eq(fileChunks.fileId, row.id)).catch(() => undefined);
+    await db
+      .delete(fileChunks)
+      .where(eq(fileChunks.fileId, row.id))
+      .catch(() => undefined);
     throw e;
   } finally {
     writing.delete(row.id);
@@ -60,7 +66,10 @@ export async function storeFile(db: Db, row: FileRow, bytes: Uint8Array): Promis
 }
 
 /** The writes that remove a file: its chunks and its row. */
-export const fileRemovals = (db: Db, fileId: string): Statement[] => [db.delete(fileChunks).where(eq(fileChunks.fileId, fileId)), db.delete(files).where(eq(files.id, fileId))];
+export const fileRemovals = (db: Db, fileId: string): Statement[] => [
+  db.delete(fileChunks).where(eq(fileChunks.fileId, fileId)),
+  db.delete(files).where(eq(files.id, fileId)),
+];
 
 /** Removes chunks no file row owns (see the module comment); the chunks of files being written stay. */
 export async function sweepChunks(db: Db): Promise<void> {
@@ -70,7 +79,14 @@ export async function sweepChunks(db: Db): Promise<void> {
 
 /** Chunk `idx` of a file, or undefined when there is none. */
 async function chunkAt(db: Db, fileId: string, idx: number): Promise<Uint8Array | undefined> {
-  return (await first(db.select({ data: fileChunks.data }).from(fileChunks).where(and(eq(fileChunks.fileId, fileId), eq(fileChunks.idx, idx)))))?.data;
+  return (
+    await first(
+      db
+        .select({ data: fileChunks.data })
+        .from(fileChunks)
+        .where(and(eq(fileChunks.fileId, fileId), eq(fileChunks.idx, idx))),
+    )
+  )?.data;
 }
 
 /** The bytes of a file stored before chunks, or undefined when its row is gone. */

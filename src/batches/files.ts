@@ -51,16 +51,34 @@ const fieldText = (parts: ReturnType<typeof formParts>, name: string) => {
  */
 export async function uploadFile(deps: FilesDeps, request: Request, v: Viewer) {
   const boundary = boundaryOf(request.headers.get("content-type") ?? undefined);
-  if (!boundary) throw new AppError(415, "unsupported_media_type", 'upload the file as multipart/form-data with the fields "file" and "purpose"');
+  if (!boundary)
+    throw new AppError(
+      415,
+      "unsupported_media_type",
+      'upload the file as multipart/form-data with the fields "file" and "purpose"',
+    );
   const parts = formParts(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget), boundary);
   const purpose = fieldText(parts, "purpose");
   if (!purpose) throw validation("purpose", 'is required; inferd keeps files for the Batch API: purpose "batch"');
-  if (purpose !== "batch") throw badRequest("invalid_purpose", `purpose "${purpose}" is not supported: inferd's Files API keeps files for the Batch API only; upload with purpose "batch"`);
+  if (purpose !== "batch")
+    throw badRequest(
+      "invalid_purpose",
+      `purpose "${purpose}" is not supported: inferd's Files API keeps files for the Batch API only; upload with purpose "batch"`,
+    );
   const file = parts.find((p) => p.name === "file" && p.filename !== undefined) ?? parts.find((p) => p.name === "file");
   if (!file) throw validation("file", "is required: the JSONL file of batch requests");
   await checkJsonl(file.data);
   await deps.jobQuota.admit(v.key.projectId, file.data.byteLength, `the file (${file.data.byteLength} bytes)`);
-  const row = { id: newFileId(), projectId: v.key.projectId, batchId: null, keyId: v.key.id, filename: file.filename || "batch.jsonl", purpose, bytes: file.data.byteLength, createdAt: nowIso() };
+  const row = {
+    id: newFileId(),
+    projectId: v.key.projectId,
+    batchId: null,
+    keyId: v.key.id,
+    filename: file.filename || "batch.jsonl",
+    purpose,
+    bytes: file.data.byteLength,
+    createdAt: nowIso(),
+  };
   await storeFile(deps.db, row, file.data);
   return fileView(row);
 }
@@ -75,7 +93,15 @@ export async function visibleFiles(db: Db, v: Viewer, purpose?: string): Promise
   const batchIds = [...new Set(rows.flatMap((f) => (f.batchId ? [f.batchId] : [])))];
   const seen = new Set<string>();
   if (batchIds.length) {
-    const owners = await db.select({ id: batches.id, projectId: batches.projectId, workloadId: batches.workloadId, workloads: batches.workloads }).from(batches).where(inArray(batches.id, batchIds));
+    const owners = await db
+      .select({
+        id: batches.id,
+        projectId: batches.projectId,
+        workloadId: batches.workloadId,
+        workloads: batches.workloads,
+      })
+      .from(batches)
+      .where(inArray(batches.id, batchIds));
     for (const b of owners) if (canSeeBatch(v, b)) seen.add(b.id);
   }
   return rows.filter((f) => (f.batchId ? seen.has(f.batchId) : canSeeUpload(v, f)));
@@ -83,7 +109,12 @@ export async function visibleFiles(db: Db, v: Viewer, purpose?: string): Promise
 
 /** A file the viewer may see, or 404. */
 export async function visibleFile(db: Db, v: Viewer, id: string): Promise<FileRow> {
-  const f = await first(db.select(FILE_COLUMNS).from(files).where(and(eq(files.id, id), eq(files.projectId, v.key.projectId))));
+  const f = await first(
+    db
+      .select(FILE_COLUMNS)
+      .from(files)
+      .where(and(eq(files.id, id), eq(files.projectId, v.key.projectId))),
+  );
   if (f && f.batchId) {
     const b = await first(db.select().from(batches).where(eq(batches.id, f.batchId)));
     if (b && canSeeBatch(v, b)) return f;
@@ -99,7 +130,10 @@ export async function fileContent(deps: FilesDeps, request: Request, v: Viewer, 
   const f = await visibleFile(deps.db, v, id);
   deps.bodyBudget.take(request, Math.min(f.bytes, CHUNK_BYTES));
   const body = fileStream(deps.db, f, () => deps.bodyBudget.release(request));
-  const headers = { "content-type": "application/jsonl", "content-disposition": `attachment; filename="${f.filename.replace(/["\\\r\n]/g, "_")}"` };
+  const headers = {
+    "content-type": "application/jsonl",
+    "content-disposition": `attachment; filename="${f.filename.replace(/["\\\r\n]/g, "_")}"`,
+  };
   return new Response(body, { headers });
 }
 
@@ -113,9 +147,18 @@ export async function deleteFile(db: Db, v: Viewer, id: string) {
 /** The bytes of a `purpose: "batch"` file the viewer may use as a batch's input; 404 when unseen, 400 for an output file. */
 export async function inputFileBytes(db: Db, v: Viewer, id: string): Promise<Uint8Array> {
   const f = await visibleFile(db, v, id).catch((e) => {
-    throw e instanceof AppError && e.status === 404 ? validation("input_file_id", `file "${id}" not found; upload the requests with POST …/v1/files (purpose "batch") first`) : e;
+    throw e instanceof AppError && e.status === 404
+      ? validation(
+          "input_file_id",
+          `file "${id}" not found; upload the requests with POST …/v1/files (purpose "batch") first`,
+        )
+      : e;
   });
-  if (f.purpose !== "batch") throw validation("input_file_id", `file "${id}" has purpose "${f.purpose}"; a batch's input is a file uploaded with purpose "batch"`);
+  if (f.purpose !== "batch")
+    throw validation(
+      "input_file_id",
+      `file "${id}" has purpose "${f.purpose}"; a batch's input is a file uploaded with purpose "batch"`,
+    );
   return fileBytes(db, f).catch((e) => {
     throw e instanceof AppError && e.status === 404 ? validation("input_file_id", `file "${id}" was deleted`) : e;
   });

@@ -32,15 +32,65 @@ function resultFile(b: BatchRow, kind: "output" | "error", lines: string[], now:
   if (!lines.length) return null;
   const content = Buffer.from(`${lines.join("\n")}\n`);
   const id = `file-${b.id.slice("batch_".length)}${kind === "output" ? "o" : "e"}`;
-  return { row: { id, projectId: b.projectId, batchId: b.id, keyId: b.keyId, filename: `${b.id}_${kind}.jsonl`, purpose: "batch_output", bytes: content.byteLength, createdAt: now }, content };
+  return {
+    row: {
+      id,
+      projectId: b.projectId,
+      batchId: b.id,
+      keyId: b.keyId,
+      filename: `${b.id}_${kind}.jsonl`,
+      purpose: "batch_output",
+      bytes: content.byteLength,
+      createdAt: now,
+    },
+    content,
+  };
 }
 
 /** The stored batch as it ends: final status, counts, file ids and timestamps. */
-function ended(b: BatchRow, ok: number, failed: number, lost: number, files: { output: string | null; error: string | null }, now: string): BatchRow {
-  const status: BatchRow["status"] = b.status === "cancelling" ? "cancelled" : b.expiredAt ? "expired" : lost > 0 && lost === b.total ? "failed" : "completed";
-  const stamp = { cancelled: "cancelledAt", expired: "expiredAt", failed: "failedAt", completed: "completedAt" }[status as "completed"] as "completedAt";
-  const errors = lost ? JSON.stringify({ object: "list", data: [{ code: "requests_lost", message: `${lost === 1 ? "1 request was" : `${lost} requests were`} lost: the workload they were to run on was deleted`, param: null, line: null }] }) : b.errors;
-  return { ...b, status, errors, outputFileId: files.output, errorFileId: files.error, completed: ok, failed: failed + lost, finalizingAt: now, [stamp]: b[stamp] ?? now };
+function ended(
+  b: BatchRow,
+  ok: number,
+  failed: number,
+  lost: number,
+  files: { output: string | null; error: string | null },
+  now: string,
+): BatchRow {
+  const status: BatchRow["status"] =
+    b.status === "cancelling"
+      ? "cancelled"
+      : b.expiredAt
+        ? "expired"
+        : lost > 0 && lost === b.total
+          ? "failed"
+          : "completed";
+  const stamp = { cancelled: "cancelledAt", expired: "expiredAt", failed: "failedAt", completed: "completedAt" }[
+    status as "completed"
+  ] as "completedAt";
+  const errors = lost
+    ? JSON.stringify({
+        object: "list",
+        data: [
+          {
+            code: "requests_lost",
+            message: `${lost === 1 ? "1 request was" : `${lost} requests were`} lost: the workload they were to run on was deleted`,
+            param: null,
+            line: null,
+          },
+        ],
+      })
+    : b.errors;
+  return {
+    ...b,
+    status,
+    errors,
+    outputFileId: files.output,
+    errorFileId: files.error,
+    completed: ok,
+    failed: failed + lost,
+    finalizingAt: now,
+    [stamp]: b[stamp] ?? now,
+  };
 }
 
 /**
@@ -50,7 +100,14 @@ function ended(b: BatchRow, ok: number, failed: number, lost: number, files: { o
 export async function endBatch(db: Db, b: BatchRow): Promise<void> {
   if ((await unfinished(db, b.id)) > 0) return;
   const rows = await db
-    .select({ id: jobs.id, customId: jobs.customId, requestId: jobs.requestId, status: jobs.status, data: jobs.data, workloadId: jobs.workloadId })
+    .select({
+      id: jobs.id,
+      customId: jobs.customId,
+      requestId: jobs.requestId,
+      status: jobs.status,
+      data: jobs.data,
+      workloadId: jobs.workloadId,
+    })
     .from(jobs)
     .where(requestsOf(b.id))
     .orderBy(asc(jobs.createdAt), asc(jobs.id));
@@ -63,21 +120,47 @@ export async function endBatch(db: Db, b: BatchRow): Promise<void> {
   const now = nowIso();
   const output = resultFile(b, "output", out, now);
   const error = resultFile(b, "error", err, now);
-  const end = ended(b, out.length, err.length, Math.max(0, b.total - rows.length), { output: output?.row.id ?? null, error: error?.row.id ?? null }, now);
+  const end = ended(
+    b,
+    out.length,
+    err.length,
+    Math.max(0, b.total - rows.length),
+    { output: output?.row.id ?? null, error: error?.row.id ?? null },
+    now,
+  );
   const data = JSON.stringify(batchView(end));
   const events: Statement[] = [];
   for (const workloadId of new Set(rows.map((r) => r.workloadId))) {
     const carrier = `${b.id}.${workloadId}`;
     const fanOut = await deliveryStatements(db, workloadId, carrier, `batch.${end.status}`);
     if (!fanOut.length) continue;
-    events.push(db.insert(jobs).values({ id: carrier, workloadId, keyId: b.keyId, kind: BATCH_EVENT_KIND, body: Buffer.alloc(0), contentType: "application/json", status: "completed", data, runs: 0, createdAt: now, finishedAt: now, batchId: b.id }), ...fanOut);
+    events.push(
+      db.insert(jobs).values({
+        id: carrier,
+        workloadId,
+        keyId: b.keyId,
+        kind: BATCH_EVENT_KIND,
+        body: Buffer.alloc(0),
+        contentType: "application/json",
+        status: "completed",
+        data,
+        runs: 0,
+        createdAt: now,
+        finishedAt: now,
+        batchId: b.id,
+      }),
+      ...fanOut,
+    );
   }
   const { id: _id, ...fields } = end;
   await batch(db, [
     ...(output ? fileWrites(db, output.row, output.content) : []),
     ...(error ? fileWrites(db, error.row, error.content) : []),
     ...events,
-    db.update(batches).set(fields).where(and(eq(batches.id, b.id), inArray(batches.status, ACTIVE))),
+    db
+      .update(batches)
+      .set(fields)
+      .where(and(eq(batches.id, b.id), inArray(batches.status, ACTIVE))),
   ]);
 }
 
@@ -160,7 +243,10 @@ export class BatchFinisher {
     } else if (!b.expiredAt && Date.parse(b.expiresAt) <= Date.now()) {
       const now = nowIso();
       await batch(db, [
-        db.update(batches).set({ expiredAt: now }).where(and(eq(batches.id, b.id), isNull(batches.expiredAt))),
+        db
+          .update(batches)
+          .set({ expiredAt: now })
+          .where(and(eq(batches.id, b.id), isNull(batches.expiredAt))),
         stopQueued(db, b.id, "batch_expired", "this request could not run before the batch's completion window ended"),
       ]);
       b = { ...b, expiredAt: now };

@@ -63,7 +63,11 @@ const JSONL = "a batch file holds one JSON request object per line (JSONL)";
 /** One line of an upload parsed: 413 past the line limit, 400 `invalid_file` unless it is a JSON object (nested at most 64 deep). */
 function checkLine(line: number, bytes: Uint8Array): void {
   if (bytes.byteLength > MAX_LINE_BYTES) {
-    throw new AppError(413, "line_too_long", `line ${line} of the file is ${bytes.byteLength} bytes long, more than the ${MAX_LINE_BYTES}-byte limit of a line; ${JSONL}`);
+    throw new AppError(
+      413,
+      "line_too_long",
+      `line ${line} of the file is ${bytes.byteLength} bytes long, more than the ${MAX_LINE_BYTES}-byte limit of a line; ${JSONL}`,
+    );
   }
   let value: unknown;
   try {
@@ -71,7 +75,8 @@ function checkLine(line: number, bytes: Uint8Array): void {
   } catch (e) {
     throw e instanceof AppError ? badRequest("invalid_file", `${e.message}; ${JSONL}`) : e;
   }
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw badRequest("invalid_file", `line ${line} of the file is not a JSON object; ${JSONL}`);
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    throw badRequest("invalid_file", `line ${line} of the file is not a JSON object; ${JSONL}`);
 }
 
 /**
@@ -83,7 +88,12 @@ export async function checkJsonl(bytes: Uint8Array): Promise<void> {
   const pace = pacer();
   let requests = 0;
   for (const { line, bytes: text } of jsonlLines(bytes)) {
-    if (line > MAX_FILE_LINES) throw new AppError(413, "too_many_lines", `the file has more than ${MAX_FILE_LINES} lines (line ${line}); a batch holds at most ${MAX_BATCH_REQUESTS} requests: split the file`);
+    if (line > MAX_FILE_LINES)
+      throw new AppError(
+        413,
+        "too_many_lines",
+        `the file has more than ${MAX_FILE_LINES} lines (line ${line}); a batch holds at most ${MAX_BATCH_REQUESTS} requests: split the file`,
+      );
     if (text.byteLength) {
       checkLine(line, text);
       requests++;

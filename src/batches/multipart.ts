@@ -15,7 +15,9 @@ const malformed = (why: string) => badRequest("invalid_multipart", `the multipar
 
 /** A header parameter (`name="file"`) of a part's Content-Disposition. */
 function param(head: string, key: string): string | undefined {
-  const m = new RegExp(`;\\s*${key}="((?:[^"\\\\]|\\\\.)*)"`, "i").exec(head) ?? new RegExp(`;\\s*${key}=([^;\\s]+)`, "i").exec(head);
+  const m =
+    new RegExp(`;\\s*${key}="((?:[^"\\\\]|\\\\.)*)"`, "i").exec(head) ??
+    new RegExp(`;\\s*${key}=([^;\\s]+)`, "i").exec(head);
   return m?.[1].replace(/\\(.)/g, "$1");
 }
 

@@ -18,7 +18,8 @@ export interface LineJob {
 export const lineId = (jobId: string) => `batch_req_${jobId.replaceAll("-", "")}`;
 
 /** OpenAI's error `type` for a runtime status, as its own error bodies name it. */
-const errorType = (status: number) => (status >= 500 ? "server_error" : status === 429 ? "rate_limit_error" : "invalid_request_error");
+const errorType = (status: number) =>
+  status >= 500 ? "server_error" : status === 429 ? "rate_limit_error" : "invalid_request_error";
 
 /**
  * One finished request as a line of the output file (`ok`) or of the error file.
@@ -28,10 +29,23 @@ export function resultLine(job: LineJob): { ok: boolean; text: string } {
   const data = (job.data ? JSON.parse(job.data) : {}) as Partial<JobData>;
   const head = { id: lineId(job.id), custom_id: job.customId };
   if (job.status === "completed" && data.status === "ok") {
-    return { ok: true, text: JSON.stringify({ ...head, response: { status_code: 200, request_id: job.requestId, body: data.payload ?? null }, error: null }) };
+    return {
+      ok: true,
+      text: JSON.stringify({
+        ...head,
+        response: { status_code: 200, request_id: job.requestId, body: data.payload ?? null },
+        error: null,
+      }),
+    };
   }
   const e = data.error ?? { code: "request_failed", message: "the request failed" };
   const status = e.http_status;
-  const response = status ? { status_code: status, request_id: job.requestId, body: { error: { message: e.message, type: errorType(status), param: null, code: e.code } } } : null;
+  const response = status
+    ? {
+        status_code: status,
+        request_id: job.requestId,
+        body: { error: { message: e.message, type: errorType(status), param: null, code: e.code } },
+      }
+    : null;
   return { ok: false, text: JSON.stringify({ ...head, response, error: { code: e.code, message: e.message } }) };
 }

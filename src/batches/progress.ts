@@ -23,7 +23,16 @@ export async function liveCounts(db: Db, rows: BatchRow[]): Promise<Map<string, 
   const got = await db
     .select({ batchId: jobs.batchId, status: jobs.status, n: count() })
     .from(jobs)
-    .where(and(inArray(jobs.batchId, active.map((b) => b.id)), ne(jobs.kind, BATCH_EVENT_KIND), inArray(jobs.status, ["completed", "failed"])))
+    .where(
+      and(
+        inArray(
+          jobs.batchId,
+          active.map((b) => b.id),
+        ),
+        ne(jobs.kind, BATCH_EVENT_KIND),
+        inArray(jobs.status, ["completed", "failed"]),
+      ),
+    )
     .groupBy(jobs.batchId, jobs.status);
   for (const g of got) {
     const c = out.get(g.batchId!)!;
@@ -35,7 +44,10 @@ export async function liveCounts(db: Db, rows: BatchRow[]): Promise<Map<string, 
 
 /** How many of a batch's requests are queued or running. */
 export async function unfinished(db: Db, batchId: string): Promise<number> {
-  const [r] = await db.select({ n: count() }).from(jobs).where(and(requestsOf(batchId), inArray(jobs.status, ["queued", "running"])));
+  const [r] = await db
+    .select({ n: count() })
+    .from(jobs)
+    .where(and(requestsOf(batchId), inArray(jobs.status, ["queued", "running"])));
   return Number(r?.n ?? 0);
 }
 
@@ -47,6 +59,10 @@ export function stopQueued(db: Db, batchId: string, code: string, message: strin
   const now = nowIso();
   return db
     .update(jobs)
-    .set({ status: "failed", finishedAt: now, data: JSON.stringify({ status: "error", metrics: { queue_ms: 0, run_ms: 0, runs: 0 }, error: { code, message } }) })
+    .set({
+      status: "failed",
+      finishedAt: now,
+      data: JSON.stringify({ status: "error", metrics: { queue_ms: 0, run_ms: 0, runs: 0 }, error: { code, message } }),
+    })
     .where(and(requestsOf(batchId), eq(jobs.status, "queued")));
 }

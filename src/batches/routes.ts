@@ -17,12 +17,19 @@ interface Deps extends BatchDeps {
 }
 
 /** The base of a path's params: a workload's when the path names one. */
-const baseOf = (params: { project: string; workload?: string }): RouteBase => ({ project: params.project, workload: params.workload });
+const baseOf = (params: { project: string; workload?: string }): RouteBase => ({
+  project: params.project,
+  workload: params.workload,
+});
 
 /** Who asks, on which base (the gate has checked the key against the path). */
 async function viewerOf(deps: Deps, request: Request, base: RouteBase): Promise<Viewer> {
   const key = keyOf(request);
-  return { key, project: base.project, workloadId: base.workload === undefined ? undefined : (await workloadOf(deps, base.project, base.workload)).id };
+  return {
+    key,
+    project: base.project,
+    workloadId: base.workload === undefined ? undefined : (await workloadOf(deps, base.project, base.workload)).id,
+  };
 }
 
 /**
@@ -42,38 +49,79 @@ async function submission<T>(deps: Deps, request: Request, fn: () => Promise<T>)
 function baseRoutes(deps: Deps, finisher: BatchFinisher, prefix: string) {
   const at = (params: unknown, request: Request) => viewerOf(deps, request, baseOf(params as RouteBase));
   return new Elysia({ prefix, detail: { tags: ["batch"] } })
-    .post("/v1/files", ({ request, params }) => submission(deps, request, async () => uploadFile(deps, request, await at(params, request))), {
-      parse: "none",
-      detail: { summary: 'Upload a JSONL file of batch requests (OpenAI files.create, purpose "batch")' },
-    })
-    .get("/v1/files", async ({ request, params, query }) => {
-      const v = await at(params, request);
-      const all = (await visibleFiles(deps.db, v, query.purpose || undefined)).map(fileView);
-      return page(query.order === "asc" ? all.reverse() : all, pageQuery(query, 10_000, 10_000));
-    }, { detail: { summary: "The project's files (OpenAI files.list)" } })
-    .get("/v1/files/:file_id", async ({ request, params }) => fileView(await visibleFile(deps.db, await at(params, request), params.file_id)), {
-      detail: { summary: "A file (OpenAI files.retrieve)" },
-    })
-    .get("/v1/files/:file_id/content", async ({ request, params }) => fileContent(deps, request, await at(params, request), params.file_id), {
-      detail: { summary: "A file's bytes: an input, output or error file (OpenAI files.content)" },
-    })
-    .delete("/v1/files/:file_id", async ({ request, params }) => deleteFile(deps.db, await at(params, request), params.file_id), {
-      detail: { summary: "Delete a file (OpenAI files.delete)" },
-    })
-    .post("/v1/batches", ({ request, params }) => submission(deps, request, async () => {
-      const base = baseOf(params as RouteBase);
-      return createBatch(deps, request, base, await viewerOf(deps, request, base), finisher);
-    }), { parse: "none", detail: { summary: "Run a file of requests as a batch of async jobs (OpenAI batches.create)" } })
-    .get("/v1/batches", async ({ request, params, query }) => listBatches(deps.db, await at(params, request), pageQuery(query, 20, 100)), {
-      detail: { summary: "The key's batches, newest first (OpenAI batches.list)" },
-    })
-    .get("/v1/batches/:batch_id", async ({ request, params }) => getBatch(deps.db, await at(params, request), params.batch_id, finisher), {
-      detail: { summary: "A batch with its request counts and files (OpenAI batches.retrieve)" },
-    })
-    .post("/v1/batches/:batch_id/cancel", ({ request, params }) => submission(deps, request, async () => cancelBatch(deps.db, await at(params, request), params.batch_id, finisher)), {
-      parse: "none",
-      detail: { summary: "Cancel a batch: queued requests end, running ones finish (OpenAI batches.cancel)" },
-    });
+    .post(
+      "/v1/files",
+      ({ request, params }) =>
+        submission(deps, request, async () => uploadFile(deps, request, await at(params, request))),
+      {
+        parse: "none",
+        detail: { summary: 'Upload a JSONL file of batch requests (OpenAI files.create, purpose "batch")' },
+      },
+    )
+    .get(
+      "/v1/files",
+      async ({ request, params, query }) => {
+        const v = await at(params, request);
+        const all = (await visibleFiles(deps.db, v, query.purpose || undefined)).map(fileView);
+        return page(query.order === "asc" ? all.reverse() : all, pageQuery(query, 10_000, 10_000));
+      },
+      { detail: { summary: "The project's files (OpenAI files.list)" } },
+    )
+    .get(
+      "/v1/files/:file_id",
+      async ({ request, params }) => fileView(await visibleFile(deps.db, await at(params, request), params.file_id)),
+      {
+        detail: { summary: "A file (OpenAI files.retrieve)" },
+      },
+    )
+    .get(
+      "/v1/files/:file_id/content",
+      async ({ request, params }) => fileContent(deps, request, await at(params, request), params.file_id),
+      {
+        detail: { summary: "A file's bytes: an input, output or error file (OpenAI files.content)" },
+      },
+    )
+    .delete(
+      "/v1/files/:file_id",
+      async ({ request, params }) => deleteFile(deps.db, await at(params, request), params.file_id),
+      {
+        detail: { summary: "Delete a file (OpenAI files.delete)" },
+      },
+    )
+    .post(
+      "/v1/batches",
+      ({ request, params }) =>
+        submission(deps, request, async () => {
+          const base = baseOf(params as RouteBase);
+          return createBatch(deps, request, base, await viewerOf(deps, request, base), finisher);
+        }),
+      { parse: "none", detail: { summary: "Run a file of requests as a batch of async jobs (OpenAI batches.create)" } },
+    )
+    .get(
+      "/v1/batches",
+      async ({ request, params, query }) => listBatches(deps.db, await at(params, request), pageQuery(query, 20, 100)),
+      {
+        detail: { summary: "The key's batches, newest first (OpenAI batches.list)" },
+      },
+    )
+    .get(
+      "/v1/batches/:batch_id",
+      async ({ request, params }) => getBatch(deps.db, await at(params, request), params.batch_id, finisher),
+      {
+        detail: { summary: "A batch with its request counts and files (OpenAI batches.retrieve)" },
+      },
+    )
+    .post(
+      "/v1/batches/:batch_id/cancel",
+      ({ request, params }) =>
+        submission(deps, request, async () =>
+          cancelBatch(deps.db, await at(params, request), params.batch_id, finisher),
+        ),
+      {
+        parse: "none",
+        detail: { summary: "Cancel a batch: queued requests end, running ones finish (OpenAI batches.cancel)" },
+      },
+    );
 }
 
 /**

@@ -8,7 +8,9 @@ import { DATA_ROUTES } from "../dataplane/table";
 import type { batches, files } from "../db/schema";
 
 /** The endpoints a batch may target, and the job kind each line runs as. */
-export const BATCH_ENDPOINTS: Record<string, string> = Object.fromEntries(DATA_ROUTES.filter((r) => r.batch && r.kind).map((r) => [`/v1/${r.path}`, r.kind!]));
+export const BATCH_ENDPOINTS: Record<string, string> = Object.fromEntries(
+  DATA_ROUTES.filter((r) => r.batch && r.kind).map((r) => [`/v1/${r.path}`, r.kind!]),
+);
 
 /** Requests one batch may hold (OpenAI's limit). */
 export const MAX_BATCH_REQUESTS = 50_000;
@@ -16,10 +18,15 @@ export const MAX_BATCH_REQUESTS = 50_000;
 /** `POST …/v1/batches`. Other fields OpenAI's SDK may send (`output_expires_after`) are accepted and ignored. */
 export const BatchCreate = z.object({
   input_file_id: z.string().min(1),
-  endpoint: z.string().refine((e) => e in BATCH_ENDPOINTS, { message: `must be one of ${Object.keys(BATCH_ENDPOINTS).join(", ")}` }),
+  endpoint: z
+    .string()
+    .refine((e) => e in BATCH_ENDPOINTS, { message: `must be one of ${Object.keys(BATCH_ENDPOINTS).join(", ")}` }),
   completion_window: z.literal("24h", { message: 'must be "24h"' }),
   metadata: z
-    .record(z.string().max(64, "keys are at most 64 characters"), z.string().max(512, "values are at most 512 characters"))
+    .record(
+      z.string().max(64, "keys are at most 64 characters"),
+      z.string().max(512, "values are at most 512 characters"),
+    )
     .refine((m) => Object.keys(m).length <= 16, { message: "holds at most 16 keys" })
     .nullable()
     .optional(),
@@ -29,7 +36,11 @@ export const BatchCreate = z.object({
 export type BatchCreate = z.infer<typeof BatchCreate>;
 
 /** A cursor page's query: `limit` (clamped to 1…`max`) and `after` (the id the page follows). */
-export function pageQuery(query: Record<string, string | undefined>, byDefault: number, max: number): { limit: number; after?: string } {
+export function pageQuery(
+  query: Record<string, string | undefined>,
+  byDefault: number,
+  max: number,
+): { limit: number; after?: string } {
   const n = Math.trunc(Number(query.limit ?? byDefault));
   return { limit: Math.min(Math.max(Number.isFinite(n) ? n : byDefault, 1), max), after: query.after || undefined };
 }
@@ -38,7 +49,13 @@ export function pageQuery(query: Record<string, string | undefined>, byDefault: 
 export function page<T extends { id: string }>(all: T[], q: { limit: number; after?: string }) {
   const from = q.after ? all.findIndex((x) => x.id === q.after) + 1 : 0;
   const data = all.slice(from, from + q.limit);
-  return { object: "list" as const, data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + q.limit < all.length };
+  return {
+    object: "list" as const,
+    data,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
+    has_more: from + q.limit < all.length,
+  };
 }
 
 /** A stored file without its bytes. */

@@ -49,7 +49,14 @@ interface Accepted {
 function atLine(e: unknown, line: number, customId?: string): unknown {
   if (!(e instanceof AppError)) return e;
   const where = `line ${line}${customId === undefined ? "" : ` (custom_id "${customId}")`} of the input file`;
-  return new AppError(e.status === 404 ? 400 : e.status, e.code, `${where}: ${e.message}`, e.headers, `line ${line}${e.field ? `.${e.field}` : ""}`, e.extra);
+  return new AppError(
+    e.status === 404 ? 400 : e.status,
+    e.code,
+    `${where}: ${e.message}`,
+    e.headers,
+    `line ${line}${e.field ? `.${e.field}` : ""}`,
+    e.extra,
+  );
 }
 
 /** A line's request body as its job stores it: a chat body checked as a chat job's, `stream` dropped (jobs never stream). */
@@ -66,7 +73,13 @@ function jobBody(kind: string, body: Record<string, unknown>): Uint8Array {
 }
 
 /** Checks every line of an input file (see the module comment) and picks each one's workload, giving the event loop turns between slices of lines. */
-async function acceptLines(deps: BatchDeps, request: Request, base: RouteBase, endpoint: string, bytes: Uint8Array): Promise<Accepted[]> {
+async function acceptLines(
+  deps: BatchDeps,
+  request: Request,
+  base: RouteBase,
+  endpoint: string,
+  bytes: Uint8Array,
+): Promise<Accepted[]> {
   const kind = BATCH_ENDPOINTS[endpoint];
   const out: Accepted[] = [];
   const ids = new Set<string>();
@@ -78,16 +91,28 @@ async function acceptLines(deps: BatchDeps, request: Request, base: RouteBase, e
     if (!text.byteLength) continue;
     let customId: string | undefined;
     try {
-      if (out.length === MAX_BATCH_REQUESTS) throw new AppError(413, "batch_too_large", `a batch holds at most ${MAX_BATCH_REQUESTS} requests; split the file`);
+      if (out.length === MAX_BATCH_REQUESTS)
+        throw new AppError(
+          413,
+          "batch_too_large",
+          `a batch holds at most ${MAX_BATCH_REQUESTS} requests; split the file`,
+        );
       const req = parseJsonBytes(text) as Record<string, unknown>;
       if (!req || typeof req !== "object" || Array.isArray(req)) throw validation("line", "must be a JSON object");
-      if (typeof req.custom_id !== "string" || !req.custom_id) throw validation("custom_id", "is required: a string that names the request in the output file");
+      if (typeof req.custom_id !== "string" || !req.custom_id)
+        throw validation("custom_id", "is required: a string that names the request in the output file");
       customId = req.custom_id;
-      if (ids.has(customId)) throw validation("custom_id", `"${customId}" is used by an earlier line; custom_id must be unique in the batch`);
+      if (ids.has(customId))
+        throw validation(
+          "custom_id",
+          `"${customId}" is used by an earlier line; custom_id must be unique in the batch`,
+        );
       if (req.method !== "POST") throw validation("method", `must be "POST"`);
-      if (req.url !== endpoint) throw validation("url", `must be the batch's endpoint "${endpoint}" (got ${JSON.stringify(req.url ?? null)})`);
+      if (req.url !== endpoint)
+        throw validation("url", `must be the batch's endpoint "${endpoint}" (got ${JSON.stringify(req.url ?? null)})`);
       const body = req.body;
-      if (!body || typeof body !== "object" || Array.isArray(body)) throw validation("body", "must be a JSON object: the request body of the endpoint");
+      if (!body || typeof body !== "object" || Array.isArray(body))
+        throw validation("body", "must be a JSON object: the request body of the endpoint");
       const model = (body as Record<string, unknown>).model;
       const key = JSON.stringify(model ?? null);
       let w = routed.get(key);
@@ -109,35 +134,78 @@ async function acceptLines(deps: BatchDeps, request: Request, base: RouteBase, e
 
 /** Reads the JSON body of a batch creation. */
 async function readCreate(deps: BatchDeps, request: Request): Promise<BatchCreate> {
-  const r = BatchCreate.safeParse(parseJsonBytes(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget)));
+  const r = BatchCreate.safeParse(
+    parseJsonBytes(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget)),
+  );
   if (!r.success) throw fromSchemaIssue("body", r.error.issues[0]);
   return r.data;
 }
 
 /** `POST …/v1/batches`: checks the input file's lines, then stores the batch and its requests' jobs together. */
-export async function createBatch(deps: BatchDeps, request: Request, base: RouteBase, v: Viewer, finisher: BatchFinisher) {
+export async function createBatch(
+  deps: BatchDeps,
+  request: Request,
+  base: RouteBase,
+  v: Viewer,
+  finisher: BatchFinisher,
+) {
   const input = await readCreate(deps, request);
   const bytes = await inputFileBytes(deps.db, v, input.input_file_id);
   // The requests parsed from the file are held while the batch is made.
   deps.bodyBudget.take(request, bytes.byteLength);
   const lines = await acceptLines(deps, request, base, input.endpoint, bytes);
-  await deps.jobQuota.admit(v.key.projectId, lines.reduce((n, l) => n + l.body.byteLength, 0), `the batch (${lines.length} requests)`);
+  await deps.jobQuota.admit(
+    v.key.projectId,
+    lines.reduce((n, l) => n + l.body.byteLength, 0),
+    `the batch (${lines.length} requests)`,
+  );
   const now = nowIso();
   const row: BatchRow = {
-    id: newId("batch"), projectId: v.key.projectId, workloadId: v.workloadId ?? null,
-    workloads: JSON.stringify([...new Set(lines.map((l) => l.workload.slug))]), keyId: v.key.id,
-    endpoint: input.endpoint, inputFileId: input.input_file_id, completionWindow: input.completion_window, status: "in_progress",
-    metadata: input.metadata ? JSON.stringify(input.metadata) : null, errors: null, outputFileId: null, errorFileId: null,
-    total: lines.length, completed: 0, failed: 0, createdAt: now, inProgressAt: now, expiresAt: new Date(Date.parse(now) + WINDOW_MS).toISOString(),
-    finalizingAt: null, completedAt: null, failedAt: null, expiredAt: null, cancellingAt: null, cancelledAt: null,
+    id: newId("batch"),
+    projectId: v.key.projectId,
+    workloadId: v.workloadId ?? null,
+    workloads: JSON.stringify([...new Set(lines.map((l) => l.workload.slug))]),
+    keyId: v.key.id,
+    endpoint: input.endpoint,
+    inputFileId: input.input_file_id,
+    completionWindow: input.completion_window,
+    status: "in_progress",
+    metadata: input.metadata ? JSON.stringify(input.metadata) : null,
+    errors: null,
+    outputFileId: null,
+    errorFileId: null,
+    total: lines.length,
+    completed: 0,
+    failed: 0,
+    createdAt: now,
+    inProgressAt: now,
+    expiresAt: new Date(Date.parse(now) + WINDOW_MS).toISOString(),
+    finalizingAt: null,
+    completedAt: null,
+    failedAt: null,
+    expiredAt: null,
+    cancellingAt: null,
+    cancelledAt: null,
   };
   const kind = BATCH_ENDPOINTS[input.endpoint];
   const jobRows = lines.map((l) => ({
-    id: Bun.randomUUIDv7(), workloadId: l.workload.id, requestId: `req_${crypto.randomUUID().replaceAll("-", "")}`, keyId: v.key.id, kind,
-    body: l.body as Buffer, contentType: "application/json", context: null, status: "queued" as const, runs: 0, createdAt: now, batchId: row.id, customId: l.customId,
+    id: Bun.randomUUIDv7(),
+    workloadId: l.workload.id,
+    requestId: `req_${crypto.randomUUID().replaceAll("-", "")}`,
+    keyId: v.key.id,
+    kind,
+    body: l.body as Buffer,
+    contentType: "application/json",
+    context: null,
+    status: "queued" as const,
+    runs: 0,
+    createdAt: now,
+    batchId: row.id,
+    customId: l.customId,
   }));
   const inserts = [];
-  for (let i = 0; i < jobRows.length; i += ROWS_PER_INSERT) inserts.push(deps.db.insert(jobs).values(jobRows.slice(i, i + ROWS_PER_INSERT)));
+  for (let i = 0; i < jobRows.length; i += ROWS_PER_INSERT)
+    inserts.push(deps.db.insert(jobs).values(jobRows.slice(i, i + ROWS_PER_INSERT)));
   await batch(deps.db, [deps.db.insert(batches).values(row), ...inserts]);
   for (const id of new Set(lines.map((l) => l.workload.id))) deps.jobs.wake(id);
   finisher.wake();
@@ -173,7 +241,10 @@ export async function listBatches(db: Db, v: Viewer, q: { limit: number; after?:
     .from(batches)
     .where(and(eq(batches.projectId, v.key.projectId), v.workloadId ? eq(batches.workloadId, v.workloadId) : undefined))
     .orderBy(desc(batches.createdAt), desc(batches.id));
-  const p = page(rows.filter((b) => canSeeBatch(v, b)), q);
+  const p = page(
+    rows.filter((b) => canSeeBatch(v, b)),
+    q,
+  );
   const counts = await liveCounts(db, p.data);
   return { ...p, data: p.data.map((b) => batchView(b, counts.get(b.id))) };
 }
@@ -185,9 +256,13 @@ export async function listBatches(db: Db, v: Viewer, q: { limit: number; after?:
 export async function cancelBatch(db: Db, v: Viewer, id: string, finisher: BatchFinisher) {
   const b = await visibleBatch(db, v, id);
   if (b.status !== "cancelling" && b.status !== "cancelled") {
-    if (!ACTIVE.includes(b.status)) throw conflict(`batch "${id}" is ${b.status} and can no longer be cancelled`, "batch_not_cancellable");
+    if (!ACTIVE.includes(b.status))
+      throw conflict(`batch "${id}" is ${b.status} and can no longer be cancelled`, "batch_not_cancellable");
     await batch(db, [
-      db.update(batches).set({ status: "cancelling", cancellingAt: nowIso() }).where(and(eq(batches.id, id), inArray(batches.status, ["validating", "in_progress", "finalizing"]))),
+      db
+        .update(batches)
+        .set({ status: "cancelling", cancellingAt: nowIso() })
+        .where(and(eq(batches.id, id), inArray(batches.status, ["validating", "in_progress", "finalizing"]))),
       stopQueued(db, id, "batch_cancelled", "the batch was cancelled before this request ran"),
     ]);
     await finisher.settle(b);

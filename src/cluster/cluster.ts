@@ -9,7 +9,16 @@ import type { Db } from "../db";
 import { hosts, jobs } from "../db/schema";
 import { log } from "../log";
 import { nowIso } from "../ids";
-import { HOST_HEARTBEAT_MS, hostName, listHosts, pruneHosts, removeHost, touchHost, upsertHost, type HostView } from "./hosts";
+import {
+  HOST_HEARTBEAT_MS,
+  hostName,
+  listHosts,
+  pruneHosts,
+  removeHost,
+  touchHost,
+  upsertHost,
+  type HostView,
+} from "./hosts";
 import { LockLeadership, soleLeader, type Leadership } from "./leader";
 import { plural } from "../words";
 
@@ -51,7 +60,15 @@ export class Cluster {
 
   /** Records this host, starts its heartbeat and tries for the lead. */
   async start(address: HostAddress): Promise<void> {
-    await upsertHost(this.db, { id: this.hostId, name: hostName(), url: address.url, agentUrl: address.agentUrl, fingerprint: address.fingerprint, version: this.version, leadingSince: null });
+    await upsertHost(this.db, {
+      id: this.hostId,
+      name: hostName(),
+      url: address.url,
+      agentUrl: address.agentUrl,
+      fingerprint: address.fingerprint,
+      version: this.version,
+      leadingSince: null,
+    });
     this.alive = (await listHosts(this.db)).filter((h) => h.alive);
     this.timer = setInterval(() => void this.beat(), HOST_HEARTBEAT_MS);
     await this.leadership.start();
@@ -83,7 +100,13 @@ export class Cluster {
     const back = await this.db
       .update(jobs)
       .set({ status: "queued", claimedBy: null })
-      .where(and(eq(jobs.status, "running"), isNotNull(jobs.claimedBy), alive.length ? notInArray(jobs.claimedBy, alive) : undefined))
+      .where(
+        and(
+          eq(jobs.status, "running"),
+          isNotNull(jobs.claimedBy),
+          alive.length ? notInArray(jobs.claimedBy, alive) : undefined,
+        ),
+      )
       .returning({ workloadId: jobs.workloadId });
     if (back.length) {
       log.warn(`${plural(back.length, "job")} of a host that stopped answering will run again`);
@@ -122,10 +145,20 @@ export class Cluster {
   /** The cluster as `/admin/info` shows it: the hosts with their heartbeats, and who leads. */
   async view(): Promise<ClusterView> {
     const all = await listHosts(this.db);
-    const rows = await this.db.select({ id: hosts.id, since: hosts.leadingSince }).from(hosts).where(inArray(hosts.id, all.map((h) => h.id)));
+    const rows = await this.db
+      .select({ id: hosts.id, since: hosts.leadingSince })
+      .from(hosts)
+      .where(
+        inArray(
+          hosts.id,
+          all.map((h) => h.id),
+        ),
+      );
     const since = new Map(rows.map((r) => [r.id, r.since]));
     // A row may still say it leads after its host died: the newest live claim is the leader.
-    const leader = all.filter((h) => h.alive && since.get(h.id)).sort((a, b) => (since.get(b.id)! > since.get(a.id)! ? 1 : -1))[0];
+    const leader = all
+      .filter((h) => h.alive && since.get(h.id))
+      .sort((a, b) => (since.get(b.id)! > since.get(a.id)! ? 1 : -1))[0];
     return {
       mode: this.leadership instanceof LockLeadership ? "cluster" : "embedded",
       host_id: this.hostId,

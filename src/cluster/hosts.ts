@@ -49,8 +49,19 @@ export const hostName = () => hostname();
 /** Records this host (again, after a restart) with where it is reached; it counts as seen now. */
 export async function upsertHost(db: Db, h: Omit<Row, "startedAt" | "lastSeenAt">): Promise<void> {
   const now = nowIso();
-  const set = { name: h.name, url: h.url, agentUrl: h.agentUrl, fingerprint: h.fingerprint, version: h.version, startedAt: now, lastSeenAt: now };
-  await db.insert(hosts).values({ id: h.id, ...set }).onConflictDoUpdate({ target: hosts.id, set });
+  const set = {
+    name: h.name,
+    url: h.url,
+    agentUrl: h.agentUrl,
+    fingerprint: h.fingerprint,
+    version: h.version,
+    startedAt: now,
+    lastSeenAt: now,
+  };
+  await db
+    .insert(hosts)
+    .values({ id: h.id, ...set })
+    .onConflictDoUpdate({ target: hosts.id, set });
 }
 
 /** Notes that a host is alive. */

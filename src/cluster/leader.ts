@@ -95,7 +95,8 @@ export class LockLeadership implements Leadership {
         conn.release();
         return;
       }
-      for (const setting of KEEPALIVE) await conn.unsafe(setting).catch((e) => log.debug(`${setting}: ${(e as Error).message}`));
+      for (const setting of KEEPALIVE)
+        await conn.unsafe(setting).catch((e) => log.debug(`${setting}: ${(e as Error).message}`));
       this.held = conn;
       log.info("this host leads the cluster (placement, scaling, deliveries, retention, backups)");
       this.tell(true);
@@ -108,7 +109,13 @@ export class LockLeadership implements Leadership {
   /** A leader whose lock connection no longer answers has lost the lock with it. */
   private async check(): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS / 1000} s`)), CHECK_TIMEOUT_MS)));
+    const late = new Promise<never>(
+      (_, reject) =>
+        (timer = setTimeout(
+          () => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS / 1000} s`)),
+          CHECK_TIMEOUT_MS,
+        )),
+    );
     try {
       await Promise.race([this.held!`SELECT 1`, late]);
     } catch (e) {

@@ -23,7 +23,12 @@ export interface ClusterParts {
 }
 
 /** Starts and stops the leader's duties with the lead; returns a stop for the listeners set up here. */
-export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster, parts: ClusterParts): Promise<() => Promise<void>> {
+export async function wireCluster(
+  db: Db,
+  pg: SQL | undefined,
+  cluster: Cluster,
+  parts: ClusterParts,
+): Promise<() => Promise<void>> {
   cluster.leadership.onChange((leading) => {
     if (leading) {
       parts.scaler.start();
@@ -58,7 +63,9 @@ export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster,
   if (!pg) return async () => unwatch();
   const stops = [
     // The payload: the workloads that got jobs, comma-separated ("" for any).
-    await onSignal(pg, SIGNALS.jobs, (workloads) => (workloads ? workloads.split(",").forEach((w) => parts.jobs.wake(w)) : parts.jobs.wake())),
+    await onSignal(pg, SIGNALS.jobs, (workloads) =>
+      workloads ? workloads.split(",").forEach((w) => parts.jobs.wake(w)) : parts.jobs.wake(),
+    ),
     await onSignal(pg, SIGNALS.deliveries, () => parts.deliveries.wake()),
   ];
   return async () => {
@@ -68,7 +75,11 @@ export async function wireCluster(db: Db, pg: SQL | undefined, cluster: Cluster,
 }
 
 /** Wakes job runners on every host (a job was stored for `workloadId`): this one at once, the others by signal. */
-export function jobsWaker(db: Db, pg: SQL | undefined, local: { wake(workloadId?: string): void }): { wake(workloadId?: string): void } {
+export function jobsWaker(
+  db: Db,
+  pg: SQL | undefined,
+  local: { wake(workloadId?: string): void },
+): { wake(workloadId?: string): void } {
   const others = coalesce((payload) => signal(db, pg, SIGNALS.jobs, payload));
   return {
     wake: (workloadId) => {

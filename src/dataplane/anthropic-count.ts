@@ -15,7 +15,8 @@ import type { JsonObject } from "./anthropic";
 export type CountWay = "vllm" | "llamacpp" | "generate";
 
 /** The way `backend` counts (vLLM-Omni serves vLLM's routes). */
-export const countWayOf = (backend: string): CountWay => (backend === "vllm" || backend === "vllm-omni" ? "vllm" : backend === "llamacpp" ? "llamacpp" : "generate");
+export const countWayOf = (backend: string): CountWay =>
+  backend === "vllm" || backend === "vllm-omni" ? "vllm" : backend === "llamacpp" ? "llamacpp" : "generate";
 
 /** A runtime's error answer, kept to be relayed in the caller's error shape. */
 export class RuntimeRefused extends Error {
@@ -26,11 +27,21 @@ export class RuntimeRefused extends Error {
 
 const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 
-async function post(target: Target, path: string, json: JsonObject, signal: AbortSignal, headers: Record<string, string>): Promise<JsonObject> {
-  const r = await target.send({ path, method: "POST", headers: { ...headers, "content-type": "application/json" }, body: null, json }, signal);
+async function post(
+  target: Target,
+  path: string,
+  json: JsonObject,
+  signal: AbortSignal,
+  headers: Record<string, string>,
+): Promise<JsonObject> {
+  const r = await target.send(
+    { path, method: "POST", headers: { ...headers, "content-type": "application/json" }, body: null, json },
+    signal,
+  );
   if (!r.ok) throw new RuntimeRefused(r);
   const body: unknown = await r.json().catch(() => undefined);
-  if (!isObj(body)) throw new AppError(502, "upstream_unavailable", `the model runtime's ${path} answer is not a JSON object`);
+  if (!isObj(body))
+    throw new AppError(502, "upstream_unavailable", `the model runtime's ${path} answer is not a JSON object`);
   return body;
 }
 
@@ -44,20 +55,40 @@ const tokensIn = (body: JsonObject, path: string): number => {
  * The prompt tokens of chat body `chat` on `target`, by its tokenizer (`way` "vllm" or "llamacpp");
  * the runtime's refusal is thrown as `RuntimeRefused`.
  */
-export async function tokenizeOn(target: Target, way: Exclude<CountWay, "generate">, chat: JsonObject, signal: AbortSignal, headers: Record<string, string> = {}): Promise<number> {
+export async function tokenizeOn(
+  target: Target,
+  way: Exclude<CountWay, "generate">,
+  chat: JsonObject,
+  signal: AbortSignal,
+  headers: Record<string, string> = {},
+): Promise<number> {
   const asked: JsonObject = { model: chat.model, messages: chat.messages };
   if (chat.tools) asked.tools = chat.tools;
-  if (way === "vllm") return tokensIn(await post(target, "/tokenize", { ...asked, add_generation_prompt: true }, signal, headers), "/tokenize");
+  if (way === "vllm")
+    return tokensIn(
+      await post(target, "/tokenize", { ...asked, add_generation_prompt: true }, signal, headers),
+      "/tokenize",
+    );
   const rendered = await post(target, "/apply-template", asked, signal, headers);
-  if (typeof rendered.prompt !== "string") throw new AppError(502, "upstream_unavailable", "the model runtime's /apply-template answer has no prompt");
-  return tokensIn(await post(target, "/tokenize", { content: rendered.prompt, add_special: true }, signal, headers), "/tokenize");
+  if (typeof rendered.prompt !== "string")
+    throw new AppError(502, "upstream_unavailable", "the model runtime's /apply-template answer has no prompt");
+  return tokensIn(
+    await post(target, "/tokenize", { content: rendered.prompt, add_special: true }, signal, headers),
+    "/tokenize",
+  );
 }
 
 /** The prompt tokens of a one-token chat completion (`usage.prompt_tokens`). */
-async function generatedCount(target: Target, chat: JsonObject, signal: AbortSignal, headers: Record<string, string>): Promise<number> {
+async function generatedCount(
+  target: Target,
+  chat: JsonObject,
+  signal: AbortSignal,
+  headers: Record<string, string>,
+): Promise<number> {
   const body = await post(target, "/v1/chat/completions", { ...chat, max_tokens: 1, stream: false }, signal, headers);
   const usage = isObj(body.usage) ? body.usage : {};
-  if (typeof usage.prompt_tokens !== "number") throw new AppError(502, "upstream_unavailable", "the model runtime's answer has no usage.prompt_tokens");
+  if (typeof usage.prompt_tokens !== "number")
+    throw new AppError(502, "upstream_unavailable", "the model runtime's answer has no usage.prompt_tokens");
   return usage.prompt_tokens;
 }
 
@@ -68,7 +99,14 @@ async function generatedCount(target: Target, chat: JsonObject, signal: AbortSig
  * is; the slot is given back as soon as the count is known. A runtime without a chat tokenizer, or
  * whose tokenizer routes answer 404, is asked for a one-token generation on the same slot.
  */
-export async function countPromptTokens(dispatcher: Dispatcher, workloadId: string, way: CountWay, chat: JsonObject, signal: AbortSignal, headers: Record<string, string> = {}): Promise<number> {
+export async function countPromptTokens(
+  dispatcher: Dispatcher,
+  workloadId: string,
+  way: CountWay,
+  chat: JsonObject,
+  signal: AbortSignal,
+  headers: Record<string, string> = {},
+): Promise<number> {
   let count = 0;
   const got = await dispatchWith(dispatcher, workloadId, signal, async (target, s) => {
     try {

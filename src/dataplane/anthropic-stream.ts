@@ -76,7 +76,8 @@ export class ChatStreamToMessages implements StreamTranslator {
     if (!data) return;
     if (data.trim() === "[DONE]") return this.#finishMessage();
     const chunk = ev.json();
-    if (chunk === undefined) return this.#error("api_error", `the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
+    if (chunk === undefined)
+      return this.#error("api_error", `the model runtime sent malformed stream data: ${data.slice(0, 200)}`);
     if (isObj(chunk)) this.#chunk(chunk);
   }
 
@@ -108,8 +109,20 @@ export class ChatStreamToMessages implements StreamTranslator {
   #start(c: JsonObject): void {
     if (this.#started) return;
     this.#started = true;
-    const usage = { input_tokens: isObj(c.usage) ? usageOf(c.usage).input_tokens : (this.inputTokens ?? 0), output_tokens: 0 };
-    const message = { id: messageIdOf(c.id), type: "message", role: "assistant", model: this.model, content: [], stop_reason: null, stop_sequence: null, usage };
+    const usage = {
+      input_tokens: isObj(c.usage) ? usageOf(c.usage).input_tokens : (this.inputTokens ?? 0),
+      output_tokens: 0,
+    };
+    const message = {
+      id: messageIdOf(c.id),
+      type: "message",
+      role: "assistant",
+      model: this.model,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage,
+    };
     this.#emit("message_start", { message });
   }
 
@@ -133,7 +146,10 @@ export class ChatStreamToMessages implements StreamTranslator {
     if (typeof fn.arguments === "string") tool.pending += fn.arguments;
     if (tool.block < 0 && tool.name) this.#startTool(tool);
     if (tool.block >= 0 && tool.pending) {
-      this.#emit("content_block_delta", { index: tool.block, delta: { type: "input_json_delta", partial_json: tool.pending } });
+      this.#emit("content_block_delta", {
+        index: tool.block,
+        delta: { type: "input_json_delta", partial_json: tool.pending },
+      });
       tool.pending = "";
     }
   }
@@ -153,7 +169,10 @@ export class ChatStreamToMessages implements StreamTranslator {
     tool.block = this.#blocks;
     tool.id ||= `toolu_${this.#blocks}`;
     this.#open = tool;
-    this.#emit("content_block_start", { index: tool.block, content_block: { type: "tool_use", id: tool.id, name: tool.name, input: {} } });
+    this.#emit("content_block_start", {
+      index: tool.block,
+      content_block: { type: "tool_use", id: tool.id, name: tool.name, input: {} },
+    });
   }
 
   /** Tool calls whose name never came are still shown (with an empty name) rather than lost. */
@@ -161,7 +180,11 @@ export class ChatStreamToMessages implements StreamTranslator {
     for (const tool of this.#tools.values()) {
       if (tool.block >= 0) continue;
       this.#startTool(tool);
-      if (tool.pending) this.#emit("content_block_delta", { index: tool.block, delta: { type: "input_json_delta", partial_json: tool.pending } });
+      if (tool.pending)
+        this.#emit("content_block_delta", {
+          index: tool.block,
+          delta: { type: "input_json_delta", partial_json: tool.pending },
+        });
       tool.pending = "";
     }
   }
@@ -202,6 +225,10 @@ export class ChatStreamToMessages implements StreamTranslator {
  * `inputTokens` (counted before) goes in `message_start`. Reads upstream
  * only as the client reads (backpressure), cancels upstream when the client goes away or after `[DONE]`.
  */
-export function translateChatStream(upstream: ReadableStream<Uint8Array>, model: string, inputTokens?: number): ReadableStream<Uint8Array> {
+export function translateChatStream(
+  upstream: ReadableStream<Uint8Array>,
+  model: string,
+  inputTokens?: number,
+): ReadableStream<Uint8Array> {
   return pipeTranslator(upstream, new ChatStreamToMessages(model, inputTokens));
 }

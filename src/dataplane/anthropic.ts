@@ -46,7 +46,8 @@ const fail = (message: string): never => {
 };
 const isObj = (v: unknown): v is JsonObject => typeof v === "object" && v !== null && !Array.isArray(v);
 const str = (v: unknown, path: string): string => (typeof v === "string" ? v : fail(`${path}: must be a string`));
-const blockAt = (b: unknown, path: string): JsonObject => (isObj(b) ? b : fail(`${path}: must be a content block object`));
+const blockAt = (b: unknown, path: string): JsonObject =>
+  isObj(b) ? b : fail(`${path}: must be a content block object`);
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
 
 /**
@@ -58,10 +59,12 @@ export function messagesToChat(req: unknown, servedModel: string): ChatRequestRe
   try {
     if (!isObj(req)) fail("request body must be a JSON object");
     const r = req as JsonObject;
-    if (!Number.isInteger(r.max_tokens) || (r.max_tokens as number) < 1) fail("max_tokens: required, must be a positive integer");
+    if (!Number.isInteger(r.max_tokens) || (r.max_tokens as number) < 1)
+      fail("max_tokens: required, must be a positive integer");
     if (!Array.isArray(r.messages)) fail("messages: required, must be an array of {role, content}");
     const messages: JsonObject[] = [];
-    if (r.system !== undefined && r.system !== null) messages.push({ role: "system", content: plainText(r.system, "system") });
+    if (r.system !== undefined && r.system !== null)
+      messages.push({ role: "system", content: plainText(r.system, "system") });
     (r.messages as unknown[]).forEach((m, i) => messages.push(...convertMessage(m, `messages.${i}`)));
     const body: JsonObject = { model: servedModel, messages, max_tokens: r.max_tokens };
     copySampling(r, body);
@@ -92,7 +95,8 @@ function plainText(v: unknown, path: string): string {
 function convertMessage(m: unknown, path: string): JsonObject[] {
   if (!isObj(m)) return fail(`${path}: must be an object with role and content`);
   const content = m.content;
-  if (typeof content !== "string" && !Array.isArray(content)) return fail(`${path}.content: must be a string or an array of content blocks`);
+  if (typeof content !== "string" && !Array.isArray(content))
+    return fail(`${path}.content: must be a string or an array of content blocks`);
   switch (m.role) {
     case "user":
       return userMessages(content, `${path}.content`);
@@ -133,7 +137,9 @@ function userPart(b: JsonObject, path: string): JsonObject {
       return fail(`${path}: only plain-text documents (source.type "text") are supported by this model runtime`);
     }
     default:
-      return fail(`${path}.type: content block ${JSON.stringify(b.type)} is not supported in user messages by this model runtime`);
+      return fail(
+        `${path}.type: content block ${JSON.stringify(b.type)} is not supported in user messages by this model runtime`,
+      );
   }
 }
 
@@ -180,7 +186,9 @@ function assistantMessage(content: string | unknown[], path: string): JsonObject
       const fn = { name: str(block.name, `${p}.name`), arguments: JSON.stringify(block.input ?? {}) };
       calls.push({ id: str(block.id, `${p}.id`), type: "function", function: fn });
     } else if (block.type !== "thinking" && block.type !== "redacted_thinking") {
-      fail(`${p}.type: content block ${JSON.stringify(block.type)} is not supported in assistant messages by this model runtime`);
+      fail(
+        `${p}.type: content block ${JSON.stringify(block.type)} is not supported in assistant messages by this model runtime`,
+      );
     }
   });
   const msg: JsonObject = { role: "assistant", content: texts.join("\n") };
@@ -195,7 +203,9 @@ function copySampling(r: JsonObject, body: JsonObject): void {
     body[key] = num(r[key]) ?? fail(`${key}: must be a number`);
   }
   if (r.stop_sequences !== undefined && r.stop_sequences !== null) {
-    const stops = Array.isArray(r.stop_sequences) ? r.stop_sequences : fail("stop_sequences: must be an array of strings");
+    const stops = Array.isArray(r.stop_sequences)
+      ? r.stop_sequences
+      : fail("stop_sequences: must be an array of strings");
     if (stops.length) body.stop = stops.map((s, i) => str(s, `stop_sequences.${i}`));
   }
   if (r.stream === true) {
@@ -212,11 +222,15 @@ function convertTools(v: unknown): JsonObject[] {
     const p = `tools.${i}`;
     if (!isObj(t)) return fail(`${p}: must be an object with name and input_schema`);
     if (t.type !== undefined && t.type !== null && t.type !== "custom") {
-      fail(`${p}.type: tool type ${JSON.stringify(t.type)} is not supported by this model runtime; only custom tools (name, description, input_schema)`);
+      fail(
+        `${p}.type: tool type ${JSON.stringify(t.type)} is not supported by this model runtime; only custom tools (name, description, input_schema)`,
+      );
     }
     const fn: JsonObject = { name: str(t.name, `${p}.name`) };
     if (typeof t.description === "string") fn.description = t.description;
-    fn.parameters = isObj(t.input_schema) ? t.input_schema : fail(`${p}.input_schema: required, must be a JSON-schema object`);
+    fn.parameters = isObj(t.input_schema)
+      ? t.input_schema
+      : fail(`${p}.input_schema: required, must be a JSON-schema object`);
     if (t.strict === true) fn.strict = true;
     return { type: "function", function: fn };
   });
@@ -227,7 +241,8 @@ function convertToolChoice(v: unknown, body: JsonObject): void {
   const c = isObj(v) ? v : fail("tool_choice: must be an object with a type");
   if (c.type === "auto" || c.type === "none") body.tool_choice = c.type;
   else if (c.type === "any") body.tool_choice = "required";
-  else if (c.type === "tool") body.tool_choice = { type: "function", function: { name: str(c.name, "tool_choice.name") } };
+  else if (c.type === "tool")
+    body.tool_choice = { type: "function", function: { name: str(c.name, "tool_choice.name") } };
   else fail(`tool_choice.type: unknown type ${JSON.stringify(c.type)}; expected "auto", "any", "tool" or "none"`);
   if (c.disable_parallel_tool_use === true) body.parallel_tool_calls = false;
 }
@@ -236,7 +251,11 @@ function convertToolChoice(v: unknown, body: JsonObject): void {
  * The Anthropic stop reason for an OpenAI `finish_reason`. `matched` is vLLM's/SGLang's `stop_reason`
  * (the stop string that ended generation): a string there means a stop sequence.
  */
-export function stopReasonOf(finish: unknown, matched: unknown, calledTools: boolean): { stop_reason: StopReason; stop_sequence: string | null } {
+export function stopReasonOf(
+  finish: unknown,
+  matched: unknown,
+  calledTools: boolean,
+): { stop_reason: StopReason; stop_sequence: string | null } {
   const plain = (stop_reason: StopReason) => ({ stop_reason, stop_sequence: null });
   if (finish === "length") return plain("max_tokens");
   if (finish === "content_filter") return plain("refusal");
@@ -285,21 +304,44 @@ export function chatToMessage(chat: unknown, requestedModel: string): AnthropicM
   const choice = Array.isArray(c.choices) && isObj(c.choices[0]) ? c.choices[0] : {};
   const msg = isObj(choice.message) ? choice.message : {};
   const content: MessageBlock[] = [];
-  const text = typeof msg.content === "string" && msg.content ? msg.content : typeof msg.refusal === "string" ? msg.refusal : "";
+  const text =
+    typeof msg.content === "string" && msg.content ? msg.content : typeof msg.refusal === "string" ? msg.refusal : "";
   if (text) content.push({ type: "text", text });
   const calls = Array.isArray(msg.tool_calls) ? msg.tool_calls.filter(isObj) : [];
   calls.forEach((tc, i) => {
     const fn = isObj(tc.function) ? tc.function : {};
     const id = typeof tc.id === "string" && tc.id ? tc.id : `toolu_${i}`;
-    content.push({ type: "tool_use", id, name: typeof fn.name === "string" ? fn.name : "", ...toolInputOf(fn.arguments) });
+    content.push({
+      type: "tool_use",
+      id,
+      name: typeof fn.name === "string" ? fn.name : "",
+      ...toolInputOf(fn.arguments),
+    });
   });
   const stop = stopReasonOf(choice.finish_reason, choice.stop_reason, calls.length > 0);
-  return { id: messageIdOf(c.id), type: "message", role: "assistant", model: requestedModel, content, ...stop, usage: usageOf(c.usage) };
+  return {
+    id: messageIdOf(c.id),
+    type: "message",
+    role: "assistant",
+    model: requestedModel,
+    content,
+    ...stop,
+    usage: usageOf(c.usage),
+  };
 }
 
 /** The Anthropic error type for an HTTP status. */
 export function errorTypeOf(status: number): string {
-  const known: Record<number, string> = { 400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error" };
+  const known: Record<number, string> = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+  };
   return known[status] ?? (status >= 400 && status < 500 ? "invalid_request_error" : "api_error");
 }
 
@@ -328,5 +370,8 @@ function runtimeMessage(body: unknown, status: number): string {
  * @example chatErrorToAnthropic(400, {object: "error", message: "bad"}) // → {status: 400, body: {type: "error", error: {type: "invalid_request_error", message: "bad"}}}
  */
 export function chatErrorToAnthropic(status: number, body: unknown): { status: number; body: AnthropicErrorBody } {
-  return { status, body: { type: "error", error: { type: errorTypeOf(status), message: runtimeMessage(body, status) } } };
+  return {
+    status,
+    body: { type: "error", error: { type: errorTypeOf(status), message: runtimeMessage(body, status) } },
+  };
 }

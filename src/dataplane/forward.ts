@@ -30,17 +30,23 @@ function responseHeaders(upstream: Response, type: string | null, extra: Record<
 
 /** A 502 for a runtime that could not be reached or broke off. */
 export const upstreamFailed = (e: unknown) =>
-  new AppError(502, "upstream_unavailable", `the model runtime did not answer: ${e instanceof Error ? e.message : String(e)}`);
+  new AppError(
+    502,
+    "upstream_unavailable",
+    `the model runtime did not answer: ${e instanceof Error ? e.message : String(e)}`,
+  );
 
 /**
  * The catch of a metered dispatch: a failure before any answer (a queue timeout, a full queue, a
  * runtime that broke off) is recorded as a failed request, then thrown on.
  * @example const got = await dispatch(…, acct.timeline).catch(unanswered(acct));
  */
-export const unanswered = (acct: Accounting) => (e: unknown): never => {
-  acct.record({ inputTokens: 0, outputTokens: 0 }, false);
-  throw e;
-};
+export const unanswered =
+  (acct: Accounting) =>
+  (e: unknown): never => {
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false);
+    throw e;
+  };
 
 /** A request sent on a granted slot: the runtime's response to relay. */
 export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<Response>;
@@ -50,15 +56,24 @@ export type Attempt = (target: Slot["target"], signal: AbortSignal) => Promise<R
  * and gives the slot back when the response (or stream) is over or the client leaves. The slot
  * holds for the whole stream, so `concurrency` bounds what a replica runs at once.
  */
-export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, signal: AbortSignal, attempt: Attempt, ticket: Ticket = SYNC, tl?: Timeline): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
+export async function dispatchWith(
+  dispatcher: Dispatcher,
+  workloadId: string,
+  signal: AbortSignal,
+  attempt: Attempt,
+  ticket: Ticket = SYNC,
+  tl?: Timeline,
+): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
   const queuedAt = performance.now();
   for (let tries = 1; ; tries++) {
     const position = tl ? dispatcher.depth(workloadId) : 0;
     const slot = await dispatcher.acquire(workloadId, signal, ticket).catch((e) => {
-      if (tl) (tl.span("queue", queuedAt - tl.t0, tl.now(), { priority: classOf(ticket), position }), tl.failed(e));
+      if (tl) tl.span("queue", queuedAt - tl.t0, tl.now(), { priority: classOf(ticket), position }), tl.failed(e);
       throw e;
     });
-    const hit = ticket.affinity?.length ? dispatcher.prefix.granted(workloadId, ticket.affinity, slot.target.id) : undefined;
+    const hit = ticket.affinity?.length
+      ? dispatcher.prefix.granted(workloadId, ticket.affinity, slot.target.id)
+      : undefined;
     const granted = performance.now();
     const waitedMs = granted - queuedAt;
     const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
@@ -67,13 +82,20 @@ export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, s
     if (signal.aborted) onClientGone();
     signal.addEventListener("abort", onClientGone, { once: true });
     try {
-      const upstream = await attempt(traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target, abort.signal);
-      if (tl) (tl.span("upstream", granted - tl.t0, tl.now()), (tl.status = upstream.status));
+      const upstream = await attempt(
+        traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target,
+        abort.signal,
+      );
+      if (tl) tl.span("upstream", granted - tl.t0, tl.now()), (tl.status = upstream.status);
       return { slot, upstream, abort, waitedMs };
     } catch (e) {
       slot.release();
       signal.removeEventListener("abort", onClientGone);
-      const err = signal.aborted ? new AppError(499, "client_closed", "the client went away") : e instanceof AppError ? e : upstreamFailed(e);
+      const err = signal.aborted
+        ? new AppError(499, "client_closed", "the client went away")
+        : e instanceof AppError
+          ? e
+          : upstreamFailed(e);
       tl?.closeDispatch(undefined, err.code);
       // Its worker was lost before answering: nothing reached the client, so run it elsewhere.
       if (!signal.aborted && err.code === "worker_lost" && tries < MAX_TRIES) continue;
@@ -88,9 +110,21 @@ export async function dispatchWith(dispatcher: Dispatcher, workloadId: string, s
  * when it came) and the dispatch (host, worker, replica, how it was routed); returns the
  * `traceparent` for the runtime when the request has a trace.
  */
-function noteDispatch(tl: Timeline, queuedAt: number, granted: number, target: Target, ticket: Ticket, position: number, hit: boolean | undefined): string | undefined {
+function noteDispatch(
+  tl: Timeline,
+  queuedAt: number,
+  granted: number,
+  target: Target,
+  ticket: Ticket,
+  position: number,
+  hit: boolean | undefined,
+): string | undefined {
   tl.span("queue", queuedAt - tl.t0, granted - tl.t0, { priority: classOf(ticket), position });
-  const attrs: Record<string, string | number | boolean> = { replica: target.id, worker: target.workerId, routing: hit === undefined ? "least_loaded" : "prefix" };
+  const attrs: Record<string, string | number | boolean> = {
+    replica: target.id,
+    worker: target.workerId,
+    routing: hit === undefined ? "least_loaded" : "prefix",
+  };
   if (hit !== undefined) attrs.prefix_hit = hit;
   return tl.dispatched(granted - tl.t0, { assignmentId: target.id, workerId: target.workerId }, attrs);
 }
@@ -107,7 +141,12 @@ function traced(target: Target, traceparent: string, tracestate: string | null):
  * `ticket` with the prompt's prefix affinity (see ../dispatch/prefix.ts) when the workload routes by
  * prefix and has two ready replicas or more; otherwise as it was, and nothing is hashed.
  */
-export function withAffinity(dispatcher: Dispatcher, w: { id: string; routing: string }, body: Record<string, unknown> | undefined, ticket: Ticket = SYNC): Ticket {
+export function withAffinity(
+  dispatcher: Dispatcher,
+  w: { id: string; routing: string },
+  body: Record<string, unknown> | undefined,
+  ticket: Ticket = SYNC,
+): Ticket {
   if (!body || w.routing !== "prefix" || dispatcher.targetsOf(w.id).length < 2) return ticket;
   const affinity = prefixAffinity(body);
   return affinity.length ? { ...ticket, affinity } : ticket;
@@ -117,8 +156,14 @@ export function withAffinity(dispatcher: Dispatcher, w: { id: string; routing: s
 const MAX_TRIES = 3;
 
 /** `dispatchWith` for a single upstream request. */
-export const dispatch = (dispatcher: Dispatcher, workloadId: string, req: Upstream, signal: AbortSignal, ticket: Ticket = SYNC, tl?: Timeline) =>
-  dispatchWith(dispatcher, workloadId, signal, (t, s) => t.send(req, s), ticket, tl);
+export const dispatch = (
+  dispatcher: Dispatcher,
+  workloadId: string,
+  req: Upstream,
+  signal: AbortSignal,
+  ticket: Ticket = SYNC,
+  tl?: Timeline,
+) => dispatchWith(dispatcher, workloadId, signal, (t, s) => t.send(req, s), ticket, tl);
 
 /** True for an SSE response. */
 export const isEventStream = (r: Response) => (r.headers.get("content-type") ?? "").includes("text/event-stream");
@@ -173,10 +218,17 @@ export async function relay(
       tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
       onEnd: (usage, outcome) => {
         slot.release();
-        acct.record(usage, outcome === "done" && upstream.ok, outcome === "cancelled" ? "client_closed" : outcome === "error" ? "upstream_unavailable" : undefined);
+        acct.record(
+          usage,
+          outcome === "done" && upstream.ok,
+          outcome === "cancelled" ? "client_closed" : outcome === "error" ? "upstream_unavailable" : undefined,
+        );
       },
     });
-    return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, type, { "cache-control": "no-cache", "x-accel-buffering": "no" }) });
+    return new Response(body, {
+      status: upstream.status,
+      headers: responseHeaders(upstream, type, { "cache-control": "no-cache", "x-accel-buffering": "no" }),
+    });
   }
   acct.firstByte();
   let bytes: ArrayBuffer;

@@ -37,7 +37,12 @@ export async function messagesRoute(deps: DataplaneDeps, request: Request, base:
   return runOnBase(deps, request, base, "chat", "POST /v1/messages", (w, json) => messagesHeld(deps, request, w, json));
 }
 
-async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
+async function messagesHeld(
+  deps: DataplaneDeps,
+  request: Request,
+  w: Workload,
+  json: Record<string, unknown>,
+): Promise<Response> {
   // Answers name the model as /v1/models does first, whichever name or alias the client used.
   const servedName = w.model_name;
   const translated = messagesToChat(json, w.model_name);
@@ -45,19 +50,39 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
   let viaChat = false;
   let inputTokens: number | undefined;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
-  const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {
-    if (!noMessagesRoute.has(target.id)) {
-      const headers = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json", "anthropic-version": request.headers.get("anthropic-version") ?? "2023-06-01" };
-      const r = await target.send({ path: "/v1/messages", method: "POST", headers, body: null, json }, signal);
-      if (r.status !== 404) return r;
-      await r.body?.cancel();
-      noMessagesRoute.add(target.id);
-    }
-    if ("error" in translated) throw badRequest("invalid_request", translated.error);
-    viaChat = true;
-    if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
-    return target.send({ path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" }, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch(unanswered(acct));
+  const got = await dispatchWith(
+    deps.fleet.dispatcher,
+    w.id,
+    request.signal,
+    async (target, signal) => {
+      if (!noMessagesRoute.has(target.id)) {
+        const headers = {
+          "content-type": "application/json",
+          accept: stream ? "text/event-stream" : "application/json",
+          "anthropic-version": request.headers.get("anthropic-version") ?? "2023-06-01",
+        };
+        const r = await target.send({ path: "/v1/messages", method: "POST", headers, body: null, json }, signal);
+        if (r.status !== 404) return r;
+        await r.body?.cancel();
+        noMessagesRoute.add(target.id);
+      }
+      if ("error" in translated) throw badRequest("invalid_request", translated.error);
+      viaChat = true;
+      if (stream) inputTokens = await streamInputTokens(target, w, translated.body, signal);
+      return target.send(
+        {
+          path: "/v1/chat/completions",
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: null,
+          json: translated.body,
+        },
+        signal,
+      );
+    },
+    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))),
+    acct.timeline,
+  ).catch(unanswered(acct));
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();
@@ -67,7 +92,10 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
   if (!viaChat) return relay(got, acct, { model: servedName });
   if (stream && isEventStream(upstream) && upstream.body) {
     const body = translateChatStream(upstream.body, servedName, inputTokens);
-    return relay({ ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) }, acct);
+    return relay(
+      { ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) },
+      acct,
+    );
   }
   const message = chatToMessage(await upstream.json().catch(() => ({})), servedName);
   return relay({ ...got, upstream: Response.json(message) }, acct);
@@ -78,7 +106,12 @@ async function messagesHeld(deps: DataplaneDeps, request: Request, w: Workload, 
  * only at the end): counted by the runtime's tokenizer on the replica about to run it, when it has
  * one (a loopback call, no generation); undefined otherwise or when the count fails.
  */
-async function streamInputTokens(target: Target, w: Workload, chat: Record<string, unknown>, signal: AbortSignal): Promise<number | undefined> {
+async function streamInputTokens(
+  target: Target,
+  w: Workload,
+  chat: Record<string, unknown>,
+  signal: AbortSignal,
+): Promise<number | undefined> {
   const way = countWayOf(w.backend);
   if (way === "generate") return undefined;
   return tokenizeOn(target, way, chat, signal).catch((e) => {
@@ -111,12 +144,26 @@ export async function countTokensRoute(deps: DataplaneDeps, request: Request, ba
   }
 }
 
-async function countHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
+async function countHeld(
+  deps: DataplaneDeps,
+  request: Request,
+  w: Workload,
+  json: Record<string, unknown>,
+): Promise<Response> {
   const translated = messagesToChat({ ...json, max_tokens: 1, stream: false }, w.model_name);
   if ("error" in translated) throw badRequest("invalid_request", translated.error);
   const { max_tokens: _max, ...chat } = translated.body;
   try {
-    return Response.json({ input_tokens: await countPromptTokens(deps.fleet.dispatcher, w.id, countWayOf(w.backend), chat, request.signal, runtimeHeaders(request)) });
+    return Response.json({
+      input_tokens: await countPromptTokens(
+        deps.fleet.dispatcher,
+        w.id,
+        countWayOf(w.backend),
+        chat,
+        request.signal,
+        runtimeHeaders(request),
+      ),
+    });
   } catch (e) {
     if (e instanceof RuntimeRefused) return anthropicError(e.response);
     if (e instanceof AppError) throw e;

@@ -67,7 +67,9 @@ export class ModelFieldScanner {
       this.#emit(out, chunk);
       return out;
     }
-    let buf = this.#pending.byteLength ? Buffer.concat([this.#pending, chunk]) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    let buf = this.#pending.byteLength
+      ? Buffer.concat([this.#pending, chunk])
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     this.#pending = Buffer.alloc(0);
     while (buf.byteLength) {
       const rest = this.#step(buf, out);
@@ -131,7 +133,8 @@ export class ModelFieldScanner {
     const head = buf.subarray(0, end).toString("latin1");
     this.#emit(out, buf.subarray(0, end));
     const disposition = /\r\ncontent-disposition:[ \t]*form-data[^\r\n]*/i.exec(head)?.[0] ?? "";
-    const isModel = /;[ \t]*name=(?:"model"|model)(?=[ \t;]|$)/i.test(disposition) && !/;[ \t]*filename\*?=/i.test(disposition);
+    const isModel =
+      /;[ \t]*name=(?:"model"|model)(?=[ \t;]|$)/i.test(disposition) && !/;[ \t]*filename\*?=/i.test(disposition);
     this.#state = isModel ? "value" : "body";
     return buf.subarray(end);
   }
@@ -166,10 +169,16 @@ export class ModelFieldScanner {
 }
 
 /** The rewrite of a `model` value: `served` when the value is one of `aliases`. */
-const toServed = (served: string, aliases: readonly string[]) => (v: string) => (aliases.includes(v) ? served : undefined);
+const toServed = (served: string, aliases: readonly string[]) => (v: string) =>
+  aliases.includes(v) ? served : undefined;
 
 /** An upload stream with its `model` field set (see the module comment); the rest passes as it arrives. */
-export function withModelField(body: ReadableStream<Uint8Array>, boundary: string, served: string, aliases: readonly string[]): ReadableStream<Uint8Array> {
+export function withModelField(
+  body: ReadableStream<Uint8Array>,
+  boundary: string,
+  served: string,
+  aliases: readonly string[],
+): ReadableStream<Uint8Array> {
   const scanner = new ModelFieldScanner(boundary, toServed(served, aliases));
   return body.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
@@ -180,7 +189,12 @@ export function withModelField(body: ReadableStream<Uint8Array>, boundary: strin
 }
 
 /** A whole upload with its `model` field set. */
-export function withModelFieldWhole(body: Uint8Array, boundary: string, served: string, aliases: readonly string[]): Uint8Array {
+export function withModelFieldWhole(
+  body: Uint8Array,
+  boundary: string,
+  served: string,
+  aliases: readonly string[],
+): Uint8Array {
   const scanner = new ModelFieldScanner(boundary, toServed(served, aliases));
   return Buffer.concat([...scanner.push(body), ...scanner.end()]);
 }
@@ -192,7 +206,11 @@ export interface ModelAliases {
 }
 
 /** The upload as a stream for a runtime serving `served` (unchanged unless it is multipart with aliases). */
-export function uploadStreamFor(req: ModelAliases, body: ReadableStream<Uint8Array>, served: string | undefined): ReadableStream<Uint8Array> {
+export function uploadStreamFor(
+  req: ModelAliases,
+  body: ReadableStream<Uint8Array>,
+  served: string | undefined,
+): ReadableStream<Uint8Array> {
   const boundary = boundaryOf(req.headers["content-type"]);
   return boundary && served && req.modelAliases ? withModelField(body, boundary, served, req.modelAliases) : body;
 }
@@ -227,7 +245,10 @@ class Spool {
     if (!this.#file) {
       const path = join(tmpdir(), `inferd-upload-${crypto.randomUUID()}`);
       const handle = await open(path, "w+", 0o600);
-      const unlinked = await unlink(path).then(() => true, () => false);
+      const unlinked = await unlink(path).then(
+        () => true,
+        () => false,
+      );
       this.#file = { handle, path, size: 0, read: 0, unlinked };
     }
     await this.#file.handle.write(chunk, 0, chunk.byteLength, this.#file.size);
@@ -268,7 +289,10 @@ const unread = new FinalizationRegistry<Spool>((spool) => void spool.discard());
  * replayed, followed by the rest of the body as it arrives. 413 past `limit`, while reading here or
  * later while the rest streams. Not multipart: no model, and the request as it came.
  */
-export async function uploadModel(request: Request, limit: number): Promise<{ model: string | undefined; request: Request }> {
+export async function uploadModel(
+  request: Request,
+  limit: number,
+): Promise<{ model: string | undefined; request: Request }> {
   const boundary = boundaryOf(request.headers.get("content-type") ?? undefined);
   if (!boundary || !request.body) return { model: undefined, request };
   const rest = bodyChunks(request, limit);
@@ -304,7 +328,13 @@ export async function uploadModel(request: Request, limit: number): Promise<{ mo
       await rest.return(undefined);
     },
   });
-  const replayed = new Request(request.url, { method: request.method, headers: request.headers, body, signal: request.signal, duplex: "half" } as RequestInit);
+  const replayed = new Request(request.url, {
+    method: request.method,
+    headers: request.headers,
+    body,
+    signal: request.signal,
+    duplex: "half",
+  } as RequestInit);
   unread.register(replayed, spool);
   return { model: scanner.model, request: replayed };
 }

@@ -56,7 +56,14 @@ const isoOf = (s: string) => {
 
 /** One `/api/tags` entry for `name` served by `w`. */
 export function tagOf(name: string, w: Workload, known: KnownModel): JsonObject {
-  return { name, model: name, modified_at: isoOf(w.updated_at), size: known.info?.weights_bytes ?? 0, digest: digestOf(w, name), details: detailsOf(w, known) };
+  return {
+    name,
+    model: name,
+    modified_at: isoOf(w.updated_at),
+    size: known.info?.weights_bytes ?? 0,
+    digest: digestOf(w, name),
+    details: detailsOf(w, known),
+  };
 }
 
 /** Ollama keeps a model with `keep_alive: -1` loaded "forever": its expiry is now plus Go's longest duration (~292 years). */
@@ -67,7 +74,12 @@ export function runningOf(name: string, w: Workload, known: KnownModel, now = Da
   const tag = tagOf(name, w, known);
   const ctx = known.context ?? known.info?.context_length ?? undefined;
   const { modified_at: _m, ...rest } = tag;
-  return { ...rest, expires_at: new Date(now + FOREVER_MS).toISOString(), size_vram: tag.size, ...(ctx ? { context_length: ctx } : {}) };
+  return {
+    ...rest,
+    expires_at: new Date(now + FOREVER_MS).toISOString(),
+    size_vram: tag.size,
+    ...(ctx ? { context_length: ctx } : {}),
+  };
 }
 
 /** Whether a workload's runtime was started able to call tools (the engine's flag for it). */
@@ -117,18 +129,28 @@ export async function knownModelOf(deps: Pick<DataplaneDeps, "db">, w: Workload)
 async function listed(deps: Pick<DataplaneDeps, "db">, request: Request, base: RouteBase) {
   const models = await callableModels(deps, request, base);
   const ws = new Map(models.flatMap(({ workloads }) => workloads.map((w) => [w.id, w] as const)));
-  const known = new Map(await Promise.all([...ws.values()].map(async (w) => [w.id, await knownModelOf(deps, w)] as const)));
+  const known = new Map(
+    await Promise.all([...ws.values()].map(async (w) => [w.id, await knownModelOf(deps, w)] as const)),
+  );
   return { models, known };
 }
 
 /** `GET /api/tags`: every model the key may call on this base. */
-export async function tagsOf(deps: Pick<DataplaneDeps, "db">, request: Request, base: RouteBase): Promise<{ models: JsonObject[] }> {
+export async function tagsOf(
+  deps: Pick<DataplaneDeps, "db">,
+  request: Request,
+  base: RouteBase,
+): Promise<{ models: JsonObject[] }> {
   const { models, known } = await listed(deps, request, base);
   return { models: models.map(({ id, workloads: [w] }) => tagOf(id, w, known.get(w.id)!)) };
 }
 
 /** `GET /api/ps`: the models the key may call that have a ready replica now. */
-export async function psOf(deps: Pick<DataplaneDeps, "db" | "fleet">, request: Request, base: RouteBase): Promise<{ models: JsonObject[] }> {
+export async function psOf(
+  deps: Pick<DataplaneDeps, "db" | "fleet">,
+  request: Request,
+  base: RouteBase,
+): Promise<{ models: JsonObject[] }> {
   const { models, known } = await listed(deps, request, base);
   const ready = (w: Workload) => deps.fleet.dispatcher.targetsOf(w.id).length > 0;
   return {

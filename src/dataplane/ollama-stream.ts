@@ -139,7 +139,9 @@ export class ChatStreamToOllama implements StreamTranslator {
   /** The finished tool calls, in one line as Ollama sends them (chat only; `generate` has no tools). */
   #flushTools(): void {
     if (!this.#tools.size) return;
-    const calls = [...this.#tools.values()].sort((a, b) => a.index - b.index).map((p) => ({ index: p.index, id: p.id, function: { name: p.name, arguments: p.args } }));
+    const calls = [...this.#tools.values()]
+      .sort((a, b) => a.index - b.index)
+      .map((p) => ({ index: p.index, id: p.id, function: { name: p.name, arguments: p.args } }));
     this.#tools.clear();
     if (this.route === "chat") this.#piece("", undefined, ollamaToolCalls(calls));
   }
@@ -192,7 +194,10 @@ export interface NdjsonMeterOptions {
  * of its `done` line (`prompt_eval_count`, `eval_count`). A runtime that breaks off mid-answer ends
  * the client's stream with Ollama's `{"error": …}` line rather than a reset connection.
  */
-export function meteredNdjson(upstream: ReadableStream<Uint8Array>, opts: NdjsonMeterOptions): ReadableStream<Uint8Array> {
+export function meteredNdjson(
+  upstream: ReadableStream<Uint8Array>,
+  opts: NdjsonMeterOptions,
+): ReadableStream<Uint8Array> {
   let usage: Usage = { inputTokens: 0, outputTokens: 0 };
   let sawDone = false;
   let sawError = false;
@@ -234,13 +239,19 @@ export function meteredNdjson(upstream: ReadableStream<Uint8Array>, opts: Ndjson
       sawDone = true;
       usage = countsOf(o);
     }
-    return opts.model !== undefined && typeof o.model === "string" && o.model !== opts.model ? line({ ...o, model: opts.model }) : `${raw}\n`;
+    return opts.model !== undefined && typeof o.model === "string" && o.model !== opts.model
+      ? line({ ...o, model: opts.model })
+      : `${raw}\n`;
   };
   const decoder = new TextDecoder();
   let partial = "";
   let first = true;
   const send = (text: string, controller: TransformStreamDefaultController<Uint8Array>) => {
-    const out = text.split("\n").filter((l) => l.trim()).map(look).join("");
+    const out = text
+      .split("\n")
+      .filter((l) => l.trim())
+      .map(look)
+      .join("");
     if (!out) return;
     if (first) opts.onFirst();
     first = false;

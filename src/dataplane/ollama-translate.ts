@@ -64,7 +64,12 @@ export function responseFormatOf(format: unknown): JsonObject | undefined {
 }
 
 /** Base64 signatures of the image types Ollama clients send. */
-const IMAGE_MAGIC: [string, string][] = [["/9j/", "image/jpeg"], ["iVBORw0KGgo", "image/png"], ["R0lGOD", "image/gif"], ["UklGR", "image/webp"]];
+const IMAGE_MAGIC: [string, string][] = [
+  ["/9j/", "image/jpeg"],
+  ["iVBORw0KGgo", "image/png"],
+  ["R0lGOD", "image/gif"],
+  ["UklGR", "image/webp"],
+];
 
 /**
  * An Ollama image (base64, no header) as a data URL for an OpenAI `image_url` part; the type is read
@@ -83,7 +88,10 @@ function userContent(text: string, images: unknown, path: string): string | Json
   if (images === undefined || images === null) return text;
   if (!Array.isArray(images)) throw bad(`${path}.images: must be an array of base64-encoded images`);
   if (!images.length) return text;
-  const parts: JsonObject[] = images.map((img, i) => ({ type: "image_url", image_url: { url: imageUrlOf(img, `${path}.images[${i}]`) } }));
+  const parts: JsonObject[] = images.map((img, i) => ({
+    type: "image_url",
+    image_url: { url: imageUrlOf(img, `${path}.images[${i}]`) },
+  }));
   return text ? [{ type: "text", text }, ...parts] : parts;
 }
 
@@ -105,7 +113,8 @@ export function chatMessagesOf(messages: unknown): JsonObject[] {
     const path = `messages[${i}]`;
     if (!isObj(m)) throw bad(`${path}: must be an object`);
     if (typeof m.role !== "string" || !m.role) throw bad(`${path}.role: must be a string`);
-    if (m.content !== undefined && m.content !== null && typeof m.content !== "string") throw bad(`${path}.content: must be a string`);
+    if (m.content !== undefined && m.content !== null && typeof m.content !== "string")
+      throw bad(`${path}.content: must be a string`);
     const content = (m.content as string | undefined) ?? "";
     if (m.role === "tool") {
       const given = typeof m.tool_call_id === "string" && m.tool_call_id ? m.tool_call_id : undefined;
@@ -132,10 +141,16 @@ function toolCallsIn(calls: unknown, path: string, newId: () => string): JsonObj
   if (!Array.isArray(calls)) throw bad(`${path}.tool_calls: must be an array`);
   return calls.map((c, i) => {
     const fn = isObj(c) && isObj(c.function) ? c.function : undefined;
-    if (!fn || typeof fn.name !== "string") throw bad(`${path}.tool_calls[${i}]: must be {function: {name, arguments}}`);
+    if (!fn || typeof fn.name !== "string")
+      throw bad(`${path}.tool_calls[${i}]: must be {function: {name, arguments}}`);
     const args = fn.arguments === undefined || fn.arguments === null ? {} : fn.arguments;
-    const id = typeof (c as JsonObject).id === "string" && (c as JsonObject).id ? ((c as JsonObject).id as string) : newId();
-    return { id, type: "function", function: { name: fn.name, arguments: typeof args === "string" ? args : JSON.stringify(args) } };
+    const id =
+      typeof (c as JsonObject).id === "string" && (c as JsonObject).id ? ((c as JsonObject).id as string) : newId();
+    return {
+      id,
+      type: "function",
+      function: { name: fn.name, arguments: typeof args === "string" ? args : JSON.stringify(args) },
+    };
   });
 }
 
@@ -144,7 +159,8 @@ function toolsOf(tools: unknown): JsonObject[] {
   if (tools === undefined || tools === null) return [];
   if (!Array.isArray(tools)) throw bad("tools: must be an array");
   return tools.map((t, i) => {
-    if (!isObj(t) || !isObj(t.function) || typeof t.function.name !== "string") throw bad(`tools[${i}]: must be {type: "function", function: {name, description, parameters}}`);
+    if (!isObj(t) || !isObj(t.function) || typeof t.function.name !== "string")
+      throw bad(`tools[${i}]: must be {type: "function", function: {name, description, parameters}}`);
     return { type: "function", function: t.function };
   });
 }
@@ -175,8 +191,10 @@ export function chatRequestOf(req: JsonObject, servedModel: string): RuntimeCall
  * runtime applies the model's template as Ollama would. `context` and `template` are ignored.
  */
 export function generateRequestOf(req: JsonObject, servedModel: string): RuntimeCall {
-  if (req.prompt !== undefined && req.prompt !== null && typeof req.prompt !== "string") throw bad("prompt: must be a string");
-  if (req.system !== undefined && req.system !== null && typeof req.system !== "string") throw bad("system: must be a string");
+  if (req.prompt !== undefined && req.prompt !== null && typeof req.prompt !== "string")
+    throw bad("prompt: must be a string");
+  if (req.system !== undefined && req.system !== null && typeof req.system !== "string")
+    throw bad("system: must be a string");
   const prompt = (req.prompt as string | undefined) ?? "";
   const suffix = typeof req.suffix === "string" && req.suffix ? req.suffix : undefined;
   if (req.raw === true || suffix) {
@@ -193,11 +211,13 @@ export function generateRequestOf(req: JsonObject, servedModel: string): Runtime
 export function embedRequestOf(req: JsonObject, servedModel: string, legacy: boolean): RuntimeCall {
   const input = legacy ? req.prompt : req.input;
   const field = legacy ? "prompt" : "input";
-  const ok = typeof input === "string" || (!legacy && Array.isArray(input) && input.every((s) => typeof s === "string"));
+  const ok =
+    typeof input === "string" || (!legacy && Array.isArray(input) && input.every((s) => typeof s === "string"));
   if (!ok) throw bad(legacy ? "prompt: must be a string" : `${field}: must be a string or an array of strings`);
   const body: JsonObject = { model: servedModel, input };
   if (!legacy && req.dimensions !== undefined && req.dimensions !== null) {
-    if (typeof req.dimensions !== "number" || !Number.isInteger(req.dimensions) || req.dimensions < 1) throw bad("dimensions: must be a positive integer");
+    if (typeof req.dimensions !== "number" || !Number.isInteger(req.dimensions) || req.dimensions < 1)
+      throw bad("dimensions: must be a positive integer");
     body.dimensions = req.dimensions;
   }
   return { path: "/v1/embeddings", body };
@@ -223,7 +243,8 @@ export function metricsOf(usage: Usage, t: Timing): JsonObject {
   const start = t.arrived + t.waited;
   const working = Math.max(0, t.end - start);
   const tokens = usage.inputTokens + usage.outputTokens;
-  const promptMs = t.first !== undefined ? Math.max(0, t.first - start) : tokens ? (working * usage.inputTokens) / tokens : 0;
+  const promptMs =
+    t.first !== undefined ? Math.max(0, t.first - start) : tokens ? (working * usage.inputTokens) / tokens : 0;
   return {
     total_duration: ns(t.end - t.arrived),
     load_duration: ns(t.waited),
@@ -245,7 +266,13 @@ export function ollamaToolCalls(calls: unknown): JsonObject[] {
   if (!Array.isArray(calls)) return [];
   return calls.filter(isObj).map((c, i) => {
     const fn = isObj(c.function) ? c.function : {};
-    const call: JsonObject = { function: { index: typeof c.index === "number" ? c.index : i, name: typeof fn.name === "string" ? fn.name : "", arguments: toolInputOf(fn.arguments).input } };
+    const call: JsonObject = {
+      function: {
+        index: typeof c.index === "number" ? c.index : i,
+        name: typeof fn.name === "string" ? fn.name : "",
+        arguments: toolInputOf(fn.arguments).input,
+      },
+    };
     return typeof c.id === "string" && c.id ? { id: c.id, ...call } : call;
   });
 }
@@ -256,11 +283,20 @@ function firstChoice(answer: unknown): { choice: JsonObject; msg: JsonObject; us
   const choice = Array.isArray(a.choices) && isObj(a.choices[0]) ? a.choices[0] : {};
   const u = isObj(a.usage) ? a.usage : {};
   const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
-  return { choice, msg: isObj(choice.message) ? choice.message : {}, usage: { inputTokens: n(u.prompt_tokens), outputTokens: n(u.completion_tokens) } };
+  return {
+    choice,
+    msg: isObj(choice.message) ? choice.message : {},
+    usage: { inputTokens: n(u.prompt_tokens), outputTokens: n(u.completion_tokens) },
+  };
 }
 
 /** A model's reasoning text, under the names runtimes use for it. */
-export const reasoningOf = (m: JsonObject): string | undefined => (typeof m.reasoning_content === "string" && m.reasoning_content ? m.reasoning_content : typeof m.reasoning === "string" && m.reasoning ? m.reasoning : undefined);
+export const reasoningOf = (m: JsonObject): string | undefined =>
+  typeof m.reasoning_content === "string" && m.reasoning_content
+    ? m.reasoning_content
+    : typeof m.reasoning === "string" && m.reasoning
+      ? m.reasoning
+      : undefined;
 
 /**
  * A `chat.completion` as Ollama's `/api/chat` answer, named `model` (the name the client asked for).
@@ -273,7 +309,14 @@ export function chatAnswerOf(answer: unknown, model: string, t: Timing, now = ne
   if (thinking) message.thinking = thinking;
   const calls = ollamaToolCalls(msg.tool_calls);
   if (calls.length) message.tool_calls = calls;
-  return { model, created_at: now.toISOString(), message, done_reason: doneReasonOf(choice.finish_reason), done: true, ...metricsOf(usage, t) };
+  return {
+    model,
+    created_at: now.toISOString(),
+    message,
+    done_reason: doneReasonOf(choice.finish_reason),
+    done: true,
+    ...metricsOf(usage, t),
+  };
 }
 
 /** A `chat.completion` or `text_completion` as Ollama's `/api/generate` answer. */
@@ -299,7 +342,13 @@ export function embedAnswerOf(answer: unknown, model: string, t: Timing, legacy:
   const u = isObj(answer) && isObj(answer.usage) ? answer.usage : {};
   const prompt = typeof u.prompt_tokens === "number" ? u.prompt_tokens : 0;
   const m = metricsOf({ inputTokens: prompt, outputTokens: 0 }, t);
-  return { model, embeddings: vectors, total_duration: m.total_duration, load_duration: m.load_duration, prompt_eval_count: prompt };
+  return {
+    model,
+    embeddings: vectors,
+    total_duration: m.total_duration,
+    load_duration: m.load_duration,
+    prompt_eval_count: prompt,
+  };
 }
 
 /** The answer Ollama gives a generation request with nothing to generate: it loads the model and says so. */
@@ -313,7 +362,8 @@ export function loadAnswerOf(route: "chat" | "generate", model: string, now = ne
 export function countsOf(answer: unknown): Usage {
   if (!isObj(answer)) return { inputTokens: 0, outputTokens: 0 };
   const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
-  if (isObj(answer.usage)) return { inputTokens: n(answer.usage.prompt_tokens), outputTokens: n(answer.usage.completion_tokens) };
+  if (isObj(answer.usage))
+    return { inputTokens: n(answer.usage.prompt_tokens), outputTokens: n(answer.usage.completion_tokens) };
   return { inputTokens: n(answer.prompt_eval_count), outputTokens: n(answer.eval_count) };
 }
 

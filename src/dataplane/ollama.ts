@@ -15,7 +15,20 @@ import { dispatch, unanswered, upstreamFailed, withAffinity, type Accounting } f
 import type { Usage } from "./meter";
 import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
-import { chatAnswerOf, chatRequestOf, countsOf, embedAnswerOf, embedRequestOf, generateAnswerOf, generateRequestOf, loadAnswerOf, ollamaErrorOf, streams, type RuntimeCall, type Timing } from "./ollama-translate";
+import {
+  chatAnswerOf,
+  chatRequestOf,
+  countsOf,
+  embedAnswerOf,
+  embedRequestOf,
+  generateAnswerOf,
+  generateRequestOf,
+  loadAnswerOf,
+  ollamaErrorOf,
+  streams,
+  type RuntimeCall,
+  type Timing,
+} from "./ollama-translate";
 import { callOf } from "../call";
 import { accounting, syncTicket, readJsonObject, runOnBase, type DataplaneDeps, type ModelLookup } from "./service";
 import { routeOf, type RouteBase } from "./target";
@@ -30,7 +43,12 @@ export type OllamaDeps = DataplaneDeps & { version?: string };
 const NO_USAGE: Usage = { inputTokens: 0, outputTokens: 0 };
 
 /** One Ollama API route on either base. */
-export async function ollamaRoute(deps: OllamaDeps, request: Request, base: RouteBase, name: OllamaRouteName): Promise<Response> {
+export async function ollamaRoute(
+  deps: OllamaDeps,
+  request: Request,
+  base: RouteBase,
+  name: OllamaRouteName,
+): Promise<Response> {
   try {
     switch (name) {
       case "tags":
@@ -69,7 +87,15 @@ const toggleOf = (name: Inference) => (name === "embed" || name === "embeddings"
 
 /** chat, generate, embed, embeddings: routed like every data-plane request (./target.ts), then run on the workload. */
 const inference = (deps: DataplaneDeps, request: Request, base: RouteBase, name: Inference) =>
-  runOnBase(deps, request, base, toggleOf(name), `POST /api/${name}`, (w, json) => inferOn(deps, request, w, json, name), tolerantOfLatest);
+  runOnBase(
+    deps,
+    request,
+    base,
+    toggleOf(name),
+    `POST /api/${name}`,
+    (w, json) => inferOn(deps, request, w, json, name),
+    tolerantOfLatest,
+  );
 
 /** The OpenAI-style call an Ollama request becomes on a non-Ollama runtime. */
 function runtimeCallOf(name: Inference, json: JsonObject, servedModel: string): RuntimeCall {
@@ -80,7 +106,12 @@ function runtimeCallOf(name: Inference, json: JsonObject, servedModel: string): 
 
 /** True when a generation request has nothing to generate: Ollama then only loads the model. */
 function onlyLoads(name: Inference, json: JsonObject): boolean {
-  if (name === "chat") return json.messages === undefined || json.messages === null || (Array.isArray(json.messages) && json.messages.length === 0);
+  if (name === "chat")
+    return (
+      json.messages === undefined ||
+      json.messages === null ||
+      (Array.isArray(json.messages) && json.messages.length === 0)
+    );
   if (name === "generate") return !json.prompt && !(Array.isArray(json.images) && json.images.length);
   return false;
 }
@@ -89,7 +120,13 @@ function onlyLoads(name: Inference, json: JsonObject): boolean {
  * One Ollama request on one workload: answered at once when there is nothing to generate (the
  * model is loaded already), passed through to an Ollama runtime, or translated; metered either way.
  */
-async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json: JsonObject, name: Inference): Promise<Response> {
+async function inferOn(
+  deps: DataplaneDeps,
+  request: Request,
+  w: Workload,
+  json: JsonObject,
+  name: Inference,
+): Promise<Response> {
   const asked = typeof json.model === "string" && json.model && json.model !== "default" ? json.model : w.model_name;
   if ((name === "chat" || name === "generate") && onlyLoads(name, json)) {
     callOf(request).ticket?.release();
@@ -99,21 +136,34 @@ async function inferOn(deps: DataplaneDeps, request: Request, w: Workload, json:
   const stream = (name === "chat" || name === "generate") && streams(json);
   const passthrough = w.backend === "ollama";
   const call = passthrough ? { path: `/api/${name}`, body: json } : runtimeCallOf(name, json, w.model_name);
-  const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? (passthrough ? "application/x-ndjson" : "text/event-stream") : "application/json" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: stream ? (passthrough ? "application/x-ndjson" : "text/event-stream") : "application/json",
+  };
   headers["x-request-id"] = callOf(request).id;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: call.path, method: "POST", headers, body: null, json: call.body }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch(unanswered(acct));
+  const got = await dispatch(
+    deps.fleet.dispatcher,
+    w.id,
+    { path: call.path, method: "POST", headers, body: null, json: call.body },
+    request.signal,
+    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))),
+    acct.timeline,
+  ).catch(unanswered(acct));
   acct.waited(got.waitedMs);
   if (!got.upstream.ok) return runtimeError(got, acct);
   const timing = { arrived: callOf(request).arrivedAt, waited: got.waitedMs };
   const type = got.upstream.headers.get("content-type") ?? "";
   if (stream && got.upstream.body && (type.includes("text/event-stream") || type.includes("ndjson"))) {
-    const body = passthrough ? got.upstream.body : sseToNdjson(got.upstream.body, new ChatStreamToOllama(name as "chat" | "generate", asked, timing));
+    const body = passthrough
+      ? got.upstream.body
+      : sseToNdjson(got.upstream.body, new ChatStreamToOllama(name as "chat" | "generate", asked, timing));
     return ndjsonAnswer(got, acct, body, passthrough ? asked : undefined);
   }
   return jsonAnswer(got, acct, (answer) => {
     const t: Timing = { ...timing, end: performance.now() };
-    if (passthrough) return typeof (answer as JsonObject)?.model === "string" ? { ...(answer as JsonObject), model: asked } : answer;
+    if (passthrough)
+      return typeof (answer as JsonObject)?.model === "string" ? { ...(answer as JsonObject), model: asked } : answer;
     if (name === "chat") return chatAnswerOf(answer, asked, t);
     if (name === "generate") return generateAnswerOf(answer, asked, t);
     return embedAnswerOf(answer, asked, t, name === "embeddings");
@@ -170,7 +220,12 @@ async function jsonAnswer(got: Got, acct: Accounting, shape: (answer: unknown) =
 }
 
 /** An NDJSON stream to the client, metered line by line; the slot is freed when it ends or the client leaves. */
-function ndjsonAnswer(got: Got, acct: Accounting, body: ReadableStream<Uint8Array>, model: string | undefined): Response {
+function ndjsonAnswer(
+  got: Got,
+  acct: Accounting,
+  body: ReadableStream<Uint8Array>,
+  model: string | undefined,
+): Response {
   const capture = acct.timeline?.capture;
   capture?.answerType("application/x-ndjson");
   const metered = meteredNdjson(body, {
@@ -183,7 +238,9 @@ function ndjsonAnswer(got: Got, acct: Accounting, body: ReadableStream<Uint8Arra
       acct.record(usage, outcome === "done");
     },
   });
-  return new Response(metered, { headers: { "content-type": "application/x-ndjson", "cache-control": "no-cache", "x-accel-buffering": "no" } });
+  return new Response(metered, {
+    headers: { "content-type": "application/x-ndjson", "cache-control": "no-cache", "x-accel-buffering": "no" },
+  });
 }
 
 /**
@@ -198,7 +255,18 @@ async function show(deps: DataplaneDeps, request: Request, base: RouteBase): Pro
   const w = route.workloads[0];
   const target = w.backend === "ollama" ? deps.fleet.dispatcher.targetsOf(w.id)[0] : undefined;
   if (target) {
-    const r = await target.send({ path: "/api/show", method: "POST", headers: { "content-type": "application/json" }, body: null, json: { model: w.model_name } }, AbortSignal.timeout(10_000)).catch(() => undefined);
+    const r = await target
+      .send(
+        {
+          path: "/api/show",
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: null,
+          json: { model: w.model_name },
+        },
+        AbortSignal.timeout(10_000),
+      )
+      .catch(() => undefined);
     if (r && !r.ok) await r.body?.cancel().catch(() => {});
     const answer = r?.ok ? await r.json().catch(() => undefined) : undefined;
     if (answer && typeof answer === "object") return Response.json(answer);

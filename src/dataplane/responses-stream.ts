@@ -4,7 +4,17 @@
  * stream relayed with the workload's model name. Each event goes out as soon as the input that
  * decides it arrives; both count the tokens they see.
  */
-import { endOf, isObj, newId, openAiErrorOf, outputText, responseUsageOf, type JsonObject, type OutputItem, type ResponseObject } from "./responses-translate";
+import {
+  endOf,
+  isObj,
+  newId,
+  openAiErrorOf,
+  outputText,
+  responseUsageOf,
+  type JsonObject,
+  type OutputItem,
+  type ResponseObject,
+} from "./responses-translate";
 import type { Usage } from "./meter";
 import { SseDecoder, type SseEvent } from "./sse";
 import type { StreamTranslator } from "./stream-pipe";
@@ -122,15 +132,32 @@ export class ChatStreamToResponses implements StreamTranslator {
   /** Text goes into the open message item, opening one (and its output_text part) first. */
   #text(delta: string): void {
     if (!this.#message) {
-      const item: MessageItem = { id: newId("msg_"), type: "message", status: "in_progress", role: "assistant", content: [] };
+      const item: MessageItem = {
+        id: newId("msg_"),
+        type: "message",
+        status: "in_progress",
+        role: "assistant",
+        content: [],
+      };
       const index = this.#output.push(item) - 1;
       this.#emit("response.output_item.added", { output_index: index, item });
-      this.#emit("response.content_part.added", { item_id: item.id, output_index: index, content_index: 0, part: outputText("") });
+      this.#emit("response.content_part.added", {
+        item_id: item.id,
+        output_index: index,
+        content_index: 0,
+        part: outputText(""),
+      });
       this.#message = { item, index, text: "" };
     }
     const m = this.#message;
     m.text += delta;
-    this.#emit("response.output_text.delta", { item_id: m.item.id, output_index: m.index, content_index: 0, delta, logprobs: [] });
+    this.#emit("response.output_text.delta", {
+      item_id: m.item.id,
+      output_index: m.index,
+      content_index: 0,
+      delta,
+      logprobs: [],
+    });
   }
 
   #closeMessage(): void {
@@ -138,7 +165,13 @@ export class ChatStreamToResponses implements StreamTranslator {
     if (!m) return;
     this.#message = null;
     const part = outputText(m.text);
-    this.#emit("response.output_text.done", { item_id: m.item.id, output_index: m.index, content_index: 0, text: m.text, logprobs: [] });
+    this.#emit("response.output_text.done", {
+      item_id: m.item.id,
+      output_index: m.index,
+      content_index: 0,
+      text: m.text,
+      logprobs: [],
+    });
     this.#emit("response.content_part.done", { item_id: m.item.id, output_index: m.index, content_index: 0, part });
     Object.assign(m.item, { status: "completed", content: [part] });
     this.#emit("response.output_item.done", { output_index: m.index, item: m.item });
@@ -169,7 +202,14 @@ export class ChatStreamToResponses implements StreamTranslator {
 
   #startTool(tool: ToolState): void {
     this.#closeMessage();
-    const item: CallItem = { id: newId("fc_"), type: "function_call", status: "in_progress", call_id: tool.callId || newId("call_"), name: tool.name, arguments: "" };
+    const item: CallItem = {
+      id: newId("fc_"),
+      type: "function_call",
+      status: "in_progress",
+      call_id: tool.callId || newId("call_"),
+      name: tool.name,
+      arguments: "",
+    };
     tool.item = item;
     tool.index = this.#output.push(item) - 1;
     this.#emit("response.output_item.added", { output_index: tool.index, item });
@@ -178,7 +218,11 @@ export class ChatStreamToResponses implements StreamTranslator {
   #flushArguments(tool: ToolState): void {
     if (!tool.item || !tool.pending) return;
     tool.item.arguments += tool.pending;
-    this.#emit("response.function_call_arguments.delta", { item_id: tool.item.id, output_index: tool.index, delta: tool.pending });
+    this.#emit("response.function_call_arguments.delta", {
+      item_id: tool.item.id,
+      output_index: tool.index,
+      delta: tool.pending,
+    });
     tool.pending = "";
   }
 
@@ -194,11 +238,20 @@ export class ChatStreamToResponses implements StreamTranslator {
     const tools = [...this.#tools.values()].sort((a, b) => a.index - b.index);
     for (const { item, index } of tools) {
       if (!item) continue;
-      this.#emit("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });
+      this.#emit("response.function_call_arguments.done", {
+        item_id: item.id,
+        output_index: index,
+        name: item.name,
+        arguments: item.arguments,
+      });
       item.status = "completed";
       this.#emit("response.output_item.done", { output_index: index, item });
     }
-    const response: ResponseObject = { ...this.#snapshot(), ...endOf(this.#finish), usage: responseUsageOf(this.#usage) };
+    const response: ResponseObject = {
+      ...this.#snapshot(),
+      ...endOf(this.#finish),
+      usage: responseUsageOf(this.#usage),
+    };
     this.#emit(response.status === "completed" ? "response.completed" : "response.incomplete", { response });
     this.#done = true;
   }
@@ -234,13 +287,19 @@ export class ResponsesRelay implements StreamTranslator {
 
   /** Feeds upstream bytes; returns the events they complete. */
   push(chunk: Uint8Array): string {
-    return this.#sse.push(chunk).map((ev) => this.#event(ev)).join("");
+    return this.#sse
+      .push(chunk)
+      .map((ev) => this.#event(ev))
+      .join("");
   }
 
   /** Upstream closed: the last events (a last one without its blank line gets one). */
   end(): string {
     this.#done = true;
-    return this.#sse.end().map((ev) => this.#event(ev)).join("");
+    return this.#sse
+      .end()
+      .map((ev) => this.#event(ev))
+      .join("");
   }
 
   /** Upstream broke mid-stream: an `error` event. */
@@ -260,7 +319,10 @@ export class ResponsesRelay implements StreamTranslator {
     data.response.model = this.model;
     if (isObj(data.response.usage)) {
       const u = data.response.usage;
-      this.usage = { inputTokens: typeof u.input_tokens === "number" ? u.input_tokens : 0, outputTokens: typeof u.output_tokens === "number" ? u.output_tokens : 0 };
+      this.usage = {
+        inputTokens: typeof u.input_tokens === "number" ? u.input_tokens : 0,
+        outputTokens: typeof u.output_tokens === "number" ? u.output_tokens : 0,
+      };
     }
     const fields = raw.split(/\r\n|\r|\n/).filter((l) => l && !l.startsWith("data:"));
     return `${[...fields, `data: ${JSON.stringify(data)}`].join("\n")}\n\n`;

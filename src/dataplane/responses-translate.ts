@@ -22,7 +22,14 @@ export interface ResponseUsage {
 /** One item of a response's `output`: an assistant message or a function call. */
 export type OutputItem =
   | { id: string; type: "message"; status: "in_progress" | "completed"; role: "assistant"; content: JsonObject[] }
-  | { id: string; type: "function_call"; status: "in_progress" | "completed"; call_id: string; name: string; arguments: string };
+  | {
+      id: string;
+      type: "function_call";
+      status: "in_progress" | "completed";
+      call_id: string;
+      name: string;
+      arguments: string;
+    };
 
 /** A `response` object (the fields inferd sets; the request's settings are echoed in the rest). */
 export interface ResponseObject extends JsonObject {
@@ -56,10 +63,12 @@ export const newId = (prefix: string) => `${prefix}${crypto.randomUUID().replace
  * earlier call, and inferd keeps none. Undefined when the request stands on its own.
  */
 export function needsStoredResponses(req: JsonObject): string | undefined {
-  const resend = "inferd keeps no responses: send the whole conversation in `input` (earlier output items included) instead";
+  const resend =
+    "inferd keeps no responses: send the whole conversation in `input` (earlier output items included) instead";
   if (given(req.previous_response_id)) return `previous_response_id is not supported; ${resend}`;
   if (given(req.conversation)) return `conversation is not supported; ${resend}`;
-  if (req.background === true) return "background is not supported: inferd keeps no responses to poll; use the workload's async jobs (POST …/jobs) for work that outlives the request";
+  if (req.background === true)
+    return "background is not supported: inferd keeps no responses to poll; use the workload's async jobs (POST …/jobs) for work that outlives the request";
   if (Array.isArray(req.input) && req.input.some((i) => isObj(i) && i.type === "item_reference")) {
     return `input items of type item_reference are not supported; ${resend} (the AI SDK sends them unless providerOptions.openai.store is false)`;
   }
@@ -83,7 +92,8 @@ export function responsesToChat(req: JsonObject, servedModel: string): ChatReque
     const tools = given(req.tools) ? convertTools(req.tools) : [];
     if (tools.length) body.tools = tools; // runtimes reject an empty list, and tool_choice without tools
     if (tools.length && given(req.tool_choice)) body.tool_choice = convertToolChoice(req.tool_choice);
-    if (tools.length && typeof req.parallel_tool_calls === "boolean") body.parallel_tool_calls = req.parallel_tool_calls;
+    if (tools.length && typeof req.parallel_tool_calls === "boolean")
+      body.parallel_tool_calls = req.parallel_tool_calls;
     return { body };
   } catch (e) {
     if (e instanceof Invalid) return { error: e.message };
@@ -97,29 +107,43 @@ function addItem(messages: JsonObject[], item: unknown, path: string): void {
   const type = item.type ?? "message";
   if (type === "message") return void messages.push(messageOf(item, path));
   if (type === "function_call") {
-    const call = { id: str(item.call_id, `${path}.call_id`), type: "function", function: { name: str(item.name, `${path}.name`), arguments: str(item.arguments, `${path}.arguments`) } };
+    const call = {
+      id: str(item.call_id, `${path}.call_id`),
+      type: "function",
+      function: { name: str(item.name, `${path}.name`), arguments: str(item.arguments, `${path}.arguments`) },
+    };
     const last = messages.at(-1);
     if (last?.role === "assistant") last.tool_calls = [...((last.tool_calls as JsonObject[] | undefined) ?? []), call];
     else messages.push({ role: "assistant", content: null, tool_calls: [call] });
     return;
   }
   if (type === "function_call_output") {
-    return void messages.push({ role: "tool", tool_call_id: str(item.call_id, `${path}.call_id`), content: toolOutput(item.output, `${path}.output`) });
+    return void messages.push({
+      role: "tool",
+      tool_call_id: str(item.call_id, `${path}.call_id`),
+      content: toolOutput(item.output, `${path}.output`),
+    });
   }
   if (type === "reasoning") return; // an earlier turn's reasoning: the runtime's chat template drops it anyway
-  fail(`${path}.type: input items of type ${JSON.stringify(type)} are not supported by this model runtime; use messages, function_call and function_call_output`);
+  fail(
+    `${path}.type: input items of type ${JSON.stringify(type)} are not supported by this model runtime; use messages, function_call and function_call_output`,
+  );
 }
 
 /** A message item: `developer` speaks as `system`; parts become text or image_url parts. */
 function messageOf(item: JsonObject, path: string): JsonObject {
   const roles: Record<string, string> = { user: "user", assistant: "assistant", system: "system", developer: "system" };
   const role = typeof item.role === "string" ? roles[item.role] : undefined;
-  if (!role) return fail(`${path}.role: unknown role ${JSON.stringify(item.role)}; expected "user", "assistant", "system" or "developer"`);
+  if (!role)
+    return fail(
+      `${path}.role: unknown role ${JSON.stringify(item.role)}; expected "user", "assistant", "system" or "developer"`,
+    );
   const content = item.content;
   if (typeof content === "string") return { role, content };
   if (!Array.isArray(content)) return fail(`${path}.content: must be a string or an array of content parts`);
   const parts = content.map((p, j) => partOf(p, `${path}.content.${j}`));
-  if (role !== "user" && parts.some((p) => p.type !== "text")) fail(`${path}.content: images are supported in user messages only`);
+  if (role !== "user" && parts.some((p) => p.type !== "text"))
+    fail(`${path}.content: images are supported in user messages only`);
   const textOnly = parts.every((p) => p.type === "text");
   return { role, content: textOnly ? parts.map((p) => p.text).join("\n") : parts };
 }
@@ -127,22 +151,34 @@ function messageOf(item: JsonObject, path: string): JsonObject {
 /** input_text / output_text / refusal → a text part; input_image → an image_url part. */
 function partOf(p: unknown, path: string): JsonObject {
   if (!isObj(p)) return fail(`${path}: must be a content part object`);
-  if (p.type === "input_text" || p.type === "output_text" || p.type === "text") return { type: "text", text: str(p.text, `${path}.text`) };
+  if (p.type === "input_text" || p.type === "output_text" || p.type === "text")
+    return { type: "text", text: str(p.text, `${path}.text`) };
   if (p.type === "refusal") return { type: "text", text: str(p.refusal, `${path}.refusal`) };
   if (p.type === "input_image") {
-    if (typeof p.image_url !== "string") fail(`${path}.image_url: required (a URL or a data: URL); uploaded files (file_id) are not supported by this model runtime`);
+    if (typeof p.image_url !== "string")
+      fail(
+        `${path}.image_url: required (a URL or a data: URL); uploaded files (file_id) are not supported by this model runtime`,
+      );
     const image: JsonObject = { url: p.image_url };
     if (typeof p.detail === "string") image.detail = p.detail;
     return { type: "image_url", image_url: image };
   }
-  return fail(`${path}.type: content part ${JSON.stringify(p.type)} is not supported by this model runtime; use input_text or input_image`);
+  return fail(
+    `${path}.type: content part ${JSON.stringify(p.type)} is not supported by this model runtime; use input_text or input_image`,
+  );
 }
 
 /** A function call's output: a string, or text parts joined. */
 function toolOutput(v: unknown, path: string): string {
   if (typeof v === "string") return v;
   if (!Array.isArray(v)) return fail(`${path}: must be a string or an array of input_text parts`);
-  return v.map((p, k) => (isObj(p) && p.type === "input_text" ? str(p.text, `${path}.${k}.text`) : fail(`${path}.${k}: only input_text parts are supported in a function call's output`))).join("");
+  return v
+    .map((p, k) =>
+      isObj(p) && p.type === "input_text"
+        ? str(p.text, `${path}.${k}.text`)
+        : fail(`${path}.${k}: only input_text parts are supported in a function call's output`),
+    )
+    .join("");
 }
 
 /** Sampling, length, output format, streaming (with usage) and the end user. */
@@ -151,7 +187,8 @@ function copySettings(r: JsonObject, body: JsonObject): void {
     if (given(r[key])) body[key] = num(r[key]) ?? fail(`${key}: must be a number`);
   }
   if (given(r.max_output_tokens)) {
-    if (!Number.isInteger(r.max_output_tokens) || (r.max_output_tokens as number) < 1) fail("max_output_tokens: must be a positive integer");
+    if (!Number.isInteger(r.max_output_tokens) || (r.max_output_tokens as number) < 1)
+      fail("max_output_tokens: must be a positive integer");
     body.max_tokens = r.max_output_tokens;
   }
   const format = isObj(r.text) ? r.text.format : undefined;
@@ -173,8 +210,14 @@ function formatOf(f: unknown): JsonObject | undefined {
   if (!isObj(f)) return fail("text.format: must be an object with a type");
   if (f.type === "text") return undefined;
   if (f.type === "json_object") return { type: "json_object" };
-  if (f.type !== "json_schema") return fail(`text.format.type: unknown type ${JSON.stringify(f.type)}; expected "text", "json_object" or "json_schema"`);
-  const schema: JsonObject = { name: str(f.name, "text.format.name"), schema: isObj(f.schema) ? f.schema : fail("text.format.schema: required, must be a JSON-schema object") };
+  if (f.type !== "json_schema")
+    return fail(
+      `text.format.type: unknown type ${JSON.stringify(f.type)}; expected "text", "json_object" or "json_schema"`,
+    );
+  const schema: JsonObject = {
+    name: str(f.name, "text.format.name"),
+    schema: isObj(f.schema) ? f.schema : fail("text.format.schema: required, must be a JSON-schema object"),
+  };
   if (typeof f.description === "string") schema.description = f.description;
   if (typeof f.strict === "boolean") schema.strict = f.strict;
   return { type: "json_schema", json_schema: schema };
@@ -186,7 +229,10 @@ function convertTools(v: unknown): JsonObject[] {
   return tools.map((t, i) => {
     const p = `tools.${i}`;
     if (!isObj(t)) return fail(`${p}: must be an object with type "function" and a name`);
-    if (t.type !== "function") return fail(`${p}.type: tool type ${JSON.stringify(t.type)} is not supported by this model runtime; only function tools`);
+    if (t.type !== "function")
+      return fail(
+        `${p}.type: tool type ${JSON.stringify(t.type)} is not supported by this model runtime; only function tools`,
+      );
     const fn: JsonObject = { name: str(t.name, `${p}.name`) };
     if (typeof t.description === "string") fn.description = t.description;
     fn.parameters = isObj(t.parameters) ? t.parameters : { type: "object", properties: {} };
@@ -198,7 +244,8 @@ function convertTools(v: unknown): JsonObject[] {
 /** "auto" / "none" / "required" carry over; `{type: "function", name}` names the function. */
 function convertToolChoice(v: unknown): unknown {
   if (v === "auto" || v === "none" || v === "required") return v;
-  if (isObj(v) && v.type === "function") return { type: "function", function: { name: str(v.name, "tool_choice.name") } };
+  if (isObj(v) && v.type === "function")
+    return { type: "function", function: { name: str(v.name, "tool_choice.name") } };
   return fail('tool_choice: must be "auto", "none", "required" or {type: "function", name}');
 }
 
@@ -208,8 +255,16 @@ export function responseUsageOf(u: unknown): ResponseUsage {
   const input = num(usage.prompt_tokens) ?? 0;
   const output = num(usage.completion_tokens) ?? 0;
   const cached = isObj(usage.prompt_tokens_details) ? (num(usage.prompt_tokens_details.cached_tokens) ?? 0) : 0;
-  const reasoning = isObj(usage.completion_tokens_details) ? (num(usage.completion_tokens_details.reasoning_tokens) ?? 0) : 0;
-  return { input_tokens: input, input_tokens_details: { cached_tokens: cached }, output_tokens: output, output_tokens_details: { reasoning_tokens: reasoning }, total_tokens: input + output };
+  const reasoning = isObj(usage.completion_tokens_details)
+    ? (num(usage.completion_tokens_details.reasoning_tokens) ?? 0)
+    : 0;
+  return {
+    input_tokens: input,
+    input_tokens_details: { cached_tokens: cached },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: reasoning },
+    total_tokens: input + output,
+  };
 }
 
 /**
@@ -233,7 +288,10 @@ export function responseShell(req: JsonObject, model: string): ResponseObject {
     output: [],
     parallel_tool_calls: req.parallel_tool_calls !== false,
     previous_response_id: null,
-    reasoning: { effort: isObj(req.reasoning) && typeof req.reasoning.effort === "string" ? req.reasoning.effort : null, summary: null },
+    reasoning: {
+      effort: isObj(req.reasoning) && typeof req.reasoning.effort === "string" ? req.reasoning.effort : null,
+      summary: null,
+    },
     service_tier: "default",
     store: false,
     temperature: num(req.temperature) ?? 1,
@@ -267,14 +325,30 @@ export function chatToResponse(chat: unknown, shell: ResponseObject): ResponseOb
   const choice = Array.isArray(c.choices) && isObj(c.choices[0]) ? c.choices[0] : {};
   const msg = isObj(choice.message) ? choice.message : {};
   const output: OutputItem[] = [];
-  const text = typeof msg.content === "string" && msg.content ? msg.content : typeof msg.refusal === "string" ? msg.refusal : "";
-  if (text) output.push({ id: newId("msg_"), type: "message", status: "completed", role: "assistant", content: [outputText(text)] });
+  const text =
+    typeof msg.content === "string" && msg.content ? msg.content : typeof msg.refusal === "string" ? msg.refusal : "";
+  if (text)
+    output.push({
+      id: newId("msg_"),
+      type: "message",
+      status: "completed",
+      role: "assistant",
+      content: [outputText(text)],
+    });
   const calls = Array.isArray(msg.tool_calls) ? msg.tool_calls.filter(isObj) : [];
   for (const tc of calls) {
     const fn = isObj(tc.function) ? tc.function : {};
-    const args = typeof fn.arguments === "string" ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : "";
+    const args =
+      typeof fn.arguments === "string" ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : "";
     const callId = typeof tc.id === "string" && tc.id ? tc.id : newId("call_");
-    output.push({ id: newId("fc_"), type: "function_call", status: "completed", call_id: callId, name: typeof fn.name === "string" ? fn.name : "", arguments: args });
+    output.push({
+      id: newId("fc_"),
+      type: "function_call",
+      status: "completed",
+      call_id: callId,
+      name: typeof fn.name === "string" ? fn.name : "",
+      arguments: args,
+    });
   }
   return { ...shell, ...endOf(choice.finish_reason), output, usage: responseUsageOf(c.usage) };
 }
@@ -284,7 +358,10 @@ export function chatToResponse(chat: unknown, shell: ResponseObject): ResponseOb
  * text) → OpenAI's `{error: {message, type, param, code}}`, the message passed through unchanged.
  * @example openAiErrorOf(400, {object: "error", message: "bad", param: null}) // → {error: {message: "bad", type: "invalid_request_error", param: null, code: null}}
  */
-export function openAiErrorOf(status: number, body: unknown): { error: { message: string; type: string; param: string | null; code: string | null } } {
+export function openAiErrorOf(
+  status: number,
+  body: unknown,
+): { error: { message: string; type: string; param: string | null; code: string | null } } {
   let b = body;
   if (typeof body === "string") {
     try {
@@ -296,7 +373,8 @@ export function openAiErrorOf(status: number, body: unknown): { error: { message
   const top = isObj(b) ? b : {};
   const o = isObj(top.error) ? top.error : top;
   let message = typeof o.message === "string" ? o.message : typeof top.error === "string" ? top.error : "";
-  if (!message && top.detail !== undefined) message = typeof top.detail === "string" ? top.detail : JSON.stringify(top.detail);
+  if (!message && top.detail !== undefined)
+    message = typeof top.detail === "string" ? top.detail : JSON.stringify(top.detail);
   return {
     error: {
       message: message || `the model runtime answered HTTP ${status}`,

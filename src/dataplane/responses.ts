@@ -6,7 +6,14 @@ import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
 import { dispatchWith, unanswered, isEventStream, relay, withAffinity, type Accounting } from "./forward";
 import { callOf } from "../call";
-import { chatToResponse, isObj, needsStoredResponses, openAiErrorOf, responsesToChat, responseShell } from "./responses-translate";
+import {
+  chatToResponse,
+  isObj,
+  needsStoredResponses,
+  openAiErrorOf,
+  responsesToChat,
+  responseShell,
+} from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
 import { pipeTranslator } from "./stream-pipe";
 import type { Usage } from "./meter";
@@ -26,7 +33,9 @@ const noResponsesRoute = new Set<string>();
  * answer (or stream) is translated back. Errors come back in OpenAI's shape.
  */
 export async function responsesRoute(deps: DataplaneDeps, request: Request, base: RouteBase): Promise<Response> {
-  return runOnBase(deps, request, base, "chat", "POST /v1/responses", (w, json) => responsesHeld(deps, request, w, json));
+  return runOnBase(deps, request, base, "chat", "POST /v1/responses", (w, json) =>
+    responsesHeld(deps, request, w, json),
+  );
 }
 
 /** The meter of a stream whose usage the translator counts (the generic meter reads chat and Messages usage only). */
@@ -35,32 +44,58 @@ function countedBy(acct: Accounting, t: { readonly usage: Usage }): Accounting {
     timeline: acct.timeline,
     waited: (ms) => acct.waited(ms),
     firstByte: () => acct.firstByte(),
-    record: (u, ok, errorCode) => acct.record({ inputTokens: Math.max(u.inputTokens, t.usage.inputTokens), outputTokens: Math.max(u.outputTokens, t.usage.outputTokens) }, ok, errorCode),
+    record: (u, ok, errorCode) =>
+      acct.record(
+        {
+          inputTokens: Math.max(u.inputTokens, t.usage.inputTokens),
+          outputTokens: Math.max(u.outputTokens, t.usage.outputTokens),
+        },
+        ok,
+        errorCode,
+      ),
   };
 }
 
-async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload, json: Record<string, unknown>): Promise<Response> {
+async function responsesHeld(
+  deps: DataplaneDeps,
+  request: Request,
+  w: Workload,
+  json: Record<string, unknown>,
+): Promise<Response> {
   const refused = needsStoredResponses(json);
   if (refused) throw badRequest("unsupported_parameter", refused);
   // Answers name the model as /v1/models does first, whichever name or alias the client used.
   const servedName = w.model_name;
   const stream = json.stream === true;
-  const headers: Record<string, string> = { "content-type": "application/json", accept: stream ? "text/event-stream" : "application/json" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: stream ? "text/event-stream" : "application/json",
+  };
   headers["x-request-id"] = callOf(request).id;
   let viaChat = false;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
-  const got = await dispatchWith(deps.fleet.dispatcher, w.id, request.signal, async (target, signal) => {
-    if (!noResponsesRoute.has(target.id)) {
-      const r = await target.send({ path: "/v1/responses", method: "POST", headers, body: null, json }, signal);
-      if (r.status !== 404) return r;
-      await r.body?.cancel();
-      noResponsesRoute.add(target.id);
-    }
-    const translated = responsesToChat(json, w.model_name);
-    if ("error" in translated) throw badRequest("invalid_request", translated.error);
-    viaChat = true;
-    return target.send({ path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body }, signal);
-  }, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))), acct.timeline).catch(unanswered(acct));
+  const got = await dispatchWith(
+    deps.fleet.dispatcher,
+    w.id,
+    request.signal,
+    async (target, signal) => {
+      if (!noResponsesRoute.has(target.id)) {
+        const r = await target.send({ path: "/v1/responses", method: "POST", headers, body: null, json }, signal);
+        if (r.status !== 404) return r;
+        await r.body?.cancel();
+        noResponsesRoute.add(target.id);
+      }
+      const translated = responsesToChat(json, w.model_name);
+      if ("error" in translated) throw badRequest("invalid_request", translated.error);
+      viaChat = true;
+      return target.send(
+        { path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body },
+        signal,
+      );
+    },
+    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))),
+    acct.timeline,
+  ).catch(unanswered(acct));
   const { upstream } = got;
   if (!upstream.ok) {
     got.slot.release();
@@ -72,7 +107,10 @@ async function responsesHeld(deps: DataplaneDeps, request: Request, w: Workload,
   if (stream && isEventStream(upstream) && upstream.body) {
     const t = viaChat ? new ChatStreamToResponses(shell) : new ResponsesRelay(servedName);
     const body = pipeTranslator(upstream.body, t);
-    return relay({ ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) }, countedBy(acct, t));
+    return relay(
+      { ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) },
+      countedBy(acct, t),
+    );
   }
   const answer: unknown = await upstream.json().catch(() => ({}));
   const out = viaChat ? chatToResponse(answer, shell) : isObj(answer) ? { ...answer, model: servedName } : answer;

@@ -17,7 +17,10 @@ function noIdleTimeout(server: { timeout(req: Request, seconds: number): void } 
 }
 
 /** The base of a data-plane path's params: a workload's when the path names one. */
-const baseOf = (params: { project: string; workload?: string }): RouteBase => ({ project: params.project, workload: params.workload });
+const baseOf = (params: { project: string; workload?: string }): RouteBase => ({
+  project: params.project,
+  workload: params.workload,
+});
 
 /** `GET /v1/models` (OpenAI models.list): what the key may call on this base. */
 async function modelList(deps: DataplaneDeps, request: Request, base: RouteBase) {
@@ -38,7 +41,13 @@ async function serve(deps: DataplaneDeps, route: DataRoute, request: Request, ba
   if (route.serve === "messages") return messagesRoute(deps, request, base);
   if (route.serve === "responses") return responsesRoute(deps, request, base);
   if (base.workload === undefined) return forwardOnProject(deps, route, request, base, keyOf(request).id);
-  return forwardToWorkload(deps, route, request, await workloadOf(deps, base.project, base.workload), keyOf(request).id);
+  return forwardToWorkload(
+    deps,
+    route,
+    request,
+    await workloadOf(deps, base.project, base.workload),
+    keyOf(request).id,
+  );
 }
 
 /** The API docs' summary of each kind of route. */
@@ -54,19 +63,39 @@ const SUMMARIES: Record<DataRoute["serve"], (route: DataRoute, onProject: boolea
  * the project's (`/endpoint/:project`, routed by `model`: ./target.ts).
  */
 function baseRoutes(deps: DataplaneDeps, prefix: string, onProject: boolean) {
-  const app = new Elysia({ prefix, detail: { tags: ["data plane"] } }).get("/v1/models", ({ params, request }) => modelList(deps, request, baseOf(params as RouteBase)), {
-    detail: { summary: onProject ? "The models this key may call on the project's base URL (OpenAI models.list)" : "The model this endpoint serves (OpenAI models.list)" },
-  });
+  const app = new Elysia({ prefix, detail: { tags: ["data plane"] } }).get(
+    "/v1/models",
+    ({ params, request }) => modelList(deps, request, baseOf(params as RouteBase)),
+    {
+      detail: {
+        summary: onProject
+          ? "The models this key may call on the project's base URL (OpenAI models.list)"
+          : "The model this endpoint serves (OpenAI models.list)",
+      },
+    },
+  );
   for (const route of DATA_ROUTES) {
-    app.post(`/v1/${route.path}`, ({ request, params, server }) => {
-      const base = baseOf(params as RouteBase);
-      if (route.serve === "count_tokens") return countTokensRoute(deps, request, base);
-      noIdleTimeout(server, request);
-      return serve(deps, route, request, base);
-    }, { parse: "none", detail: { summary: SUMMARIES[route.serve](route, onProject) } });
+    app.post(
+      `/v1/${route.path}`,
+      ({ request, params, server }) => {
+        const base = baseOf(params as RouteBase);
+        if (route.serve === "count_tokens") return countTokensRoute(deps, request, base);
+        noIdleTimeout(server, request);
+        return serve(deps, route, request, base);
+      },
+      { parse: "none", detail: { summary: SUMMARIES[route.serve](route, onProject) } },
+    );
   }
   for (const r of OLLAMA_ROUTES) {
-    const handler = ({ request, params, server }: { request: Request; params: unknown; server: { timeout(req: Request, seconds: number): void } | null }) => {
+    const handler = ({
+      request,
+      params,
+      server,
+    }: {
+      request: Request;
+      params: unknown;
+      server: { timeout(req: Request, seconds: number): void } | null;
+    }) => {
       noIdleTimeout(server, request);
       return ollamaRoute(deps, request, baseOf(params as RouteBase), r.name);
     };
@@ -83,4 +112,6 @@ function baseRoutes(deps: DataplaneDeps, prefix: string, onProject: boolean) {
  * routed by `model`) and each workload's (`/endpoint/<project_slug>/<workload_slug>/v1/...`).
  */
 export const dataRoutes = (deps: DataplaneDeps) =>
-  new Elysia().use(baseRoutes(deps, "/endpoint/:project", true)).use(baseRoutes(deps, "/endpoint/:project/:workload", false));
+  new Elysia()
+    .use(baseRoutes(deps, "/endpoint/:project", true))
+    .use(baseRoutes(deps, "/endpoint/:project/:workload", false));

@@ -43,16 +43,25 @@ export type RouteSpec = DataRoute;
  * admin's playground (`jobOnlyToo`) may try a job-only workload directly, without making a job.
  */
 export function checkRoute(w: Workload, toggle: Toggle, what: string, jobOnlyToo = false): void {
-  if (!w.endpoints[toggle]) throw new AppError(409, "endpoint_disabled", `the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off (${what})`);
+  if (!w.endpoints[toggle])
+    throw new AppError(
+      409,
+      "endpoint_disabled",
+      `the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off (${what})`,
+    );
   if (!jobOnlyToo && (JOB_ONLY_TASK_TYPES as readonly string[]).includes(w.task_type)) {
-    throw badRequest("async_only", `${w.task_type} workloads are served only through async jobs: POST /endpoint/${w.project_slug}/${w.slug}/jobs`);
+    throw badRequest(
+      "async_only",
+      `${w.task_type} workloads are served only through async jobs: POST /endpoint/${w.project_slug}/${w.slug}/jobs`,
+    );
   }
 }
 
 /** Reads a JSON object body of the data plane (up to the data-plane body limit). */
 export async function readJsonObject(deps: DataplaneDeps, request: Request): Promise<Record<string, unknown>> {
   const body = parseJsonBytes(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
-  if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("invalid_request", "the request body must be a JSON object");
+  if (!body || typeof body !== "object" || Array.isArray(body))
+    throw badRequest("invalid_request", "the request body must be a JSON object");
   return body as Record<string, unknown>;
 }
 
@@ -62,7 +71,13 @@ export async function readJsonObject(deps: DataplaneDeps, request: Request): Pro
  * where its timeline becomes the inspector's record. While the workload's capture is on, the
  * request `body` (as read) is kept, and the answer teed (./forward.ts `relay`).
  */
-export function accounting(deps: DataplaneDeps, request: Request, keyId: string | null, w: Workload, body?: unknown): Accounting {
+export function accounting(
+  deps: DataplaneDeps,
+  request: Request,
+  keyId: string | null,
+  w: Workload,
+  body?: unknown,
+): Accounting {
   const call = callOf(request);
   const tl = call.timeline;
   if (tl) {
@@ -80,7 +95,9 @@ export function accounting(deps: DataplaneDeps, request: Request, keyId: string 
  * its key, weight and priority, from the key already loaded to authenticate it (no store read).
  */
 export function syncTicket(key: KeyRecord | null): Ticket {
-  return key ? { kind: "sync", keyId: key.id, weight: key.weight ?? undefined, priority: priorityOf(key.priority) ?? undefined } : SYNC;
+  return key
+    ? { kind: "sync", keyId: key.id, weight: key.weight ?? undefined, priority: priorityOf(key.priority) ?? undefined }
+    : SYNC;
 }
 
 /**
@@ -88,7 +105,15 @@ export function syncTicket(key: KeyRecord | null): Ticket {
  * The body counts against the buffered-bytes budget until the runtime has answered. `playground`
  * (the admin's, with no key) may also try a workload that otherwise only takes async jobs.
  */
-export async function forwardToWorkload(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed?: unknown, playground = false): Promise<Response> {
+export async function forwardToWorkload(
+  deps: DataplaneDeps,
+  spec: RouteSpec,
+  request: Request,
+  w: Workload,
+  keyId: string | null,
+  parsed?: unknown,
+  playground = false,
+): Promise<Response> {
   try {
     return await forwardHeld(deps, spec, request, w, keyId, parsed, playground ? "playground" : "workload");
   } finally {
@@ -100,13 +125,21 @@ export async function forwardToWorkload(deps: DataplaneDeps, spec: RouteSpec, re
  * Forwards a synchronous request that came in on a project's base URL: routed by its `model` to the
  * pool of workloads answering to it, then their fallbacks (see ./target.ts).
  */
-export async function forwardOnProject(deps: DataplaneDeps, spec: RouteSpec, request: Request, base: RouteBase, keyId: string): Promise<Response> {
+export async function forwardOnProject(
+  deps: DataplaneDeps,
+  spec: RouteSpec,
+  request: Request,
+  base: RouteBase,
+  keyId: string,
+): Promise<Response> {
   try {
     if (spec.body === "raw") {
       const upload = await uploadModel(request, deps.config.maxDataBodyBytes);
       const route = await routeOf(deps, request, base, upload.model);
       try {
-        return await tryInOrder(route, (w) => forwardHeld(deps, spec, request, w, keyId, undefined, "routed", upload.request));
+        return await tryInOrder(route, (w) =>
+          forwardHeld(deps, spec, request, w, keyId, undefined, "routed", upload.request),
+        );
       } finally {
         deps.bodyBudget.release(upload.request);
       }
@@ -128,7 +161,15 @@ export type ModelLookup = <T>(model: unknown, find: (model: unknown) => T | Prom
  * routes by the body's `model` and tries the route's workloads in order, each checked for the
  * toggle. The body's bytes count against the budget until the answer is made.
  */
-export async function runOnBase(deps: DataplaneDeps, request: Request, base: RouteBase, toggle: Toggle, what: string, run: (w: Workload, json: Record<string, unknown>) => Promise<Response>, lookup: ModelLookup = async (model, find) => find(model)): Promise<Response> {
+export async function runOnBase(
+  deps: DataplaneDeps,
+  request: Request,
+  base: RouteBase,
+  toggle: Toggle,
+  what: string,
+  run: (w: Workload, json: Record<string, unknown>) => Promise<Response>,
+  lookup: ModelLookup = async (model, find) => find(model),
+): Promise<Response> {
   try {
     if (base.workload !== undefined) {
       const w = await workloadOf(deps, base.project, base.workload);
@@ -151,29 +192,58 @@ export async function runOnBase(deps: DataplaneDeps, request: Request, base: Rou
 /** How a forwarded request reached its workload: named by the path, routed by its model, or the admin's playground. */
 type Reached = "workload" | "routed" | "playground";
 
-async function forwardHeld(deps: DataplaneDeps, spec: RouteSpec, request: Request, w: Workload, keyId: string | null, parsed: unknown, via: Reached, uploadFrom = request): Promise<Response> {
+async function forwardHeld(
+  deps: DataplaneDeps,
+  spec: RouteSpec,
+  request: Request,
+  w: Workload,
+  keyId: string | null,
+  parsed: unknown,
+  via: Reached,
+  uploadFrom = request,
+): Promise<Response> {
   checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, via === "playground");
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   headers["x-request-id"] = callOf(request).id;
   let json: Record<string, unknown> | undefined;
   let injectedUsage = false;
   if (spec.body === "json") {
-    if (parsed !== undefined && (!parsed || typeof parsed !== "object" || Array.isArray(parsed))) throw badRequest("invalid_request", "the request body must be a JSON object");
+    if (parsed !== undefined && (!parsed || typeof parsed !== "object" || Array.isArray(parsed)))
+      throw badRequest("invalid_request", "the request body must be a JSON object");
     json = (parsed as Record<string, unknown> | undefined) ?? (await readJsonObject(deps, request));
     if (via !== "routed") checkModel(w, json.model);
     headers["content-type"] = "application/json";
     const so = json.stream_options as Record<string, unknown> | undefined;
-    if (json.stream === true && (spec.path === "chat/completions" || spec.path === "completions") && !so?.include_usage) {
+    if (
+      json.stream === true &&
+      (spec.path === "chat/completions" || spec.path === "completions") &&
+      !so?.include_usage
+    ) {
       json = { ...json, stream_options: { ...(so ?? {}), include_usage: true } };
       injectedUsage = true;
     }
   }
   // An upload goes to a local runtime as it arrives (not held in memory); JSON bodies are small.
-  const source = spec.body === "raw" ? new UploadSource(uploadFrom, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
+  const source =
+    spec.body === "raw" ? new UploadSource(uploadFrom, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
   const meter = accounting(deps, request, keyId, w, json);
-  const got = await dispatch(deps.fleet.dispatcher, w.id, { path: `/v1/${spec.path}`, method: "POST", headers, body: null, json, source, modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined }, request.signal, withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyId === null ? null : keyOf(request))), meter.timeline).catch((e) => unanswered(meter)(source?.failure ?? e));
+  const got = await dispatch(
+    deps.fleet.dispatcher,
+    w.id,
+    {
+      path: `/v1/${spec.path}`,
+      method: "POST",
+      headers,
+      body: null,
+      json,
+      source,
+      modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined,
+    },
+    request.signal,
+    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyId === null ? null : keyOf(request))),
+    meter.timeline,
+  ).catch((e) => unanswered(meter)(source?.failure ?? e));
   // The answer names the model as /v1/models does, whatever the runtime calls it.
   return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: w.model_name });
 }
-

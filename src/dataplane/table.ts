@@ -27,14 +27,29 @@ export interface DataRoute {
 
 /** Every route under `/v1/` of a workload's or a project's base URL. */
 export const DATA_ROUTES: readonly DataRoute[] = [
-  { path: "chat/completions", toggle: "chat", body: "json", serve: "forward", kind: "chat", aliases: ["chat_completions"], batch: true },
+  {
+    path: "chat/completions",
+    toggle: "chat",
+    body: "json",
+    serve: "forward",
+    kind: "chat",
+    aliases: ["chat_completions"],
+    batch: true,
+  },
   { path: "completions", toggle: "chat", body: "json", serve: "forward", kind: "completions", batch: true },
   { path: "embeddings", toggle: "embeddings", body: "json", serve: "forward", kind: "embeddings", batch: true },
   { path: "rerank", toggle: "rerank", body: "json", serve: "forward", kind: "rerank", aliases: ["reranking"] },
   { path: "audio/speech", toggle: "audio", body: "json", serve: "forward", kind: "audio_speech" },
   { path: "audio/generate", toggle: "audio", body: "json", serve: "forward", kind: "audio_generate" },
   { path: "audio/transcriptions", toggle: "audio", body: "raw", serve: "forward", kind: "audio_transcriptions" },
-  { path: "images/generations", toggle: "images", body: "json", serve: "forward", kind: "images", aliases: ["images_generations"] },
+  {
+    path: "images/generations",
+    toggle: "images",
+    body: "json",
+    serve: "forward",
+    kind: "images",
+    aliases: ["images_generations"],
+  },
   { path: "images/edits", toggle: "images", body: "raw", serve: "forward", kind: "images_edits" },
   { path: "images/variations", toggle: "images", body: "raw", serve: "forward", kind: "images_variations" },
   { path: "forecast", toggle: "forecast", body: "json", serve: "forward", kind: "forecast" },

@@ -61,14 +61,20 @@ export const listedNamesOf = (w: Workload): string[] => [w.model_name, ...w.alia
 export function callableWorkloads(deps: { db: Db }, request: Request, base: RouteBase): Maybe<Workload[]> {
   if (base.workload !== undefined) return andThen(workloadOf(deps, base.project, base.workload), (w) => [w]);
   const key = keyOf(request);
-  return andThen(findProjectWorkloads(deps.db, base.project), (all) => all.filter((w) => canTouchWorkload(key, base.project, w.slug)));
+  return andThen(findProjectWorkloads(deps.db, base.project), (all) =>
+    all.filter((w) => canTouchWorkload(key, base.project, w.slug)),
+  );
 }
 
 /**
  * The model ids the request's key may call on this base, each once, with the workloads answering
  * to it (what `/v1/models` and Ollama's `/api/tags` list).
  */
-export function callableModels(deps: { db: Db }, request: Request, base: RouteBase): Maybe<{ id: string; workloads: Workload[] }[]> {
+export function callableModels(
+  deps: { db: Db },
+  request: Request,
+  base: RouteBase,
+): Maybe<{ id: string; workloads: Workload[] }[]> {
   return andThen(callableWorkloads(deps, request, base), (ws) => {
     const byId = new Map<string, Workload[]>();
     for (const w of ws) for (const id of listedNamesOf(w)) byId.set(id, [...(byId.get(id) ?? []), w]);
@@ -89,7 +95,10 @@ function byLoad(deps: { fleet: Fleet }, pool: Workload[]): Workload[] {
     }
     return cap ? busy / cap : Number.POSITIVE_INFINITY;
   };
-  return pool.map((w) => ({ w, l: load(w) })).sort((a, b) => a.l - b.l).map((x) => x.w);
+  return pool
+    .map((w) => ({ w, l: load(w) }))
+    .sort((a, b) => a.l - b.l)
+    .map((x) => x.w);
 }
 
 /**
@@ -99,7 +108,12 @@ function byLoad(deps: { fleet: Fleet }, pool: Workload[]): Workload[] {
  * then the fallbacks of the first of them the key may call; an unknown model is 404
  * `model_not_found` naming the models the key may use.
  */
-export function routeOf(deps: { db: Db; fleet: Fleet }, request: Request, base: RouteBase, model: unknown): Maybe<Route> {
+export function routeOf(
+  deps: { db: Db; fleet: Fleet },
+  request: Request,
+  base: RouteBase,
+  model: unknown,
+): Maybe<Route> {
   const requested = typeof model === "string" && model !== "default" ? model : undefined;
   if (base.workload !== undefined) {
     return andThen(workloadOf(deps, base.project, base.workload), (w) => {
@@ -129,8 +143,13 @@ export function routeOf(deps: { db: Db; fleet: Fleet }, request: Request, base: 
 /** 404 model_not_found naming the models the key may use. */
 function modelNotFound(project: string, model: unknown, callable: Workload[]): AppError {
   const names = [...new Set(callable.flatMap(listedNamesOf))];
-  const asked = model === undefined || model === null || model === "default" ? "no model was named and the project serves more than one (or none)" : `the model "${String(model)}" is not served in project "${project}" for this key`;
-  const offer = names.length ? `; models you may use: ${names.map((n) => `"${n}"`).join(", ")}` : "; this key may not call any model here";
+  const asked =
+    model === undefined || model === null || model === "default"
+      ? "no model was named and the project serves more than one (or none)"
+      : `the model "${String(model)}" is not served in project "${project}" for this key`;
+  const offer = names.length
+    ? `; models you may use: ${names.map((n) => `"${n}"`).join(", ")}`
+    : "; this key may not call any model here";
   return new AppError(404, "model_not_found", `${asked}${offer}`, {}, "model");
 }
 

@@ -19,7 +19,8 @@ const CODES: [RegExp, StoreFailure][] = [
 /** The store's own error under drizzle's wrapper (or the error itself). */
 function rootOf(e: unknown): unknown {
   let err = e;
-  for (let i = 0; i < 3 && err instanceof Error && err.cause !== undefined && /^Failed query/.test(err.message); i++) err = err.cause;
+  for (let i = 0; i < 3 && err instanceof Error && err.cause !== undefined && /^Failed query/.test(err.message); i++)
+    err = err.cause;
   return err;
 }
 

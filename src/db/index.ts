@@ -13,7 +13,14 @@ import type { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core";
 import { drizzle as drizzlePg } from "drizzle-orm/bun-sql";
 import * as schema from "./schema";
 import { MIGRATIONS, PG_MIGRATIONS } from "./migrations";
-import { applyChangeTriggers, applySqliteChangeTriggers, noteChange, noteLocalWrite, watchSqliteWrites, watchWrites } from "./notify";
+import {
+  applyChangeTriggers,
+  applySqliteChangeTriggers,
+  noteChange,
+  noteLocalWrite,
+  watchSqliteWrites,
+  watchWrites,
+} from "./notify";
 
 /** Which database a store is (named `engine`: drizzle's own handle has a `dialect` property). */
 export type Engine = "sqlite" | "postgres";
@@ -96,13 +103,20 @@ export function openStore(path: string): Store {
  */
 export function migrate(sqlite: Database): void {
   sqlite.exec("CREATE TABLE IF NOT EXISTS __inferd_migrations (tag TEXT PRIMARY KEY, applied_at TEXT NOT NULL)");
-  const applied = new Set(sqlite.query<{ tag: string }, []>("SELECT tag FROM __inferd_migrations").all().map((r) => r.tag));
+  const applied = new Set(
+    sqlite
+      .query<{ tag: string }, []>("SELECT tag FROM __inferd_migrations")
+      .all()
+      .map((r) => r.tag),
+  );
   refuseNewer(applied, MIGRATIONS);
   for (const m of MIGRATIONS) {
     if (applied.has(m.tag)) continue;
     sqlite.transaction(() => {
       for (const stmt of statements(m.sql)) sqlite.exec(stmt);
-      sqlite.query("INSERT INTO __inferd_migrations (tag, applied_at) VALUES (?, ?)").run(m.tag, new Date().toISOString());
+      sqlite
+        .query("INSERT INTO __inferd_migrations (tag, applied_at) VALUES (?, ?)")
+        .run(m.tag, new Date().toISOString());
     })();
   }
 }
@@ -115,7 +129,9 @@ function refuseNewer(applied: Set<string>, known: { tag: string }[]): void {
   const tags = new Set(known.map((m) => m.tag));
   const unknown = [...applied].filter((t) => !tags.has(t));
   if (unknown.length > 0) {
-    throw new Error(`this store was written by a newer inferd (migration ${unknown[0]} is unknown to this version); upgrade inferd`);
+    throw new Error(
+      `this store was written by a newer inferd (migration ${unknown[0]} is unknown to this version); upgrade inferd`,
+    );
   }
 }
 

@@ -88,7 +88,12 @@ export type Lookup<V> = (key: string) => V | Promise<V>;
  * `tables`: the tables of ./notify.ts's change feed that `load` reads (none named: any change counts).
  * @example const find = memoize(db, (k) => loadKey(k), true, ["api_keys"]); await find("a"); await find("a"); // one query
  */
-export function memoize<V>(db: Db, load: (key: string) => Promise<V>, fresh = true, tables?: readonly string[]): Lookup<V> {
+export function memoize<V>(
+  db: Db,
+  load: (key: string) => Promise<V>,
+  fresh = true,
+  tables?: readonly string[],
+): Lookup<V> {
   return db.engine === "sqlite" ? sqliteMemo(db, load, fresh) : notifiedMemo(db, load, tables);
 }
 

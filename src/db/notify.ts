@@ -50,7 +50,17 @@ export const CHANGE_FEED: readonly FeedTable[] = [
   feedTable(pgSchema.projects),
   feedTable(pgSchema.apiKeys, ["requests", "inputTokens", "outputTokens", "lastUsedAt"]),
   feedTable(pgSchema.workloads),
-  feedTable(pgSchema.workers, ["hostname", "version", "cpuCores", "ramBytes", "gpus", "telemetry", "lastSeenAt", "createdAt", "hostId"]),
+  feedTable(pgSchema.workers, [
+    "hostname",
+    "version",
+    "cpuCores",
+    "ramBytes",
+    "gpus",
+    "telemetry",
+    "lastSeenAt",
+    "createdAt",
+    "hostId",
+  ]),
   feedTable(pgSchema.assignments),
 ];
 
@@ -95,7 +105,8 @@ $$`,
 export async function applyChangeTriggers(tx: SQL): Promise<void> {
   const statements = changeTriggerStatements();
   const fingerprint = `inferd change feed ${Bun.hash(statements.join(";\n")).toString(16)}`;
-  const [row] = (await tx`SELECT obj_description(p.oid, 'pg_proc') AS note, (SELECT count(*)::int FROM pg_trigger t WHERE t.tgfoid = p.oid) AS triggers
+  const [row] =
+    (await tx`SELECT obj_description(p.oid, 'pg_proc') AS note, (SELECT count(*)::int FROM pg_trigger t WHERE t.tgfoid = p.oid) AS triggers
     FROM pg_proc p WHERE p.proname = 'inferd_notify_change'`) as { note: string | null; triggers: number }[];
   if (row?.note === fingerprint && row.triggers === 2 * CHANGE_FEED.length) return;
   for (const s of statements) await tx.unsafe(s);
@@ -135,14 +146,24 @@ export function sqliteChangeStatements(feed: readonly FeedTable[] = CHANGE_FEED)
 export function applySqliteChangeTriggers(sqlite: Database): void {
   const statements = sqliteChangeStatements();
   const fingerprint = Bun.hash(statements.join(";\n")).toString(16);
-  sqlite.exec(`CREATE TABLE IF NOT EXISTS ${SQLITE_CHANGES_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, feed TEXT NOT NULL)`);
+  sqlite.exec(
+    `CREATE TABLE IF NOT EXISTS ${SQLITE_CHANGES_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, feed TEXT NOT NULL)`,
+  );
   const row = sqlite.query<{ feed: string }, []>(`SELECT feed FROM ${SQLITE_CHANGES_TABLE} WHERE id = 1`).get();
   if (row?.feed === fingerprint) return;
   sqlite.transaction(() => {
-    const old = sqlite.query<{ name: string }, []>(`SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '${SQLITE_CHANGES_TABLE}_%'`).all();
+    const old = sqlite
+      .query<{ name: string }, []>(
+        `SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '${SQLITE_CHANGES_TABLE}_%'`,
+      )
+      .all();
     for (const t of old) sqlite.exec(`DROP TRIGGER IF EXISTS "${t.name}"`);
     for (const s of statements) sqlite.exec(s);
-    sqlite.query(`INSERT INTO ${SQLITE_CHANGES_TABLE} (id, version, feed) VALUES (1, 0, ?) ON CONFLICT (id) DO UPDATE SET feed = excluded.feed, version = version + 1`).run(fingerprint);
+    sqlite
+      .query(
+        `INSERT INTO ${SQLITE_CHANGES_TABLE} (id, version, feed) VALUES (1, 0, ?) ON CONFLICT (id) DO UPDATE SET feed = excluded.feed, version = version + 1`,
+      )
+      .run(fingerprint);
   })();
 }
 
@@ -237,7 +258,11 @@ export function noteChange(db: StoreRef, table: string, local = false): void {
  * of everything (`*`), since notifications sent while it was down are lost.
  */
 export async function listenForChanges(db: StoreRef, pg: SQL): Promise<() => Promise<void>> {
-  const sub = await pg.listen(CHANGES_CHANNEL, (payload) => noteChange(db, payload), () => noteChange(db, "*"));
+  const sub = await pg.listen(
+    CHANGES_CHANNEL,
+    (payload) => noteChange(db, payload),
+    () => noteChange(db, "*"),
+  );
   return () => sub.unlisten();
 }
 
@@ -291,7 +316,9 @@ export async function onSignal(pg: SQL, channel: string, fn: (payload: string) =
  */
 export function changedTables(statement: string): string[] {
   const tables = new Set<string>();
-  for (const m of statement.matchAll(/\b(insert(?:\s+or\s+\w+)?\s+into|replace\s+into|delete\s+from|update(?:\s+or\s+\w+)?)\s+[`"]?(\w+)[`"]?/gi)) {
+  for (const m of statement.matchAll(
+    /\b(insert(?:\s+or\s+\w+)?\s+into|replace\s+into|delete\s+from|update(?:\s+or\s+\w+)?)\s+[`"]?(\w+)[`"]?/gi,
+  )) {
     const table = m[2].toLowerCase();
     const quiet = FEED_TABLES.get(table)?.quiet;
     if (!quiet) continue;
@@ -299,7 +326,8 @@ export function changedTables(statement: string): string[] {
       tables.add(table);
       continue;
     }
-    const setList = /^\s*set\b([\s\S]*?)(?:\bwhere\b|\breturning\b|$)/i.exec(statement.slice(m.index + m[0].length))?.[1] ?? "";
+    const setList =
+      /^\s*set\b([\s\S]*?)(?:\bwhere\b|\breturning\b|$)/i.exec(statement.slice(m.index + m[0].length))?.[1] ?? "";
     const columns = [...setList.matchAll(/(?:^|,)\s*"?(\w+)"?\s*=/g)].map((c) => c[1].toLowerCase());
     if (columns.length === 0 || !columns.every((c) => quiet.has(c))) tables.add(table);
   }
@@ -350,7 +378,9 @@ export function watchSqliteWrites(client: Database, changed: () => void): Databa
     get(target, prop) {
       const value = Reflect.get(target, prop, target) as unknown;
       if (typeof value !== "function") return value;
-      if (prop === "prepare" || prop === "query") return (text: string, ...rest: unknown[]) => watched((value as (...a: unknown[]) => object).call(target, text, ...rest), text);
+      if (prop === "prepare" || prop === "query")
+        return (text: string, ...rest: unknown[]) =>
+          watched((value as (...a: unknown[]) => object).call(target, text, ...rest), text);
       if (prop === "run" || prop === "exec")
         return (text: string, ...rest: unknown[]) => {
           try {
@@ -383,7 +413,10 @@ export function watchWrites(client: SQL, changed: (table: string) => void): SQL 
             for (const t of tables) changed(t);
             return v;
           });
-        return { then: (ok?: (v: unknown) => unknown, fail?: (e: unknown) => unknown) => after(query).then(ok, fail), values: () => after(query.values()) };
+        return {
+          then: (ok?: (v: unknown) => unknown, fail?: (e: unknown) => unknown) => after(query).then(ok, fail),
+          values: () => after(query.values()),
+        };
       };
     },
   });

@@ -17,7 +17,9 @@ export async function rows<T>(db: Db, query: SQL): Promise<T[]> {
 /** Runs a raw statement; returns how many rows it changed. */
 export async function exec(db: Db, query: SQL): Promise<number> {
   if (db.engine === "sqlite") return (db as unknown as { run(q: SQL): { changes: number } }).run(query).changes;
-  return ((await (db as unknown as { execute(q: SQL): Promise<{ count: number }> }).execute(query)) as { count: number }).count;
+  return (
+    (await (db as unknown as { execute(q: SQL): Promise<{ count: number }> }).execute(query)) as { count: number }
+  ).count;
 }
 
 /**
@@ -34,7 +36,9 @@ export type Statement = { toSQL(): { sql: string; params: unknown[] } } | SQL;
 /** A statement's text and parameters in the store's own dialect (drizzle's dialect renders raw SQL). */
 function compile(db: Db, s: Statement): { sql: string; params: unknown[] } {
   if ("toSQL" in s) return s.toSQL();
-  return (db as unknown as { dialect: { sqlToQuery(q: SQL): { sql: string; params: unknown[] } } }).dialect.sqlToQuery(s);
+  return (db as unknown as { dialect: { sqlToQuery(q: SQL): { sql: string; params: unknown[] } } }).dialect.sqlToQuery(
+    s,
+  );
 }
 
 /**

@@ -33,7 +33,9 @@ export const workloads = pgTable(
   "workloads",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     name: text("name").notNull(),
     description: text("description").notNull().default(""),
     slug: text("slug").notNull(),
@@ -46,7 +48,9 @@ export const workloads = pgTable(
     executionPolicy: text("execution_policy").notNull().default("fixed"),
     endpoints: text("endpoints").notNull(),
     /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key: the launch policy applies). */
-    configOrigin: text("config_origin", { enum: ["admin", "tenant"] }).notNull().default("admin"),
+    configOrigin: text("config_origin", { enum: ["admin", "tenant"] })
+      .notNull()
+      .default("admin"),
     /** The execution policy's parameters, JSON (shape per policy: src/execution/schema.ts). */
     executionParams: text("execution_params").notNull().default("{}"),
     /** Stopped by the operator (`POST …/stop`): no replica runs until `POST …/start`. */
@@ -72,7 +76,9 @@ export const apiKeys = pgTable(
   "api_keys",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     name: text("name").notNull(),
     type: text("type", { enum: ["sdk", "live"] }).notNull(),
     scope: text("scope", { enum: ["project", "endpoints"] }).notNull(),
@@ -143,8 +149,12 @@ export const users = pgTable(
 export const projectMembers = pgTable(
   "project_members",
   {
-    userId: text("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     createdAt: text("created_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.userId, t.projectId] }), index("project_members_project").on(t.projectId)],
@@ -190,8 +200,12 @@ export const assignments = pgTable(
   "assignments",
   {
     id: text("id").primaryKey(),
-    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
-    workerId: text("worker_id").notNull().references(() => workers.id, { onDelete: "cascade" }),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id, { onDelete: "cascade" }),
+    workerId: text("worker_id")
+      .notNull()
+      .references(() => workers.id, { onDelete: "cascade" }),
     concurrency: bigint("concurrency", { mode: "number" }).notNull().default(20),
     gpus: bigint("gpus", { mode: "number" }).notNull().default(1),
     gpuIndices: text("gpu_indices").notNull().default("[]"),
@@ -201,7 +215,9 @@ export const assignments = pgTable(
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
     /** `run`: the agent keeps the runtime up; `idle`: stopped by the scaler (scale to zero, swapped out). */
-    desired: text("desired", { enum: ["run", "idle"] }).notNull().default("run"),
+    desired: text("desired", { enum: ["run", "idle"] })
+      .notNull()
+      .default("run"),
     /** True when `concurrency` was set by hand; otherwise the runtime's own batch capacity is used. */
     concurrencySet: flag("concurrency_set").notNull().default(1),
     /** Bumped by a restart or a retry: part of the replica's revision, so the agent starts it anew. */
@@ -218,7 +234,9 @@ export const assignments = pgTable(
 
 /** Usage counted per workload (requests and tokens), written in batches like key usage. */
 export const workloadUsage = pgTable("workload_usage", {
-  workloadId: text("workload_id").primaryKey().references(() => workloads.id, { onDelete: "cascade" }),
+  workloadId: text("workload_id")
+    .primaryKey()
+    .references(() => workloads.id, { onDelete: "cascade" }),
   requests: bigint("requests", { mode: "number" }).notNull().default(0),
   errors: bigint("errors", { mode: "number" }).notNull().default(0),
   inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
@@ -231,7 +249,9 @@ export const jobs = pgTable(
   "jobs",
   {
     id: text("id").primaryKey(),
-    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id, { onDelete: "cascade" }),
     /** The `x-request-id` of the request that made this row, when one did (data plane, admin API). */
     requestId: text("request_id"),
     /** The submitter's W3C `traceparent` when it sent one: the job's runs join that trace. */
@@ -267,7 +287,9 @@ export const webhooks = pgTable(
   "webhooks",
   {
     id: text("id").primaryKey(),
-    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id, { onDelete: "cascade" }),
     url: text("url").notNull(),
     secret: text("secret").notNull(),
     secretPrefix: text("secret_prefix").notNull(),
@@ -283,8 +305,12 @@ export const deliveries = pgTable(
   "deliveries",
   {
     id: text("id").primaryKey(),
-    jobId: text("job_id").notNull().references(() => jobs.id, { onDelete: "cascade" }),
-    webhookId: text("webhook_id").notNull().references(() => webhooks.id, { onDelete: "cascade" }),
+    jobId: text("job_id")
+      .notNull()
+      .references(() => jobs.id, { onDelete: "cascade" }),
+    webhookId: text("webhook_id")
+      .notNull()
+      .references(() => webhooks.id, { onDelete: "cascade" }),
     event: text("event").notNull(),
     state: text("state", { enum: ["pending", "delivered", "terminal", "cancelled"] }).notNull(),
     attempts: bigint("attempts", { mode: "number" }).notNull().default(0),
@@ -302,7 +328,9 @@ export const deliveryAttempts = pgTable(
   "delivery_attempts",
   {
     id: integer("id").primaryKey().generatedByDefaultAsIdentity(),
-    deliveryId: text("delivery_id").notNull().references(() => deliveries.id, { onDelete: "cascade" }),
+    deliveryId: text("delivery_id")
+      .notNull()
+      .references(() => deliveries.id, { onDelete: "cascade" }),
     n: bigint("n", { mode: "number" }).notNull(),
     at: text("at").notNull(),
     statusCode: bigint("status_code", { mode: "number" }),
@@ -321,7 +349,9 @@ export const files = pgTable(
   "files",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     /** The batch that wrote it (output and error files), else null (an upload). */
     batchId: text("batch_id"),
     keyId: text("key_id"),
@@ -355,7 +385,9 @@ export const batches = pgTable(
   "batches",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     /** The workload of the per-workload base it was made on; null on the project's base. */
     workloadId: text("workload_id").references(() => workloads.id, { onDelete: "cascade" }),
     /** The slugs of the workloads its requests run on, as a JSON array (who may see it). */
@@ -364,7 +396,9 @@ export const batches = pgTable(
     endpoint: text("endpoint").notNull(),
     inputFileId: text("input_file_id").notNull(),
     completionWindow: text("completion_window").notNull(),
-    status: text("status", { enum: ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] }).notNull(),
+    status: text("status", {
+      enum: ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"],
+    }).notNull(),
     metadata: text("metadata"),
     errors: text("errors"),
     outputFileId: text("output_file_id"),
@@ -425,7 +459,9 @@ export const models = pgTable(
  * ones. No foreign key to the project: a deleted project's models are still collected.
  */
 export const tenantModels = pgTable("tenant_models", {
-  modelId: text("model_id").primaryKey().references(() => models.id, { onDelete: "cascade" }),
+  modelId: text("model_id")
+    .primaryKey()
+    .references(() => models.id, { onDelete: "cascade" }),
   projectId: text("project_id").notNull(),
   pulledAt: text("pulled_at").notNull(),
   /** When the collector first saw no workload using it (null: in use, or not looked at yet). */
@@ -474,7 +510,12 @@ export const auditLog = pgTable(
     /** JSON: {field: {from, to}} for updates, the new fields for creations. */
     diff: text("diff").notNull().default("{}"),
   },
-  (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at), index("audit_project").on(t.projectId, t.at)],
+  (t) => [
+    index("audit_at").on(t.at),
+    index("audit_actor").on(t.actorId, t.at),
+    index("audit_target").on(t.targetId, t.at),
+    index("audit_project").on(t.projectId, t.at),
+  ],
 );
 
 /** The hosts of a cluster (see ./schema.ts). */

@@ -30,7 +30,9 @@ export const workloads = sqliteTable(
   "workloads",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     name: text("name").notNull(),
     description: text("description").notNull().default(""),
     slug: text("slug").notNull(),
@@ -43,7 +45,9 @@ export const workloads = sqliteTable(
     executionPolicy: text("execution_policy").notNull().default("fixed"),
     endpoints: text("endpoints").notNull(),
     /** Who last set the command: `admin` (trusted) or `tenant` (a control-plane key: the launch policy applies). */
-    configOrigin: text("config_origin", { enum: ["admin", "tenant"] }).notNull().default("admin"),
+    configOrigin: text("config_origin", { enum: ["admin", "tenant"] })
+      .notNull()
+      .default("admin"),
     /** The execution policy's parameters, JSON (shape per policy: src/execution/schema.ts). */
     executionParams: text("execution_params").notNull().default("{}"),
     /** Stopped by the operator (`POST …/stop`): no replica runs until `POST …/start`. */
@@ -69,7 +73,9 @@ export const apiKeys = sqliteTable(
   "api_keys",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     name: text("name").notNull(),
     type: text("type", { enum: ["sdk", "live"] }).notNull(),
     scope: text("scope", { enum: ["project", "endpoints"] }).notNull(),
@@ -140,8 +146,12 @@ export const users = sqliteTable(
 export const projectMembers = sqliteTable(
   "project_members",
   {
-    userId: text("user_id").notNull().references(() => users.id, { onDelete: "cascade" }),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     createdAt: text("created_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.userId, t.projectId] }), index("project_members_project").on(t.projectId)],
@@ -192,8 +202,12 @@ export const assignments = sqliteTable(
   "assignments",
   {
     id: text("id").primaryKey(),
-    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
-    workerId: text("worker_id").notNull().references(() => workers.id, { onDelete: "cascade" }),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id, { onDelete: "cascade" }),
+    workerId: text("worker_id")
+      .notNull()
+      .references(() => workers.id, { onDelete: "cascade" }),
     concurrency: int("concurrency").notNull().default(20),
     gpus: int("gpus").notNull().default(1),
     gpuIndices: text("gpu_indices").notNull().default("[]"),
@@ -203,7 +217,9 @@ export const assignments = sqliteTable(
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
     /** `run`: the agent keeps the runtime up; `idle`: stopped by the scaler (scale to zero, swapped out). */
-    desired: text("desired", { enum: ["run", "idle"] }).notNull().default("run"),
+    desired: text("desired", { enum: ["run", "idle"] })
+      .notNull()
+      .default("run"),
     /** True when `concurrency` was set by hand; otherwise the runtime's own batch capacity is used. */
     concurrencySet: integer("concurrency_set", { mode: "boolean" }).notNull().default(true),
     /** Bumped by a restart or a retry: part of the replica's revision, so the agent starts it anew. */
@@ -220,7 +236,9 @@ export const assignments = sqliteTable(
 
 /** Usage counted per workload (requests and tokens), written in batches like key usage. */
 export const workloadUsage = sqliteTable("workload_usage", {
-  workloadId: text("workload_id").primaryKey().references(() => workloads.id, { onDelete: "cascade" }),
+  workloadId: text("workload_id")
+    .primaryKey()
+    .references(() => workloads.id, { onDelete: "cascade" }),
   requests: int("requests").notNull().default(0),
   errors: int("errors").notNull().default(0),
   inputTokens: int("input_tokens").notNull().default(0),
@@ -233,7 +251,9 @@ export const jobs = sqliteTable(
   "jobs",
   {
     id: text("id").primaryKey(),
-    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id, { onDelete: "cascade" }),
     /** The `x-request-id` of the request that made this row, when one did (data plane, admin API). */
     requestId: text("request_id"),
     /** The submitter's W3C `traceparent` when it sent one: the job's runs join that trace. */
@@ -269,7 +289,9 @@ export const webhooks = sqliteTable(
   "webhooks",
   {
     id: text("id").primaryKey(),
-    workloadId: text("workload_id").notNull().references(() => workloads.id, { onDelete: "cascade" }),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id, { onDelete: "cascade" }),
     url: text("url").notNull(),
     secret: text("secret").notNull(),
     secretPrefix: text("secret_prefix").notNull(),
@@ -285,8 +307,12 @@ export const deliveries = sqliteTable(
   "deliveries",
   {
     id: text("id").primaryKey(),
-    jobId: text("job_id").notNull().references(() => jobs.id, { onDelete: "cascade" }),
-    webhookId: text("webhook_id").notNull().references(() => webhooks.id, { onDelete: "cascade" }),
+    jobId: text("job_id")
+      .notNull()
+      .references(() => jobs.id, { onDelete: "cascade" }),
+    webhookId: text("webhook_id")
+      .notNull()
+      .references(() => webhooks.id, { onDelete: "cascade" }),
     event: text("event").notNull(),
     state: text("state", { enum: ["pending", "delivered", "terminal", "cancelled"] }).notNull(),
     attempts: int("attempts").notNull().default(0),
@@ -304,7 +330,9 @@ export const deliveryAttempts = sqliteTable(
   "delivery_attempts",
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
-    deliveryId: text("delivery_id").notNull().references(() => deliveries.id, { onDelete: "cascade" }),
+    deliveryId: text("delivery_id")
+      .notNull()
+      .references(() => deliveries.id, { onDelete: "cascade" }),
     n: int("n").notNull(),
     at: text("at").notNull(),
     statusCode: int("status_code"),
@@ -323,7 +351,9 @@ export const files = sqliteTable(
   "files",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     /** The batch that wrote it (output and error files), else null (an upload). */
     batchId: text("batch_id"),
     keyId: text("key_id"),
@@ -357,7 +387,9 @@ export const batches = sqliteTable(
   "batches",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
     /** The workload of the per-workload base it was made on; null on the project's base. */
     workloadId: text("workload_id").references(() => workloads.id, { onDelete: "cascade" }),
     /** The slugs of the workloads its requests run on, as a JSON array (who may see it). */
@@ -366,7 +398,9 @@ export const batches = sqliteTable(
     endpoint: text("endpoint").notNull(),
     inputFileId: text("input_file_id").notNull(),
     completionWindow: text("completion_window").notNull(),
-    status: text("status", { enum: ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"] }).notNull(),
+    status: text("status", {
+      enum: ["validating", "in_progress", "finalizing", "completed", "failed", "expired", "cancelling", "cancelled"],
+    }).notNull(),
     metadata: text("metadata"),
     errors: text("errors"),
     outputFileId: text("output_file_id"),
@@ -427,7 +461,9 @@ export const models = sqliteTable(
  * ones. No foreign key to the project: a deleted project's models are still collected.
  */
 export const tenantModels = sqliteTable("tenant_models", {
-  modelId: text("model_id").primaryKey().references(() => models.id, { onDelete: "cascade" }),
+  modelId: text("model_id")
+    .primaryKey()
+    .references(() => models.id, { onDelete: "cascade" }),
   projectId: text("project_id").notNull(),
   pulledAt: text("pulled_at").notNull(),
   /** When the collector first saw no workload using it (null: in use, or not looked at yet). */
@@ -476,7 +512,12 @@ export const auditLog = sqliteTable(
     /** JSON: {field: {from, to}} for updates, the new fields for creations. */
     diff: text("diff").notNull().default("{}"),
   },
-  (t) => [index("audit_at").on(t.at), index("audit_actor").on(t.actorId, t.at), index("audit_target").on(t.targetId, t.at), index("audit_project").on(t.projectId, t.at)],
+  (t) => [
+    index("audit_at").on(t.at),
+    index("audit_actor").on(t.actorId, t.at),
+    index("audit_target").on(t.targetId, t.at),
+    index("audit_project").on(t.projectId, t.at),
+  ],
 );
 
 /**

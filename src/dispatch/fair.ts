@@ -101,7 +101,8 @@ export interface Joining {
  * A weight as a DRR quantum: a whole number from 1 to `MAX_WEIGHT` (anything else: 1, or the bound).
  * @example quantumOf(undefined) // → 1
  */
-export const quantumOf = (weight: number | undefined) => (weight === undefined || !Number.isFinite(weight) ? 1 : Math.min(MAX_WEIGHT, Math.max(1, Math.floor(weight))));
+export const quantumOf = (weight: number | undefined) =>
+  weight === undefined || !Number.isFinite(weight) ? 1 : Math.min(MAX_WEIGHT, Math.max(1, Math.floor(weight)));
 
 /**
  * Deficit round-robin over the keys of one class, with two rings as fq_codel has: `fresh` for keys
@@ -117,7 +118,16 @@ class Drr<T> {
   push(value: T, key: string, weight: number | undefined, bounded: boolean): Entry<T> {
     let flow = this.flows.get(key);
     if (!flow) {
-      flow = { key, quantum: quantumOf(weight), deficit: quantumOf(weight), entries: new Chain(), bounded: 0, ring: this.fresh, prev: undefined, next: undefined };
+      flow = {
+        key,
+        quantum: quantumOf(weight),
+        deficit: quantumOf(weight),
+        entries: new Chain(),
+        bounded: 0,
+        ring: this.fresh,
+        prev: undefined,
+        next: undefined,
+      };
       this.flows.set(key, flow);
       this.fresh.push(flow);
     }
@@ -194,7 +204,8 @@ class Drr<T> {
   }
 
   *values(): Generator<T> {
-    for (const ring of [this.fresh, this.old]) for (let f = ring.head; f; f = f.next) for (let e = f.entries.head; e; e = e.next) yield e.value;
+    for (const ring of [this.fresh, this.old])
+      for (let f = ring.head; f; f = f.next) for (let e = f.entries.head; e; e = e.next) yield e.value;
   }
 }
 

@@ -109,7 +109,8 @@ class BlockHasher {
     const { text } = this;
     const hashes: number[] = [];
     let h = 0;
-    for (let at = 0; at < text.length; at += BLOCK_CHARS) hashes.push((h = Bun.hash.crc32(text.slice(at, at + BLOCK_CHARS), h)));
+    for (let at = 0; at < text.length; at += BLOCK_CHARS)
+      hashes.push((h = Bun.hash.crc32(text.slice(at, at + BLOCK_CHARS), h)));
     return hashes;
   }
 }
@@ -216,7 +217,14 @@ export class PrefixRouter {
     let signature = "";
     for (const r of replicas) signature += `${r.id}\n`;
     let ring = this.rings.get(workloadId);
-    if (ring?.signature !== signature) this.rings.set(workloadId, (ring = buildRing(replicas.map((r) => r.id), signature)));
+    if (ring?.signature !== signature)
+      this.rings.set(
+        workloadId,
+        (ring = buildRing(
+          replicas.map((r) => r.id),
+          signature,
+        )),
+      );
     return ring;
   }
 
@@ -237,7 +245,11 @@ export class PrefixRouter {
     const tried = new Uint8Array(n);
     let left = n;
     const { points, owners } = ring;
-    for (let i = seek(points, mix(affinity[affinity.length - 1])), steps = 0; left > 0 && steps < points.length; i = (i + 1) % points.length, steps++) {
+    for (
+      let i = seek(points, mix(affinity[affinity.length - 1])), steps = 0;
+      left > 0 && steps < points.length;
+      i = (i + 1) % points.length, steps++
+    ) {
       const m = owners[i];
       if (tried[m]) continue;
       tried[m] = 1;

@@ -98,7 +98,10 @@ export interface Timers {
   clear(handle: unknown): void;
 }
 
-const REAL_TIMERS: Timers = { set: (fn, ms) => setTimeout(fn, ms), clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>) };
+const REAL_TIMERS: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
+};
 
 /** Why a workload cannot take requests at all (answers at once instead of queueing). */
 export type Unservable = (workloadId: string, kind: "sync" | "job") => string | undefined;
@@ -219,7 +222,8 @@ export class Dispatcher {
     if (why) return Promise.reject(new AppError(503, "workload_unavailable", why, { "retry-after": "30" }));
     const queue = this.waiting.get(workloadId) ?? new FairQueue<Waiter>();
     const how = { cls: classOf(ticket), key: ticket.keyId ?? "", weight: ticket.weight, bounded: kind === "sync" };
-    if (how.bounded && queue.bounded >= this.limits.maxWaiting && !this.makeRoom(queue, how.cls, how.key)) return Promise.reject(this.full());
+    if (how.bounded && queue.bounded >= this.limits.maxWaiting && !this.makeRoom(queue, how.cls, how.key))
+      return Promise.reject(this.full());
     return new Promise<Slot>((resolve, reject) => {
       const w: Waiter = {
         workloadId,
@@ -232,7 +236,15 @@ export class Dispatcher {
           kind === "sync"
             ? this.timers.set(() => {
                 this.dropWaiter(w);
-                const refuse = (why: string | undefined) => reject(new AppError(503, "queue_timeout", `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s (the server's --queue-wait-ms)${why ? `: ${why}` : ""}`, { "retry-after": "5" }));
+                const refuse = (why: string | undefined) =>
+                  reject(
+                    new AppError(
+                      503,
+                      "queue_timeout",
+                      `no replica of this workload had a free slot within ${Math.round(this.limits.waitMs / 1000)} s (the server's --queue-wait-ms)${why ? `: ${why}` : ""}`,
+                      { "retry-after": "5" },
+                    ),
+                  );
                 void Promise.resolve(this.explain(workloadId)).then(refuse, () => refuse(undefined));
               }, this.limits.waitMs)
             : undefined,
@@ -251,7 +263,12 @@ export class Dispatcher {
 
   /** 429: the workload's queue is full. */
   private full(): AppError {
-    return new AppError(429, "queue_full", `the queue of this workload is full (${this.limits.maxWaiting} waiting, the server's --queue-max); retry later`, { "retry-after": "1" });
+    return new AppError(
+      429,
+      "queue_full",
+      `the queue of this workload is full (${this.limits.maxWaiting} waiting, the server's --queue-max); retry later`,
+      { "retry-after": "1" },
+    );
   }
 
   /**
@@ -294,7 +311,10 @@ export class Dispatcher {
     const q = this.waiting.get(workloadId);
     if (!q?.size) return;
     // Asked once per kind that waits (not per waiter): a long queue costs nothing while servable.
-    const why = { sync: q.bounded > 0 ? this.unservable(workloadId, "sync") : undefined, job: q.size > q.bounded ? this.unservable(workloadId, "job") : undefined };
+    const why = {
+      sync: q.bounded > 0 ? this.unservable(workloadId, "sync") : undefined,
+      job: q.size > q.bounded ? this.unservable(workloadId, "job") : undefined,
+    };
     if (!why.sync && !why.job) return;
     for (const w of [...q.values()]) {
       const reason = why[w.kind];

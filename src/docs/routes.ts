@@ -9,7 +9,8 @@ import cssPath from "swagger-ui-dist/swagger-ui.css" with { type: "file" };
 import { AppError } from "../errors";
 
 /** The page's policy: everything from this origin; Swagger UI sets inline styles and data: images. */
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
 const PAGE = `<!doctype html>
 <html lang="en">
@@ -53,13 +54,20 @@ const ASSETS: Record<string, { file?: string; text?: string; type: string }> = {
   "docs.css": { text: DOCS_CSS, type: "text/css; charset=utf-8" },
 };
 
-const HEADERS = { "content-security-policy": CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" };
+const HEADERS = {
+  "content-security-policy": CSP,
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+};
 
 /** Gzipped copies of the assets, made on first use (the bundle is 1.7 MB, about 0.5 MB gzipped). */
 const gzipped = new Map<string, Uint8Array<ArrayBuffer>>();
 
 /** An asset's bytes, gzipped when the browser takes it. */
-async function assetBody(name: string, request: Request): Promise<{ body: Uint8Array<ArrayBuffer> | string; gzip: boolean }> {
+async function assetBody(
+  name: string,
+  request: Request,
+): Promise<{ body: Uint8Array<ArrayBuffer> | string; gzip: boolean }> {
   const asset = ASSETS[name];
   const raw = async () => (asset.file ? new Uint8Array(await Bun.file(asset.file).arrayBuffer()) : asset.text!);
   if (!/\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) return { body: await raw(), gzip: false };
@@ -71,12 +79,23 @@ async function assetBody(name: string, request: Request): Promise<{ body: Uint8A
 /** `/docs` (the viewer page) and its assets; the OpenAPI plugin serves `/docs/json`. */
 export const docsRoutes = () =>
   new Elysia({ name: "inferd-docs", detail: { hide: true } })
-    .get("/docs", () => new Response(PAGE, { headers: { ...HEADERS, "content-type": "text/html; charset=utf-8", "cache-control": "no-cache" } }))
+    .get(
+      "/docs",
+      () =>
+        new Response(PAGE, {
+          headers: { ...HEADERS, "content-type": "text/html; charset=utf-8", "cache-control": "no-cache" },
+        }),
+    )
     .get("/docs/assets/:name", async ({ params, request }) => {
       const asset = ASSETS[params.name];
       if (!asset) throw new AppError(404, "not_found", `no API docs file "${params.name}"`);
       const { body, gzip } = await assetBody(params.name, request);
-      const headers: Record<string, string> = { ...HEADERS, "content-type": asset.type, "cache-control": "public, max-age=3600", vary: "Accept-Encoding" };
+      const headers: Record<string, string> = {
+        ...HEADERS,
+        "content-type": asset.type,
+        "cache-control": "public, max-age=3600",
+        vary: "Accept-Encoding",
+      };
       if (gzip) headers["content-encoding"] = "gzip";
       return new Response(body, { headers });
     });

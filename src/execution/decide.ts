@@ -37,7 +37,13 @@ const minuteOf = (now: number) => new Date(Math.floor(now / 60_000) * 60_000);
 
 /** The parts of a date in a time zone: weekday (mon…sun) and minutes since midnight. */
 function localParts(now: number, timeZone: string): { day: string; minutes: number } {
-  const f = new Intl.DateTimeFormat("en-US", { timeZone, weekday: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const f = new Intl.DateTimeFormat("en-US", {
+    timeZone,
+    weekday: "short",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  });
   const parts = Object.fromEntries(f.formatToParts(new Date(now)).map((p) => [p.type, p.value]));
   return { day: parts.weekday.toLowerCase().slice(0, 3), minutes: Number(parts.hour) * 60 + Number(parts.minute) };
 }
@@ -57,7 +63,9 @@ export function windowOpen(w: Window, now: number): boolean {
   if (start <= end) return w.days.includes(day as (typeof DAYS)[number]) && minutes >= start && minutes < end;
   // Overnight: the evening part on a listed day, the morning part on the day after one.
   const yesterday = DAYS[(DAYS.indexOf(day as (typeof DAYS)[number]) + 6) % 7];
-  return (w.days.includes(day as (typeof DAYS)[number]) && minutes >= start) || (w.days.includes(yesterday) && minutes < end);
+  return (
+    (w.days.includes(day as (typeof DAYS)[number]) && minutes >= start) || (w.days.includes(yesterday) && minutes < end)
+  );
 }
 
 /** `scheduled`: `replicas` inside any window, `min_replicas_outside` outside. */
@@ -65,7 +73,9 @@ export function decideScheduled(p: ScheduledParams, now: number): Decision {
   const open = p.windows.findIndex((w) => windowOpen(w, now));
   const inside = p.replicas ?? DEFAULTS.scheduled.replicas;
   const outside = p.min_replicas_outside ?? DEFAULTS.scheduled.min_replicas_outside;
-  return open >= 0 ? { desired: inside, reason: `schedule window ${open + 1} is open`, onDemand: false } : { desired: outside, reason: "outside every schedule window", onDemand: false };
+  return open >= 0
+    ? { desired: inside, reason: `schedule window ${open + 1} is open`, onDemand: false }
+    : { desired: outside, reason: "outside every schedule window", onDemand: false };
 }
 
 /**
@@ -73,25 +83,60 @@ export function decideScheduled(p: ScheduledParams, now: number): Decision {
  * queue stays above target for `scale_up_after_s`; goes down to `min_replicas` after
  * `idle_timeout_s` without a request. Returns the decision and what to remember.
  */
-export function decideAutoscaling(p: AutoscalingParams, load: Load, running: number, mem: Memory, now: number): { decision: Decision; memory: Memory } {
+export function decideAutoscaling(
+  p: AutoscalingParams,
+  load: Load,
+  running: number,
+  mem: Memory,
+  now: number,
+): { decision: Decision; memory: Memory } {
   const min = p.min_replicas ?? DEFAULTS.autoscaling.min_replicas;
   const max = p.max_replicas ?? DEFAULTS.autoscaling.max_replicas;
   const idleMs = (p.idle_timeout_s ?? DEFAULTS.autoscaling.idle_timeout_s) * 1000;
   const upAfterMs = (p.scale_up_after_s ?? DEFAULTS.autoscaling.scale_up_after_s) * 1000;
   const target = Math.max(1, p.target_in_flight ?? load.slots);
   const demand = load.queued + load.inFlight;
-  const keep = (reason: string, memory: Memory = { pressureSince: null }) => ({ decision: { desired: Math.min(max, Math.max(min, running)), reason, onDemand: true }, memory });
+  const keep = (reason: string, memory: Memory = { pressureSince: null }) => ({
+    decision: { desired: Math.min(max, Math.max(min, running)), reason, onDemand: true },
+    memory,
+  });
   if (demand === 0) {
     const idleFor = now - load.lastBusyAt;
-    if (idleFor >= idleMs && running > min) return { decision: { desired: min, reason: `no request for ${Math.round(idleFor / 1000)} s (idle timeout ${idleMs / 1000} s)`, onDemand: true }, memory: { pressureSince: null } };
+    if (idleFor >= idleMs && running > min)
+      return {
+        decision: {
+          desired: min,
+          reason: `no request for ${Math.round(idleFor / 1000)} s (idle timeout ${idleMs / 1000} s)`,
+          onDemand: true,
+        },
+        memory: { pressureSince: null },
+      };
     return keep(running > min ? `idle for ${Math.round(idleFor / 1000)} s of ${idleMs / 1000} s` : "at the minimum");
   }
-  if (running === 0) return { decision: { desired: Math.max(1, min), reason: `cold start: ${plural(demand, "request")} waiting`, onDemand: true }, memory: { pressureSince: null } };
+  if (running === 0)
+    return {
+      decision: {
+        desired: Math.max(1, min),
+        reason: `cold start: ${plural(demand, "request")} waiting`,
+        onDemand: true,
+      },
+      memory: { pressureSince: null },
+    };
   const wanted = Math.min(max, Math.ceil(demand / target));
   if (wanted > running) {
     const since = mem.pressureSince ?? now;
-    if (now - since >= upAfterMs) return { decision: { desired: wanted, reason: `${plural(demand, "request")} for ${plural(running, "replica")} of ${target} (target) for ${Math.round((now - since) / 1000)} s`, onDemand: true }, memory: { pressureSince: null } };
-    return keep(`queue above target for ${Math.round((now - since) / 1000)} s of ${upAfterMs / 1000} s`, { pressureSince: since });
+    if (now - since >= upAfterMs)
+      return {
+        decision: {
+          desired: wanted,
+          reason: `${plural(demand, "request")} for ${plural(running, "replica")} of ${target} (target) for ${Math.round((now - since) / 1000)} s`,
+          onDemand: true,
+        },
+        memory: { pressureSince: null },
+      };
+    return keep(`queue above target for ${Math.round((now - since) / 1000)} s of ${upAfterMs / 1000} s`, {
+      pressureSince: since,
+    });
   }
   return keep(`${plural(demand, "request")} within ${plural(running, "replica")}`);
 }
@@ -100,9 +145,14 @@ export function decideAutoscaling(p: AutoscalingParams, load: Load, running: num
  * Whether a newly placed workload's first replica should start at once or wait (idle): stopped by
  * the operator, autoscaling from zero, or a schedule whose windows are closed.
  */
-export function initialDesired(w: { paused: boolean; execution_policy: string; execution_params: Record<string, unknown> }, now: number): { desired: "run" | "idle"; reason: string } {
+export function initialDesired(
+  w: { paused: boolean; execution_policy: string; execution_params: Record<string, unknown> },
+  now: number,
+): { desired: "run" | "idle"; reason: string } {
   if (w.paused) return { desired: "idle", reason: "stopped by the operator" };
-  if (w.execution_policy === "autoscaling" && ((w.execution_params as AutoscalingParams).min_replicas ?? 0) === 0) return { desired: "idle", reason: "scaled to zero: the first request starts it" };
-  if (w.execution_policy === "scheduled" && decideScheduled(w.execution_params as ScheduledParams, now).desired === 0) return { desired: "idle", reason: "outside every schedule window" };
+  if (w.execution_policy === "autoscaling" && ((w.execution_params as AutoscalingParams).min_replicas ?? 0) === 0)
+    return { desired: "idle", reason: "scaled to zero: the first request starts it" };
+  if (w.execution_policy === "scheduled" && decideScheduled(w.execution_params as ScheduledParams, now).desired === 0)
+    return { desired: "idle", reason: "outside every schedule window" };
   return { desired: "run", reason: "" };
 }

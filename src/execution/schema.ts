@@ -2,28 +2,36 @@ import { z } from "zod";
 import { Cron } from "croner";
 
 /** A time zone name the runtime knows (IANA, e.g. `Europe/Berlin`). */
-const TimeZone = z.string().min(1).max(64).refine((tz) => {
-  try {
-    new Intl.DateTimeFormat("en", { timeZone: tz });
-    return true;
-  } catch {
-    return false;
-  }
-}, "must be an IANA time zone such as Europe/Berlin or UTC");
+const TimeZone = z
+  .string()
+  .min(1)
+  .max(64)
+  .refine((tz) => {
+    try {
+      new Intl.DateTimeFormat("en", { timeZone: tz });
+      return true;
+    } catch {
+      return false;
+    }
+  }, "must be an IANA time zone such as Europe/Berlin or UTC");
 
 const Clock = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, "must be a time as HH:MM (24 h)");
 export const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] as const;
 
 /** A cron window: open during every minute the pattern matches (`* 9-17 * * 1-5`: weekdays 9:00–17:59). */
 const CronWindow = z.strictObject({
-  cron: z.string().min(1).max(200).refine((p) => {
-    try {
-      new Cron(p, { paused: true });
-      return true;
-    } catch {
-      return false;
-    }
-  }, "must be a cron pattern with five to seven fields, e.g. \"* 9-17 * * 1-5\""),
+  cron: z
+    .string()
+    .min(1)
+    .max(200)
+    .refine((p) => {
+      try {
+        new Cron(p, { paused: true });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'must be a cron pattern with five to seven fields, e.g. "* 9-17 * * 1-5"'),
   timezone: TimeZone.optional(),
 });
 
@@ -51,9 +59,16 @@ export const AutoscalingParams = z
     /** How long the queue must stay above target before a replica is added. */
     scale_up_after_s: z.number().min(0).max(86_400).optional(),
     /** No request in flight or queued for this long: the replica stops (state `idle`). */
-    idle_timeout_s: z.number().min(1).max(7 * 86_400).optional(),
+    idle_timeout_s: z
+      .number()
+      .min(1)
+      .max(7 * 86_400)
+      .optional(),
   })
-  .refine((p) => (p.max_replicas ?? 1) >= (p.min_replicas ?? 0), { message: "max_replicas must be at least min_replicas", path: ["max_replicas"] });
+  .refine((p) => (p.max_replicas ?? 1) >= (p.min_replicas ?? 0), {
+    message: "max_replicas must be at least min_replicas",
+    path: ["max_replicas"],
+  });
 /** `scheduled`: `replicas` while a window is open, `min_replicas_outside` otherwise. */
 export const ScheduledParams = z.strictObject({
   windows: z.array(Window).min(1).max(50),
@@ -66,7 +81,11 @@ export type AutoscalingParams = z.infer<typeof AutoscalingParams>;
 export type ScheduledParams = z.infer<typeof ScheduledParams>;
 
 /** The parameter schema of each execution policy. */
-export const PARAMS_BY_POLICY = { fixed: FixedParams, autoscaling: AutoscalingParams, scheduled: ScheduledParams } as const;
+export const PARAMS_BY_POLICY = {
+  fixed: FixedParams,
+  autoscaling: AutoscalingParams,
+  scheduled: ScheduledParams,
+} as const;
 
 /** Defaults filled in, so every reader sees the same numbers. */
 export const DEFAULTS = {

@@ -34,7 +34,8 @@ const CHUNK = 400;
 export const MAX_ROWS_PER_WORKLOAD = 100_000;
 
 /** A byte array as the store's blob columns take it. */
-const blob = (b: Uint8Array | null): Buffer | null => (b === null ? null : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+const blob = (b: Uint8Array | null): Buffer | null =>
+  b === null ? null : Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 /** A duration for the store's whole-millisecond columns (rounded alike, so a part never exceeds its whole). */
 const ms = (v: number | null): number | null => (v === null ? null : Math.round(v));
@@ -42,17 +43,44 @@ const ms = (v: number | null): number | null => (v === null ? null : Math.round(
 /** The `request_log` row of a record. */
 function logRow(r: RequestRecord): typeof requestLog.$inferInsert {
   return {
-    id: r.id, requestId: r.requestId, at: new Date(r.at).toISOString(), workloadId: r.workloadId, projectId: r.projectId, keyId: r.keyId, kind: r.kind, route: r.route,
-    model: r.model, status: r.status, errorCode: r.errorCode, tokensIn: r.tokensIn, tokensOut: r.tokensOut, queueMs: ms(r.queueMs), ttftMs: ms(r.ttftMs),
-    totalMs: Math.round(r.totalMs), assignmentId: r.assignmentId, workerId: r.workerId, hostId: r.hostId, traceId: r.traceId,
-    spans: JSON.stringify(r.spans), captured: !!r.bodies,
+    id: r.id,
+    requestId: r.requestId,
+    at: new Date(r.at).toISOString(),
+    workloadId: r.workloadId,
+    projectId: r.projectId,
+    keyId: r.keyId,
+    kind: r.kind,
+    route: r.route,
+    model: r.model,
+    status: r.status,
+    errorCode: r.errorCode,
+    tokensIn: r.tokensIn,
+    tokensOut: r.tokensOut,
+    queueMs: ms(r.queueMs),
+    ttftMs: ms(r.ttftMs),
+    totalMs: Math.round(r.totalMs),
+    assignmentId: r.assignmentId,
+    workerId: r.workerId,
+    hostId: r.hostId,
+    traceId: r.traceId,
+    spans: JSON.stringify(r.spans),
+    captured: !!r.bodies,
   };
 }
 
 /** The `request_bodies` row of a record that has bodies. */
 function bodiesRow(r: RequestRecord & { bodies: CapturedBodies }): typeof requestBodies.$inferInsert {
   const b = r.bodies;
-  return { requestId: r.id, workloadId: r.workloadId, at: new Date(r.at).toISOString(), requestType: b.requestType, request: blob(b.request), responseType: b.responseType, response: blob(b.response), truncated: b.truncated };
+  return {
+    requestId: r.id,
+    workloadId: r.workloadId,
+    at: new Date(r.at).toISOString(),
+    requestType: b.requestType,
+    request: blob(b.request),
+    responseType: b.responseType,
+    response: blob(b.response),
+    truncated: b.truncated,
+  };
 }
 
 const withBodies = (r: RequestRecord): r is RequestRecord & { bodies: CapturedBodies } => !!r.bodies;
@@ -117,7 +145,10 @@ export class RequestLog implements RequestSink {
   /** Records dropped unwritten because memory was full (the store could not keep up, or failed). */
   dropped = 0;
 
-  constructor(private readonly db: Db, private readonly maxPending = MAX_PENDING) {}
+  constructor(
+    private readonly db: Db,
+    private readonly maxPending = MAX_PENDING,
+  ) {}
 
   /** Takes a finished request; never waits or throws. */
   add(record: RequestRecord): void {
@@ -190,13 +221,27 @@ const BODIES_ROW = rowValues(requestBodies);
  * Removes the inspector's rows and bodies older than `retentionMs` (the job retention), and beyond
  * `maxPerWorkload` rows of one workload its oldest ones. The leader's retention sweep calls it.
  */
-export async function pruneRequests(db: Db, retentionMs: number, maxPerWorkload = MAX_ROWS_PER_WORKLOAD): Promise<void> {
+export async function pruneRequests(
+  db: Db,
+  retentionMs: number,
+  maxPerWorkload = MAX_ROWS_PER_WORKLOAD,
+): Promise<void> {
   const cutoff = new Date(Date.now() - retentionMs).toISOString();
   await db.delete(requestLog).where(lte(requestLog.at, cutoff));
   await db.delete(requestBodies).where(lte(requestBodies.at, cutoff));
-  const crowded = await db.select({ workloadId: requestLog.workloadId }).from(requestLog).groupBy(requestLog.workloadId).having(gt(count(), maxPerWorkload));
+  const crowded = await db
+    .select({ workloadId: requestLog.workloadId })
+    .from(requestLog)
+    .groupBy(requestLog.workloadId)
+    .having(gt(count(), maxPerWorkload));
   for (const { workloadId } of crowded) {
-    const [edge] = await db.select({ at: requestLog.at }).from(requestLog).where(eq(requestLog.workloadId, workloadId)).orderBy(desc(requestLog.at)).limit(1).offset(maxPerWorkload);
+    const [edge] = await db
+      .select({ at: requestLog.at })
+      .from(requestLog)
+      .where(eq(requestLog.workloadId, workloadId))
+      .orderBy(desc(requestLog.at))
+      .limit(1)
+      .offset(maxPerWorkload);
     if (!edge) continue;
     await db.delete(requestLog).where(and(eq(requestLog.workloadId, workloadId), lte(requestLog.at, edge.at)));
     await db.delete(requestBodies).where(and(eq(requestBodies.workloadId, workloadId), lte(requestBodies.at, edge.at)));

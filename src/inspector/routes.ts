@@ -17,15 +17,36 @@ interface Deps {
 /** `GET /admin/workloads/:id/requests`, `GET /admin/requests/:id`, `GET /admin/requests/:id/bodies`. */
 export const inspectorRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .get("/workloads/:id/requests", async ({ params, query }) => {
-      const q = requestQuery(query);
-      const w = await resolveWorkload(deps.db, params.id);
-      return listRequests(deps.db, w.id, q);
-    }, { detail: { summary: "A workload's recent requests, newest first (?status=ok|error|<status>|<error code>, ?key=<key id>, ?q=<request id, trace id or model>, ?since, ?limit up to 200, ?before=<next_before> for older ones)" } })
+    .get(
+      "/workloads/:id/requests",
+      async ({ params, query }) => {
+        const q = requestQuery(query);
+        const w = await resolveWorkload(deps.db, params.id);
+        return listRequests(deps.db, w.id, q);
+      },
+      {
+        detail: {
+          summary:
+            "A workload's recent requests, newest first (?status=ok|error|<status>|<error code>, ?key=<key id>, ?q=<request id, trace id or model>, ?since, ?limit up to 200, ?before=<next_before> for older ones)",
+        },
+      },
+    )
     .get("/requests/:id", ({ params }) => getRequest(deps.db, params.id), {
-      detail: { summary: "One request: its figures, key, replica and timeline (spans, ms from arrival); `captured` says whether bodies were kept" },
+      detail: {
+        summary:
+          "One request: its figures, key, replica and timeline (spans, ms from arrival); `captured` says whether bodies were kept",
+      },
     })
-    .get("/requests/:id/bodies", async ({ params }) => {
-      await getRequest(deps.db, params.id);
-      return getBodies(deps.db, params.id);
-    }, { detail: { summary: "A request's captured bodies (while its workload's capture was on): text for UTF-8 JSON, SSE and text, else base64" } });
+    .get(
+      "/requests/:id/bodies",
+      async ({ params }) => {
+        await getRequest(deps.db, params.id);
+        return getBodies(deps.db, params.id);
+      },
+      {
+        detail: {
+          summary:
+            "A request's captured bodies (while its workload's capture was on): text for UTF-8 JSON, SSE and text, else base64",
+        },
+      },
+    );

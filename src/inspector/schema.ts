@@ -5,7 +5,13 @@ import { fromSchemaIssue } from "../errors";
 /** Most rows a page may ask for. */
 export const MAX_REQUESTS_PAGE = 200;
 
-const text = (max: number) => z.string().trim().max(max).optional().transform((s) => s || undefined);
+const text = (max: number) =>
+  z
+    .string()
+    .trim()
+    .max(max)
+    .optional()
+    .transform((s) => s || undefined);
 
 /**
  * `GET /admin/workloads/:id/requests` query: `status` (`ok`, `error`, a status such as `429`, or an
@@ -13,12 +19,19 @@ const text = (max: number) => z.string().trim().max(max).optional().transform((s
  * (an ISO time), `before` (an ISO time or the `next_before` of the previous page), `limit` (1–200).
  */
 export const RequestQuery = z.object({
-  status: text(64).refine((s) => s === undefined || /^[A-Za-z0-9_.-]+$/.test(s), "must be ok, error, a status such as 429, or an error code"),
+  status: text(64).refine(
+    (s) => s === undefined || /^[A-Za-z0-9_.-]+$/.test(s),
+    "must be ok, error, a status such as 429, or an error code",
+  ),
   key: text(128),
   q: text(256),
   since: text(64),
   before: text(400),
-  limit: z.string().regex(/^\d{1,4}$/, "must be a whole number").optional().transform((s) => (s === undefined ? undefined : Number(s)))
+  limit: z
+    .string()
+    .regex(/^\d{1,4}$/, "must be a whole number")
+    .optional()
+    .transform((s) => (s === undefined ? undefined : Number(s)))
     .refine((n) => n === undefined || (n >= 1 && n <= MAX_REQUESTS_PAGE), `must be between 1 and ${MAX_REQUESTS_PAGE}`),
 });
 export type RequestQuery = z.infer<typeof RequestQuery>;

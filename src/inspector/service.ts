@@ -60,18 +60,43 @@ const columns = {
   workerName: workers.name,
 };
 
-type Joined = { log: typeof requestLog.$inferSelect; keyName: string | null; keyPrefix: string | null; workerName: string | null };
+type Joined = {
+  log: typeof requestLog.$inferSelect;
+  keyName: string | null;
+  keyPrefix: string | null;
+  workerName: string | null;
+};
 
 const joined = (db: Db) =>
-  db.select(columns).from(requestLog).leftJoin(apiKeys, eq(apiKeys.id, requestLog.keyId)).leftJoin(workers, eq(workers.id, requestLog.workerId));
+  db
+    .select(columns)
+    .from(requestLog)
+    .leftJoin(apiKeys, eq(apiKeys.id, requestLog.keyId))
+    .leftJoin(workers, eq(workers.id, requestLog.workerId));
 
 function toRow({ log: r, keyName, keyPrefix, workerName }: Joined): RequestRow {
   return {
-    id: r.id, request_id: r.requestId, at: r.at, kind: r.kind, route: r.route, model: r.model, status: r.status, error_code: r.errorCode,
+    id: r.id,
+    request_id: r.requestId,
+    at: r.at,
+    kind: r.kind,
+    route: r.route,
+    model: r.model,
+    status: r.status,
+    error_code: r.errorCode,
     key: r.keyId ? { id: r.keyId, name: keyName, prefix: keyPrefix } : null,
-    tokens_in: r.tokensIn, tokens_out: r.tokensOut, queue_ms: r.queueMs, ttft_ms: r.ttftMs, total_ms: r.totalMs,
-    replica: r.assignmentId || r.workerId ? { assignment_id: r.assignmentId, worker_id: r.workerId, worker_name: workerName } : null,
-    host_id: r.hostId, trace_id: r.traceId, captured: Boolean(r.captured),
+    tokens_in: r.tokensIn,
+    tokens_out: r.tokensOut,
+    queue_ms: r.queueMs,
+    ttft_ms: r.ttftMs,
+    total_ms: r.totalMs,
+    replica:
+      r.assignmentId || r.workerId
+        ? { assignment_id: r.assignmentId, worker_id: r.workerId, worker_name: workerName }
+        : null,
+    host_id: r.hostId,
+    trace_id: r.traceId,
+    captured: Boolean(r.captured),
   };
 }
 
@@ -111,16 +136,36 @@ function conditions(workloadId: string, q: RequestQuery): (SQL | undefined)[] {
     eq(requestLog.workloadId, workloadId),
     q.status ? statusIs(q.status) : undefined,
     q.key ? eq(requestLog.keyId, q.key) : undefined,
-    text ? or(startsWith(requestLog.id, text), startsWith(requestLog.requestId, text), startsWith(requestLog.traceId, text), sql`lower(${requestLog.model}) LIKE ${`%${likeText(text)}%`} ESCAPE '\\'`) : undefined,
+    text
+      ? or(
+          startsWith(requestLog.id, text),
+          startsWith(requestLog.requestId, text),
+          startsWith(requestLog.traceId, text),
+          sql`lower(${requestLog.model}) LIKE ${`%${likeText(text)}%`} ESCAPE '\\'`,
+        )
+      : undefined,
     q.since ? gte(requestLog.at, isoOf("since", q.since)) : undefined,
-    before ? (before.id === undefined ? lt(requestLog.at, before.at) : or(lt(requestLog.at, before.at), and(eq(requestLog.at, before.at), lt(requestLog.id, before.id)))) : undefined,
+    before
+      ? before.id === undefined
+        ? lt(requestLog.at, before.at)
+        : or(lt(requestLog.at, before.at), and(eq(requestLog.at, before.at), lt(requestLog.id, before.id)))
+      : undefined,
   ];
 }
 
 /** A workload's requests, newest first, with the cursor of the next (older) page or null when this is the last. */
-export async function listRequests(db: Db, workloadId: string, q: RequestQuery): Promise<{ requests: RequestRow[]; next_before: string | null }> {
+export async function listRequests(
+  db: Db,
+  workloadId: string,
+  q: RequestQuery,
+): Promise<{ requests: RequestRow[]; next_before: string | null }> {
   const limit = q.limit ?? PAGE;
-  const rows = (await joined(db).where(and(...conditions(workloadId, q))).orderBy(desc(requestLog.at), desc(requestLog.id)).limit(limit + 1)).map(toRow);
+  const rows = (
+    await joined(db)
+      .where(and(...conditions(workloadId, q)))
+      .orderBy(desc(requestLog.at), desc(requestLog.id))
+      .limit(limit + 1)
+  ).map(toRow);
   const page = rows.slice(0, limit);
   return { requests: page, next_before: rows.length > limit ? cursorOf(page[page.length - 1]) : null };
 }
@@ -129,12 +174,18 @@ export async function listRequests(db: Db, workloadId: string, q: RequestQuery):
 export async function getRequest(db: Db, id: string): Promise<RequestDetail> {
   const r = await first(joined(db).where(eq(requestLog.id, id)));
   if (!r) throw notFound(`request "${id}"`);
-  return { ...toRow(r), workload_id: r.log.workloadId, project_id: r.log.projectId, spans: JSON.parse(r.log.spans) as SpanRecord[] };
+  return {
+    ...toRow(r),
+    workload_id: r.log.workloadId,
+    project_id: r.log.projectId,
+    spans: JSON.parse(r.log.spans) as SpanRecord[],
+  };
 }
 
 /** The project a stored request belongs to, or undefined (for access checks by project). */
 export async function requestProject(db: Db, id: string): Promise<string | undefined> {
-  return (await first(db.select({ projectId: requestLog.projectId }).from(requestLog).where(eq(requestLog.id, id))))?.projectId;
+  return (await first(db.select({ projectId: requestLog.projectId }).from(requestLog).where(eq(requestLog.id, id))))
+    ?.projectId;
 }
 
 const TEXT_TYPE = /json|event-stream|^text\/|ndjson/i;
@@ -145,7 +196,12 @@ function bodyView(type: string | null, raw: Uint8Array | null): BodyView | null 
   const bytes = new Uint8Array(raw);
   if (type === null || TEXT_TYPE.test(type)) {
     try {
-      return { type, bytes: bytes.byteLength, encoding: "text", data: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+      return {
+        type,
+        bytes: bytes.byteLength,
+        encoding: "text",
+        data: new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+      };
     } catch {
       // not UTF-8: base64 below
     }
@@ -154,8 +210,15 @@ function bodyView(type: string | null, raw: Uint8Array | null): BodyView | null 
 }
 
 /** A request's captured bodies (404 when the request is unknown or none were kept). */
-export async function getBodies(db: Db, id: string): Promise<{ request: BodyView | null; response: BodyView | null; truncated: boolean }> {
+export async function getBodies(
+  db: Db,
+  id: string,
+): Promise<{ request: BodyView | null; response: BodyView | null; truncated: boolean }> {
   const b = await first(db.select().from(requestBodies).where(eq(requestBodies.requestId, id)));
   if (!b) throw notFound(`captured bodies of request "${id}"`);
-  return { request: bodyView(b.requestType, b.request), response: bodyView(b.responseType, b.response), truncated: Boolean(b.truncated) };
+  return {
+    request: bodyView(b.requestType, b.request),
+    response: bodyView(b.responseType, b.response),
+    truncated: Boolean(b.truncated),
+  };
 }

@@ -25,14 +25,19 @@ function atIndex(e: unknown, i: number, line?: number): unknown {
   if (!(e instanceof AppError)) return e;
   const where = `body[${i}]`;
   const field = e.field ? `${where}.${e.field}` : where;
-  const rest = e.field !== undefined && e.message.startsWith(`${e.field}: `) ? e.message.slice(e.field.length + 2) : e.message;
+  const rest =
+    e.field !== undefined && e.message.startsWith(`${e.field}: `) ? e.message.slice(e.field.length + 2) : e.message;
   const message = `${field}: ${rest}${line === undefined ? "" : ` (NDJSON line ${line})`}`;
   return new AppError(e.status, e.code, message, e.headers, field, e.extra);
 }
 
 /** 413 for a batch of more than MAX_BATCH envelopes (`count` when known). */
 const tooMany = (count?: number) =>
-  new AppError(413, "batch_too_large", `a batch holds at most ${MAX_BATCH} job envelopes and this one has ${count ?? "more"}; split it into several requests`);
+  new AppError(
+    413,
+    "batch_too_large",
+    `a batch holds at most ${MAX_BATCH} job envelopes and this one has ${count ?? "more"}; split it into several requests`,
+  );
 
 /** 400 for a batch without envelopes. */
 const empty = () => validation("body", `holds no job envelope; send 1 to ${MAX_BATCH}`);
@@ -55,7 +60,11 @@ function acceptOne(text: string, i: number, w: Workload, line?: number): Accepte
  */
 export function acceptBatch(text: string, w: Workload): AcceptedJob[] {
   const all = parseJsonBytes(text);
-  if (!Array.isArray(all)) throw validation("body", "must be a JSON array of job envelopes (or NDJSON lines with Content-Type: application/x-ndjson)");
+  if (!Array.isArray(all))
+    throw validation(
+      "body",
+      "must be a JSON array of job envelopes (or NDJSON lines with Content-Type: application/x-ndjson)",
+    );
   if (all.length > MAX_BATCH) throw tooMany(all.length);
   if (all.length === 0) throw empty();
   return rawElements(text)!.map((t, i) => acceptOne(t, i, w));
@@ -77,7 +86,11 @@ export interface Holding {
  * and record) in place of its line. The first bad line refuses the batch at once, named by index
  * and line; so does the envelope past MAX_BATCH.
  */
-export async function acceptNdjson(chunks: AsyncIterable<Uint8Array>, w: Workload, holding: Holding): Promise<AcceptedJob[]> {
+export async function acceptNdjson(
+  chunks: AsyncIterable<Uint8Array>,
+  w: Workload,
+  holding: Holding,
+): Promise<AcceptedJob[]> {
   const jobs: AcceptedJob[] = [];
   for await (const { bytes, line } of lines(counted(chunks, holding))) {
     const text = utf8Text(bytes);

@@ -37,7 +37,8 @@ type Envelope = { value: Record<string, unknown>; text: string };
 /** Parses one envelope's JSON text; 400 unless it is a JSON object (`what` names it in the error). */
 export function parseEnvelope(text: string, what = "body"): Envelope {
   const value = parseJsonBytes(text);
-  if (!value || typeof value !== "object" || Array.isArray(value)) throw validation(what, "the job envelope must be a JSON object");
+  if (!value || typeof value !== "object" || Array.isArray(value))
+    throw validation(what, "the job envelope must be a JSON object");
   return { value: value as Record<string, unknown>, text };
 }
 
@@ -53,22 +54,36 @@ export function acceptEnvelope(text: string, w: Workload): AcceptedJob {
 /** The envelope rules on a parsed envelope; `body` is stored as sent unless `stream` must be dropped. */
 export function checkEnvelope({ value: e, text }: Envelope, w: Workload): AcceptedJob {
   const unknown = Object.keys(e).find((k) => !ENVELOPE_FIELDS.has(k));
-  if (unknown) throw validation(unknown, `unknown field "${unknown}" (a job envelope has kind, body or body_b64, content_type, context)`);
+  if (unknown)
+    throw validation(
+      unknown,
+      `unknown field "${unknown}" (a job envelope has kind, body or body_b64, content_type, context)`,
+    );
   if (typeof e.kind !== "string") throw validation("kind", `is required; accepted kinds: ${ACCEPTED_KINDS.join(", ")}`);
   const kind = canonicalKind(e.kind);
   if (!kind) throw badRequest("invalid_kind", `unknown kind "${e.kind}"; accepted kinds: ${ACCEPTED_KINDS.join(", ")}`);
   const hasBody = e.body !== undefined;
   const hasB64 = e.body_b64 !== undefined;
   if (hasBody === hasB64) throw badRequest("invalid_envelope", "send exactly one of body or body_b64");
-  if (hasB64 && kind === "chat") throw badRequest("invalid_envelope", "body_b64 is not accepted for kind chat: send the chat request as JSON in body");
+  if (hasB64 && kind === "chat")
+    throw badRequest(
+      "invalid_envelope",
+      "body_b64 is not accepted for kind chat: send the chat request as JSON in body",
+    );
   const raw = rawFields(text, RAW_FIELDS);
   const context = raw.has("context") ? detached(raw.get("context")!) : null;
   if (hasB64) {
-    if (typeof e.body_b64 !== "string" || !BASE64.test(e.body_b64)) throw validation("body_b64", "must be a base64 string");
-    if (typeof e.content_type !== "string" || !e.content_type.trim()) throw validation("content_type", "is required with body_b64 (the exact content type of the bytes, with the multipart boundary)");
+    if (typeof e.body_b64 !== "string" || !BASE64.test(e.body_b64))
+      throw validation("body_b64", "must be a base64 string");
+    if (typeof e.content_type !== "string" || !e.content_type.trim())
+      throw validation(
+        "content_type",
+        "is required with body_b64 (the exact content type of the bytes, with the multipart boundary)",
+      );
     return { kind, body: Buffer.from(e.body_b64, "base64"), contentType: e.content_type, context };
   }
-  if (!e.body || typeof e.body !== "object" || Array.isArray(e.body)) throw validation("body", "must be a JSON object (exactly the body the synchronous route takes)");
+  if (!e.body || typeof e.body !== "object" || Array.isArray(e.body))
+    throw validation("body", "must be a JSON object (exactly the body the synchronous route takes)");
   const body = e.body as Record<string, unknown>;
   if (kind === "chat") {
     const r = ChatBody.safeParse(body);
@@ -97,5 +112,8 @@ export function checkJobsOn(w: Workload): void {
 /** 409 `endpoint_disabled` while the toggle of a job kind's modality is off. */
 export function checkKindOn(w: Workload, kind: string): void {
   const toggle = KINDS[kind].toggle;
-  if (!w.endpoints[toggle]) throw disabled(`the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off, so ${kind} jobs are refused`);
+  if (!w.endpoints[toggle])
+    throw disabled(
+      `the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off, so ${kind} jobs are refused`,
+    );
 }

@@ -167,7 +167,12 @@ const isConstraint = (e: unknown) => {
 export function intakeError(e: unknown): unknown {
   if (storeFailure(e)) return e;
   log.error("a batch of jobs could not be committed", e);
-  return new AppError(503, "job_not_stored", `the job was not stored: the store refused the write (${storeErrorCode(e) || "error"}); nothing of this request was accepted, so retry it`, { "retry-after": "1" });
+  return new AppError(
+    503,
+    "job_not_stored",
+    `the job was not stored: the store refused the write (${storeErrorCode(e) || "error"}); nothing of this request was accepted, so retry it`,
+    { "retry-after": "1" },
+  );
 }
 
 /**
@@ -177,22 +182,56 @@ export function intakeError(e: unknown): unknown {
  * under way at once over the pool. Everything else keeps writing through the store as before.
  */
 export function jobIntake(db: Db, opts: Partial<GroupCommitOptions> = {}): GroupCommit<JobInsert> {
-  const common = { maxRows: INTAKE_MAX_ROWS, maxWaitMs: INTAKE_MAX_WAIT_MS, retryAlone: isConstraint, callerError: intakeError, ...opts };
+  const common = {
+    maxRows: INTAKE_MAX_ROWS,
+    maxWaitMs: INTAKE_MAX_WAIT_MS,
+    retryAlone: isConstraint,
+    callerError: intakeError,
+    ...opts,
+  };
   if (db.engine === "postgres") {
     const pg = pgOf(db);
     const write = async (rows: JobInsert[]) => {
       // Each body as a view of the bytes already held (Buffer.from(Uint8Array) would copy them all).
-      const values = rows.map((r) => ({ id: r.id, workload_id: r.workloadId, key_id: r.keyId, kind: r.kind, body: Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength), content_type: r.contentType, context: r.context, request_id: r.requestId, traceparent: r.traceparent, status: "queued", runs: 0, created_at: r.createdAt }));
+      const values = rows.map((r) => ({
+        id: r.id,
+        workload_id: r.workloadId,
+        key_id: r.keyId,
+        kind: r.kind,
+        body: Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength),
+        content_type: r.contentType,
+        context: r.context,
+        request_id: r.requestId,
+        traceparent: r.traceparent,
+        status: "queued",
+        runs: 0,
+        created_at: r.createdAt,
+      }));
       await pg`INSERT INTO jobs ${pg(values)}`;
     };
     return new GroupCommit<JobInsert>(write, { ...common, maxInFlight: 4 });
   }
   const sqlite = sqliteOf(db);
-  const insert = sqlite.prepare<unknown, [string, string, string | null, string, Uint8Array, string, string | null, string | null, string | null, string]>(
+  const insert = sqlite.prepare<
+    unknown,
+    [string, string, string | null, string, Uint8Array, string, string | null, string | null, string | null, string]
+  >(
     "INSERT INTO jobs (id, workload_id, key_id, kind, body, content_type, context, request_id, traceparent, status, runs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?)",
   );
   const writeAll = sqlite.transaction((rows: JobInsert[]) => {
-    for (const r of rows) insert.run(r.id, r.workloadId, r.keyId, r.kind, r.body, r.contentType, r.context, r.requestId, r.traceparent, r.createdAt);
+    for (const r of rows)
+      insert.run(
+        r.id,
+        r.workloadId,
+        r.keyId,
+        r.kind,
+        r.body,
+        r.contentType,
+        r.context,
+        r.requestId,
+        r.traceparent,
+        r.createdAt,
+      );
   });
   return new GroupCommit<JobInsert>((rows) => void writeAll(rows), common);
 }

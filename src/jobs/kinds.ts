@@ -8,10 +8,14 @@ export interface KindSpec {
 }
 
 /** Job kinds and the synchronous route each equals (the contract's table; ../dataplane/table.ts). */
-export const KINDS: Record<string, KindSpec> = Object.fromEntries(DATA_ROUTES.flatMap((r) => (r.kind ? [[r.kind, { route: r.path, toggle: r.toggle }]] : [])));
+export const KINDS: Record<string, KindSpec> = Object.fromEntries(
+  DATA_ROUTES.flatMap((r) => (r.kind ? [[r.kind, { route: r.path, toggle: r.toggle }]] : [])),
+);
 
 /** Other names accepted for a kind. */
-export const ALIASES: Record<string, string> = Object.fromEntries(DATA_ROUTES.flatMap((r) => (r.kind ? (r.aliases ?? []).map((a) => [a, r.kind!]) : [])));
+export const ALIASES: Record<string, string> = Object.fromEntries(
+  DATA_ROUTES.flatMap((r) => (r.kind ? (r.aliases ?? []).map((a) => [a, r.kind!]) : [])),
+);
 
 /** Every accepted kind name, aliases included, for error messages. */
 export const ACCEPTED_KINDS = [...Object.keys(KINDS), ...Object.keys(ALIASES)];

@@ -25,7 +25,10 @@ export class JobQuota {
   used(projectId: string): Maybe<number> {
     const cached = this.sums.get(projectId);
     if (cached && this.now() - cached.at < FRESH_MS) return cached.bytes;
-    return rows<{ bytes: number | string | null }>(this.db, sql`SELECT coalesce((SELECT SUM(length(j.body) + coalesce(length(j.data), 0)) FROM jobs j JOIN workloads w ON w.id = j.workload_id WHERE w.project_id = ${projectId}), 0) + coalesce((SELECT SUM(f.bytes) FROM files f WHERE f.project_id = ${projectId}), 0) AS bytes`).then((r) => {
+    return rows<{ bytes: number | string | null }>(
+      this.db,
+      sql`SELECT coalesce((SELECT SUM(length(j.body) + coalesce(length(j.data), 0)) FROM jobs j JOIN workloads w ON w.id = j.workload_id WHERE w.project_id = ${projectId}), 0) + coalesce((SELECT SUM(f.bytes) FROM files f WHERE f.project_id = ${projectId}), 0) AS bytes`,
+    ).then((r) => {
       const bytes = Number(r[0]?.bytes ?? 0);
       this.sums.set(projectId, { bytes, at: this.now() });
       return bytes;
@@ -37,10 +40,20 @@ export class JobQuota {
    * is larger than the whole quota, 429 (with Retry-After) when the project's stored jobs would pass it.
    */
   admit(projectId: string, size: number, what = "the job"): Maybe<void> {
-    if (size > this.limit) throw new AppError(413, "payload_too_large", `${what} is larger than a project's job storage (${this.limit} bytes, --max-job-bytes-per-project)`);
+    if (size > this.limit)
+      throw new AppError(
+        413,
+        "payload_too_large",
+        `${what} is larger than a project's job storage (${this.limit} bytes, --max-job-bytes-per-project)`,
+      );
     return andThen(this.used(projectId), (used) => {
       if (used + size > this.limit) {
-        throw new AppError(429, "job_storage_full", `this project's stored jobs hold ${used} of ${this.limit} bytes (--max-job-bytes-per-project); finished jobs are removed after the retention period, so retry later`, { "retry-after": "60" });
+        throw new AppError(
+          429,
+          "job_storage_full",
+          `this project's stored jobs hold ${used} of ${this.limit} bytes (--max-job-bytes-per-project); finished jobs are removed after the retention period, so retry later`,
+          { "retry-after": "60" },
+        );
       }
       this.sums.get(projectId)!.bytes += size;
     });

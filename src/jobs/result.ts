@@ -25,7 +25,8 @@ export function wavSeconds(b: Uint8Array): number | undefined {
     const id = ascii(at);
     const size = dv.getUint32(at + 4, true);
     if (id === "fmt ") byteRate = dv.getUint32(at + 16, true);
-    if (id === "data") return byteRate ? Math.round((Math.min(size, b.byteLength - at - 8) / byteRate) * 1000) / 1000 : undefined;
+    if (id === "data")
+      return byteRate ? Math.round((Math.min(size, b.byteLength - at - 8) / byteRate) * 1000) / 1000 : undefined;
     at += 8 + size + (size % 2);
   }
   return undefined;
@@ -35,7 +36,13 @@ export function wavSeconds(b: Uint8Array): number | undefined {
 function errorMessage(text: string, status: number): string {
   try {
     const b = JSON.parse(text);
-    return b?.error?.message ?? (typeof b?.error === "string" ? b.error : undefined) ?? b?.message ?? b?.detail ?? `the runtime answered HTTP ${status}`;
+    return (
+      b?.error?.message ??
+      (typeof b?.error === "string" ? b.error : undefined) ??
+      b?.message ??
+      b?.detail ??
+      `the runtime answered HTTP ${status}`
+    );
   } catch {
     return text.trim() || `the runtime answered HTTP ${status}`;
   }
@@ -54,10 +61,23 @@ function textOf(kind: string, p: Record<string, any>): string | undefined {
  * when the runtime refused. With `model`, the payload's `model` says that name (the workload's
  * served name) rather than what the runtime calls its model.
  */
-export function buildJobData(jobId: string, kind: string, status: number, contentType: string, bytes: Uint8Array, metrics: JobData["metrics"], model?: string): JobData {
+export function buildJobData(
+  jobId: string,
+  kind: string,
+  status: number,
+  contentType: string,
+  bytes: Uint8Array,
+  metrics: JobData["metrics"],
+  model?: string,
+): JobData {
   const text = () => new TextDecoder().decode(bytes);
   if (status < 200 || status >= 300) {
-    return { job_id: jobId, status: "error", metrics, error: { http_status: status, code: `http_${status}`, message: errorMessage(text(), status) } };
+    return {
+      job_id: jobId,
+      status: "error",
+      metrics,
+      error: { http_status: status, code: `http_${status}`, message: errorMessage(text(), status) },
+    };
   }
   const data: JobData = { job_id: jobId, status: "ok", metrics };
   const type = contentType.split(";")[0].trim().toLowerCase();
@@ -66,14 +86,24 @@ export function buildJobData(jobId: string, kind: string, status: number, conten
     try {
       p = JSON.parse(text());
     } catch {
-      return { job_id: jobId, status: "error", metrics, error: { code: "invalid_runtime_response", message: "the runtime answered invalid JSON" } };
+      return {
+        job_id: jobId,
+        status: "error",
+        metrics,
+        error: { code: "invalid_runtime_response", message: "the runtime answered invalid JSON" },
+      };
     }
     if (model !== undefined && p && typeof p === "object" && typeof p.model === "string") p.model = model;
     data.payload = p;
     const out = textOf(kind, p);
     if (out !== undefined) data.output = out;
     const u = usageOf(p);
-    if (u) data.usage = { input_tokens: u.inputTokens, output_tokens: u.outputTokens, total_tokens: u.inputTokens + u.outputTokens };
+    if (u)
+      data.usage = {
+        input_tokens: u.inputTokens,
+        output_tokens: u.outputTokens,
+        total_tokens: u.inputTokens + u.outputTokens,
+      };
     if (kind.startsWith("images") && Array.isArray(p.data)) {
       data.units = { images: p.data.length };
       const first = p.data.find((d: { b64_json?: string }) => typeof d?.b64_json === "string");

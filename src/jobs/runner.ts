@@ -63,7 +63,11 @@ export class JobRunner {
     private tracing?: Tracing,
     private clock: Clock = realClock,
   ) {
-    this.claims = new SerialRunner(() => this.claim(), { every: TICK_MS, clock, onError: (e) => log.warn("could not take queued jobs", e) });
+    this.claims = new SerialRunner(() => this.claim(), {
+      every: TICK_MS,
+      clock,
+      onError: (e) => log.warn("could not take queued jobs", e),
+    });
   }
 
   /** Puts jobs a crash left running back in the queue, then starts taking jobs. */
@@ -130,7 +134,10 @@ export class JobRunner {
     const tl = this.tracing?.beginJob(job.id, job.kind, queueMs, job.traceparent);
     if (tl) tl.model = w.model_name;
     const meter = this.metering.begin(w, job.keyId, "job", undefined, undefined, tl);
-    const json = job.contentType === "application/json" ? (JSON.parse(Buffer.from(job.body).toString("utf8")) as Record<string, unknown>) : undefined;
+    const json =
+      job.contentType === "application/json"
+        ? (JSON.parse(Buffer.from(job.body).toString("utf8")) as Record<string, unknown>)
+        : undefined;
     const req = {
       path: `/v1/${spec.route}`,
       method: "POST",
@@ -142,7 +149,14 @@ export class JobRunner {
     };
     let data: JobData;
     try {
-      const got = await dispatchWith(this.fleet.dispatcher, w.id, this.abort.signal, (t, s) => t.send(req, s), withAffinity(this.fleet.dispatcher, w, json, { kind: "job", keyId: job.keyId ?? undefined }), tl);
+      const got = await dispatchWith(
+        this.fleet.dispatcher,
+        w.id,
+        this.abort.signal,
+        (t, s) => t.send(req, s),
+        withAffinity(this.fleet.dispatcher, w, json, { kind: "job", keyId: job.keyId ?? undefined }),
+        tl,
+      );
       meter.waited(got.waitedMs);
       meter.firstByte();
       let bytes: Uint8Array;
@@ -151,7 +165,15 @@ export class JobRunner {
       } finally {
         got.slot.release();
       }
-      data = buildJobData(job.id, job.kind, got.upstream.status, got.upstream.headers.get("content-type") ?? "", bytes, { queue_ms: queueMs, run_ms: this.clock.now() - started, runs: job.runs }, w.model_name);
+      data = buildJobData(
+        job.id,
+        job.kind,
+        got.upstream.status,
+        got.upstream.headers.get("content-type") ?? "",
+        bytes,
+        { queue_ms: queueMs, run_ms: this.clock.now() - started, runs: job.runs },
+        w.model_name,
+      );
     } catch (e) {
       if (this.stopped) return; // left running: the next start runs it again
       const err = e instanceof AppError ? e : new AppError(502, "upstream_unavailable", String(e));
@@ -165,7 +187,12 @@ export class JobRunner {
         this.pending.add(job.workloadId);
         return;
       }
-      data = { job_id: job.id, status: "error", metrics: { queue_ms: queueMs, run_ms: this.clock.now() - started, runs: job.runs }, error: { http_status: err.status, code: err.code, message: err.message } };
+      data = {
+        job_id: job.id,
+        status: "error",
+        metrics: { queue_ms: queueMs, run_ms: this.clock.now() - started, runs: job.runs },
+        error: { http_status: err.status, code: err.code, message: err.message },
+      };
     }
     await finishJob(this.db, job, data.status === "ok", data);
     const u = data.usage;
@@ -188,6 +215,8 @@ export class JobRunner {
     await this.claims.stop();
     await Promise.allSettled([...this.inflight]);
     // Handed back at once: in a cluster another host runs them now rather than after this one's restart.
-    await recoverRunningJobs(this.db, this.hostId).catch((e) => log.warn("could not hand back this host's running jobs", e));
+    await recoverRunningJobs(this.db, this.hostId).catch((e) =>
+      log.warn("could not hand back this host's running jobs", e),
+    );
   }
 }

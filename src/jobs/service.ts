@@ -80,7 +80,12 @@ const view = (j: JobRow, ds: DeliveryView[]): JobView => ({
 
 /** A job of a workload, or undefined. */
 export async function getJob(db: Db, workloadId: string, jobId: string): Promise<JobView | undefined> {
-  const j = await first(db.select().from(jobs).where(and(eq(jobs.id, jobId), eq(jobs.workloadId, workloadId))));
+  const j = await first(
+    db
+      .select()
+      .from(jobs)
+      .where(and(eq(jobs.id, jobId), eq(jobs.workloadId, workloadId))),
+  );
   return j && view(j, (await deliveryViews(db, [j.id])).get(j.id) ?? []);
 }
 
@@ -92,7 +97,10 @@ export async function listJobs(db: Db, workloadId: string, limit = 50, status?: 
     .where(and(eq(jobs.workloadId, workloadId), status ? eq(jobs.status, status) : undefined))
     .orderBy(desc(jobs.createdAt))
     .limit(limit);
-  const ds = await deliveryViews(db, rows.map((r) => r.id));
+  const ds = await deliveryViews(
+    db,
+    rows.map((r) => r.id),
+  );
   return rows.map((r) => view(r, ds.get(r.id) ?? []));
 }
 
@@ -106,7 +114,12 @@ export async function workloadsWithQueuedJobs(db: Db): Promise<string[]> {
  * statement; returned in queue order (creation time, then insertion order). On PostgreSQL several
  * hosts claim side by side: `FOR UPDATE SKIP LOCKED` gives each different jobs without waiting.
  */
-export async function claimJobs(db: Db, workloadId: string, count: number, hostId: string | null = null): Promise<JobRow[]> {
+export async function claimJobs(
+  db: Db,
+  workloadId: string,
+  count: number,
+  hostId: string | null = null,
+): Promise<JobRow[]> {
   if (count <= 0) return [];
   const set = { status: "running" as const, startedAt: nowIso(), runs: sql`${jobs.runs} + 1`, claimedBy: hostId };
   if (db.engine === "postgres") {
@@ -131,7 +144,10 @@ export async function claimJobs(db: Db, workloadId: string, count: number, hostI
 
 /** Puts a running job back in the queue (its worker died; it will run again). */
 export async function requeueJob(db: Db, jobId: string): Promise<void> {
-  await db.update(jobs).set({ status: "queued", claimedBy: null }).where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
+  await db
+    .update(jobs)
+    .set({ status: "queued", claimedBy: null })
+    .where(and(eq(jobs.id, jobId), eq(jobs.status, "running")));
 }
 
 /**
@@ -141,8 +157,16 @@ export async function requeueJob(db: Db, jobId: string): Promise<void> {
  */
 export async function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown): Promise<void> {
   // A request of an OpenAI batch has no event of its own: the batch's goes out when it ends.
-  const fanOut = job.batchId ? [] : await deliveryStatements(db, job.workloadId, job.id, ok ? "job.completed" : "job.failed");
-  await batch(db, [db.update(jobs).set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: nowIso() }).where(eq(jobs.id, job.id)), ...fanOut]);
+  const fanOut = job.batchId
+    ? []
+    : await deliveryStatements(db, job.workloadId, job.id, ok ? "job.completed" : "job.failed");
+  await batch(db, [
+    db
+      .update(jobs)
+      .set({ status: ok ? "completed" : "failed", data: JSON.stringify(data), finishedAt: nowIso() })
+      .where(eq(jobs.id, job.id)),
+    ...fanOut,
+  ]);
 }
 
 /**
@@ -151,7 +175,13 @@ export async function finishJob(db: Db, job: JobRow, ok: boolean, data: unknown)
  */
 export async function recoverRunningJobs(db: Db, hostId: string | null = null): Promise<number> {
   const mine = hostId ? or(eq(jobs.claimedBy, hostId), isNull(jobs.claimedBy)) : undefined;
-  return (await db.update(jobs).set({ status: "queued", claimedBy: null }).where(and(eq(jobs.status, "running"), mine)).returning({ id: jobs.id })).length;
+  return (
+    await db
+      .update(jobs)
+      .set({ status: "queued", claimedBy: null })
+      .where(and(eq(jobs.status, "running"), mine))
+      .returning({ id: jobs.id })
+  ).length;
 }
 
 /**

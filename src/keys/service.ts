@@ -27,7 +27,13 @@ export interface KeyView {
   project_slug: string;
   created_at: string;
   revoked_at: string | null;
-  usage: { requests: number; input_tokens: number; output_tokens: number; total_tokens: number; last_used_at: string | null };
+  usage: {
+    requests: number;
+    input_tokens: number;
+    output_tokens: number;
+    total_tokens: number;
+    last_used_at: string | null;
+  };
   limits: LimitsView;
 }
 
@@ -35,7 +41,8 @@ export interface KeyView {
 export type KeyRecord = typeof apiKeys.$inferSelect & { projectSlug: string };
 
 /** A stored priority as the API names it (null: interactive, the default). */
-export const priorityOf = (p: string | null): "interactive" | "batch" | null => (p === "batch" || p === "interactive" ? p : null);
+export const priorityOf = (p: string | null): "interactive" | "batch" | null =>
+  p === "batch" || p === "interactive" ? p : null;
 
 function view(k: KeyRecord): KeyView {
   return {
@@ -56,7 +63,15 @@ function view(k: KeyRecord): KeyView {
       total_tokens: k.inputTokens + k.outputTokens,
       last_used_at: k.lastUsedAt,
     },
-    limits: { rpm: k.rpm, tpm: k.tpm, max_concurrent: k.maxConcurrent, tokens_per_day: k.tokensPerDay, tokens_per_month: k.tokensPerMonth, priority: priorityOf(k.priority), weight: k.weight },
+    limits: {
+      rpm: k.rpm,
+      tpm: k.tpm,
+      max_concurrent: k.maxConcurrent,
+      tokens_per_day: k.tokensPerDay,
+      tokens_per_month: k.tokensPerMonth,
+      priority: priorityOf(k.priority),
+      weight: k.weight,
+    },
   };
 }
 
@@ -81,27 +96,46 @@ export async function setKeyLimits(db: Db, id: string, limits: KeyLimits): Promi
   if (Object.keys(set).length) await db.update(apiKeys).set(set).where(eq(apiKeys.id, id));
   const row = await keyRecord(db, id);
   if (!row) throw notFound(`key "${id}"`);
-  await audit(db, "key.limits", { type: "key", id, label: `${row.name} (${row.prefix}…)` }, diffOf(view(before).limits, view(row).limits));
+  await audit(
+    db,
+    "key.limits",
+    { type: "key", id, label: `${row.name} (${row.prefix}…)` },
+    diffOf(view(before).limits, view(row).limits),
+  );
   return view(row);
 }
 
 const keyColumns = { ...getTableColumns(apiKeys), projectSlug: projects.slug };
 
 /** A key with its project's slug, by id. */
-const keyRecord = (db: Db, id: string) => first(db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)));
+const keyRecord = (db: Db, id: string) =>
+  first(
+    db
+      .select(keyColumns)
+      .from(apiKeys)
+      .innerJoin(projects, eq(projects.id, apiKeys.projectId))
+      .where(eq(apiKeys.id, id)),
+  );
 
 /**
  * Creates a key for a project and returns it with its secret — the only time the secret is seen.
  * `endpoints` entries are `<project_slug>/<workload_slug>` of this project.
  */
-export async function createKey(db: Db, project: { id: string; slug: string }, input: KeyCreate): Promise<KeyView & { secret: string }> {
+export async function createKey(
+  db: Db,
+  project: { id: string; slug: string },
+  input: KeyCreate,
+): Promise<KeyView & { secret: string }> {
   const scope = input.scope ?? (input.endpoints?.length ? "endpoints" : "project");
   const endpoints = scope === "endpoints" ? [...new Set(input.endpoints ?? [])] : [];
-  if (scope === "endpoints" && endpoints.length === 0) throw validation("endpoints", "a key with scope \"endpoints\" needs at least one endpoint");
-  if (scope === "project" && input.endpoints?.length) throw validation("endpoints", "endpoints are only allowed with scope \"endpoints\"");
+  if (scope === "endpoints" && endpoints.length === 0)
+    throw validation("endpoints", 'a key with scope "endpoints" needs at least one endpoint');
+  if (scope === "project" && input.endpoints?.length)
+    throw validation("endpoints", 'endpoints are only allowed with scope "endpoints"');
   endpoints.forEach((e, i) => {
     const [p, w, extra] = e.split("/");
-    if (!p || !w || extra !== undefined) throw validation(`endpoints.${i}`, `"${e}" is not of the form <project_slug>/<workload_slug>`);
+    if (!p || !w || extra !== undefined)
+      throw validation(`endpoints.${i}`, `"${e}" is not of the form <project_slug>/<workload_slug>`);
     if (p !== project.slug) throw validation(`endpoints.${i}`, `"${e}" is not in project "${project.slug}"`);
   });
   const secret = newSecret(KEY_PREFIX[input.type]);
@@ -125,19 +159,48 @@ export async function createKey(db: Db, project: { id: string; slug: string }, i
     ...limitColumns(input.limits ?? {}),
   } as const;
   await db.insert(apiKeys).values(row);
-  await audit(db, "key.create", { type: "key", id: row.id, label: `${row.name} (${row.prefix}…)` }, { project: project.slug, ...fieldsOf(row, ["name", "type", "scope", "prefix"]), endpoints, limits: input.limits ?? {} });
-  return { ...view({ ...row, revokedAt: null, requests: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: null, projectSlug: project.slug }), secret };
+  await audit(
+    db,
+    "key.create",
+    { type: "key", id: row.id, label: `${row.name} (${row.prefix}…)` },
+    {
+      project: project.slug,
+      ...fieldsOf(row, ["name", "type", "scope", "prefix"]),
+      endpoints,
+      limits: input.limits ?? {},
+    },
+  );
+  return {
+    ...view({
+      ...row,
+      revokedAt: null,
+      requests: 0,
+      inputTokens: 0,
+      outputTokens: 0,
+      lastUsedAt: null,
+      projectSlug: project.slug,
+    }),
+    secret,
+  };
 }
 
 /** Keys of a project, newest first, revoked ones included (their usage stays visible). */
 export async function listKeys(db: Db, projectId: string): Promise<KeyView[]> {
-  const rows = await db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.projectId, projectId)).orderBy(desc(apiKeys.createdAt));
+  const rows = await db
+    .select(keyColumns)
+    .from(apiKeys)
+    .innerJoin(projects, eq(projects.id, apiKeys.projectId))
+    .where(eq(apiKeys.projectId, projectId))
+    .orderBy(desc(apiKeys.createdAt));
   return rows.map(view);
 }
 
 /** Revokes a key; the next request that presents it is refused. Revoking twice is harmless. */
 export async function revokeKey(db: Db, id: string): Promise<KeyView> {
-  await db.update(apiKeys).set({ revokedAt: sql`coalesce(${apiKeys.revokedAt}, ${nowIso()})` }).where(eq(apiKeys.id, id));
+  await db
+    .update(apiKeys)
+    .set({ revokedAt: sql`coalesce(${apiKeys.revokedAt}, ${nowIso()})` })
+    .where(eq(apiKeys.id, id));
   const row = await keyRecord(db, id);
   if (!row) throw notFound(`key "${id}"`);
   await audit(db, "key.revoke", { type: "key", id, label: `${row.name} (${row.prefix}…)` });
@@ -158,7 +221,19 @@ export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined | 
 export function findKeyByHash(db: Db, hash: string): KeyRecord | undefined | Promise<KeyRecord | undefined> {
   let find = keyLookups.get(db);
   if (!find) {
-    find = memoize(db, (hash) => first(db.select(keyColumns).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`))), true, ["api_keys", "projects"]);
+    find = memoize(
+      db,
+      (hash) =>
+        first(
+          db
+            .select(keyColumns)
+            .from(apiKeys)
+            .innerJoin(projects, eq(projects.id, apiKeys.projectId))
+            .where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`)),
+        ),
+      true,
+      ["api_keys", "projects"],
+    );
     keyLookups.set(db, find);
   }
   return find(hash);

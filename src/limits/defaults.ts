@@ -4,7 +4,13 @@
  * one key more. Pure: src/config.ts checks the setting with it, the limiter applies it.
  */
 /** The limits a default can set, by the names keys' limits use (`PATCH /admin/keys/:id`). */
-const NAMES = { rpm: "rpm", tpm: "tpm", max_concurrent: "maxConcurrent", tokens_per_day: "tokensPerDay", tokens_per_month: "tokensPerMonth" } as const;
+const NAMES = {
+  rpm: "rpm",
+  tpm: "tpm",
+  max_concurrent: "maxConcurrent",
+  tokens_per_day: "tokensPerDay",
+  tokens_per_month: "tokensPerMonth",
+} as const;
 
 /** A key's own limits by the limiter's field names (null: none of that kind). */
 type OwnLimits = { [F in (typeof NAMES)[keyof typeof NAMES]]: number | null };
@@ -21,9 +27,11 @@ export function parseKeyLimits(items: string[]): KeyLimitDefaults {
   for (const item of items) {
     const [name, value, extra] = item.split("=").map((s) => s.trim());
     const field = NAMES[name as keyof typeof NAMES];
-    if (!field || extra !== undefined) throw new Error(`"${item}" is not a limit: write name=N with name one of ${Object.keys(NAMES).join(", ")}`);
+    if (!field || extra !== undefined)
+      throw new Error(`"${item}" is not a limit: write name=N with name one of ${Object.keys(NAMES).join(", ")}`);
     const n = Number(value);
-    if (!Number.isInteger(n) || n < 1 || n > 1_000_000_000) throw new Error(`${name} must be a whole number from 1 to 1000000000, got "${value ?? ""}"`);
+    if (!Number.isInteger(n) || n < 1 || n > 1_000_000_000)
+      throw new Error(`${name} must be a whole number from 1 to 1000000000, got "${value ?? ""}"`);
     out[field] = n;
   }
   return out;

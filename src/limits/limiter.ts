@@ -65,7 +65,10 @@ export function resetText(ms: number): string {
 /** The start of the next UTC day and month after `now` (ms). */
 function nextPeriods(now: number): { day: number; month: number } {
   const d = new Date(now);
-  return { day: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1), month: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) };
+  return {
+    day: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1),
+    month: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1),
+  };
 }
 
 declare module "../call" {
@@ -116,7 +119,11 @@ export class Limiter {
 
   /** 429 with the retry time and the headers. */
   private refuse(code: string, message: string, waitMs: number, headers: Record<string, string>): never {
-    throw new AppError(429, code, message, { ...headers, "retry-after": String(Math.max(1, Math.ceil(waitMs / 1000))), "retry-after-ms": String(Math.max(1, Math.ceil(waitMs))) });
+    throw new AppError(429, code, message, {
+      ...headers,
+      "retry-after": String(Math.max(1, Math.ceil(waitMs / 1000))),
+      "retry-after-ms": String(Math.max(1, Math.ceil(waitMs))),
+    });
   }
 
   /**
@@ -155,38 +162,93 @@ export class Limiter {
     return andThen(tokens, (used) => {
       if (key.tpm !== null && used !== undefined) {
         const tpm = key.tpm;
-        Object.assign(headers, { "x-ratelimit-limit-tokens": String(tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, tpm - used)), "x-ratelimit-reset-tokens": resetText(shared.tokensResetMs(key.id)) });
-        if (used >= tpm) this.refuse("rate_limited", `this key may use ${tpm} tokens per minute (across every host)`, shared.tokensResetMs(key.id), headers);
+        Object.assign(headers, {
+          "x-ratelimit-limit-tokens": String(tpm),
+          "x-ratelimit-remaining-tokens": String(Math.max(0, tpm - used)),
+          "x-ratelimit-reset-tokens": resetText(shared.tokensResetMs(key.id)),
+        });
+        if (used >= tpm)
+          this.refuse(
+            "rate_limited",
+            `this key may use ${tpm} tokens per minute (across every host)`,
+            shared.tokensResetMs(key.id),
+            headers,
+          );
       }
       if (key.rpm === null) return this.decide(key, project, request, headers);
       const rpm = key.rpm;
       return andThen(shared.takeRequest(key.id, rpm), (ok) => {
-        Object.assign(headers, { "x-ratelimit-limit-requests": String(rpm), "x-ratelimit-remaining-requests": String(shared.remainingRequests(key.id, rpm)), "x-ratelimit-reset-requests": resetText(shared.requestsResetMs(key.id)) });
-        if (!ok) this.refuse("rate_limited", `this key may make ${rpm} requests per minute (across every host)`, shared.requestsResetMs(key.id), { ...headers, "x-ratelimit-remaining-requests": "0" });
+        Object.assign(headers, {
+          "x-ratelimit-limit-requests": String(rpm),
+          "x-ratelimit-remaining-requests": String(shared.remainingRequests(key.id, rpm)),
+          "x-ratelimit-reset-requests": resetText(shared.requestsResetMs(key.id)),
+        });
+        if (!ok)
+          this.refuse(
+            "rate_limited",
+            `this key may make ${rpm} requests per minute (across every host)`,
+            shared.requestsResetMs(key.id),
+            { ...headers, "x-ratelimit-remaining-requests": "0" },
+          );
         return this.decide(key, project, request, headers);
       });
     });
   }
 
   /** The decision once the counts are in memory: 429 (thrown) or the ticket (`headers`: from the cluster's request and token counts). */
-  private decide(key: LimitedKey, project: ProjectQuotas, request?: Request, headers: Record<string, string> = {}): Ticket {
+  private decide(
+    key: LimitedKey,
+    project: ProjectQuotas,
+    request?: Request,
+    headers: Record<string, string> = {},
+  ): Ticket {
     const t = this.now();
     // In a cluster each live host allows its share of the requests at once.
-    const maxConcurrent = key.maxConcurrent === null ? null : this.shared ? Math.max(1, Math.floor(key.maxConcurrent / Math.max(1, this.shared.hosts()))) : key.maxConcurrent;
+    const maxConcurrent =
+      key.maxConcurrent === null
+        ? null
+        : this.shared
+          ? Math.max(1, Math.floor(key.maxConcurrent / Math.max(1, this.shared.hosts())))
+          : key.maxConcurrent;
     if (maxConcurrent !== null && (this.inFlight.get(key.id) ?? 0) >= maxConcurrent) {
-      this.refuse("rate_limited", `this key may have ${plural(key.maxConcurrent!, "request")} in flight at once${this.shared ? ` (${maxConcurrent} through this host)` : ""}`, 1000, headers);
+      this.refuse(
+        "rate_limited",
+        `this key may have ${plural(key.maxConcurrent!, "request")} in flight at once${this.shared ? ` (${maxConcurrent} through this host)` : ""}`,
+        1000,
+        headers,
+      );
     }
     if (key.rpm !== null && !this.shared) {
       const b = this.fill(this.requests, key.id, key.rpm, t);
       const reset = ((key.rpm - Math.max(0, b.level - 1)) * MINUTE) / key.rpm;
-      Object.assign(headers, { "x-ratelimit-limit-requests": String(key.rpm), "x-ratelimit-remaining-requests": String(Math.max(0, Math.floor(b.level - 1))), "x-ratelimit-reset-requests": resetText(reset) });
-      if (b.level < 1) this.refuse("rate_limited", `this key may make ${key.rpm} requests per minute`, ((1 - b.level) * MINUTE) / key.rpm, { ...headers, "x-ratelimit-remaining-requests": "0" });
+      Object.assign(headers, {
+        "x-ratelimit-limit-requests": String(key.rpm),
+        "x-ratelimit-remaining-requests": String(Math.max(0, Math.floor(b.level - 1))),
+        "x-ratelimit-reset-requests": resetText(reset),
+      });
+      if (b.level < 1)
+        this.refuse(
+          "rate_limited",
+          `this key may make ${key.rpm} requests per minute`,
+          ((1 - b.level) * MINUTE) / key.rpm,
+          { ...headers, "x-ratelimit-remaining-requests": "0" },
+        );
       b.level -= 1;
     }
     if (key.tpm !== null && !this.shared) {
       const b = this.fill(this.tokens, key.id, key.tpm, t);
-      Object.assign(headers, { "x-ratelimit-limit-tokens": String(key.tpm), "x-ratelimit-remaining-tokens": String(Math.max(0, Math.floor(b.level))), "x-ratelimit-reset-tokens": resetText(((key.tpm - Math.max(0, b.level)) * MINUTE) / key.tpm) });
-      if (b.level <= 0) this.refuse("rate_limited", `this key may use ${key.tpm} tokens per minute`, ((1 - b.level) * MINUTE) / key.tpm, headers);
+      Object.assign(headers, {
+        "x-ratelimit-limit-tokens": String(key.tpm),
+        "x-ratelimit-remaining-tokens": String(Math.max(0, Math.floor(b.level))),
+        "x-ratelimit-reset-tokens": resetText(((key.tpm - Math.max(0, b.level)) * MINUTE) / key.tpm),
+      });
+      if (b.level <= 0)
+        this.refuse(
+          "rate_limited",
+          `this key may use ${key.tpm} tokens per minute`,
+          ((1 - b.level) * MINUTE) / key.tpm,
+          headers,
+        );
     }
     this.checkQuotas(key, project, t, headers);
     if (key.maxConcurrent !== null) this.inFlight.set(key.id, (this.inFlight.get(key.id) ?? 0) + 1);
@@ -217,7 +279,13 @@ export class Limiter {
     for (const [what, scope, id, quota, period, resetAt] of checks) {
       if (quota === null) continue;
       const used = this.used.get(`${scope}:${id}:${period}`) ?? 0;
-      if (used >= quota) this.refuse("quota_exceeded", `${what} token quota of ${quota} is used up (${used} used); it renews at ${new Date(resetAt).toISOString()}`, resetAt - t, headers);
+      if (used >= quota)
+        this.refuse(
+          "quota_exceeded",
+          `${what} token quota of ${quota} is used up (${used} used); it renews at ${new Date(resetAt).toISOString()}`,
+          resetAt - t,
+          headers,
+        );
     }
   }
 
@@ -229,7 +297,12 @@ export class Limiter {
     const b = this.tokens.get(f.keyId);
     if (b) b.level -= tokens;
     const day = utcDay(this.now());
-    for (const k of [`key:${f.keyId}:${day}`, `key:${f.keyId}:${day.slice(0, 7)}`, `project:${f.projectId}:${day}`, `project:${f.projectId}:${day.slice(0, 7)}`]) {
+    for (const k of [
+      `key:${f.keyId}:${day}`,
+      `key:${f.keyId}:${day.slice(0, 7)}`,
+      `project:${f.projectId}:${day}`,
+      `project:${f.projectId}:${day.slice(0, 7)}`,
+    ]) {
       const n = this.used.get(k);
       if (n !== undefined) this.used.set(k, n + tokens);
     }

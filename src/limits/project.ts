@@ -21,8 +21,18 @@ export interface Caps {
 
 /** The caps of a project (all null for one that is gone). */
 export async function capsOf(db: Db, projectId: string): Promise<Caps> {
-  const p = await first(db.select({ slug: projects.slug, w: projects.maxWorkloads, r: projects.maxReplicas, b: projects.modelBytes }).from(projects).where(eq(projects.id, projectId)));
-  return { slug: p?.slug ?? projectId, maxWorkloads: p?.w ?? null, maxReplicas: p?.r ?? null, modelBytes: p?.b ?? null };
+  const p = await first(
+    db
+      .select({ slug: projects.slug, w: projects.maxWorkloads, r: projects.maxReplicas, b: projects.modelBytes })
+      .from(projects)
+      .where(eq(projects.id, projectId)),
+  );
+  return {
+    slug: p?.slug ?? projectId,
+    maxWorkloads: p?.w ?? null,
+    maxReplicas: p?.r ?? null,
+    modelBytes: p?.b ?? null,
+  };
 }
 
 /**
@@ -47,21 +57,31 @@ export function policyMax(policy: string, params: Record<string, unknown>): numb
 
 /** The policies of a project's workloads, by workload id. */
 async function policiesOf(db: Db, projectId: string): Promise<Map<string, number>> {
-  const found = await rows<{ id: string; p: string; params: string }>(db, sql`SELECT id, execution_policy AS p, execution_params AS params FROM workloads WHERE project_id = ${projectId}`);
+  const found = await rows<{ id: string; p: string; params: string }>(
+    db,
+    sql`SELECT id, execution_policy AS p, execution_params AS params FROM workloads WHERE project_id = ${projectId}`,
+  );
   return new Map(found.map((r) => [r.id, policyMax(r.p, JSON.parse(r.params))]));
 }
 
 /** A count or sum a query answers (PostgreSQL gives 64-bit numbers as text), 0 for none. */
-const number = async (db: Db, q: ReturnType<typeof sql>) => Number((await rows<{ n: number | string | null }>(db, q))[0]?.n ?? 0);
+const number = async (db: Db, q: ReturnType<typeof sql>) =>
+  Number((await rows<{ n: number | string | null }>(db, q))[0]?.n ?? 0);
 
 /** Replicas of the project told to run now (idle and stopped ones not counted). */
 export function runningReplicas(db: Db, projectId: string): Promise<number> {
-  return number(db, sql`SELECT COUNT(*) AS n FROM assignments a JOIN workloads w ON w.id = a.workload_id WHERE w.project_id = ${projectId} AND a.desired = 'run' AND w.paused = 0`);
+  return number(
+    db,
+    sql`SELECT COUNT(*) AS n FROM assignments a JOIN workloads w ON w.id = a.workload_id WHERE w.project_id = ${projectId} AND a.desired = 'run' AND w.paused = 0`,
+  );
 }
 
 /** Bytes of the models pulled for the project that are in the store or on their way (one model left out, when named). */
 export function modelBytesOf(db: Db, projectId: string, except = ""): Promise<number> {
-  return number(db, sql`SELECT SUM(m.bytes_total) AS n FROM tenant_models t JOIN models m ON m.id = t.model_id WHERE t.project_id = ${projectId} AND m.id != ${except} AND m.state IN ('ready', 'downloading') AND m.bytes_total > 0`);
+  return number(
+    db,
+    sql`SELECT SUM(m.bytes_total) AS n FROM tenant_models t JOIN models m ON m.id = t.model_id WHERE t.project_id = ${projectId} AND m.id != ${except} AND m.state IN ('ready', 'downloading') AND m.bytes_total > 0`,
+  );
 }
 
 /** What a project uses against its caps (`GET /admin/projects/:project` → `usage`). */
@@ -81,7 +101,12 @@ export async function requireWorkloadRoom(db: Db, projectId: string): Promise<vo
   const caps = await capsOf(db, projectId);
   if (caps.maxWorkloads === null) return;
   const n = (await policiesOf(db, projectId)).size;
-  if (n >= caps.maxWorkloads) throw projectLimit("max_workloads", caps.maxWorkloads, `project "${caps.slug}" has ${n} workloads and its max_workloads limit is ${caps.maxWorkloads}; delete one first or ask the operator to raise the limit`);
+  if (n >= caps.maxWorkloads)
+    throw projectLimit(
+      "max_workloads",
+      caps.maxWorkloads,
+      `project "${caps.slug}" has ${n} workloads and its max_workloads limit is ${caps.maxWorkloads}; delete one first or ask the operator to raise the limit`,
+    );
 }
 
 /**
@@ -89,7 +114,12 @@ export async function requireWorkloadRoom(db: Db, projectId: string): Promise<vo
  * together than its `max_replicas`. An update is refused only when it raises the workload's own
  * maximum, so a project left above a lowered cap can still edit (and lower) its workloads.
  */
-export async function requireReplicaRoom(db: Db, projectId: string, next: { policy: string; params: Record<string, unknown> }, workloadId?: string): Promise<void> {
+export async function requireReplicaRoom(
+  db: Db,
+  projectId: string,
+  next: { policy: string; params: Record<string, unknown> },
+  workloadId?: string,
+): Promise<void> {
   const caps = await capsOf(db, projectId);
   if (caps.maxReplicas === null) return;
   const policies = await policiesOf(db, projectId);
@@ -98,7 +128,12 @@ export async function requireReplicaRoom(db: Db, projectId: string, next: { poli
   const others = [...policies].filter(([id]) => id !== workloadId).reduce((s, [, n]) => s + n, 0);
   if (others + mine <= caps.maxReplicas) return;
   const field = next.policy === "autoscaling" ? "max_replicas" : "replicas";
-  throw projectLimit("max_replicas", caps.maxReplicas, `project "${caps.slug}" may run ${caps.maxReplicas} replicas together (max_replicas) and its other workloads may already run ${others}; this one asks for up to ${mine}`, `execution_params.${field}`);
+  throw projectLimit(
+    "max_replicas",
+    caps.maxReplicas,
+    `project "${caps.slug}" may run ${caps.maxReplicas} replicas together (max_replicas) and its other workloads may already run ${others}; this one asks for up to ${mine}`,
+    `execution_params.${field}`,
+  );
 }
 
 /** How many more replicas of the project may start now (Infinity without a cap), and why not when none. */
@@ -106,5 +141,8 @@ export async function replicaRoom(db: Db, projectId: string): Promise<{ room: nu
   const caps = await capsOf(db, projectId);
   if (caps.maxReplicas === null) return { room: Infinity, why: "" };
   const running = await runningReplicas(db, projectId);
-  return { room: caps.maxReplicas - running, why: `the project's max_replicas limit (${caps.maxReplicas}) is reached: ${plural(running, "replica")} of "${caps.slug}" run` };
+  return {
+    room: caps.maxReplicas - running,
+    why: `the project's max_replicas limit (${caps.maxReplicas}) is reached: ${plural(running, "replica")} of "${caps.slug}" run`,
+  };
 }

@@ -176,11 +176,18 @@ export class SharedLimits {
             INSERT INTO rate_windows (key_id, second, requests, tokens) SELECT ${keyId}::text, ${second}::bigint, g, 0 FROM g WHERE g > 0
             ON CONFLICT (key_id, second) DO UPDATE SET requests = rate_windows.requests + excluded.requests
           )
-          SELECT g.g, g.total, (SELECT string_agg(second || ':' || requests, ',' ORDER BY second) FROM w) AS seconds FROM g`) as { g: number | string; total: number | string; seconds: string | null }[];
+          SELECT g.g, g.total, (SELECT string_agg(second || ':' || requests, ',' ORDER BY second) FROM w) AS seconds FROM g`) as {
+          g: number | string;
+          total: number | string;
+          seconds: string | null;
+        }[];
       });
       const g = Number(got[0]?.g ?? 0);
       const total = Number(got[0]?.total ?? rpm);
-      const seconds = (got[0]?.seconds ?? "").split(",").filter(Boolean).map((p) => p.split(":").map(Number) as [number, number]);
+      const seconds = (got[0]?.seconds ?? "")
+        .split(",")
+        .filter(Boolean)
+        .map((p) => p.split(":").map(Number) as [number, number]);
       Object.assign(l, { granted: g, total, oldest: seconds[0]?.[0] ?? second, freeAt: 0, retryAt: 0 });
       if (g === 0) this.refused(l, seconds, total, rpm, t);
     } catch (e) {
@@ -239,9 +246,17 @@ export class SharedLimits {
     const got = await rows<{ key_id: string; tokens: number | string; oldest: number | string | null }>(
       this.db,
       sql`SELECT key_id, SUM(tokens) AS tokens, MIN(second) FILTER (WHERE tokens > 0) AS oldest FROM rate_windows
-          WHERE second > ${since} AND key_id IN (${sql.join(keys.map((k) => sql`${k}`), sql`, `)}) GROUP BY key_id`,
+          WHERE second > ${since} AND key_id IN (${sql.join(
+            keys.map((k) => sql`${k}`),
+            sql`, `,
+          )}) GROUP BY key_id`,
     );
-    return new Map(got.map((r) => [r.key_id, { tokens: Number(r.tokens), oldest: r.oldest === null ? undefined : Number(r.oldest) }]));
+    return new Map(
+      got.map((r) => [
+        r.key_id,
+        { tokens: Number(r.tokens), oldest: r.oldest === null ? undefined : Number(r.oldest) },
+      ]),
+    );
   }
 
   /** Ended leases' unused requests, noted for giving back; leases idle for a window are forgotten. */

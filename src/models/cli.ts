@@ -19,7 +19,8 @@ const size = (b: number) => (b >= 1073741824 ? gib(b) : `${(b / 1048576).toFixed
 export function progressLine(p: TransferProgress, width = 20): string {
   const filled = Math.min(width, Math.floor((p.percent / 100) * width));
   const bar = `[${"=".repeat(filled)}${filled < width ? ">" : ""}${" ".repeat(Math.max(0, width - filled - 1))}]`;
-  const eta = p.eta_s === null ? "" : `  ETA ${p.eta_s < 90 ? `${Math.ceil(p.eta_s)}s` : `${Math.ceil(p.eta_s / 60)}m`}`;
+  const eta =
+    p.eta_s === null ? "" : `  ETA ${p.eta_s < 90 ? `${Math.ceil(p.eta_s)}s` : `${Math.ceil(p.eta_s / 60)}m`}`;
   return `${bar} ${String(p.percent).padStart(3)}%  ${size(p.bytes_done)}/${size(p.bytes_total)}  ${(p.rate_bps / 1e6).toFixed(1)} MB/s${eta}${p.file ? `  ${p.file}` : ""}`;
 }
 
@@ -44,7 +45,12 @@ function adminTokenOf(config: Config): string | undefined {
 }
 
 /** Pulls through the running server, following its progress stream. */
-async function pullViaServer(url: string, token: string, source: string, show: (p: TransferProgress) => void): Promise<StoreModel> {
+async function pullViaServer(
+  url: string,
+  token: string,
+  source: string,
+  show: (p: TransferProgress) => void,
+): Promise<StoreModel> {
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
   const r = await fetch(`${url}/admin/models`, { method: "POST", headers, body: JSON.stringify({ source }) });
   const body = (await r.json()) as StoreModel & { error?: { message: string } };
@@ -56,7 +62,10 @@ async function pullViaServer(url: string, token: string, source: string, show: (
   for await (const chunk of events.body as unknown as AsyncIterable<Uint8Array>) {
     buf += dec.decode(chunk, { stream: true });
     for (let i; (i = buf.indexOf("\n\n")) >= 0; buf = buf.slice(i + 2)) {
-      const data = buf.slice(0, i).split("\n").find((l) => l.startsWith("data: "));
+      const data = buf
+        .slice(0, i)
+        .split("\n")
+        .find((l) => l.startsWith("data: "));
       const ev = data ? (JSON.parse(data.slice(6)) as { progress: TransferProgress | null }) : null;
       if (ev?.progress) show(ev.progress);
     }
@@ -67,7 +76,11 @@ async function pullViaServer(url: string, token: string, source: string, show: (
 /** Pulls in this process (no server runs on the data dir). */
 async function pullHere(config: Config, source: string, show: (p: TransferProgress) => void): Promise<StoreModel> {
   const store = await openConfiguredStore(config);
-  const models = new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, concurrency: config.modelDownloadConcurrency });
+  const models = new ModelManager(store.db, {
+    dataDir: config.dataDir,
+    env: process.env,
+    concurrency: config.modelDownloadConcurrency,
+  });
   try {
     const v = await models.pull(source);
     const stop = models.subscribe(v.id, (m) => m.progress && show(m.progress));
@@ -97,18 +110,57 @@ function listLines(list: StoreModel[]): string[] {
   if (list.length === 0) return ["(no models; pull one with: inferd model pull owner/repo:Q4_K_M)"];
   return list.map((m) => {
     const state = m.state === "downloading" && m.progress ? `downloading ${m.progress.percent}%` : m.state;
-    const shape = m.info ? [m.info.architecture, m.info.quantization, m.info.context_length && `ctx ${m.info.context_length}`].filter(Boolean).join(", ") : "";
+    const shape = m.info
+      ? [m.info.architecture, m.info.quantization, m.info.context_length && `ctx ${m.info.context_length}`]
+          .filter(Boolean)
+          .join(", ")
+      : "";
     const needs = m.estimate ? `needs ~${gib(m.estimate.total_bytes)}` : "";
     const users = m.used_by.length ? `used by ${m.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ")}` : "";
-    return [m.id, state.padEnd(16), size(m.size_bytes).padStart(9), m.source, shape && `(${shape})`, needs, users, tenantText(m)].filter(Boolean).join("  ");
+    return [
+      m.id,
+      state.padEnd(16),
+      size(m.size_bytes).padStart(9),
+      m.source,
+      shape && `(${shape})`,
+      needs,
+      users,
+      tenantText(m),
+    ]
+      .filter(Boolean)
+      .join("  ");
   });
 }
 
 /** What a model is and where it stands, for `inferd model show`: a field per line, then its files. */
 function showText(m: StoreModel, now = Date.now()): string {
-  const status = m.state === "downloading" && m.progress ? `downloading ${m.progress.percent}%` : m.state === "failed" && m.reason ? `failed: ${m.reason}` : m.state;
-  const quants = [...new Set(m.files.map((f) => /[-.]((?:I?Q\d\w*)|F16|F32|BF16)(?:-\d+-of-\d+)?\.gguf$/i.exec(f.path)?.[1]?.toUpperCase()).filter(Boolean))];
-  const shape = m.info ? [m.info.format, m.info.architecture, m.info.parameters && (m.info.parameters < 1e9 ? `${(m.info.parameters / 1e6).toFixed(1)} M params` : `${(m.info.parameters / 1e9).toFixed(1)} B params`), m.info.context_length && `ctx ${m.info.context_length}`, m.info.layers && `${m.info.layers} layers`].filter(Boolean).join(", ") : "";
+  const status =
+    m.state === "downloading" && m.progress
+      ? `downloading ${m.progress.percent}%`
+      : m.state === "failed" && m.reason
+        ? `failed: ${m.reason}`
+        : m.state;
+  const quants = [
+    ...new Set(
+      m.files
+        .map((f) => /[-.]((?:I?Q\d\w*)|F16|F32|BF16)(?:-\d+-of-\d+)?\.gguf$/i.exec(f.path)?.[1]?.toUpperCase())
+        .filter(Boolean),
+    ),
+  ];
+  const shape = m.info
+    ? [
+        m.info.format,
+        m.info.architecture,
+        m.info.parameters &&
+          (m.info.parameters < 1e9
+            ? `${(m.info.parameters / 1e6).toFixed(1)} M params`
+            : `${(m.info.parameters / 1e9).toFixed(1)} B params`),
+        m.info.context_length && `ctx ${m.info.context_length}`,
+        m.info.layers && `${m.info.layers} layers`,
+      ]
+        .filter(Boolean)
+        .join(", ")
+    : "";
   const fields: [string, string | null | undefined][] = [
     ["id", m.id],
     ["name", m.info?.name ?? m.repo ?? m.source],
@@ -119,7 +171,11 @@ function showText(m: StoreModel, now = Date.now()): string {
     ["files", `${m.files.length}${quants.length ? ` (${quants.join(", ")})` : ""}`],
     ["quantization", m.info?.quantization],
     ["shape", shape],
-    ["needs", m.estimate && `~${size(m.estimate.total_bytes)} at ctx ${m.estimate.context} (weights ${size(m.estimate.weights_bytes)}, KV cache ${size(m.estimate.kv_bytes)}, overhead ${size(m.estimate.overhead_bytes)})`],
+    [
+      "needs",
+      m.estimate &&
+        `~${size(m.estimate.total_bytes)} at ctx ${m.estimate.context} (weights ${size(m.estimate.weights_bytes)}, KV cache ${size(m.estimate.kv_bytes)}, overhead ${size(m.estimate.overhead_bytes)})`,
+    ],
     ["used by", m.used_by.length ? m.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ") : "no workload"],
     ["pulled for", tenantText(m, now) || "the admin (kept until removed)"],
     ["revision", m.revision],
@@ -136,7 +192,12 @@ function showText(m: StoreModel, now = Date.now()): string {
  * `inferd model pull|list|show|rm`: through the running server when one serves the data dir (so
  * its dashboard sees the same pull), else directly on the store. Returns the exit code.
  */
-export async function modelCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void): Promise<number> {
+export async function modelCommand(
+  config: Config,
+  args: string[],
+  out: (s: string) => void,
+  err: (s: string) => void,
+): Promise<number> {
   const [verb, target, ...rest] = args;
   const json = rest.includes("--json") || target === "--json";
   ensureDataDir(config.dataDir);
@@ -151,7 +212,13 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
   const local = async <T>(fn: (m: ModelManager) => T | Promise<T>): Promise<T> => {
     const store = await openConfiguredStore(config);
     try {
-      return await fn(new ModelManager(store.db, { dataDir: config.dataDir, env: process.env, gcAfterHours: config.modelGcAfterHours }));
+      return await fn(
+        new ModelManager(store.db, {
+          dataDir: config.dataDir,
+          env: process.env,
+          gcAfterHours: config.modelGcAfterHours,
+        }),
+      );
     } finally {
       await store.close();
     }
@@ -173,10 +240,15 @@ export async function modelCommand(config: Config, args: string[], out: (s: stri
   }
   if ((verb === "show" || verb === "rm") && target && target !== "--json") {
     const id = await local(idOf);
-    const v = url && token ? await api(`/admin/models/${id}`, verb === "rm" ? "DELETE" : "GET") : await local((m) => (verb === "rm" ? m.remove(id) : m.view(id)));
+    const v =
+      url && token
+        ? await api(`/admin/models/${id}`, verb === "rm" ? "DELETE" : "GET")
+        : await local((m) => (verb === "rm" ? m.remove(id) : m.view(id)));
     out(json ? JSON.stringify(v) : verb === "show" ? showText(v as StoreModel) : `removed ${(v as StoreModel).source}`);
     return 0;
   }
-  err("usage: inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]\n  sources: owner/repo or hf:owner/repo, owner/repo:Q4_K_M, hf:owner/repo/path/file.gguf, https://…/x.gguf, /a/local/file.gguf");
+  err(
+    "usage: inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]\n  sources: owner/repo or hf:owner/repo, owner/repo:Q4_K_M, hf:owner/repo/path/file.gguf, https://…/x.gguf, /a/local/file.gguf",
+  );
   return 2;
 }

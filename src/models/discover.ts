@@ -37,7 +37,8 @@ function ggufUnder(root: string, depth = 0, out: string[] = []): string[] {
     const st = statSync(p, { throwIfNoEntry: false });
     if (!st) continue;
     if (st.isDirectory()) ggufUnder(p, depth + 1, out);
-    else if (/\.gguf$/i.test(name) && !/mmproj/i.test(name) && !/-0000[2-9]-of-|-000[1-9]\d-of-/.test(name)) out.push(p);
+    else if (/\.gguf$/i.test(name) && !/mmproj/i.test(name) && !/-0000[2-9]-of-|-000[1-9]\d-of-/.test(name))
+      out.push(p);
     if (out.length >= MAX_RESULTS) break;
   }
   return out;
@@ -55,14 +56,22 @@ function ollamaModels(root: string): LocalModel[] {
       if (st?.isDirectory() && depth < 4) walk(p, depth + 1);
       else if (st?.isFile()) {
         try {
-          const m = JSON.parse(readFileSync(p, "utf8")) as { layers?: { mediaType: string; digest: string; size: number }[] };
+          const m = JSON.parse(readFileSync(p, "utf8")) as {
+            layers?: { mediaType: string; digest: string; size: number }[];
+          };
           const layer = m.layers?.find((l) => l.mediaType === "application/vnd.ollama.image.model");
           const blob = layer && join(root, "blobs", layer.digest.replace(":", "-"));
           if (!blob || !existsSync(blob)) continue;
           const parts = relative(manifests, p).split("/"); // registry/namespace/model/tag
           const model = parts.slice(-2, -1)[0];
           const ns = parts.slice(-3, -2)[0];
-          out.push({ path: blob, name: `${ns && ns !== "library" ? `${ns}/` : ""}${model}:${parts.at(-1)}`, size_bytes: statSync(blob).size, origin: "ollama", quant: null });
+          out.push({
+            path: blob,
+            name: `${ns && ns !== "library" ? `${ns}/` : ""}${model}:${parts.at(-1)}`,
+            size_bytes: statSync(blob).size,
+            origin: "ollama",
+            quant: null,
+          });
         } catch {}
       }
     }
@@ -82,13 +91,15 @@ export function discoverLocalModels(env: Record<string, string | undefined>): Lo
   const hfHub = env.HF_HUB_CACHE || join(env.HF_HOME || join(cache, "huggingface"), "hub");
   const found: LocalModel[] = [];
   const add = (origin: LocalModel["origin"], root: string, name: (p: string) => string) => {
-    for (const p of ggufUnder(root)) found.push({ path: p, name: name(p), size_bytes: statSync(p).size, origin, quant: quantOf(p) });
+    for (const p of ggufUnder(root))
+      found.push({ path: p, name: name(p), size_bytes: statSync(p).size, origin, quant: quantOf(p) });
   };
   add("huggingface-cache", hfHub, (p) => {
     const repo = /models--([^/]+)--([^/]+)\//.exec(p);
     return repo ? `${repo[1]}/${repo[2]}/${basename(p)}` : basename(p);
   });
-  for (const root of [join(home, ".lmstudio", "models"), join(cache, "lm-studio", "models")]) add("lmstudio", root, (p) => relative(root, p));
+  for (const root of [join(home, ".lmstudio", "models"), join(cache, "lm-studio", "models")])
+    add("lmstudio", root, (p) => relative(root, p));
   add("llama.cpp-cache", env.LLAMA_CACHE || join(cache, "llama.cpp"), (p) => basename(p));
   found.push(...ollamaModels(env.OLLAMA_MODELS || join(home, ".ollama", "models")));
   const seen = new Set<string>();

@@ -43,18 +43,52 @@ const num = (v: unknown): number | null => (typeof v === "number" ? v : typeof v
 
 /** GGUF `general.file_type` → its quantisation name (llama.cpp's LLAMA_FTYPE names). */
 const FILE_TYPES: Record<number, string> = {
-  0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L",
-  14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
-  23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
-  36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
+  0: "F32",
+  1: "F16",
+  2: "Q4_0",
+  3: "Q4_1",
+  7: "Q8_0",
+  8: "Q5_0",
+  9: "Q5_1",
+  10: "Q2_K",
+  11: "Q3_K_S",
+  12: "Q3_K_M",
+  13: "Q3_K_L",
+  14: "Q4_K_S",
+  15: "Q4_K_M",
+  16: "Q5_K_S",
+  17: "Q5_K_M",
+  18: "Q6_K",
+  19: "IQ2_XXS",
+  20: "IQ2_XS",
+  21: "Q2_K_S",
+  22: "IQ3_XS",
+  23: "IQ3_XXS",
+  24: "IQ1_S",
+  25: "IQ4_NL",
+  26: "IQ3_S",
+  27: "IQ3_M",
+  28: "IQ2_S",
+  29: "IQ2_M",
+  30: "IQ4_XS",
+  31: "IQ1_M",
+  32: "BF16",
+  36: "TQ1_0",
+  37: "TQ2_0",
+  38: "MXFP4_MOE",
 };
 
 /**
  * The shape of a GGUF model from its metadata and tensor infos (of every part of a split file).
  * @example infoFromGguf({"general.architecture": "llama", "llama.block_count": 2, …}, tensors, 497632)
  */
-export function infoFromGguf(metadata: Record<string, unknown>, tensors: { shape: (number | bigint)[] }[], totalBytes: number): ModelInfo {
-  const arch = typeof metadata["general.architecture"] === "string" ? (metadata["general.architecture"] as string) : null;
+export function infoFromGguf(
+  metadata: Record<string, unknown>,
+  tensors: { shape: (number | bigint)[] }[],
+  totalBytes: number,
+): ModelInfo {
+  const arch =
+    typeof metadata["general.architecture"] === "string" ? (metadata["general.architecture"] as string) : null;
   const k = (key: string) => num(metadata[`${arch}.${key}`]);
   const layers = k("block_count");
   const heads = k("attention.head_count");
@@ -62,7 +96,9 @@ export function infoFromGguf(metadata: Record<string, unknown>, tensors: { shape
   const embd = k("embedding_length");
   const headSize = heads && embd ? embd / heads : null;
   const kvDim = (k("attention.key_length") ?? headSize ?? 0) + (k("attention.value_length") ?? headSize ?? 0) || null;
-  const params = tensors.length ? tensors.reduce((sum, t) => sum + t.shape.reduce((p: number, d) => p * Number(d), 1), 0) : null;
+  const params = tensors.length
+    ? tensors.reduce((sum, t) => sum + t.shape.reduce((p: number, d) => p * Number(d), 1), 0)
+    : null;
   const ft = num(metadata["general.file_type"]);
   return {
     format: "gguf",
@@ -83,7 +119,11 @@ export function infoFromGguf(metadata: Record<string, unknown>, tensors: { shape
 
 /** The shape of a safetensors model from its `config.json` (text models; nested `text_config` too). */
 export function infoFromConfig(config: Record<string, unknown>, weightsBytes: number): ModelInfo {
-  const c = (config.text_config && typeof config.text_config === "object" ? { ...config, ...(config.text_config as object) } : config) as Record<string, unknown>;
+  const c = (
+    config.text_config && typeof config.text_config === "object"
+      ? { ...config, ...(config.text_config as object) }
+      : config
+  ) as Record<string, unknown>;
   const layers = num(c.num_hidden_layers);
   const heads = num(c.num_attention_heads);
   const kvHeads = num(c.num_key_value_heads) ?? heads;
@@ -119,7 +159,13 @@ export function estimate(info: ModelInfo, opts: { context?: number } = {}): Esti
   const context = opts.context && opts.context > 0 ? opts.context : Math.min(4096, info.context_length ?? 4096);
   const kv = (info.kv_bytes_per_token ?? 0) * context;
   const overhead = overheadOf(info.weights_bytes);
-  return { context, weights_bytes: info.weights_bytes, kv_bytes: kv, overhead_bytes: overhead, total_bytes: info.weights_bytes + kv + overhead };
+  return {
+    context,
+    weights_bytes: info.weights_bytes,
+    kv_bytes: kv,
+    overhead_bytes: overhead,
+    total_bytes: info.weights_bytes + kv + overhead,
+  };
 }
 
 /** The overhead of the estimate for weights of this size. */
@@ -132,7 +178,13 @@ const overheadOf = (weights: number) => BASE_OVERHEAD + Math.round(weights * 0.0
  */
 export function estimateFromSize(weightsBytes: number): Estimate {
   const overhead = overheadOf(weightsBytes);
-  return { context: 0, weights_bytes: weightsBytes, kv_bytes: 0, overhead_bytes: overhead, total_bytes: weightsBytes + overhead };
+  return {
+    context: 0,
+    weights_bytes: weightsBytes,
+    kv_bytes: 0,
+    overhead_bytes: overhead,
+    total_bytes: weightsBytes + overhead,
+  };
 }
 
 /** A GPU as the fit needs it: index and free memory in MiB. */
@@ -144,10 +196,19 @@ export interface FreeGpu {
 }
 
 /** Whether `needBytes` fits on `count` GPUs of a worker (split evenly), choosing those with most room. */
-export function fitOnGpus(needBytes: number, gpus: FreeGpu[], count = 1): { fits: boolean; gpus: number[]; need_per_gpu_mib: number; free_mib: number[] } {
+export function fitOnGpus(
+  needBytes: number,
+  gpus: FreeGpu[],
+  count = 1,
+): { fits: boolean; gpus: number[]; need_per_gpu_mib: number; free_mib: number[] } {
   const per = Math.ceil(needBytes / count / 1048576);
   const best = [...gpus].sort((a, b) => b.free_mib - a.free_mib).slice(0, count);
-  return { fits: best.length === count && best.every((g) => g.free_mib >= per), gpus: best.map((g) => g.index).sort((a, b) => a - b), need_per_gpu_mib: per, free_mib: best.map((g) => g.free_mib) };
+  return {
+    fits: best.length === count && best.every((g) => g.free_mib >= per),
+    gpus: best.map((g) => g.index).sort((a, b) => a - b),
+    need_per_gpu_mib: per,
+    free_mib: best.map((g) => g.free_mib),
+  };
 }
 
 /** `1.5 GiB`-style size for messages. */

@@ -35,7 +35,8 @@ export class ModelCollector {
       if (users.get(id)?.length) {
         if (t.unused_since) await setUnusedSince(this.db, id, null);
       } else if (!t.unused_since) await setUnusedSince(this.db, id, new Date(now).toISOString());
-      else if (now - Date.parse(t.unused_since) >= this.afterMs) due.push({ id, project: t.project_slug ?? t.project_id });
+      else if (now - Date.parse(t.unused_since) >= this.afterMs)
+        due.push({ id, project: t.project_slug ?? t.project_id });
     }
     return due;
   }
@@ -45,9 +46,14 @@ export class ModelCollector {
     const removed: string[] = [];
     for (const m of await this.mark()) {
       try {
-        const v = await this.models.remove(m.id, { reason: `unused for ${this.afterMs / 3_600_000} h`, pulled_for: m.project });
+        const v = await this.models.remove(m.id, {
+          reason: `unused for ${this.afterMs / 3_600_000} h`,
+          pulled_for: m.project,
+        });
         removed.push(v.source);
-        log.info(`removed model ${v.source}: pulled for project "${m.project}" and unused for ${this.afterMs / 3_600_000} h`);
+        log.info(
+          `removed model ${v.source}: pulled for project "${m.project}" and unused for ${this.afterMs / 3_600_000} h`,
+        );
       } catch (e) {
         // Used again since it was marked (409 model_in_use), or already gone: it stays until the next sweep.
         log.debug(`model ${m.id} not collected: ${(e as Error).message}`);

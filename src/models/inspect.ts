@@ -8,7 +8,9 @@ export function ggufParts(entry: string): string[] {
   const m = /^(.*)-(\d{5})-of-(\d{5})\.gguf$/i.exec(basename(entry));
   if (!m) return [entry];
   const n = Number(m[3]);
-  return Array.from({ length: n }, (_, i) => join(dirname(entry), `${m[1]}-${String(i + 1).padStart(5, "0")}-of-${m[3]}.gguf`)).filter((p) => existsSync(p));
+  return Array.from({ length: n }, (_, i) =>
+    join(dirname(entry), `${m[1]}-${String(i + 1).padStart(5, "0")}-of-${m[3]}.gguf`),
+  ).filter((p) => existsSync(p));
 }
 
 /** Files of a folder, recursively (symlinks followed: a Hugging Face snapshot links into blobs). */
@@ -32,11 +34,17 @@ export async function inspectModel(entry: string): Promise<ModelInfo | null> {
     const parts = ggufParts(entry);
     const heads = await Promise.all(parts.map((p) => gguf(p, { allowLocalFile: true })));
     const bytes = parts.reduce((s, p) => s + statSync(p).size, 0);
-    return infoFromGguf(heads[0].metadata as Record<string, unknown>, heads.flatMap((h) => h.tensorInfos), bytes);
+    return infoFromGguf(
+      heads[0].metadata as Record<string, unknown>,
+      heads.flatMap((h) => h.tensorInfos),
+      bytes,
+    );
   }
   if (st.isDirectory() && existsSync(join(entry, "config.json"))) {
     const config = JSON.parse(readFileSync(join(entry, "config.json"), "utf8")) as Record<string, unknown>;
-    const weights = filesUnder(entry).filter((p) => p.endsWith(".safetensors")).reduce((s, p) => s + statSync(p).size, 0);
+    const weights = filesUnder(entry)
+      .filter((p) => p.endsWith(".safetensors"))
+      .reduce((s, p) => s + statSync(p).size, 0);
     return infoFromConfig(config, weights);
   }
   return null;

@@ -17,7 +17,18 @@ import type { TransferProgress } from "../../agent/protocol";
 import { validation } from "../errors";
 import { inspectModel } from "./inspect";
 import { searchModels, type SearchAnswer, type SearchBackend } from "./search";
-import { deleteModelRow, findBySource, getModelRow, listModelRows, modelView, sourceOfRow, updateModel, upsertModel, usersOfModels, type ModelView } from "./service";
+import {
+  deleteModelRow,
+  findBySource,
+  getModelRow,
+  listModelRows,
+  modelView,
+  sourceOfRow,
+  updateModel,
+  upsertModel,
+  usersOfModels,
+  type ModelView,
+} from "./service";
 import { audit } from "../audit/service";
 import { adoptModel, markPulledFor, overModelBytes, tenancy, withTenancy, type StoreModel } from "./tenants";
 
@@ -48,7 +59,16 @@ function removeFiles(dir: string, files: { path: string }[], stillUsed: Set<stri
 
 /** Every file (link and blob behind it) the model rows list. */
 function filesOfRows(rows: { dir: string | null; files: string }[]): Set<string | null> {
-  return new Set(rows.flatMap((r) => (r.dir ? (JSON.parse(r.files) as { path: string }[]).flatMap((f) => [join(r.dir!, f.path), realOrNull(join(r.dir!, f.path))]) : [])));
+  return new Set(
+    rows.flatMap((r) =>
+      r.dir
+        ? (JSON.parse(r.files) as { path: string }[]).flatMap((f) => [
+            join(r.dir!, f.path),
+            realOrNull(join(r.dir!, f.path)),
+          ])
+        : [],
+    ),
+  );
 }
 
 /** The `.part` files a pull of `row` may have left: its planned hub weights (by sha256), or its URL file. */
@@ -117,7 +137,10 @@ export class ModelManager {
   /** Whether a pulled model's entry is in this host's own store (and there). */
   private holds(entry: string): boolean {
     const inside = (dir: string) => entry.startsWith(dir + sep);
-    return existsSync(entry) && (inside(this.modelsDir) || (existsSync(this.modelsDir) && inside(realpathSync(this.modelsDir))));
+    return (
+      existsSync(entry) &&
+      (inside(this.modelsDir) || (existsSync(this.modelsDir) && inside(realpathSync(this.modelsDir))))
+    );
   }
 
   /** Parses a source as the user wrote it; a bad one is a 400 naming `source`. */
@@ -179,7 +202,13 @@ export class ModelManager {
     const again = row.state === "failed" || row.state === "cancelled";
     if (by === "admin") await adoptModel(this.db, row.id);
     else if (by.project && (!known || again)) await markPulledFor(this.db, row.id, by.project);
-    if (!known) await audit(this.db, "model.pull", { type: "model", id: row.id, label: row.source }, { source: row.source, ...(by === "admin" ? {} : { for_workload_of: by.project }) });
+    if (!known)
+      await audit(
+        this.db,
+        "model.pull",
+        { type: "model", id: row.id, label: row.source },
+        { source: row.source, ...(by === "admin" ? {} : { for_workload_of: by.project }) },
+      );
     if (again) {
       await updateModel(this.db, row.id, { state: "downloading", reason: null });
       row = await getModelRow(this.db, row.id);
@@ -203,7 +232,14 @@ export class ModelManager {
   puller(): ModelPuller {
     return async (source, onProgress, signal, opts = {}) => {
       const { workload, guard } = opts;
-      const project = workload ? (await rows<{ id: string }>(this.db, sql`SELECT project_id AS id FROM workloads WHERE id = ${workload.id} UNION ALL SELECT id FROM projects WHERE slug = ${workload.project_slug}`))[0] : null;
+      const project = workload
+        ? (
+            await rows<{ id: string }>(
+              this.db,
+              sql`SELECT project_id AS id FROM workloads WHERE id = ${workload.id} UNION ALL SELECT id FROM projects WHERE slug = ${workload.project_slug}`,
+            )
+          )[0]
+        : null;
       const view = await this.pullSource(source, describeSource(source), { project: project?.id ?? null }, guard);
       const unsubscribe = this.subscribe(view.id, (v) => v.progress && onProgress(v.progress));
       const onAbort = () => unsubscribe();
@@ -229,14 +265,26 @@ export class ModelManager {
 
   private start(id: string, source: ModelSource, guard?: AddressPolicy): void {
     if (this.running.has(id)) return;
-    const run: Running = { abort: new AbortController(), progress: null, listeners: new Set(), persistedAt: 0, done: Promise.resolve() };
+    const run: Running = {
+      abort: new AbortController(),
+      progress: null,
+      listeners: new Set(),
+      persistedAt: 0,
+      done: Promise.resolve(),
+    };
     this.running.set(id, run);
-    void this.view(id).then((v) => (run.view = v), () => {});
+    void this.view(id).then(
+      (v) => (run.view = v),
+      () => {},
+    );
     run.done = this.download(id, source, run, hubFor(this.hub, source, guard))
       .catch(async (e) => {
         if (this.stopping) return; // left `downloading`: resumed at the next start
         const cancelled = run.abort.signal.aborted;
-        await updateModel(this.db, id, { state: cancelled ? "cancelled" : "failed", reason: cancelled ? "cancelled" : (e as Error).message }).catch((w) => log.warn("could not record a model pull's end", w));
+        await updateModel(this.db, id, {
+          state: cancelled ? "cancelled" : "failed",
+          reason: cancelled ? "cancelled" : (e as Error).message,
+        }).catch((w) => log.warn("could not record a model pull's end", w));
         if (!cancelled) log.warn(`model pull failed: ${(e as Error).message}`);
       })
       .finally(() => {
@@ -250,7 +298,11 @@ export class ModelManager {
     const planned = plan.files.every((f) => f.size >= 0) ? plan.files.reduce((s, f) => s + f.size, 0) : -1;
     // The planned files are kept while it downloads, so a failed pull's partial files can be found (dismiss).
     const files = plan.files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 }));
-    await updateModel(this.db, id, { revision: plan.revision || null, bytesTotal: plan.files.reduce((s, f) => s + f.size, 0), files: JSON.stringify(files) });
+    await updateModel(this.db, id, {
+      revision: plan.revision || null,
+      bytesTotal: plan.files.reduce((s, f) => s + f.size, 0),
+      files: JSON.stringify(files),
+    });
     const over = planned >= 0 ? await overModelBytes(this.db, id, describeSource(source), planned) : null;
     if (over) throw new Error(over);
     const pulled = await pullModel(plan, {
@@ -327,14 +379,24 @@ export class ModelManager {
   async view(id: string): Promise<StoreModel> {
     const row = await getModelRow(this.db, id);
     const users = await usersOfModels(this.db, [row]);
-    return (await withTenancy(this.db, [modelView(row, { progress: this.running.get(id)?.progress, usedBy: users.get(id) ?? [] })], this.gcAfterMs))[0];
+    return (
+      await withTenancy(
+        this.db,
+        [modelView(row, { progress: this.running.get(id)?.progress, usedBy: users.get(id) ?? [] })],
+        this.gcAfterMs,
+      )
+    )[0];
   }
 
   /** Every model's view. */
   async list(): Promise<StoreModel[]> {
     const rows = await listModelRows(this.db);
     const users = await usersOfModels(this.db, rows);
-    return withTenancy(this.db, rows.map((r) => modelView(r, { progress: this.running.get(r.id)?.progress, usedBy: users.get(r.id) ?? [] })), this.gcAfterMs);
+    return withTenancy(
+      this.db,
+      rows.map((r) => modelView(r, { progress: this.running.get(r.id)?.progress, usedBy: users.get(r.id) ?? [] })),
+      this.gcAfterMs,
+    );
   }
 
   private get gcAfterMs(): number {
@@ -359,7 +421,11 @@ export class ModelManager {
    */
   async remove(id: string, note: Record<string, unknown> = {}): Promise<StoreModel> {
     const v = await this.view(id);
-    if (v.used_by.length) throw conflict(`model ${v.source} is used by ${v.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ")}; change or delete those workloads first`, "model_in_use");
+    if (v.used_by.length)
+      throw conflict(
+        `model ${v.source} is used by ${v.used_by.map((w) => `${w.project_slug}/${w.slug}`).join(", ")}; change or delete those workloads first`,
+        "model_in_use",
+      );
     if (this.running.has(id)) await this.cancel(id);
     const row = await getModelRow(this.db, id);
     await deleteModelRow(this.db, id);
@@ -374,7 +440,11 @@ export class ModelManager {
    */
   async dismiss(id: string): Promise<StoreModel> {
     const v = await this.view(id);
-    if (v.state !== "failed" && v.state !== "cancelled") throw conflict(`model ${v.source} is ${v.state}: only a failed or cancelled pull can be dismissed (Delete removes a model)`, "not_dismissable");
+    if (v.state !== "failed" && v.state !== "cancelled")
+      throw conflict(
+        `model ${v.source} is ${v.state}: only a failed or cancelled pull can be dismissed (Delete removes a model)`,
+        "not_dismissable",
+      );
     const row = await getModelRow(this.db, id);
     await deleteModelRow(this.db, id);
     await audit(this.db, "model.dismiss", { type: "model", id, label: v.source }, { state: v.state });

@@ -25,7 +25,16 @@ export function ollamaLibraryUrl(env: Record<string, string | undefined>): strin
   return (env.OLLAMA_LIBRARY_URL || OLLAMA_LIBRARY).replace(/\/+$/, "");
 }
 
-const decode = (s: string) => s.replace(/<[^>]*>/g, "").replace(/&amp;/g, "&").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&nbsp;/g, " ").trim();
+const decode = (s: string) =>
+  s
+    .replace(/<[^>]*>/g, "")
+    .replace(/&amp;/g, "&")
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">")
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&nbsp;/g, " ")
+    .trim();
 
 /** Every element's text carrying the attribute `attr` within `html`. */
 function textsOf(html: string, attr: string): string[] {
@@ -43,7 +52,15 @@ export function parseLibrarySearch(html: string): OllamaLibraryModel[] {
     const name = textsOf(b, "x-test-search-response-title")[0];
     if (!name || !/^[\w.-]+(?:\/[\w.-]+)?$/.test(name)) return [];
     const description = decode(/<p\b[^>]*>([\s\S]*?)<\/p>/i.exec(b)?.[1] ?? "");
-    return [{ name, description, sizes: textsOf(b, "x-test-size"), capabilities: textsOf(b, "x-test-capability"), pulls: textsOf(b, "x-test-pull-count")[0] ?? null }];
+    return [
+      {
+        name,
+        description,
+        sizes: textsOf(b, "x-test-size"),
+        capabilities: textsOf(b, "x-test-capability"),
+        pulls: textsOf(b, "x-test-pull-count")[0] ?? null,
+      },
+    ];
   });
 }
 
@@ -62,8 +79,15 @@ export function paramsOfSize(size: string): number | null {
 export const Q4_K_M_BYTES_PER_PARAM = 4.85 / 8;
 
 /** Searches the library; throws on a network failure or a non-2xx answer. */
-export async function searchOllamaLibrary(query: string, base: string, fetchFn: typeof fetch = fetch): Promise<OllamaLibraryModel[]> {
-  const res = await fetchFn(`${base}/search?q=${encodeURIComponent(query)}`, { headers: { accept: "text/html", "hx-request": "true" }, signal: AbortSignal.timeout(15_000) });
+export async function searchOllamaLibrary(
+  query: string,
+  base: string,
+  fetchFn: typeof fetch = fetch,
+): Promise<OllamaLibraryModel[]> {
+  const res = await fetchFn(`${base}/search?q=${encodeURIComponent(query)}`, {
+    headers: { accept: "text/html", "hx-request": "true" },
+    signal: AbortSignal.timeout(15_000),
+  });
   if (!res.ok) throw new Error(`the Ollama library (${base}) answered ${res.status}`);
   return parseLibrarySearch(await res.text());
 }

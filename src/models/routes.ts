@@ -22,7 +22,10 @@ interface Deps {
   policy: LaunchPolicy;
 }
 
-const ModelCreate = z.strictObject({ source: z.string().trim().min(1).max(2000), project: z.string().trim().min(1).max(200).optional() });
+const ModelCreate = z.strictObject({
+  source: z.string().trim().min(1).max(2000),
+  project: z.string().trim().min(1).max(200).optional(),
+});
 const STATES = ["downloading", "ready", "failed", "cancelled"] as const;
 
 /** The `q` and `backend` of a search, checked. */
@@ -50,7 +53,12 @@ const KEEPALIVE_MS = 15_000;
 export async function fitPerWorker(deps: { db: Db }, est: Estimate | null) {
   if (!est) return [];
   return (await listWorkers(deps.db)).map((w) => {
-    const gpus = w.gpus.map((g) => ({ index: g.index, name: g.name, total_mib: g.memory_total_mib, free_mib: Math.max(0, g.memory_total_mib - g.memory_used_mib) }));
+    const gpus = w.gpus.map((g) => ({
+      index: g.index,
+      name: g.name,
+      total_mib: g.memory_total_mib,
+      free_mib: Math.max(0, g.memory_total_mib - g.memory_used_mib),
+    }));
     const onGpu = gpus.length ? fitOnGpus(est.total_bytes, gpus, 1) : null;
     const ramFree = (w.telemetry as { ram_free_bytes?: number }).ram_free_bytes ?? w.ram_bytes;
     return {
@@ -74,7 +82,12 @@ function progressStream(deps: Deps, id: string, signal: AbortSignal): Response {
     async start(controller) {
       let closed = false;
       const send = (v: ModelView) => {
-        if (!closed) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id: v.id, state: v.state, reason: v.reason, progress: v.progress, size_bytes: v.size_bytes })}\n\n`));
+        if (!closed)
+          controller.enqueue(
+            enc.encode(
+              `data: ${JSON.stringify({ id: v.id, state: v.state, reason: v.reason, progress: v.progress, size_bytes: v.size_bytes })}\n\n`,
+            ),
+          );
       };
       const close = () => {
         if (closed) return;
@@ -123,45 +136,122 @@ async function pullFor(deps: Deps, request: Request, body: z.infer<typeof ModelC
  */
 export const modelRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["models"] } })
-    .get("/models", async ({ query }) => {
-      const states = statesOf(query.state);
-      const list = await deps.models.list();
-      return states ? list.filter((m) => states.has(m.state)) : list;
-    }, { detail: { summary: "Models in the store (pulled, downloading, registered), with size, shape and users; `?state=ready,downloading` keeps those states" } })
-    .post("/models", async ({ body, set, request }) => {
-      const v = await pullFor(deps, request, body);
-      set.status = v.state === "ready" ? 200 : 202;
-      return v;
-    }, { ...jsonBody(ModelCreate), detail: { summary: "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register); `project` pulls it for a project (a non-admin's pull always is: public https URLs and paths under --policy-model-paths only)" } })
-    .get("/models/discover", () => discoverLocalModels(process.env), { detail: { summary: "GGUF files already on this machine (Hugging Face cache, LM Studio, llama.cpp cache, Ollama); admin only" } })
-    .get("/models/search", ({ query }) => {
-      const { q, backend } = searchQuery(query);
-      return deps.models.search(q, backend);
-    }, { detail: { summary: "Find a model by name: Hugging Face repos (GGUF for llamacpp, safetensors for vllm/sglang) or the Ollama library (backend=ollama), each with its quantisations, sizes and fit on this cluster's GPUs" } })
-    .get("/models/file", ({ query, request }) => {
-      const path = typeof query.path === "string" ? query.path : "";
-      if (!isAbsolute(path) || path.length > 4096 || path.includes("\0")) throw validation("path", "must be an absolute path");
-      if (!isMachineOperator(principalOf(request))) requireModelPath(deps.policy, path, "path");
-      return checkLocalFile(path);
-    }, { detail: { summary: "What is at a path on this machine (file or folder, size, GGUF or not), to check a model path before saving a workload; a non-admin may look only under --policy-model-paths" } })
-    .get("/models/:id", async ({ params }) => {
-      const v = await deps.models.view(params.id);
-      return { ...v, fit: await fitPerWorker(deps, v.estimate) };
-    }, { detail: { summary: "A model with its memory estimate against each worker's free GPU memory" } })
-    .get("/models/:id/progress", async ({ params, request, server }) => {
-      server?.timeout(request, 0);
-      await deps.models.view(params.id); // 404 for an unknown model, before the stream starts
-      return progressStream(deps, params.id, request.signal);
-    }, { detail: { summary: "The pull's progress as server-sent events (bytes, %, rate, ETA), ending with its state" } })
-    .post("/models/:id/cancel", async ({ params, request }) => {
-      await requireOwnModel(deps.db, principalOf(request), params.id, "cancel");
-      return deps.models.cancel(params.id);
-    }, { detail: { summary: "Stop a pull (pulling again resumes it); a non-admin only of a model pulled for their project" } })
-    .post("/models/:id/dismiss", async ({ params, request }) => {
-      await requireOwnModel(deps.db, principalOf(request), params.id, "dismiss");
-      return deps.models.dismiss(params.id);
-    }, { detail: { summary: "Forget a failed or cancelled pull: its row and the partial files it left (409 for any other state); a non-admin only of a model pulled for their project" } })
-    .delete("/models/:id", async ({ params, request }) => {
-      await requireOwnModel(deps.db, principalOf(request), params.id, "remove");
-      return deps.models.remove(params.id);
-    }, { detail: { summary: "Remove a model (refused while a workload uses it); a non-admin only a model pulled for their project" } });
+    .get(
+      "/models",
+      async ({ query }) => {
+        const states = statesOf(query.state);
+        const list = await deps.models.list();
+        return states ? list.filter((m) => states.has(m.state)) : list;
+      },
+      {
+        detail: {
+          summary:
+            "Models in the store (pulled, downloading, registered), with size, shape and users; `?state=ready,downloading` keeps those states",
+        },
+      },
+    )
+    .post(
+      "/models",
+      async ({ body, set, request }) => {
+        const v = await pullFor(deps, request, body);
+        set.status = v.state === "ready" ? 200 : 202;
+        return v;
+      },
+      {
+        ...jsonBody(ModelCreate),
+        detail: {
+          summary:
+            "Pull a model (hf:owner/repo, hf:owner/repo:Q4_K_M, hf:owner/repo/file.gguf, https://…, or a local path to register); `project` pulls it for a project (a non-admin's pull always is: public https URLs and paths under --policy-model-paths only)",
+        },
+      },
+    )
+    .get("/models/discover", () => discoverLocalModels(process.env), {
+      detail: {
+        summary:
+          "GGUF files already on this machine (Hugging Face cache, LM Studio, llama.cpp cache, Ollama); admin only",
+      },
+    })
+    .get(
+      "/models/search",
+      ({ query }) => {
+        const { q, backend } = searchQuery(query);
+        return deps.models.search(q, backend);
+      },
+      {
+        detail: {
+          summary:
+            "Find a model by name: Hugging Face repos (GGUF for llamacpp, safetensors for vllm/sglang) or the Ollama library (backend=ollama), each with its quantisations, sizes and fit on this cluster's GPUs",
+        },
+      },
+    )
+    .get(
+      "/models/file",
+      ({ query, request }) => {
+        const path = typeof query.path === "string" ? query.path : "";
+        if (!isAbsolute(path) || path.length > 4096 || path.includes("\0"))
+          throw validation("path", "must be an absolute path");
+        if (!isMachineOperator(principalOf(request))) requireModelPath(deps.policy, path, "path");
+        return checkLocalFile(path);
+      },
+      {
+        detail: {
+          summary:
+            "What is at a path on this machine (file or folder, size, GGUF or not), to check a model path before saving a workload; a non-admin may look only under --policy-model-paths",
+        },
+      },
+    )
+    .get(
+      "/models/:id",
+      async ({ params }) => {
+        const v = await deps.models.view(params.id);
+        return { ...v, fit: await fitPerWorker(deps, v.estimate) };
+      },
+      { detail: { summary: "A model with its memory estimate against each worker's free GPU memory" } },
+    )
+    .get(
+      "/models/:id/progress",
+      async ({ params, request, server }) => {
+        server?.timeout(request, 0);
+        await deps.models.view(params.id); // 404 for an unknown model, before the stream starts
+        return progressStream(deps, params.id, request.signal);
+      },
+      { detail: { summary: "The pull's progress as server-sent events (bytes, %, rate, ETA), ending with its state" } },
+    )
+    .post(
+      "/models/:id/cancel",
+      async ({ params, request }) => {
+        await requireOwnModel(deps.db, principalOf(request), params.id, "cancel");
+        return deps.models.cancel(params.id);
+      },
+      {
+        detail: {
+          summary: "Stop a pull (pulling again resumes it); a non-admin only of a model pulled for their project",
+        },
+      },
+    )
+    .post(
+      "/models/:id/dismiss",
+      async ({ params, request }) => {
+        await requireOwnModel(deps.db, principalOf(request), params.id, "dismiss");
+        return deps.models.dismiss(params.id);
+      },
+      {
+        detail: {
+          summary:
+            "Forget a failed or cancelled pull: its row and the partial files it left (409 for any other state); a non-admin only of a model pulled for their project",
+        },
+      },
+    )
+    .delete(
+      "/models/:id",
+      async ({ params, request }) => {
+        await requireOwnModel(deps.db, principalOf(request), params.id, "remove");
+        return deps.models.remove(params.id);
+      },
+      {
+        detail: {
+          summary:
+            "Remove a model (refused while a workload uses it); a non-admin only a model pulled for their project",
+        },
+      },
+    );

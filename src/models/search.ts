@@ -10,7 +10,13 @@ import { freeMemoryNow } from "../workers/snapshot";
 import { HubError, type HubClient, type HubHit } from "../../agent/models/hub";
 import { quantGroups, snapshotFiles } from "../../agent/models/select";
 import { estimateFromSize, fitOnGpus } from "./fit";
-import { ollamaLibraryUrl, paramsOfSize, Q4_K_M_BYTES_PER_PARAM, searchOllamaLibrary, type OllamaLibraryModel } from "./ollama-library";
+import {
+  ollamaLibraryUrl,
+  paramsOfSize,
+  Q4_K_M_BYTES_PER_PARAM,
+  searchOllamaLibrary,
+  type OllamaLibraryModel,
+} from "./ollama-library";
 
 /** Backends a search is for; they decide where it looks and what a hit offers. */
 export const SEARCH_BACKENDS = ["llamacpp", "vllm", "vllm-omni", "sglang", "ollama"] as const;
@@ -74,7 +80,12 @@ async function fitter(db: Db): Promise<Fitter> {
 
 /** The fit of `bytes` on `workers`, best first: one GPU, all of one worker's GPUs, RAM. */
 function fitOn({ workers, free }: Awaited<ReturnType<typeof freeMemoryNow>>, bytes: number | null): SearchFit {
-  if (bytes === null || workers.length === 0) return { verdict: "unknown", needs_mib: bytes === null ? null : Math.ceil(estimateFromSize(bytes).total_bytes / 1048576), where: null };
+  if (bytes === null || workers.length === 0)
+    return {
+      verdict: "unknown",
+      needs_mib: bytes === null ? null : Math.ceil(estimateFromSize(bytes).total_bytes / 1048576),
+      where: null,
+    };
   const need = estimateFromSize(bytes).total_bytes;
   const needs_mib = Math.ceil(need / 1048576);
   const gib = (mib: number) => `${(mib / 1024).toFixed(1)} GiB free`;
@@ -86,7 +97,10 @@ function fitOn({ workers, free }: Awaited<ReturnType<typeof freeMemoryNow>>, byt
       const fit = fitOnGpus(need, gpus, n);
       if (!fit.fits) continue;
       const g = gpus.find((x) => x.index === fit.gpus[0])!;
-      const where = n === 1 ? `GPU ${g.index} (${g.name}) on ${w.name}: ${gib(g.free_mib)}` : `${n} GPUs on ${w.name}: ${gib(fit.free_mib.reduce((a, b) => a + b, 0))}`;
+      const where =
+        n === 1
+          ? `GPU ${g.index} (${g.name}) on ${w.name}: ${gib(g.free_mib)}`
+          : `${n} GPUs on ${w.name}: ${gib(fit.free_mib.reduce((a, b) => a + b, 0))}`;
       return { verdict: "gpu", needs_mib, where };
     }
   }
@@ -99,7 +113,14 @@ function fitOn({ workers, free }: Awaited<ReturnType<typeof freeMemoryNow>>, byt
 
 /** A hub hit with its offers: each GGUF quantisation, or the snapshot a safetensors runtime reads. */
 async function hubHit(fit: Fitter, hub: HubClient, hit: HubHit, gguf: boolean): Promise<SearchHit> {
-  const base = { id: hit.id, url: `${hub.endpoint}/${hit.id}`, description: hit.pipeline_tag, downloads: hit.downloads, likes: hit.likes, gated: hit.gated };
+  const base = {
+    id: hit.id,
+    url: `${hub.endpoint}/${hit.id}`,
+    description: hit.pipeline_tag,
+    downloads: hit.downloads,
+    likes: hit.likes,
+    gated: hit.gated,
+  };
   let files;
   try {
     files = await hub.listFiles(hit.id, "main");
@@ -111,10 +132,30 @@ async function hubHit(fit: Fitter, hub: HubClient, hit: HubHit, gguf: boolean): 
     const snap = snapshotFiles(files);
     const size = snap.filter((f) => /\.(safetensors|bin|pt|pth)$/i.test(f.path)).reduce((s, f) => s + f.size, 0);
     if (!size) return { ...base, offers: [], note: "no safetensors weights in this repo" };
-    return { ...base, offers: [{ label: "snapshot", source: `hf:${hit.id}`, files: snap.length, size_bytes: size, estimated: false, fit: fit(size) }], note: null };
+    return {
+      ...base,
+      offers: [
+        {
+          label: "snapshot",
+          source: `hf:${hit.id}`,
+          files: snap.length,
+          size_bytes: size,
+          estimated: false,
+          fit: fit(size),
+        },
+      ],
+      note: null,
+    };
   }
   const groups = quantGroups(files);
-  const offers = groups.map((g) => ({ label: g.quant || g.entry, source: g.quant ? `hf:${hit.id}:${g.quant}` : `hf:${hit.id}/${g.entry}`, files: g.files.length, size_bytes: g.size, estimated: false, fit: fit(g.size) }));
+  const offers = groups.map((g) => ({
+    label: g.quant || g.entry,
+    source: g.quant ? `hf:${hit.id}:${g.quant}` : `hf:${hit.id}/${g.entry}`,
+    files: g.files.length,
+    size_bytes: g.size,
+    estimated: false,
+    fit: fit(g.size),
+  }));
   return { ...base, offers, note: offers.length ? null : "no GGUF model files in this repo" };
 }
 
@@ -125,20 +166,40 @@ function ollamaHit(fit: Fitter, base: string, m: OllamaLibraryModel): SearchHit 
     const size = params === null ? null : Math.round(params * Q4_K_M_BYTES_PER_PARAM);
     return { label: tag, source: `${m.name}:${tag}`, files: 1, size_bytes: size, estimated: true, fit: fit(size) };
   });
-  return { id: m.name, url: `${base}/library/${m.name}`, description: m.description || null, downloads: null, likes: null, gated: false, offers, note: null };
+  return {
+    id: m.name,
+    url: `${base}/library/${m.name}`,
+    description: m.description || null,
+    downloads: null,
+    likes: null,
+    gated: false,
+    offers,
+    note: null,
+  };
 }
 
 /** Whether `HF_HUB_OFFLINE` says offline, as huggingface_hub reads it (1, ON, YES or TRUE, any case). */
-export const hubOffline = (env: Record<string, string | undefined>): boolean => ["1", "ON", "YES", "TRUE"].includes((env.HF_HUB_OFFLINE ?? "").trim().toUpperCase());
+export const hubOffline = (env: Record<string, string | undefined>): boolean =>
+  ["1", "ON", "YES", "TRUE"].includes((env.HF_HUB_OFFLINE ?? "").trim().toUpperCase());
 
 /**
  * Searches for `query` where `backend`'s models come from. A hub or library that cannot be reached
  * (or refuses) is a 502 saying so. With `HF_HUB_OFFLINE` set, a hub search is a 503 before any
  * lookup: offline means not even the hub's name is resolved.
  */
-export async function searchModels(db: Db, hub: HubClient, env: Record<string, string | undefined>, query: string, backend: SearchBackend): Promise<SearchAnswer> {
+export async function searchModels(
+  db: Db,
+  hub: HubClient,
+  env: Record<string, string | undefined>,
+  query: string,
+  backend: SearchBackend,
+): Promise<SearchAnswer> {
   if (backend !== "ollama" && hubOffline(env)) {
-    throw new AppError(503, "upstream_unavailable", `HF_HUB_OFFLINE=${env.HF_HUB_OFFLINE} is set: inferd does not contact the Hugging Face hub (${hub.endpoint}), so it cannot search it; unset HF_HUB_OFFLINE and restart to search`);
+    throw new AppError(
+      503,
+      "upstream_unavailable",
+      `HF_HUB_OFFLINE=${env.HF_HUB_OFFLINE} is set: inferd does not contact the Hugging Face hub (${hub.endpoint}), so it cannot search it; unset HF_HUB_OFFLINE and restart to search`,
+    );
   }
   const fit = await fitter(db);
   try {
@@ -152,7 +213,8 @@ export async function searchModels(db: Db, hub: HubClient, env: Record<string, s
     return { query, backend, from: "huggingface", hits: await Promise.all(hits.map((h) => hubHit(fit, hub, h, gguf))) };
   } catch (e) {
     if (e instanceof AppError) throw e;
-    const where = backend === "ollama" ? `the Ollama library (${ollamaLibraryUrl(env)})` : `the Hugging Face hub (${hub.endpoint})`;
+    const where =
+      backend === "ollama" ? `the Ollama library (${ollamaLibraryUrl(env)})` : `the Hugging Face hub (${hub.endpoint})`;
     throw new AppError(502, "upstream_unavailable", `searching ${where} failed: ${(e as Error).message}`);
   }
 }

@@ -37,9 +37,21 @@ export interface ModelView {
 }
 
 /** The view of a row; `progress` and `used_by` come from the caller (live state, workloads). */
-export function modelView(r: Row, extra: { progress?: TransferProgress | null; usedBy?: ModelView["used_by"] } = {}): ModelView {
+export function modelView(
+  r: Row,
+  extra: { progress?: TransferProgress | null; usedBy?: ModelView["used_by"] } = {},
+): ModelView {
   const info = r.metadata ? (JSON.parse(r.metadata) as ModelInfo) : null;
-  const fallback = r.state === "downloading" && r.bytesTotal > 0 ? { bytes_done: r.bytesDone, bytes_total: r.bytesTotal, percent: Math.floor((r.bytesDone / r.bytesTotal) * 100), rate_bps: 0, eta_s: null } : null;
+  const fallback =
+    r.state === "downloading" && r.bytesTotal > 0
+      ? {
+          bytes_done: r.bytesDone,
+          bytes_total: r.bytesTotal,
+          percent: Math.floor((r.bytesDone / r.bytesTotal) * 100),
+          rate_bps: 0,
+          eta_s: null,
+        }
+      : null;
   return {
     id: r.id,
     source: r.source,
@@ -75,7 +87,12 @@ export function listModelRows(db: Db): Promise<Row[]> {
 
 /** The row of a source, if the store has one. */
 export function findBySource(db: Db, source: ModelSource): Promise<Row | undefined> {
-  return first(db.select().from(models).where(eq(models.sourceKey, sourceKey(source))));
+  return first(
+    db
+      .select()
+      .from(models)
+      .where(eq(models.sourceKey, sourceKey(source))),
+  );
 }
 
 /** Creates the row of a source (state `downloading`), or returns the one there is. */
@@ -108,7 +125,10 @@ export async function upsertModel(db: Db, spec: string, source: ModelSource): Pr
 
 /** Writes some columns of a model row (and `updated_at`). */
 export async function updateModel(db: Db, id: string, set: Partial<Row>): Promise<void> {
-  await db.update(models).set({ ...set, updatedAt: nowIso() }).where(eq(models.id, id));
+  await db
+    .update(models)
+    .set({ ...set, updatedAt: nowIso() })
+    .where(eq(models.id, id));
 }
 
 /**
@@ -116,7 +136,14 @@ export async function updateModel(db: Db, id: string, set: Partial<Row>): Promis
  * `-hf owner/repo` pull, whose default-tag chain (Q4_K_M, Q8_0, the first GGUF) is kept.
  */
 export function sourceOfRow(r: Row): ModelSource {
-  if (r.kind === "hf-quant" && r.sourceKey.endsWith(":(default)") && r.repo) return { kind: "hf-quant", repo: r.repo, revision: r.sourceKey.slice(r.sourceKey.indexOf("@") + 1, r.sourceKey.lastIndexOf(":")), quant: DEFAULT_QUANTS[0], defaulted: true };
+  if (r.kind === "hf-quant" && r.sourceKey.endsWith(":(default)") && r.repo)
+    return {
+      kind: "hf-quant",
+      repo: r.repo,
+      revision: r.sourceKey.slice(r.sourceKey.indexOf("@") + 1, r.sourceKey.lastIndexOf(":")),
+      quant: DEFAULT_QUANTS[0],
+      defaulted: true,
+    };
   return parseSource(r.source);
 }
 
@@ -184,9 +211,16 @@ export async function usersOfModels(db: Db, rows: Row[]): Promise<Map<string, Mo
 }
 
 /** The stored shape and the context of a workload's model, when the store knows it. */
-export async function modelOfWorkload(db: Db, w: Pick<Workload, "backend" | "config">): Promise<{ info: ModelInfo; context: number | undefined; model: string } | null> {
+export async function modelOfWorkload(
+  db: Db,
+  w: Pick<Workload, "backend" | "config">,
+): Promise<{ info: ModelInfo; context: number | undefined; model: string } | null> {
   const m = workloadModel(w);
-  const row = m.key ? await first(db.select().from(models).where(eq(models.sourceKey, m.key))) : m.localPath ? await first(db.select().from(models).where(eq(models.entry, m.localPath))) : undefined;
+  const row = m.key
+    ? await first(db.select().from(models).where(eq(models.sourceKey, m.key)))
+    : m.localPath
+      ? await first(db.select().from(models).where(eq(models.entry, m.localPath)))
+      : undefined;
   if (!row?.metadata) return null;
   return { info: JSON.parse(row.metadata) as ModelInfo, context: m.context, model: row.source };
 }

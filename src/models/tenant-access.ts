@@ -15,13 +15,21 @@ import { getProject } from "../projects/service";
 import { isMachineOperator, seesProject, type Principal } from "../users/access";
 import { notAllowed } from "../workloads/launch-policy";
 import { outsideModelDirs, POLICY_SETTINGS, settingText, type LaunchPolicy } from "../../agent/launch-policy";
-import { AddressRefused, checkUrl, makeResolver, resolveAllowed, type AddressPolicy, type Resolve } from "../../agent/net/address";
+import {
+  AddressRefused,
+  checkUrl,
+  makeResolver,
+  resolveAllowed,
+  type AddressPolicy,
+  type Resolve,
+} from "../../agent/net/address";
 import type { ModelSource } from "../../agent/models/source";
 import { getModelRow } from "./service";
 import type { PullBy } from "./manager";
 
 /** 403 `command_not_allowed` at `field`, naming the refused word and the setting that would allow it (the launch policy's refusal). */
-const refused = (field: string, word: string, key: keyof typeof POLICY_SETTINGS, message: string) => notAllowed({ field, word, setting: settingText(key), message });
+const refused = (field: string, word: string, key: keyof typeof POLICY_SETTINGS, message: string) =>
+  notAllowed({ field, word, setting: settingText(key), message });
 
 /** A path's real path (links followed), or null when it cannot be resolved (it does not exist). */
 function realOrNull(path: string): string | null {
@@ -40,25 +48,49 @@ export function requireModelPath(policy: LaunchPolicy, path: string, field: stri
   const dirs = policy.model_paths;
   const why = outsideModelDirs(path, dirs, realOrNull);
   if (!why) return;
-  throw refused(field, path, "model_paths", `${field}: "${path}" ${why}; tenants may use model files only under ${dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}`);
+  throw refused(
+    field,
+    path,
+    "model_paths",
+    `${field}: "${path}" ${why}; tenants may use model files only under ${dirs.join(", ") || "(no directory)"}, which the operator sets with ${settingText("model_paths")}`,
+  );
 }
 
 /** The address rules of a tenant's model URL under `policy` (the agent's for `-mu`), with the system resolver unless given. */
-export const tenantGuard = (policy: LaunchPolicy, resolve: Resolve = makeResolver()): AddressPolicy => ({ allowPrivate: policy.private_model_urls, resolve });
+export const tenantGuard = (policy: LaunchPolicy, resolve: Resolve = makeResolver()): AddressPolicy => ({
+  allowPrivate: policy.private_model_urls,
+  resolve,
+});
 
 /**
  * Refuses (403 `command_not_allowed` at `source`) a tenant's pull the launch policy would refuse in
  * a command: a URL that is not public https (resolved and checked now; every hop is checked again
  * while it downloads), or a local path outside the model directories. Hub sources pass.
  */
-export async function requireTenantSource(policy: LaunchPolicy, source: ModelSource, guard: AddressPolicy): Promise<void> {
+export async function requireTenantSource(
+  policy: LaunchPolicy,
+  source: ModelSource,
+  guard: AddressPolicy,
+): Promise<void> {
   if (source.kind === "local") return requireModelPath(policy, source.path, "source");
   if (source.kind !== "url") return;
   try {
-    await resolveAllowed(checkUrl(source.url, { what: "a model URL", http: guard.allowPrivate, literal: { allowPrivate: guard.allowPrivate } }), guard);
+    await resolveAllowed(
+      checkUrl(source.url, {
+        what: "a model URL",
+        http: guard.allowPrivate,
+        literal: { allowPrivate: guard.allowPrivate },
+      }),
+      guard,
+    );
   } catch (e) {
     if (!(e instanceof AddressRefused)) throw e;
-    throw refused("source", source.url, "private_model_urls", `source: "${source.url}" is not allowed: ${e.message}; tenants' model URLs must be public https addresses unless the operator allows private ones with ${settingText("private_model_urls")}`);
+    throw refused(
+      "source",
+      source.url,
+      "private_model_urls",
+      `source: "${source.url}" is not allowed: ${e.message}; tenants' model URLs must be public https addresses unless the operator allows private ones with ${settingText("private_model_urls")}`,
+    );
   }
 }
 
@@ -76,8 +108,16 @@ export async function pullerOf(db: Db, who: Principal, project: string | undefin
   if (isMachineOperator(who)) return "admin";
   const mine = who.projectIds === "all" ? [] : [...who.projectIds];
   if (mine.length === 1) return { project: mine[0] };
-  if (mine.length === 0) throw new AppError(403, "forbidden_role", `your role (${who.role}) pulls models for one of your projects, and you belong to none; an admin can`);
-  throw validation("project", "you belong to several projects: name the one this model is pulled for (its slug or id); it counts against that project's model_bytes");
+  if (mine.length === 0)
+    throw new AppError(
+      403,
+      "forbidden_role",
+      `your role (${who.role}) pulls models for one of your projects, and you belong to none; an admin can`,
+    );
+  throw validation(
+    "project",
+    "you belong to several projects: name the one this model is pulled for (its slug or id); it counts against that project's model_bytes",
+  );
 }
 
 /**
@@ -87,7 +127,13 @@ export async function pullerOf(db: Db, who: Principal, project: string | undefin
 export async function requireOwnModel(db: Db, who: Principal, modelId: string, what: string): Promise<void> {
   if (isMachineOperator(who)) return;
   await getModelRow(db, modelId); // 404 for an unknown model
-  const t = await first(db.select({ projectId: tenantModels.projectId }).from(tenantModels).where(eq(tenantModels.modelId, modelId)));
+  const t = await first(
+    db.select({ projectId: tenantModels.projectId }).from(tenantModels).where(eq(tenantModels.modelId, modelId)),
+  );
   if (t && seesProject(who, t.projectId)) return;
-  throw new AppError(403, "forbidden_role", `your role (${who.role}) can ${what} only models pulled for one of your projects, and this one was not; an admin can`);
+  throw new AppError(
+    403,
+    "forbidden_role",
+    `your role (${who.role}) can ${what} only models pulled for one of your projects, and this one was not; an admin can`,
+  );
 }

@@ -31,7 +31,10 @@ export interface Tenancy {
 /** Records that a project's workload started a model's download: it counts against the project and may be collected. */
 export async function markPulledFor(db: Db, modelId: string, projectId: string): Promise<void> {
   const now = nowIso();
-  await db.insert(tenantModels).values({ modelId, projectId, pulledAt: now, unusedSince: null }).onConflictDoUpdate({ target: tenantModels.modelId, set: { projectId, pulledAt: now, unusedSince: null } });
+  await db
+    .insert(tenantModels)
+    .values({ modelId, projectId, pulledAt: now, unusedSince: null })
+    .onConflictDoUpdate({ target: tenantModels.modelId, set: { projectId, pulledAt: now, unusedSince: null } });
 }
 
 /** The admin pulled a model by hand: it is theirs from now on, counted against no project and never collected. */
@@ -46,8 +49,13 @@ export async function setUnusedSince(db: Db, modelId: string, at: string | null)
 
 /** Every model pulled for a project, by model id. */
 export async function tenancy(db: Db): Promise<Map<string, Tenancy>> {
-  const rows = await db.select({ t: tenantModels, slug: projects.slug }).from(tenantModels).leftJoin(projects, eq(projects.id, tenantModels.projectId));
-  return new Map(rows.map((r) => [r.t.modelId, { project_id: r.t.projectId, project_slug: r.slug, unused_since: r.t.unusedSince }]));
+  const rows = await db
+    .select({ t: tenantModels, slug: projects.slug })
+    .from(tenantModels)
+    .leftJoin(projects, eq(projects.id, tenantModels.projectId));
+  return new Map(
+    rows.map((r) => [r.t.modelId, { project_id: r.t.projectId, project_slug: r.slug, unused_since: r.t.unusedSince }]),
+  );
 }
 
 /**
@@ -55,22 +63,41 @@ export async function tenancy(db: Db): Promise<Map<string, Tenancy>> {
  * (0: off). A tenant model no workload uses is removed `afterMs` after it was first seen unused
  * (from `now` when it has not been looked at yet).
  */
-export async function withTenancy(db: Db, views: ModelView[], afterMs: number, now = Date.now()): Promise<StoreModel[]> {
+export async function withTenancy(
+  db: Db,
+  views: ModelView[],
+  afterMs: number,
+  now = Date.now(),
+): Promise<StoreModel[]> {
   const t = await tenancy(db);
   return views.map((v) => {
     const x = t.get(v.id);
-    const unusedFrom = x && afterMs > 0 && v.used_by.length === 0 ? (x.unused_since ? Date.parse(x.unused_since) : now) : null;
-    return { ...v, pulled_for: x ? { project_id: x.project_id, project_slug: x.project_slug } : null, removes_at: unusedFrom === null ? null : new Date(unusedFrom + afterMs).toISOString() };
+    const unusedFrom =
+      x && afterMs > 0 && v.used_by.length === 0 ? (x.unused_since ? Date.parse(x.unused_since) : now) : null;
+    return {
+      ...v,
+      pulled_for: x ? { project_id: x.project_id, project_slug: x.project_slug } : null,
+      removes_at: unusedFrom === null ? null : new Date(unusedFrom + afterMs).toISOString(),
+    };
   });
 }
 
 /** The sentence refusing `bytes` more of models for a project past its `model_bytes`, or null when they fit. */
-async function overCap(db: Db, projectId: string, modelId: string, source: string, bytes: number): Promise<{ cap: number; message: string } | null> {
+async function overCap(
+  db: Db,
+  projectId: string,
+  modelId: string,
+  source: string,
+  bytes: number,
+): Promise<{ cap: number; message: string } | null> {
   const caps = await capsOf(db, projectId);
   if (caps.modelBytes === null) return null;
   const used = await modelBytesOf(db, projectId, modelId);
   if (used + bytes <= caps.modelBytes) return null;
-  return { cap: caps.modelBytes, message: `project "${caps.slug}" is at its model_bytes limit (${caps.modelBytes} bytes, ${sizeText(caps.modelBytes)}): ${source} is ${sizeText(bytes)} and the models pulled for it already take ${sizeText(used)}` };
+  return {
+    cap: caps.modelBytes,
+    message: `project "${caps.slug}" is at its model_bytes limit (${caps.modelBytes} bytes, ${sizeText(caps.modelBytes)}): ${source} is ${sizeText(bytes)} and the models pulled for it already take ${sizeText(used)}`,
+  };
 }
 
 /** Why pulling a model of `bytes` would pass the `model_bytes` cap of the project it is pulled for, or null (also for the admin's own models). */
@@ -85,7 +112,11 @@ export async function overModelBytes(db: Db, modelId: string, source: string, by
  * `model_bytes`. A model in the store or on its way costs no new download; an unknown one is
  * checked when its pull starts.
  */
-export async function requireModelRoom(db: Db, projectId: string, w: { backend: string; config: Record<string, unknown> }): Promise<void> {
+export async function requireModelRoom(
+  db: Db,
+  projectId: string,
+  w: { backend: string; config: Record<string, unknown> },
+): Promise<void> {
   const key = workloadModel(w).key;
   const row = key ? await first(db.select().from(models).where(eq(models.sourceKey, key))) : undefined;
   if (!row || row.bytesTotal <= 0 || row.state === "ready" || row.state === "downloading") return;

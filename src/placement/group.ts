@@ -5,7 +5,15 @@
  */
 import { fitOnGpus, gib, type FreeGpu } from "../models/fit";
 import { pickGpus } from "./replica";
-import { freeMemory, MiB, workerNamed, type ReplicaSnapshot, type Snapshot, type WorkerSnapshot, type WorkloadSnapshot } from "./snapshot";
+import {
+  freeMemory,
+  MiB,
+  workerNamed,
+  type ReplicaSnapshot,
+  type Snapshot,
+  type WorkerSnapshot,
+  type WorkloadSnapshot,
+} from "./snapshot";
 
 /** A placed member: rank = index in the list (0 leads). */
 export interface MemberPlacement {
@@ -17,7 +25,8 @@ export interface MemberPlacement {
 function unfit(w: WorkerSnapshot, free: FreeGpu[], ws: WorkloadSnapshot, bytesPerNode?: number): string | null {
   if (!w.online) return `"${w.name}" is offline`;
   if (!w.clusterAddress) return `"${w.name}" has no --cluster-address`;
-  if (ws.needsGpu && w.gpus.length < ws.gpus) return `"${w.name}" has ${w.gpus.length} GPU${w.gpus.length === 1 ? "" : "s"}, not ${ws.gpus}`;
+  if (ws.needsGpu && w.gpus.length < ws.gpus)
+    return `"${w.name}" has ${w.gpus.length} GPU${w.gpus.length === 1 ? "" : "s"}, not ${ws.gpus}`;
   if (bytesPerNode !== undefined && w.gpus.length > 0 && !fitOnGpus(bytesPerNode, free, ws.gpus).fits) {
     const most = Math.max(...free.map((g) => g.free_mib));
     return `"${w.name}" has at most ${gib(Math.max(0, most) * MiB)} free on a GPU`;
@@ -53,16 +62,25 @@ export function placeGroup(snap: Snapshot, ws: WorkloadSnapshot): { members: Mem
     else fitting.push(w);
   }
   if (fitting.length < ws.nodes) {
-    const found = fitting.length ? `found ${fitting.length}: ${fitting.map((w) => `"${w.name}"`).join(", ")}` : "found none";
+    const found = fitting.length
+      ? `found ${fitting.length}: ${fitting.map((w) => `"${w.name}"`).join(", ")}`
+      : "found none";
     return { why: `${what(ws, bytesPerNode)}; ${found}${refused.length ? ` (${refused.join("; ")})` : ""}` };
   }
-  return { members: fitting.slice(0, ws.nodes).map((w) => ({ workerId: w.id, gpuIndices: pickGpus(snap, w, ws.gpus, bytesPerNode) })) };
+  return {
+    members: fitting
+      .slice(0, ws.nodes)
+      .map((w) => ({ workerId: w.id, gpuIndices: pickGpus(snap, w, ws.gpus, bytesPerNode) })),
+  };
 }
 
 /** "this workload spans 2 machines: it needs 2 workers online with --cluster-address and 1 GPU each (…)". */
 function what(ws: WorkloadSnapshot, bytesPerNode?: number): string {
   const gpus = ws.needsGpu ? ` and ${ws.gpus} GPU${ws.gpus === 1 ? "" : "s"} each` : "";
-  const share = bytesPerNode !== undefined ? ` with room for ~${gib(bytesPerNode)} each (${ws.need.text ?? "the model"}, split over ${ws.nodes} machines)` : "";
+  const share =
+    bytesPerNode !== undefined
+      ? ` with room for ~${gib(bytesPerNode)} each (${ws.need.text ?? "the model"}, split over ${ws.nodes} machines)`
+      : "";
   return `this workload spans ${ws.nodes} machines: it needs ${ws.nodes} workers online with --cluster-address${gpus}${share}`;
 }
 
@@ -75,9 +93,21 @@ export function groupStands(snap: Snapshot, ws: WorkloadSnapshot, members: Repli
   if (ws.nodes <= 1 || members.length !== ws.nodes) return false;
   const group = members[0].groupId;
   const ranks = new Set(members.map((a) => a.nodeRank));
-  if (!group || members.some((a) => a.groupId !== group || !a.auto || a.gpus !== ws.gpus) || ranks.size !== ws.nodes || [...ranks].some((r) => r >= ws.nodes)) return false;
+  if (
+    !group ||
+    members.some((a) => a.groupId !== group || !a.auto || a.gpus !== ws.gpus) ||
+    ranks.size !== ws.nodes ||
+    [...ranks].some((r) => r >= ws.nodes)
+  )
+    return false;
   const worker = (id: string) => snap.workers.find((x) => x.id === id);
-  if (members.some((a) => { const x = worker(a.workerId); return !x || !x.clusterAddress || !x.online; })) return false;
+  if (
+    members.some((a) => {
+      const x = worker(a.workerId);
+      return !x || !x.clusterAddress || !x.online;
+    })
+  )
+    return false;
   const leader = worker(members.find((a) => a.nodeRank === 0)!.workerId)!;
   if (ws.pinnedWorker) return leader.id === ws.pinnedWorker || leader.name === ws.pinnedWorker;
   if (ws.pinnedGpu) return leader.gpus.some((g) => g.uuid === ws.pinnedGpu);

@@ -5,7 +5,15 @@
  * functions over a snapshot and `freeMemory`; the scaler (src/scaling/room.ts) applies the answers.
  */
 import { gib } from "../models/fit";
-import { freeMemory, MiB, needMiB, type ReplicaSnapshot, type Snapshot, type WorkerSnapshot, type WorkloadSnapshot } from "./snapshot";
+import {
+  freeMemory,
+  MiB,
+  needMiB,
+  type ReplicaSnapshot,
+  type Snapshot,
+  type WorkerSnapshot,
+  type WorkloadSnapshot,
+} from "./snapshot";
 
 /** Where a replica could run: a worker and GPU indices on it. */
 export interface Spot {
@@ -22,10 +30,18 @@ export interface RoomContext {
 }
 
 /** The scaler's answer for one idle replica: start it there, swap others out for it, or wait (and why). */
-export type StartDecision = { start: Spot } | { swap: Spot; evict: ReplicaSnapshot[]; names: string[]; why: string } | { wait: string };
+export type StartDecision =
+  | { start: Spot }
+  | { swap: Spot; evict: ReplicaSnapshot[]; names: string[]; why: string }
+  | { wait: string };
 
 /** How much memory (MiB) each of `gpuIndices` on `worker` lacks for a replica of `w` now (empty: room). */
-export function deficit(snap: Snapshot, w: WorkloadSnapshot, worker: WorkerSnapshot, gpuIndices: number[]): Map<number, number> {
+export function deficit(
+  snap: Snapshot,
+  w: WorkloadSnapshot,
+  worker: WorkerSnapshot,
+  gpuIndices: number[],
+): Map<number, number> {
   const free = freeMemory(snap).get(worker.id)!;
   const missing = new Map<number, number>();
   for (const i of gpuIndices) {
@@ -38,7 +54,8 @@ export function deficit(snap: Snapshot, w: WorkloadSnapshot, worker: WorkerSnaps
 }
 
 /** Online workers a workload could run on: those with GPUs for GPU backends, any otherwise. */
-const candidates = (snap: Snapshot, w: WorkloadSnapshot) => snap.workers.filter((x) => x.online && (!w.needsGpu || x.gpus.length > 0));
+const candidates = (snap: Snapshot, w: WorkloadSnapshot) =>
+  snap.workers.filter((x) => x.online && (!w.needsGpu || x.gpus.length > 0));
 
 /** Where an idle replica could start: its own GPUs first; an automatic one also on each other GPU (set) of a candidate worker. */
 function spots(snap: Snapshot, w: WorkloadSnapshot, r: ReplicaSnapshot, own: WorkerSnapshot): Spot[] {
@@ -48,7 +65,8 @@ function spots(snap: Snapshot, w: WorkloadSnapshot, r: ReplicaSnapshot, own: Wor
   for (const worker of candidates(snap, w)) {
     const gpus = worker.gpus.map((g) => g.index);
     const sets = count === 1 ? gpus.map((i) => [i]) : gpus.length >= count ? [gpus.slice(0, count)] : [];
-    for (const set of sets) if (!(worker.id === own.id && set.join() === r.gpuIndices.join())) out.push({ worker, gpuIndices: set });
+    for (const set of sets)
+      if (!(worker.id === own.id && set.join() === r.gpuIndices.join())) out.push({ worker, gpuIndices: set });
   }
   return out;
 }
@@ -58,9 +76,21 @@ function spots(snap: Snapshot, w: WorkloadSnapshot, r: ReplicaSnapshot, own: Wor
  * recently used first, only of workloads that may go to zero and with nothing in flight or queued —
  * never a `fixed` one. `covers` says whether they would be enough.
  */
-export function evictionPlan(snap: Snapshot, w: WorkloadSnapshot, worker: WorkerSnapshot, missing: Map<number, number>, ctx: RoomContext): { rows: ReplicaSnapshot[]; covers: boolean } {
+export function evictionPlan(
+  snap: Snapshot,
+  w: WorkloadSnapshot,
+  worker: WorkerSnapshot,
+  missing: Map<number, number>,
+  ctx: RoomContext,
+): { rows: ReplicaSnapshot[]; covers: boolean } {
   const options = snap.replicas
-    .filter((a) => a.workerId === worker.id && a.desired === "run" && a.workloadId !== w.id && a.gpuIndices.some((i) => missing.has(i)))
+    .filter(
+      (a) =>
+        a.workerId === worker.id &&
+        a.desired === "run" &&
+        a.workloadId !== w.id &&
+        a.gpuIndices.some((i) => missing.has(i)),
+    )
     .filter((a) => snap.workloads.get(a.workloadId)?.swappable && !ctx.busy.has(a.id))
     .sort((x, y) => ctx.lastBusy(x.workloadId) - ctx.lastBusy(y.workloadId));
   const left = new Map(missing);
@@ -82,11 +112,19 @@ export function evictionPlan(snap: Snapshot, w: WorkloadSnapshot, worker: Worker
  * their memory is not free in the numbers yet, so swapping out more would be too many.
  */
 function freeing(snap: Snapshot, worker: WorkerSnapshot, exceptWorkload: string): boolean {
-  return snap.replicas.some((a) => a.workerId === worker.id && a.workloadId !== exceptWorkload && a.desired === "idle" && (a.state !== "idle" || a.updatedAt >= worker.probedAt) && a.state !== "pending");
+  return snap.replicas.some(
+    (a) =>
+      a.workerId === worker.id &&
+      a.workloadId !== exceptWorkload &&
+      a.desired === "idle" &&
+      (a.state !== "idle" || a.updatedAt >= worker.probedAt) &&
+      a.state !== "pending",
+  );
 }
 
 /** "GPU 0 lacks 2.1 GiB, GPU 1 lacks 0.4 GiB". */
-const lacks = (missing: Map<number, number>) => [...missing].map(([i, m]) => `GPU ${i} lacks ${gib(m * MiB)}`).join(", ");
+const lacks = (missing: Map<number, number>) =>
+  [...missing].map(([i, m]) => `GPU ${i} lacks ${gib(m * MiB)}`).join(", ");
 
 /**
  * Room for one idle replica to start: the first spot with room now (`start`); else wait while other
@@ -108,9 +146,16 @@ export function room(snap: Snapshot, replicaId: string, ctx: RoomContext): Start
     const plan = evictionPlan(snap, w, p.worker, missing, ctx);
     if (!plan.covers) continue;
     const names = plan.rows.map((a) => snap.workloads.get(a.workloadId)!.label);
-    return { swap: p, evict: plan.rows, names, why: `waiting for GPU memory (${lacks(missing)}): swapping out ${names.join(", ")}` };
+    return {
+      swap: p,
+      evict: plan.rows,
+      names,
+      why: `waiting for GPU memory (${lacks(missing)}): swapping out ${names.join(", ")}`,
+    };
   }
-  return { wait: `waiting for GPU memory (${lacks(deficit(snap, w, own, r.gpuIndices))}); no idle replica can be swapped out` };
+  return {
+    wait: `waiting for GPU memory (${lacks(deficit(snap, w, own, r.gpuIndices))}); no idle replica can be swapped out`,
+  };
 }
 
 /** A worker for another replica of `w`: a candidate with room for it on some GPU, else the first candidate. */

@@ -139,7 +139,10 @@ export function freeMemory(snap: Snapshot): Map<string, FreeGpu[]> {
         if (g) free.set(i, free.get(i)! - needMiB(need, g.totalMiB, r.gpuIndices.length));
       }
     }
-    out.set(w.id, w.gpus.map((g) => ({ index: g.index, name: g.name, total_mib: g.totalMiB, free_mib: free.get(g.index)! })));
+    out.set(
+      w.id,
+      w.gpus.map((g) => ({ index: g.index, name: g.name, total_mib: g.totalMiB, free_mib: free.get(g.index)! })),
+    );
   }
   return out;
 }
@@ -147,12 +150,14 @@ export function freeMemory(snap: Snapshot): Map<string, FreeGpu[]> {
 /** How many replicas (any state) use each GPU index of a worker: the least shared are picked when the need is unknown. */
 export function gpuUse(snap: Snapshot, workerId: string): Map<number, number> {
   const use = new Map<number, number>();
-  for (const r of snap.replicas) if (r.workerId === workerId) for (const i of r.gpuIndices) use.set(i, (use.get(i) ?? 0) + 1);
+  for (const r of snap.replicas)
+    if (r.workerId === workerId) for (const i of r.gpuIndices) use.set(i, (use.get(i) ?? 0) + 1);
   return use;
 }
 
 /** A worker by id, or by name (a pin may say either). */
-export const workerNamed = (snap: Snapshot, idOrName: string): WorkerSnapshot | undefined => snap.workers.find((w) => w.id === idOrName || w.name === idOrName);
+export const workerNamed = (snap: Snapshot, idOrName: string): WorkerSnapshot | undefined =>
+  snap.workers.find((w) => w.id === idOrName || w.name === idOrName);
 
 /** The snapshot without the replicas `drop` picks (replicas about to be replaced). */
 export function without(snap: Snapshot, drop: (r: ReplicaSnapshot) => boolean): Snapshot {
@@ -163,7 +168,10 @@ export function without(snap: Snapshot, drop: (r: ReplicaSnapshot) => boolean): 
  * Keeps a snapshot true to writes just made (a replica added, changed or removed), so later decisions
  * of the same pass see them. The one place a snapshot changes: its appliers call it after each write.
  */
-export function note(snap: Snapshot, change: { add?: ReplicaSnapshot; set?: { id: string } & Partial<ReplicaSnapshot>; remove?: string }): void {
+export function note(
+  snap: Snapshot,
+  change: { add?: ReplicaSnapshot; set?: { id: string } & Partial<ReplicaSnapshot>; remove?: string },
+): void {
   if (change.add) snap.replicas.push(change.add);
   if (change.remove) snap.replicas = snap.replicas.filter((r) => r.id !== change.remove);
   if (change.set) {

@@ -36,7 +36,8 @@ function words(w: Pick<PlacedWorkload, "config">): string[] {
 
 /** The share of each GPU a vLLM or SGLang runtime takes for itself whatever the model (their defaults: 0.9, 0.88). */
 function gpuShare(backend: string, args: string[]): number | undefined {
-  if (backend === "vllm" || backend === "vllm-omni") return Number(flagValue(args, ["--gpu-memory-utilization"]) ?? 0.9) || 0.9;
+  if (backend === "vllm" || backend === "vllm-omni")
+    return Number(flagValue(args, ["--gpu-memory-utilization"]) ?? 0.9) || 0.9;
   if (backend === "sglang") return Number(flagValue(args, ["--mem-fraction-static"]) ?? 0.88) || 0.88;
   return undefined;
 }
@@ -54,7 +55,10 @@ export function replicaGpus(w: Pick<PlacedWorkload, "backend" | "nodes" | "confi
 /** A workload as placement sees it; `estimate` is its model's, when the store knows the model. */
 export function workloadSnapshot(w: PlacedWorkload, estimate?: { bytes: number; text: string }): WorkloadSnapshot {
   const share = gpuShare(w.backend, words(w));
-  const need: Need = { ...(estimate ? { bytes: estimate.bytes, text: estimate.text } : {}), ...(share !== undefined ? { share } : {}) };
+  const need: Need = {
+    ...(estimate ? { bytes: estimate.bytes, text: estimate.text } : {}),
+    ...(share !== undefined ? { share } : {}),
+  };
   return {
     id: w.id,
     label: `${w.project_slug}/${w.slug}`,
@@ -65,6 +69,9 @@ export function workloadSnapshot(w: PlacedWorkload, estimate?: { bytes: number; 
     need,
     pinnedWorker: w.worker_id,
     pinnedGpu: w.gpu_resource_id,
-    swappable: !w.paused && w.execution_policy === "autoscaling" && ((w.execution_params as { min_replicas?: number }).min_replicas ?? 0) === 0,
+    swappable:
+      !w.paused &&
+      w.execution_policy === "autoscaling" &&
+      ((w.execution_params as { min_replicas?: number }).min_replicas ?? 0) === 0,
   };
 }

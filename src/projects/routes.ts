@@ -18,26 +18,47 @@ interface Deps {
 /** Admin routes for projects. */
 export const projectRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin/projects", detail: { tags: ["admin"] } })
-    .post("", async ({ body, set }) => {
-      set.status = 201;
-      return createProject(deps.db, body);
-    }, { ...jsonBody(ProjectCreate), detail: { summary: "Create a project" } })
-    .get("", async ({ request }) => {
-      const who = principalOf(request);
-      return (await listProjectsWithCounts(deps.db)).filter((p) => seesProject(who, p.id));
-    }, { detail: { summary: "List projects with their workload and live-key counts (a project member: their projects)" } })
-    .get("/:project", async ({ params }) => {
-      const p = await getProject(deps.db, params.project);
-      return { ...p, usage: await projectUsage(deps.db, p.id) };
-    }, { detail: { summary: "A project with its token quotas, its caps and what it uses against them" } })
+    .post(
+      "",
+      async ({ body, set }) => {
+        set.status = 201;
+        return createProject(deps.db, body);
+      },
+      { ...jsonBody(ProjectCreate), detail: { summary: "Create a project" } },
+    )
+    .get(
+      "",
+      async ({ request }) => {
+        const who = principalOf(request);
+        return (await listProjectsWithCounts(deps.db)).filter((p) => seesProject(who, p.id));
+      },
+      {
+        detail: { summary: "List projects with their workload and live-key counts (a project member: their projects)" },
+      },
+    )
+    .get(
+      "/:project",
+      async ({ params }) => {
+        const p = await getProject(deps.db, params.project);
+        return { ...p, usage: await projectUsage(deps.db, p.id) };
+      },
+      { detail: { summary: "A project with its token quotas, its caps and what it uses against them" } },
+    )
     .patch("/:project", ({ params, body }) => setProjectLimits(deps.db, params.project, body.limits), {
       ...jsonBody(ProjectPatch),
-      detail: { summary: "Set the project's token quotas per day and month and its caps (max_workloads, max_replicas, model_bytes); null removes one" },
+      detail: {
+        summary:
+          "Set the project's token quotas per day and month and its caps (max_workloads, max_replicas, model_bytes); null removes one",
+      },
     })
-    .delete("/:project", async ({ params }) => {
-      const p = await deleteProject(deps.db, params.project);
-      await deps.events.workloadsChanged();
-      return p;
-    }, {
-      detail: { summary: "Delete a project with its workloads and keys" },
-    });
+    .delete(
+      "/:project",
+      async ({ params }) => {
+        const p = await deleteProject(deps.db, params.project);
+        await deps.events.workloadsChanged();
+        return p;
+      },
+      {
+        detail: { summary: "Delete a project with its workloads and keys" },
+      },
+    );

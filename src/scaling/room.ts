@@ -24,7 +24,13 @@ export class Room {
    * Starts up to `count` more replicas of `w`: idle ones first (see `startOne`), then new ones on a
    * worker with room. Returns what it did.
    */
-  async startMore(w: Workload, rows: AssignmentView[], count: number, reason: string, lastBusy: (id: string) => number): Promise<string> {
+  async startMore(
+    w: Workload,
+    rows: AssignmentView[],
+    count: number,
+    reason: string,
+    lastBusy: (id: string) => number,
+  ): Promise<string> {
     const snap = await loadSnapshot(this.db);
     const ctx: RoomContext = { busy: this.busy(snap), lastBusy };
     const done: string[] = [];
@@ -37,7 +43,14 @@ export class Room {
     for (; ws && count > 0 && !rows.some((a) => !a.auto); count--) {
       const worker = workerForAnother(snap, ws);
       if (!worker) break;
-      const a = await insertAssignment(this.db, w, { workerId: worker.id, gpus: 1, gpuIndices: pickGpus(snap, worker, 1, ws.need.bytes, ws.pinnedGpu), auto: true, desired: "idle", reason: "placed" });
+      const a = await insertAssignment(this.db, w, {
+        workerId: worker.id,
+        gpus: 1,
+        gpuIndices: pickGpus(snap, worker, 1, ws.need.bytes, ws.pinnedGpu),
+        auto: true,
+        desired: "idle",
+        reason: "placed",
+      });
       note(snap, { add: replicaOfView(a) });
       done.push(`placed replica ${a.id} on ${worker.name}`, await this.startOne(snap, a.id, reason, ctx));
     }
@@ -77,13 +90,27 @@ export class Room {
   }
 
   /** Tells a replica to run or idle (with the reason shown), in the store and the snapshot. */
-  private async desire(snap: Snapshot, id: string, desired: "run" | "idle", why: string, state?: string): Promise<void> {
+  private async desire(
+    snap: Snapshot,
+    id: string,
+    desired: "run" | "idle",
+    why: string,
+    state?: string,
+  ): Promise<void> {
     note(snap, { set: { id, desired, state: await setAssignmentDesired(this.db, id, desired, why, state) } });
   }
 
   /** Running replicas with a request in flight, or whose workload has requests queued. */
   private busy(snap: Snapshot): Set<string> {
     const d = this.fleet.dispatcher;
-    return new Set(snap.replicas.filter((r) => r.desired === "run" && (d.targetsOf(r.workloadId).some((t) => t.id === r.id && t.inFlight > 0) || d.depth(r.workloadId) > 0)).map((r) => r.id));
+    return new Set(
+      snap.replicas
+        .filter(
+          (r) =>
+            r.desired === "run" &&
+            (d.targetsOf(r.workloadId).some((t) => t.id === r.id && t.inFlight > 0) || d.depth(r.workloadId) > 0),
+        )
+        .map((r) => r.id),
+    );
   }
 }

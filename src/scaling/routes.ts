@@ -5,7 +5,15 @@ import type { Scaler } from "./scaler";
 import { conflict } from "../errors";
 import { log } from "../log";
 import { getWorkloadById, resolveWorkload, setPaused, type Workload } from "../workloads/service";
-import { bumpGeneration, createAssignment, deleteAssignment, getAssignment, listAssignments, setAssignmentDesired, type AssignmentView } from "../workers/service";
+import {
+  bumpGeneration,
+  createAssignment,
+  deleteAssignment,
+  getAssignment,
+  listAssignments,
+  setAssignmentDesired,
+  type AssignmentView,
+} from "../workers/service";
 import { restartGroup } from "../workers/groups";
 import { audit } from "../audit/service";
 import { replicaRoom } from "../limits/project";
@@ -96,36 +104,57 @@ async function restartWholeGroup(deps: Deps, a: AssignmentView, reason: string):
 /** Admin routes that control a workload's replicas: start, stop, rolling restart, retry a failed one. */
 export const controlRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .post("/workloads/:id/stop", async ({ params }) => {
-      const w = await resolveWorkload(deps.db, params.id);
-      await setPaused(deps.db, w.id, true);
-      await audit(deps.db, "workload.stop", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
-      for (const a of await listAssignments(deps.db, w.id)) if (a.desired === "run") await setAssignmentDesired(deps.db, a.id, "idle", "stopped by the operator");
-      await deps.fleet.reconcile();
-      return deps.describeWorkload((await getWorkloadById(deps.db, w.id))!);
-    }, { detail: { summary: "Stop a workload: scale it to zero and keep it there until started (requests get 503, jobs wait)" } })
-    .post("/workloads/:id/start", async ({ params }) => {
-      const w = await resolveWorkload(deps.db, params.id);
-      await setPaused(deps.db, w.id, false);
-      await audit(deps.db, "workload.start", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
-      await deps.fleet.reconcile();
-      deps.fleet.scaling?.wake(w.id);
-      return deps.describeWorkload((await getWorkloadById(deps.db, w.id))!);
-    }, { detail: { summary: "Start a stopped workload (its policy decides how many replicas run)" } })
-    .post("/workloads/:id/restart", async ({ params, set }) => {
-      const w = await resolveWorkload(deps.db, params.id);
-      if (w.paused) throw conflict("the workload is stopped; start it instead", "workload_stopped");
-      await audit(deps.db, "workload.restart", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
-      void rollingRestart(deps, w).catch((e) => log.error(`restart of ${w.project_slug}/${w.slug} failed`, e));
-      set.status = 202;
-      return { restarting: true };
-    }, { detail: { summary: "Rolling restart: a new replica is ready before the old one stops when GPUs allow" } })
-    .post("/assignments/:id/retry", async ({ params }) => {
-      const a = await getAssignment(deps.db, params.id);
-      if (a.state !== "failed") throw conflict(`replica ${a.id} is ${a.state}, not failed`, "not_failed");
-      if (a.group_id) await restartWholeGroup(deps, a, "started again by the operator");
-      else await bumpGeneration(deps.db, a.id);
-      await audit(deps.db, "assignment.retry", { type: "assignment", id: a.id }, { workload_id: a.workload_id });
-      await deps.fleet.reconcile();
-      return getAssignment(deps.db, a.id);
-    }, { detail: { summary: "Start a failed replica again" } });
+    .post(
+      "/workloads/:id/stop",
+      async ({ params }) => {
+        const w = await resolveWorkload(deps.db, params.id);
+        await setPaused(deps.db, w.id, true);
+        await audit(deps.db, "workload.stop", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
+        for (const a of await listAssignments(deps.db, w.id))
+          if (a.desired === "run") await setAssignmentDesired(deps.db, a.id, "idle", "stopped by the operator");
+        await deps.fleet.reconcile();
+        return deps.describeWorkload((await getWorkloadById(deps.db, w.id))!);
+      },
+      {
+        detail: {
+          summary: "Stop a workload: scale it to zero and keep it there until started (requests get 503, jobs wait)",
+        },
+      },
+    )
+    .post(
+      "/workloads/:id/start",
+      async ({ params }) => {
+        const w = await resolveWorkload(deps.db, params.id);
+        await setPaused(deps.db, w.id, false);
+        await audit(deps.db, "workload.start", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
+        await deps.fleet.reconcile();
+        deps.fleet.scaling?.wake(w.id);
+        return deps.describeWorkload((await getWorkloadById(deps.db, w.id))!);
+      },
+      { detail: { summary: "Start a stopped workload (its policy decides how many replicas run)" } },
+    )
+    .post(
+      "/workloads/:id/restart",
+      async ({ params, set }) => {
+        const w = await resolveWorkload(deps.db, params.id);
+        if (w.paused) throw conflict("the workload is stopped; start it instead", "workload_stopped");
+        await audit(deps.db, "workload.restart", { type: "workload", id: w.id, label: `${w.project_slug}/${w.slug}` });
+        void rollingRestart(deps, w).catch((e) => log.error(`restart of ${w.project_slug}/${w.slug} failed`, e));
+        set.status = 202;
+        return { restarting: true };
+      },
+      { detail: { summary: "Rolling restart: a new replica is ready before the old one stops when GPUs allow" } },
+    )
+    .post(
+      "/assignments/:id/retry",
+      async ({ params }) => {
+        const a = await getAssignment(deps.db, params.id);
+        if (a.state !== "failed") throw conflict(`replica ${a.id} is ${a.state}, not failed`, "not_failed");
+        if (a.group_id) await restartWholeGroup(deps, a, "started again by the operator");
+        else await bumpGeneration(deps.db, a.id);
+        await audit(deps.db, "assignment.retry", { type: "assignment", id: a.id }, { workload_id: a.workload_id });
+        await deps.fleet.reconcile();
+        return getAssignment(deps.db, a.id);
+      },
+      { detail: { summary: "Start a failed replica again" } },
+    );

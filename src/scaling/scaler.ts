@@ -4,7 +4,13 @@ import { listAllWorkloads, type Workload } from "../workloads/service";
 import type { Fleet } from "../workers/fleet";
 import { listAssignments, setAssignmentDesired, type AssignmentView } from "../workers/service";
 import { decideAutoscaling, decideScheduled, type Decision, type Memory } from "../execution/decide";
-import { DEFAULTS, type AutoscalingParams, type FixedParams, type ScalingView, type ScheduledParams } from "../execution/schema";
+import {
+  DEFAULTS,
+  type AutoscalingParams,
+  type FixedParams,
+  type ScalingView,
+  type ScheduledParams,
+} from "../execution/schema";
 import { Room } from "./room";
 import { replicaRoom } from "../limits/project";
 import { plural } from "../words";
@@ -38,7 +44,11 @@ export class Scaler {
     private clock: Clock = realClock,
   ) {
     this.room = new Room(db, fleet);
-    this.looks = new SerialRunner(() => this.lookOnce(), { every: TICK_MS, clock, onError: (e) => log.error("scaling failed", e) });
+    this.looks = new SerialRunner(() => this.lookOnce(), {
+      every: TICK_MS,
+      clock,
+      onError: (e) => log.error("scaling failed", e),
+    });
   }
 
   /** Starts looking: now, then every second (again, after `standBy`). */
@@ -85,7 +95,16 @@ export class Scaler {
 
   /** The scaling view of a workload. */
   view(w: Workload): ScalingView {
-    return this.views.get(w.id) ?? { policy: w.execution_policy, desired: 0, current: 0, running: 0, last_decision: null, reason: "not evaluated yet" };
+    return (
+      this.views.get(w.id) ?? {
+        policy: w.execution_policy,
+        desired: 0,
+        current: 0,
+        running: 0,
+        last_decision: null,
+        reason: "not evaluated yet",
+      }
+    );
   }
 
   /** When a workload last had work (for LRU eviction and idle timeouts). */
@@ -110,7 +129,8 @@ export class Scaler {
 
   /** The decision for one workload now; `manual` counts the replicas placed by hand. */
   decide(w: Workload, running: number, manual = 0): Decision {
-    if (w.paused) return { desired: 0, reason: "stopped by the operator (POST …/start to run it again)", onDemand: false };
+    if (w.paused)
+      return { desired: 0, reason: "stopped by the operator (POST …/start to run it again)", onDemand: false };
     const now = this.clock.now();
     if (w.execution_policy === "scheduled") return decideScheduled(w.execution_params as ScheduledParams, now);
     if (w.execution_policy === "autoscaling") {
@@ -120,13 +140,23 @@ export class Scaler {
       if (queued + inFlight > 0 || !this.busyAt.has(w.id)) this.busyAt.set(w.id, now);
       const slots = targets.length ? Math.round(targets.reduce((s, t) => s + t.capacity, 0) / targets.length) : 1;
       const load = { queued, inFlight, lastBusyAt: this.busyAt.get(w.id)!, slots };
-      const r = decideAutoscaling(w.execution_params as AutoscalingParams, load, running, this.memory.get(w.id) ?? { pressureSince: null }, now);
+      const r = decideAutoscaling(
+        w.execution_params as AutoscalingParams,
+        load,
+        running,
+        this.memory.get(w.id) ?? { pressureSince: null },
+        now,
+      );
       this.memory.set(w.id, r.memory);
       return r.decision;
     }
     // Replicas placed by hand are the fixed set when there are any.
     if (manual > 0) return { desired: manual, reason: "fixed policy: the replicas placed by hand", onDemand: false };
-    return { desired: (w.execution_params as FixedParams).replicas ?? DEFAULTS.fixed.replicas, reason: "fixed policy", onDemand: false };
+    return {
+      desired: (w.execution_params as FixedParams).replicas ?? DEFAULTS.fixed.replicas,
+      reason: "fixed policy",
+      onDemand: false,
+    };
   }
 
   /** Decides and acts for one workload; true when assignments changed. */
@@ -144,13 +174,24 @@ export class Scaler {
       const cap = await replicaRoom(this.db, w.project_id);
       const count = await this.withinCap(rows, d.desired - running.length, cap);
       if (count > 0) action = await this.room.startMore(w, rows, count, d.reason, (id) => this.lastBusy(id));
-      if (count < d.desired - running.length) reason = `${d.reason}; ${d.desired - running.length - count} not started: ${cap.why}`;
-    } else if (d.desired < running.length && !this.held.has(w.id)) action = await this.stopSome(w, running, running.length - d.desired, d.reason);
+      if (count < d.desired - running.length)
+        reason = `${d.reason}; ${d.desired - running.length - count} not started: ${cap.why}`;
+    } else if (d.desired < running.length && !this.held.has(w.id))
+      action = await this.stopSome(w, running, running.length - d.desired, d.reason);
     const prev = this.views.get(w.id);
     const ready = rows.filter((a) => a.desired === "run" && a.state === "ready").length;
-    const last = action ? { at: new Date(this.clock.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
+    const last = action
+      ? { at: new Date(this.clock.now()).toISOString(), action, reason: d.reason }
+      : (prev?.last_decision ?? null);
     if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
-    this.views.set(w.id, { policy: w.execution_policy, desired: d.desired, current: ready, running: running.length, last_decision: last, reason });
+    this.views.set(w.id, {
+      policy: w.execution_policy,
+      desired: d.desired,
+      current: ready,
+      running: running.length,
+      last_decision: last,
+      reason,
+    });
     return action !== "";
   }
 
@@ -181,9 +222,18 @@ export class Scaler {
       }
     }
     const prev = this.views.get(w.id);
-    const last = action ? { at: new Date(this.clock.now()).toISOString(), action, reason: d.reason } : (prev?.last_decision ?? null);
+    const last = action
+      ? { at: new Date(this.clock.now()).toISOString(), action, reason: d.reason }
+      : (prev?.last_decision ?? null);
     if (action) log.info(`scaling ${w.project_slug}/${w.slug}: ${action} (${d.reason})`);
-    this.views.set(w.id, { policy: w.execution_policy, desired: want, current: leader?.desired === "run" && leader.state === "ready" ? 1 : 0, running, last_decision: last, reason });
+    this.views.set(w.id, {
+      policy: w.execution_policy,
+      desired: want,
+      current: leader?.desired === "run" && leader.state === "ready" ? 1 : 0,
+      running,
+      last_decision: last,
+      reason,
+    });
     return action !== "";
   }
 
@@ -195,7 +245,8 @@ export class Scaler {
   private async withinCap(rows: AssignmentView[], wanted: number, cap: { room: number; why: string }): Promise<number> {
     if (cap.room >= wanted) return wanted;
     const why = `not started: ${cap.why}`;
-    for (const a of rows) if (a.desired === "idle" && a.reason !== why) await setAssignmentDesired(this.db, a.id, "idle", why);
+    for (const a of rows)
+      if (a.desired === "idle" && a.reason !== why) await setAssignmentDesired(this.db, a.id, "idle", why);
     return Math.max(0, cap.room);
   }
 

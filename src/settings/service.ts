@@ -11,7 +11,15 @@ import { eq } from "drizzle-orm";
 import type { Db } from "../db";
 import { settings } from "../db/schema";
 import { onSignal, signal } from "../db/notify";
-import { ConfigError, convertSetting, settingOf, settingSources, SETTINGS, type Config, type SettingSource } from "../config";
+import {
+  ConfigError,
+  convertSetting,
+  settingOf,
+  settingSources,
+  SETTINGS,
+  type Config,
+  type SettingSource,
+} from "../config";
 import { AppError, validation } from "../errors";
 import { actorNow, audit } from "../audit/service";
 import { log, setLogLevel } from "../log";
@@ -72,7 +80,8 @@ export class Settings {
   ) {
     this.sources = settingSources(base);
     const live = { ...base };
-    for (const key of RUNTIME_KEYS) Object.defineProperty(live, key, { enumerable: true, get: () => this.valueOf(key) });
+    for (const key of RUNTIME_KEYS)
+      Object.defineProperty(live, key, { enumerable: true, get: () => this.valueOf(key) });
     this.live = live;
   }
 
@@ -89,9 +98,15 @@ export class Settings {
       const s = settingOf(row.key);
       if (!s?.runtime) continue;
       try {
-        next.set(s.key, { value: convertSetting(s.key, JSON.parse(row.value)), updatedAt: row.updatedAt, updatedBy: row.updatedBy });
+        next.set(s.key, {
+          value: convertSetting(s.key, JSON.parse(row.value)),
+          updatedAt: row.updatedAt,
+          updatedBy: row.updatedBy,
+        });
       } catch (e) {
-        log.warn(`the stored value of ${s.flag} is ignored (${(e as Error).message}); the flag, environment or default is in force`);
+        log.warn(
+          `the stored value of ${s.flag} is ignored (${(e as Error).message}); the flag, environment or default is in force`,
+        );
       }
     }
     this.stored = next;
@@ -129,7 +144,14 @@ export class Settings {
     const changes = Object.entries(patch).map(([name, value]) => {
       const s = settingOf(name);
       if (!s) throw validation(name, `there is no setting "${name}" (GET /admin/settings lists them)`);
-      if (!s.runtime) throw new AppError(400, "restart_required", `${name}: ${s.flag} cannot change while inferd serves; restart it with ${commandHint(`serve ${s.flag} …`)} (or set ${s.env})`, {}, name);
+      if (!s.runtime)
+        throw new AppError(
+          400,
+          "restart_required",
+          `${name}: ${s.flag} cannot change while inferd serves; restart it with ${commandHint(`serve ${s.flag} …`)} (or set ${s.env})`,
+          {},
+          name,
+        );
       try {
         return { s, value: value === null ? null : convertSetting(s.key, value) };
       } catch (e) {
@@ -143,13 +165,24 @@ export class Settings {
       if (value === null) await this.db.delete(settings).where(eq(settings.key, s.key));
       else {
         const row = { value: JSON.stringify(value), updatedAt: new Date().toISOString(), updatedBy: by };
-        await this.db.insert(settings).values({ key: s.key, ...row }).onConflictDoUpdate({ target: settings.key, set: row });
+        await this.db
+          .insert(settings)
+          .values({ key: s.key, ...row })
+          .onConflictDoUpdate({ target: settings.key, set: row });
       }
       const after = shown(s.secret, value === null ? this.base[s.key] : value);
-      await audit(this.db, value === null ? "setting.reset" : "setting.change", { type: "setting", id: s.key, label: s.flag }, { value: { from: before, to: after } });
+      await audit(
+        this.db,
+        value === null ? "setting.reset" : "setting.change",
+        { type: "setting", id: s.key, label: s.flag },
+        { value: { from: before, to: after } },
+      );
     }
     await this.load();
-    for (const { s, value } of changes) log.info(`setting ${s.flag} ${value === null ? "reset to the flag, environment or default" : "changed"} by ${by}: now ${JSON.stringify(shown(s.secret, this.valueOf(s.key)))}`);
+    for (const { s, value } of changes)
+      log.info(
+        `setting ${s.flag} ${value === null ? "reset to the flag, environment or default" : "changed"} by ${by}: now ${JSON.stringify(shown(s.secret, this.valueOf(s.key)))}`,
+      );
     await signal(this.db, this.pg, SETTINGS_SIGNAL, changes.map((c) => c.s.key).join(","));
     return this.view();
   }

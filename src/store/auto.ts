@@ -9,7 +9,8 @@ export type RunBackup = (signal: AbortSignal) => Promise<string>;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** How to run this inferd again: the binary itself, or Bun on `src/main.ts` from source. */
-export const selfCommand = (): string[] => (Bun.isStandaloneExecutable ? [process.execPath] : [process.execPath, join(import.meta.dir, "..", "main.ts")]);
+export const selfCommand = (): string[] =>
+  Bun.isStandaloneExecutable ? [process.execPath] : [process.execPath, join(import.meta.dir, "..", "main.ts")];
 
 /**
  * The real RunBackup: `inferd backup` in a child process, so the copy and its integrity check of a
@@ -17,11 +18,19 @@ export const selfCommand = (): string[] => (Bun.isStandaloneExecutable ? [proces
  */
 export function childBackup(dataDir: string, keep: number): RunBackup {
   return async (signal) => {
-    const proc = Bun.spawn([...selfCommand(), "backup", "--data-dir", dataDir, "--backup-keep", String(keep)], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([...selfCommand(), "backup", "--data-dir", dataDir, "--backup-keep", String(keep)], {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const kill = () => proc.kill();
     signal.addEventListener("abort", kill);
     try {
-      const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      const [out, err, code] = await Promise.all([
+        new Response(proc.stdout).text(),
+        new Response(proc.stderr).text(),
+        proc.exited,
+      ]);
       if (code !== 0) throw new Error((err || out).trim() || `inferd backup exited with code ${code}`);
       return out.trim().split("\n").pop() ?? "backup taken";
     } finally {
@@ -106,7 +115,9 @@ export class AutoBackups {
       } catch (e) {
         if (this.abort.signal.aborted) return;
         this.notBefore = this.now() + Math.min(3_600_000, this.opts.intervalMs);
-        log.warn(`automatic backup failed (next try in ${Math.round((this.notBefore - this.now()) / 60_000)} min): ${(e as Error).message}`);
+        log.warn(
+          `automatic backup failed (next try in ${Math.round((this.notBefore - this.now()) / 60_000)} min): ${(e as Error).message}`,
+        );
       }
     }
     this.schedule();

@@ -1,5 +1,15 @@
 import { Database } from "bun:sqlite";
-import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  fchmodSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { MIGRATIONS } from "../db/migrations";
 import { dataPaths } from "../datadir";
@@ -22,7 +32,8 @@ export const stamp = (d: Date) => d.toISOString().replace(/[:.]/g, "-");
 export type BackupKind = "db" | "pgdump";
 
 /** The name of a finished backup of that kind: `inferd-<UTC time>.<kind>`. */
-const nameOf = (kind: BackupKind) => new RegExp(`^inferd-(\\d{4}-\\d\\d-\\d\\dT\\d\\d-\\d\\d-\\d\\d-\\d{3}Z)\\.${kind}$`);
+const nameOf = (kind: BackupKind) =>
+  new RegExp(`^inferd-(\\d{4}-\\d\\d-\\d\\dT\\d\\d-\\d\\d-\\d\\d-\\d{3}Z)\\.${kind}$`);
 
 /** Verified backups of one kind (default: SQLite copies) in `<data-dir>/backups/`, newest first. Only finished, verified backups carry this name. */
 export function listBackups(dataDir: string, kind: BackupKind = "db"): Backup[] {
@@ -40,7 +51,11 @@ export function listBackups(dataDir: string, kind: BackupKind = "db"): Backup[] 
     .map((m) => {
       const [d, t] = m[1].split("T");
       const [hh, mm, ss, ms] = t.slice(0, -1).split("-");
-      return { path: join(dir, m[0]), takenAt: new Date(`${d}T${hh}:${mm}:${ss}.${ms}Z`), bytes: statSync(join(dir, m[0])).size };
+      return {
+        path: join(dir, m[0]),
+        takenAt: new Date(`${d}T${hh}:${mm}:${ss}.${ms}Z`),
+        bytes: statSync(join(dir, m[0])).size,
+      };
     })
     .sort((a, b) => b.takenAt.getTime() - a.takenAt.getTime());
 }
@@ -61,9 +76,17 @@ export function inspectDatabase(file: string): Inspection {
   const db = new Database(file, { readonly: true });
   try {
     db.exec("PRAGMA busy_timeout = 5000");
-    const integrity = db.query<{ integrity_check: string }, []>("PRAGMA integrity_check").all().map((r) => r.integrity_check);
+    const integrity = db
+      .query<{ integrity_check: string }, []>("PRAGMA integrity_check")
+      .all()
+      .map((r) => r.integrity_check);
     const table = db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__inferd_migrations'").get();
-    const migrations = table ? db.query<{ tag: string }, []>("SELECT tag FROM __inferd_migrations").all().map((r) => r.tag) : null;
+    const migrations = table
+      ? db
+          .query<{ tag: string }, []>("SELECT tag FROM __inferd_migrations")
+          .all()
+          .map((r) => r.tag)
+      : null;
     return { integrity, migrations };
   } finally {
     db.close();
@@ -94,10 +117,16 @@ export function databaseProblem(file: string): string | null {
 
 /** Removes all but the newest `keep` backups of a kind (0 keeps all), and unfinished copies older than a day. */
 export function pruneBackups(dataDir: string, keep: number, now = Date.now(), kind: BackupKind = "db"): string[] {
-  const removed = keep > 0 ? listBackups(dataDir, kind).slice(keep).map((b) => b.path) : [];
+  const removed =
+    keep > 0
+      ? listBackups(dataDir, kind)
+          .slice(keep)
+          .map((b) => b.path)
+      : [];
   const dir = dataPaths(dataDir).backups;
   for (const name of existsSync(dir) ? readdirSync(dir) : []) {
-    if (name.endsWith(".partial") && now - statSync(join(dir, name)).mtimeMs > 86_400_000) removed.push(join(dir, name));
+    if (name.endsWith(".partial") && now - statSync(join(dir, name)).mtimeMs > 86_400_000)
+      removed.push(join(dir, name));
   }
   for (const path of removed) rmSync(path, { force: true });
   return removed;
@@ -126,7 +155,13 @@ function copyInto(db: Database, partial: string): void {
  * copy is mode 0600 from the start. Without `file` it goes to
  * `<data-dir>/backups/inferd-<UTC time>.db` and the backups beyond the newest `keep` are removed.
  */
-export function takeBackup(dataDir: string, keep: number, file?: string, now = new Date(), verify = databaseProblem): Backup {
+export function takeBackup(
+  dataDir: string,
+  keep: number,
+  file?: string,
+  now = new Date(),
+  verify = databaseProblem,
+): Backup {
   const source = dataPaths(dataDir).db;
   if (!existsSync(source)) throw new BackupFailed(`there is no store to back up at ${source}`);
   const target = file ? resolve(file) : join(dataPaths(dataDir).backups, `inferd-${stamp(now)}.db`);

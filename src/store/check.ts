@@ -29,11 +29,15 @@ export function damagedMessage(dbPath: string, problem: string, now = Date.now()
   const lines = [`the store ${dbPath} is damaged (${problem}); inferd cannot use it.`];
   const backup = lastGoodBackup(dataDir);
   if (backup) {
-    lines.push(`The last good backup is ${backup.path} (taken ${backup.takenAt.toISOString()}, ${ago(now - backup.takenAt.getTime())}). To restore it:`);
+    lines.push(
+      `The last good backup is ${backup.path} (taken ${backup.takenAt.toISOString()}, ${ago(now - backup.takenAt.getTime())}). To restore it:`,
+    );
     lines.push(`  inferd restore ${shellWord(backup.path)} --data-dir ${shellWord(dataDir)}`);
     lines.push(`(restore keeps the damaged ${basename(dbPath)} as ${basename(dbPath)}.before-restore-<time>)`);
   } else {
-    lines.push(`There is no good backup in ${dataDir}/backups. \`inferd doctor --data-dir ${shellWord(dataDir)}\` tells more; to start over with an empty store, move ${dbPath} away.`);
+    lines.push(
+      `There is no good backup in ${dataDir}/backups. \`inferd doctor --data-dir ${shellWord(dataDir)}\` tells more; to start over with an empty store, move ${dbPath} away.`,
+    );
   }
   return lines.join("\n");
 }
@@ -63,5 +67,7 @@ export function freeBytes(dir: string): number | null {
 export function assertFreeDisk(dir: string, minMb: number): void {
   const free = freeBytes(dir);
   if (free === null || free >= minMb * 1024 * 1024) return;
-  throw new DiskTooFull(`the file system of the data dir ${dir} has ${(free / 1024 / 1024).toFixed(1)} MiB free, less than --min-free-disk-mb (${minMb}); free some space (or lower the setting) and start again`);
+  throw new DiskTooFull(
+    `the file system of the data dir ${dir} has ${(free / 1024 / 1024).toFixed(1)} MiB free, less than --min-free-disk-mb (${minMb}); free some space (or lower the setting) and start again`,
+  );
 }

@@ -18,7 +18,9 @@ export async function backupCommand(config: Config, file?: string): Promise<stri
   }
   const b = await pgBackup(config.databaseUrl, config.dataDir, config.backupKeep, file);
   const checked = b.verifiedWith ? `read back with ${b.verifiedWith} --list` : "not read back: no pg_restore found";
-  const pruned = b.removed.length ? `; removed ${plural(b.removed.length, "older archive")} beyond --backup-keep ${config.backupKeep}` : "";
+  const pruned = b.removed.length
+    ? `; removed ${plural(b.removed.length, "older archive")} beyond --backup-keep ${config.backupKeep}`
+    : "";
   return `backup written to ${b.path} (${mib(b.bytes)}): ${b.dump} --format=custom of ${redactUrl(config.databaseUrl)}, ${checked}${pruned}. Restore it with pg_restore (inferd restore <file> prints the command).`;
 }
 
@@ -27,7 +29,12 @@ export async function backupCommand(config: Config, file?: string): Promise<stri
  * dir). In PostgreSQL mode nothing is touched: it prints the `pg_restore` command to run and
  * returns 2. Returns the exit code.
  */
-export function restoreCommand(config: Config, file: string, out: (s: string) => void, err: (s: string) => void): number {
+export function restoreCommand(
+  config: Config,
+  file: string,
+  out: (s: string) => void,
+  err: (s: string) => void,
+): number {
   if (config.databaseUrl !== undefined) {
     err(pgRestoreAdvice(config.databaseUrl, file, config.dataDir));
     return 2;

@@ -26,11 +26,17 @@ export function copyPlan(): TablePlan[] {
   const all = (Object.values(pgSchema) as unknown[])
     .filter((t): t is PgTable => is(t, PgTable))
     .map((t) => getTableConfig(t))
-    .map((c) => ({ name: c.name, columns: c.columns.map((col) => ({ name: col.name, type: col.getSQLType() })), parents: c.foreignKeys.map((f) => getTableConfig(f.reference().foreignTable).name) }))
+    .map((c) => ({
+      name: c.name,
+      columns: c.columns.map((col) => ({ name: col.name, type: col.getSQLType() })),
+      parents: c.foreignKeys.map((f) => getTableConfig(f.reference().foreignTable).name),
+    }))
     .sort((a, b) => a.name.localeCompare(b.name));
   const done: TablePlan[] = [];
   while (done.length < all.length) {
-    const next = all.find((t) => !done.includes(t) && t.parents.every((p) => p === t.name || done.some((d) => d.name === p)));
+    const next = all.find(
+      (t) => !done.includes(t) && t.parents.every((p) => p === t.name || done.some((d) => d.name === p)),
+    );
     if (!next) throw new Error("the schema's foreign keys form a cycle");
     done.push(next);
   }
@@ -64,16 +70,27 @@ export const DEFAULT_BATCH: BatchLimits = { rows: 500, bytes: 8 << 20 };
 async function insertRows(pg: Pg, t: TablePlan, rows: unknown[][]): Promise<void> {
   const width = t.columns.length;
   const tuples = rows.map((_, r) => `(${t.columns.map((_, c) => `$${r * width + c + 1}`).join(", ")})`);
-  await pg.unsafe(`INSERT INTO ${quoted(t.name)} (${t.columns.map((c) => quoted(c.name)).join(", ")}) VALUES ${tuples.join(", ")}`, rows.flat());
+  await pg.unsafe(
+    `INSERT INTO ${quoted(t.name)} (${t.columns.map((c) => quoted(c.name)).join(", ")}) VALUES ${tuples.join(", ")}`,
+    rows.flat(),
+  );
 }
 
 /**
  * Copies one table's rows from SQLite into PostgreSQL in rowid order, streaming: at most one batch
  * (`limits`) and one row are held at a time. Returns how many rows it copied.
  */
-export async function copyTable(sqlite: Database, pg: Pg, t: TablePlan, limits: BatchLimits = DEFAULT_BATCH, progress?: (rows: number) => void): Promise<number> {
+export async function copyTable(
+  sqlite: Database,
+  pg: Pg,
+  t: TablePlan,
+  limits: BatchLimits = DEFAULT_BATCH,
+  progress?: (rows: number) => void,
+): Promise<number> {
   const rowCap = Math.max(1, Math.min(limits.rows, Math.floor(60_000 / t.columns.length)));
-  const query = sqlite.query<Record<string, unknown>, []>(`SELECT ${t.columns.map((c) => quoted(c.name)).join(", ")} FROM ${quoted(t.name)} ORDER BY rowid`);
+  const query = sqlite.query<Record<string, unknown>, []>(
+    `SELECT ${t.columns.map((c) => quoted(c.name)).join(", ")} FROM ${quoted(t.name)} ORDER BY rowid`,
+  );
   let batch: unknown[][] = [];
   let bytes = 0;
   let copied = 0;
@@ -97,13 +114,16 @@ export async function copyTable(sqlite: Database, pg: Pg, t: TablePlan, limits: 
 
 /** Rows per table in SQLite, in the plan's order. */
 export function sqliteCounts(sqlite: Database, plan: TablePlan[]): Map<string, number> {
-  return new Map(plan.map((t) => [t.name, sqlite.query<{ n: number }, []>(`SELECT count(*) AS n FROM ${quoted(t.name)}`).get()!.n]));
+  return new Map(
+    plan.map((t) => [t.name, sqlite.query<{ n: number }, []>(`SELECT count(*) AS n FROM ${quoted(t.name)}`).get()!.n]),
+  );
 }
 
 /** Rows per table in PostgreSQL (its 64-bit counts arrive as strings). */
 export async function pgCounts(pg: Pg, plan: TablePlan[]): Promise<Map<string, number>> {
   const out = new Map<string, number>();
-  for (const t of plan) out.set(t.name, Number(((await pg.unsafe(`SELECT count(*) AS n FROM ${quoted(t.name)}`)) as { n: string }[])[0].n));
+  for (const t of plan)
+    out.set(t.name, Number(((await pg.unsafe(`SELECT count(*) AS n FROM ${quoted(t.name)}`)) as { n: string }[])[0].n));
   return out;
 }
 
@@ -113,7 +133,9 @@ export async function pgCounts(pg: Pg, plan: TablePlan[]): Promise<Map<string, n
  */
 export async function firstNonEmpty(pg: Pg, plan: TablePlan[]): Promise<string | undefined> {
   for (const t of plan) {
-    const [{ exists }] = (await pg.unsafe(`SELECT to_regclass($1) IS NOT NULL AS exists`, [quoted(t.name)])) as { exists: boolean }[];
+    const [{ exists }] = (await pg.unsafe(`SELECT to_regclass($1) IS NOT NULL AS exists`, [quoted(t.name)])) as {
+      exists: boolean;
+    }[];
     if (!exists) continue;
     const [{ any }] = (await pg.unsafe(`SELECT EXISTS (SELECT 1 FROM ${quoted(t.name)}) AS any`)) as { any: boolean }[];
     if (any) return t.name;
@@ -126,11 +148,16 @@ export async function firstNonEmpty(pg: Pg, plan: TablePlan[]): Promise<string |
  * AUTOINCREMENT, whichever is higher), so new audit entries and delivery attempts get later ids.
  */
 export async function advanceSequences(sqlite: Database, pg: Pg): Promise<void> {
-  const identity = (await pg.unsafe(`SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() AND is_identity = 'YES'`)) as { table_name: string; column_name: string }[];
+  const identity = (await pg.unsafe(
+    `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() AND is_identity = 'YES'`,
+  )) as { table_name: string; column_name: string }[];
   const hasSeq = sqlite.query("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'").get() !== null;
   for (const { table_name: table, column_name: column } of identity) {
-    const max = sqlite.query<{ n: number | null }, []>(`SELECT max(${quoted(column)}) AS n FROM ${quoted(table)}`).get()?.n ?? 0;
-    const seq = hasSeq ? (sqlite.query<{ seq: number }, [string]>("SELECT seq FROM sqlite_sequence WHERE name = ?").get(table)?.seq ?? 0) : 0;
+    const max =
+      sqlite.query<{ n: number | null }, []>(`SELECT max(${quoted(column)}) AS n FROM ${quoted(table)}`).get()?.n ?? 0;
+    const seq = hasSeq
+      ? (sqlite.query<{ seq: number }, [string]>("SELECT seq FROM sqlite_sequence WHERE name = ?").get(table)?.seq ?? 0)
+      : 0;
     const last = Math.max(max, seq);
     if (last > 0) await pg.unsafe(`SELECT setval(pg_get_serial_sequence($1, $2), $3)`, [quoted(table), column, last]);
   }

@@ -21,8 +21,18 @@ const RUNTIMES = ["vllm", "llama-server", "ollama", "uv", "python3"];
 /** GPUs as nvidia-smi or rocm-smi report them; none is a warning (llama.cpp and Ollama still run on CPU). */
 async function gpuCheck(exec: Exec): Promise<Check> {
   const gpus = await probeGpus(exec);
-  if (gpus.length === 0) return check("gpus", "warn", "no GPU found by nvidia-smi or rocm-smi", "vLLM and SGLang workloads need one; llama.cpp and Ollama run on the CPU");
-  return check("gpus", "ok", gpus.map((g) => `${g.index}: ${g.name} (${Math.round(g.memory_total_mib / 1024)} GiB)`).join(", "));
+  if (gpus.length === 0)
+    return check(
+      "gpus",
+      "warn",
+      "no GPU found by nvidia-smi or rocm-smi",
+      "vLLM and SGLang workloads need one; llama.cpp and Ollama run on the CPU",
+    );
+  return check(
+    "gpus",
+    "ok",
+    gpus.map((g) => `${g.index}: ${g.name} (${Math.round(g.memory_total_mib / 1024)} GiB)`).join(", "),
+  );
 }
 
 /** Which runtimes are on PATH; pinned vLLM/SGLang versions need uv or python3 to install. */
@@ -30,7 +40,8 @@ function runtimeCheck(which: HostDeps["which"]): Check {
   const found = RUNTIMES.filter((r) => which(r));
   const missing = RUNTIMES.filter((r) => !found.includes(r));
   const detail = `found: ${found.join(", ") || "none"}${missing.length ? `; missing: ${missing.join(", ")}` : ""}; the built-in llama.cpp runtime is always there`;
-  if (!found.includes("uv") && !found.includes("python3")) return check("runtimes", "warn", detail, "install uv or python3 for vllm_version / sglang_version installs");
+  if (!found.includes("uv") && !found.includes("python3"))
+    return check("runtimes", "warn", detail, "install uv or python3 for vllm_version / sglang_version installs");
   return check("runtimes", "ok", detail);
 }
 
@@ -46,10 +57,13 @@ function portState(host: string, port: number): Promise<string> {
 /** The SHA-256 fingerprint of the certificate a TLS listener presents, or null when none answers. */
 function peerFingerprint(host: string, port: number): Promise<string | null> {
   return new Promise((done) => {
-    const socket = tlsConnect({ host: host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host, port, rejectUnauthorized: false }, () => {
-      done(socket.getPeerCertificate().fingerprint256 ?? null);
-      socket.destroy();
-    });
+    const socket = tlsConnect(
+      { host: host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host, port, rejectUnauthorized: false },
+      () => {
+        done(socket.getPeerCertificate().fingerprint256 ?? null);
+        socket.destroy();
+      },
+    );
     socket.setTimeout(3000, () => {
       socket.destroy();
       done(null);
@@ -59,13 +73,22 @@ function peerFingerprint(host: string, port: number): Promise<string | null> {
 }
 
 /** One listener's port: free, or held by this data dir's own server (`ours` says so), or taken by something else (fail). */
-async function portCheck(name: string, flag: string, host: string, port: number, ours: () => Promise<string | undefined>): Promise<Check> {
+async function portCheck(
+  name: string,
+  flag: string,
+  host: string,
+  port: number,
+  ours: () => Promise<string | undefined>,
+): Promise<Check> {
   if (port === 0) return check(name, "ok", "0: a free port is picked at start");
   const state = await portState(host, port);
   if (state === "free") return check(name, "ok", `${host}:${port} is free`);
-  if (state !== "busy") return check(name, "fail", `cannot listen on ${host}:${port} (${state})`, `pick another port with ${flag}`);
+  if (state !== "busy")
+    return check(name, "fail", `cannot listen on ${host}:${port} (${state})`, `pick another port with ${flag}`);
   const who = await ours();
-  return who ? check(name, "ok", `${host}:${port} is held by ${who}`) : check(name, "fail", `${host}:${port} is in use by another program`, `stop it or pick another port with ${flag}`);
+  return who
+    ? check(name, "ok", `${host}:${port} is held by ${who}`)
+    : check(name, "fail", `${host}:${port} is in use by another program`, `stop it or pick another port with ${flag}`);
 }
 
 /** The host certificate's file: `--tls-cert`, else the one generated in the data dir. */
@@ -74,16 +97,24 @@ const certFile = (config: Config) => config.tlsCert ?? join(config.dataDir, "tls
 /** The host certificate's expiry: under 30 days a warning, expired a failure. */
 function certCheck(config: Config, now: number): Check {
   const file = certFile(config);
-  if (!existsSync(file)) return check("certificate", "ok", "none yet: serve generates one (valid 10 years) at first start");
+  if (!existsSync(file))
+    return check("certificate", "ok", "none yet: serve generates one (valid 10 years) at first start");
   let validTo: number;
   try {
     validTo = Date.parse(new X509Certificate(readFileSync(file)).validTo);
   } catch (e) {
-    return check("certificate", "fail", `${file} cannot be read: ${(e as Error).message}`, "replace it (--tls-cert/--tls-key) or remove it to have a new one generated");
+    return check(
+      "certificate",
+      "fail",
+      `${file} cannot be read: ${(e as Error).message}`,
+      "replace it (--tls-cert/--tls-key) or remove it to have a new one generated",
+    );
   }
   const days = Math.floor((validTo - now) / 86_400_000);
   const detail = `${file} valid until ${new Date(validTo).toISOString().slice(0, 10)}`;
-  const renew = config.tlsCert ? "renew it (--tls-cert/--tls-key)" : `remove ${join(config.dataDir, "tls")} to have a new one generated (agents must join again)`;
+  const renew = config.tlsCert
+    ? "renew it (--tls-cert/--tls-key)"
+    : `remove ${join(config.dataDir, "tls")} to have a new one generated (agents must join again)`;
   if (validTo <= now) return check("certificate", "fail", `${detail}: expired`, renew);
   if (days < 30) return check("certificate", "warn", `${detail}: ${days} days left`, renew);
   return check("certificate", "ok", `${detail} (${days} days left)`);
@@ -103,12 +134,18 @@ export async function hostChecks(config: Config, deps: Partial<HostDeps> = {}): 
   const host = live?.host ?? config.host;
   const httpPort = live?.http ?? config.port;
   const tlsPort = live?.tls ?? config.tlsPort ?? (config.port === 0 ? 0 : config.port + 1);
-  const sameCert = async () => existsSync(certFile(config)) && (await peerFingerprint(host, tlsPort)) === new X509Certificate(readFileSync(certFile(config))).fingerprint256;
+  const sameCert = async () =>
+    existsSync(certFile(config)) &&
+    (await peerFingerprint(host, tlsPort)) === new X509Certificate(readFileSync(certFile(config))).fingerprint256;
   return [
     await gpuCheck(deps.exec ?? realExec),
     runtimeCheck(deps.which ?? ((cmd) => Bun.which(cmd))),
-    await portCheck("http port", "--port", host, httpPort, async () => (live || ownUrl?.port === String(httpPort) ? who : undefined)),
-    await portCheck("tls port", "--tls-port", host, tlsPort, async () => (who && (await sameCert()) ? `${who}: same certificate` : undefined)),
+    await portCheck("http port", "--port", host, httpPort, async () =>
+      live || ownUrl?.port === String(httpPort) ? who : undefined,
+    ),
+    await portCheck("tls port", "--tls-port", host, tlsPort, async () =>
+      who && (await sameCert()) ? `${who}: same certificate` : undefined,
+    ),
     certCheck(config, (deps.now ?? Date.now)()),
   ];
 }

@@ -32,7 +32,8 @@ export function headerProblem(path: string): string | null {
   if (h.subarray(0, 16).toString("latin1") !== MAGIC) return "not an SQLite database: the header is damaged";
   const raw = h.readUInt16BE(16);
   const pageSize = raw === 1 ? 65536 : raw;
-  if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) !== 0) return `the header is damaged (page size ${raw})`;
+  if (pageSize < 512 || pageSize > 65536 || (pageSize & (pageSize - 1)) !== 0)
+    return `the header is damaged (page size ${raw})`;
   const pages = h.readUInt32BE(28);
   const trusted = pages > 0 && h.readUInt32BE(24) === h.readUInt32BE(92);
   if (trusted && !nonEmpty(`${path}-wal`) && !existsSync(`${path}-journal`) && size < pages * pageSize) {
@@ -55,4 +56,3 @@ export function isCorruption(e: unknown): boolean {
   const code = (e as { code?: unknown })?.code;
   return code === "SQLITE_CORRUPT" || code === "SQLITE_NOTADB";
 }
-

@@ -12,7 +12,16 @@ import { openPgStore, pgStore, redactUrl, type Store } from "../db";
 import { openStoreFile } from "./open";
 import { shellWord } from "./check";
 import { CONNECT_HINT, unreachable } from "./doctor-pg";
-import { advanceSequences, copyPlan, copyTable, DEFAULT_BATCH, firstNonEmpty, pgCounts, sqliteCounts, type TablePlan } from "./copy";
+import {
+  advanceSequences,
+  copyPlan,
+  copyTable,
+  DEFAULT_BATCH,
+  firstNonEmpty,
+  pgCounts,
+  sqliteCounts,
+  type TablePlan,
+} from "./copy";
 
 /** What `inferd store migrate` is asked to do. */
 export interface MigrateOptions {
@@ -40,24 +49,53 @@ class CountsDiffer extends Error {
 
 /** The table of counts, numbers right-aligned, with a total line and a mark on every difference. */
 export function countsTable(counts: TableCount[]): string {
-  const rows = [...counts, { table: "total", sqlite: counts.reduce((n, c) => n + c.sqlite, 0), postgres: counts.some((c) => c.postgres === null) ? null : counts.reduce((n, c) => n + (c.postgres ?? 0), 0) }];
+  const rows = [
+    ...counts,
+    {
+      table: "total",
+      sqlite: counts.reduce((n, c) => n + c.sqlite, 0),
+      postgres: counts.some((c) => c.postgres === null) ? null : counts.reduce((n, c) => n + (c.postgres ?? 0), 0),
+    },
+  ];
   const w = Math.max(5, ...rows.map((r) => r.table.length));
-  const line = (a: string, b: string, c: string, mark = "") => `${a.padEnd(w)}  ${b.padStart(10)}  ${c.padStart(10)}${mark}`;
-  return [line("table", "sqlite", "postgres"), ...rows.map((r) => line(r.table, String(r.sqlite), r.postgres === null ? "-" : String(r.postgres), r.postgres !== null && r.postgres !== r.sqlite ? "  differs" : ""))].join("\n");
+  const line = (a: string, b: string, c: string, mark = "") =>
+    `${a.padEnd(w)}  ${b.padStart(10)}  ${c.padStart(10)}${mark}`;
+  return [
+    line("table", "sqlite", "postgres"),
+    ...rows.map((r) =>
+      line(
+        r.table,
+        String(r.sqlite),
+        r.postgres === null ? "-" : String(r.postgres),
+        r.postgres !== null && r.postgres !== r.sqlite ? "  differs" : "",
+      ),
+    ),
+  ].join("\n");
 }
 
 /** Refuses when the SQLite store and this version's PostgreSQL schema do not have the same tables. */
 function checkTables(sqlite: Database, plan: TablePlan[]): void {
-  const have = sqlite.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('__inferd_migrations', '__inferd_changes')").all().map((r) => r.name);
+  const have = sqlite
+    .query<{ name: string }, []>(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT IN ('__inferd_migrations', '__inferd_changes')",
+    )
+    .all()
+    .map((r) => r.name);
   const missing = plan.find((t) => !have.includes(t.name));
   const extra = have.find((name) => !plan.some((t) => t.name === name));
-  if (missing || extra) throw new MigrateRefused(`the store's tables do not match this inferd's PostgreSQL schema (${missing ? `no table ${missing.name} in SQLite` : `table ${extra} has no place in PostgreSQL`}); run the inferd version that wrote this store`);
+  if (missing || extra)
+    throw new MigrateRefused(
+      `the store's tables do not match this inferd's PostgreSQL schema (${missing ? `no table ${missing.name} in SQLite` : `table ${extra} has no place in PostgreSQL`}); run the inferd version that wrote this store`,
+    );
 }
 
 /** Refuses a database where an inferd table already holds rows, naming the first. */
 async function requireEmpty(pg: SQL, plan: TablePlan[], url: string): Promise<void> {
   const table = await firstNonEmpty(pg, plan);
-  if (table) throw new MigrateRefused(`the database ${redactUrl(url)} is not empty: table ${table} already holds rows. store migrate copies into an empty database only; create a new one (createdb) and pass its URL to --to`);
+  if (table)
+    throw new MigrateRefused(
+      `the database ${redactUrl(url)} is not empty: table ${table} already holds rows. store migrate copies into an empty database only; create a new one (createdb) and pass its URL to --to`,
+    );
 }
 
 /** Copies every table in one transaction, advances the identity sequences, compares the counts, commits. */
@@ -96,7 +134,10 @@ function nextSteps(url: string, dataDir: string, dbFile: string): string {
 /** Opens the source store with the data dir locked (DataDirLocked naming the holder while a server runs). */
 function openSource(dataDir: string): { store: Store; release(): void } {
   const file = dataPaths(dataDir).db;
-  if (!existsSync(file) || statSync(file).size === 0) throw new MigrateRefused(`there is no store to migrate at ${file}; pass the data dir that holds inferd.db with --data-dir`);
+  if (!existsSync(file) || statSync(file).size === 0)
+    throw new MigrateRefused(
+      `there is no store to migrate at ${file}; pass the data dir that holds inferd.db with --data-dir`,
+    );
   let lock: ReturnType<typeof lockDataDir>;
   try {
     lock = lockDataDir(dataDir);
@@ -131,7 +172,12 @@ async function checkTarget(plan: TablePlan[], url: string): Promise<void> {
  * `inferd store migrate --to <url> [--dry-run] [--json]`: prints the table of counts and the next
  * steps; returns the exit code (1 when the counts differ; refusals throw).
  */
-export async function migrateCommand(dataDir: string, opts: MigrateOptions, out: (s: string) => void, err: (s: string) => void): Promise<number> {
+export async function migrateCommand(
+  dataDir: string,
+  opts: MigrateOptions,
+  out: (s: string) => void,
+  err: (s: string) => void,
+): Promise<number> {
   const plan = copyPlan();
   const say = opts.json ? () => {} : err;
   const source = openSource(dataDir);
@@ -139,11 +185,23 @@ export async function migrateCommand(dataDir: string, opts: MigrateOptions, out:
   sqlite.exec("BEGIN IMMEDIATE"); // one snapshot for the copy and its counts; the write lock keeps `inferd key create` and the like from writing rows the copy would leave behind
   try {
     checkTables(sqlite, plan);
-    const report = (counts: TableCount[], ok: boolean) => (opts.json ? JSON.stringify({ ok, dry_run: !!opts.dryRun, from: source.store.location, to: redactUrl(opts.to), tables: counts }, null, 2) : countsTable(counts));
+    const report = (counts: TableCount[], ok: boolean) =>
+      opts.json
+        ? JSON.stringify(
+            { ok, dry_run: !!opts.dryRun, from: source.store.location, to: redactUrl(opts.to), tables: counts },
+            null,
+            2,
+          )
+        : countsTable(counts);
     await checkTarget(plan, opts.to);
     if (opts.dryRun) {
       const counts = sqliteCounts(sqlite, plan);
-      out(report(plan.map((t) => ({ table: t.name, sqlite: counts.get(t.name)!, postgres: null })), true));
+      out(
+        report(
+          plan.map((t) => ({ table: t.name, sqlite: counts.get(t.name)!, postgres: null })),
+          true,
+        ),
+      );
       if (!opts.json) out(`dry run: ${redactUrl(opts.to)} is empty and would take these rows; nothing was written`);
       return 0;
     }
@@ -152,12 +210,17 @@ export async function migrateCommand(dataDir: string, opts: MigrateOptions, out:
       await requireEmpty(target.pg!, plan, opts.to);
       const counts = await copyAll(sqlite, target.pg!, plan, say);
       out(report(counts, true));
-      if (!opts.json) out(`every row of ${source.store.location} is in ${redactUrl(opts.to)}: the counts match.\n${nextSteps(opts.to, dataDir, source.store.location)}`);
+      if (!opts.json)
+        out(
+          `every row of ${source.store.location} is in ${redactUrl(opts.to)}: the counts match.\n${nextSteps(opts.to, dataDir, source.store.location)}`,
+        );
       return 0;
     } catch (e) {
       if (!(e instanceof CountsDiffer)) throw e;
       out(report(e.counts, false));
-      err(`inferd: the row counts differ (marked above); the copy was rolled back and ${redactUrl(opts.to)} holds no rows. Run store migrate again; if it differs again, report it with this table`);
+      err(
+        `inferd: the row counts differ (marked above); the copy was rolled back and ${redactUrl(opts.to)} holds no rows. Run store migrate again; if it differs again, report it with this table`,
+      );
       return 1;
     } finally {
       await target.close();

@@ -3,7 +3,17 @@
  * `pg_dump --format=custom` into `<data-dir>/backups/inferd-<time>.pgdump`; `inferd restore` never
  * touches the database and prints the `pg_restore` command instead.
  */
-import { closeSync, existsSync, fchmodSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  fchmodSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { dataPaths } from "../datadir";
 import { isPostgresUrl, redactUrl } from "../db";
@@ -39,10 +49,27 @@ export function libpqTarget(url: string): { url: string; env: Record<string, str
 }
 
 /** Runs a program to its end; resolves with its exit code and the last lines of its error output. */
-async function runTool(argv: string[], env: Record<string, string>, stdout: number | "ignore" = "ignore"): Promise<{ code: number; tail: string }> {
-  const p = Bun.spawn(argv, { stdin: "ignore", stdout, stderr: "pipe", env: { ...process.env, PGCONNECT_TIMEOUT: "10", ...env } });
+async function runTool(
+  argv: string[],
+  env: Record<string, string>,
+  stdout: number | "ignore" = "ignore",
+): Promise<{ code: number; tail: string }> {
+  const p = Bun.spawn(argv, {
+    stdin: "ignore",
+    stdout,
+    stderr: "pipe",
+    env: { ...process.env, PGCONNECT_TIMEOUT: "10", ...env },
+  });
   const [err, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
-  return { code, tail: err.trim().split("\n").slice(-3).map((l) => l.trim()).join(" / ") };
+  return {
+    code,
+    tail: err
+      .trim()
+      .split("\n")
+      .slice(-3)
+      .map((l) => l.trim())
+      .join(" / "),
+  };
 }
 
 /** Creates `file` empty and owner-only (0600) and returns its descriptor: the dump is written into it, so it is never readable by others. */
@@ -73,7 +100,9 @@ async function dumpInto(dump: string, url: string, partial: string): Promise<voi
   }
   if (result.code !== 0) {
     rmSync(partial, { force: true });
-    throw new BackupFailed(`${dump} failed for ${redactUrl(url)} (exit ${result.code}): ${result.tail || "no message"}`);
+    throw new BackupFailed(
+      `${dump} failed for ${redactUrl(url)} (exit ${result.code}): ${result.tail || "no message"}`,
+    );
   }
 }
 
@@ -83,8 +112,15 @@ async function dumpInto(dump: string, url: string, partial: string): Promise<voi
  * with `pg_restore --list` before it gets its name; beyond the newest `keep` archives the oldest
  * are removed (not when `file` is given). Throws BackupFailed with the reason and a way forward.
  */
-export async function pgBackup(url: string, dataDir: string, keep: number, file?: string, now = new Date()): Promise<PgBackup> {
-  if (!isPostgresUrl(url)) throw new BackupFailed("--database-url must be a postgres:// URL; leave it unset to back up the embedded store");
+export async function pgBackup(
+  url: string,
+  dataDir: string,
+  keep: number,
+  file?: string,
+  now = new Date(),
+): Promise<PgBackup> {
+  if (!isPostgresUrl(url))
+    throw new BackupFailed("--database-url must be a postgres:// URL; leave it unset to back up the embedded store");
   const dump = findPgTool("pg_dump");
   if (!dump) throw new BackupFailed(`cannot back up ${redactUrl(url)}: ${missingTool("pg_dump")}`);
   const target = file ? resolve(file) : join(dataPaths(dataDir).backups, `inferd-${stamp(now)}.pgdump`);
@@ -97,7 +133,9 @@ export async function pgBackup(url: string, dataDir: string, keep: number, file?
     const listed = await runTool([lister, "--list", partial], {});
     if (listed.code !== 0) {
       rmSync(partial, { force: true });
-      throw new BackupFailed(`the archive pg_dump wrote cannot be read back (${lister} --list: ${listed.tail}); no backup was kept`);
+      throw new BackupFailed(
+        `the archive pg_dump wrote cannot be read back (${lister} --list: ${listed.tail}); no backup was kept`,
+      );
     }
   }
   renameSync(partial, target);

@@ -16,8 +16,16 @@ const ID = "host";
 
 /** The cluster's certificate: the stored one, or `own` once stored (when none was). */
 export async function clusterCert(db: Db, own: HostCert): Promise<HostCert> {
-  await db.insert(clusterCerts).values({ id: ID, certPem: own.certPem, keyPem: own.keyPem, createdAt: new Date().toISOString() }).onConflictDoNothing();
+  await db
+    .insert(clusterCerts)
+    .values({ id: ID, certPem: own.certPem, keyPem: own.keyPem, createdAt: new Date().toISOString() })
+    .onConflictDoNothing();
   const row = await first(db.select().from(clusterCerts).where(eq(clusterCerts.id, ID)));
   if (!row || row.certPem === own.certPem) return own;
-  return { certPem: row.certPem, keyPem: row.keyPem, fingerprint: fingerprintOf(row.certPem), serverName: HOST_CERT_NAME };
+  return {
+    certPem: row.certPem,
+    keyPem: row.keyPem,
+    fingerprint: fingerprintOf(row.certPem),
+    serverName: HOST_CERT_NAME,
+  };
 }

@@ -25,18 +25,33 @@ function firstDnsName(certPem: string): string {
  * The certificate the host serves HTTPS with: the user's (`--tls-cert`/`--tls-key`), else one made at
  * first start and kept in `<data-dir>/tls/` (mode 0600 key), so join tokens stay valid across restarts.
  */
-export function loadHostCert(dataDir: string, certFile?: string, keyFile?: string, extraNames: string[] = []): HostCert {
+export function loadHostCert(
+  dataDir: string,
+  certFile?: string,
+  keyFile?: string,
+  extraNames: string[] = [],
+): HostCert {
   if (certFile || keyFile) {
     if (!certFile || !keyFile) throw new Error("--tls-cert and --tls-key go together");
     const certPem = readFileSync(certFile, "utf8");
-    return { certPem, keyPem: readFileSync(keyFile, "utf8"), fingerprint: fingerprintOf(certPem), serverName: firstDnsName(certPem) };
+    return {
+      certPem,
+      keyPem: readFileSync(keyFile, "utf8"),
+      fingerprint: fingerprintOf(certPem),
+      serverName: firstDnsName(certPem),
+    };
   }
   const dir = join(dataDir, "tls");
   const cert = join(dir, "host-cert.pem");
   const key = join(dir, "host-key.pem");
   if (existsSync(cert) && existsSync(key)) {
     const certPem = readFileSync(cert, "utf8");
-    return { certPem, keyPem: readFileSync(key, "utf8"), fingerprint: fingerprintOf(certPem), serverName: HOST_CERT_NAME };
+    return {
+      certPem,
+      keyPem: readFileSync(key, "utf8"),
+      fingerprint: fingerprintOf(certPem),
+      serverName: HOST_CERT_NAME,
+    };
   }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const names = [...new Set([HOST_CERT_NAME, hostname(), "localhost", "127.0.0.1", "::1", ...extraNames])];

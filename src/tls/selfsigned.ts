@@ -33,7 +33,8 @@ const time = (d: Date): Uint8Array => {
   const iso = d.toISOString().replace(/[-:T]/g, "").slice(0, 14) + "Z";
   return d.getUTCFullYear() < 2050 ? tlv(0x17, Buffer.from(iso.slice(2))) : tlv(0x18, Buffer.from(iso));
 };
-const ext = (id: string, critical: boolean, value: Uint8Array) => seq(oid(id), ...(critical ? [tlv(0x01, [0xff])] : []), tlv(0x04, value));
+const ext = (id: string, critical: boolean, value: Uint8Array) =>
+  seq(oid(id), ...(critical ? [tlv(0x01, [0xff])] : []), tlv(0x04, value));
 
 /** Names and addresses a certificate is for. */
 function altNames(names: string[]): Uint8Array {
@@ -42,7 +43,10 @@ function altNames(names: string[]): Uint8Array {
     if (v === 4) return tlv(0x87, n.split(".").map(Number));
     if (v === 6) {
       const full = n.includes("::") ? expand6(n) : n;
-      return tlv(0x87, full.split(":").flatMap((h) => [parseInt(h, 16) >> 8, parseInt(h, 16) & 0xff]));
+      return tlv(
+        0x87,
+        full.split(":").flatMap((h) => [parseInt(h, 16) >> 8, parseInt(h, 16) & 0xff]),
+      );
     }
     return tlv(0x82, Buffer.from(n, "ascii"));
   });
@@ -56,7 +60,11 @@ function expand6(a: string): string {
   return [...h, ...Array(8 - h.length - t.length).fill("0"), ...t].join(":");
 }
 
-const pem = (label: string, der: Uint8Array) => `-----BEGIN ${label}-----\n${Buffer.from(der).toString("base64").match(/.{1,64}/g)!.join("\n")}\n-----END ${label}-----\n`;
+const pem = (label: string, der: Uint8Array) =>
+  `-----BEGIN ${label}-----\n${Buffer.from(der)
+    .toString("base64")
+    .match(/.{1,64}/g)!
+    .join("\n")}\n-----END ${label}-----\n`;
 
 /** A generated certificate: PEM texts and the SHA-256 fingerprint of its DER (what join tokens pin). */
 export interface GeneratedCert {
@@ -85,18 +93,25 @@ export function selfSignedCert(names: string[], days = 3650, commonName = "infer
     seq(time(new Date(now - 3600_000)), time(new Date(now + days * 86_400_000))),
     name,
     new Uint8Array(publicKey.export({ type: "spki", format: "der" })),
-    tlv(0xa3, seq(
-      ext("2.5.29.19", true, seq()),
-      ext("2.5.29.15", true, tlv(0x03, [0x07, 0x80])),
-      ext("2.5.29.37", false, seq(oid("1.3.6.1.5.5.7.3.1"))),
-      ext("2.5.29.17", false, altNames(names)),
-    )),
+    tlv(
+      0xa3,
+      seq(
+        ext("2.5.29.19", true, seq()),
+        ext("2.5.29.15", true, tlv(0x03, [0x07, 0x80])),
+        ext("2.5.29.37", false, seq(oid("1.3.6.1.5.5.7.3.1"))),
+        ext("2.5.29.17", false, altNames(names)),
+      ),
+    ),
   );
   const signature = sign("sha256", tbs, privateKey);
   const der = seq(tbs, algo, tlv(0x03, cat(Uint8Array.from([0]), signature)));
   const certPem = pem("CERTIFICATE", der);
   new X509Certificate(certPem); // parses: a malformed certificate fails here, not in a client
-  return { certPem, keyPem: privateKey.export({ type: "pkcs8", format: "pem" }) as string, fingerprint: createHash("sha256").update(der).digest("hex") };
+  return {
+    certPem,
+    keyPem: privateKey.export({ type: "pkcs8", format: "pem" }) as string,
+    fingerprint: createHash("sha256").update(der).digest("hex"),
+  };
 }
 
 /** The SHA-256 fingerprint (lower-case hex) of a PEM certificate's DER. */

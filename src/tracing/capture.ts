@@ -58,11 +58,19 @@ export class Capture {
 
   /** More of the answer, as the client gets it. */
   keepAnswer(bytes: Uint8Array | ArrayBuffer | string): void {
-    this.response.add(typeof bytes === "string" ? enc.encode(bytes) : bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
+    this.response.add(
+      typeof bytes === "string" ? enc.encode(bytes) : bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes),
+    );
   }
 
   /** What the inspector stores. */
   bodies(): CapturedBodies {
-    return { requestType: this.requestType, request: this.request.bytes(), responseType: this.responseType, response: this.response.bytes(), truncated: this.request.cut || this.response.cut };
+    return {
+      requestType: this.requestType,
+      request: this.request.bytes(),
+      responseType: this.responseType,
+      response: this.response.bytes(),
+      truncated: this.request.cut || this.response.cut,
+    };
   }
 }

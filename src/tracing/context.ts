@@ -30,7 +30,8 @@ const TRACESTATE = /^[\x20-\x7e]{1,512}$/;
 export function parseTraceparent(header: string | null, state: string | null): TraceContext | undefined {
   if (!header) return undefined;
   const m = TRACEPARENT.exec(header.trim());
-  if (!m || m[1] === "ff" || (m[1] === "00" && m[5] !== undefined) || m[2] === ZERO_TRACE || m[3] === ZERO_SPAN) return undefined;
+  if (!m || m[1] === "ff" || (m[1] === "00" && m[5] !== undefined) || m[2] === ZERO_TRACE || m[3] === ZERO_SPAN)
+    return undefined;
   return { traceId: m[2], parentId: m[3], flags: m[4], state: state && TRACESTATE.test(state) ? state : null };
 }
 
@@ -38,7 +39,8 @@ export function parseTraceparent(header: string | null, state: string | null): T
  * The `traceparent` header naming `spanId` of the trace as the caller's span.
  * @example traceparentOf({traceId: "4bf9…4736", flags: "01"}, "00f067aa0ba902b7") // → "00-4bf9…4736-00f067aa0ba902b7-01"
  */
-export const traceparentOf = (trace: Pick<TraceContext, "traceId" | "flags">, spanId: string): string => `00-${trace.traceId}-${spanId}-${trace.flags}`;
+export const traceparentOf = (trace: Pick<TraceContext, "traceId" | "flags">, spanId: string): string =>
+  `00-${trace.traceId}-${spanId}-${trace.flags}`;
 
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 

@@ -7,8 +7,22 @@
  * Spans go out in batches over OTLP/HTTP (`http/protobuf`, the default, or `http/json`); the
  * endpoint, headers and timeouts are the exporter's standard `OTEL_EXPORTER_OTLP_*` variables.
  */
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Tracer } from "@opentelemetry/api";
-import { BatchSpanProcessor, RandomIdGenerator, TracerProvider, type IdGenerator, type SpanExporter } from "@opentelemetry/sdk-trace";
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Tracer,
+} from "@opentelemetry/api";
+import {
+  BatchSpanProcessor,
+  RandomIdGenerator,
+  TracerProvider,
+  type IdGenerator,
+  type SpanExporter,
+} from "@opentelemetry/sdk-trace";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { TraceState } from "@opentelemetry/core";
 import type { RequestRecord } from "../inspector/record";
@@ -39,7 +53,13 @@ class PresetIds implements IdGenerator {
 
 /** The GenAI operation of a route (OTel GenAI semantic conventions), where one fits. */
 function operationOf(route: string): string | undefined {
-  if (route.endsWith("/chat/completions") || route.endsWith("/messages") || route.endsWith("/responses") || route.endsWith("/api/chat")) return "chat";
+  if (
+    route.endsWith("/chat/completions") ||
+    route.endsWith("/messages") ||
+    route.endsWith("/responses") ||
+    route.endsWith("/api/chat")
+  )
+    return "chat";
   if (route.endsWith("/completions") || route.endsWith("/api/generate")) return "text_completion";
   if (route.includes("embed")) return "embeddings";
   return undefined;
@@ -94,11 +114,22 @@ class OtlpExporter implements TraceExporter {
     if (!t) return;
     let parent: Context = ROOT_CONTEXT;
     if (t.parentId) {
-      parent = trace.setSpanContext(ROOT_CONTEXT, { traceId: t.traceId, spanId: t.parentId, traceFlags: parseInt(t.flags, 16), isRemote: true, traceState: t.state ? new TraceState(t.state) : undefined });
+      parent = trace.setSpanContext(ROOT_CONTEXT, {
+        traceId: t.traceId,
+        spanId: t.parentId,
+        traceFlags: parseInt(t.flags, 16),
+        isRemote: true,
+        traceState: t.state ? new TraceState(t.state) : undefined,
+      });
     } else this.ids.traceId = t.traceId;
     const name = r.kind === "job" ? `job ${r.route}` : r.route;
-    const root = this.tracer.startSpan(name, { kind: r.kind === "job" ? SpanKind.CONSUMER : SpanKind.SERVER, startTime: r.at, attributes: rootAttributes(r) }, parent);
-    if (r.status >= 500 || r.errorCode) root.setStatus({ code: SpanStatusCode.ERROR, message: r.errorCode ?? `status ${r.status}` });
+    const root = this.tracer.startSpan(
+      name,
+      { kind: r.kind === "job" ? SpanKind.CONSUMER : SpanKind.SERVER, startTime: r.at, attributes: rootAttributes(r) },
+      parent,
+    );
+    if (r.status >= 500 || r.errorCode)
+      root.setStatus({ code: SpanStatusCode.ERROR, message: r.errorCode ?? `status ${r.status}` });
     const under = trace.setSpan(ROOT_CONTEXT, root);
     const dispatches = r.spans.filter((s) => s.name === "dispatch");
     let end = r.totalMs;
@@ -106,7 +137,15 @@ class OtlpExporter implements TraceExporter {
       end = Math.max(end, s.end);
       // The last dispatch is the one the runtime answered: it keeps the span id sent in traceparent.
       if (s === dispatches[dispatches.length - 1] && tl.dispatchSpanId) this.ids.spanId = tl.dispatchSpanId;
-      const span = this.tracer.startSpan(s.name, { kind: s.name === "dispatch" ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime: r.at + s.start, attributes: s.attrs }, under);
+      const span = this.tracer.startSpan(
+        s.name,
+        {
+          kind: s.name === "dispatch" ? SpanKind.CLIENT : SpanKind.INTERNAL,
+          startTime: r.at + s.start,
+          attributes: s.attrs,
+        },
+        under,
+      );
       if (s.attrs?.error) span.setStatus({ code: SpanStatusCode.ERROR, message: String(s.attrs.error) });
       span.end(r.at + s.end);
     }
@@ -124,13 +163,24 @@ class OtlpExporter implements TraceExporter {
  * falls back to `http/protobuf` with a warning), `OTEL_SERVICE_NAME` (default `inferd`),
  * `OTEL_BSP_SCHEDULE_DELAY` (ms between batches, default 5000).
  */
-export async function startOtlpExporter(env: Record<string, string | undefined>, version: string): Promise<TraceExporter> {
+export async function startOtlpExporter(
+  env: Record<string, string | undefined>,
+  version: string,
+): Promise<TraceExporter> {
   let protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || "http/protobuf";
   if (protocol !== "http/json" && protocol !== "http/protobuf") {
     log.warn(`OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported; traces go out as http/protobuf`);
     protocol = "http/protobuf";
   }
-  const { OTLPTraceExporter } = protocol === "http/json" ? await import("@opentelemetry/exporter-trace-otlp-http") : await import("@opentelemetry/exporter-trace-otlp-proto");
+  const { OTLPTraceExporter } =
+    protocol === "http/json"
+      ? await import("@opentelemetry/exporter-trace-otlp-http")
+      : await import("@opentelemetry/exporter-trace-otlp-proto");
   const delay = Number(env.OTEL_BSP_SCHEDULE_DELAY);
-  return new OtlpExporter(new OTLPTraceExporter(), env.OTEL_SERVICE_NAME || "inferd", version, Number.isFinite(delay) && delay > 0 ? delay : undefined);
+  return new OtlpExporter(
+    new OTLPTraceExporter(),
+    env.OTEL_SERVICE_NAME || "inferd",
+    version,
+    Number.isFinite(delay) && delay > 0 ? delay : undefined,
+  );
 }

@@ -10,15 +10,18 @@ import { log } from "../log";
 import { newTrace, parseTraceparent } from "./context";
 import { Timeline, type TraceExporter } from "./timeline";
 
-
 /** The OTLP endpoint the environment names for traces, or undefined (tracing off). */
-export const traceEndpointOf = (env: Record<string, string | undefined>): string | undefined => env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined;
+export const traceEndpointOf = (env: Record<string, string | undefined>): string | undefined =>
+  env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT || undefined;
 
 /**
  * The trace exporter the environment asks for (see ./otel.ts), or undefined when no OTLP endpoint
  * is set; the OpenTelemetry SDK is imported only in the first case.
  */
-export async function loadTraceExporter(env: Record<string, string | undefined>, version: string): Promise<TraceExporter | undefined> {
+export async function loadTraceExporter(
+  env: Record<string, string | undefined>,
+  version: string,
+): Promise<TraceExporter | undefined> {
   if (!traceEndpointOf(env)) return undefined;
   const { startOtlpExporter } = await import("./otel");
   return startOtlpExporter(env, version);
@@ -44,7 +47,9 @@ export class Tracing {
    */
   begin(request: Request, route: string, t0: number, recordId: string, requestId: string): Timeline {
     const header = request.headers.get("traceparent");
-    const trace = (header ? parseTraceparent(header, request.headers.get("tracestate")) : undefined) ?? (this.exporter ? newTrace() : undefined);
+    const trace =
+      (header ? parseTraceparent(header, request.headers.get("tracestate")) : undefined) ??
+      (this.exporter ? newTrace() : undefined);
     return new Timeline(t0, recordId, route, trace, "request", requestId);
   }
 

@@ -60,6 +60,7 @@ export function uiModules(root: string, files: UiFile[]): Record<string, string 
     entries.push(`  ${JSON.stringify(f.url)}: { path: f${i}, type: ${JSON.stringify(f.type)} },`);
   });
   const type = "{ files?: Record<string, { path: string; type: string }> }";
-  modules[join(root, "src/ui/embedded.ts")] = `${lines.join("\n")}\nexport const embeddedUi: ${type} = { files: {\n${entries.join("\n")}\n} };\n`;
+  modules[join(root, "src/ui/embedded.ts")] =
+    `${lines.join("\n")}\nexport const embeddedUi: ${type} = { files: {\n${entries.join("\n")}\n} };\n`;
   return modules;
 }

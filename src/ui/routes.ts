@@ -30,7 +30,17 @@ export const CSP = [
 ].join("; ");
 
 /** Path prefixes of the APIs: a browser that asks for an unknown one gets JSON, never the dashboard page. */
-export const API_PREFIXES = ["/api", "/admin", "/endpoint", "/agent", "/metrics", "/docs", "/healthz", "/login", "/assets"];
+export const API_PREFIXES = [
+  "/api",
+  "/admin",
+  "/endpoint",
+  "/agent",
+  "/metrics",
+  "/docs",
+  "/healthz",
+  "/login",
+  "/assets",
+];
 
 /**
  * Whether a request is a browser asking for a page the dashboard answers (its own not-found page
@@ -73,16 +83,26 @@ export interface UiSource {
 async function embeddedFiles(): Promise<UiFile[] | undefined> {
   const entries = Object.entries(embeddedUi.files ?? {});
   if (!entries.length) return undefined;
-  return Promise.all(entries.map(async ([url, f]) => ({ url, type: f.type, bytes: new Uint8Array(await Bun.file(f.path).arrayBuffer()) })));
+  return Promise.all(
+    entries.map(async ([url, f]) => ({
+      url,
+      type: f.type,
+      bytes: new Uint8Array(await Bun.file(f.path).arrayBuffer()),
+    })),
+  );
 }
 
 /** Loads the dashboard files once (a failed source build is retried on the next request). */
 function fileLoader(source: UiSource): () => Promise<Map<string, Served>> {
   let loading: Promise<Map<string, Served>> | undefined;
   const load = async () => {
-    const files = (await source.files?.()) ?? (await embeddedFiles()) ?? (await buildUi(source.root ?? join(import.meta.dir, "../..")));
+    const files =
+      (await source.files?.()) ??
+      (await embeddedFiles()) ??
+      (await buildUi(source.root ?? join(import.meta.dir, "../..")));
     const map = new Map<string, Served>();
-    for (const f of files) map.set(f.url, { bytes: f.bytes, type: f.type, etag: `"${Bun.hash(f.bytes).toString(36)}"` });
+    for (const f of files)
+      map.set(f.url, { bytes: f.bytes, type: f.type, etag: `"${Bun.hash(f.bytes).toString(36)}"` });
     return map;
   };
   return () => {
@@ -96,10 +116,20 @@ function fileLoader(source: UiSource): () => Promise<Map<string, Served>> {
 
 /** A response for one file: 304 on a matching ETag, gzip when accepted and worth it. */
 function respond(request: Request, file: Served, cache: string): Response {
-  const headers: Record<string, string> = { ...SECURITY_HEADERS, "content-type": file.type, "cache-control": cache, etag: file.etag, vary: "Accept-Encoding" };
+  const headers: Record<string, string> = {
+    ...SECURITY_HEADERS,
+    "content-type": file.type,
+    "cache-control": cache,
+    etag: file.etag,
+    vary: "Accept-Encoding",
+  };
   if (request.headers.get("if-none-match") === file.etag) return new Response(null, { status: 304, headers });
   let body = file.bytes;
-  if (COMPRESSIBLE.test(file.type) && file.bytes.length > 1024 && /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")) {
+  if (
+    COMPRESSIBLE.test(file.type) &&
+    file.bytes.length > 1024 &&
+    /\bgzip\b/.test(request.headers.get("accept-encoding") ?? "")
+  ) {
     file.gz ??= Bun.gzipSync(file.bytes);
     body = file.gz;
     headers["content-encoding"] = "gzip";
@@ -123,7 +153,11 @@ export function uiRoutes(source: UiSource = {}) {
     .get(`${ASSET_PREFIX}*`, async ({ request }) => {
       const path = new URL(request.url).pathname;
       const file = (await files()).get(path);
-      if (!file) return Response.json({ error: { code: "not_found", message: `dashboard file "${path}" not found` } }, { status: 404, headers: { "cache-control": "no-store" } });
+      if (!file)
+        return Response.json(
+          { error: { code: "not_found", message: `dashboard file "${path}" not found` } },
+          { status: 404, headers: { "cache-control": "no-store" } },
+        );
       return respond(request, file, "public, max-age=31536000, immutable");
     });
   // Elysia's route methods register on the instance itself, so the loop needs no reassignment.
@@ -131,7 +165,8 @@ export function uiRoutes(source: UiSource = {}) {
   // Any other page a browser asks for: the dashboard, which shows its own "not found" page.
   app.get("/*", async ({ request }) => {
     const path = new URL(request.url).pathname;
-    if (!wantsDashboardPage(request, path)) throw new AppError(404, "not_found", `no route for ${request.method} ${path}`);
+    if (!wantsDashboardPage(request, path))
+      throw new AppError(404, "not_found", `no route for ${request.method} ${path}`);
     return index({ request });
   });
   return app;

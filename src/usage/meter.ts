@@ -32,7 +32,14 @@ export interface Finished {
 /** Where a finished request is counted (besides the histograms). */
 export interface MeterSinks {
   /** Key and workload usage, and the daily usage table. */
-  usage: { record(keyId: string, delta: { inputTokens: number; outputTokens: number }): void; recordWorkload(workloadId: string, delta: { requests: number; errors: number; inputTokens: number; outputTokens: number }): void; recordDaily(f: Finished): void };
+  usage: {
+    record(keyId: string, delta: { inputTokens: number; outputTokens: number }): void;
+    recordWorkload(
+      workloadId: string,
+      delta: { requests: number; errors: number; inputTokens: number; outputTokens: number },
+    ): void;
+    recordDaily(f: Finished): void;
+  };
   /** The dashboard's time series. */
   series: { observe(f: Finished): void };
   /** Limits: concurrency slots given back, tokens charged. */
@@ -80,7 +87,17 @@ export class RequestMeter {
     this.ended = true;
     this.release?.();
     const end = this.now();
-    const f: Finished = { workloadId: this.workloadId, projectId: this.projectId, keyId: this.keyId, kind: this.kind, ok, usage, durationMs: end - this.startedAt, queueMs: this.queueMs, firstByteMs: this.firstByteMs };
+    const f: Finished = {
+      workloadId: this.workloadId,
+      projectId: this.projectId,
+      keyId: this.keyId,
+      kind: this.kind,
+      ok,
+      usage,
+      durationMs: end - this.startedAt,
+      queueMs: this.queueMs,
+      firstByteMs: this.firstByteMs,
+    };
     this.metering.finish(f);
     const tl = this.timeline;
     if (!tl) return;
@@ -95,17 +112,40 @@ export class RequestMeter {
 
 /** The histograms every request ends in, and the sinks it is counted in. */
 export class Metering {
-  readonly duration = new Histogram("inferd_request_duration_seconds", "Time from a request's arrival (a job's start) to its last byte, per workload and kind.", LATENCY_BUCKETS);
-  readonly firstToken = new Histogram("inferd_time_to_first_token_seconds", "Time from arrival to the first token of a stream, or to the response headers.", TTFT_BUCKETS);
-  readonly queueWait = new Histogram("inferd_queue_wait_seconds", "Time a request waited in its workload's queue for a slot.", LATENCY_BUCKETS);
-  readonly tokenRate = new Histogram("inferd_output_tokens_per_second", "Output tokens per second of generation (after the first token).", RATE_BUCKETS);
+  readonly duration = new Histogram(
+    "inferd_request_duration_seconds",
+    "Time from a request's arrival (a job's start) to its last byte, per workload and kind.",
+    LATENCY_BUCKETS,
+  );
+  readonly firstToken = new Histogram(
+    "inferd_time_to_first_token_seconds",
+    "Time from arrival to the first token of a stream, or to the response headers.",
+    TTFT_BUCKETS,
+  );
+  readonly queueWait = new Histogram(
+    "inferd_queue_wait_seconds",
+    "Time a request waited in its workload's queue for a slot.",
+    LATENCY_BUCKETS,
+  );
+  readonly tokenRate = new Histogram(
+    "inferd_output_tokens_per_second",
+    "Output tokens per second of generation (after the first token).",
+    RATE_BUCKETS,
+  );
   /** The event loop's stalls (started by the server). */
   readonly loop = new LoopLag();
 
   constructor(private sinks: MeterSinks) {}
 
   /** A meter for a request accepted now (or at `startedAt`, a `performance.now()` time), with its timeline when it has one. */
-  begin(w: { id: string; project_id: string }, keyId: string | null, kind: "sync" | "job", startedAt?: number, release?: () => void, timeline?: Timeline): RequestMeter {
+  begin(
+    w: { id: string; project_id: string },
+    keyId: string | null,
+    kind: "sync" | "job",
+    startedAt?: number,
+    release?: () => void,
+    timeline?: Timeline,
+  ): RequestMeter {
     return new RequestMeter(this, w.id, w.project_id, keyId, kind, undefined, startedAt, release, timeline);
   }
 
@@ -124,7 +164,12 @@ export class Metering {
     if (f.usage.outputTokens > 0 && genMs > 0) this.tokenRate.observe(labels, f.usage.outputTokens / (genMs / 1000));
     const { usage } = this.sinks;
     if (f.keyId) usage.record(f.keyId, f.usage);
-    usage.recordWorkload(f.workloadId, { requests: 1, errors: f.ok ? 0 : 1, inputTokens: f.usage.inputTokens, outputTokens: f.usage.outputTokens });
+    usage.recordWorkload(f.workloadId, {
+      requests: 1,
+      errors: f.ok ? 0 : 1,
+      inputTokens: f.usage.inputTokens,
+      outputTokens: f.usage.outputTokens,
+    });
     usage.recordDaily(f);
     this.sinks.series.observe(f);
     this.sinks.limits?.finished(f);
@@ -132,6 +177,7 @@ export class Metering {
 
   /** Forgets a deleted workload's histograms. */
   drop(workloadId: string): void {
-    for (const h of [this.duration, this.firstToken, this.queueWait, this.tokenRate]) h.drop((l) => l.workload === workloadId);
+    for (const h of [this.duration, this.firstToken, this.queueWait, this.tokenRate])
+      h.drop((l) => l.workload === workloadId);
   }
 }

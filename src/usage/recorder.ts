@@ -52,7 +52,17 @@ export class UsageRecorder {
     const day = utcDay();
     const id = `${day}|${f.keyId ?? ""}|${f.workloadId}`;
     let d = this.daily.get(id);
-    if (!d) this.daily.set(id, (d = { day, keyId: f.keyId ?? "", workloadId: f.workloadId, projectId: f.projectId, c: { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 } }));
+    if (!d)
+      this.daily.set(
+        id,
+        (d = {
+          day,
+          keyId: f.keyId ?? "",
+          workloadId: f.workloadId,
+          projectId: f.projectId,
+          c: { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 },
+        }),
+      );
     d.c.requests++;
     if (!f.ok) d.c.errors++;
     d.c.inputTokens += f.usage.inputTokens;
@@ -66,7 +76,10 @@ export class UsageRecorder {
    * another, and the promise settles once everything counted before the call is written.
    */
   flush(): Promise<void> {
-    this.flushing = this.flushing.then(() => this.write(), () => this.write());
+    this.flushing = this.flushing.then(
+      () => this.write(),
+      () => this.write(),
+    );
     return this.flushing;
   }
 
@@ -79,7 +92,9 @@ export class UsageRecorder {
     const db = this.db;
     await batch(db, [
       ...[...daily.values()].map(
-        (d) => sql`INSERT INTO usage_daily (day, key_id, workload_id, project_id, requests, errors, input_tokens, output_tokens)
+        (
+          d,
+        ) => sql`INSERT INTO usage_daily (day, key_id, workload_id, project_id, requests, errors, input_tokens, output_tokens)
           VALUES (${d.day}, ${d.keyId}, ${d.workloadId}, ${d.projectId}, ${d.c.requests}, ${d.c.errors}, ${d.c.inputTokens}, ${d.c.outputTokens})
           ON CONFLICT (day, key_id, workload_id) DO UPDATE SET requests = usage_daily.requests + excluded.requests, errors = usage_daily.errors + excluded.errors,
             input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens`,
@@ -97,7 +112,10 @@ export class UsageRecorder {
       ),
       // The workload may have been deleted since: insert only while it exists.
       ...[...wls].map(
-        ([id, d]) => sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
+        ([
+          id,
+          d,
+        ]) => sql`INSERT INTO workload_usage (workload_id, requests, errors, input_tokens, output_tokens, last_used_at)
           SELECT ${id}, ${d.requests}, ${d.errors}, ${d.inputTokens}, ${d.outputTokens}, ${new Date(d.lastUsedAt).toISOString()} WHERE EXISTS (SELECT 1 FROM workloads WHERE id = ${id})
           ON CONFLICT (workload_id) DO UPDATE SET requests = workload_usage.requests + excluded.requests, errors = workload_usage.errors + excluded.errors,
             input_tokens = workload_usage.input_tokens + excluded.input_tokens, output_tokens = workload_usage.output_tokens + excluded.output_tokens, last_used_at = excluded.last_used_at`,

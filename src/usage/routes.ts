@@ -31,7 +31,14 @@ export interface UsageRow {
  * `__proto__` or `toString` from the query string is no grouping (an object would find its prototype's).
  */
 const GROUPS = new Map([
-  ["key", { id: "u.key_id", label: "coalesce(k.name || ' (' || k.prefix || '…)', CASE u.key_id WHEN '' THEN 'dashboard playground' ELSE u.key_id END)" }],
+  [
+    "key",
+    {
+      id: "u.key_id",
+      label:
+        "coalesce(k.name || ' (' || k.prefix || '…)', CASE u.key_id WHEN '' THEN 'dashboard playground' ELSE u.key_id END)",
+    },
+  ],
   ["project", { id: "u.project_id", label: "coalesce(p.slug, u.project_id)" }],
   ["workload", { id: "u.workload_id", label: "coalesce(p.slug || '/' || w.slug, u.workload_id)" }],
 ]);
@@ -44,10 +51,22 @@ function groupOf(name: string) {
 }
 
 /** Usage per day grouped by key, project or workload between two UTC days (inclusive); of the `projectIds` only, when given. */
-export async function usageExport(deps: Deps, groupBy: string, from: string, to: string, projectIds: string[] | "all" = "all"): Promise<UsageRow[]> {
+export async function usageExport(
+  deps: Deps,
+  groupBy: string,
+  from: string,
+  to: string,
+  projectIds: string[] | "all" = "all",
+): Promise<UsageRow[]> {
   const g = groupOf(groupBy);
   if (projectIds !== "all" && projectIds.length === 0) return [];
-  const only = projectIds === "all" ? sql`` : sql` AND u.project_id IN (${sql.join(projectIds.map((id) => sql`${id}`), sql`, `)})`;
+  const only =
+    projectIds === "all"
+      ? sql``
+      : sql` AND u.project_id IN (${sql.join(
+          projectIds.map((id) => sql`${id}`),
+          sql`, `,
+        )})`;
   await deps.usage.flush();
   const found = await rows<UsageRow>(
     deps.db,
@@ -57,30 +76,57 @@ export async function usageExport(deps: Deps, groupBy: string, from: string, to:
        WHERE u.day >= ${from} AND u.day <= ${to}${only} GROUP BY u.day, ${sql.raw(g.id)}, ${sql.raw(g.label)} ORDER BY u.day, label`,
   );
   // PostgreSQL sums 64-bit numbers as exact decimal text.
-  return found.map((r) => ({ ...r, requests: Number(r.requests), errors: Number(r.errors), input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) }));
+  return found.map((r) => ({
+    ...r,
+    requests: Number(r.requests),
+    errors: Number(r.errors),
+    input_tokens: Number(r.input_tokens),
+    output_tokens: Number(r.output_tokens),
+  }));
 }
 
 /** CSV with a header line; fields quoted when they need it. */
 export function toCsv(rows: UsageRow[], groupBy: string): string {
-  const q = (v: string | number) => (typeof v === "number" || !/[",\n]/.test(v) ? String(v) : `"${v.replace(/"/g, '""')}"`);
+  const q = (v: string | number) =>
+    typeof v === "number" || !/[",\n]/.test(v) ? String(v) : `"${v.replace(/"/g, '""')}"`;
   const head = ["day", `${groupBy}_id`, groupBy, "requests", "errors", "input_tokens", "output_tokens"];
-  return [head.join(","), ...rows.map((r) => [r.day, r.id, r.label, r.requests, r.errors, r.input_tokens, r.output_tokens].map(q).join(","))].join("\n") + "\n";
+  return (
+    [
+      head.join(","),
+      ...rows.map((r) =>
+        [r.day, r.id, r.label, r.requests, r.errors, r.input_tokens, r.output_tokens].map(q).join(","),
+      ),
+    ].join("\n") + "\n"
+  );
 }
 
 /** `GET /admin/usage`: requests, errors and tokens per key, project or workload and day, as JSON or CSV. */
 export const usageRoutes = (deps: Deps) =>
-  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get("/usage", async ({ query, request, set }) => {
-    const q = query as Record<string, string | undefined>;
-    const groupBy = q.group_by ?? "workload";
-    const today = new Date().toISOString().slice(0, 10);
-    const from = q.from ?? new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
-    const to = q.to ?? today;
-    for (const [f, v] of [["from", from], ["to", to]] as const) if (!DAY.test(v)) throw validation(f, "must be a UTC day as YYYY-MM-DD");
-    const found = await usageExport(deps, groupBy, from, to, projectScope(principalOf(request)));
-    if (q.format === "csv" || (!q.format && (request.headers.get("accept") ?? "").includes("text/csv"))) {
-      set.headers["content-type"] = "text/csv; charset=utf-8";
-      set.headers["content-disposition"] = `attachment; filename="inferd-usage-${groupBy}-${from}-${to}.csv"`;
-      return toCsv(found, groupBy);
-    }
-    return { group_by: groupBy, from, to, rows: found };
-  }, { detail: { summary: "Usage per key, project or workload and day (?group_by, ?from, ?to as YYYY-MM-DD, ?format=csv or Accept: text/csv); a project member sees their projects' only" } });
+  new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } }).get(
+    "/usage",
+    async ({ query, request, set }) => {
+      const q = query as Record<string, string | undefined>;
+      const groupBy = q.group_by ?? "workload";
+      const today = new Date().toISOString().slice(0, 10);
+      const from = q.from ?? new Date(Date.now() - 29 * 86_400_000).toISOString().slice(0, 10);
+      const to = q.to ?? today;
+      for (const [f, v] of [
+        ["from", from],
+        ["to", to],
+      ] as const)
+        if (!DAY.test(v)) throw validation(f, "must be a UTC day as YYYY-MM-DD");
+      const found = await usageExport(deps, groupBy, from, to, projectScope(principalOf(request)));
+      if (q.format === "csv" || (!q.format && (request.headers.get("accept") ?? "").includes("text/csv"))) {
+        set.headers["content-type"] = "text/csv; charset=utf-8";
+        set.headers["content-disposition"] = `attachment; filename="inferd-usage-${groupBy}-${from}-${to}.csv"`;
+        return toCsv(found, groupBy);
+      }
+      return { group_by: groupBy, from, to, rows: found };
+    },
+    {
+      detail: {
+        summary:
+          "Usage per key, project or workload and day (?group_by, ?from, ?to as YYYY-MM-DD, ?format=csv or Accept: text/csv); a project member sees their projects' only",
+      },
+    },
+  );

@@ -47,15 +47,28 @@ export class SeriesKeeper {
   private writtenUntil: number;
   private flushing: Promise<void> = Promise.resolve();
 
-  constructor(private readonly db: Db, readonly hostId: string, private readonly sources: BucketSource[], since = Date.now()) {
+  constructor(
+    private readonly db: Db,
+    readonly hostId: string,
+    private readonly sources: BucketSource[],
+    since = Date.now(),
+  ) {
     this.firstBucket = completeUntil(since);
     this.writtenUntil = this.firstBucket;
   }
 
   /** Hands each source what a previous run of this host stored for the bucket this process started in. */
   async start(): Promise<void> {
-    const rows = await this.db.select().from(seriesBuckets)
-      .where(and(eq(seriesBuckets.hostId, this.hostId), eq(seriesBuckets.t, this.firstBucket), ne(seriesBuckets.subject, UP)));
+    const rows = await this.db
+      .select()
+      .from(seriesBuckets)
+      .where(
+        and(
+          eq(seriesBuckets.hostId, this.hostId),
+          eq(seriesBuckets.t, this.firstBucket),
+          ne(seriesBuckets.subject, UP),
+        ),
+      );
     for (const r of rows) this.sources.find((s) => s.kind === r.kind)?.carry(r.subject, r.t, JSON.parse(r.data));
   }
 
@@ -65,7 +78,10 @@ export class SeriesKeeper {
    * one after another.
    */
   flush(now = Date.now(), final = false): Promise<void> {
-    this.flushing = this.flushing.then(() => this.write(now, final), () => this.write(now, final));
+    this.flushing = this.flushing.then(
+      () => this.write(now, final),
+      () => this.write(now, final),
+    );
     return this.flushing;
   }
 
@@ -73,11 +89,19 @@ export class SeriesKeeper {
     const from = this.writtenUntil;
     const until = completeUntil(now) + (final ? BUCKET_MS : 0);
     if (until <= from) return;
-    const rows = this.sources.flatMap((s) => s.completed(from, until).map((r) => ({ kind: s.kind, subject: r.subject, t: r.t, hostId: this.hostId, data: JSON.stringify(r.data) })));
-    for (let t = from; t < until; t += BUCKET_MS) rows.push({ kind: "workload", subject: UP, t, hostId: this.hostId, data: "{}" });
+    const rows = this.sources.flatMap((s) =>
+      s
+        .completed(from, until)
+        .map((r) => ({ kind: s.kind, subject: r.subject, t: r.t, hostId: this.hostId, data: JSON.stringify(r.data) })),
+    );
+    for (let t = from; t < until; t += BUCKET_MS)
+      rows.push({ kind: "workload", subject: UP, t, hostId: this.hostId, data: "{}" });
     const c = seriesBuckets;
     await batch(this.db, [
-      this.db.insert(c).values(rows).onConflictDoUpdate({ target: [c.kind, c.subject, c.t, c.hostId], set: { data: sql`excluded.data` } }),
+      this.db
+        .insert(c)
+        .values(rows)
+        .onConflictDoUpdate({ target: [c.kind, c.subject, c.t, c.hostId], set: { data: sql`excluded.data` } }),
       this.db.delete(c).where(lt(c.t, completeUntil(now) - KEEP * BUCKET_MS)),
     ]);
     this.writtenUntil = until;
@@ -89,11 +113,18 @@ export class SeriesKeeper {
    */
   async read(kind: SeriesKind, from: number, until: number, subject?: string): Promise<StoredRow[]> {
     const c = seriesBuckets;
-    const rows = await this.db.select().from(c).where(and(
-      eq(c.kind, kind), gte(c.t, from), lt(c.t, until),
-      subject === undefined ? undefined : eq(c.subject, subject),
-      or(ne(c.hostId, this.hostId), lt(c.t, this.firstBucket)),
-    ));
+    const rows = await this.db
+      .select()
+      .from(c)
+      .where(
+        and(
+          eq(c.kind, kind),
+          gte(c.t, from),
+          lt(c.t, until),
+          subject === undefined ? undefined : eq(c.subject, subject),
+          or(ne(c.hostId, this.hostId), lt(c.t, this.firstBucket)),
+        ),
+      );
     return rows.map((r) => ({ subject: r.subject, t: r.t, hostId: r.hostId, data: JSON.parse(r.data) }));
   }
 
@@ -116,7 +147,12 @@ export class SeriesKeeper {
       parts.set(r.subject, byT);
     }
     return {
-      of: (id) => ({ up, buckets: new Map([...(parts.get(id) ?? [])].map(([t, list]) => [t, list.length > 1 ? combine(list, "sum") : list[0]])) }),
+      of: (id) => ({
+        up,
+        buckets: new Map(
+          [...(parts.get(id) ?? [])].map(([t, list]) => [t, list.length > 1 ? combine(list, "sum") : list[0]]),
+        ),
+      }),
     };
   }
 }

@@ -160,7 +160,20 @@ function summarize(b: Bucket): BucketSummary {
  */
 export function pointOf(t: number, s: BucketSummary | undefined, up: boolean): SeriesPoint {
   const secs = BUCKET_MS / 1000;
-  if (!s && !up) return { t: new Date(t).toISOString(), rps: null, p50_ms: null, p99_ms: null, ttft_p50_ms: null, ttft_p99_ms: null, tokens_per_s: null, errors_per_s: null, error_rate: null, queue_depth: null, prefix_hit_rate: null };
+  if (!s && !up)
+    return {
+      t: new Date(t).toISOString(),
+      rps: null,
+      p50_ms: null,
+      p99_ms: null,
+      ttft_p50_ms: null,
+      ttft_p99_ms: null,
+      tokens_per_s: null,
+      errors_per_s: null,
+      error_rate: null,
+      queue_depth: null,
+      prefix_hit_rate: null,
+    };
   return {
     t: new Date(t).toISOString(),
     rps: (s?.requests ?? 0) / secs,
@@ -215,7 +228,19 @@ export class MetricsStore {
     // The bucket filling is the last one (a linear search only for a carried or injected time).
     let b = list.at(-1)?.t === t ? list.at(-1) : list.findLast((x) => x.t === t);
     if (!b) {
-      b = { t, requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, latencies: [], firstTokens: [], seen: 0, queueDepth: 0, prefixRouted: 0, prefixHits: 0 };
+      b = {
+        t,
+        requests: 0,
+        errors: 0,
+        inputTokens: 0,
+        outputTokens: 0,
+        latencies: [],
+        firstTokens: [],
+        seen: 0,
+        queueDepth: 0,
+        prefixRouted: 0,
+        prefixHits: 0,
+      };
       list.push(b);
       list.sort((x, y) => x.t - y.t);
       if (list.length > KEEP) list.splice(0, list.length - KEEP);
@@ -264,7 +289,9 @@ export class MetricsStore {
   /** The summaries of the buckets in [from, until) that saw traffic, per workload, for the store. */
   completed(from: number, until: number): { subject: string; t: number; data: BucketSummary }[] {
     return [...this.series].flatMap(([subject, list]) =>
-      list.filter((b) => b.t >= from && b.t < until && (b.requests || b.queueDepth || b.prefixRouted || b.carried)).map((b) => ({ subject, t: b.t, data: summarize(b) })),
+      list
+        .filter((b) => b.t >= from && b.t < until && (b.requests || b.queueDepth || b.prefixRouted || b.carried))
+        .map((b) => ({ subject, t: b.t, data: summarize(b) })),
     );
   }
 
@@ -280,7 +307,12 @@ export class MetricsStore {
    * filling (the one `now` falls in) is left out: drawn, it would always dip. The last point ends
    * at `completeUntil(now)`.
    */
-  points(workloadId: string, minutes: number, now = Date.now(), stored: StoredSeries = { buckets: new Map(), up: new Set() }): SeriesPoint[] {
+  points(
+    workloadId: string,
+    minutes: number,
+    now = Date.now(),
+    stored: StoredSeries = { buckets: new Map(), up: new Set() },
+  ): SeriesPoint[] {
     const { from, until } = windowOf(minutes, now);
     const mine = new Map((this.series.get(workloadId) ?? []).map((b) => [b.t, summarize(b)]));
     const out: SeriesPoint[] = [];

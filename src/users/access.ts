@@ -10,7 +10,18 @@
 import { eq, or } from "drizzle-orm";
 import type { Db } from "../db";
 import { first } from "../db/raw";
-import { apiKeys, assignments, deliveries, jobs, projectMembers, projects, requestLog, users, webhooks, workloads } from "../db/schema";
+import {
+  apiKeys,
+  assignments,
+  deliveries,
+  jobs,
+  projectMembers,
+  projects,
+  requestLog,
+  users,
+  webhooks,
+  workloads,
+} from "../db/schema";
 import { AppError, notFound } from "../errors";
 import type { Role } from "./schema";
 
@@ -27,13 +38,32 @@ export interface Principal {
 }
 
 /** The principal of the admin token, over a bearer header or a session opened with it. */
-export const adminTokenPrincipal = (sessionId: string | null): Principal => ({ kind: "admin_token", role: "admin", userId: null, email: null, projectIds: "all", sessionId });
+export const adminTokenPrincipal = (sessionId: string | null): Principal => ({
+  kind: "admin_token",
+  role: "admin",
+  userId: null,
+  email: null,
+  projectIds: "all",
+  sessionId,
+});
 
 /** A user's principal, read from the store now (so a changed role or membership applies at once); undefined when the user is gone. */
 export async function userPrincipal(db: Db, userId: string, sessionId: string | null): Promise<Principal | undefined> {
-  const u = await first(db.select({ id: users.id, email: users.email, role: users.role }).from(users).where(eq(users.id, userId)));
+  const u = await first(
+    db.select({ id: users.id, email: users.email, role: users.role }).from(users).where(eq(users.id, userId)),
+  );
   if (!u) return undefined;
-  const projectIds = u.role === "admin" ? "all" : new Set((await db.select({ p: projectMembers.projectId }).from(projectMembers).where(eq(projectMembers.userId, userId))).map((r) => r.p));
+  const projectIds =
+    u.role === "admin"
+      ? "all"
+      : new Set(
+          (
+            await db
+              .select({ p: projectMembers.projectId })
+              .from(projectMembers)
+              .where(eq(projectMembers.userId, userId))
+          ).map((r) => r.p),
+        );
   return { kind: "user", role: u.role, userId: u.id, email: u.email, projectIds, sessionId };
 }
 
@@ -44,7 +74,8 @@ export async function userPrincipal(db: Db, userId: string, sessionId: string | 
 export const isMachineOperator = (p: Principal): boolean => p.role === "admin";
 
 /** Whether the principal may see things of `projectId`. */
-export const seesProject = (p: Principal, projectId: string | null | undefined): boolean => p.projectIds === "all" || (!!projectId && p.projectIds.has(projectId));
+export const seesProject = (p: Principal, projectId: string | null | undefined): boolean =>
+  p.projectIds === "all" || (!!projectId && p.projectIds.has(projectId));
 
 /** What a role needs on a path: anyone signed in, a member who may look, an operator, an admin, or the user the path names. */
 type Need = "any" | "view" | "operate" | "admin" | "self";
@@ -75,45 +106,156 @@ const OUTPUTS = "/(?:logs|jobs)";
 const RULES: Rule[] = [
   { path: /^\/admin\/me$/, read: "any", write: "admin", what: "change this" },
   { path: /^\/admin\/sessions$/, read: "admin", write: "admin", what: "sign everyone out" },
-  { path: /^\/admin\/(info|policy|projector|webhooks\/delivery|audit|usage|metrics\/series)$/, read: "view", write: "admin", what: "change this" },
+  {
+    path: /^\/admin\/(info|policy|projector|webhooks\/delivery|audit|usage|metrics\/series)$/,
+    read: "view",
+    write: "admin",
+    what: "change this",
+  },
   { path: /^\/admin\/launch-preview$/, read: "operate", write: "operate", what: "preview launch commands" },
   { path: /^\/admin\/settings$/, read: "operate", write: "admin", what: "change the settings" },
   { path: /^\/admin\/projects$/, read: "view", write: "admin", what: "create projects" },
-  { path: /^\/admin\/projects\/([^/]+)$/, find: "project", read: "view", write: "admin", what: "edit or delete projects" },
-  { path: /^\/admin\/projects\/([^/]+)\/(keys|workloads)$/, find: "project", read: "view", write: "operate", what: "change this" },
+  {
+    path: /^\/admin\/projects\/([^/]+)$/,
+    find: "project",
+    read: "view",
+    write: "admin",
+    what: "edit or delete projects",
+  },
+  {
+    path: /^\/admin\/projects\/([^/]+)\/(keys|workloads)$/,
+    find: "project",
+    read: "view",
+    write: "operate",
+    what: "change this",
+  },
   { path: /^\/admin\/keys\/([^/]+)$/, find: "key", read: "view", write: "operate", what: "change keys" },
-  { path: new RegExp(`^/admin/workloads/([^/]+)${BODIES}$`), find: "workload", read: "operate", write: "operate", what: "read captured bodies" },
-  { path: new RegExp(`^/admin/workloads/([^/]+)${OUTPUTS}$`), find: "workload", read: "operate", write: "operate", what: "read runtime logs or job results" },
-  { path: /^\/admin\/workloads\/([^/]+)(\/.*)?$/, find: "workload", read: "view", write: "operate", what: "change workloads" },
-  { path: new RegExp(`^/admin/requests/([^/]+)${BODIES}$`), find: "request", read: "operate", write: "operate", what: "read captured bodies" },
+  {
+    path: new RegExp(`^/admin/workloads/([^/]+)${BODIES}$`),
+    find: "workload",
+    read: "operate",
+    write: "operate",
+    what: "read captured bodies",
+  },
+  {
+    path: new RegExp(`^/admin/workloads/([^/]+)${OUTPUTS}$`),
+    find: "workload",
+    read: "operate",
+    write: "operate",
+    what: "read runtime logs or job results",
+  },
+  {
+    path: /^\/admin\/workloads\/([^/]+)(\/.*)?$/,
+    find: "workload",
+    read: "view",
+    write: "operate",
+    what: "change workloads",
+  },
+  {
+    path: new RegExp(`^/admin/requests/([^/]+)${BODIES}$`),
+    find: "request",
+    read: "operate",
+    write: "operate",
+    what: "read captured bodies",
+  },
   { path: /^\/admin\/requests\/([^/]+)(\/.*)?$/, find: "request", read: "view", write: "operate", what: "change this" },
   { path: /^\/admin\/jobs\/([^/]+)(\/.*)?$/, find: "job", read: "view", write: "operate", what: "change jobs" },
-  { path: /^\/admin\/assignments\/([^/]+)(\/retry)?$/, find: "assignment", read: "view", write: "operate", what: "change assignments" },
-  { path: /^\/admin\/webhooks\/([^/]+)(\/test)?$/, find: "webhook", read: "view", write: "operate", what: "change webhooks" },
-  { path: /^\/admin\/deliveries\/([^/]+)\/attempts$/, find: "delivery", read: "view", write: "operate", what: "change deliveries" },
-  { path: /^\/admin\/workers\/join-tokens(\/[^/]+)?$/, read: "admin", write: "admin", what: "manage join tokens (workers belong to the admin)" },
-  { path: /^\/admin\/workers(\/[^/]+)?$/, read: "view", write: "admin", what: "add, delete or open workers to projects" },
-  { path: /^\/admin\/models\/discover$/, read: "admin", write: "admin", what: "list the model files found on this machine (the machine is the admin's)" },
+  {
+    path: /^\/admin\/assignments\/([^/]+)(\/retry)?$/,
+    find: "assignment",
+    read: "view",
+    write: "operate",
+    what: "change assignments",
+  },
+  {
+    path: /^\/admin\/webhooks\/([^/]+)(\/test)?$/,
+    find: "webhook",
+    read: "view",
+    write: "operate",
+    what: "change webhooks",
+  },
+  {
+    path: /^\/admin\/deliveries\/([^/]+)\/attempts$/,
+    find: "delivery",
+    read: "view",
+    write: "operate",
+    what: "change deliveries",
+  },
+  {
+    path: /^\/admin\/workers\/join-tokens(\/[^/]+)?$/,
+    read: "admin",
+    write: "admin",
+    what: "manage join tokens (workers belong to the admin)",
+  },
+  {
+    path: /^\/admin\/workers(\/[^/]+)?$/,
+    read: "view",
+    write: "admin",
+    what: "add, delete or open workers to projects",
+  },
+  {
+    path: /^\/admin\/models\/discover$/,
+    read: "admin",
+    write: "admin",
+    what: "list the model files found on this machine (the machine is the admin's)",
+  },
   { path: /^\/admin\/models(\/.*)?$/, read: "view", write: "operate", what: "change models" },
   { path: /^\/admin\/users$/, read: "admin", write: "admin", what: "manage users" },
-  { path: /^\/admin\/users\/([^/]+)$/, read: "self", write: "self", methods: { DELETE: "admin" }, what: "manage other users" },
-  { path: /^\/admin\/users\/([^/]+)\/sessions(\/[^/]+)?$/, read: "self", write: "self", what: "manage other users' sessions" },
+  {
+    path: /^\/admin\/users\/([^/]+)$/,
+    read: "self",
+    write: "self",
+    methods: { DELETE: "admin" },
+    what: "manage other users",
+  },
+  {
+    path: /^\/admin\/users\/([^/]+)\/sessions(\/[^/]+)?$/,
+    read: "self",
+    write: "self",
+    what: "manage other users' sessions",
+  },
 ];
 
 /** The project a path's id belongs to (id and slug), or undefined when there is no such thing. */
 async function projectOf(db: Db, find: Find, id: string): Promise<{ id: string; slug: string } | undefined> {
   const p = { id: projects.id, slug: projects.slug };
   const viaWorkload = <T extends typeof webhooks | typeof assignments | typeof jobs>(t: T, idCol: T["id"]) =>
-    first(db.select(p).from(t).innerJoin(workloads, eq(workloads.id, t.workloadId)).innerJoin(projects, eq(projects.id, workloads.projectId)).where(eq(idCol, id)));
+    first(
+      db
+        .select(p)
+        .from(t)
+        .innerJoin(workloads, eq(workloads.id, t.workloadId))
+        .innerJoin(projects, eq(projects.id, workloads.projectId))
+        .where(eq(idCol, id)),
+    );
   switch (find) {
     case "project":
-      return first(db.select(p).from(projects).where(or(eq(projects.id, id), eq(projects.slug, id))));
+      return first(
+        db
+          .select(p)
+          .from(projects)
+          .where(or(eq(projects.id, id), eq(projects.slug, id))),
+      );
     case "workload":
-      return first(db.select(p).from(workloads).innerJoin(projects, eq(projects.id, workloads.projectId)).where(eq(workloads.id, id)));
+      return first(
+        db
+          .select(p)
+          .from(workloads)
+          .innerJoin(projects, eq(projects.id, workloads.projectId))
+          .where(eq(workloads.id, id)),
+      );
     case "key":
-      return first(db.select(p).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)));
+      return first(
+        db.select(p).from(apiKeys).innerJoin(projects, eq(projects.id, apiKeys.projectId)).where(eq(apiKeys.id, id)),
+      );
     case "request":
-      return first(db.select(p).from(requestLog).innerJoin(projects, eq(projects.id, requestLog.projectId)).where(eq(requestLog.id, id)));
+      return first(
+        db
+          .select(p)
+          .from(requestLog)
+          .innerJoin(projects, eq(projects.id, requestLog.projectId))
+          .where(eq(requestLog.id, id)),
+      );
     case "webhook":
       return viaWorkload(webhooks, webhooks.id);
     case "assignment":
@@ -122,7 +264,13 @@ async function projectOf(db: Db, find: Find, id: string): Promise<{ id: string; 
       return viaWorkload(jobs, jobs.id);
     case "delivery":
       return first(
-        db.select(p).from(deliveries).innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId)).innerJoin(workloads, eq(workloads.id, webhooks.workloadId)).innerJoin(projects, eq(projects.id, workloads.projectId)).where(eq(deliveries.id, id)),
+        db
+          .select(p)
+          .from(deliveries)
+          .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
+          .innerJoin(workloads, eq(workloads.id, webhooks.workloadId))
+          .innerJoin(projects, eq(projects.id, workloads.projectId))
+          .where(eq(deliveries.id, id)),
       );
   }
 }
@@ -130,8 +278,14 @@ async function projectOf(db: Db, find: Find, id: string): Promise<{ id: string; 
 /** 403 `forbidden_role`: what the role cannot do and who can. */
 function refused(role: Role, need: Need, what: string, project: string | undefined): AppError {
   const of = project ? ` of project "${project}"` : "";
-  if (need !== "operate") return new AppError(403, "forbidden_role", `your role (${role}) cannot ${what}; an admin can`);
-  if (what.startsWith("change")) return new AppError(403, "forbidden_role", `your role (${role}) can only look; an operator or admin${of} can change this`);
+  if (need !== "operate")
+    return new AppError(403, "forbidden_role", `your role (${role}) cannot ${what}; an admin can`);
+  if (what.startsWith("change"))
+    return new AppError(
+      403,
+      "forbidden_role",
+      `your role (${role}) can only look; an operator or admin${of} can change this`,
+    );
   return new AppError(403, "forbidden_role", `your role (${role}) cannot ${what}; an operator or admin${of} can`);
 }
 
@@ -143,7 +297,12 @@ function refused(role: Role, need: Need, what: string, project: string | undefin
 export async function authorize(db: Db, principal: Principal, method: string, path: string): Promise<void> {
   if (principal.role === "admin") return;
   const rule = RULES.find((r) => r.path.test(path));
-  if (!rule) throw new AppError(403, "forbidden_role", `your role (${principal.role}) cannot use ${method} ${path}; an admin can`);
+  if (!rule)
+    throw new AppError(
+      403,
+      "forbidden_role",
+      `your role (${principal.role}) cannot use ${method} ${path}; an admin can`,
+    );
   const reading = method === "GET" || method === "HEAD";
   const need = rule.methods?.[method] ?? (reading ? rule.read : rule.write);
   const group = rule.path.exec(path)?.[1];

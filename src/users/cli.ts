@@ -28,10 +28,22 @@ viewer (looks at their projects). A password is 12 characters or more.`;
 class UsageError extends Error {}
 
 /** The flag each request field comes from, to name it in errors. */
-const FLAG_OF: Record<string, string> = { email: "<email>", role: "--role", name: "--name", password: "--password-stdin", projects: "--project" };
+const FLAG_OF: Record<string, string> = {
+  email: "<email>",
+  role: "--role",
+  name: "--name",
+  password: "--password-stdin",
+  projects: "--project",
+};
 
 /** Options of a user command: positionals, `--role/--project/--name` values, and the switches. */
-function parse(args: string[]): { pos: string[]; opt: Record<string, string[]>; json: boolean; stdin: boolean; help: boolean } {
+function parse(args: string[]): {
+  pos: string[];
+  opt: Record<string, string[]>;
+  json: boolean;
+  stdin: boolean;
+  help: boolean;
+} {
   const out = { pos: [] as string[], opt: {} as Record<string, string[]>, json: false, stdin: false, help: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
@@ -39,8 +51,13 @@ function parse(args: string[]): { pos: string[]; opt: Record<string, string[]>; 
     else if (a === "--password-stdin") out.stdin = true;
     else if (a === "--help" || a === "-h") out.help = true;
     else if (a.startsWith("-")) {
-      const [name, inline] = a.includes("=") ? [a.slice(2, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a.slice(2), undefined];
-      if (!["role", "project", "name"].includes(name)) throw new UsageError(`unknown flag ${a}; user commands take --role, --project, --name, --password-stdin, --json`);
+      const [name, inline] = a.includes("=")
+        ? [a.slice(2, a.indexOf("=")), a.slice(a.indexOf("=") + 1)]
+        : [a.slice(2), undefined];
+      if (!["role", "project", "name"].includes(name))
+        throw new UsageError(
+          `unknown flag ${a}; user commands take --role, --project, --name, --password-stdin, --json`,
+        );
       const v = inline ?? args[++i];
       if (v === undefined) throw new UsageError(`--${name} needs a value`);
       (out.opt[name] ??= []).push(v);
@@ -50,7 +67,10 @@ function parse(args: string[]): { pos: string[]; opt: Record<string, string[]>; 
 }
 
 /** Validates with the API's schema, naming the flag of a refused field. */
-function check<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: unknown[] } } }, value: unknown): T {
+function check<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: unknown[] } } },
+  value: unknown,
+): T {
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const e = fromSchemaIssue("input", r.error.issues[0] as never);
@@ -59,7 +79,8 @@ function check<T>(schema: { safeParse(v: unknown): { success: true; data: T } | 
 }
 
 /** One user as a line of text. */
-const line = (u: UserView) => `${u.email} (${u.id}): ${u.role}${u.projects.length ? ` of ${u.projects.join(", ")}` : ""}`;
+const line = (u: UserView) =>
+  `${u.email} (${u.id}): ${u.role}${u.projects.length ? ` of ${u.projects.join(", ")}` : ""}`;
 
 /** What a verb gets: positionals, the user fields from flags, the password from stdin, and --json. */
 interface VerbInput {
@@ -72,7 +93,10 @@ interface VerbInput {
 /** Each verb on an open store; returns what to print. */
 const verbs: Record<string, (db: Db, a: VerbInput) => Promise<string>> = {
   async add(db, { pos, fields, password, json }) {
-    if (pos.length !== 1) throw new UsageError("usage: inferd user add <email> --role admin|operator|viewer [--project P]... [--name N] [--password-stdin]");
+    if (pos.length !== 1)
+      throw new UsageError(
+        "usage: inferd user add <email> --role admin|operator|viewer [--project P]... [--name N] [--password-stdin]",
+      );
     if (!fields.role) throw new UsageError("--role: user add needs --role admin, operator or viewer");
     const generated = password === undefined ? generatePassword() : undefined;
     const u = await createUser(db, check(UserCreate, { email: pos[0], ...fields, password: password ?? generated }));
@@ -83,12 +107,17 @@ const verbs: Record<string, (db: Db, a: VerbInput) => Promise<string>> = {
     if (pos.length) throw new UsageError("usage: inferd user list [--json]");
     const list = await listUsers(db);
     if (json) return JSON.stringify(list);
-    return table(list.map((u) => ({ ...u, projects: u.projects.join(",") || "-", last_sign_in: u.last_sign_in_at ?? "never" })), ["id", "email", "name", "role", "projects", "source", "sessions", "last_sign_in"]);
+    return table(
+      list.map((u) => ({ ...u, projects: u.projects.join(",") || "-", last_sign_in: u.last_sign_in_at ?? "never" })),
+      ["id", "email", "name", "role", "projects", "source", "sessions", "last_sign_in"],
+    );
   },
   async set(db, { pos, fields, password, json }) {
-    if (pos.length !== 1) throw new UsageError("usage: inferd user set <email> [--role R] [--project P]... [--name N] [--password-stdin]");
+    if (pos.length !== 1)
+      throw new UsageError("usage: inferd user set <email> [--role R] [--project P]... [--name N] [--password-stdin]");
     const patch = check(UserPatch, { ...fields, password });
-    if (!Object.values(patch).some((v) => v !== undefined)) throw new UsageError("user set needs something to change: --role, --project, --name or --password-stdin");
+    if (!Object.values(patch).some((v) => v !== undefined))
+      throw new UsageError("user set needs something to change: --role, --project, --name or --password-stdin");
     const u = await updateUser(db, (await resolveUser(db, pos[0])).id, patch);
     return json ? JSON.stringify(u) : `changed ${line(u)}`;
   },
@@ -104,7 +133,13 @@ const verbs: Record<string, (db: Db, a: VerbInput) => Promise<string>> = {
  * `inferd user …`; returns the exit code (2: wrong usage, 1: refused, e.g. a taken e-mail).
  * `readStdin` gives the password for `--password-stdin` (standard input by default).
  */
-export async function userCommand(config: Config, args: string[], out: (s: string) => void, err: (s: string) => void, readStdin: () => Promise<string> = () => Bun.stdin.text()): Promise<number> {
+export async function userCommand(
+  config: Config,
+  args: string[],
+  out: (s: string) => void,
+  err: (s: string) => void,
+  readStdin: () => Promise<string> = () => Bun.stdin.text(),
+): Promise<number> {
   const [verb, ...rest] = args;
   try {
     const { pos, opt, json, stdin, help } = parse(rest);

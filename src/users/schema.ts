@@ -6,7 +6,11 @@ export const Role = z.enum(["admin", "operator", "viewer"]);
 export type Role = z.infer<typeof Role>;
 
 /** An e-mail address as accepted from people (the service keeps it lower-cased). */
-const Email = z.string().trim().max(320).regex(/^[^\s@]+@[^\s@]+$/, "must be an e-mail address");
+const Email = z
+  .string()
+  .trim()
+  .max(320)
+  .regex(/^[^\s@]+@[^\s@]+$/, "must be an e-mail address");
 /** A new password: 12 characters at least. */
 const Password = z.string().min(12, "must be at least 12 characters").max(1000);
 /** Project slugs a user belongs to. */

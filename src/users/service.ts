@@ -39,12 +39,26 @@ export const liveSession = (s: { expiresAt: string; lastSeenAt: string | null; c
 
 /** The views of some users (all when `ids` is not given), with their projects and live sessions. */
 async function views(db: Db, ids?: string[]): Promise<UserView[]> {
-  const rows = await db.select().from(users).where(ids ? inArray(users.id, ids) : undefined).orderBy(asc(users.email));
+  const rows = await db
+    .select()
+    .from(users)
+    .where(ids ? inArray(users.id, ids) : undefined)
+    .orderBy(asc(users.email));
   if (!rows.length) return [];
   const only = ids ? inArray(projectMembers.userId, ids) : undefined;
-  const members = await db.select({ userId: projectMembers.userId, slug: projects.slug }).from(projectMembers).innerJoin(projects, eq(projects.id, projectMembers.projectId)).where(only).orderBy(asc(projects.slug));
+  const members = await db
+    .select({ userId: projectMembers.userId, slug: projects.slug })
+    .from(projectMembers)
+    .innerJoin(projects, eq(projects.id, projectMembers.projectId))
+    .where(only)
+    .orderBy(asc(projects.slug));
   const live = await db
-    .select({ userId: sessions.userId, expiresAt: sessions.expiresAt, lastSeenAt: sessions.lastSeenAt, createdAt: sessions.createdAt })
+    .select({
+      userId: sessions.userId,
+      expiresAt: sessions.expiresAt,
+      lastSeenAt: sessions.lastSeenAt,
+      createdAt: sessions.createdAt,
+    })
     .from(sessions)
     .where(and(ids ? inArray(sessions.userId, ids) : isNotNull(sessions.userId), gt(sessions.expiresAt, nowIso())));
   const now = Date.now();
@@ -79,7 +93,12 @@ export async function findUserByEmail(db: Db, email: string): Promise<UserRecord
 
 /** A user by id or e-mail, or 404 (the CLI names users by e-mail). */
 export async function resolveUser(db: Db, idOrEmail: string): Promise<UserRecord> {
-  const u = await first(db.select().from(users).where(or(eq(users.id, idOrEmail), eq(users.email, idOrEmail.trim().toLowerCase()))));
+  const u = await first(
+    db
+      .select()
+      .from(users)
+      .where(or(eq(users.id, idOrEmail), eq(users.email, idOrEmail.trim().toLowerCase()))),
+  );
   if (!u) throw notFound(`user "${idOrEmail}"`);
   return u;
 }
@@ -87,7 +106,10 @@ export async function resolveUser(db: Db, idOrEmail: string): Promise<UserRecord
 /** Project ids of slugs (or ids); 400 at `projects` naming the first unknown one. */
 async function projectIdsOf(db: Db, refs: string[]): Promise<string[]> {
   if (!refs.length) return [];
-  const found = await db.select({ id: projects.id, slug: projects.slug }).from(projects).where(or(inArray(projects.slug, refs), inArray(projects.id, refs)));
+  const found = await db
+    .select({ id: projects.id, slug: projects.slug })
+    .from(projects)
+    .where(or(inArray(projects.slug, refs), inArray(projects.id, refs)));
   const ids = refs.map((r) => found.find((p) => p.slug === r || p.id === r)?.id);
   const unknown = refs.find((_, i) => !ids[i]);
   if (unknown !== undefined) throw validation("projects", `there is no project "${unknown}"`);
@@ -107,19 +129,47 @@ const AUDITED = ["email", "name", "role", "projects", "source", "password"];
  * Creates a user; 409 `email_taken` when the e-mail has a user, 400 at `projects` for an unknown
  * project. `actor` may be given the new id (a user made by signing in is the one acting).
  */
-export async function createUser(db: Db, input: UserCreate, oidc?: { issuer: string; subject: string }, actor?: Actor | ((id: string) => Actor)): Promise<UserView> {
+export async function createUser(
+  db: Db,
+  input: UserCreate,
+  oidc?: { issuer: string; subject: string },
+  actor?: Actor | ((id: string) => Actor),
+): Promise<UserView> {
   const email = input.email.trim().toLowerCase();
-  if (await findUserByEmail(db, email)) throw conflict(`a user with the e-mail "${email}" exists`, "email_taken", "email");
+  if (await findUserByEmail(db, email))
+    throw conflict(`a user with the e-mail "${email}" exists`, "email_taken", "email");
   const projectIds = await projectIdsOf(db, input.projects ?? []);
   const now = nowIso();
   const id = newId("usr");
   const passwordHash = input.password ? await hashPassword(input.password) : null;
   await batch(db, [
-    db.insert(users).values({ id, email, name: input.name ?? "", role: input.role, passwordHash, oidcIssuer: oidc?.issuer ?? null, oidcSubject: oidc?.subject ?? null, createdAt: now, updatedAt: now }),
+    db.insert(users).values({
+      id,
+      email,
+      name: input.name ?? "",
+      role: input.role,
+      passwordHash,
+      oidcIssuer: oidc?.issuer ?? null,
+      oidcSubject: oidc?.subject ?? null,
+      createdAt: now,
+      updatedAt: now,
+    }),
     ...projectIds.map((projectId) => db.insert(projectMembers).values({ userId: id, projectId, createdAt: now })),
   ]);
-  const shown = { email, name: input.name ?? "", role: input.role, projects: input.projects ?? [], source: oidc ? "oidc" : "local" };
-  await audit(db, "user.create", { type: "user", id, label: email, projectId: null }, fieldsOf(shown, AUDITED.slice(0, 5)), typeof actor === "function" ? actor(id) : actor);
+  const shown = {
+    email,
+    name: input.name ?? "",
+    role: input.role,
+    projects: input.projects ?? [],
+    source: oidc ? "oidc" : "local",
+  };
+  await audit(
+    db,
+    "user.create",
+    { type: "user", id, label: email, projectId: null },
+    fieldsOf(shown, AUDITED.slice(0, 5)),
+    typeof actor === "function" ? actor(id) : actor,
+  );
   return getUser(db, id);
 }
 
@@ -128,16 +178,34 @@ export async function createUser(db: Db, input: UserCreate, oidc?: { issuer: str
  * changed). A new password ends the user's other sessions (all but `keepSession`, the public id of
  * the session making the change, when it is theirs).
  */
-export async function updateUser(db: Db, id: string, patch: UserPatch, keepSession: string | null = null): Promise<UserView> {
+export async function updateUser(
+  db: Db,
+  id: string,
+  patch: UserPatch,
+  keepSession: string | null = null,
+): Promise<UserView> {
   const current = await resolveUser(db, id);
   const before = await getUser(db, current.id);
   const projectIds = patch.projects ? await projectIdsOf(db, patch.projects) : undefined;
   const passwordHash = patch.password ? await hashPassword(patch.password) : undefined;
   const now = nowIso();
   await batch(db, [
-    db.update(users).set({ name: patch.name ?? current.name, role: patch.role ?? current.role, passwordHash: passwordHash ?? current.passwordHash, updatedAt: now }).where(eq(users.id, current.id)),
+    db
+      .update(users)
+      .set({
+        name: patch.name ?? current.name,
+        role: patch.role ?? current.role,
+        passwordHash: passwordHash ?? current.passwordHash,
+        updatedAt: now,
+      })
+      .where(eq(users.id, current.id)),
     ...(projectIds
-      ? [db.delete(projectMembers).where(eq(projectMembers.userId, current.id)), ...projectIds.map((projectId) => db.insert(projectMembers).values({ userId: current.id, projectId, createdAt: now }))]
+      ? [
+          db.delete(projectMembers).where(eq(projectMembers.userId, current.id)),
+          ...projectIds.map((projectId) =>
+            db.insert(projectMembers).values({ userId: current.id, projectId, createdAt: now }),
+          ),
+        ]
       : []),
   ]);
   if (passwordHash) {
@@ -146,16 +214,30 @@ export async function updateUser(db: Db, id: string, patch: UserPatch, keepSessi
     if (ended.length) await db.delete(sessions).where(inArray(sessions.hash, ended));
   }
   const after = await getUser(db, current.id);
-  const diff = diffOf({ ...before, password: current.passwordHash }, { ...after, password: passwordHash ?? current.passwordHash }, AUDITED);
-  if (Object.keys(diff).length) await audit(db, "user.update", { type: "user", id: current.id, label: current.email, projectId: null }, diff);
+  const diff = diffOf(
+    { ...before, password: current.passwordHash },
+    { ...after, password: passwordHash ?? current.passwordHash },
+    AUDITED,
+  );
+  if (Object.keys(diff).length)
+    await audit(db, "user.update", { type: "user", id: current.id, label: current.email, projectId: null }, diff);
   return after;
 }
 
 /** Removes a user; their sessions end at once. */
 export async function deleteUser(db: Db, id: string): Promise<void> {
   const u = await resolveUser(db, id);
-  await batch(db, [db.delete(sessions).where(eq(sessions.userId, u.id)), db.delete(projectMembers).where(eq(projectMembers.userId, u.id)), db.delete(users).where(eq(users.id, u.id))]);
-  await audit(db, "user.delete", { type: "user", id: u.id, label: u.email, projectId: null }, { email: u.email, role: u.role });
+  await batch(db, [
+    db.delete(sessions).where(eq(sessions.userId, u.id)),
+    db.delete(projectMembers).where(eq(projectMembers.userId, u.id)),
+    db.delete(users).where(eq(users.id, u.id)),
+  ]);
+  await audit(
+    db,
+    "user.delete",
+    { type: "user", id: u.id, label: u.email, projectId: null },
+    { email: u.email, role: u.role },
+  );
 }
 
 /** A hash to verify against when the e-mail is unknown, so a wrong e-mail takes as long as a wrong password. */
@@ -173,4 +255,3 @@ export async function checkPassword(db: Db, email: string, password: string): Pr
   await db.update(users).set({ lastSignInAt }).where(eq(users.id, u.id));
   return { ...u, lastSignInAt };
 }
-

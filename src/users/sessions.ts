@@ -27,11 +27,23 @@ export interface SessionView {
 /** The user's live sessions, newest first; `current` marks the one asking (its `ses_` id). */
 export async function userSessions(db: Db, userId: string, currentId: string | null): Promise<SessionView[]> {
   const u = await resolveUser(db, userId);
-  const rows = await db.select().from(sessions).where(and(eq(sessions.userId, u.id), gt(sessions.expiresAt, nowIso()))).orderBy(desc(sessions.createdAt));
+  const rows = await db
+    .select()
+    .from(sessions)
+    .where(and(eq(sessions.userId, u.id), gt(sessions.expiresAt, nowIso())))
+    .orderBy(desc(sessions.createdAt));
   const now = Date.now();
   return rows
     .filter((r) => liveSession(r, now))
-    .map((r) => ({ id: sessionIdOf(r.hash), method: r.method, user_agent: r.userAgent, created_at: r.createdAt, last_seen_at: r.lastSeenAt, expires_at: r.expiresAt, current: sessionIdOf(r.hash) === currentId }));
+    .map((r) => ({
+      id: sessionIdOf(r.hash),
+      method: r.method,
+      user_agent: r.userAgent,
+      created_at: r.createdAt,
+      last_seen_at: r.lastSeenAt,
+      expires_at: r.expiresAt,
+      current: sessionIdOf(r.hash) === currentId,
+    }));
 }
 
 /** Ends one session of the user (by its `ses_` id); 404 when the user has no such session. */

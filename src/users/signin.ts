@@ -27,7 +27,9 @@ const MAX_KEYS = 10_000;
 /** The 429 `too_many_attempts` of a wait of `ms`, in whole seconds (at least 1). */
 function tooMany(ms: number): AppError {
   const seconds = Math.max(1, Math.ceil(ms / 1000));
-  return new AppError(429, "too_many_attempts", `too many failed sign-ins; try again in ${seconds} seconds`, { "retry-after": String(seconds) });
+  return new AppError(429, "too_many_attempts", `too many failed sign-ins; try again in ${seconds} seconds`, {
+    "retry-after": String(seconds),
+  });
 }
 
 /** Failed sign-ins per key (a client address) in a sliding window, and tries under way per key, with an injected clock. */
@@ -53,7 +55,10 @@ export class SignInLimiter {
    */
   check(keys: string[], elsewhere: number[] = []): void {
     let wait = 0;
-    for (const [list, busy] of [...keys.map((key) => [this.recent(key), this.underWay.get(key) ?? 0] as const), [elsewhere, 0] as const]) {
+    for (const [list, busy] of [
+      ...keys.map((key) => [this.recent(key), this.underWay.get(key) ?? 0] as const),
+      [elsewhere, 0] as const,
+    ]) {
       if (list.length >= MAX_FAILURES) wait = Math.max(wait, list[list.length - MAX_FAILURES] + WINDOW_MS - this.now());
       // Tries under way fill the rest: the next may go once they are answered.
       else if (list.length + busy >= MAX_FAILURES) wait = Math.max(wait, 1000);
@@ -103,7 +108,10 @@ export interface SignInClient {
 }
 
 /** The client of a request as this server saw it (the address null when unknown, e.g. over the TLS port). */
-export function clientOf(server: { requestIP(r: Request): { address: string } | null } | null, request: Request): SignInClient {
+export function clientOf(
+  server: { requestIP(r: Request): { address: string } | null } | null,
+  request: Request,
+): SignInClient {
   let address: string | null = null;
   try {
     address = server?.requestIP(request)?.address ?? null;
@@ -116,7 +124,12 @@ export function clientOf(server: { requestIP(r: Request): { address: string } | 
  * then in the store) before the password is checked, so tries beyond the limit get 429 without
  * costing a hash; a wrong e-mail or password is 401 `invalid_credentials`, counted and audited.
  */
-export async function verifyPassword(db: Db, email: string, password: string, client: SignInClient): Promise<UserRecord> {
+export async function verifyPassword(
+  db: Db,
+  email: string,
+  password: string,
+  client: SignInClient,
+): Promise<UserRecord> {
   const limiter = limiterOf(db);
   const address = email.trim().toLowerCase();
   const ipKeys = client.address ? [`ip:${client.address}`] : [];
@@ -128,7 +141,13 @@ export async function verifyPassword(db: Db, email: string, password: string, cl
     const user = await checkPassword(db, address, password);
     if (user) return user;
     limiter.fail(ipKeys);
-    await audit(db, "session.denied", { type: "session" }, { email: address.slice(0, 320) }, { type: "anonymous", label: deniedLabel(address) });
+    await audit(
+      db,
+      "session.denied",
+      { type: "session" },
+      { email: address.slice(0, 320) },
+      { type: "anonymous", label: deniedLabel(address) },
+    );
     throw unauthorized("invalid_credentials", "the e-mail or password is wrong");
   } finally {
     limiter.end(keys);
@@ -142,15 +161,30 @@ export async function verifyPassword(db: Db, email: string, password: string, cl
  */
 async function countTry(db: Db, limiter: SignInLimiter, address: string): Promise<void> {
   limiter.check([], await triesOf(db, address, MAX_FAILURES));
-  await audit(db, "session.attempt", { type: "session" }, { email: address.slice(0, 320) }, { type: "anonymous", label: attemptLabel(address) });
+  await audit(
+    db,
+    "session.attempt",
+    { type: "session" },
+    { email: address.slice(0, 320) },
+    { type: "anonymous", label: attemptLabel(address) },
+  );
   // Among the latest tries (this one's included), those before the newest: a full list refuses.
   limiter.check([], (await triesOf(db, address, MAX_FAILURES + 1)).slice(0, -1));
 }
 
 /** Signs a local user in: `verifyPassword`, then a session. */
-export async function signInWithPassword(deps: AuthDeps, email: string, password: string, client: SignInClient): Promise<{ id: string; maxAgeSeconds: number }> {
+export async function signInWithPassword(
+  deps: AuthDeps,
+  email: string,
+  password: string,
+  client: SignInClient,
+): Promise<{ id: string; maxAgeSeconds: number }> {
   const user = await verifyPassword(deps.db, email, password, client);
-  return openSession(deps, { method: "password", user: { id: user.id, email: user.email }, userAgent: client.userAgent });
+  return openSession(deps, {
+    method: "password",
+    user: { id: user.id, email: user.email },
+    userAgent: client.userAgent,
+  });
 }
 
 /**
@@ -159,10 +193,17 @@ export async function signInWithPassword(deps: AuthDeps, email: string, password
  * is checked within the sign-in limits: missing is 400 at `current_password`, wrong 403
  * `wrong_current_password` (not 401, which would read as a lost session).
  */
-export async function confirmOwnPassword(db: Db, who: { userId: string | null }, target: UserRecord, current: string | undefined, client: SignInClient): Promise<void> {
+export async function confirmOwnPassword(
+  db: Db,
+  who: { userId: string | null },
+  target: UserRecord,
+  current: string | undefined,
+  client: SignInClient,
+): Promise<void> {
   if (who.userId === null || who.userId !== target.id) return;
   if (!current) throw validation("current_password", "your current password is needed to change your own password");
-  if (!target.passwordHash) throw wrongCurrent("you have no password yet (you sign in with single sign-on); an admin can set one");
+  if (!target.passwordHash)
+    throw wrongCurrent("you have no password yet (you sign in with single sign-on); an admin can set one");
   try {
     await verifyPassword(db, target.email, current, client);
   } catch (e) {
@@ -190,13 +231,22 @@ async function triesOf(db: Db, address: string, limit: number, now = Date.now())
   const rows = await db
     .select({ at: auditLog.at })
     .from(auditLog)
-    .where(and(gt(auditLog.at, since), eq(auditLog.action, "session.attempt"), eq(auditLog.actorLabel, attemptLabel(address))))
+    .where(
+      and(
+        gt(auditLog.at, since),
+        eq(auditLog.action, "session.attempt"),
+        eq(auditLog.actorLabel, attemptLabel(address)),
+      ),
+    )
     .orderBy(desc(auditLog.at))
     .limit(limit);
   return rows.map((r) => Date.parse(r.at)).reverse();
 }
 
 /** `GET /admin/session/methods`: the ways of signing in (password always; single sign-on when configured). */
-export function signInMethods(config: Parameters<typeof oidcMethod>[0]): { password: true; oidc: ReturnType<typeof oidcMethod> } {
+export function signInMethods(config: Parameters<typeof oidcMethod>[0]): {
+  password: true;
+  oidc: ReturnType<typeof oidcMethod>;
+} {
   return { password: true, oidc: oidcMethod(config) };
 }

@@ -7,7 +7,13 @@ import { AppError } from "../errors";
 import { SETTINGS } from "../config";
 import { AddressRefused, checkUrl, resolveAllowed, type AddressPolicy, type Resolved } from "../../agent/net/address";
 
-export { isAllowedAddress, makeResolver, type AddressPolicy, type Resolve, type Resolved } from "../../agent/net/address";
+export {
+  isAllowedAddress,
+  makeResolver,
+  type AddressPolicy,
+  type Resolve,
+  type Resolved,
+} from "../../agent/net/address";
 
 /** A webhook URL or host that is refused; 400 `invalid_webhook_url` with the reason. */
 export const refused = (message: string) => new AppError(400, "invalid_webhook_url", message);
@@ -39,7 +45,16 @@ export async function resolveChecked(url: URL, policy: AddressPolicy): Promise<R
     return await resolveAllowed(url, policy);
   } catch (e) {
     if (!(e instanceof AddressRefused)) throw e;
-    const privateOnly = !policy.allowPrivate && (await resolveAllowed(url, { resolve: policy.resolve, allowPrivate: true }).then(() => true, () => false));
-    throw refused(privateOnly ? `${e.message}; receivers on LAN or loopback addresses are allowed only with ${ALLOW_PRIVATE}` : e.message);
+    const privateOnly =
+      !policy.allowPrivate &&
+      (await resolveAllowed(url, { resolve: policy.resolve, allowPrivate: true }).then(
+        () => true,
+        () => false,
+      ));
+    throw refused(
+      privateOnly
+        ? `${e.message}; receivers on LAN or loopback addresses are allowed only with ${ALLOW_PRIVATE}`
+        : e.message,
+    );
   }
 }

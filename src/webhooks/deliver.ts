@@ -12,7 +12,9 @@ export { DEFAULT_SCHEDULE_MS, parseSchedule } from "./schedule";
 
 /** Deliveries of a workload whose `jobs` toggle is off are held (the toggle map is JSON text). */
 const jobsOn = (db: Db) =>
-  db.engine === "postgres" ? sql`coalesce((${workloads.endpoints}::jsonb ->> 'jobs')::boolean, true)` : sql`coalesce(json_extract(${workloads.endpoints}, '$.jobs'), 1) != 0`;
+  db.engine === "postgres"
+    ? sql`coalesce((${workloads.endpoints}::jsonb ->> 'jobs')::boolean, true)`
+    : sql`coalesce(json_extract(${workloads.endpoints}, '$.jobs'), 1) != 0`;
 
 /** How the delivery loop sends. */
 export interface DeliveryOptions {
@@ -66,7 +68,11 @@ export class DeliveryLoop {
   ) {
     this.clock = opts.clock ?? realClock;
     this.post = opts.post ?? postWebhook;
-    this.looks = new SerialRunner(() => this.look(), { every: opts.tickMs ?? 1000, clock: this.clock, onError: (e) => log.warn("could not look for due webhook deliveries", e) });
+    this.looks = new SerialRunner(() => this.look(), {
+      every: opts.tickMs ?? 1000,
+      clock: this.clock,
+      onError: (e) => log.warn("could not look for due webhook deliveries", e),
+    });
   }
 
   /** Starts looking for due deliveries (again, after `standBy`). */
@@ -86,7 +92,9 @@ export class DeliveryLoop {
     const next = (
       await first(
         this.db
-          .select({ at: sql<number | null>`min(${deliveries.nextAttemptAt})`.mapWith((v) => (v === null ? null : Number(v))) })
+          .select({
+            at: sql<number | null>`min(${deliveries.nextAttemptAt})`.mapWith((v) => (v === null ? null : Number(v))),
+          })
           .from(deliveries)
           .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
           .innerJoin(workloads, eq(workloads.id, jobs.workloadId))
@@ -131,7 +139,11 @@ export class DeliveryLoop {
   private async attempt(id: string): Promise<void> {
     const row = await first(
       this.db
-        .select({ d: deliveries, job: { id: jobs.id, kind: jobs.kind, batchId: jobs.batchId, context: jobs.context, data: jobs.data }, hook: { url: webhooks.url, secret: webhooks.secret } })
+        .select({
+          d: deliveries,
+          job: { id: jobs.id, kind: jobs.kind, batchId: jobs.batchId, context: jobs.context, data: jobs.data },
+          hook: { url: webhooks.url, secret: webhooks.secret },
+        })
         .from(deliveries)
         .innerJoin(jobs, eq(jobs.id, deliveries.jobId))
         .innerJoin(webhooks, eq(webhooks.id, deliveries.webhookId))
@@ -142,8 +154,16 @@ export class DeliveryLoop {
     if (!row || row.d.state !== "pending" || (row.d.nextAttemptAt ?? 0) > this.clock.now() || !row.job.data) return;
     // A batch's end event rides on a job row of its own kind (src/batches/finish.ts).
     const batchId = row.job.kind === BATCH_EVENT_KIND ? row.job.batchId : null;
-    const body = batchId ? batchDeliveryBody(row.d.event, batchId, row.job.data) : deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);
-    const headers = deliveryHeaders({ secret: row.hook.secret, event: batchId ? "batch" : "job", ...(batchId ? { batchId } : { jobId: row.job.id }), messageId: `msg_${row.d.id}`, body });
+    const body = batchId
+      ? batchDeliveryBody(row.d.event, batchId, row.job.data)
+      : deliveryBody(row.d.event, row.job.id, row.job.context, row.job.data);
+    const headers = deliveryHeaders({
+      secret: row.hook.secret,
+      event: batchId ? "batch" : "job",
+      ...(batchId ? { batchId } : { jobId: row.job.id }),
+      messageId: `msg_${row.d.id}`,
+      body,
+    });
     const result = await this.post(row.hook.url, body, headers, this.opts.policy, this.opts.ca);
     if (this.stopped && !result.ok) return; // shutting down: the attempt is repeated after restart
     await this.record(row.d, result);
@@ -175,7 +195,10 @@ export class DeliveryLoop {
         })
         .where(still),
     ]);
-    if (terminal) log.warn(`delivery ${d.id} of job ${d.jobId} is terminal after ${n} attempts: ${r.error ?? `HTTP ${r.status_code}`}`);
+    if (terminal)
+      log.warn(
+        `delivery ${d.id} of job ${d.jobId} is terminal after ${n} attempts: ${r.error ?? `HTTP ${r.status_code}`}`,
+      );
   }
 
   /** Stops sending; attempts in flight finish (a failure is not recorded, so it is retried after restart). */

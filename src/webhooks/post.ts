@@ -32,9 +32,19 @@ export function caBundle(extraFile: string | undefined): string[] | undefined {
  * connects to exactly that address (no second lookup) with TLS verified for the host name. Redirects
  * are not followed; no answer within 3 s is a failure. Never throws.
  */
-export async function postWebhook(rawUrl: string, body: string, headers: Record<string, string>, policy: AddressPolicy, ca: string[] | undefined, timeoutMs = RECEIVER_TIMEOUT_MS): Promise<PostResult> {
+export async function postWebhook(
+  rawUrl: string,
+  body: string,
+  headers: Record<string, string>,
+  policy: AddressPolicy,
+  ca: string[] | undefined,
+  timeoutMs = RECEIVER_TIMEOUT_MS,
+): Promise<PostResult> {
   const started = performance.now();
-  const done = (r: Omit<PostResult, "duration_ms">): PostResult => ({ ...r, duration_ms: Math.round(performance.now() - started) });
+  const done = (r: Omit<PostResult, "duration_ms">): PostResult => ({
+    ...r,
+    duration_ms: Math.round(performance.now() - started),
+  });
   let url: URL;
   let target: { address: string; family: 4 | 6 };
   try {
@@ -62,7 +72,9 @@ export async function postWebhook(rawUrl: string, body: string, headers: Record<
         ...(ca ? { ca } : {}),
         agent: false,
         lookup: (_host: string, opts: { all?: boolean }, cb: (...args: unknown[]) => void) =>
-          opts?.all ? cb(null, [{ address: target.address, family: target.family }]) : cb(null, target.address, target.family),
+          opts?.all
+            ? cb(null, [{ address: target.address, family: target.family }])
+            : cb(null, target.address, target.family),
       } as never,
       (res) => {
         const chunks: Buffer[] = [];
@@ -73,7 +85,12 @@ export async function postWebhook(rawUrl: string, body: string, headers: Record<
         });
         res.on("end", () => {
           const status = res.statusCode ?? 0;
-          finish({ ok: status >= 200 && status < 300, status_code: status, body: Buffer.concat(chunks).toString("utf8").slice(0, KEEP_BODY), error: status >= 300 && status < 400 ? `redirect to ${res.headers.location ?? "?"} not followed` : null });
+          finish({
+            ok: status >= 200 && status < 300,
+            status_code: status,
+            body: Buffer.concat(chunks).toString("utf8").slice(0, KEEP_BODY),
+            error: status >= 300 && status < 400 ? `redirect to ${res.headers.location ?? "?"} not followed` : null,
+          });
         });
         res.on("error", (e) => finish({ ok: false, status_code: res.statusCode ?? null, body: "", error: e.message }));
       },

@@ -34,7 +34,10 @@ export function deliveryPolicy(config: Pick<Config, "webhookRetrySchedule" | "al
     /** Attempts before a delivery is terminal: the first and one per delay. */
     attempts: delays.length + 1,
     allow_private_webhooks: config.allowPrivateWebhooks,
-    flags: { retry_schedule: SETTINGS.webhookRetrySchedule.flag, allow_private_webhooks: SETTINGS.allowPrivateWebhooks.flag },
+    flags: {
+      retry_schedule: SETTINGS.webhookRetrySchedule.flag,
+      allow_private_webhooks: SETTINGS.allowPrivateWebhooks.flag,
+    },
     /**
      * The signing secret is stored in plain text in the store (HMAC signing needs the secret itself,
      * a hash would not do), readable by whoever can read the data dir or the database; the API shows
@@ -50,25 +53,63 @@ const WebhookCreate = z.strictObject({ url: z.string().min(1).max(2048) });
 export const webhookRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get("/webhooks/delivery", () => deliveryPolicy(deps.config), {
-      detail: { summary: "How deliveries go now: the retry schedule and private-receiver rule in force (including a change on the Settings page), and how signing secrets are kept (plain text, shown once)" },
+      detail: {
+        summary:
+          "How deliveries go now: the retry schedule and private-receiver rule in force (including a change on the Settings page), and how signing secrets are kept (plain text, shown once)",
+      },
     })
-    .post("/workloads/:id/webhooks", async ({ params, body, set }) => {
-      const w = await resolveWorkload(deps.db, params.id);
-      const hook = await addWebhook(deps.db, w.id, body.url, deps.webhooks.policy);
-      set.status = 201;
-      return hook;
-    }, { ...jsonBody(WebhookCreate), detail: { summary: "Add a webhook destination (https, public address); the secret is shown once" } })
-    .get("/workloads/:id/webhooks", async ({ params }) => listWebhooks(deps.db, (await resolveWorkload(deps.db, params.id)).id), {
-      detail: { summary: "A workload's destinations (secret prefix only)" },
+    .post(
+      "/workloads/:id/webhooks",
+      async ({ params, body, set }) => {
+        const w = await resolveWorkload(deps.db, params.id);
+        const hook = await addWebhook(deps.db, w.id, body.url, deps.webhooks.policy);
+        set.status = 201;
+        return hook;
+      },
+      {
+        ...jsonBody(WebhookCreate),
+        detail: { summary: "Add a webhook destination (https, public address); the secret is shown once" },
+      },
+    )
+    .get(
+      "/workloads/:id/webhooks",
+      async ({ params }) => listWebhooks(deps.db, (await resolveWorkload(deps.db, params.id)).id),
+      {
+        detail: { summary: "A workload's destinations (secret prefix only)" },
+      },
+    )
+    .delete("/webhooks/:id", ({ params }) => deleteWebhook(deps.db, params.id), {
+      detail: { summary: "Remove a destination" },
     })
-    .delete("/webhooks/:id", ({ params }) => deleteWebhook(deps.db, params.id), { detail: { summary: "Remove a destination" } })
-    .post("/webhooks/:id/test", async ({ params }) => {
-      const hook = await webhookRow(deps.db, params.id);
-      const body = JSON.stringify({ event: "ping", ts: new Date().toISOString(), webhook_id: hook.id, workload_id: hook.workloadId });
-      const headers = deliveryHeaders({ secret: hook.secret, event: "ping", messageId: `ping_${randomUUID()}`, body });
-      return postWebhook(hook.url, body, headers, deps.webhooks.policy, deps.webhooks.ca);
-    }, { parse: "none", detail: { summary: "Send a signed ping and answer with what the receiver returned" } })
-    .get("/deliveries/:id/attempts", async ({ params }) =>
-      (await deps.db.select().from(deliveryAttempts).where(eq(deliveryAttempts.deliveryId, params.id)).orderBy(asc(deliveryAttempts.n)))
-        .map((a) => ({ n: a.n, at: a.at, status_code: a.statusCode, error: a.error, duration_ms: a.durationMs })),
-    { detail: { summary: "Every attempt of one delivery" } });
+    .post(
+      "/webhooks/:id/test",
+      async ({ params }) => {
+        const hook = await webhookRow(deps.db, params.id);
+        const body = JSON.stringify({
+          event: "ping",
+          ts: new Date().toISOString(),
+          webhook_id: hook.id,
+          workload_id: hook.workloadId,
+        });
+        const headers = deliveryHeaders({
+          secret: hook.secret,
+          event: "ping",
+          messageId: `ping_${randomUUID()}`,
+          body,
+        });
+        return postWebhook(hook.url, body, headers, deps.webhooks.policy, deps.webhooks.ca);
+      },
+      { parse: "none", detail: { summary: "Send a signed ping and answer with what the receiver returned" } },
+    )
+    .get(
+      "/deliveries/:id/attempts",
+      async ({ params }) =>
+        (
+          await deps.db
+            .select()
+            .from(deliveryAttempts)
+            .where(eq(deliveryAttempts.deliveryId, params.id))
+            .orderBy(asc(deliveryAttempts.n))
+        ).map((a) => ({ n: a.n, at: a.at, status_code: a.statusCode, error: a.error, duration_ms: a.durationMs })),
+      { detail: { summary: "Every attempt of one delivery" } },
+    );

@@ -23,7 +23,8 @@ export const MAX_RETRIES = 20;
  */
 export function parseSchedule(text: string): number[] {
   const parts = text.split(",");
-  if (parts.length > MAX_RETRIES) throw new Error(`a schedule lists at most ${MAX_RETRIES} delays, got ${parts.length}`);
+  if (parts.length > MAX_RETRIES)
+    throw new Error(`a schedule lists at most ${MAX_RETRIES} delays, got ${parts.length}`);
   return parts.map((part) => {
     const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(part);
     if (!m) throw new Error(`"${part}" is not a duration (use e.g. 500ms, 1s, 5m, 1h)`);

@@ -24,32 +24,75 @@ type Row = typeof webhooks.$inferSelect;
 
 /** A condition on destinations that have not been deleted. */
 export const live = (cond: ReturnType<typeof eq>) => and(cond, isNull(webhooks.deletedAt));
-const view = (w: Row): WebhookView => ({ id: w.id, workload_id: w.workloadId, url: w.url, secret_prefix: w.secretPrefix, created_at: w.createdAt });
+const view = (w: Row): WebhookView => ({
+  id: w.id,
+  workload_id: w.workloadId,
+  url: w.url,
+  secret_prefix: w.secretPrefix,
+  created_at: w.createdAt,
+});
 
 /**
  * Adds a destination after checking its URL (https, no credentials, a public address unless private
  * ones are allowed). Returns it with its signing secret — the only time the secret is shown.
  */
-export async function addWebhook(db: Db, workloadId: string, rawUrl: string, policy: AddressPolicy): Promise<WebhookView & { secret: string }> {
+export async function addWebhook(
+  db: Db,
+  workloadId: string,
+  rawUrl: string,
+  policy: AddressPolicy,
+): Promise<WebhookView & { secret: string }> {
   const url = checkUrlShape(rawUrl);
   await resolveChecked(url, policy);
-  const n = (await first(db.select({ n: count() }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId)))))?.n ?? 0;
+  const n =
+    (
+      await first(
+        db
+          .select({ n: count() })
+          .from(webhooks)
+          .where(live(eq(webhooks.workloadId, workloadId))),
+      )
+    )?.n ?? 0;
   if (n >= MAX_WEBHOOKS) throw conflict(`a workload has at most ${MAX_WEBHOOKS} webhook destinations`, "webhook_limit");
   const secret = newSigningSecret();
-  const row: Row = { id: newId("whk"), workloadId, url: url.toString(), secret, secretPrefix: secret.slice(0, 12), createdAt: nowIso(), deletedAt: null };
+  const row: Row = {
+    id: newId("whk"),
+    workloadId,
+    url: url.toString(),
+    secret,
+    secretPrefix: secret.slice(0, 12),
+    createdAt: nowIso(),
+    deletedAt: null,
+  };
   await db.insert(webhooks).values(row);
-  await audit(db, "webhook.create", { type: "webhook", id: row.id, label: row.url }, { workload_id: workloadId, url: row.url, secret_prefix: row.secretPrefix });
+  await audit(
+    db,
+    "webhook.create",
+    { type: "webhook", id: row.id, label: row.url },
+    { workload_id: workloadId, url: row.url, secret_prefix: row.secretPrefix },
+  );
   return { ...view(row), secret };
 }
 
 /** A workload's destinations, oldest first. */
 export async function listWebhooks(db: Db, workloadId: string): Promise<WebhookView[]> {
-  return (await db.select().from(webhooks).where(live(eq(webhooks.workloadId, workloadId))).orderBy(asc(webhooks.createdAt))).map(view);
+  return (
+    await db
+      .select()
+      .from(webhooks)
+      .where(live(eq(webhooks.workloadId, workloadId)))
+      .orderBy(asc(webhooks.createdAt))
+  ).map(view);
 }
 
 /** A destination with its secret (for signing), or 404. */
 export async function webhookRow(db: Db, id: string): Promise<Row> {
-  const w = await first(db.select().from(webhooks).where(live(eq(webhooks.id, id))));
+  const w = await first(
+    db
+      .select()
+      .from(webhooks)
+      .where(live(eq(webhooks.id, id))),
+  );
   if (!w) throw notFound(`webhook "${id}"`);
   return w;
 }
@@ -73,7 +116,10 @@ export async function deleteWebhook(db: Db, id: string): Promise<WebhookView> {
 
 /** Removes deleted destinations no delivery refers to any more (their jobs were pruned). */
 export function pruneDeletedWebhooks(db: Db): Promise<number> {
-  return exec(db, sql`DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.webhook_id = webhooks.id)`);
+  return exec(
+    db,
+    sql`DELETE FROM webhooks WHERE deleted_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.webhook_id = webhooks.id)`,
+  );
 }
 
 /**
@@ -81,15 +127,39 @@ export function pruneDeletedWebhooks(db: Db): Promise<number> {
  * per destination, due now, and (for a destination deleted between this read and the commit of the
  * transaction they go into) its delivery cancelled. None when the workload has no destination.
  */
-export async function deliveryStatements(db: Db, workloadId: string, jobId: string, event: string): Promise<Statement[]> {
+export async function deliveryStatements(
+  db: Db,
+  workloadId: string,
+  jobId: string,
+  event: string,
+): Promise<Statement[]> {
   const now = nowIso();
-  const dests = await db.select({ id: webhooks.id }).from(webhooks).where(live(eq(webhooks.workloadId, workloadId)));
+  const dests = await db
+    .select({ id: webhooks.id })
+    .from(webhooks)
+    .where(live(eq(webhooks.workloadId, workloadId)));
   if (!dests.length) return [];
   return [
-    db.insert(deliveries).values(dests.map((d) => ({ id: newId("dlv"), jobId, webhookId: d.id, event, state: "pending" as const, nextAttemptAt: Date.now(), createdAt: now }))),
+    db.insert(deliveries).values(
+      dests.map((d) => ({
+        id: newId("dlv"),
+        jobId,
+        webhookId: d.id,
+        event,
+        state: "pending" as const,
+        nextAttemptAt: Date.now(),
+        createdAt: now,
+      })),
+    ),
     db
       .update(deliveries)
       .set({ state: "cancelled", nextAttemptAt: null, lastError: "the destination was deleted" })
-      .where(and(eq(deliveries.jobId, jobId), eq(deliveries.state, "pending"), sql`${deliveries.webhookId} IN (SELECT id FROM webhooks WHERE deleted_at IS NOT NULL)`)),
+      .where(
+        and(
+          eq(deliveries.jobId, jobId),
+          eq(deliveries.state, "pending"),
+          sql`${deliveries.webhookId} IN (SELECT id FROM webhooks WHERE deleted_at IS NOT NULL)`,
+        ),
+      ),
   ];
 }

@@ -22,7 +22,15 @@ export function standardSignature(secret: string, id: string, t: number, body: s
 }
 
 /** Every header of a delivery or ping, signed both ways. */
-export function deliveryHeaders(opts: { secret: string | null; event: "job" | "batch" | "ping"; jobId?: string; batchId?: string; messageId: string; body: string; now?: number }): Record<string, string> {
+export function deliveryHeaders(opts: {
+  secret: string | null;
+  event: "job" | "batch" | "ping";
+  jobId?: string;
+  batchId?: string;
+  messageId: string;
+  body: string;
+  now?: number;
+}): Record<string, string> {
   const t = Math.floor((opts.now ?? Date.now()) / 1000);
   const h: Record<string, string> = {
     "content-type": "application/json",

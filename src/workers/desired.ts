@@ -23,14 +23,52 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
   const groups = await groupMembers(db, [...new Set(rows.flatMap((a) => (a.groupId ? [a.groupId] : [])))]);
   return rows.map((a) => {
     const w = byId.get(a.workloadId)!;
-    const workload = { id: w.id, slug: w.slug, project_slug: w.project_slug, backend: w.backend, model_name: w.model_name, task_type: w.task_type, config: w.config };
+    const workload = {
+      id: w.id,
+      slug: w.slug,
+      project_slug: w.project_slug,
+      backend: w.backend,
+      model_name: w.model_name,
+      task_type: w.task_type,
+      config: w.config,
+    };
     const gpu_indices = JSON.parse(a.gpuIndices) as number[];
     const guarded = policy && w.config_origin === "tenant" ? policy : undefined;
-    const verdict = guarded ? [(checkNodes(guarded, w.nodes) ?? checkLaunch(guarded, w.backend, w.config))?.message ?? "allowed"] : [];
+    const verdict = guarded
+      ? [(checkNodes(guarded, w.nodes) ?? checkLaunch(guarded, w.backend, w.config))?.message ?? "allowed"]
+      : [];
     const fresh = a.generation ? [`generation ${a.generation}`] : [];
-    const group: GroupSpec | undefined = a.groupId ? { id: a.groupId, nodes: w.nodes, rank: a.nodeRank, generation: a.generation, members: groups.get(a.groupId) ?? [] } : undefined;
+    const group: GroupSpec | undefined = a.groupId
+      ? {
+          id: a.groupId,
+          nodes: w.nodes,
+          rank: a.nodeRank,
+          generation: a.generation,
+          members: groups.get(a.groupId) ?? [],
+        }
+      : undefined;
     const place = group ? [group.id, group.rank, group.nodes, ...group.members.map((m) => m.address)] : [];
-    const revision = sha256(JSON.stringify([workload.backend, workload.model_name, workload.config, gpu_indices, a.gpus, ...verdict, ...fresh, ...place])).slice(0, 16);
-    return { assignment_id: a.id, workload, concurrency: a.concurrency, gpus: a.gpus, gpu_indices, revision, ...(guarded ? { policy: guarded } : {}), ...(group ? { group } : {}) };
+    const revision = sha256(
+      JSON.stringify([
+        workload.backend,
+        workload.model_name,
+        workload.config,
+        gpu_indices,
+        a.gpus,
+        ...verdict,
+        ...fresh,
+        ...place,
+      ]),
+    ).slice(0, 16);
+    return {
+      assignment_id: a.id,
+      workload,
+      concurrency: a.concurrency,
+      gpus: a.gpus,
+      gpu_indices,
+      revision,
+      ...(guarded ? { policy: guarded } : {}),
+      ...(group ? { group } : {}),
+    };
   });
 }

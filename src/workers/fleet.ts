@@ -17,13 +17,31 @@ import { recordEndpoint } from "./groups";
 import type { ScalingView } from "../execution/schema";
 import { autoAssign } from "./placing";
 import { desiredFor } from "./desired";
-import { getAssignment, getWorker, listAllAssignments, listAssignments, listAssignmentsOfWorker, setAssignmentState, type AssignmentView } from "./service";
+import {
+  getAssignment,
+  getWorker,
+  listAllAssignments,
+  listAssignments,
+  listAssignmentsOfWorker,
+  setAssignmentState,
+  type AssignmentView,
+} from "./service";
 
 /** Builds the request target of a ready replica (local: fetch its loopback URL; remote: via its agent). */
-export type TargetFactory = (worker: { id: string; kind: "local" | "remote" }, report: ReplicaReport, concurrency: number, workloadId: string) => Target;
+export type TargetFactory = (
+  worker: { id: string; kind: "local" | "remote" },
+  report: ReplicaReport,
+  concurrency: number,
+  workloadId: string,
+) => Target;
 
 /** A target that fetches a runtime on this machine's loopback. */
-export function localTarget(worker: { id: string }, report: ReplicaReport, concurrency: number, workloadId: string): Target {
+export function localTarget(
+  worker: { id: string },
+  report: ReplicaReport,
+  concurrency: number,
+  workloadId: string,
+): Target {
   const base = report.base_url!;
   return {
     id: report.assignment_id,
@@ -33,7 +51,13 @@ export function localTarget(worker: { id: string }, report: ReplicaReport, concu
     inFlight: 0,
     send: (req: Upstream, signal: AbortSignal) => {
       const served = report.served_model;
-      let body = (req.body ? uploadBytesFor(req, req.body, served) : req.source ? uploadStreamFor(req, req.source.stream(), served) : null) as BodyInit | null;
+      let body = (
+        req.body
+          ? uploadBytesFor(req, req.body, served)
+          : req.source
+            ? uploadStreamFor(req, req.source.stream(), served)
+            : null
+      ) as BodyInit | null;
       if (req.json) body = JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model });
       const headers = report.api_key ? { ...req.headers, authorization: `Bearer ${report.api_key}` } : req.headers;
       return fetch(base + req.path, { method: req.method, headers, body, signal, duplex: "half" } as RequestInit);
@@ -86,7 +110,8 @@ export class Fleet {
       onChange: () => void this.reconcile(),
       onNote: (groupId, line) => {
         void listAllAssignments(db).then((all) => {
-          for (const a of all) if (a.group_id === groupId) this.ringFor(a.id).push(`\x1b[1;33m[inferd] ${line}\x1b[0m\r\n`);
+          for (const a of all)
+            if (a.group_id === groupId) this.ringFor(a.id).push(`\x1b[1;33m[inferd] ${line}\x1b[0m\r\n`);
         });
       },
     });
@@ -94,12 +119,20 @@ export class Fleet {
     this.policy = opts.policy;
     this.places = opts.places ?? (() => true);
     this.hostId = opts.hostId ?? null;
-    this.dispatcher = new Dispatcher(opts.limits, (id, kind) => this.unservable(id, kind), (id) => this.scaling?.wake(id), undefined, (id) => this.waitingBecause(id));
+    this.dispatcher = new Dispatcher(
+      opts.limits,
+      (id, kind) => this.unservable(id, kind),
+      (id) => this.scaling?.wake(id),
+      undefined,
+      (id) => this.waitingBecause(id),
+    );
     this.placer.start();
   }
 
   /** Placement passes, one at a time. */
-  private readonly placer = new SerialRunner(() => this.pass(), { onError: (e) => log.error("placing workloads failed", e) });
+  private readonly placer = new SerialRunner(() => this.pass(), {
+    onError: (e) => log.error("placing workloads failed", e),
+  });
   /** The placement in progress: placing workloads and the scaler's starts run one after the other. */
   private placing: Promise<unknown> = Promise.resolve();
 
@@ -161,7 +194,9 @@ export class Fleet {
   /** Takes an agent's report of one replica; ignores replicas that are no longer assigned to it. */
   report(workerId: string, r: ReplicaReport): Promise<void> {
     const prev = this.applying.get(r.assignment_id) ?? Promise.resolve();
-    const next = prev.then(() => this.apply(workerId, r)).catch((e) => log.warn(`could not apply a report of replica ${r.assignment_id}`, e));
+    const next = prev
+      .then(() => this.apply(workerId, r))
+      .catch((e) => log.warn(`could not apply a report of replica ${r.assignment_id}`, e));
     this.applying.set(r.assignment_id, next);
     void next.finally(() => this.applying.get(r.assignment_id) === next && this.applying.delete(r.assignment_id));
     return next;
@@ -197,7 +232,10 @@ export class Fleet {
     if (r.slots) this.slots.set(a.id, r.slots);
     if (a.group_id) return this.applyMember(workerId, a, r);
     const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
-    if (r.state === "ready" && r.base_url) this.dispatcher.upsertTarget(this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id));
+    if (r.state === "ready" && r.base_url)
+      this.dispatcher.upsertTarget(
+        this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id),
+      );
     else this.dispatcher.removeTarget(a.id);
     this.dispatcher.failIfUnservable(a.workload_id);
   }
@@ -213,7 +251,9 @@ export class Fleet {
     if (r.state === "failed" && a.state !== "failed") await this.groups.memberFailed(a, worker.name, r.reason);
     if (a.node_rank === 0 && r.state === "ready" && r.base_url) {
       const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
-      this.dispatcher.upsertTarget(this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id));
+      this.dispatcher.upsertTarget(
+        this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id),
+      );
     } else this.dispatcher.removeTarget(a.id);
     this.dispatcher.failIfUnservable(a.workload_id);
     if (moved || (a.state === "ready") !== (r.state === "ready")) for (const cb of this.listeners) cb();
@@ -251,7 +291,18 @@ export class Fleet {
     for (const a of await listAssignmentsOfWorker(this.db, workerId)) {
       const w = await getWorkloadById(this.db, a.workload_id);
       const progress = a.state === "downloading" ? this.reports.get(a.id)?.progress : undefined;
-      out.push({ assignment_id: a.id, workload_id: a.workload_id, project_id: w?.project_id ?? null, workload: w ? `${w.project_slug}/${w.slug}` : null, state: a.state, reason: a.reason, concurrency: a.concurrency, gpu_indices: a.gpu_indices, progress, updated_at: a.updated_at });
+      out.push({
+        assignment_id: a.id,
+        workload_id: a.workload_id,
+        project_id: w?.project_id ?? null,
+        workload: w ? `${w.project_slug}/${w.slug}` : null,
+        state: a.state,
+        reason: a.reason,
+        concurrency: a.concurrency,
+        gpu_indices: a.gpu_indices,
+        progress,
+        updated_at: a.updated_at,
+      });
     }
     return out;
   }
@@ -294,13 +345,26 @@ export class Fleet {
   private async judge(workloadId: string): Promise<{ always?: string; offline?: string }> {
     const w = await getWorkloadById(this.db, workloadId);
     const placed = await listAssignments(this.db, workloadId);
-    if (w?.paused) return { offline: "this workload is stopped by the operator; async jobs wait until it is started again" };
-    if (w?.execution_policy === "scheduled" && initialDesired(w, Date.now()).desired === "idle") return { offline: "this workload runs on a schedule and no window is open now; async jobs wait for the next window" };
-    if (placed.length === 0) return { always: this.unplaced.get(workloadId) ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}` : undefined };
+    if (w?.paused)
+      return { offline: "this workload is stopped by the operator; async jobs wait until it is started again" };
+    if (w?.execution_policy === "scheduled" && initialDesired(w, Date.now()).desired === "idle")
+      return {
+        offline: "this workload runs on a schedule and no window is open now; async jobs wait for the next window",
+      };
+    if (placed.length === 0)
+      return {
+        always: this.unplaced.get(workloadId)
+          ? `this workload cannot be placed: ${this.unplaced.get(workloadId)}`
+          : undefined,
+      };
     const failed = placed.filter((a) => a.state === "failed");
-    if (failed.length === placed.length) return { always: `every replica of this workload failed to start: ${failed[0].reason ? publicReason(failed[0].reason) : "unknown reason"}` };
+    if (failed.length === placed.length)
+      return {
+        always: `every replica of this workload failed to start: ${failed[0].reason ? publicReason(failed[0].reason) : "unknown reason"}`,
+      };
     const down = placed.filter((a) => a.state === "failed" || this.offline.has(a.worker_id));
-    if (down.length === placed.length) return { offline: "every worker of this workload is offline; retry when one is back" };
+    if (down.length === placed.length)
+      return { offline: "every worker of this workload is offline; retry when one is back" };
     return {};
   }
 

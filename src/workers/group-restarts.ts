@@ -31,7 +31,10 @@ export class GroupRestarts {
   private readonly now: () => number;
   private readonly setTimer: (fn: () => void, ms: number) => unknown;
 
-  constructor(private db: Db, private opts: GroupRestartOptions) {
+  constructor(
+    private db: Db,
+    private opts: GroupRestartOptions,
+  ) {
     this.policy = opts.policy ?? SUPERVISOR_DEFAULTS.restart;
     this.now = opts.now ?? Date.now;
     this.setTimer = opts.setTimeout ?? ((fn, ms) => setTimeout(fn, ms));

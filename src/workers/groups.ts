@@ -15,7 +15,12 @@ import { workerRows, type AssignmentView } from "./service";
 type AssignmentRow = typeof assignments.$inferSelect;
 
 /** Writes a group placement decided by src/placement (automatic members, rank = index, 0 first); returns the rows. */
-export async function insertGroup(db: Db, w: Pick<Workload, "id" | "nodes">, gpusPerNode: number, members: MemberPlacement[]): Promise<AssignmentRow[]> {
+export async function insertGroup(
+  db: Db,
+  w: Pick<Workload, "id" | "nodes">,
+  gpusPerNode: number,
+  members: MemberPlacement[],
+): Promise<AssignmentRow[]> {
   const groupId = newId("grp");
   const now = nowIso();
   const rows: AssignmentRow[] = members.map((m, rank) => ({
@@ -49,17 +54,29 @@ export async function groupMembers(db: Db, groupIds: string[]): Promise<Map<stri
   const workers = new Map((await workerRows(db)).map((w) => [w.id, w]));
   for (const a of rows.sort((x, y) => x.nodeRank - y.nodeRank)) {
     const w = workers.get(a.workerId);
-    const member: GroupMember = { rank: a.nodeRank, worker: w?.name ?? a.workerId, address: w?.clusterAddress ?? "", ready: a.state === "ready", ...(a.endpoint ? { endpoint: a.endpoint } : {}) };
+    const member: GroupMember = {
+      rank: a.nodeRank,
+      worker: w?.name ?? a.workerId,
+      address: w?.clusterAddress ?? "",
+      ready: a.state === "ready",
+      ...(a.endpoint ? { endpoint: a.endpoint } : {}),
+    };
     out.set(a.groupId!, [...(out.get(a.groupId!) ?? []), member]);
   }
   return out;
 }
 
 /** `address:port`, with an IPv6 address bracketed. */
-export const endpointOf = (address: string, port: number) => `${address.includes(":") ? `[${address}]` : address}:${port}`;
+export const endpointOf = (address: string, port: number) =>
+  `${address.includes(":") ? `[${address}]` : address}:${port}`;
 
 /** Stores the endpoint a member reported (its group listener on its worker's cluster address); true when it changed. */
-export async function recordEndpoint(db: Db, a: AssignmentView, address: string | null, port: number | undefined): Promise<boolean> {
+export async function recordEndpoint(
+  db: Db,
+  a: AssignmentView,
+  address: string | null,
+  port: number | undefined,
+): Promise<boolean> {
   const endpoint = address && port ? endpointOf(address, port) : null;
   if (!endpoint || endpoint === a.endpoint) return false;
   await db.update(assignments).set({ endpoint }).where(eq(assignments.id, a.id));
@@ -71,19 +88,36 @@ export async function recordEndpoint(db: Db, a: AssignmentView, address: string 
  * `pending` and no endpoint (the new leader reports a fresh one). Only from `generation`: two hosts
  * (or a report and the operator) restarting the same group at once restart it once.
  */
-export async function restartGroup(db: Db, groupId: string, generation: number, reason: string | null): Promise<boolean> {
-  const rows = await db.select({ id: assignments.id }).from(assignments).where(and(eq(assignments.groupId, groupId), eq(assignments.generation, generation)));
+export async function restartGroup(
+  db: Db,
+  groupId: string,
+  generation: number,
+  reason: string | null,
+): Promise<boolean> {
+  const rows = await db
+    .select({ id: assignments.id })
+    .from(assignments)
+    .where(and(eq(assignments.groupId, groupId), eq(assignments.generation, generation)));
   if (rows.length === 0) return false;
-  await db.update(assignments).set({ generation: generation + 1, desired: "run", state: "pending", reason, endpoint: null, updatedAt: nowIso() }).where(and(eq(assignments.groupId, groupId), eq(assignments.generation, generation)));
+  await db
+    .update(assignments)
+    .set({ generation: generation + 1, desired: "run", state: "pending", reason, endpoint: null, updatedAt: nowIso() })
+    .where(and(eq(assignments.groupId, groupId), eq(assignments.generation, generation)));
   return true;
 }
 
 /** Gives up on a group: every member stops and shows `failed` with the reason, until restarted. */
 export async function failGroup(db: Db, groupId: string, reason: string): Promise<void> {
-  await db.update(assignments).set({ desired: "idle", state: "failed", reason, updatedAt: nowIso() }).where(eq(assignments.groupId, groupId));
+  await db
+    .update(assignments)
+    .set({ desired: "idle", state: "failed", reason, updatedAt: nowIso() })
+    .where(eq(assignments.groupId, groupId));
 }
 
 /** Shows the same reason on every other member of a group (the member that failed, a restart coming). */
 export async function noteGroup(db: Db, groupId: string, reason: string, exceptId: string): Promise<void> {
-  await db.update(assignments).set({ reason, updatedAt: nowIso() }).where(and(eq(assignments.groupId, groupId), ne(assignments.id, exceptId)));
+  await db
+    .update(assignments)
+    .set({ reason, updatedAt: nowIso() })
+    .where(and(eq(assignments.groupId, groupId), ne(assignments.id, exceptId)));
 }

@@ -27,7 +27,20 @@ export function localHostLink(db: Db, fleet: Fleet, version: string, hostId: str
 }
 
 /** Starts the agent for this machine inside `serve`. */
-export async function startLocalAgent(opts: { db: Db; fleet: Fleet; dataDir: string; version: string; hostId?: string; env?: Record<string, string | undefined>; telemetryMs?: number; supervisor?: Partial<SupervisorOptions>; runtimeEnv?: string[]; pullModel?: ModelPuller; clusterAddress?: string; link?: (primary: HostLink) => HostLink }): Promise<Agent> {
+export async function startLocalAgent(opts: {
+  db: Db;
+  fleet: Fleet;
+  dataDir: string;
+  version: string;
+  hostId?: string;
+  env?: Record<string, string | undefined>;
+  telemetryMs?: number;
+  supervisor?: Partial<SupervisorOptions>;
+  runtimeEnv?: string[];
+  pullModel?: ModelPuller;
+  clusterAddress?: string;
+  link?: (primary: HostLink) => HostLink;
+}): Promise<Agent> {
   const primary = localHostLink(opts.db, opts.fleet, opts.version, opts.hostId ?? null);
   const agent = new Agent({
     host: opts.link ? opts.link(primary) : primary,

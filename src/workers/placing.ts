@@ -61,7 +61,13 @@ async function drop(db: Db, snap: Snapshot, replicas: ReplicaSnapshot[]): Promis
  * member's worker offline or gone, the pin moved) is removed whole and placed anew. Returns why
  * no group could be placed, if none stands.
  */
-async function keepGroup(db: Db, snap: Snapshot, w: Workload, ws: WorkloadSnapshot, current: ReplicaSnapshot[]): Promise<string | undefined> {
+async function keepGroup(
+  db: Db,
+  snap: Snapshot,
+  w: Workload,
+  ws: WorkloadSnapshot,
+  current: ReplicaSnapshot[],
+): Promise<string | undefined> {
   if (current.length > 0 && groupStands(snap, ws, current)) return undefined;
   await drop(db, snap, current);
   if (w.nodes <= 1) return undefined; // back to one machine: placed as a single replica on the next pass
@@ -69,7 +75,12 @@ async function keepGroup(db: Db, snap: Snapshot, w: Workload, ws: WorkloadSnapsh
   if ("why" in placed) return placed.why;
   const rows = await insertGroup(db, w, ws.gpus, placed.members);
   for (const r of rows) note(snap, { add: replicaSnapshot(r) });
-  await startOrHold(db, snap, w, rows.map((r) => r.id));
+  await startOrHold(
+    db,
+    snap,
+    w,
+    rows.map((r) => r.id),
+  );
   return undefined;
 }
 

@@ -110,7 +110,10 @@ export function workerView(w: WorkerRow, now = Date.now()): WorkerView {
 /** Sets which projects' tenants may pin workloads to a worker (`"*"`: all). */
 export async function setWorkerOpenTo(db: Db, id: string, openTo: string[] | "*"): Promise<WorkerView> {
   const before = workerView(await getWorker(db, id));
-  await db.update(workers).set({ openTo: JSON.stringify(openTo) }).where(eq(workers.id, id));
+  await db
+    .update(workers)
+    .set({ openTo: JSON.stringify(openTo) })
+    .where(eq(workers.id, id));
   const after = workerView(await getWorker(db, id));
   await audit(db, "worker.update", { type: "worker", id, label: after.name }, diffOf(before, after, ["open_to"]));
   return after;
@@ -121,23 +124,54 @@ export async function setWorkerOpenTo(db: Db, id: string, openTo: string[] | "*"
  * (a GPU uuid) — unless it names a worker the operator opened to the tenant's project. An unknown
  * worker is refused the same way, so tenants learn nothing about the fleet.
  */
-export async function requireOpenWorker(db: Db, projectId: string, pin: { worker_id?: string | null; gpu_resource_id?: string | null }): Promise<void> {
+export async function requireOpenWorker(
+  db: Db,
+  projectId: string,
+  pin: { worker_id?: string | null; gpu_resource_id?: string | null },
+): Promise<void> {
   const all = await db.select().from(workers);
   const check = (field: string, value: string, w: WorkerRow | undefined) => {
     const open: string[] | "*" = w ? JSON.parse(w.openTo) : [];
     if (open === "*" || open.includes(projectId)) return;
-    throw new AppError(403, "worker_not_allowed", `${field}: "${value}" is not a worker open to this project; the operator opens one with PATCH /admin/workers/:id {"open_to": [...]}`, {}, field);
+    throw new AppError(
+      403,
+      "worker_not_allowed",
+      `${field}: "${value}" is not a worker open to this project; the operator opens one with PATCH /admin/workers/:id {"open_to": [...]}`,
+      {},
+      field,
+    );
   };
-  if (pin.worker_id) check("worker_id", pin.worker_id, all.find((x) => x.id === pin.worker_id || x.name === pin.worker_id));
-  if (pin.gpu_resource_id) check("gpu_resource_id", pin.gpu_resource_id, all.find((x) => (JSON.parse(x.gpus) as GpuInfo[]).some((g) => g.uuid === pin.gpu_resource_id)));
+  if (pin.worker_id)
+    check(
+      "worker_id",
+      pin.worker_id,
+      all.find((x) => x.id === pin.worker_id || x.name === pin.worker_id),
+    );
+  if (pin.gpu_resource_id)
+    check(
+      "gpu_resource_id",
+      pin.gpu_resource_id,
+      all.find((x) => (JSON.parse(x.gpus) as GpuInfo[]).some((g) => g.uuid === pin.gpu_resource_id)),
+    );
 }
 
 /**
  * Records this host's machine as a worker (one per host: a cluster has one local worker per host),
  * creating it on first start. A local worker from before hosts were recorded becomes this host's.
  */
-export async function upsertLocalWorker(db: Db, machine: MachineInfo, version: string, hostId: string | null = null): Promise<WorkerRow> {
-  const local = (cond: ReturnType<typeof eq>) => first(db.select().from(workers).where(and(eq(workers.kind, "local"), cond)));
+export async function upsertLocalWorker(
+  db: Db,
+  machine: MachineInfo,
+  version: string,
+  hostId: string | null = null,
+): Promise<WorkerRow> {
+  const local = (cond: ReturnType<typeof eq>) =>
+    first(
+      db
+        .select()
+        .from(workers)
+        .where(and(eq(workers.kind, "local"), cond)),
+    );
   const mine = hostId ? await local(eq(workers.hostId, hostId)) : await local(isNull(workers.hostId));
   const existing = mine ?? (hostId ? await local(isNull(workers.hostId)) : undefined);
   const id = existing?.id ?? newId("wk");
@@ -145,7 +179,9 @@ export async function upsertLocalWorker(db: Db, machine: MachineInfo, version: s
     // Two hosts on machines of the same name keep two names.
     const taken = await first(db.select({ id: workers.id }).from(workers).where(eq(workers.name, machine.hostname)));
     const name = taken && hostId ? `${machine.hostname}-${hostId.slice(-4)}` : machine.hostname;
-    await db.insert(workers).values({ id, name, kind: "local", hostname: machine.hostname, createdAt: nowIso(), hostId });
+    await db
+      .insert(workers)
+      .values({ id, name, kind: "local", hostname: machine.hostname, createdAt: nowIso(), hostId });
   } else if (hostId && existing.hostId !== hostId) {
     await db.update(workers).set({ hostId }).where(eq(workers.id, id));
   }
@@ -162,7 +198,11 @@ export async function recordMachine(db: Db, workerId: string, machine: MachineIn
       cpuCores: machine.cpu_cores,
       ramBytes: machine.ram_bytes,
       gpus: JSON.stringify(machine.gpus),
-      telemetry: JSON.stringify({ ram_free_bytes: machine.ram_free_bytes, load_avg: machine.load_avg, probed_at: machine.probed_at }),
+      telemetry: JSON.stringify({
+        ram_free_bytes: machine.ram_free_bytes,
+        load_avg: machine.load_avg,
+        probed_at: machine.probed_at,
+      }),
       lastSeenAt: nowIso(),
       clusterAddress: machine.cluster_address ?? null,
       ...(version ? { version } : {}),
@@ -189,7 +229,13 @@ export async function getWorker(db: Db, id: string): Promise<WorkerRow> {
 
 /** Assignments of a workload. */
 export async function listAssignments(db: Db, workloadId: string): Promise<AssignmentView[]> {
-  return (await db.select().from(assignments).where(eq(assignments.workloadId, workloadId)).orderBy(asc(assignments.createdAt))).map(assignmentView);
+  return (
+    await db
+      .select()
+      .from(assignments)
+      .where(eq(assignments.workloadId, workloadId))
+      .orderBy(asc(assignments.createdAt))
+  ).map(assignmentView);
 }
 
 /** Every assignment, oldest first. */
@@ -199,7 +245,9 @@ export async function listAllAssignments(db: Db): Promise<AssignmentView[]> {
 
 /** Assignments on a worker. */
 export async function listAssignmentsOfWorker(db: Db, workerId: string): Promise<AssignmentView[]> {
-  return (await db.select().from(assignments).where(eq(assignments.workerId, workerId)).orderBy(asc(assignments.createdAt))).map(assignmentView);
+  return (
+    await db.select().from(assignments).where(eq(assignments.workerId, workerId)).orderBy(asc(assignments.createdAt))
+  ).map(assignmentView);
 }
 
 /** An assignment by id, or 404. */
@@ -224,22 +272,70 @@ export interface AssignmentInput {
  * estimate does not fit the worker's free GPU memory, unless forced; the workload's automatic
  * replicas, which it replaces, are not counted against it.
  */
-export async function createAssignment(db: Db, workload: Workload, input: AssignmentInput, auto = false): Promise<AssignmentView> {
-  if (workload.nodes > 1) throw validation("worker_id", `this workload spans ${workload.nodes} machines: inferd places its group itself (pin its leader with the workload's worker_id)`);
+export async function createAssignment(
+  db: Db,
+  workload: Workload,
+  input: AssignmentInput,
+  auto = false,
+): Promise<AssignmentView> {
+  if (workload.nodes > 1)
+    throw validation(
+      "worker_id",
+      `this workload spans ${workload.nodes} machines: inferd places its group itself (pin its leader with the workload's worker_id)`,
+    );
   const row = await getWorker(db, input.worker_id);
   const snap = await loadSnapshot(db);
   const mine = (r: ReplicaSnapshot) => !auto && r.workloadId === workload.id && r.auto;
   const gpus = input.gpus ?? 1;
-  const placed = placeOn(without(snap, mine), snap.workloads.get(workload.id) ?? workloadSnapshot(workload), snap.workers.find((w) => w.id === row.id)!, gpus, !auto && !input.force);
-  if ("why" in placed) throw placed.code === "does_not_fit" ? conflict(placed.why, "does_not_fit") : validation("gpus", placed.why);
-  const a = await insertAssignment(db, workload, { workerId: row.id, gpus, gpuIndices: placed.gpuIndices, concurrency: input.concurrency, auto });
+  const placed = placeOn(
+    without(snap, mine),
+    snap.workloads.get(workload.id) ?? workloadSnapshot(workload),
+    snap.workers.find((w) => w.id === row.id)!,
+    gpus,
+    !auto && !input.force,
+  );
+  if ("why" in placed)
+    throw placed.code === "does_not_fit" ? conflict(placed.why, "does_not_fit") : validation("gpus", placed.why);
+  const a = await insertAssignment(db, workload, {
+    workerId: row.id,
+    gpus,
+    gpuIndices: placed.gpuIndices,
+    concurrency: input.concurrency,
+    auto,
+  });
   // Placements by hand are audited; automatic ones are the system's own bookkeeping.
-  if (!auto) await audit(db, "assignment.create", { type: "assignment", id: a.id, label: `${workload.project_slug}/${workload.slug}` }, { workload_id: workload.id, worker_id: row.id, worker: row.name, concurrency: a.concurrency, gpus, gpu_indices: a.gpu_indices, force: !!input.force });
+  if (!auto)
+    await audit(
+      db,
+      "assignment.create",
+      { type: "assignment", id: a.id, label: `${workload.project_slug}/${workload.slug}` },
+      {
+        workload_id: workload.id,
+        worker_id: row.id,
+        worker: row.name,
+        concurrency: a.concurrency,
+        gpus,
+        gpu_indices: a.gpu_indices,
+        force: !!input.force,
+      },
+    );
   return a;
 }
 
 /** Writes a single-machine replica placement decided elsewhere (`desired` run unless said; slots 20 unless set). */
-export async function insertAssignment(db: Db, workload: Pick<Workload, "id">, p: { workerId: string; gpus: number; gpuIndices: number[]; concurrency?: number; auto: boolean; desired?: "run" | "idle"; reason?: string }): Promise<AssignmentView> {
+export async function insertAssignment(
+  db: Db,
+  workload: Pick<Workload, "id">,
+  p: {
+    workerId: string;
+    gpus: number;
+    gpuIndices: number[];
+    concurrency?: number;
+    auto: boolean;
+    desired?: "run" | "idle";
+    reason?: string;
+  },
+): Promise<AssignmentView> {
   const now = nowIso();
   const row: AssignmentRow = {
     id: newId("asg"),
@@ -280,15 +376,28 @@ async function assignmentLabel(db: Db, workloadId: string): Promise<string> {
 /** Removes a replica placed by hand (the operator's request; audited). */
 export async function removeAssignment(db: Db, id: string): Promise<AssignmentView> {
   const a = await deleteAssignment(db, id);
-  await audit(db, "assignment.delete", { type: "assignment", id, label: await assignmentLabel(db, a.workload_id) }, { workload_id: a.workload_id, worker_id: a.worker_id });
+  await audit(
+    db,
+    "assignment.delete",
+    { type: "assignment", id, label: await assignmentLabel(db, a.workload_id) },
+    { workload_id: a.workload_id, worker_id: a.worker_id },
+  );
   return a;
 }
 
 /** Changes how many requests an assignment's replica takes at once (set by hand from now on). */
 export async function setAssignmentConcurrency(db: Db, id: string, concurrency: number): Promise<void> {
   const a = await getAssignment(db, id);
-  await db.update(assignments).set({ concurrency, concurrencySet: true, updatedAt: nowIso() }).where(eq(assignments.id, id));
-  await audit(db, "assignment.update", { type: "assignment", id, label: await assignmentLabel(db, a.workload_id) }, { concurrency: { from: a.concurrency, to: concurrency } });
+  await db
+    .update(assignments)
+    .set({ concurrency, concurrencySet: true, updatedAt: nowIso() })
+    .where(eq(assignments.id, id));
+  await audit(
+    db,
+    "assignment.update",
+    { type: "assignment", id, label: await assignmentLabel(db, a.workload_id) },
+    { concurrency: { from: a.concurrency, to: concurrency } },
+  );
 }
 
 /** Replica states in which a runtime may be up (an idled one stays in them until its agent reports it stopped). */
@@ -300,7 +409,13 @@ const ACTIVE = ["ready", "starting", "downloading", "installing"];
  * keeps its state until the agent reports it stopped; `state` overrides the shown state. Returns
  * the state written.
  */
-export async function setAssignmentDesired(db: Db, id: string, desired: "run" | "idle", reason: string, state?: string): Promise<string> {
+export async function setAssignmentDesired(
+  db: Db,
+  id: string,
+  desired: "run" | "idle",
+  reason: string,
+  state?: string,
+): Promise<string> {
   const a = await getAssignment(db, id);
   const next = state ?? (desired === "run" ? "pending" : ACTIVE.includes(a.state) ? a.state : "idle");
   await db.update(assignments).set({ desired, state: next, reason, updatedAt: nowIso() }).where(eq(assignments.id, id));
@@ -309,16 +424,30 @@ export async function setAssignmentDesired(db: Db, id: string, desired: "run" | 
 
 /** Moves a replica that is not running to other GPUs (of the same or another worker). */
 export async function moveAssignment(db: Db, id: string, workerId: string, gpuIndices: number[]): Promise<void> {
-  await db.update(assignments).set({ workerId, gpuIndices: JSON.stringify(gpuIndices), updatedAt: nowIso() }).where(eq(assignments.id, id));
+  await db
+    .update(assignments)
+    .set({ workerId, gpuIndices: JSON.stringify(gpuIndices), updatedAt: nowIso() })
+    .where(eq(assignments.id, id));
 }
 
 /** Makes an assignment's replica start anew (restart, retry): its generation is part of the revision. */
 export async function bumpGeneration(db: Db, id: string): Promise<void> {
   const a = await getAssignment(db, id);
-  await db.update(assignments).set({ generation: a.generation + 1, desired: "run", state: "pending", reason: null, updatedAt: nowIso() }).where(eq(assignments.id, id));
+  await db
+    .update(assignments)
+    .set({ generation: a.generation + 1, desired: "run", state: "pending", reason: null, updatedAt: nowIso() })
+    .where(eq(assignments.id, id));
 }
 
 /** Stores the state an agent reported for an assignment's replica. */
-export async function setAssignmentState(db: Db, id: string, state: ReplicaState | "idle", reason?: string): Promise<void> {
-  await db.update(assignments).set({ state, reason: reason ?? null, updatedAt: nowIso() }).where(eq(assignments.id, id));
+export async function setAssignmentState(
+  db: Db,
+  id: string,
+  state: ReplicaState | "idle",
+  reason?: string,
+): Promise<void> {
+  await db
+    .update(assignments)
+    .set({ state, reason: reason ?? null, updatedAt: nowIso() })
+    .where(eq(assignments.id, id));
 }

@@ -19,7 +19,10 @@ export async function workloadNeed(db: Db, w: Workload): Promise<{ bytes: number
   const m = await modelOfWorkload(db, w);
   if (!m) return undefined;
   const e = estimate(m.info, { context: m.context });
-  return { bytes: e.total_bytes, text: `${m.model} needs ~${gib(e.total_bytes)} (weights ${gib(e.weights_bytes)} + KV cache ${gib(e.kv_bytes)} for ${e.context} tokens + overhead ${gib(e.overhead_bytes)})` };
+  return {
+    bytes: e.total_bytes,
+    text: `${m.model} needs ~${gib(e.total_bytes)} (weights ${gib(e.weights_bytes)} + KV cache ${gib(e.kv_bytes)} for ${e.context} tokens + overhead ${gib(e.overhead_bytes)})`,
+  };
 }
 
 /** A worker row as placement sees it, online or not at `now`. */
@@ -31,7 +34,13 @@ export function workerSnapshot(row: typeof workers.$inferSelect, now: number): W
     kind: row.kind,
     online: isOnline(row.lastSeenAt, now),
     clusterAddress: row.clusterAddress,
-    gpus: (JSON.parse(row.gpus) as GpuInfo[]).map((g) => ({ index: g.index, uuid: g.uuid, name: g.name, totalMiB: g.memory_total_mib, usedMiB: g.memory_used_mib })),
+    gpus: (JSON.parse(row.gpus) as GpuInfo[]).map((g) => ({
+      index: g.index,
+      uuid: g.uuid,
+      name: g.name,
+      totalMiB: g.memory_total_mib,
+      usedMiB: g.memory_used_mib,
+    })),
     ramFreeBytes: telemetry.ram_free_bytes ?? row.ramBytes,
     probedAt: Date.parse(telemetry.probed_at ?? "") || 0,
   };
@@ -39,18 +48,56 @@ export function workerSnapshot(row: typeof workers.$inferSelect, now: number): W
 
 /** An assignment row as placement sees it. */
 export function replicaSnapshot(a: typeof assignments.$inferSelect): ReplicaSnapshot {
-  return { id: a.id, workloadId: a.workloadId, workerId: a.workerId, gpus: a.gpus, gpuIndices: JSON.parse(a.gpuIndices), desired: a.desired, state: a.state, auto: a.auto, groupId: a.groupId, nodeRank: a.nodeRank, updatedAt: Date.parse(a.updatedAt) };
+  return {
+    id: a.id,
+    workloadId: a.workloadId,
+    workerId: a.workerId,
+    gpus: a.gpus,
+    gpuIndices: JSON.parse(a.gpuIndices),
+    desired: a.desired,
+    state: a.state,
+    auto: a.auto,
+    groupId: a.groupId,
+    nodeRank: a.nodeRank,
+    updatedAt: Date.parse(a.updatedAt),
+  };
 }
 
 /** An assignment as the admin API shows it (one just written), as placement sees it. */
-export function replicaOfView(a: { id: string; workload_id: string; worker_id: string; gpus: number; gpu_indices: number[]; desired: "run" | "idle"; state: string; auto: boolean; group_id: string | null; node_rank: number; updated_at: string }): ReplicaSnapshot {
-  return { id: a.id, workloadId: a.workload_id, workerId: a.worker_id, gpus: a.gpus, gpuIndices: a.gpu_indices, desired: a.desired, state: a.state, auto: a.auto, groupId: a.group_id, nodeRank: a.node_rank, updatedAt: Date.parse(a.updated_at) };
+export function replicaOfView(a: {
+  id: string;
+  workload_id: string;
+  worker_id: string;
+  gpus: number;
+  gpu_indices: number[];
+  desired: "run" | "idle";
+  state: string;
+  auto: boolean;
+  group_id: string | null;
+  node_rank: number;
+  updated_at: string;
+}): ReplicaSnapshot {
+  return {
+    id: a.id,
+    workloadId: a.workload_id,
+    workerId: a.worker_id,
+    gpus: a.gpus,
+    gpuIndices: a.gpu_indices,
+    desired: a.desired,
+    state: a.state,
+    auto: a.auto,
+    groupId: a.group_id,
+    nodeRank: a.node_rank,
+    updatedAt: Date.parse(a.updated_at),
+  };
 }
 
 /** Reads the snapshot for one decision (or one pass of decisions); `workloads` when the caller has just listed them. */
 export async function loadSnapshot(db: Db, workloads?: Workload[]): Promise<Snapshot> {
   const all = workloads ?? (await listAllWorkloads(db));
-  const byId = new Map(await Promise.all(all.map(async (w) => [w.id, workloadSnapshot(w, await workloadNeed(db, w))] as const)));
+  const byId = new Map(
+    await Promise.all(all.map(async (w) => [w.id, workloadSnapshot(w, await workloadNeed(db, w))] as const)),
+  );
   const rows = await db.select().from(workers).orderBy(asc(workers.createdAt));
   const now = Date.now();
   const placed = await db.select().from(assignments).orderBy(asc(assignments.createdAt));

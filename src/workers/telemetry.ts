@@ -5,7 +5,13 @@ import type { BucketRow, SeriesKeeper } from "../usage/series-store";
 /** One telemetry sample of a worker: per-GPU utilisation and memory, and free RAM. */
 export interface Sample {
   t: string;
-  gpus: { index: number; utilization_percent: number; memory_used_mib: number; memory_total_mib: number; temperature_c: number | null }[];
+  gpus: {
+    index: number;
+    utilization_percent: number;
+    memory_used_mib: number;
+    memory_total_mib: number;
+    temperature_c: number | null;
+  }[];
   ram_free_bytes: number;
   load_avg: number[];
 }
@@ -31,12 +37,20 @@ export class TelemetryHistory {
 
   /** Adds a heartbeat's figures. */
   add(workerId: string, m: MachineInfo, now = Date.now()): void {
-    this.keep(workerId, completeUntil(now), [{
-      t: m.probed_at,
-      gpus: m.gpus.map((g) => ({ index: g.index, utilization_percent: g.utilization_percent, memory_used_mib: g.memory_used_mib, memory_total_mib: g.memory_total_mib, temperature_c: g.temperature_c })),
-      ram_free_bytes: m.ram_free_bytes,
-      load_avg: m.load_avg,
-    }]);
+    this.keep(workerId, completeUntil(now), [
+      {
+        t: m.probed_at,
+        gpus: m.gpus.map((g) => ({
+          index: g.index,
+          utilization_percent: g.utilization_percent,
+          memory_used_mib: g.memory_used_mib,
+          memory_total_mib: g.memory_total_mib,
+          temperature_c: g.temperature_c,
+        })),
+        ram_free_bytes: m.ram_free_bytes,
+        load_avg: m.load_avg,
+      },
+    ]);
   }
 
   private keep(workerId: string, bucket: number, samples: Sample[]): void {
@@ -55,7 +69,8 @@ export class TelemetryHistory {
   completed(from: number, until: number): BucketRow[] {
     return [...this.byWorker].flatMap(([subject, list]) => {
       const byT = new Map<number, Sample[]>();
-      for (const e of list) if (e.bucket >= from && e.bucket < until) byT.set(e.bucket, [...(byT.get(e.bucket) ?? []), e.sample]);
+      for (const e of list)
+        if (e.bucket >= from && e.bucket < until) byT.set(e.bucket, [...(byT.get(e.bucket) ?? []), e.sample]);
       return [...byT].map(([t, data]) => ({ subject, t, data }));
     });
   }
@@ -77,8 +92,18 @@ export class TelemetryHistory {
  * host, other hosts of a cluster) followed by what this process received. The charts break their
  * lines where samples are missing (the server was down).
  */
-export async function gpuHistory(keeper: SeriesKeeper, telemetry: TelemetryHistory, workerId: string, now = Date.now()): Promise<Sample[]> {
-  const rows = await keeper.read("gpu", completeUntil(now) - KEEP_BUCKETS * BUCKET_MS, completeUntil(now) + BUCKET_MS, workerId);
+export async function gpuHistory(
+  keeper: SeriesKeeper,
+  telemetry: TelemetryHistory,
+  workerId: string,
+  now = Date.now(),
+): Promise<Sample[]> {
+  const rows = await keeper.read(
+    "gpu",
+    completeUntil(now) - KEEP_BUCKETS * BUCKET_MS,
+    completeUntil(now) + BUCKET_MS,
+    workerId,
+  );
   const seen = new Set<string>();
   return [...rows.flatMap((r) => r.data as Sample[]), ...telemetry.of(workerId)]
     .filter((s) => !seen.has(s.t) && !!seen.add(s.t))

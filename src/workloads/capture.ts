@@ -12,7 +12,9 @@ import { validation } from "../errors";
 export const MAX_CAPTURE_MS = 7 * 24 * 3_600_000;
 
 /** `capture_until` in an admin workload PATCH: an ISO 8601 time (with its offset), or null to stop. */
-export const CaptureUntil = z.iso.datetime({ offset: true, message: "must be an ISO 8601 time such as 2030-01-01T12:00:00Z, or null" }).nullable();
+export const CaptureUntil = z.iso
+  .datetime({ offset: true, message: "must be an ISO 8601 time such as 2030-01-01T12:00:00Z, or null" })
+  .nullable();
 
 /**
  * Whether the workload's bodies are kept now (the data plane's check, per request).
@@ -30,7 +32,9 @@ export function checkCaptureUntil(value: string | null, now = Date.now()): strin
   if (value === null) return null;
   const t = Date.parse(value);
   if (!Number.isFinite(t)) throw validation("capture_until", "must be an ISO 8601 time, or null");
-  if (t <= now) throw validation("capture_until", "is in the past; send a time ahead of now, or null to stop capturing");
-  if (t > now + MAX_CAPTURE_MS + 60_000) throw validation("capture_until", "is more than 7 days ahead; bodies may be captured for a week at most");
+  if (t <= now)
+    throw validation("capture_until", "is in the past; send a time ahead of now, or null to stop capturing");
+  if (t > now + MAX_CAPTURE_MS + 60_000)
+    throw validation("capture_until", "is more than 7 days ahead; bodies may be captured for a week at most");
   return new Date(t).toISOString();
 }

@@ -23,7 +23,9 @@ export function projectorBeside(model: string): string | null {
   } catch {
     return null;
   }
-  const found = names.filter((n) => PROJECTOR.test(n)).sort((a, b) => Number(/f16/i.test(b)) - Number(/f16/i.test(a)) || a.localeCompare(b));
+  const found = names
+    .filter((n) => PROJECTOR.test(n))
+    .sort((a, b) => Number(/f16/i.test(b)) - Number(/f16/i.test(a)) || a.localeCompare(b));
   return found.length ? join(dirname(model), found[0]) : null;
 }
 
@@ -37,6 +39,8 @@ const plain = (ref: string) => ref.trim().replace(/^hf:/, "").toLowerCase();
  */
 export async function projectorOf(db: Db, ref: string): Promise<string | null> {
   if (isAbsolute(ref)) return projectorBeside(ref);
-  const row = (await listModelRows(db)).find((r) => r.state === "ready" && r.entry && (plain(r.source) === plain(ref) || r.entry === ref));
+  const row = (await listModelRows(db)).find(
+    (r) => r.state === "ready" && r.entry && (plain(r.source) === plain(ref) || r.entry === ref),
+  );
   return row?.entry ? projectorBeside(row.entry) : null;
 }

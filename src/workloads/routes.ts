@@ -8,7 +8,23 @@ import { canTouchWorkload, keyOf, principalOf, requireWorkloadScope } from "../a
 import { isMachineOperator, type Principal } from "../users/access";
 import { withoutOutput } from "../../agent/reason";
 import { AdminWorkloadUpdate, TogglePatch, WorkloadCreate, WorkloadUpdate } from "./schema";
-import { checkConfig, checkParams, createWorkload, deleteWorkload, getWorkloadById, listWorkloads, patchedLaunch, patchedPolicy, publicView, resolveWorkload, setCapture, setToggles, updateWorkload, type Origin, type Workload } from "./service";
+import {
+  checkConfig,
+  checkParams,
+  createWorkload,
+  deleteWorkload,
+  getWorkloadById,
+  listWorkloads,
+  patchedLaunch,
+  patchedPolicy,
+  publicView,
+  resolveWorkload,
+  setCapture,
+  setToggles,
+  updateWorkload,
+  type Origin,
+  type Workload,
+} from "./service";
 import { checkCaptureUntil } from "./capture";
 import { policyView, requireTenantLaunch } from "./launch-policy";
 import { projectorOf } from "./projector";
@@ -34,10 +50,22 @@ interface Deps {
  */
 async function requireProjectRoom(db: Db, projectId: string, body: WorkloadUpdate, current?: Workload): Promise<void> {
   if (!current) await requireWorkloadRoom(db, projectId);
-  const policy = current ? patchedPolicy(current, body) : { policy: body.execution_policy ?? "fixed", params: checkParams(body.execution_policy ?? "fixed", body.execution_params ?? {}) };
+  const policy = current
+    ? patchedPolicy(current, body)
+    : {
+        policy: body.execution_policy ?? "fixed",
+        params: checkParams(body.execution_policy ?? "fixed", body.execution_params ?? {}),
+      };
   if (policy) await requireReplicaRoom(db, projectId, policy, current?.id);
-  const launch = current ? patchedLaunch(current, body) : { backend: body.backend!, config: checkConfig(body.backend!, body.config ?? {}) };
-  if (!current || launch.backend !== current.backend || JSON.stringify(launch.config) !== JSON.stringify(current.config)) await requireModelRoom(db, projectId, launch);
+  const launch = current
+    ? patchedLaunch(current, body)
+    : { backend: body.backend!, config: checkConfig(body.backend!, body.config ?? {}) };
+  if (
+    !current ||
+    launch.backend !== current.backend ||
+    JSON.stringify(launch.config) !== JSON.stringify(current.config)
+  )
+    await requireModelRoom(db, projectId, launch);
 }
 
 /**
@@ -45,14 +73,22 @@ async function requireProjectRoom(db: Db, projectId: string, body: WorkloadUpdat
  * `--port` or `nodes` the launch policy does not allow (403 `command_not_allowed`; judged when the
  * command or `nodes` changes), a pin to a worker not opened to the project (403 `worker_not_allowed`).
  */
-async function requireTenantWorkload(deps: Deps, projectId: string, body: WorkloadUpdate, current?: Workload): Promise<void> {
+async function requireTenantWorkload(
+  deps: Deps,
+  projectId: string,
+  body: WorkloadUpdate,
+  current?: Workload,
+): Promise<void> {
   if (!current) {
     requireTenantLaunch(deps.policy, body.backend!, checkConfig(body.backend!, body.config ?? {}), body.nodes);
     await requireOpenWorker(deps.db, projectId, body);
     return;
   }
   const next = patchedLaunch(current, body);
-  const changed = next.backend !== current.backend || JSON.stringify(next.config) !== JSON.stringify(current.config) || (body.nodes !== undefined && body.nodes !== current.nodes);
+  const changed =
+    next.backend !== current.backend ||
+    JSON.stringify(next.config) !== JSON.stringify(current.config) ||
+    (body.nodes !== undefined && body.nodes !== current.nodes);
   if (changed) requireTenantLaunch(deps.policy, next.backend, next.config, body.nodes ?? current.nodes);
   await requireOpenWorker(deps.db, projectId, {
     worker_id: body.worker_id !== current.worker_id ? body.worker_id : undefined,
@@ -70,8 +106,14 @@ const originOf = (who: Principal): Origin => (isMachineOperator(who) ? "admin" :
  */
 function requireNamesScope(key: ReturnType<typeof keyOf>, body: WorkloadUpdate, current: Workload): void {
   if (key.scope === "project") return;
-  const changed = (["model_name", "aliases", "slug"] as const).find((f) => body[f] !== undefined && JSON.stringify(body[f]) !== JSON.stringify(current[f]));
-  if (changed) throw forbidden("scope_insufficient", `changing ${changed} needs a key scoped to the entire project: the names of a workload decide which requests of the project reach it`);
+  const changed = (["model_name", "aliases", "slug"] as const).find(
+    (f) => body[f] !== undefined && JSON.stringify(body[f]) !== JSON.stringify(current[f]),
+  );
+  if (changed)
+    throw forbidden(
+      "scope_insufficient",
+      `changing ${changed} needs a key scoped to the entire project: the names of a workload decide which requests of the project reach it`,
+    );
 }
 
 /**
@@ -84,93 +126,164 @@ export const controlRoutes = (deps: Deps) => {
     const key = keyOf(request);
     const w = await resolveWorkload(deps.db, id, key.projectId);
     if (w.project_id !== key.projectId) {
-      throw forbidden("project_scope_mismatch", `workload "${id}" belongs to project "${w.project_slug}", not to this key's project "${key.projectSlug}"`);
+      throw forbidden(
+        "project_scope_mismatch",
+        `workload "${id}" belongs to project "${w.project_slug}", not to this key's project "${key.projectSlug}"`,
+      );
     }
     requireWorkloadScope(key, w.project_slug, w.slug);
     return w;
   };
   return new Elysia({ prefix: "/api", detail: { tags: ["control plane"] } })
-    .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy: which commands this key's workloads may run" } })
-    .post("/projects/:project_id/workloads", async ({ params, body, request, set }) => {
-      const key = keyOf(request);
-      if (key.scope !== "project") throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
-      const project = await getProject(deps.db, params.project_id);
-      await requireTenantWorkload(deps, project.id, body);
-      await requireProjectRoom(deps.db, project.id, body);
-      const w = await createWorkload(deps.db, project, body, "tenant");
-      await deps.events.workloadsChanged();
-      set.status = 201;
-      return publicView(w);
-    }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
-    .get("/projects/:project_id/workloads", async ({ params, request }) => {
-      const key = keyOf(request);
-      const all = await listWorkloads(deps.db, (await getProject(deps.db, params.project_id)).id);
-      return all.filter((w) => canTouchWorkload(key, w.project_slug, w.slug)).map(publicView);
-    }, { detail: { summary: "List the project's workloads" } })
-    .get("/workloads/:id", async ({ params, request }) => publicView(await owned(request, params.id)), { detail: { summary: "Get a workload by id or slug" } })
-    .patch("/workloads/:id", async ({ params, body, request }) => {
-      const current = await owned(request, params.id);
-      requireNamesScope(keyOf(request), body, current);
-      await requireTenantWorkload(deps, current.project_id, body, current);
-      await requireProjectRoom(deps.db, current.project_id, body, current);
-      const w = await updateWorkload(deps.db, current, body, "tenant");
-      await deps.events.workloadsChanged();
-      return publicView(w);
-    }, { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload (only the sent fields change)" } })
-    .delete("/workloads/:id", async ({ params, request, set }) => {
-      await deleteWorkload(deps.db, (await owned(request, params.id)).id);
-      await deps.events.workloadsChanged();
-      set.status = 204;
-    }, { detail: { summary: "Delete a workload" } });
+    .get("/policy", () => policyView(deps.policy), {
+      detail: { summary: "The launch policy: which commands this key's workloads may run" },
+    })
+    .post(
+      "/projects/:project_id/workloads",
+      async ({ params, body, request, set }) => {
+        const key = keyOf(request);
+        if (key.scope !== "project")
+          throw forbidden("scope_insufficient", "creating workloads needs a key scoped to the entire project");
+        const project = await getProject(deps.db, params.project_id);
+        await requireTenantWorkload(deps, project.id, body);
+        await requireProjectRoom(deps.db, project.id, body);
+        const w = await createWorkload(deps.db, project, body, "tenant");
+        await deps.events.workloadsChanged();
+        set.status = 201;
+        return publicView(w);
+      },
+      { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } },
+    )
+    .get(
+      "/projects/:project_id/workloads",
+      async ({ params, request }) => {
+        const key = keyOf(request);
+        const all = await listWorkloads(deps.db, (await getProject(deps.db, params.project_id)).id);
+        return all.filter((w) => canTouchWorkload(key, w.project_slug, w.slug)).map(publicView);
+      },
+      { detail: { summary: "List the project's workloads" } },
+    )
+    .get("/workloads/:id", async ({ params, request }) => publicView(await owned(request, params.id)), {
+      detail: { summary: "Get a workload by id or slug" },
+    })
+    .patch(
+      "/workloads/:id",
+      async ({ params, body, request }) => {
+        const current = await owned(request, params.id);
+        requireNamesScope(keyOf(request), body, current);
+        await requireTenantWorkload(deps, current.project_id, body, current);
+        await requireProjectRoom(deps.db, current.project_id, body, current);
+        const w = await updateWorkload(deps.db, current, body, "tenant");
+        await deps.events.workloadsChanged();
+        return publicView(w);
+      },
+      { ...jsonBody(WorkloadUpdate), detail: { summary: "Update a workload (only the sent fields change)" } },
+    )
+    .delete(
+      "/workloads/:id",
+      async ({ params, request, set }) => {
+        await deleteWorkload(deps.db, (await owned(request, params.id)).id);
+        await deps.events.workloadsChanged();
+        set.status = 204;
+      },
+      { detail: { summary: "Delete a workload" } },
+    );
 };
 
 /** Admin routes for workloads (the dashboard's), including the endpoint toggles. */
 export const adminWorkloadRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
-    .get("/policy", () => policyView(deps.policy), { detail: { summary: "The launch policy for workloads saved by tenants (operators, viewers' projects' keys: everyone but the admin)" } })
-    .get("/projector", async ({ query }) => {
-      const model = typeof query.model === "string" ? query.model.trim() : "";
-      if (!model || model.length > 4096 || model.includes("\0")) throw validation("model", "must name a llama.cpp model (a GGUF path or a Hugging Face reference)");
-      return { model, projector: await projectorOf(deps.db, model) };
-    }, { detail: { summary: "The projector file (mmproj) known for a llama.cpp model, for a vision workload's --mmproj" } })
-    .get("/projects/:project/workloads", async ({ params }) => listWorkloads(deps.db, (await getProject(deps.db, params.project)).id), {
-      detail: { summary: "List a project's workloads" },
+    .get("/policy", () => policyView(deps.policy), {
+      detail: {
+        summary:
+          "The launch policy for workloads saved by tenants (operators, viewers' projects' keys: everyone but the admin)",
+      },
     })
-    .post("/projects/:project/workloads", async ({ params, body, set, request }) => {
-      const project = await getProject(deps.db, params.project);
-      const origin = originOf(principalOf(request));
-      if (origin === "tenant") await requireTenantWorkload(deps, project.id, body);
-      await requireProjectRoom(deps.db, project.id, body);
-      const w = await createWorkload(deps.db, project, body, origin);
-      await deps.events.workloadsChanged();
-      set.status = 201;
-      return w;
-    }, { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } })
-    .get("/workloads/:id", async ({ params, request }) => {
-      const detail = await deps.describeWorkload(await resolveWorkload(deps.db, params.id));
-      if (principalOf(request).role !== "viewer") return detail;
-      // The runtime's output a reason quotes is a log: operators only.
-      return { ...detail, assignments: detail.assignments.map((a) => (a.reason ? { ...a, reason: withoutOutput(a.reason) } : a)) };
-    }, { detail: { summary: "Get a workload (a viewer's replica reasons without the runtime's output)" } })
-    .patch("/workloads/:id", async ({ params, body, request }) => {
-      const { capture_until: sentCapture, ...patch } = body;
-      const current = await resolveWorkload(deps.db, params.id);
-      const capture = sentCapture === undefined ? undefined : checkCaptureUntil(sentCapture);
-      const origin = originOf(principalOf(request));
-      if (origin === "tenant") await requireTenantWorkload(deps, current.project_id, patch, current);
-      await requireProjectRoom(deps.db, current.project_id, patch, current);
-      const w = await updateWorkload(deps.db, current, patch, origin);
-      if (capture !== undefined) await setCapture(deps.db, w, capture);
-      await deps.events.workloadsChanged();
-      return capture === undefined ? w : ((await getWorkloadById(deps.db, w.id)) ?? w);
-    }, { ...jsonBody(AdminWorkloadUpdate), detail: { summary: "Update a workload (`capture_until`: keep its request bodies until then, at most 7 days ahead; null stops)" } })
-    .delete("/workloads/:id", async ({ params, set }) => {
-      await deleteWorkload(deps.db, (await resolveWorkload(deps.db, params.id)).id);
-      await deps.events.workloadsChanged();
-      set.status = 204;
-    }, { detail: { summary: "Delete a workload" } })
-    .patch("/workloads/:id/endpoints", async ({ params, body }) => {
-      const map = await setToggles(deps.db, await resolveWorkload(deps.db, params.id), body);
-      await deps.events.workloadsChanged();
-      return map;
-    }, { ...jsonBody(TogglePatch), detail: { summary: "Switch endpoint toggles; answers the whole map" } });
+    .get(
+      "/projector",
+      async ({ query }) => {
+        const model = typeof query.model === "string" ? query.model.trim() : "";
+        if (!model || model.length > 4096 || model.includes("\0"))
+          throw validation("model", "must name a llama.cpp model (a GGUF path or a Hugging Face reference)");
+        return { model, projector: await projectorOf(deps.db, model) };
+      },
+      {
+        detail: {
+          summary: "The projector file (mmproj) known for a llama.cpp model, for a vision workload's --mmproj",
+        },
+      },
+    )
+    .get(
+      "/projects/:project/workloads",
+      async ({ params }) => listWorkloads(deps.db, (await getProject(deps.db, params.project)).id),
+      {
+        detail: { summary: "List a project's workloads" },
+      },
+    )
+    .post(
+      "/projects/:project/workloads",
+      async ({ params, body, set, request }) => {
+        const project = await getProject(deps.db, params.project);
+        const origin = originOf(principalOf(request));
+        if (origin === "tenant") await requireTenantWorkload(deps, project.id, body);
+        await requireProjectRoom(deps.db, project.id, body);
+        const w = await createWorkload(deps.db, project, body, origin);
+        await deps.events.workloadsChanged();
+        set.status = 201;
+        return w;
+      },
+      { ...jsonBody(WorkloadCreate), detail: { summary: "Create a workload" } },
+    )
+    .get(
+      "/workloads/:id",
+      async ({ params, request }) => {
+        const detail = await deps.describeWorkload(await resolveWorkload(deps.db, params.id));
+        if (principalOf(request).role !== "viewer") return detail;
+        // The runtime's output a reason quotes is a log: operators only.
+        return {
+          ...detail,
+          assignments: detail.assignments.map((a) => (a.reason ? { ...a, reason: withoutOutput(a.reason) } : a)),
+        };
+      },
+      { detail: { summary: "Get a workload (a viewer's replica reasons without the runtime's output)" } },
+    )
+    .patch(
+      "/workloads/:id",
+      async ({ params, body, request }) => {
+        const { capture_until: sentCapture, ...patch } = body;
+        const current = await resolveWorkload(deps.db, params.id);
+        const capture = sentCapture === undefined ? undefined : checkCaptureUntil(sentCapture);
+        const origin = originOf(principalOf(request));
+        if (origin === "tenant") await requireTenantWorkload(deps, current.project_id, patch, current);
+        await requireProjectRoom(deps.db, current.project_id, patch, current);
+        const w = await updateWorkload(deps.db, current, patch, origin);
+        if (capture !== undefined) await setCapture(deps.db, w, capture);
+        await deps.events.workloadsChanged();
+        return capture === undefined ? w : ((await getWorkloadById(deps.db, w.id)) ?? w);
+      },
+      {
+        ...jsonBody(AdminWorkloadUpdate),
+        detail: {
+          summary:
+            "Update a workload (`capture_until`: keep its request bodies until then, at most 7 days ahead; null stops)",
+        },
+      },
+    )
+    .delete(
+      "/workloads/:id",
+      async ({ params, set }) => {
+        await deleteWorkload(deps.db, (await resolveWorkload(deps.db, params.id)).id);
+        await deps.events.workloadsChanged();
+        set.status = 204;
+      },
+      { detail: { summary: "Delete a workload" } },
+    )
+    .patch(
+      "/workloads/:id/endpoints",
+      async ({ params, body }) => {
+        const map = await setToggles(deps.db, await resolveWorkload(deps.db, params.id), body);
+        await deps.events.workloadsChanged();
+        return map;
+      },
+      { ...jsonBody(TogglePatch), detail: { summary: "Switch endpoint toggles; answers the whole map" } },
+    );

@@ -18,8 +18,18 @@ export type Backend = (typeof BACKENDS)[number];
  * `forecast` (time-series forecasting on a custom backend).
  */
 export const TASK_TYPES = [
-  "text2text", "embedding", "text2image", "text2audio", "audio2text", "reranker", "classification", "reward",
-  "image2text", "image2image", "text2video", "forecast",
+  "text2text",
+  "embedding",
+  "text2image",
+  "text2audio",
+  "audio2text",
+  "reranker",
+  "classification",
+  "reward",
+  "image2text",
+  "image2image",
+  "text2video",
+  "forecast",
 ] as const;
 
 /** Modalities served only through async jobs, never on the synchronous routes. */
@@ -35,7 +45,16 @@ export const MULTINODE_BACKENDS = ["vllm", "sglang", "llamacpp"] as const;
  * Flags inferd sets itself on the members of a multi-node group (ranks, rendezvous, Ray, RPC
  * servers): a command that sets one is refused for `nodes > 1`, so the group's wiring is inferd's.
  */
-export const GROUP_FLAGS = ["--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--dist-init-addr", "--rpc", "--data-parallel-address"];
+export const GROUP_FLAGS = [
+  "--nnodes",
+  "--node-rank",
+  "--master-addr",
+  "--master-port",
+  "--headless",
+  "--dist-init-addr",
+  "--rpc",
+  "--data-parallel-address",
+];
 
 /** Execution policies a workload may carry. */
 export const EXECUTION_POLICIES = ["fixed", "scheduled", "autoscaling"] as const;
@@ -49,7 +68,8 @@ export type Routing = (typeof ROUTINGS)[number];
 export const CHAT_TASK_TYPES = ["text2text", "image2text"] as const;
 
 /** The routing a workload of `taskType` gets when none is set: by prefix for chats, else to the least-loaded replica. */
-export const defaultRouting = (taskType: string): Routing => ((CHAT_TASK_TYPES as readonly string[]).includes(taskType) ? "prefix" : "least_loaded");
+export const defaultRouting = (taskType: string): Routing =>
+  (CHAT_TASK_TYPES as readonly string[]).includes(taskType) ? "prefix" : "least_loaded";
 
 /** Endpoint toggles: `jobs` is the async master switch, the rest one per modality. */
 export const TOGGLES = ["jobs", "chat", "embeddings", "rerank", "audio", "images", "forecast"] as const;
@@ -70,7 +90,8 @@ const commandOf = (backend: string) =>
       try {
         modelRefs(backend, splitCommand(cmd));
       } catch (e) {
-        if (e instanceof CommandSyntaxError || e instanceof SourceError) ctx.addIssue({ code: "custom", message: e.message });
+        if (e instanceof CommandSyntaxError || e instanceof SourceError)
+          ctx.addIssue({ code: "custom", message: e.message });
         else throw e;
       }
     });
@@ -88,7 +109,7 @@ export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown
 const fields = {
   name: z.string().trim().min(1).max(200),
   description: z.string().max(10_000),
-  slug: Slug.refine((s) => !RESERVED_SLUGS.includes(s), "\"v1\" and \"api\" are the project base URL's own paths"),
+  slug: Slug.refine((s) => !RESERVED_SLUGS.includes(s), '"v1" and "api" are the project base URL\'s own paths'),
   task_type: z.enum(TASK_TYPES),
   backend: z.enum(BACKENDS),
   model_name: z.string().trim().min(1).max(500),
@@ -96,7 +117,16 @@ const fields = {
   worker_id: z.string().min(1).max(128).nullable(),
   gpu_resource_id: z.string().min(1).max(128).nullable(),
   nodes: z.number().int().min(1).max(MAX_NODES),
-  aliases: z.array(z.string().trim().min(1).max(200).refine((s) => s !== "default", "\"default\" is reserved")).max(32),
+  aliases: z
+    .array(
+      z
+        .string()
+        .trim()
+        .min(1)
+        .max(200)
+        .refine((s) => s !== "default", '"default" is reserved'),
+    )
+    .max(32),
   fallbacks: z.array(Slug).max(8),
   execution_policy: z.enum(EXECUTION_POLICIES),
   execution_params: z.record(z.string(), z.unknown()),
@@ -136,4 +166,6 @@ export type WorkloadUpdate = z.infer<typeof WorkloadUpdate>;
 export const AdminWorkloadUpdate = WorkloadUpdate.extend({ capture_until: CaptureUntil.optional() });
 
 /** Body of `PATCH /admin/workloads/:id/endpoints`: any of the toggles. */
-export const TogglePatch = z.strictObject(Object.fromEntries(TOGGLES.map((t) => [t, z.boolean().optional()])) as Record<Toggle, z.ZodOptional<z.ZodBoolean>>);
+export const TogglePatch = z.strictObject(
+  Object.fromEntries(TOGGLES.map((t) => [t, z.boolean().optional()])) as Record<Toggle, z.ZodOptional<z.ZodBoolean>>,
+);

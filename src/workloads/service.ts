@@ -8,10 +8,22 @@ import { newId, nowIso } from "../ids";
 import { uniqueSlug } from "../projects/service";
 import { splitCommand } from "../../agent/command";
 import { taskFlagProblem } from "../../agent/runtimes/task-flags";
-import { CONFIG_BY_BACKEND, defaultRouting, GROUP_FLAGS, RESERVED_SLUGS, MULTINODE_BACKENDS, TOGGLES, type Backend, type Routing, type ExecutionPolicy, type ToggleMap, type WorkloadCreate, type WorkloadUpdate } from "./schema";
+import {
+  CONFIG_BY_BACKEND,
+  defaultRouting,
+  GROUP_FLAGS,
+  RESERVED_SLUGS,
+  MULTINODE_BACKENDS,
+  TOGGLES,
+  type Backend,
+  type Routing,
+  type ExecutionPolicy,
+  type ToggleMap,
+  type WorkloadCreate,
+  type WorkloadUpdate,
+} from "./schema";
 import { DEFAULTS, PARAMS_BY_POLICY } from "../execution/schema";
 import { audit, diffOf, fieldsOf } from "../audit/service";
-
 
 /** A workload as the control plane returns it (the contract's response fields). */
 export interface WorkloadView {
@@ -119,7 +131,10 @@ export function checkParams(policy: ExecutionPolicy, params: Record<string, unkn
   const r = PARAMS_BY_POLICY[policy].safeParse(params);
   if (!r.success) {
     const issue = r.error.issues[0];
-    throw fromSchemaIssue("execution_params", { ...issue, path: ["execution_params", ...(issue.path as (string | number)[])] });
+    throw fromSchemaIssue("execution_params", {
+      ...issue,
+      path: ["execution_params", ...(issue.path as (string | number)[])],
+    });
   }
   return { ...DEFAULTS[policy], ...r.data };
 }
@@ -131,11 +146,18 @@ export function checkParams(policy: ExecutionPolicy, params: Record<string, unkn
 export function checkNodes(backend: string, config: Record<string, unknown>, nodes: number): void {
   if (nodes <= 1) return;
   if (!(MULTINODE_BACKENDS as readonly string[]).includes(backend)) {
-    throw validation("nodes", `backend "${backend}" runs on one machine; nodes > 1 needs ${MULTINODE_BACKENDS.join(", ")}`);
+    throw validation(
+      "nodes",
+      `backend "${backend}" runs on one machine; nodes > 1 needs ${MULTINODE_BACKENDS.join(", ")}`,
+    );
   }
   const words = splitCommand(String(config.command ?? ""));
   const set = GROUP_FLAGS.find((f) => words.some((w) => w === f || w.startsWith(`${f}=`)));
-  if (set) throw validation("config.command", `sets ${set}, which inferd sets itself on each member of a multi-node group (nodes: ${nodes}); remove it`);
+  if (set)
+    throw validation(
+      "config.command",
+      `sets ${set}, which inferd sets itself on each member of a multi-node group (nodes: ${nodes}); remove it`,
+    );
 }
 
 /**
@@ -153,16 +175,29 @@ const bareName = (name: string) => (name.endsWith(":latest") ? name.slice(0, -":
 
 /** The other workloads of a project with the names the project base routes by. */
 async function otherNames(db: Db, projectId: string, exceptId?: string) {
-  const rows = await db.select({ id: workloads.id, slug: workloads.slug, modelName: workloads.modelName, aliases: workloads.aliases }).from(workloads).where(eq(workloads.projectId, projectId));
-  return rows.filter((o) => o.id !== exceptId).map((o) => ({ slug: o.slug, names: { slug: [o.slug], "model name": [o.modelName], alias: JSON.parse(o.aliases) as string[] } }));
+  const rows = await db
+    .select({ id: workloads.id, slug: workloads.slug, modelName: workloads.modelName, aliases: workloads.aliases })
+    .from(workloads)
+    .where(eq(workloads.projectId, projectId));
+  return rows
+    .filter((o) => o.id !== exceptId)
+    .map((o) => ({
+      slug: o.slug,
+      names: { slug: [o.slug], "model name": [o.modelName], alias: JSON.parse(o.aliases) as string[] },
+    }));
 }
 
 type Others = Awaited<ReturnType<typeof otherNames>>;
 
 /** Which name of another workload `name` would also answer to on the project base (`:latest` aside), or undefined. */
-function nameClash(others: Others, name: string, kinds: ("slug" | "model name" | "alias")[] = ["slug", "model name", "alias"]): { slug: string; kind: string } | undefined {
+function nameClash(
+  others: Others,
+  name: string,
+  kinds: ("slug" | "model name" | "alias")[] = ["slug", "model name", "alias"],
+): { slug: string; kind: string } | undefined {
   const bare = bareName(name);
-  for (const o of others) for (const kind of kinds) if (o.names[kind].some((n) => bareName(n) === bare)) return { slug: o.slug, kind };
+  for (const o of others)
+    for (const kind of kinds) if (o.names[kind].some((n) => bareName(n) === bare)) return { slug: o.slug, kind };
   return undefined;
 }
 
@@ -175,7 +210,12 @@ const slugTaken = (db: Db, projectId: string, exceptId?: string) => async (slug:
  */
 async function requireFreeSlug(db: Db, projectId: string, exceptId: string | undefined, slug: string): Promise<void> {
   const clash = nameClash(await otherNames(db, projectId, exceptId), slug, ["model name", "alias"]);
-  if (clash) throw conflict(`slug "${slug}" is already the ${clash.kind} of workload "${clash.slug}" in this project`, "slug_taken", "slug");
+  if (clash)
+    throw conflict(
+      `slug "${slug}" is already the ${clash.kind} of workload "${clash.slug}" in this project`,
+      "slug_taken",
+      "slug",
+    );
 }
 
 /**
@@ -184,7 +224,14 @@ async function requireFreeSlug(db: Db, projectId: string, exceptId: string | und
  * never takes another workload's requests; a fallback is another workload's slug. Duplicates are
  * dropped, order kept.
  */
-async function checkRouting(db: Db, projectId: string, selfId: string | undefined, selfSlug: string, field: "aliases" | "fallbacks", values: string[]): Promise<string[]> {
+async function checkRouting(
+  db: Db,
+  projectId: string,
+  selfId: string | undefined,
+  selfSlug: string,
+  field: "aliases" | "fallbacks",
+  values: string[],
+): Promise<string[]> {
   const list = [...new Set(values)];
   if (!list.length) return list;
   const others = await otherNames(db, projectId, selfId);
@@ -192,7 +239,12 @@ async function checkRouting(db: Db, projectId: string, selfId: string | undefine
     if (field === "aliases") {
       if (v === selfSlug) throw validation(`aliases.${i}`, `"${v}" is this workload's slug already`);
       const clash = nameClash(others, v);
-      if (clash) throw conflict(`alias "${v}" is already the ${clash.kind} of workload "${clash.slug}" in this project`, "alias_taken", `aliases.${i}`);
+      if (clash)
+        throw conflict(
+          `alias "${v}" is already the ${clash.kind} of workload "${clash.slug}" in this project`,
+          "alias_taken",
+          `aliases.${i}`,
+        );
     } else {
       if (v === selfSlug) throw validation(`fallbacks.${i}`, "a workload cannot fall back to itself");
       if (!others.some((o) => o.slug === v)) throw validation(`fallbacks.${i}`, `no workload "${v}" in this project`);
@@ -205,7 +257,12 @@ async function checkRouting(db: Db, projectId: string, selfId: string | undefine
 export type Origin = "admin" | "tenant";
 
 /** Creates a workload in a project; every endpoint toggle starts on. */
-export async function createWorkload(db: Db, project: { id: string; slug: string }, input: WorkloadCreate, origin: Origin = "admin"): Promise<Workload> {
+export async function createWorkload(
+  db: Db,
+  project: { id: string; slug: string },
+  input: WorkloadCreate,
+  origin: Origin = "admin",
+): Promise<Workload> {
   const config = checkConfig(input.backend, input.config ?? {});
   checkNodes(input.backend, config, input.nodes ?? 1);
   checkTaskFlags(input.backend, input.task_type ?? "text2text", config);
@@ -239,7 +296,28 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
   };
   await db.insert(workloads).values(row);
   const w = toWorkload(row, project.slug);
-  await audit(db, "workload.create", { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` }, fieldsOf(w, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "routing", "execution_policy", "execution_params"]));
+  await audit(
+    db,
+    "workload.create",
+    { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` },
+    fieldsOf(w, [
+      "name",
+      "description",
+      "slug",
+      "task_type",
+      "backend",
+      "model_name",
+      "config",
+      "worker_id",
+      "gpu_resource_id",
+      "nodes",
+      "aliases",
+      "fallbacks",
+      "routing",
+      "execution_policy",
+      "execution_params",
+    ]),
+  );
   return w;
 }
 
@@ -247,9 +325,15 @@ export async function createWorkload(db: Db, project: { id: string; slug: string
  * The backend and config a patch would leave (checked against the backend's shape), for callers
  * that must judge them before saving (the launch policy).
  */
-export function patchedLaunch(current: Workload, patch: WorkloadUpdate): { backend: Backend; config: Record<string, unknown> } {
+export function patchedLaunch(
+  current: Workload,
+  patch: WorkloadUpdate,
+): { backend: Backend; config: Record<string, unknown> } {
   const backend = (patch.backend ?? current.backend) as Backend;
-  const config = patch.config !== undefined || patch.backend !== undefined ? checkConfig(backend, patch.config ?? current.config) : current.config;
+  const config =
+    patch.config !== undefined || patch.backend !== undefined
+      ? checkConfig(backend, patch.config ?? current.config)
+      : current.config;
   return { backend, config };
 }
 
@@ -257,32 +341,51 @@ export function patchedLaunch(current: Workload, patch: WorkloadUpdate): { backe
  * The policy and its checked parameters a patch would leave, or null when it sends neither. A new
  * policy without parameters starts from its defaults; the same one keeps what it had.
  */
-export function patchedPolicy(current: Workload, patch: WorkloadUpdate): { policy: ExecutionPolicy; params: Record<string, unknown> } | null {
+export function patchedPolicy(
+  current: Workload,
+  patch: WorkloadUpdate,
+): { policy: ExecutionPolicy; params: Record<string, unknown> } | null {
   if (patch.execution_policy === undefined && patch.execution_params === undefined) return null;
   const policy = (patch.execution_policy ?? current.execution_policy) as ExecutionPolicy;
-  return { policy, params: checkParams(policy, patch.execution_params ?? (policy === current.execution_policy ? current.execution_params : {})) };
+  return {
+    policy,
+    params: checkParams(
+      policy,
+      patch.execution_params ?? (policy === current.execution_policy ? current.execution_params : {}),
+    ),
+  };
 }
 
 /**
  * Applies the sent fields only; `updated_at` moves only when something changed. A change of
  * backend or config records `origin` as who set the command.
  */
-export async function updateWorkload(db: Db, current: Workload, patch: WorkloadUpdate, origin: Origin = "admin"): Promise<Workload> {
+export async function updateWorkload(
+  db: Db,
+  current: Workload,
+  patch: WorkloadUpdate,
+  origin: Origin = "admin",
+): Promise<Workload> {
   const { backend, config } = patchedLaunch(current, patch);
   checkNodes(backend, config, patch.nodes ?? current.nodes);
-  if (patch.task_type !== undefined || patch.backend !== undefined || patch.config !== undefined) checkTaskFlags(backend, patch.task_type ?? current.task_type, config);
-  if (patch.slug !== undefined && patch.slug !== current.slug) await requireFreeSlug(db, current.project_id, current.id, patch.slug);
+  if (patch.task_type !== undefined || patch.backend !== undefined || patch.config !== undefined)
+    checkTaskFlags(backend, patch.task_type ?? current.task_type, config);
+  if (patch.slug !== undefined && patch.slug !== current.slug)
+    await requireFreeSlug(db, current.project_id, current.id, patch.slug);
   const set: Partial<Row> = {};
   if (patch.name !== undefined && patch.name !== current.name) set.name = patch.name;
   if (patch.description !== undefined && patch.description !== current.description) set.description = patch.description;
-  if (patch.slug !== undefined && patch.slug !== current.slug) set.slug = await uniqueSlug(patch.slug, patch.slug, slugTaken(db, current.project_id, current.id), "workload");
+  if (patch.slug !== undefined && patch.slug !== current.slug)
+    set.slug = await uniqueSlug(patch.slug, patch.slug, slugTaken(db, current.project_id, current.id), "workload");
   if (patch.task_type !== undefined && patch.task_type !== current.task_type) set.taskType = patch.task_type;
   if (backend !== current.backend) set.backend = backend;
   if (patch.model_name !== undefined && patch.model_name !== current.model_name) set.modelName = patch.model_name;
   if (JSON.stringify(config) !== JSON.stringify(current.config)) set.config = JSON.stringify(config);
-  if ((set.backend !== undefined || set.config !== undefined) && origin !== current.config_origin) set.configOrigin = origin;
+  if ((set.backend !== undefined || set.config !== undefined) && origin !== current.config_origin)
+    set.configOrigin = origin;
   if (patch.worker_id !== undefined && patch.worker_id !== current.worker_id) set.workerId = patch.worker_id;
-  if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id) set.gpuResourceId = patch.gpu_resource_id;
+  if (patch.gpu_resource_id !== undefined && patch.gpu_resource_id !== current.gpu_resource_id)
+    set.gpuResourceId = patch.gpu_resource_id;
   if (patch.nodes !== undefined && patch.nodes !== current.nodes) set.nodes = patch.nodes;
   const slug = set.slug ?? current.slug;
   for (const field of ["aliases", "fallbacks"] as const) {
@@ -291,15 +394,39 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
     const checked = await checkRouting(db, current.project_id, current.id, slug, field, sent);
     if (JSON.stringify(checked) !== JSON.stringify(current[field])) set[field] = JSON.stringify(checked);
   }
-  if (patch.routing !== undefined && patch.routing !== (current.routing_is_default ? null : current.routing)) set.routing = patch.routing;
-  if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy) set.executionPolicy = patch.execution_policy;
+  if (patch.routing !== undefined && patch.routing !== (current.routing_is_default ? null : current.routing))
+    set.routing = patch.routing;
+  if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy)
+    set.executionPolicy = patch.execution_policy;
   const next = patchedPolicy(current, patch);
-  if (next && JSON.stringify(next.params) !== JSON.stringify(current.execution_params)) set.executionParams = JSON.stringify(next.params);
+  if (next && JSON.stringify(next.params) !== JSON.stringify(current.execution_params))
+    set.executionParams = JSON.stringify(next.params);
   if (Object.keys(set).length === 0) return current;
   set.updatedAt = nowIso();
   await db.update(workloads).set(set).where(eq(workloads.id, current.id));
   const after = (await getWorkloadById(db, current.id))!;
-  await audit(db, "workload.update", { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` }, diffOf(current, after, ["name", "description", "slug", "task_type", "backend", "model_name", "config", "worker_id", "gpu_resource_id", "nodes", "aliases", "fallbacks", "routing", "execution_policy", "execution_params"]));
+  await audit(
+    db,
+    "workload.update",
+    { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` },
+    diffOf(current, after, [
+      "name",
+      "description",
+      "slug",
+      "task_type",
+      "backend",
+      "model_name",
+      "config",
+      "worker_id",
+      "gpu_resource_id",
+      "nodes",
+      "aliases",
+      "fallbacks",
+      "routing",
+      "execution_policy",
+      "execution_params",
+    ]),
+  );
   return after;
 }
 
@@ -307,13 +434,24 @@ export async function updateWorkload(db: Db, current: Workload, patch: WorkloadU
 export async function setToggles(db: Db, current: Workload, patch: Partial<ToggleMap>): Promise<ToggleMap> {
   const next = { ...current.endpoints };
   for (const t of TOGGLES) if (patch[t] !== undefined) next[t] = patch[t]!;
-  await db.update(workloads).set({ endpoints: JSON.stringify(next), updatedAt: nowIso() }).where(eq(workloads.id, current.id));
-  await audit(db, "workload.endpoints", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, diffOf(current.endpoints, next));
+  await db
+    .update(workloads)
+    .set({ endpoints: JSON.stringify(next), updatedAt: nowIso() })
+    .where(eq(workloads.id, current.id));
+  await audit(
+    db,
+    "workload.endpoints",
+    { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` },
+    diffOf(current.endpoints, next),
+  );
   return next;
 }
 
 const joined = (db: Db) =>
-  db.select({ w: workloads, projectSlug: projects.slug }).from(workloads).innerJoin(projects, eq(projects.id, workloads.projectId));
+  db
+    .select({ w: workloads, projectSlug: projects.slug })
+    .from(workloads)
+    .innerJoin(projects, eq(projects.id, workloads.projectId));
 
 /** A workload by its id, or undefined. */
 export async function getWorkloadById(db: Db, id: string): Promise<Workload | undefined> {
@@ -327,14 +465,23 @@ const workloadLookups = new WeakMap<Db, Lookup<Workload | undefined>>();
  * A workload by project slug and workload slug, or undefined: the data plane's lookup, from memory
  * while the store is unchanged (the value at once), else a promise of it.
  */
-export function findWorkload(db: Db, projectSlug: string, workloadSlug: string): Workload | undefined | Promise<Workload | undefined> {
+export function findWorkload(
+  db: Db,
+  projectSlug: string,
+  workloadSlug: string,
+): Workload | undefined | Promise<Workload | undefined> {
   let find = workloadLookups.get(db);
   if (!find) {
-    find = memoize(db, async (key) => {
-      const [p, w] = JSON.parse(key) as [string, string];
-      const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
-      return r && toWorkload(r.w, r.projectSlug);
-    }, false, ["workloads", "projects"]);
+    find = memoize(
+      db,
+      async (key) => {
+        const [p, w] = JSON.parse(key) as [string, string];
+        const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
+        return r && toWorkload(r.w, r.projectSlug);
+      },
+      false,
+      ["workloads", "projects"],
+    );
     workloadLookups.set(db, find);
   }
   return find(JSON.stringify([projectSlug, workloadSlug]));
@@ -349,10 +496,17 @@ const projectLookups = new WeakMap<Db, Lookup<Workload[]>>();
 export function findProjectWorkloads(db: Db, projectSlug: string): Workload[] | Promise<Workload[]> {
   let find = projectLookups.get(db);
   if (!find) {
-    find = memoize(db, async (slug) => {
-      const rows = await joined(db).where(eq(projects.slug, slug)).orderBy(asc(workloads.createdAt), asc(workloads.id));
-      return rows.map((r) => toWorkload(r.w, r.projectSlug));
-    }, false, ["workloads", "projects"]);
+    find = memoize(
+      db,
+      async (slug) => {
+        const rows = await joined(db)
+          .where(eq(projects.slug, slug))
+          .orderBy(asc(workloads.createdAt), asc(workloads.id));
+        return rows.map((r) => toWorkload(r.w, r.projectSlug));
+      },
+      false,
+      ["workloads", "projects"],
+    );
     projectLookups.set(db, find);
   }
   return find(projectSlug);
@@ -360,7 +514,9 @@ export function findProjectWorkloads(db: Db, projectSlug: string): Workload[] | 
 
 /** Every workload of a project, oldest first. */
 export async function listWorkloads(db: Db, projectId: string): Promise<Workload[]> {
-  const rows = await joined(db).where(eq(workloads.projectId, projectId)).orderBy(asc(workloads.createdAt), asc(workloads.id));
+  const rows = await joined(db)
+    .where(eq(workloads.projectId, projectId))
+    .orderBy(asc(workloads.createdAt), asc(workloads.id));
   return rows.map((r) => toWorkload(r.w, r.projectSlug));
 }
 
@@ -399,7 +555,12 @@ export interface CaptureOf {
 export async function setCapture(db: Db, current: CaptureOf, until: string | null): Promise<void> {
   if (until === current.capture_until) return;
   await db.update(workloads).set({ captureUntil: until }).where(eq(workloads.id, current.id));
-  await audit(db, "workload.capture", { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` }, { capture_until: { from: current.capture_until, to: until } });
+  await audit(
+    db,
+    "workload.capture",
+    { type: "workload", id: current.id, label: `${current.project_slug}/${current.slug}` },
+    { capture_until: { from: current.capture_until, to: until } },
+  );
 }
 
 /** Sets or clears a workload's `paused` flag (stopped by the operator). */

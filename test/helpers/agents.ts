@@ -21,21 +21,42 @@ export interface Host extends Inferd {
  * Starts a host for remote agents; workers are offline after `timeoutMs` of silence. `opts` can
  * reuse a data dir and add arguments (e.g. fixed `--port`/`--tls-port`, to restart the same host).
  */
-export async function startHost(env: Record<string, string> = {}, timeoutMs = 2500, opts: { dataDir?: string; args?: string[] } = {}): Promise<Host> {
-  const srv = await startInferd({ env: { INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: String(timeoutMs), INFERD_LOG_LEVEL: "warn", ...env }, ...opts });
+export async function startHost(
+  env: Record<string, string> = {},
+  timeoutMs = 2500,
+  opts: { dataDir?: string; args?: string[] } = {},
+): Promise<Host> {
+  const srv = await startInferd({
+    env: { INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: String(timeoutMs), INFERD_LOG_LEVEL: "warn", ...env },
+    ...opts,
+  });
   return {
     ...srv,
     admin: (path, body, method) =>
-      fetch(srv.url + path, { method: method ?? (body ? "POST" : "GET"), headers: { authorization: `Bearer ${srv.adminToken}`, "content-type": "application/json" }, body: body ? JSON.stringify(body) : undefined }),
+      fetch(srv.url + path, {
+        method: method ?? (body ? "POST" : "GET"),
+        headers: { authorization: `Bearer ${srv.adminToken}`, "content-type": "application/json" },
+        body: body ? JSON.stringify(body) : undefined,
+      }),
   };
 }
 
 /** Runs an inferd agent command (join or run) with the fake runtimes and GPUs on PATH. */
-export function spawnAgent(args: string[], dataDir: string, env: Record<string, string> = {}): { proc: ReturnType<typeof Bun.spawn>; output(): string } {
+export function spawnAgent(
+  args: string[],
+  dataDir: string,
+  env: Record<string, string> = {},
+): { proc: ReturnType<typeof Bun.spawn>; output(): string } {
   let out = "";
   const proc = Bun.spawn([...sourceBin(), "agent", ...args, "--data-dir", dataDir], {
     cwd: repoRoot,
-    env: fixtureEnv({ FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_LOAD_MS: "50", INFERD_TELEMETRY_INTERVAL_MS: "300", INFERD_RESTART_BACKOFF_MS: "100", ...env }),
+    env: fixtureEnv({
+      FAKE_GPUS: "1x NVIDIA L4:23034",
+      FAKE_LOAD_MS: "50",
+      INFERD_TELEMETRY_INTERVAL_MS: "300",
+      INFERD_RESTART_BACKOFF_MS: "100",
+      ...env,
+    }),
     stdout: "pipe",
     stderr: "pipe",
     stdin: "ignore",
@@ -49,33 +70,61 @@ export function spawnAgent(args: string[], dataDir: string, env: Record<string, 
 }
 
 /** Adds a worker on the host, joins an agent to it and waits until the host sees it online. */
-export function joinAgent(host: Host, name: string, env: Record<string, string> = {}, dataDir = tempDir(`agent-${name}`)): Promise<AgentProc> {
+export function joinAgent(
+  host: Host,
+  name: string,
+  env: Record<string, string> = {},
+  dataDir = tempDir(`agent-${name}`),
+): Promise<AgentProc> {
   return joinAgentAt(host, name, undefined, env, dataDir);
 }
 
 /** Adds a worker on the host and joins an agent with its token at `joinUrl` (default: the join command's own address, else another host of its cluster). */
-export async function joinAgentAt(host: Host, name: string, joinUrl?: string, env: Record<string, string> = {}, dataDir = tempDir(`agent-${name}`)): Promise<AgentProc> {
+export async function joinAgentAt(
+  host: Host,
+  name: string,
+  joinUrl?: string,
+  env: Record<string, string> = {},
+  dataDir = tempDir(`agent-${name}`),
+): Promise<AgentProc> {
   const created = await (await host.admin("/admin/workers", { name })).json();
   const [, , , shown, , token] = (created.join_command as string).split(" ");
   const url = joinUrl ?? shown;
   const { proc, output } = spawnAgent(["join", url, "--token", token], dataDir, env);
-  await waitFor(async () => {
-    if (proc.exitCode !== null) throw new Error(`agent ${name} exited ${proc.exitCode}: ${output()}`);
-    const workers = await (await host.admin("/admin/workers")).json();
-    // Online on the host and past the join on the agent (its credential is written before it runs).
-    return (output().includes("running as worker") && workers.some((w: { id: string; state: string }) => w.id === created.id && w.state === "online")) || undefined;
-  }, { what: `agent ${name} online`, timeoutMs: 20_000, detail: output });
+  await waitFor(
+    async () => {
+      if (proc.exitCode !== null) throw new Error(`agent ${name} exited ${proc.exitCode}: ${output()}`);
+      const workers = await (await host.admin("/admin/workers")).json();
+      // Online on the host and past the join on the agent (its credential is written before it runs).
+      return (
+        (output().includes("running as worker") &&
+          workers.some((w: { id: string; state: string }) => w.id === created.id && w.state === "online")) ||
+        undefined
+      );
+    },
+    { what: `agent ${name} online`, timeoutMs: 20_000, detail: output },
+  );
   return agentHandle(created.id, dataDir, proc, output);
 }
 
 /** Restarts an agent from its data dir (`inferd agent`), as after a reboot. */
 export async function rerunAgent(host: Host, prev: AgentProc, env: Record<string, string> = {}): Promise<AgentProc> {
   const { proc, output } = spawnAgent([], prev.dataDir, env);
-  await waitFor(() => output().includes("running as worker") || (proc.exitCode !== null ? Promise.reject(new Error(output())) : undefined), { what: "agent running again", timeoutMs: 20_000 });
+  await waitFor(
+    () =>
+      output().includes("running as worker") ||
+      (proc.exitCode !== null ? Promise.reject(new Error(output())) : undefined),
+    { what: "agent running again", timeoutMs: 20_000 },
+  );
   return agentHandle(prev.workerId, prev.dataDir, proc, output);
 }
 
-function agentHandle(workerId: string, dataDir: string, proc: ReturnType<typeof Bun.spawn>, output: () => string): AgentProc {
+function agentHandle(
+  workerId: string,
+  dataDir: string,
+  proc: ReturnType<typeof Bun.spawn>,
+  output: () => string,
+): AgentProc {
   return {
     workerId,
     dataDir,

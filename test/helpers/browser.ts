@@ -18,11 +18,25 @@ export const PHONE = { width: 390, height: 844 };
 /** Generous waits: two busy cores run the server, fake runtimes and chromium at once. */
 export const WAIT_MS = 20_000;
 
-const ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 
 /** Launches Debian's chromium headless (Playwright gives it a fresh temporary profile). */
 export function launchBrowser(): Promise<Browser> {
-  return chromium.launch({ executablePath: "/usr/bin/chromium", args: ARGS, timeout: 60_000, downloadsPath: tempDir("downloads") });
+  return chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: ARGS,
+    timeout: 60_000,
+    downloadsPath: tempDir("downloads"),
+  });
 }
 
 /** A page on `baseUrl` that collects console errors and uncaught page errors. */
@@ -63,7 +77,10 @@ export async function openPage(browser: Browser, baseUrl: string): Promise<UiPag
     },
     checkWidths: async (name) => {
       mkdirSync(SCREENSHOTS, { recursive: true });
-      for (const [label, size] of [["desktop", DESKTOP], ["phone", PHONE]] as const) {
+      for (const [label, size] of [
+        ["desktop", DESKTOP],
+        ["phone", PHONE],
+      ] as const) {
         await page.setViewportSize(size);
         await settle(page);
         await page.screenshot({ path: join(SCREENSHOTS, `${name}-${label}.png`), fullPage: true });

@@ -5,7 +5,9 @@
 import type { Clock } from "../../agent/serial";
 
 /** A fake clock starting at `t0`: `advance(ms)` fires what falls due, `next()` is the earliest timer's time. */
-export function fakeClock(t0 = 0): Clock & { advance(ms: number): void; next(): number | undefined; pending(): number } {
+export function fakeClock(
+  t0 = 0,
+): Clock & { advance(ms: number): void; next(): number | undefined; pending(): number } {
   let now = t0;
   let id = 0;
   const due = new Map<number, { at: number; fn: () => void }>();
@@ -32,7 +34,11 @@ export function fakeClock(t0 = 0): Clock & { advance(ms: number): void; next(): 
  * Waits until `cond` holds, letting promises and I/O callbacks run in between (no timer: the loops
  * under test only move when the fake clock does). Throws after `turns` event-loop turns.
  */
-export async function until(cond: () => boolean | Promise<boolean>, what = "the condition", turns = 20_000): Promise<void> {
+export async function until(
+  cond: () => boolean | Promise<boolean>,
+  what = "the condition",
+  turns = 20_000,
+): Promise<void> {
   for (let i = 0; i < turns; i++) {
     if (await cond()) return;
     await new Promise<void>((r) => setImmediate(r));

@@ -10,7 +10,12 @@ import { join } from "node:path";
 import { repoRoot } from "./proc";
 
 /** One rendered object. */
-export type KubeObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; spec?: any } & Record<string, any>;
+export type KubeObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  spec?: any;
+} & Record<string, any>;
 
 /** The oldest kustomize these manifests are written for (components, `labels`). */
 const MIN_KUSTOMIZE = 5;
@@ -21,13 +26,19 @@ export function kubectlVersions(): { kubectl: string; kustomize: string } {
   if (!r.success) throw new Error(`kubectl is not installed (bash .ci/run installs it): ${r.stderr.toString()}`);
   const text = r.stdout.toString();
   const kustomize = /Kustomize Version:\s*v?(\S+)/.exec(text)?.[1] ?? "none";
-  if (!(Number(kustomize.split(".")[0]) >= MIN_KUSTOMIZE)) throw new Error(`kubectl's kustomize is ${kustomize}; these manifests need kustomize ${MIN_KUSTOMIZE} or newer (kubectl 1.27+)`);
+  if (!(Number(kustomize.split(".")[0]) >= MIN_KUSTOMIZE))
+    throw new Error(
+      `kubectl's kustomize is ${kustomize}; these manifests need kustomize ${MIN_KUSTOMIZE} or newer (kubectl 1.27+)`,
+    );
   return { kubectl: /Client Version:\s*(\S+)/.exec(text)?.[1] ?? "unknown", kustomize };
 }
 
 /** `kubectl kustomize deploy/kubernetes/<dir>`: every object it renders. */
 export function render(dir: string): KubeObject[] {
-  const r = Bun.spawnSync(["kubectl", "kustomize", join(repoRoot, "deploy/kubernetes", dir)], { stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync(["kubectl", "kustomize", join(repoRoot, "deploy/kubernetes", dir)], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (!r.success) throw new Error(`kubectl kustomize ${dir} failed: ${r.stderr.toString()}`);
   const docs = Bun.YAML.parse(r.stdout.toString()) as KubeObject | KubeObject[];
   return (Array.isArray(docs) ? docs : [docs]).filter(Boolean);
@@ -41,7 +52,12 @@ const MODELS = (() => {
   const out = new Map<string, ModelClass>();
   const visit = (ns: Record<string, unknown>) => {
     for (const v of Object.values(ns)) {
-      if (typeof v === "function" && typeof (v as ModelClass).kind === "string" && typeof (v as ModelClass).apiVersion === "string") out.set(`${(v as ModelClass).apiVersion}/${(v as ModelClass).kind}`, v as ModelClass);
+      if (
+        typeof v === "function" &&
+        typeof (v as ModelClass).kind === "string" &&
+        typeof (v as ModelClass).apiVersion === "string"
+      )
+        out.set(`${(v as ModelClass).apiVersion}/${(v as ModelClass).kind}`, v as ModelClass);
       else if (v && typeof v === "object") visit(v as Record<string, unknown>);
     }
   };
@@ -61,7 +77,8 @@ function complaints(model: ModelClass, data: unknown): { path: string; message: 
   }
 }
 
-const pointer = (path: (string | number)[]) => path.map((p) => `/${String(p).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("");
+const pointer = (path: (string | number)[]) =>
+  path.map((p) => `/${String(p).replace(/~/g, "~0").replace(/\//g, "~1")}`).join("");
 
 /**
  * Fields the schema does not know (a typo such as `livenesProbe`), which the schemas themselves let
@@ -79,7 +96,8 @@ function unknownFields(model: ModelClass, obj: unknown): string[] {
       for (const p of path) at = at[p] as Record<string | number, unknown>;
       at[key] = Symbol("probe");
       const where = pointer([...path, key]);
-      if (!complaints(model, probe).some((c) => c.path === where || c.path.startsWith(`${where}/`))) unknown.push(where);
+      if (!complaints(model, probe).some((c) => c.path === where || c.path.startsWith(`${where}/`)))
+        unknown.push(where);
       else walk(child, [...path, key]);
     }
   };
@@ -96,5 +114,8 @@ export function schemaProblems(obj: KubeObject): string[] {
   const name = `${obj.kind} ${obj.metadata?.name}`;
   const model = MODELS.get(`${obj.apiVersion}/${obj.kind}`);
   if (!model) return [`${name}: no schema for ${obj.apiVersion} ${obj.kind}`];
-  return [...complaints(model, obj).map((c) => `${name}: ${c.path || "/"} ${c.message}`), ...unknownFields(model, obj).map((p) => `${name}: ${p} is not a field of ${obj.kind}`)];
+  return [
+    ...complaints(model, obj).map((c) => `${name}: ${c.path || "/"} ${c.message}`),
+    ...unknownFields(model, obj).map((p) => `${name}: ${p} is not a field of ${obj.kind}`),
+  ];
 }

@@ -21,9 +21,14 @@ export interface TestPostgres {
 
 /** The directory holding `initdb` and `pg_ctl` (on PATH, else Debian's newest versioned one), or undefined when PostgreSQL is not installed. */
 export function findPostgresBin(): string | undefined {
-  for (const dir of (process.env.PATH ?? "").split(":")) if (dir && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
+  for (const dir of (process.env.PATH ?? "").split(":"))
+    if (dir && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
   const root = "/usr/lib/postgresql";
-  const versions = existsSync(root) ? readdirSync(root).filter((v) => existsSync(join(root, v, "bin", "pg_ctl")) && existsSync(join(root, v, "bin", "initdb"))) : [];
+  const versions = existsSync(root)
+    ? readdirSync(root).filter(
+        (v) => existsSync(join(root, v, "bin", "pg_ctl")) && existsSync(join(root, v, "bin", "initdb")),
+      )
+    : [];
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
   return newest ? join(root, newest, "bin") : undefined;
 }
@@ -31,7 +36,10 @@ export function findPostgresBin(): string | undefined {
 /** The directory holding `initdb` and `pg_ctl`; throws, saying how to install them, when there is none. */
 export function postgresBinDir(): string {
   const dir = findPostgresBin();
-  if (!dir) throw new Error("PostgreSQL is not installed: the cluster-mode tests need Debian's postgresql package (apt-get install postgresql); bun run test installs it when run as root");
+  if (!dir)
+    throw new Error(
+      "PostgreSQL is not installed: the cluster-mode tests need Debian's postgresql package (apt-get install postgresql); bun run test installs it when run as root",
+    );
   return dir;
 }
 

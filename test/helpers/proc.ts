@@ -46,12 +46,16 @@ export async function cleanup(): Promise<void> {
  * `what` and adding `detail()` — e.g. the process output — to the message).
  * @example await waitFor(() => srv.output().includes("admin token"), { what: "the admin token line" });
  */
-export async function waitFor<T>(check: () => T | Promise<T>, opts: { what: string; timeoutMs?: number; intervalMs?: number; detail?: () => string }): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  opts: { what: string; timeoutMs?: number; intervalMs?: number; detail?: () => string },
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
   for (;;) {
     const value = await check();
     if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${opts.what}${opts.detail ? `\n--- output ---\n${opts.detail()}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${opts.what}${opts.detail ? `\n--- output ---\n${opts.detail()}` : ""}`);
     await Bun.sleep(opts.intervalMs ?? 25);
   }
 }
@@ -119,7 +123,9 @@ export interface Inferd {
 export async function startInferd(opts: InferdOptions & { dataDir?: string; engine?: Engine } = {}): Promise<Inferd> {
   const dataDir = opts.dataDir ?? tempDir("data");
   const cmd = [...(opts.bin ?? sourceBin()), "serve", "--port", "0", "--data-dir", dataDir, ...(opts.args ?? [])];
-  const store = opts.env?.INFERD_DATABASE_URL ? { INFERD_DATABASE_URL: opts.env.INFERD_DATABASE_URL } : await storeEnv(opts.engine);
+  const store = opts.env?.INFERD_DATABASE_URL
+    ? { INFERD_DATABASE_URL: opts.env.INFERD_DATABASE_URL }
+    : await storeEnv(opts.engine);
   const env = childEnv({ ...opts.env, ...store });
   const { proc, text } = spawnCollecting(cmd, opts.cwd ?? repoRoot, env);
   let exited = false;
@@ -128,7 +134,10 @@ export async function startInferd(opts: InferdOptions & { dataDir?: string; engi
     () => {
       const m = /listening on (http:\/\/\S+)/.exec(text.stdout);
       if (m) return m[1];
-      if (exited) throw new Error(`inferd exited with code ${proc.exitCode ?? proc.signalCode} before listening: ${cmd.join(" ")}\n--- output ---\n${text.all}`);
+      if (exited)
+        throw new Error(
+          `inferd exited with code ${proc.exitCode ?? proc.signalCode} before listening: ${cmd.join(" ")}\n--- output ---\n${text.all}`,
+        );
       return undefined;
     },
     { what: `"listening on" from ${cmd.join(" ")}`, timeoutMs: START_TIMEOUT_MS, detail: () => text.all },
@@ -158,7 +167,8 @@ export async function startInferd(opts: InferdOptions & { dataDir?: string; engi
       const timer = setTimeout(() => proc.kill("SIGKILL"), STOP_TIMEOUT_MS);
       const code = await proc.exited;
       clearTimeout(timer);
-      if (proc.signalCode === "SIGKILL") throw new Error(`inferd did not stop within ${STOP_TIMEOUT_MS} ms of SIGTERM\n--- output ---\n${text.all}`);
+      if (proc.signalCode === "SIGKILL")
+        throw new Error(`inferd did not stop within ${STOP_TIMEOUT_MS} ms of SIGTERM\n--- output ---\n${text.all}`);
       return code;
     },
     kill9: async () => {
@@ -173,7 +183,9 @@ export async function startInferd(opts: InferdOptions & { dataDir?: string; engi
  * its exit code and output. Killed and failed after `timeoutMs`.
  * @example const r = await runInferd({ args: ["version"] }); // → { code: 0, stdout: "0.1.0\n", … }
  */
-export async function runInferd(opts: InferdOptions & { timeoutMs?: number } = {}): Promise<{ code: number; stdout: string; stderr: string; output: string }> {
+export async function runInferd(
+  opts: InferdOptions & { timeoutMs?: number } = {},
+): Promise<{ code: number; stdout: string; stderr: string; output: string }> {
   const cmd = [...(opts.bin ?? sourceBin()), ...(opts.args ?? [])];
   const { proc, text, drained } = spawnCollecting(cmd, opts.cwd ?? repoRoot, childEnv(opts.env));
   const limit = opts.timeoutMs ?? START_TIMEOUT_MS;
@@ -181,10 +193,10 @@ export async function runInferd(opts: InferdOptions & { timeoutMs?: number } = {
   const code = await proc.exited;
   clearTimeout(timer);
   await drained;
-  if (proc.signalCode === "SIGKILL") throw new Error(`${cmd.join(" ")} did not finish within ${limit} ms\n--- output ---\n${text.all}`);
+  if (proc.signalCode === "SIGKILL")
+    throw new Error(`${cmd.join(" ")} did not finish within ${limit} ms\n--- output ---\n${text.all}`);
   return { code, stdout: text.stdout, stderr: text.stderr, output: text.all };
 }
-
 
 /** Whether a process with this pid exists (zombies count as gone once reaped). */
 export function isAlive(pid: number): boolean {

@@ -12,7 +12,11 @@ export interface TestServer extends Running {
   /** fetch against the server with the admin token. */
   admin(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }): Promise<Response>;
   /** fetch against the server with a given bearer token (or none). */
-  call(path: string, token: string | undefined, init?: { method?: string; body?: unknown; headers?: Record<string, string>; raw?: BodyInit }): Promise<Response>;
+  call(
+    path: string,
+    token: string | undefined,
+    init?: { method?: string; body?: unknown; headers?: Record<string, string>; raw?: BodyInit },
+  ): Promise<Response>;
   /** The settings naming its store (`INFERD_DATABASE_URL` on PostgreSQL, none on SQLite), for a CLI run on it. */
   storeEnv: Record<string, string>;
   /** stops the server and removes its data dir. */
@@ -23,10 +27,20 @@ export interface TestServer extends Running {
  * Starts inferd in-process exactly as `inferd serve` does, with settings overridable by env-style
  * names; `engine: "postgres"` gives it a fresh database of the test PostgreSQL cluster as its store.
  */
-export async function startTestServer(env: Record<string, string> = {}, opts: { engine?: Engine } = {}): Promise<TestServer> {
+export async function startTestServer(
+  env: Record<string, string> = {},
+  opts: { engine?: Engine } = {},
+): Promise<TestServer> {
   const dataDir = mkdtempSync(join(tmpdir(), "inferd-test-"));
   const store = await storeEnv(opts.engine);
-  const { config } = loadConfig([], { INFERD_PORT: "0", INFERD_DATA_DIR: dataDir, INFERD_LOCAL_AGENT: "0", INFERD_LOG_LEVEL: "error", ...store, ...env });
+  const { config } = loadConfig([], {
+    INFERD_PORT: "0",
+    INFERD_DATA_DIR: dataDir,
+    INFERD_LOCAL_AGENT: "0",
+    INFERD_LOG_LEVEL: "error",
+    ...store,
+    ...env,
+  });
   const running = await startServer(config, () => {});
   const call: TestServer["call"] = (path, token, init = {}) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
@@ -55,7 +69,11 @@ export async function startTestServer(env: Record<string, string> = {}, opts: { 
 /** Creates a project and an sdk and a live key for it through the admin API. */
 export async function seedProject(s: TestServer, name: string, slug?: string) {
   const project = await (await s.admin("/admin/projects", { body: { name, ...(slug ? { slug } : {}) } })).json();
-  const sdk = await (await s.admin(`/admin/projects/${project.slug}/keys`, { body: { name: "sdk", type: "sdk" } })).json();
-  const live = await (await s.admin(`/admin/projects/${project.slug}/keys`, { body: { name: "live", type: "live" } })).json();
+  const sdk = await (
+    await s.admin(`/admin/projects/${project.slug}/keys`, { body: { name: "sdk", type: "sdk" } })
+  ).json();
+  const live = await (
+    await s.admin(`/admin/projects/${project.slug}/keys`, { body: { name: "live", type: "live" } })
+  ).json();
   return { project, sdk: sdk.secret as string, live: live.secret as string };
 }

@@ -14,7 +14,18 @@ export interface Serving extends Inferd {
   /** fetch with the admin token. */
   admin(path: string, init?: { method?: string; body?: unknown }): Promise<Response>;
   /** fetch on the data plane of a workload with the live key (or `token`). */
-  data(workload: string, path: string, init?: { method?: string; body?: unknown; raw?: BodyInit; headers?: Record<string, string>; token?: string | null; signal?: AbortSignal }): Promise<Response>;
+  data(
+    workload: string,
+    path: string,
+    init?: {
+      method?: string;
+      body?: unknown;
+      raw?: BodyInit;
+      headers?: Record<string, string>;
+      token?: string | null;
+      signal?: AbortSignal;
+    },
+  ): Promise<Response>;
   /** Creates a workload through the admin API and returns it. */
   createWorkload(body: Record<string, unknown>): Promise<{ id: string; slug: string; [k: string]: unknown }>;
   /** The admin view of a workload (assignments with states, queue depth, usage). */
@@ -31,7 +42,16 @@ export interface WorkloadDetail {
   slug: string;
   queue_depth: number;
   usage: { requests: number; input_tokens: number; output_tokens: number; errors: number };
-  assignments: { id: string; state: string; reason?: string; base_url?: string; served_model?: string; concurrency: number; gpu_indices: number[]; in_flight: number }[];
+  assignments: {
+    id: string;
+    state: string;
+    reason?: string;
+    base_url?: string;
+    served_model?: string;
+    concurrency: number;
+    gpu_indices: number[];
+    in_flight: number;
+  }[];
   [k: string]: unknown;
 }
 
@@ -40,7 +60,12 @@ export interface WorkloadDetail {
  * its store (a fresh PostgreSQL database for "postgres"). With `dataDir` (a restart: pass the first
  * server's `storeEnv` in `env`), the project is the one already there and fresh keys are made for it.
  */
-export async function startServing(env: Record<string, string> = {}, args: string[] = [], dataDir?: string, engine?: Engine): Promise<Serving> {
+export async function startServing(
+  env: Record<string, string> = {},
+  args: string[] = [],
+  dataDir?: string,
+  engine?: Engine,
+): Promise<Serving> {
   const record = join(tempDir("record"), "events.jsonl");
   const srv = await startInferd({
     env: fixtureEnv({
@@ -57,7 +82,17 @@ export async function startServing(env: Record<string, string> = {}, args: strin
     dataDir,
     engine,
   });
-  const call = (path: string, token: string | null, init: { method?: string; body?: unknown; raw?: BodyInit; headers?: Record<string, string>; signal?: AbortSignal } = {}) => {
+  const call = (
+    path: string,
+    token: string | null,
+    init: {
+      method?: string;
+      body?: unknown;
+      raw?: BodyInit;
+      headers?: Record<string, string>;
+      signal?: AbortSignal;
+    } = {},
+  ) => {
     const headers: Record<string, string> = { ...(init.headers ?? {}) };
     if (token) headers.authorization = `Bearer ${token}`;
     let body = init.raw;
@@ -65,13 +100,27 @@ export async function startServing(env: Record<string, string> = {}, args: strin
       body = JSON.stringify(init.body);
       headers["content-type"] ??= "application/json";
     }
-    return fetch(srv.url + path, { method: init.method ?? (body !== undefined ? "POST" : "GET"), headers, body, signal: init.signal });
+    return fetch(srv.url + path, {
+      method: init.method ?? (body !== undefined ? "POST" : "GET"),
+      headers,
+      body,
+      signal: init.signal,
+    });
   };
   const admin = (path: string, init?: { method?: string; body?: unknown }) => call(path, srv.adminToken, init);
   const made = await admin("/admin/projects", { body: { name: "Serving", slug: "serving" } });
-  const project = made.status === 409 ? await (await admin("/admin/projects")).json().then((l: { slug: string }[]) => l.find((p) => p.slug === "serving")) : await made.json();
-  const sdk = (await (await admin(`/admin/projects/${project.slug}/keys`, { body: { name: "sdk", type: "sdk" } })).json()).secret;
-  const live = (await (await admin(`/admin/projects/${project.slug}/keys`, { body: { name: "live", type: "live" } })).json()).secret;
+  const project =
+    made.status === 409
+      ? await (await admin("/admin/projects"))
+          .json()
+          .then((l: { slug: string }[]) => l.find((p) => p.slug === "serving"))
+      : await made.json();
+  const sdk = (
+    await (await admin(`/admin/projects/${project.slug}/keys`, { body: { name: "sdk", type: "sdk" } })).json()
+  ).secret;
+  const live = (
+    await (await admin(`/admin/projects/${project.slug}/keys`, { body: { name: "live", type: "live" } })).json()
+  ).secret;
   const workload = async (id: string) => (await (await admin(`/admin/workloads/${id}`)).json()) as WorkloadDetail;
   return {
     ...srv,
@@ -80,7 +129,8 @@ export async function startServing(env: Record<string, string> = {}, args: strin
     sdk,
     live,
     admin,
-    data: (w, path, init = {}) => call(`/endpoint/${project.slug}/${w}${path}`, init.token === undefined ? live : init.token, init),
+    data: (w, path, init = {}) =>
+      call(`/endpoint/${project.slug}/${w}${path}`, init.token === undefined ? live : init.token, init),
     createWorkload: async (body) => {
       const r = await admin(`/admin/projects/${project.slug}/workloads`, { body });
       if (r.status !== 201) throw new Error(`create workload: ${r.status} ${await r.text()}`);
@@ -104,7 +154,12 @@ export async function sseEvents(r: Response): Promise<unknown[]> {
   const text = await r.text();
   return text
     .split(/\r?\n\r?\n/)
-    .flatMap((ev) => ev.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()))
+    .flatMap((ev) =>
+      ev
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(5).trim()),
+    )
     .map((d) => {
       try {
         return JSON.parse(d);

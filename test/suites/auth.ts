@@ -15,10 +15,19 @@ export function authSuite(engine: Engine): void {
     s = await startTestServer({}, { engine });
     const a = await seedProject(s, "Alpha", "alpha");
     const b = await seedProject(s, "Beta", "beta");
-    const mk = async (project: string, body: unknown) => (await (await s.admin(`/admin/projects/${project}/keys`, { body })).json()).secret as string;
-    wlA = await (await s.call("/api/projects/alpha/workloads", a.sdk, { body: { name: "chat", backend: "ollama", model_name: "llama3" } })).json();
-    await s.call("/api/projects/alpha/workloads", a.sdk, { body: { name: "other", backend: "ollama", model_name: "llama3" } });
-    await s.call("/api/projects/beta/workloads", b.sdk, { body: { name: "chat", backend: "ollama", model_name: "llama3" } });
+    const mk = async (project: string, body: unknown) =>
+      (await (await s.admin(`/admin/projects/${project}/keys`, { body })).json()).secret as string;
+    wlA = await (
+      await s.call("/api/projects/alpha/workloads", a.sdk, {
+        body: { name: "chat", backend: "ollama", model_name: "llama3" },
+      })
+    ).json();
+    await s.call("/api/projects/alpha/workloads", a.sdk, {
+      body: { name: "other", backend: "ollama", model_name: "llama3" },
+    });
+    await s.call("/api/projects/beta/workloads", b.sdk, {
+      body: { name: "chat", backend: "ollama", model_name: "llama3" },
+    });
     Object.assign(tokens, {
       none: undefined,
       garbage: "not-a-token",
@@ -31,7 +40,12 @@ export function authSuite(engine: Engine): void {
       liveA: a.live,
       liveB: b.live,
       liveA_scoped_chat: await mk("alpha", { name: "l", type: "live", scope: "endpoints", endpoints: ["alpha/chat"] }),
-      liveA_scoped_other: await mk("alpha", { name: "l", type: "live", scope: "endpoints", endpoints: ["alpha/other"] }),
+      liveA_scoped_other: await mk("alpha", {
+        name: "l",
+        type: "live",
+        scope: "endpoints",
+        endpoints: ["alpha/other"],
+      }),
     });
     const revoked = await (await s.admin(`/admin/projects/alpha/keys`, { body: { name: "r", type: "live" } })).json();
     await s.admin(`/admin/keys/${revoked.id}`, { method: "DELETE" });
@@ -147,15 +161,23 @@ export function authSuite(engine: Engine): void {
     });
 
     test("auth is checked before the body is read: no credential + malformed JSON is still 401", async () => {
-      const r = await s.call("/api/projects/alpha/workloads", undefined, { raw: "{nope", headers: { "content-type": "application/json" }, method: "POST" });
+      const r = await s.call("/api/projects/alpha/workloads", undefined, {
+        raw: "{nope",
+        headers: { "content-type": "application/json" },
+        method: "POST",
+      });
       expect(r.status).toBe(401);
     });
 
     test("usage is recorded per key: requests and last use", async () => {
-      const before = (await (await s.admin("/admin/projects/beta/keys")).json()).find((k: { name: string }) => k.name === "live");
+      const before = (await (await s.admin("/admin/projects/beta/keys")).json()).find(
+        (k: { name: string }) => k.name === "live",
+      );
       await s.call("/endpoint/beta/chat/v1/models", tokens.liveB);
       await s.call("/endpoint/beta/chat/v1/models", tokens.liveB);
-      const after = (await (await s.admin("/admin/projects/beta/keys")).json()).find((k: { name: string }) => k.name === "live");
+      const after = (await (await s.admin("/admin/projects/beta/keys")).json()).find(
+        (k: { name: string }) => k.name === "live",
+      );
       expect(after.usage.requests).toBe(before.usage.requests + 2);
       expect(after.usage.last_used_at).not.toBeNull();
     });

@@ -20,18 +20,56 @@ export function jobsBatchSuite(engine: Engine): void {
     ctx = await seedProject(s, "Batch", "batch");
     // Pinned to a worker that never joins: jobs stay queued (one waits as running), none fails.
     const worker = await (await s.admin("/admin/workers", { body: { name: "never-joins" } })).json();
-    wl = await (await s.admin("/admin/projects/batch/workloads", { body: { name: "b", backend: "vllm", model_name: "m", worker_id: worker.id, config: { command: "vllm serve m" } } })).json();
+    wl = await (
+      await s.admin("/admin/projects/batch/workloads", {
+        body: {
+          name: "b",
+          backend: "vllm",
+          model_name: "m",
+          worker_id: worker.id,
+          config: { command: "vllm serve m" },
+        },
+      })
+    ).json();
   });
   afterAll(() => s.close());
 
-  const env = (i: number, extra: Record<string, unknown> = {}) => ({ kind: "embeddings", body: { input: `item ${i}` }, context: { i }, ...extra });
-  const batch = (body: unknown, init: { token?: string | null; path?: string; headers?: Record<string, string>; raw?: string } = {}) =>
-    s.call(init.path ?? "/endpoint/batch/b/jobs:batch", init.token === undefined ? ctx.live : (init.token ?? undefined), init.raw !== undefined ? { raw: init.raw, method: "POST", headers: init.headers } : { body, headers: init.headers });
-  const ndjson = (lines: string) => batch(undefined, { raw: lines, headers: { "content-type": "application/x-ndjson" } });
+  const env = (i: number, extra: Record<string, unknown> = {}) => ({
+    kind: "embeddings",
+    body: { input: `item ${i}` },
+    context: { i },
+    ...extra,
+  });
+  const batch = (
+    body: unknown,
+    init: { token?: string | null; path?: string; headers?: Record<string, string>; raw?: string } = {},
+  ) =>
+    s.call(
+      init.path ?? "/endpoint/batch/b/jobs:batch",
+      init.token === undefined ? ctx.live : (init.token ?? undefined),
+      init.raw !== undefined
+        ? { raw: init.raw, method: "POST", headers: init.headers }
+        : { body, headers: init.headers },
+    );
+  const ndjson = (lines: string) =>
+    batch(undefined, { raw: lines, headers: { "content-type": "application/x-ndjson" } });
   /** The stored rows of these job ids, in the order given. */
-  const rows = (ids: string[]) => Promise.all(ids.map(async (id) => (await dbRows<{ context: string | null; kind: string }>(s.store.db, sql`SELECT context, kind FROM jobs WHERE id = ${id}`))[0]));
-  const count = async () => Number((await dbRows<{ n: number | string }>(s.store.db, sql`SELECT count(*) AS n FROM jobs`))[0].n);
-  const errorOf = async (r: Response) => ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
+  const rows = (ids: string[]) =>
+    Promise.all(
+      ids.map(
+        async (id) =>
+          (
+            await dbRows<{ context: string | null; kind: string }>(
+              s.store.db,
+              sql`SELECT context, kind FROM jobs WHERE id = ${id}`,
+            )
+          )[0],
+      ),
+    );
+  const count = async () =>
+    Number((await dbRows<{ n: number | string }>(s.store.db, sql`SELECT count(*) AS n FROM jobs`))[0].n);
+  const errorOf = async (r: Response) =>
+    ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
 
   describe("ids in order", () => {
     test("a JSON array answers {job_ids} in envelope order; contexts are kept byte for byte", async () => {
@@ -40,8 +78,13 @@ export function jobsBatchSuite(engine: Engine): void {
       expect(r.status).toBe(202);
       const { job_ids } = (await r.json()) as { job_ids: string[] };
       expect(job_ids).toHaveLength(5);
-      expect((await rows(job_ids)).map((row) => row!.context)).toEqual([0, 1, 2, 3, 4].map((i) => `{"i": ${i}, "price": 1.50}`));
-      for (const id of job_ids) expect((await (await s.call(`/endpoint/batch/b/jobs/${id}`, ctx.live)).json()).status).toMatch(/queued|running/);
+      expect((await rows(job_ids)).map((row) => row!.context)).toEqual(
+        [0, 1, 2, 3, 4].map((i) => `{"i": ${i}, "price": 1.50}`),
+      );
+      for (const id of job_ids)
+        expect((await (await s.call(`/endpoint/batch/b/jobs/${id}`, ctx.live)).json()).status).toMatch(
+          /queued|running/,
+        );
     });
 
     test("NDJSON answers NDJSON lines in order; blank lines and CRLF are fine", async () => {
@@ -51,7 +94,10 @@ export function jobsBatchSuite(engine: Engine): void {
       expect(r.headers.get("content-type")).toContain("application/x-ndjson");
       const text = await r.text();
       expect(text.endsWith("\n")).toBe(true);
-      const ids = text.trim().split("\n").map((l) => (JSON.parse(l) as { job_id: string }).job_id);
+      const ids = text
+        .trim()
+        .split("\n")
+        .map((l) => (JSON.parse(l) as { job_id: string }).job_id);
       expect((await rows(ids)).map((row) => JSON.parse(row!.context!).i)).toEqual([0, 1, 2, 3]);
     });
 
@@ -60,7 +106,10 @@ export function jobsBatchSuite(engine: Engine): void {
       expect(ok.status).toBe(202);
       expect(((await ok.json()) as { job_ids: string[] }).job_ids).toHaveLength(1000);
       const before = await count();
-      for (const r of [await batch(Array.from({ length: 1001 }, (_, i) => env(i))), await ndjson(Array.from({ length: 1001 }, (_, i) => JSON.stringify(env(i))).join("\n"))]) {
+      for (const r of [
+        await batch(Array.from({ length: 1001 }, (_, i) => env(i))),
+        await ndjson(Array.from({ length: 1001 }, (_, i) => JSON.stringify(env(i))).join("\n")),
+      ]) {
         expect(r.status).toBe(413);
         const e = await errorOf(r);
         expect(e.code).toBe("batch_too_large");
@@ -74,11 +123,29 @@ export function jobsBatchSuite(engine: Engine): void {
     test.each([
       ["a missing kind", [env(0), env(1), { body: { input: "x" } }], 400, "validation_error", "body[2].kind"],
       ["an unknown kind", [env(0), { kind: "telepathy", body: {} }], 400, "invalid_kind", "body[1]"],
-      ["a chat body without messages", [{ kind: "chat", body: { messages: [] } }], 400, "validation_error", "body[0].body.messages"],
-      ["both body and body_b64", [env(0), env(1), env(2), { kind: "embeddings", body: {}, body_b64: "AA==" }], 400, "invalid_envelope", "body[3]"],
+      [
+        "a chat body without messages",
+        [{ kind: "chat", body: { messages: [] } }],
+        400,
+        "validation_error",
+        "body[0].body.messages",
+      ],
+      [
+        "both body and body_b64",
+        [env(0), env(1), env(2), { kind: "embeddings", body: {}, body_b64: "AA==" }],
+        400,
+        "invalid_envelope",
+        "body[3]",
+      ],
       ["an unknown field", [env(0), { ...env(1), priority: 1 }], 400, "validation_error", "body[1].priority"],
       ["an envelope that is not an object", [env(0), "embeddings"], 400, "validation_error", "body[1]"],
-      ["a model the workload does not serve", [env(0), { kind: "embeddings", body: { model: "other", input: "x" } }], 400, "model_not_available", "body[1]"],
+      [
+        "a model the workload does not serve",
+        [env(0), { kind: "embeddings", body: { model: "other", input: "x" } }],
+        400,
+        "model_not_available",
+        "body[1]",
+      ],
     ])("%s", async (_name, envelopes, status, code, field) => {
       const before = await count();
       const r = await batch(envelopes);
@@ -124,7 +191,10 @@ export function jobsBatchSuite(engine: Engine): void {
       const off = await batch([env(0)]);
       expect(off.status).toBe(409);
       expect((await errorOf(off)).code).toBe("endpoint_disabled");
-      await s.admin(`/admin/workloads/${wl.id}/endpoints`, { method: "PATCH", body: { jobs: true, embeddings: false } });
+      await s.admin(`/admin/workloads/${wl.id}/endpoints`, {
+        method: "PATCH",
+        body: { jobs: true, embeddings: false },
+      });
       const kindOff = await batch([{ kind: "chat", body: { messages: [{ role: "user", content: "hi" }] } }, env(1)]);
       expect(kindOff.status).toBe(409);
       const e = await errorOf(kindOff);
@@ -138,7 +208,11 @@ export function jobsBatchSuite(engine: Engine): void {
       const q = await seedProject(s, "Quota", "quota");
       await s.admin("/admin/projects/quota/workloads", { body: { name: "q", backend: "ollama", model_name: "m" } });
       const big = (i: number) => ({ kind: "embeddings", body: { input: "x".repeat(45_000), i } });
-      const send = (n: number) => batch(Array.from({ length: n }, (_, i) => big(i)), { token: q.live, path: "/endpoint/quota/q/jobs:batch" });
+      const send = (n: number) =>
+        batch(
+          Array.from({ length: n }, (_, i) => big(i)),
+          { token: q.live, path: "/endpoint/quota/q/jobs:batch" },
+        );
       expect((await send(2)).status).toBe(202);
       expect((await send(2)).status).toBe(202);
       const over = await send(2);

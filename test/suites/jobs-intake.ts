@@ -42,7 +42,10 @@ export function jobsIntakeSuite(engine: Engine): void {
       ({ store, another } = await freshStore(engine));
       const now = new Date().toISOString();
       await exec(store.db, sql`INSERT INTO projects (id, name, slug, created_at) VALUES ('prj_1', 'P', 'p', ${now})`);
-      await exec(store.db, sql`INSERT INTO workloads (id, project_id, name, slug, task_type, backend, model_name, endpoints, created_at, updated_at) VALUES ('wl_1', 'prj_1', 'W', 'w', 'chat', 'vllm', 'm', '{}', ${now}, ${now})`);
+      await exec(
+        store.db,
+        sql`INSERT INTO workloads (id, project_id, name, slug, task_type, backend, model_name, endpoints, created_at, updated_at) VALUES ('wl_1', 'prj_1', 'W', 'w', 'chat', 'vllm', 'm', '{}', ${now}, ${now})`,
+      );
     });
     afterAll(async () => {
       await store.close();
@@ -55,7 +58,10 @@ export function jobsIntakeSuite(engine: Engine): void {
       const ok = intake.submit([row("j1"), row("j2")]);
       const mixed = intake.submit([row("j3"), row("j4", "wl_missing")]).catch((x) => x); // may fail while `ok` is read back
       await ok;
-      const seen = await other.db.select({ id: jobs.id, status: jobs.status, runs: jobs.runs, context: jobs.context }).from(jobs).orderBy(jobs.id);
+      const seen = await other.db
+        .select({ id: jobs.id, status: jobs.status, runs: jobs.runs, context: jobs.context })
+        .from(jobs)
+        .orderBy(jobs.id);
       expect(seen).toEqual([
         { id: "j1", status: "queued", runs: 0, context: '{"n": 1.50}' },
         { id: "j2", status: "queued", runs: 0, context: '{"n": 1.50}' },
@@ -70,7 +76,12 @@ export function jobsIntakeSuite(engine: Engine): void {
       await exec(store.db, sql`DELETE FROM jobs`);
       const t0 = Date.now();
       const at = (ms: number) => new Date(t0 + ms).toISOString();
-      await intake.submit([row("c3", "wl_1", at(5)), row("c1", "wl_1", at(0)), row("c2", "wl_1", at(0)), row("c4", "wl_1", at(9))]);
+      await intake.submit([
+        row("c3", "wl_1", at(5)),
+        row("c1", "wl_1", at(0)),
+        row("c2", "wl_1", at(0)),
+        row("c4", "wl_1", at(9)),
+      ]);
       const first = await claimJobs(store.db, "wl_1", 3);
       expect(first.map((j) => j.id)).toEqual(["c1", "c2", "c3"]);
       expect(first.every((j) => j.status === "running" && j.runs === 1 && j.startedAt)).toBe(true);

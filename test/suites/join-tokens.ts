@@ -35,10 +35,15 @@ export function joinTokensSuite(engine: Engine): void {
   beforeAll(async () => {
     host = await startHost(await storeEnv(engine));
     // The test's own handle on the host's store, to move a token's expiry into the past.
-    store = host.storeEnv.INFERD_DATABASE_URL ? await openPgStore(host.storeEnv.INFERD_DATABASE_URL, 2) : openStore(join(host.dataDir, "inferd.db"));
+    store = host.storeEnv.INFERD_DATABASE_URL
+      ? await openPgStore(host.storeEnv.INFERD_DATABASE_URL, 2)
+      : openStore(join(host.dataDir, "inferd.db"));
     version = (await (await fetch(`${host.url}/healthz`)).json()).version;
     // On PostgreSQL the leader places replicas: wait until this one host leads.
-    await waitFor(async () => (await (await host.admin("/admin/info")).json()).cluster?.leader || undefined, { what: "the host leading", timeoutMs: 30_000 });
+    await waitFor(async () => (await (await host.admin("/admin/info")).json()).cluster?.leader || undefined, {
+      what: "the host leading",
+      timeoutMs: 30_000,
+    });
     await host.admin("/admin/projects", { name: "Pool", slug: "pool" });
     live = (await (await host.admin("/admin/projects/pool/keys", { name: "k", type: "live" })).json()).secret;
   });
@@ -62,19 +67,42 @@ export function joinTokensSuite(engine: Engine): void {
   const joinCall = async (made: MadeToken, token = made.token, hostname = "direct-box") => {
     const r = await fetch(`${joinUrlOf(made)}/agent/v1/join`, {
       method: "POST",
-      body: JSON.stringify({ token, version, machine: { hostname, cpu_cores: 1, ram_bytes: 1, ram_free_bytes: 1, gpus: [], load_avg: [0, 0, 0], probed_at: new Date().toISOString() } }),
+      body: JSON.stringify({
+        token,
+        version,
+        machine: {
+          hostname,
+          cpu_cores: 1,
+          ram_bytes: 1,
+          ram_free_bytes: 1,
+          gpus: [],
+          load_avg: [0, 0, 0],
+          probed_at: new Date().toISOString(),
+        },
+      }),
       tls: { rejectUnauthorized: false },
     } as RequestInit);
     return { status: r.status, body: await r.json() };
   };
-  const workers = async () => (await (await host.admin("/admin/workers")).json()) as { id: string; name: string; kind: string; state: string; hostname: string }[];
-  const listed = async () => (await (await host.admin("/admin/workers/join-tokens")).json()) as (MadeToken & { uses: number })[];
+  const workers = async () =>
+    (await (await host.admin("/admin/workers")).json()) as {
+      id: string;
+      name: string;
+      kind: string;
+      state: string;
+      hostname: string;
+    }[];
+  const listed = async () =>
+    (await (await host.admin("/admin/workers/join-tokens")).json()) as (MadeToken & { uses: number })[];
   const online = (dataDir: string, proc: ReturnType<typeof spawnAgent>) =>
-    waitFor(async () => {
-      if (proc.proc.exitCode !== null) throw new Error(`agent exited ${proc.proc.exitCode}: ${proc.output()}`);
-      const id = /running as worker (wk_\w+)/.exec(proc.output())?.[1];
-      return id ? (await workers()).find((w) => w.id === id && w.state === "online") : undefined;
-    }, { what: `agent of ${dataDir} online`, timeoutMs: 30_000, detail: proc.output });
+    waitFor(
+      async () => {
+        if (proc.proc.exitCode !== null) throw new Error(`agent exited ${proc.proc.exitCode}: ${proc.output()}`);
+        const id = /running as worker (wk_\w+)/.exec(proc.output())?.[1];
+        return id ? (await workers()).find((w) => w.id === id && w.state === "online") : undefined;
+      },
+      { what: `agent of ${dataDir} online`, timeoutMs: 30_000, detail: proc.output },
+    );
 
   describe("a reusable pool token", () => {
     let pool: MadeToken;
@@ -123,13 +151,28 @@ export function joinTokensSuite(engine: Engine): void {
 
     test("a workload pinned (by name) to a pool-joined worker is served by it, its replica kept across placement passes", async () => {
       let last: unknown;
-      const w = await (await host.admin("/admin/projects/pool/workloads", { name: "pooled", backend: "vllm", model_name: "pooled", worker_id: first.worker.name, config: { command: "vllm serve pooled" } })).json();
-      const d = await waitFor(async () => {
-        const x = (last = await (await host.admin(`/admin/workloads/${w.id}`)).json());
-        return x.assignments?.[0]?.state === "ready" ? x : undefined;
-      }, { what: "the replica ready on the pool-joined worker", timeoutMs: 30_000, detail: () => JSON.stringify(last) });
+      const w = await (
+        await host.admin("/admin/projects/pool/workloads", {
+          name: "pooled",
+          backend: "vllm",
+          model_name: "pooled",
+          worker_id: first.worker.name,
+          config: { command: "vllm serve pooled" },
+        })
+      ).json();
+      const d = await waitFor(
+        async () => {
+          const x = (last = await (await host.admin(`/admin/workloads/${w.id}`)).json());
+          return x.assignments?.[0]?.state === "ready" ? x : undefined;
+        },
+        { what: "the replica ready on the pool-joined worker", timeoutMs: 30_000, detail: () => JSON.stringify(last) },
+      );
       expect(d.assignments.map((a: { worker_id: string }) => a.worker_id)).toEqual([first.worker.id]);
-      const r = await fetch(`${host.url}/endpoint/pool/${w.slug}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: "hello pool" }] }) });
+      const r = await fetch(`${host.url}/endpoint/pool/${w.slug}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hello pool" }] }),
+      });
       expect(r.status).toBe(200);
       expect((await r.json()).choices[0].message.content).toBeTruthy();
       const stats = await (await fetch(`${d.assignments[0].base_url}/fake/stats`)).json();
@@ -137,7 +180,9 @@ export function joinTokensSuite(engine: Engine): void {
       // An edit runs a placement pass: the replica pinned by name stays (it was recreated on each pass).
       await host.admin(`/admin/workloads/${w.id}`, { description: "edited" }, "PATCH");
       await host.admin(`/admin/workloads/${w.id}`, { description: "edited again" }, "PATCH");
-      expect((await (await host.admin(`/admin/workloads/${w.id}`)).json()).assignments.map((a: { id: string }) => a.id)).toEqual([d.assignments[0].id]);
+      expect(
+        (await (await host.admin(`/admin/workloads/${w.id}`)).json()).assignments.map((a: { id: string }) => a.id),
+      ).toEqual([d.assignments[0].id]);
     });
 
     test("an agent restarted on its data dir comes back as the same worker (it does not join again)", async () => {
@@ -160,15 +205,34 @@ export function joinTokensSuite(engine: Engine): void {
       expect((await online(second.dir, agents[1])).id).toBe(second.worker.id);
       const third = await joinAgent(host, "gpu-third", { INFERD_CLUSTER_ADDRESS: "127.0.0.1" });
       stops.push(() => third.stop());
-      const w = await (await host.admin("/admin/projects/pool/workloads", { name: "grouped", backend: "vllm", model_name: "grouped", nodes: 2, config: { command: "vllm serve grouped" } })).json();
+      const w = await (
+        await host.admin("/admin/projects/pool/workloads", {
+          name: "grouped",
+          backend: "vllm",
+          model_name: "grouped",
+          nodes: 2,
+          config: { command: "vllm serve grouped" },
+        })
+      ).json();
       let seen = "";
-      const d = await waitFor(async () => {
-        const x = await (await host.admin(`/admin/workloads/${w.id}`)).json();
-        seen = JSON.stringify({ error: x.scheduling_error, members: x.assignments });
-        return x.assignments.length === 2 && x.assignments.every((a: { state: string }) => a.state === "ready") ? x : undefined;
-      }, { what: "both members of the group ready", timeoutMs: 60_000, detail: () => seen });
-      expect(d.assignments.map((a: { worker_id: string }) => a.worker_id).sort()).toEqual([second.worker.id, third.workerId].sort());
-      const r = await fetch(`${host.url}/endpoint/pool/${w.slug}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${live}`, "content-type": "application/json" }, body: JSON.stringify({ messages: [{ role: "user", content: "hello group" }] }) });
+      const d = await waitFor(
+        async () => {
+          const x = await (await host.admin(`/admin/workloads/${w.id}`)).json();
+          seen = JSON.stringify({ error: x.scheduling_error, members: x.assignments });
+          return x.assignments.length === 2 && x.assignments.every((a: { state: string }) => a.state === "ready")
+            ? x
+            : undefined;
+        },
+        { what: "both members of the group ready", timeoutMs: 60_000, detail: () => seen },
+      );
+      expect(d.assignments.map((a: { worker_id: string }) => a.worker_id).sort()).toEqual(
+        [second.worker.id, third.workerId].sort(),
+      );
+      const r = await fetch(`${host.url}/endpoint/pool/${w.slug}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+        body: JSON.stringify({ messages: [{ role: "user", content: "hello group" }] }),
+      });
       expect(r.status).toBe(200);
       await host.admin(`/admin/workloads/${w.id}`, undefined, "DELETE");
     });
@@ -181,7 +245,10 @@ export function joinTokensSuite(engine: Engine): void {
       const both = await Promise.all([joinCall(once, once.token, "race-a"), joinCall(once, once.token, "race-b")]);
       expect(both.map((r) => r.status).sort()).toEqual([201, 401]);
       const refused = both.find((r) => r.status === 401)!;
-      expect(refused.body.error).toMatchObject({ code: "invalid_join_token", message: expect.stringContaining("already used") });
+      expect(refused.body.error).toMatchObject({
+        code: "invalid_join_token",
+        message: expect.stringContaining("already used"),
+      });
       expect((await joinCall(once)).status).toBe(401);
       expect((await listed()).find((x) => x.id === once.id)).toMatchObject({ state: "used", uses: 1 });
     });
@@ -189,10 +256,16 @@ export function joinTokensSuite(engine: Engine): void {
     test("an expired token is refused with 401, and the agent says why", async () => {
       const old = await make({ reusable: true, expires_in_s: 60 });
       // Time passes: the token's expiry is moved into the past in the store.
-      await store.db.update(joinTokens).set({ expiresAt: new Date(Date.now() - 1000).toISOString() }).where(eq(joinTokens.id, old.id));
+      await store.db
+        .update(joinTokens)
+        .set({ expiresAt: new Date(Date.now() - 1000).toISOString() })
+        .where(eq(joinTokens.id, old.id));
       const r = await joinCall(old);
       expect(r.status).toBe(401);
-      expect(r.body.error).toMatchObject({ code: "invalid_join_token", message: expect.stringContaining("expired at") });
+      expect(r.body.error).toMatchObject({
+        code: "invalid_join_token",
+        message: expect.stringContaining("expired at"),
+      });
       const dir = tempDir("pool-expired");
       const agent = spawnAgent(["join", joinUrlOf(old), "--token", old.token], dir);
       expect(await agent.proc.exited).not.toBe(0);
@@ -217,7 +290,11 @@ export function joinTokensSuite(engine: Engine): void {
     test("a token with a wrong secret, an unknown id or a forged form is refused with 401", async () => {
       const t = await make({ reusable: true });
       const [id, secret, pin] = t.token.split(".");
-      for (const bad of [`${id}.${secret.slice(0, -2)}xx.${pin}`, `jt_aaaaaaaaaaaaaaaaaaaa.${secret}.${pin}`, `${id}.${secret}`]) {
+      for (const bad of [
+        `${id}.${secret.slice(0, -2)}xx.${pin}`,
+        `jt_aaaaaaaaaaaaaaaaaaaa.${secret}.${pin}`,
+        `${id}.${secret}`,
+      ]) {
         const r = await joinCall(t, bad);
         expect(r.status).toBe(401);
         expect(r.body.error.code).toBe("invalid_join_token");
@@ -225,7 +302,13 @@ export function joinTokensSuite(engine: Engine): void {
     });
 
     test("bad requests name the field", async () => {
-      for (const body of [{ expires_in_s: 10 }, { expires_in_s: 400 * 86_400 }, { expires_in_s: 1.5 }, { reusable: "yes" }, { name: "x" }]) {
+      for (const body of [
+        { expires_in_s: 10 },
+        { expires_in_s: 400 * 86_400 },
+        { expires_in_s: 1.5 },
+        { reusable: "yes" },
+        { name: "x" },
+      ]) {
         const r = await host.admin("/admin/workers/join-tokens", body);
         expect(r.status).toBe(400);
         expect((await r.json()).error.code).toBe("validation_error");
@@ -233,7 +316,9 @@ export function joinTokensSuite(engine: Engine): void {
       expect((await fetch(`${host.url}/admin/workers/join-tokens`)).status).toBe(401);
       // The API reference lists the routes.
       const doc = await (await fetch(`${host.url}/docs/json`)).json();
-      expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/admin/workers/join-tokens", "/admin/workers/join-tokens/{id}"]));
+      expect(Object.keys(doc.paths)).toEqual(
+        expect.arrayContaining(["/admin/workers/join-tokens", "/admin/workers/join-tokens/{id}"]),
+      );
     });
   });
 
@@ -241,11 +326,26 @@ export function joinTokensSuite(engine: Engine): void {
     const text = await (await host.admin("/admin/workers/join-tokens")).text();
     const list = JSON.parse(text) as Record<string, unknown>[];
     expect(list.length).toBeGreaterThanOrEqual(5);
-    for (const t of list) expect(Object.keys(t).sort()).toEqual(["created_at", "expires_at", "id", "last_used_at", "reusable", "revoked_at", "state", "uses"]);
+    for (const t of list)
+      expect(Object.keys(t).sort()).toEqual([
+        "created_at",
+        "expires_at",
+        "id",
+        "last_used_at",
+        "reusable",
+        "revoked_at",
+        "state",
+        "uses",
+      ]);
     const audit = await (await host.admin("/admin/audit?limit=1000")).text();
     expect(JSON.parse(audit).entries.some((e: { action: string }) => e.action === "join_token.create")).toBe(true);
     expect(JSON.parse(audit).entries.some((e: { action: string }) => e.action === "join_token.revoke")).toBe(true);
-    expect(JSON.parse(audit).entries.some((e: { action: string; diff: { join_token_id?: string } }) => e.action === "worker.create" && e.diff.join_token_id)).toBe(true);
+    expect(
+      JSON.parse(audit).entries.some(
+        (e: { action: string; diff: { join_token_id?: string } }) =>
+          e.action === "worker.create" && e.diff.join_token_id,
+      ),
+    ).toBe(true);
     for (const s of secrets) {
       expect(text).not.toContain(s);
       expect(audit).not.toContain(s);

@@ -11,9 +11,17 @@ import type { Engine } from "../helpers/postgres";
 
 /** A live key of the server's project, with `limits` if given. */
 const liveKey = async (s: Serving, limits?: Record<string, number | null>) =>
-  (await (await s.admin(`/admin/projects/${s.project}/keys`, { body: { name: "limited", type: "live", ...(limits ? { limits } : {}) } })).json()) as { id: string; secret: string; prefix: string };
+  (await (
+    await s.admin(`/admin/projects/${s.project}/keys`, {
+      body: { name: "limited", type: "live", ...(limits ? { limits } : {}) },
+    })
+  ).json()) as { id: string; secret: string; prefix: string };
 /** A chat completion through workload `w`'s data plane with `key`. */
-export const chat = (s: Serving, w: string, key: string, extra: Record<string, unknown> = {}) => s.data(w, "/v1/chat/completions", { token: key, body: { messages: [{ role: "user", content: "one two three" }], ...extra } });
+export const chat = (s: Serving, w: string, key: string, extra: Record<string, unknown> = {}) =>
+  s.data(w, "/v1/chat/completions", {
+    token: key,
+    body: { messages: [{ role: "user", content: "one two three" }], ...extra },
+  });
 
 /** Per-key limits and token quotas across a restart, on `engine`'s store. */
 export function operationsSuite(engine: Engine): void {
@@ -33,10 +41,16 @@ export function operationsSuite(engine: Engine): void {
     let w: { id: string; slug: string };
     beforeAll(async () => {
       s = await serve({ FAKE_TOKEN_MS: "30" });
-      w = await s.createWorkload({ name: "lim", backend: "vllm", model_name: "lim", config: { command: "vllm serve lim" } });
+      w = await s.createWorkload({
+        name: "lim",
+        backend: "vllm",
+        model_name: "lim",
+        config: { command: "vllm serve lim" },
+      });
       await s.waitState(w.id);
     });
-    const sdk = (key: string, maxRetries: number) => new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/${w.slug}/v1`, apiKey: key, maxRetries });
+    const sdk = (key: string, maxRetries: number) =>
+      new OpenAI({ baseURL: `${s.url}/endpoint/${s.project}/${w.slug}/v1`, apiKey: key, maxRetries });
 
     test("requests per minute: over it the OpenAI SDK gets a RateLimitError with the headers OpenAI sends", async () => {
       const key = await liveKey(s, { rpm: 3 });
@@ -45,7 +59,9 @@ export function operationsSuite(engine: Engine): void {
       expect(ok.headers.get("x-ratelimit-limit-requests")).toBe("3");
       expect(ok.headers.get("x-ratelimit-remaining-requests")).toBe("2");
       for (let i = 0; i < 2; i++) expect((await chat(s, w.slug, key.secret)).status).toBe(200);
-      const err = await sdk(key.secret, 0).chat.completions.create({ model: "default", messages: [{ role: "user", content: "one more" }] }).catch((e) => e);
+      const err = await sdk(key.secret, 0)
+        .chat.completions.create({ model: "default", messages: [{ role: "user", content: "one more" }] })
+        .catch((e) => e);
       expect(err).toBeInstanceOf(OpenAI.RateLimitError);
       expect(err.status).toBe(429);
       expect(err.headers.get("x-ratelimit-remaining-requests")).toBe("0");
@@ -56,18 +72,31 @@ export function operationsSuite(engine: Engine): void {
 
     test("requests at once: the SDK's own retry honours Retry-After and gets through once the first is done", async () => {
       const key = await liveKey(s, { max_concurrent: 1 });
-      const long = chat(s, w.slug, key.secret, { stream: true, max_tokens: 12, messages: [{ role: "user", content: "a b c d e f g h i j k l" }] });
+      const long = chat(s, w.slug, key.secret, {
+        stream: true,
+        max_tokens: 12,
+        messages: [{ role: "user", content: "a b c d e f g h i j k l" }],
+      });
       const first = await long;
       const client = sdk(key.secret, 5);
       const started = Date.now();
-      const [second] = await Promise.all([client.chat.completions.create({ model: "default", messages: [{ role: "user", content: "me too" }] }), first.text()]);
+      const [second] = await Promise.all([
+        client.chat.completions.create({ model: "default", messages: [{ role: "user", content: "me too" }] }),
+        first.text(),
+      ]);
       expect(second.choices[0].message.content).toBeTruthy();
       expect(Date.now() - started).toBeGreaterThanOrEqual(900); // it waited for the Retry-After (1 s)
     });
 
     test("tokens per minute: once a request has used them up, the next is refused with the token headers", async () => {
       const key = await liveKey(s, { tpm: 10 });
-      expect((await chat(s, w.slug, key.secret, { messages: [{ role: "user", content: "many words in this prompt for many tokens" }] })).status).toBe(200);
+      expect(
+        (
+          await chat(s, w.slug, key.secret, {
+            messages: [{ role: "user", content: "many words in this prompt for many tokens" }],
+          })
+        ).status,
+      ).toBe(200);
       const r = await chat(s, w.slug, key.secret);
       expect(r.status).toBe(429);
       expect(r.headers.get("x-ratelimit-limit-tokens")).toBe("10");
@@ -78,7 +107,9 @@ export function operationsSuite(engine: Engine): void {
       const key = await liveKey(s, { rpm: 1 });
       expect((await chat(s, w.slug, key.secret)).status).toBe(200);
       expect((await chat(s, w.slug, key.secret)).status).toBe(429);
-      const patched = await (await s.admin(`/admin/keys/${key.id}`, { method: "PATCH", body: { limits: { rpm: null } } })).json();
+      const patched = await (
+        await s.admin(`/admin/keys/${key.id}`, { method: "PATCH", body: { limits: { rpm: null } } })
+      ).json();
       expect(patched.limits).toMatchObject({ rpm: null });
       const free = await chat(s, w.slug, key.secret);
       expect(free.status).toBe(200);
@@ -88,7 +119,12 @@ export function operationsSuite(engine: Engine): void {
 
   test("token quotas per day hold across a restart, for a key and for its project", async () => {
     const first = await serve();
-    const w = await first.createWorkload({ name: "q", backend: "vllm", model_name: "q", config: { command: "vllm serve q" } });
+    const w = await first.createWorkload({
+      name: "q",
+      backend: "vllm",
+      model_name: "q",
+      config: { command: "vllm serve q" },
+    });
     await first.waitState(w.id);
     const key = await liveKey(first, { tokens_per_day: 20 });
     for (let i = 0; i < 10; i++) {
@@ -107,7 +143,10 @@ export function operationsSuite(engine: Engine): void {
       expect(still.status).toBe(429);
       expect((await still.json()).error.message).toContain("daily token quota of 20");
       // A project quota covers every key of the project.
-      await second.admin(`/admin/projects/${second.project}`, { method: "PATCH", body: { limits: { tokens_per_day: 1 } } });
+      await second.admin(`/admin/projects/${second.project}`, {
+        method: "PATCH",
+        body: { limits: { tokens_per_day: 1 } },
+      });
       const other = await liveKey(second);
       const r = await chat(second, w.slug, other.secret);
       expect(r.status).toBe(429);

@@ -19,7 +19,14 @@ function form(bytes: Uint8Array, name = "in.jsonl"): FormData {
 /** `n` valid request lines of about `size` bytes each (with some non-ASCII text), newline-ended. */
 function requestLines(n: number, size: number): Buffer {
   const pad = "x".repeat(Math.max(0, size - 150));
-  const lines = Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${i}`, method: "POST", url: "/v1/chat/completions", body: { model: "m", messages: [{ role: "user", content: `${i} grüße ✓ ${pad}` }] } }));
+  const lines = Array.from({ length: n }, (_, i) =>
+    JSON.stringify({
+      custom_id: `r${i}`,
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { model: "m", messages: [{ role: "user", content: `${i} grüße ✓ ${pad}` }] },
+    }),
+  );
   return Buffer.from(`${lines.join("\n")}\n`);
 }
 
@@ -55,17 +62,30 @@ export function probe3FilesSuite(engine: Engine): void {
   let scopedToo = "";
 
   const call = async (path: string, token: string, init: RequestInit = {}): Promise<Response> =>
-    fetch(`${s.url}/endpoint/${project}/v1${path}`, { ...init, headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) } });
+    fetch(`${s.url}/endpoint/${project}/v1${path}`, {
+      ...init,
+      headers: { authorization: `Bearer ${token}`, ...(init.headers as Record<string, string>) },
+    });
   const json = async (r: Response): Promise<Fetched> => ({ status: r.status, body: await r.json() });
   const upload = (token: string, bytes: Uint8Array) => call("/files", token, { method: "POST", body: form(bytes) });
   const admin = (path: string, body?: unknown) =>
-    fetch(`${s.url}${path}`, { method: body === undefined ? "GET" : "POST", headers: { authorization: `Bearer ${s.adminToken}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
-  const newKey = async (name: string, extra: Record<string, unknown> = {}) => (await (await admin(`/admin/projects/${project}/keys`, { name, type: "live", ...extra })).json()).secret as string;
+    fetch(`${s.url}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: `Bearer ${s.adminToken}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  const newKey = async (name: string, extra: Record<string, unknown> = {}) =>
+    (await (await admin(`/admin/projects/${project}/keys`, { name, type: "live", ...extra })).json()).secret as string;
 
   beforeAll(async () => {
-    s = await startInferd({ engine, env: { INFERD_LOG_LEVEL: "warn", INFERD_MAX_JOB_BYTES_PER_PROJECT: String(4 * 2 ** 30) } });
+    s = await startInferd({
+      engine,
+      env: { INFERD_LOG_LEVEL: "warn", INFERD_MAX_JOB_BYTES_PER_PROJECT: String(4 * 2 ** 30) },
+    });
     project = (await (await admin("/admin/projects", { name: "Files", slug: "files" })).json()).slug;
-    expect((await admin(`/admin/projects/${project}/workloads`, { name: "w", backend: "ollama", model_name: "m" })).status).toBe(201);
+    expect(
+      (await admin(`/admin/projects/${project}/workloads`, { name: "w", backend: "ollama", model_name: "m" })).status,
+    ).toBe(201);
     live = await newKey("project-wide");
     scoped = await newKey("scoped", { scope: "endpoints", endpoints: [`${project}/w`] });
     scopedToo = await newKey("scoped-too", { scope: "endpoints", endpoints: [`${project}/w`] });
@@ -79,7 +99,10 @@ export function probe3FilesSuite(engine: Engine): void {
     test("a line nested deeper than 64 levels is refused with a 400 naming the line and the cap", async () => {
       const nested = `${'{"a":'.repeat(100)}1${"}".repeat(100)}`;
       const bomb = "[".repeat(1_500_000);
-      for (const [text, line] of [[`{"ok":1}\n${nested}\n`, 2], [`{"ok":1}\n{"ok":2}\n\n${bomb}`, 4]] as const) {
+      for (const [text, line] of [
+        [`{"ok":1}\n${nested}\n`, 2],
+        [`{"ok":1}\n{"ok":2}\n\n${bomb}`, 4],
+      ] as const) {
         const r = await json(await upload(live, Buffer.from(text)));
         expect(r.status).toBe(400);
         expect(r.body.error.code).toBe("invalid_file");
@@ -128,7 +151,9 @@ export function probe3FilesSuite(engine: Engine): void {
       const flood = Buffer.from("{}\n".repeat(30 << 20));
       const work = Promise.all([
         upload(live, flood).then(json),
-        ...Array.from({ length: 6 }, () => call(`/files/${bigId}/content`, live).then(async (r) => Buffer.from(await r.arrayBuffer()))),
+        ...Array.from({ length: 6 }, () =>
+          call(`/files/${bigId}/content`, live).then(async (r) => Buffer.from(await r.arrayBuffer())),
+        ),
       ]);
       const { result, longestMs, answers } = await heartbeat(s.url, work);
       // The aim is 100 ms (bench/files.ts measures it); the bound here only tells a server that
@@ -142,12 +167,27 @@ export function probe3FilesSuite(engine: Engine): void {
 
     test("a download holds one chunk of --max-buffered-bytes until it ends: past the budget 503, then served again", async () => {
       const budget = 20 << 20;
-      const tight = await startInferd({ engine, env: { INFERD_LOG_LEVEL: "warn", INFERD_MAX_DATA_BODY_BYTES: String(budget), INFERD_MAX_BUFFERED_BYTES: String(budget) } });
+      const tight = await startInferd({
+        engine,
+        env: {
+          INFERD_LOG_LEVEL: "warn",
+          INFERD_MAX_DATA_BODY_BYTES: String(budget),
+          INFERD_MAX_BUFFERED_BYTES: String(budget),
+        },
+      });
       try {
-        const post = async (path: string, body: unknown) => (await fetch(`${tight.url}${path}`, { method: "POST", headers: { authorization: `Bearer ${tight.adminToken}`, "content-type": "application/json" }, body: JSON.stringify(body) })).json();
+        const post = async (path: string, body: unknown) =>
+          (
+            await fetch(`${tight.url}${path}`, {
+              method: "POST",
+              headers: { authorization: `Bearer ${tight.adminToken}`, "content-type": "application/json" },
+              body: JSON.stringify(body),
+            })
+          ).json();
         const p = (await post("/admin/projects", { name: "T", slug: "t" })).slug;
         const key = (await post(`/admin/projects/${p}/keys`, { name: "k", type: "live" })).secret;
-        const at = (path: string, init: RequestInit = {}) => fetch(`${tight.url}/endpoint/${p}/v1${path}`, { ...init, headers: { authorization: `Bearer ${key}` } });
+        const at = (path: string, init: RequestInit = {}) =>
+          fetch(`${tight.url}/endpoint/${p}/v1${path}`, { ...init, headers: { authorization: `Bearer ${key}` } });
         const file = requestLines(9000, 2000);
         const id = (await (await at("/files", { method: "POST", body: form(file) })).json()).id as string;
         // Downloads nobody reads: each holds its chunk of the budget while it waits.
@@ -169,8 +209,14 @@ export function probe3FilesSuite(engine: Engine): void {
       const text = Buffer.from('{"old":1}\n{"old":2}\n');
       const id = "file-stored-before-chunks";
       await inStore(s, async (db) => {
-        const [{ id: projectId }] = await rows<{ id: string }>(db, sql`SELECT id FROM projects WHERE slug = ${project}`);
-        await exec(db, sql`INSERT INTO files (id, project_id, batch_id, key_id, filename, purpose, bytes, content, created_at) VALUES (${id}, ${projectId}, NULL, NULL, 'old.jsonl', 'batch', ${text.byteLength}, ${text}, ${new Date().toISOString()})`);
+        const [{ id: projectId }] = await rows<{ id: string }>(
+          db,
+          sql`SELECT id FROM projects WHERE slug = ${project}`,
+        );
+        await exec(
+          db,
+          sql`INSERT INTO files (id, project_id, batch_id, key_id, filename, purpose, bytes, content, created_at) VALUES (${id}, ${projectId}, NULL, NULL, 'old.jsonl', 'batch', ${text.byteLength}, ${text}, ${new Date().toISOString()})`,
+        );
       });
       const r = await call(`/files/${id}/content`, live);
       expect(r.status).toBe(200);
@@ -182,7 +228,10 @@ export function probe3FilesSuite(engine: Engine): void {
       expect((await json(await call(`/files/${bigId}`, live, { method: "DELETE" }))).body.deleted).toBe(true);
       expect((await call(`/files/${bigId}/content`, live)).status).toBe(404);
       await inStore(s, async (db) => {
-        const [{ n }] = await rows<{ n: number | string }>(db, sql`SELECT count(*) AS n FROM file_chunks WHERE file_id = ${bigId}`);
+        const [{ n }] = await rows<{ n: number | string }>(
+          db,
+          sql`SELECT count(*) AS n FROM file_chunks WHERE file_id = ${bigId}`,
+        );
         expect(Number(n)).toBe(0);
       });
     });
@@ -197,11 +246,21 @@ export function probe3FilesSuite(engine: Engine): void {
       const listed = (await json(await call("/files", scoped))).body.data.map((f: { id: string }) => f.id);
       expect(listed).toContain(mine);
       expect(listed).not.toContain(theirs);
-      for (const [path, method] of [[`/files/${theirs}`, "GET"], [`/files/${theirs}/content`, "GET"], [`/files/${theirs}`, "DELETE"]]) {
+      for (const [path, method] of [
+        [`/files/${theirs}`, "GET"],
+        [`/files/${theirs}/content`, "GET"],
+        [`/files/${theirs}`, "DELETE"],
+      ]) {
         const r = await json(await call(path, scoped, { method }));
         expect(`${method} ${path} ${r.status}`).toBe(`${method} ${path} 404`);
       }
-      const batch = await json(await call("/batches", scoped, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input_file_id: theirs, endpoint: "/v1/chat/completions", completion_window: "24h" }) }));
+      const batch = await json(
+        await call("/batches", scoped, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ input_file_id: theirs, endpoint: "/v1/chat/completions", completion_window: "24h" }),
+        }),
+      );
       expect(batch.status).toBe(400);
       expect(batch.body.error.message).toContain("not found");
       // Another key scoped to the same endpoint does not see it either.
@@ -220,7 +279,10 @@ export function probe3FilesSuite(engine: Engine): void {
 }
 
 /** Runs `fn` on the running server's store (as another process on the same database would). */
-async function inStore(s: Inferd, fn: (db: Awaited<ReturnType<typeof openPgStore>>["db"]) => Promise<void>): Promise<void> {
+async function inStore(
+  s: Inferd,
+  fn: (db: Awaited<ReturnType<typeof openPgStore>>["db"]) => Promise<void>,
+): Promise<void> {
   const url = s.storeEnv.INFERD_DATABASE_URL;
   const store = url ? await openPgStore(url, 1) : openStore(dataPaths(s.dataDir).db);
   try {

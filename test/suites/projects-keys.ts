@@ -31,7 +31,9 @@ export function projectsKeysSuite(engine: Engine): void {
 
     test("the same slug created twice at once: one 201, the other a 409 (the store's unique key, not a 500)", async () => {
       for (let i = 0; i < 5; i++) {
-        const both = await Promise.all([0, 1].map(() => s.admin("/admin/projects", { body: { name: `twice ${i}`, slug: `twice-${i}` } })));
+        const both = await Promise.all(
+          [0, 1].map(() => s.admin("/admin/projects", { body: { name: `twice ${i}`, slug: `twice-${i}` } })),
+        );
         expect(both.map((r) => r.status).sort()).toEqual([201, 409]);
       }
     });
@@ -55,7 +57,9 @@ export function projectsKeysSuite(engine: Engine): void {
     test("list shows created projects; delete removes the project, its workloads and its keys", async () => {
       const p = await (await s.admin("/admin/projects", { body: { name: "Doomed" } })).json();
       const key = await (await s.admin(`/admin/projects/${p.slug}/keys`, { body: { name: "k", type: "sdk" } })).json();
-      const wl = await s.call(`/api/projects/${p.slug}/workloads`, key.secret, { body: { name: "w", backend: "ollama", model_name: "llama3" } });
+      const wl = await s.call(`/api/projects/${p.slug}/workloads`, key.secret, {
+        body: { name: "w", backend: "ollama", model_name: "llama3" },
+      });
       expect(wl.status).toBe(201);
       const list = await (await s.admin("/admin/projects")).json();
       expect(list.map((x: { slug: string }) => x.slug)).toContain("doomed");
@@ -87,12 +91,16 @@ export function projectsKeysSuite(engine: Engine): void {
       expect(list).toHaveLength(2);
       for (const k of list) expect(k.secret).toBeUndefined();
       for (const secret of secrets) expect(listText).not.toContain(secret);
-      expect(list.map((k: { prefix: string }) => k.prefix).sort()).toEqual(secrets.map((x) => list.find((k: { prefix: string }) => x.startsWith(k.prefix)).prefix).sort());
+      expect(list.map((k: { prefix: string }) => k.prefix).sort()).toEqual(
+        secrets.map((x) => list.find((k: { prefix: string }) => x.startsWith(k.prefix)).prefix).sort(),
+      );
     });
 
     test("endpoint-scoped keys: entries must be <project>/<workload> of the key's project", async () => {
       const p = await (await s.admin("/admin/projects", { body: { name: "Scoped" } })).json();
-      const ok = await s.admin(`/admin/projects/${p.slug}/keys`, { body: { name: "k", type: "live", scope: "endpoints", endpoints: ["scoped/a", "scoped/b"] } });
+      const ok = await s.admin(`/admin/projects/${p.slug}/keys`, {
+        body: { name: "k", type: "live", scope: "endpoints", endpoints: ["scoped/a", "scoped/b"] },
+      });
       expect(ok.status).toBe(201);
       expect((await ok.json()).endpoints).toEqual(["scoped/a", "scoped/b"]);
       const cases: [unknown, string][] = [

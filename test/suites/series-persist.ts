@@ -19,7 +19,13 @@ export function seriesPersistSuite(engine: Engine): void {
   afterAll(() => cleanup());
 
   describe("series kept in the store across a restart", () => {
-    type Point = { t: string; rps: number | null; errors_per_s: number | null; p99_ms: number | null; queue_depth: number | null };
+    type Point = {
+      t: string;
+      rps: number | null;
+      errors_per_s: number | null;
+      p99_ms: number | null;
+      queue_depth: number | null;
+    };
     type Answer = { from: string; complete_until: string; workloads: { id: string; points: Point[] }[] };
     const count = (p: Point | undefined) => Math.round((p?.rps ?? 0) * 10);
 
@@ -27,24 +33,44 @@ export function seriesPersistSuite(engine: Engine): void {
       const env = { FAKE_DELAY_MS: "30" };
       let srv: Serving = await startServing(env, [], undefined, engine);
       try {
-        const w = await srv.createWorkload({ name: "kept", backend: "vllm", model_name: "kept", config: { command: "vllm serve kept" } });
+        const w = await srv.createWorkload({
+          name: "kept",
+          backend: "vllm",
+          model_name: "kept",
+          config: { command: "vllm serve kept" },
+        });
         await srv.waitState(w.id);
-        const series = async (): Promise<Answer> => (await srv.admin(`/admin/metrics/series?minutes=5&workload=${w.id}`)).json();
+        const series = async (): Promise<Answer> =>
+          (await srv.admin(`/admin/metrics/series?minutes=5&workload=${w.id}`)).json();
         const at = (a: Answer, t: number) => a.workloads[0].points.find((p) => Date.parse(p.t) === t);
-        const chat = (text: string) => srv.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: text }] } }).then((r) => r.text());
+        const chat = (text: string) =>
+          srv
+            .data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: text }] } })
+            .then((r) => r.text());
 
         // Three requests in one bucket, counted once it completes.
-        await waitFor(() => Date.now() % BUCKET_MS < BUCKET_MS / 2, { what: "the first half of a bucket", timeoutMs: 15_000 });
+        await waitFor(() => Date.now() % BUCKET_MS < BUCKET_MS / 2, {
+          what: "the first half of a bucket",
+          timeoutMs: 15_000,
+        });
         const before = completeUntil();
         for (const n of [1, 2, 3]) await chat(`before ${n}`);
-        await waitFor(async () => count(at(await series(), before)) === 3 || undefined, { what: "the three requests charted", timeoutMs: 30_000, intervalMs: 250 });
+        await waitFor(async () => count(at(await series(), before)) === 3 || undefined, {
+          what: "the three requests charted",
+          timeoutMs: 30_000,
+          intervalMs: 250,
+        });
         const workers: { id: string }[] = await (await srv.admin("/admin/workers")).json();
         const worker = workers[0].id;
         const stoppedAt = Date.now();
         expect(await srv.stop()).toBe(0);
 
         // Down for at least one whole bucket.
-        await waitFor(() => completeUntil() >= completeUntil(stoppedAt) + 2 * BUCKET_MS || undefined, { what: "a whole bucket to pass while the server is down", timeoutMs: 30_000, intervalMs: 200 });
+        await waitFor(() => completeUntil() >= completeUntil(stoppedAt) + 2 * BUCKET_MS || undefined, {
+          what: "a whole bucket to pass while the server is down",
+          timeoutMs: 30_000,
+          intervalMs: 200,
+        });
         srv = await startServing({ ...env, ...srv.storeEnv }, [], srv.dataDir, engine);
         const restartedAt = Date.now();
         await srv.waitState(w.id);
@@ -53,20 +79,28 @@ export function seriesPersistSuite(engine: Engine): void {
         expect(count(at(after, before))).toBe(3);
         expect(at(after, before)!.p99_ms).toBeGreaterThanOrEqual(30);
         // Buckets between the stop's and the restart's: nobody was up. A gap, not zeros.
-        const down = after.workloads[0].points.filter((p) => Date.parse(p.t) > completeUntil(stoppedAt) && Date.parse(p.t) < completeUntil(restartedAt));
+        const down = after.workloads[0].points.filter(
+          (p) => Date.parse(p.t) > completeUntil(stoppedAt) && Date.parse(p.t) < completeUntil(restartedAt),
+        );
         expect(down.length).toBeGreaterThan(0);
-        for (const p of down) expect(p).toMatchObject({ rps: null, errors_per_s: null, p99_ms: null, queue_depth: null });
+        for (const p of down)
+          expect(p).toMatchObject({ rps: null, errors_per_s: null, p99_ms: null, queue_depth: null });
         // Up without traffic is a zero; before the first server started, a gap too.
-        const idleUp = after.workloads[0].points.filter((p) => Date.parse(p.t) > before && Date.parse(p.t) < completeUntil(stoppedAt));
+        const idleUp = after.workloads[0].points.filter(
+          (p) => Date.parse(p.t) > before && Date.parse(p.t) < completeUntil(stoppedAt),
+        );
         for (const p of idleUp) expect(p.rps).toBe(0);
 
         // New traffic continues the series, the old points stay.
         const fresh = completeUntil();
         for (const n of [1, 2]) await chat(`after ${n}`);
-        const later = await waitFor(async () => {
-          const a = await series();
-          return count(at(a, fresh)) + count(at(a, fresh + BUCKET_MS)) === 2 ? a : undefined;
-        }, { what: "the two new requests charted", timeoutMs: 30_000, intervalMs: 250 });
+        const later = await waitFor(
+          async () => {
+            const a = await series();
+            return count(at(a, fresh)) + count(at(a, fresh + BUCKET_MS)) === 2 ? a : undefined;
+          },
+          { what: "the two new requests charted", timeoutMs: 30_000, intervalMs: 250 },
+        );
         expect(count(at(later, before))).toBe(3);
         expect(at(later, completeUntil(restartedAt) - BUCKET_MS)?.rps ?? null).toBeNull();
 
@@ -75,7 +109,9 @@ export function seriesPersistSuite(engine: Engine): void {
         const times = history.map((s) => Date.parse(s.t));
         expect(times.some((t) => t < stoppedAt)).toBe(true);
         expect(times.some((t) => t > restartedAt)).toBe(true);
-        expect(times.some((t) => t >= completeUntil(stoppedAt) + BUCKET_MS && t < completeUntil(stoppedAt) + 2 * BUCKET_MS)).toBe(false);
+        expect(
+          times.some((t) => t >= completeUntil(stoppedAt) + BUCKET_MS && t < completeUntil(stoppedAt) + 2 * BUCKET_MS),
+        ).toBe(false);
       } finally {
         await srv.stop().catch(() => 0);
       }
@@ -85,10 +121,20 @@ export function seriesPersistSuite(engine: Engine): void {
   describe("SeriesKeeper on the store itself (injected time)", () => {
     const t0 = completeUntil(Date.now()) - 10 * BUCKET_MS;
     const finished = (durationMs: number): Finished => ({
-      workloadId: "w", projectId: "p", keyId: null, kind: "sync", ok: true,
-      usage: { inputTokens: 1, outputTokens: 1 }, durationMs, queueMs: 0, firstByteMs: null,
+      workloadId: "w",
+      projectId: "p",
+      keyId: null,
+      kind: "sync",
+      ok: true,
+      usage: { inputTokens: 1, outputTokens: 1 },
+      durationMs,
+      queueMs: 0,
+      firstByteMs: null,
     });
-    const open = async (): Promise<Store> => (engine === "postgres" ? openPgStore(await (await testPostgres()).createDatabase()) : openStore(`${tempDir("series")}/inferd.db`));
+    const open = async (): Promise<Store> =>
+      engine === "postgres"
+        ? openPgStore(await (await testPostgres()).createDatabase())
+        : openStore(`${tempDir("series")}/inferd.db`);
 
     test("a restart within one bucket keeps both runs' requests; another host's bucket adds up (p99: the larger)", async () => {
       const store = await open();
@@ -106,11 +152,25 @@ export function seriesPersistSuite(engine: Engine): void {
         await keeper2.start();
         second.observe(finished(300), t0 + 5_000);
         // Another host's row for the same bucket, as its own keeper writes it.
-        const other: BucketSummary = { requests: 4, errors: 1, input_tokens: 4, output_tokens: 4, p50_ms: 200, p99_ms: 900, ttft_n: 0, ttft_p50_ms: null, ttft_p99_ms: null, queue_depth: 2 };
-        await store.db.insert(seriesBuckets).values({ kind: "workload", subject: "w", t: t0, hostId: "hst_b", data: JSON.stringify(other) });
+        const other: BucketSummary = {
+          requests: 4,
+          errors: 1,
+          input_tokens: 4,
+          output_tokens: 4,
+          p50_ms: 200,
+          p99_ms: 900,
+          ttft_n: 0,
+          ttft_p50_ms: null,
+          ttft_p99_ms: null,
+          queue_depth: 2,
+        };
+        await store.db
+          .insert(seriesBuckets)
+          .values({ kind: "workload", subject: "w", t: t0, hostId: "hst_b", data: JSON.stringify(other) });
         await keeper2.flush(t0 + BUCKET_MS + 500);
 
-        const read = async (k: SeriesKeeper, m: MetricsStore, now: number) => m.points("w", 1, now, (await k.workloads(now - 60_000, completeUntil(now), "w")).of("w"));
+        const read = async (k: SeriesKeeper, m: MetricsStore, now: number) =>
+          m.points("w", 1, now, (await k.workloads(now - 60_000, completeUntil(now), "w")).of("w"));
         const now = t0 + 2 * BUCKET_MS + 100;
         const p = (await read(keeper2, second, now)).find((x) => Date.parse(x.t) === t0)!;
         expect(p).toMatchObject({ rps: 0.7, errors_per_s: 0.1, p99_ms: 900, queue_depth: 2 });

@@ -3,8 +3,14 @@ import { startTestServer, type TestServer } from "../helpers/server";
 import type { Engine } from "../helpers/postgres";
 
 const PASSWORD = "correct horse battery";
-const wl = (name: string) => ({ name, backend: "vllm", model_name: `org/${name}`, config: { command: `vllm serve org/${name}` } });
-const errorOf = async (r: Response) => ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
+const wl = (name: string) => ({
+  name,
+  backend: "vllm",
+  model_name: `org/${name}`,
+  config: { command: `vllm serve org/${name}` },
+});
+const errorOf = async (r: Response) =>
+  ((await r.json()) as { error: { code: string; message: string; field?: string } }).error;
 
 /** A signed-in user: calls /admin with their session cookie (and our own origin, as the dashboard does). */
 interface Person {
@@ -14,9 +20,13 @@ interface Person {
 
 /** Signs in to `srv` with an e-mail and password; the raw answer too. */
 async function signIn(srv: TestServer, email: string, password = PASSWORD): Promise<{ r: Response; person: Person }> {
-  const r = await srv.call("/admin/session", undefined, { body: { email, password }, headers: { "user-agent": "users-test browser" } });
+  const r = await srv.call("/admin/session", undefined, {
+    body: { email, password },
+    headers: { "user-agent": "users-test browser" },
+  });
   const cookie = (r.headers.get("set-cookie") ?? "").split(";")[0];
-  const call = (path: string, init: { method?: string; body?: unknown } = {}) => srv.call(path, undefined, { ...init, headers: { cookie, origin: srv.url } });
+  const call = (path: string, init: { method?: string; body?: unknown } = {}) =>
+    srv.call(path, undefined, { ...init, headers: { cookie, origin: srv.url } });
   return { r, person: { cookie, call } };
 }
 
@@ -53,19 +63,36 @@ export function usersSuite(engine: Engine): void {
 
   describe("users API", () => {
     test("an admin adds users of each role; e-mails are lower-cased and unique, projects must exist, passwords are long", async () => {
-      const r = await s.admin("/admin/users", { body: { email: "Ada@Example.COM", name: "Ada", role: "operator", projects: ["demo"], password: PASSWORD } });
+      const r = await s.admin("/admin/users", {
+        body: { email: "Ada@Example.COM", name: "Ada", role: "operator", projects: ["demo"], password: PASSWORD },
+      });
       expect(r.status).toBe(201);
       const ada = await r.json();
-      expect(ada).toMatchObject({ email: "ada@example.com", name: "Ada", role: "operator", projects: ["demo"], source: "local", last_sign_in_at: null, sessions: 0 });
+      expect(ada).toMatchObject({
+        email: "ada@example.com",
+        name: "Ada",
+        role: "operator",
+        projects: ["demo"],
+        source: "local",
+        last_sign_in_at: null,
+        sessions: 0,
+      });
       expect(ada.id).toMatch(/^usr_/);
       expect(JSON.stringify(ada)).not.toContain("password");
       const taken = await s.admin("/admin/users", { body: { email: "ada@example.com", role: "viewer" } });
       expect(taken.status).toBe(409);
       expect(await errorOf(taken)).toMatchObject({ code: "email_taken", field: "email" });
-      const unknown = await s.admin("/admin/users", { body: { email: "bob@example.com", role: "viewer", projects: ["demo", "nope"] } });
+      const unknown = await s.admin("/admin/users", {
+        body: { email: "bob@example.com", role: "viewer", projects: ["demo", "nope"] },
+      });
       expect(unknown.status).toBe(400);
-      expect(await errorOf(unknown)).toMatchObject({ field: "projects", message: 'projects: there is no project "nope"' });
-      const short = await s.admin("/admin/users", { body: { email: "bob@example.com", role: "viewer", password: "short" } });
+      expect(await errorOf(unknown)).toMatchObject({
+        field: "projects",
+        message: 'projects: there is no project "nope"',
+      });
+      const short = await s.admin("/admin/users", {
+        body: { email: "bob@example.com", role: "viewer", password: "short" },
+      });
       expect(short.status).toBe(400);
       expect((await errorOf(short)).field).toBe("password");
       const badRole = await s.admin("/admin/users", { body: { email: "bob@example.com", role: "owner" } });
@@ -88,19 +115,35 @@ export function usersSuite(engine: Engine): void {
       const cookie = (await signIn(s, "CAROL@example.com")).r.headers.get("set-cookie")!;
       expect(cookie).toContain("HttpOnly");
       const me = await (await carol.call("/admin/me")).json();
-      expect(me).toMatchObject({ kind: "user", role: "viewer", user: { email: "carol@example.com", projects: ["demo"] }, projects: [{ id: demo.id, slug: "demo", name: "Demo" }] });
+      expect(me).toMatchObject({
+        kind: "user",
+        role: "viewer",
+        user: { email: "carol@example.com", projects: ["demo"] },
+        projects: [{ id: demo.id, slug: "demo", name: "Demo" }],
+      });
       expect(me.session_id).toMatch(/^ses_/);
       expect(me.user.last_sign_in_at).not.toBeNull();
-      const sessions = (await (await carol.call(`/admin/users/${carol.id}/sessions`)).json()) as { id: string; method: string; user_agent: string; current: boolean }[];
+      const sessions = (await (await carol.call(`/admin/users/${carol.id}/sessions`)).json()) as {
+        id: string;
+        method: string;
+        user_agent: string;
+        current: boolean;
+      }[];
       expect(sessions).toHaveLength(2);
       expect(sessions.filter((x) => x.current).map((x) => x.id)).toEqual([me.session_id]);
       expect(sessions.every((x) => x.method === "password" && x.user_agent === "users-test browser")).toBe(true);
       // Ending the other session leaves this one; ending all ends this one too.
       const otherSession = sessions.find((x) => !x.current)!;
-      expect((await carol.call(`/admin/users/${carol.id}/sessions/${otherSession.id}`, { method: "DELETE" })).status).toBe(204);
-      expect((await carol.call(`/admin/users/${carol.id}/sessions/${otherSession.id}`, { method: "DELETE" })).status).toBe(404);
+      expect(
+        (await carol.call(`/admin/users/${carol.id}/sessions/${otherSession.id}`, { method: "DELETE" })).status,
+      ).toBe(204);
+      expect(
+        (await carol.call(`/admin/users/${carol.id}/sessions/${otherSession.id}`, { method: "DELETE" })).status,
+      ).toBe(404);
       expect((await (await s.admin(`/admin/users/${carol.id}`)).json()).sessions).toBe(1);
-      expect(await (await carol.call(`/admin/users/${carol.id}/sessions`, { method: "DELETE" })).json()).toEqual({ ended: 1 });
+      expect(await (await carol.call(`/admin/users/${carol.id}/sessions`, { method: "DELETE" })).json()).toEqual({
+        ended: 1,
+      });
       expect((await carol.call("/admin/me")).status).toBe(401);
     });
 
@@ -108,14 +151,20 @@ export function usersSuite(engine: Engine): void {
       const dora = await person("dora@example.com", "viewer", ["demo"]);
       const elsewhere = (await signIn(s, "dora@example.com")).person;
       expect((await elsewhere.call("/admin/me")).status).toBe(200);
-      const changed = await dora.call(`/admin/users/${dora.id}`, { method: "PATCH", body: { password: "a brand new passphrase", current_password: PASSWORD } });
+      const changed = await dora.call(`/admin/users/${dora.id}`, {
+        method: "PATCH",
+        body: { password: "a brand new passphrase", current_password: PASSWORD },
+      });
       expect(changed.status).toBe(200);
       expect((await dora.call("/admin/me")).status).toBe(200);
       expect((await elsewhere.call("/admin/me")).status).toBe(401);
       expect((await signIn(s, "dora@example.com")).r.status).toBe(401);
       expect((await signIn(s, "dora@example.com", "a brand new passphrase")).r.status).toBe(200);
       // An admin resetting it (with the admin token) ends every session of that user.
-      expect((await s.admin(`/admin/users/${dora.id}`, { method: "PATCH", body: { password: "another new passphrase" } })).status).toBe(200);
+      expect(
+        (await s.admin(`/admin/users/${dora.id}`, { method: "PATCH", body: { password: "another new passphrase" } }))
+          .status,
+      ).toBe(200);
       expect((await dora.call("/admin/me")).status).toBe(401);
     });
 
@@ -128,21 +177,37 @@ export function usersSuite(engine: Engine): void {
       expect((await viewer.call("/admin/projects/demo/keys")).status).toBe(200);
       expect((await viewer.call("/admin/workers")).status).toBe(200);
       expect((await viewer.call("/admin/info")).status).toBe(200);
-      for (const path of ["/admin/projects/other", `/admin/workloads/${otherWorkload.id}`, "/admin/projects/other/workloads", `/admin/workloads/${otherWorkload.id}/jobs`]) {
+      for (const path of [
+        "/admin/projects/other",
+        `/admin/workloads/${otherWorkload.id}`,
+        "/admin/projects/other/workloads",
+        `/admin/workloads/${otherWorkload.id}/jobs`,
+      ]) {
         const r = await viewer.call(path);
         expect(`${path} ${r.status}`).toBe(`${path} 404`);
         expect((await errorOf(r)).code).toBe("not_found");
       }
       const key = await viewer.call("/admin/projects/demo/keys", { body: { name: "mine", type: "live" } });
       expect(key.status).toBe(403);
-      expect(await errorOf(key)).toEqual({ code: "forbidden_role", message: 'your role (viewer) can only look; an operator or admin of project "demo" can change this' });
+      expect(await errorOf(key)).toEqual({
+        code: "forbidden_role",
+        message: 'your role (viewer) can only look; an operator or admin of project "demo" can change this',
+      });
       const stop = await viewer.call(`/admin/workloads/${demoWorkload.id}/stop`, { method: "POST" });
       expect((await errorOf(stop)).code).toBe("forbidden_role");
-      const chat = await viewer.call(`/admin/workloads/${demoWorkload.id}/chat`, { body: { messages: [{ role: "user", content: "hi" }] } });
+      const chat = await viewer.call(`/admin/workloads/${demoWorkload.id}/chat`, {
+        body: { messages: [{ role: "user", content: "hi" }] },
+      });
       expect(chat.status).toBe(403);
       // Another project's workload stays not found even for a change.
       expect((await viewer.call(`/admin/workloads/${otherWorkload.id}`, { method: "DELETE" })).status).toBe(404);
-      for (const [method, path] of [["GET", "/admin/users"], ["PATCH", "/admin/settings"], ["DELETE", "/admin/sessions"], ["GET", "/metrics"], ["GET", "/admin/no-such-route"]]) {
+      for (const [method, path] of [
+        ["GET", "/admin/users"],
+        ["PATCH", "/admin/settings"],
+        ["DELETE", "/admin/sessions"],
+        ["GET", "/metrics"],
+        ["GET", "/admin/no-such-route"],
+      ]) {
         const r = await viewer.call(path, { method, ...(method === "PATCH" ? { body: {} } : {}) });
         expect(`${method} ${path} ${r.status}`).toBe(`${method} ${path} 403`);
         expect((await errorOf(r)).code).toBe("forbidden_role");
@@ -151,8 +216,14 @@ export function usersSuite(engine: Engine): void {
       expect(series.workloads.map((w) => w.id)).toEqual([demoWorkload.id]);
       expect((await viewer.call(`/admin/metrics/series?workload=${otherWorkload.id}`)).status).toBe(404);
       // A user may rename themself but not change their own role.
-      expect((await (await viewer.call(`/admin/users/${viewer.id}`, { method: "PATCH", body: { name: "Vera V." } })).json()).name).toBe("Vera V.");
-      expect((await errorOf(await viewer.call(`/admin/users/${viewer.id}`, { method: "PATCH", body: { role: "admin" } }))).code).toBe("forbidden_role");
+      expect(
+        (await (await viewer.call(`/admin/users/${viewer.id}`, { method: "PATCH", body: { name: "Vera V." } })).json())
+          .name,
+      ).toBe("Vera V.");
+      expect(
+        (await errorOf(await viewer.call(`/admin/users/${viewer.id}`, { method: "PATCH", body: { role: "admin" } })))
+          .code,
+      ).toBe("forbidden_role");
       expect((await viewer.call("/admin/users/usr_someoneelse")).status).toBe(403);
     });
 
@@ -165,7 +236,10 @@ export function usersSuite(engine: Engine): void {
       expect((await op.call("/admin/projects/other/keys", { body: { name: "x", type: "live" } })).status).toBe(404);
       const project = await op.call("/admin/projects", { body: { name: "Mine" } });
       expect(project.status).toBe(403);
-      expect(await errorOf(project)).toEqual({ code: "forbidden_role", message: "your role (operator) cannot create projects; an admin can" });
+      expect(await errorOf(project)).toEqual({
+        code: "forbidden_role",
+        message: "your role (operator) cannot create projects; an admin can",
+      });
       expect((await op.call("/admin/projects/demo", { method: "DELETE" })).status).toBe(403);
       // Workers and join tokens are the admin's (issue 32): an operator is a tenant of the machine.
       expect((await op.call("/admin/workers/join-tokens")).status).toBe(403);
@@ -190,20 +264,33 @@ export function usersSuite(engine: Engine): void {
       const op = await person("olga@example.com", "operator", ["demo"]);
       await op.call("/admin/projects/demo/keys", { body: { name: "olga's key", type: "sdk" } });
       await s.admin("/admin/projects/other/keys", { body: { name: "hidden key", type: "sdk" } });
-      const all = (await (await s.admin("/admin/audit?action=key.create")).json()).entries as { actor: { type: string; id: string; label: string }; target: { label: string }; project_id: string | null }[];
+      const all = (await (await s.admin("/admin/audit?action=key.create")).json()).entries as {
+        actor: { type: string; id: string; label: string };
+        target: { label: string };
+        project_id: string | null;
+      }[];
       const olgas = all.find((e) => e.target.label.startsWith("olga's key"))!;
       expect(olgas.actor).toEqual({ type: "user", id: op.id, label: "olga@example.com" });
       expect(olgas.project_id).toBe(demo.id);
       expect(all.find((e) => e.target.label.startsWith("hidden key"))!.project_id).toBe(other.id);
-      const byProject = (await (await s.admin("/admin/audit?project=other")).json()).entries as { project_id: string }[];
+      const byProject = (await (await s.admin("/admin/audit?project=other")).json()).entries as {
+        project_id: string;
+      }[];
       expect(byProject.length).toBeGreaterThan(0);
       expect(byProject.every((e) => e.project_id === other.id)).toBe(true);
-      const seen = (await (await op.call("/admin/audit?limit=1000")).json()).entries as { action: string; actor: { id: string | null }; project_id: string | null }[];
+      const seen = (await (await op.call("/admin/audit?limit=1000")).json()).entries as {
+        action: string;
+        actor: { id: string | null };
+        project_id: string | null;
+      }[];
       expect(seen.every((e) => e.project_id === demo.id || e.actor.id === op.id)).toBe(true);
       expect(seen.some((e) => e.action === "session.create" && e.actor.id === op.id)).toBe(true);
       expect(seen.some((e) => e.project_id === other.id)).toBe(false);
       // User changes are audited with a diff, never a password.
-      await s.admin(`/admin/users/${op.id}`, { method: "PATCH", body: { role: "viewer", password: "another long password" } });
+      await s.admin(`/admin/users/${op.id}`, {
+        method: "PATCH",
+        body: { role: "viewer", password: "another long password" },
+      });
       const update = (await (await s.admin(`/admin/audit?action=user.update&target=${op.id}`)).json()).entries[0];
       expect(update.diff).toEqual({ role: { from: "operator", to: "viewer" }, password: "(hidden)" });
       const text = JSON.stringify((await (await s.admin("/admin/audit?action=user&limit=1000")).json()).entries);
@@ -242,7 +329,8 @@ export function usersSuite(engine: Engine): void {
     afterAll(() => t.close());
 
     test("after 5 failures the next try is 429 too_many_attempts with retry-after, even with the right password", async () => {
-      for (let i = 0; i < 5; i++) expect((await signIn(t, "rita@example.com", `wrong password ${i}`)).r.status).toBe(401);
+      for (let i = 0; i < 5; i++)
+        expect((await signIn(t, "rita@example.com", `wrong password ${i}`)).r.status).toBe(401);
       const { r } = await signIn(t, "rita@example.com", PASSWORD);
       expect(r.status).toBe(429);
       expect((await errorOf(r)).code).toBe("too_many_attempts");
@@ -266,7 +354,8 @@ export function usersSuite(engine: Engine): void {
       // three on the other side: each a plain 401, then the sixth since the sign-in is refused there.
       for (let i = 0; i < 2; i++) expect((await signIn(first, "sam@example.com", `guess ${i}`)).r.status).toBe(401);
       let other: TestServer;
-      if (engine === "postgres") other = await startTestServer({ INFERD_DATABASE_URL: first.storeEnv.INFERD_DATABASE_URL }, { engine });
+      if (engine === "postgres")
+        other = await startTestServer({ INFERD_DATABASE_URL: first.storeEnv.INFERD_DATABASE_URL }, { engine });
       else {
         await first.stop();
         other = await startTestServer({ INFERD_DATA_DIR: first.dataDir });

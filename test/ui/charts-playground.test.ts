@@ -17,15 +17,34 @@ let embed: { id: string; slug: string };
 let rerank: { id: string; slug: string };
 
 /** One H100 whose readings do not move: the old charts autoscaled these to 0–20 % and 0–2 GiB. */
-const GPUS = JSON.stringify([{ name: "NVIDIA H100 80GB HBM3", memory_total: 81559, memory_used: 2048, utilization: 15 }]);
+const GPUS = JSON.stringify([
+  { name: "NVIDIA H100 80GB HBM3", memory_total: 81559, memory_used: 2048, utilization: 15 },
+]);
 const world = servedUi({ FAKE_GPUS: GPUS, FAKE_FIRST_TOKEN_MS: "40", FAKE_TOKEN_MS: "5" });
 
 beforeAll(async () => {
   const { srv } = world;
   // A small context (64 tokens) so a large max_tokens is refused by the runtime itself.
-  chat = await srv.createWorkload({ name: "charts", backend: "vllm", model_name: "charts", config: { command: "vllm serve charts --max-model-len 64" } });
-  embed = await srv.createWorkload({ name: "vectors", backend: "vllm", model_name: "vectors", task_type: "embedding", config: { command: "vllm serve vectors" } });
-  rerank = await srv.createWorkload({ name: "ranker", backend: "vllm", model_name: "ranker", task_type: "reranker", config: { command: "vllm serve ranker" } });
+  chat = await srv.createWorkload({
+    name: "charts",
+    backend: "vllm",
+    model_name: "charts",
+    config: { command: "vllm serve charts --max-model-len 64" },
+  });
+  embed = await srv.createWorkload({
+    name: "vectors",
+    backend: "vllm",
+    model_name: "vectors",
+    task_type: "embedding",
+    config: { command: "vllm serve vectors" },
+  });
+  rerank = await srv.createWorkload({
+    name: "ranker",
+    backend: "vllm",
+    model_name: "ranker",
+    task_type: "reranker",
+    config: { command: "vllm serve ranker" },
+  });
   await Promise.all([chat, embed, rerank].map((w) => srv.waitState(w.id)));
 }, HOOK_MS);
 
@@ -34,7 +53,10 @@ function traffic() {
   let on = true;
   const run = (async () => {
     for (let i = 0; on; i++) {
-      const body = i % 5 === 4 ? { prompt: "no messages" } : { stream: true, messages: [{ role: "user", content: `steady ${i}` }] };
+      const body =
+        i % 5 === 4
+          ? { prompt: "no messages" }
+          : { stream: true, messages: [{ role: "user", content: `steady ${i}` }] };
       await (await world.srv.data(chat.slug, "/v1/chat/completions", { body })).text();
       await Bun.sleep(150);
     }
@@ -61,24 +83,44 @@ describe("charts tell the truth", () => {
       // The value drawn last is the server's last complete bucket, not a dip into the one filling.
       const rps = page.getByRole("figure", { name: /^Requests per second\./ });
       let drawn = 0;
-      await until(async () => {
-        const a = await (await world.srv.admin(`/admin/metrics/series?minutes=15&workload=${chat.id}`)).json();
-        const last = a.workloads[0].points.at(-1);
-        const end = Date.parse(a.complete_until) / 1000;
-        const label = (await rps.getAttribute("aria-label")) ?? "";
-        drawn = last.rps;
-        // A bucket the steady traffic filled from its start: had the one still filling been drawn, it would dip.
-        // The idle embeddings and rerank workloads have no line (the label lists the chat workload alone).
-        return Date.parse(last.t) >= started && (await attr(rps, "data-x-max")) === end && (await attr(rps, "data-x-last")) === end - 10 && last.rps > 0 && label.endsWith(`Latest: serving/charts: ${last.rps}`);
-      }, "the chart's last point to be the server's last complete bucket, full of traffic", 40_000);
+      await until(
+        async () => {
+          const a = await (await world.srv.admin(`/admin/metrics/series?minutes=15&workload=${chat.id}`)).json();
+          const last = a.workloads[0].points.at(-1);
+          const end = Date.parse(a.complete_until) / 1000;
+          const label = (await rps.getAttribute("aria-label")) ?? "";
+          drawn = last.rps;
+          // A bucket the steady traffic filled from its start: had the one still filling been drawn, it would dip.
+          // The idle embeddings and rerank workloads have no line (the label lists the chat workload alone).
+          return (
+            Date.parse(last.t) >= started &&
+            (await attr(rps, "data-x-max")) === end &&
+            (await attr(rps, "data-x-last")) === end - 10 &&
+            last.rps > 0 &&
+            label.endsWith(`Latest: serving/charts: ${last.rps}`)
+          );
+        },
+        "the chart's last point to be the server's last complete bucket, full of traffic",
+        40_000,
+      );
       expect(drawn).toBeGreaterThan(1);
 
-      await page.getByRole("figure", { name: /^Errors per second\. Latest: serving\/charts: (0\.\d+|[1-9][\d.]*)$/ }).waitFor();
-      await page.getByRole("figure", { name: /^Time to first token p50 \(solid\) \/ p99 \(dashed\)\. Latest: serving\/charts p50: \d+ ms/ }).waitFor();
+      await page
+        .getByRole("figure", { name: /^Errors per second\. Latest: serving\/charts: (0\.\d+|[1-9][\d.]*)$/ })
+        .waitFor();
+      await page
+        .getByRole("figure", {
+          name: /^Time to first token p50 \(solid\) \/ p99 \(dashed\)\. Latest: serving\/charts p50: \d+ ms/,
+        })
+        .waitFor();
 
       // p50 solid, p99 dashed, in one colour (the legend shows the same).
       const latency = page.getByRole("figure", { name: /^Latency p50/ });
-      const marker = (name: string) => latency.locator(".u-legend tr", { hasText: name }).locator(".u-marker").evaluate((el) => [getComputedStyle(el).borderTopStyle, getComputedStyle(el).borderTopColor]);
+      const marker = (name: string) =>
+        latency
+          .locator(".u-legend tr", { hasText: name })
+          .locator(".u-marker")
+          .evaluate((el) => [getComputedStyle(el).borderTopStyle, getComputedStyle(el).borderTopColor]);
       const [p50, p99] = [await marker("serving/charts p50"), await marker("serving/charts p99")];
       expect(p50[0]).toBe("solid");
       expect(p99[0]).toBe("dashed");
@@ -86,7 +128,12 @@ describe("charts tell the truth", () => {
 
       // One selector: every chart, GPU and workload, spans the same window, and follows it.
       const figures = page.locator("figure.chart");
-      const windows = async () => new Set(await figures.evaluateAll((fs) => fs.map((f) => `${f.getAttribute("data-x-min")}-${f.getAttribute("data-x-max")}`)));
+      const windows = async () =>
+        new Set(
+          await figures.evaluateAll((fs) =>
+            fs.map((f) => `${f.getAttribute("data-x-min")}-${f.getAttribute("data-x-max")}`),
+          ),
+        );
       expect(await figures.count()).toBe(8);
       expect((await windows()).size).toBe(1);
       await page.getByLabel("Time range").selectOption({ label: "last 5 minutes" });
@@ -150,7 +197,11 @@ describe("the playground", () => {
     expect(body).toMatchObject({ temperature: 0.3, max_tokens: 3, stream: true });
     expect(body.messages[0]).toEqual({ role: "system", content: "Be brief." });
     expect(body.messages.at(-1)).toEqual({ role: "user", content: "one two three four" });
-    await textMatching(page.locator(".msg.assistant").nth(1).getByTestId("answer-stats"), /^3 tokens · /, "three tokens");
+    await textMatching(
+      page.locator(".msg.assistant").nth(1).getByTestId("answer-stats"),
+      /^3 tokens · /,
+      "three tokens",
+    );
     expect(await page.locator(".msg.assistant").nth(1).locator(".md").textContent()).toBe("You said: one\n");
     await world.ui.checkWidths("playground-chat");
   });
@@ -172,7 +223,9 @@ describe("the playground", () => {
     const sent = page.waitForRequest((r) => r.url().endsWith(`/admin/workloads/${chat.id}/chat`));
     await page.getByRole("textbox", { name: "Message" }).fill("again");
     await page.getByRole("button", { name: "Send" }).click();
-    expect((await sent).postDataJSON().messages.filter((x: { role: string }) => x.role === "assistant")).toHaveLength(2);
+    expect((await sent).postDataJSON().messages.filter((x: { role: string }) => x.role === "assistant")).toHaveLength(
+      2,
+    );
     await page.locator(".msg.assistant", { hasText: "You said: again" }).waitFor();
     world.ui.expectNoErrors("the chat error");
   });
@@ -187,7 +240,9 @@ describe("the playground", () => {
     await answer.getByTestId("answer-stats").waitFor();
     expect(await answer.locator(".md").textContent()).toContain("You said:");
     // The model's raw HTML is shown as the characters it wrote, never parsed into elements.
-    expect(await answer.locator(".md").textContent()).toContain(`<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> <b>x</b>`);
+    expect(await answer.locator(".md").textContent()).toContain(
+      `<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> <b>x</b>`,
+    );
     expect(await page.locator(".chat img, .chat script, .chat b, .chat [onerror]").count()).toBe(0);
     const js = answer.locator("a", { hasText: "js" });
     expect(await js.getAttribute("href")).toBeNull();
@@ -205,9 +260,13 @@ describe("the playground", () => {
     const { page } = world.ui;
     await world.ui.visit(`/workloads/${embed.id}/playground`);
     expect(await page.getByRole("textbox", { name: "Message" }).count()).toBe(0);
-    await page.getByLabel("Texts, one per line").fill("The cat sat on the mat.\nA dog slept on the rug.\nThe cat sat on the mat.");
+    await page
+      .getByLabel("Texts, one per line")
+      .fill("The cat sat on the mat.\nA dog slept on the rug.\nThe cat sat on the mat.");
     await page.getByRole("button", { name: "Embed" }).click();
-    expect(await textMatching(page.getByTestId("embed-summary"), /vectors/, "the summary")).toBe("3 vectors · 8 dimensions · 18 tokens");
+    expect(await textMatching(page.getByTestId("embed-summary"), /vectors/, "the summary")).toBe(
+      "3 vectors · 8 dimensions · 18 tokens",
+    );
     const rows = page.getByRole("table", { name: "Vectors" }).locator("tbody tr");
     expect(await rows.count()).toBe(3);
     expect(await rows.first().locator("code").textContent()).toMatch(/^\[(-?\d\.\d{4}, ){5}-?\d\.\d{4}, …\]$/);
@@ -223,11 +282,17 @@ describe("the playground", () => {
     const { page } = world.ui;
     await world.ui.visit(`/workloads/${rerank.id}/playground`);
     await page.getByLabel("Query").fill("where do cats sleep");
-    await page.getByLabel("Documents, one per line").fill("The stock market fell.\ncats sleep on mats\nDogs like walks and cats");
+    await page
+      .getByLabel("Documents, one per line")
+      .fill("The stock market fell.\ncats sleep on mats\nDogs like walks and cats");
     await page.getByRole("button", { name: "Rank" }).click();
     const rows = page.getByRole("table", { name: "Ranking" }).locator("tbody tr");
     await rows.first().waitFor();
-    expect(await rows.allTextContents()).toEqual(["1 0.5000cats sleep on mats", "2 0.2000Dogs like walks and cats", "3 0.0000The stock market fell."]);
+    expect(await rows.allTextContents()).toEqual([
+      "1 0.5000cats sleep on mats",
+      "2 0.2000Dogs like walks and cats",
+      "3 0.0000The stock market fell.",
+    ]);
     await world.ui.checkWidths("playground-rerank");
     // The data plane still takes this reranker only as async jobs.
     const sync = await world.srv.data(rerank.slug, "/v1/rerank", { body: { query: "q", documents: ["d"] } });
@@ -241,7 +306,11 @@ describe("the playground", () => {
     expect((await bad.json()).error).toMatchObject({ field: "input" });
     const none = await world.srv.admin(`/admin/workloads/nope/rerank`, { body: { query: "q", documents: ["d"] } });
     expect(none.status).toBe(404);
-    const anon = await fetch(`${world.srv.url}/admin/workloads/${embed.id}/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input: "x" }) });
+    const anon = await fetch(`${world.srv.url}/admin/workloads/${embed.id}/embeddings`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ input: "x" }),
+    });
     expect(anon.status).toBe(401);
     const ok = await world.srv.admin(`/admin/workloads/${embed.id}/embeddings`, { body: { input: ["a", "b"] } });
     expect((await ok.json()).data).toHaveLength(2);

@@ -22,20 +22,46 @@ let restartedAt = 0;
 
 beforeAll(async () => {
   srv = await startServing({ FAKE_DELAY_MS: "10500" });
-  busy = await srv.createWorkload({ name: "busy", backend: "vllm", model_name: "busy", config: { command: "vllm serve busy" } });
-  const idle = await srv.createWorkload({ name: "idle", backend: "vllm", model_name: "idle", config: { command: "vllm serve idle" } });
+  busy = await srv.createWorkload({
+    name: "busy",
+    backend: "vllm",
+    model_name: "busy",
+    config: { command: "vllm serve busy" },
+  });
+  const idle = await srv.createWorkload({
+    name: "idle",
+    backend: "vllm",
+    model_name: "idle",
+    config: { command: "vllm serve idle" },
+  });
   await Promise.all([busy, idle].map((w) => srv.waitState(w.id)));
   // Two slow answers (10.5 s each), counted once their bucket is complete.
-  await Promise.all([1, 2].map((n) => srv.data(busy.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: `slow ${n}` }] } }).then((r) => r.text())));
-  await waitFor(async () => {
-    const a = await (await srv.admin(`/admin/metrics/series?minutes=5&workload=${busy.id}`)).json();
-    return a.workloads[0].points.some((p: { rps: number | null }) => (p.rps ?? 0) > 0) || undefined;
-  }, { what: "the slow requests charted", timeoutMs: 40_000, intervalMs: 250 });
+  await Promise.all(
+    [1, 2].map((n) =>
+      srv
+        .data(busy.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: `slow ${n}` }] } })
+        .then((r) => r.text()),
+    ),
+  );
+  await waitFor(
+    async () => {
+      const a = await (await srv.admin(`/admin/metrics/series?minutes=5&workload=${busy.id}`)).json();
+      return a.workloads[0].points.some((p: { rps: number | null }) => (p.rps ?? 0) > 0) || undefined;
+    },
+    { what: "the slow requests charted", timeoutMs: 40_000, intervalMs: 250 },
+  );
   stoppedAt = Date.now();
   await srv.stop();
   // Down for a whole bucket at least, so the chart has a gap to draw.
-  await waitFor(() => completeUntil() >= completeUntil(stoppedAt) + 2 * BUCKET_MS || undefined, { what: "a whole bucket to pass while down", timeoutMs: 30_000, intervalMs: 200 });
-  [srv, browser] = await Promise.all([startServing({ FAKE_DELAY_MS: "10500", ...srv.storeEnv }, [], srv.dataDir), launchBrowser()]);
+  await waitFor(() => completeUntil() >= completeUntil(stoppedAt) + 2 * BUCKET_MS || undefined, {
+    what: "a whole bucket to pass while down",
+    timeoutMs: 30_000,
+    intervalMs: 200,
+  });
+  [srv, browser] = await Promise.all([
+    startServing({ FAKE_DELAY_MS: "10500", ...srv.storeEnv }, [], srv.dataDir),
+    launchBrowser(),
+  ]);
   restartedAt = Date.now();
   ui = await openPage(browser, srv.url);
   await signIn(ui, srv.adminToken);
@@ -57,31 +83,52 @@ describe("charts after a restart", () => {
     await rps.locator(".u-legend tr", { hasText: "serving/busy" }).waitFor();
     expect(await page.locator(".u-legend tr", { hasText: "serving/idle" }).count()).toBe(0);
     // The last latency charted is the slow answers' from before the restart, in seconds.
-    const latency = page.getByRole("figure", { name: /^Latency p50 \(solid\) \/ p99 \(dashed\)\. Latest: serving\/busy p50: 1\d\.\d s, serving\/busy p99: 1\d\.\d s$/ });
+    const latency = page.getByRole("figure", {
+      name: /^Latency p50 \(solid\) \/ p99 \(dashed\)\. Latest: serving\/busy p50: 1\d\.\d s, serving\/busy p99: 1\d\.\d s$/,
+    });
     await latency.waitFor();
-    await until(async () => ((await latency.getAttribute("data-y-ticks")) ?? "").split("|").filter(Boolean).length > 1, "the latency axis drawn");
+    await until(
+      async () => ((await latency.getAttribute("data-y-ticks")) ?? "").split("|").filter(Boolean).length > 1,
+      "the latency axis drawn",
+    );
     const ticks = (await latency.getAttribute("data-y-ticks"))!.split("|");
     for (const t of ticks) expect(t).toMatch(/^\d+(\.\d)? s$/);
     // The time the server was down is a gap (null), asked of the same answer the page draws.
     const answer = await (await srv.admin("/admin/metrics/series?minutes=15")).json();
-    const points: { t: string; rps: number | null }[] = answer.workloads.find((w: { id: string }) => w.id === busy.id).points;
+    const points: { t: string; rps: number | null }[] = answer.workloads.find(
+      (w: { id: string }) => w.id === busy.id,
+    ).points;
     const down = points.find((p) => Date.parse(p.t) === completeUntil(stoppedAt) + BUCKET_MS)!;
     expect(down.rps).toBeNull();
     await page.getByText("a break in a line is time the server was down").waitFor();
     // Every value axis is wider than its longest label, as the browser measures it.
-    const clipped = await page.locator("figure.chart").evaluateAll((figs) => figs.flatMap((f) => {
-      const ctx = document.createElement("canvas").getContext("2d")!;
-      ctx.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
-      const axis = f.querySelectorAll<HTMLElement>(".u-axis")[1];
-      const widest = Math.max(0, ...(f.getAttribute("data-y-ticks") ?? "").split("|").map((l) => ctx.measureText(l).width));
-      if (!axis) return [`${f.getAttribute("aria-label")}: no value axis`];
-      return widest + 15 > axis.getBoundingClientRect().width ? [`${f.getAttribute("aria-label")}: ${widest}px of labels in ${axis.getBoundingClientRect().width}px`] : [];
-    }));
+    const clipped = await page.locator("figure.chart").evaluateAll((figs) =>
+      figs.flatMap((f) => {
+        const ctx = document.createElement("canvas").getContext("2d")!;
+        ctx.font =
+          '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
+        const axis = f.querySelectorAll<HTMLElement>(".u-axis")[1];
+        const widest = Math.max(
+          0,
+          ...(f.getAttribute("data-y-ticks") ?? "").split("|").map((l) => ctx.measureText(l).width),
+        );
+        if (!axis) return [`${f.getAttribute("aria-label")}: no value axis`];
+        return widest + 15 > axis.getBoundingClientRect().width
+          ? [`${f.getAttribute("aria-label")}: ${widest}px of labels in ${axis.getBoundingClientRect().width}px`]
+          : [];
+      }),
+    );
     expect(clipped).toEqual([]);
     await page.getByLabel("Time range").selectOption({ label: "last 5 minutes" });
     // A few buckets after the restart, so the line on the right of the gap shows.
     const shown = completeUntil(restartedAt) / 1000 + 30;
-    await until(async () => Number(await rps.getAttribute("data-x-max")) >= shown && Number(await latency.getAttribute("data-x-max")) - Number(await latency.getAttribute("data-x-min")) === 300, "the 5-minute window, 30 s past the restart", 45_000);
+    await until(
+      async () =>
+        Number(await rps.getAttribute("data-x-max")) >= shown &&
+        Number(await latency.getAttribute("data-x-max")) - Number(await latency.getAttribute("data-x-min")) === 300,
+      "the 5-minute window, 30 s past the restart",
+      45_000,
+    );
     await ui.checkWidths("charts-restarted");
   }, 60_000);
 });

@@ -23,10 +23,21 @@ let idOf: Map<Serving, string>;
 
 beforeAll(async () => {
   const url = await (await testPostgres()).createDatabase();
-  const host = () => startServing({ INFERD_DATABASE_URL: url, INFERD_ADMIN_TOKEN: TOKEN, INFERD_WORKER_TIMEOUT_MS: "4000", FAKE_GPUS: "1x NVIDIA L4:23034", FAKE_GPU_USAGE_DIR: tempDir("gpu") });
+  const host = () =>
+    startServing({
+      INFERD_DATABASE_URL: url,
+      INFERD_ADMIN_TOKEN: TOKEN,
+      INFERD_WORKER_TIMEOUT_MS: "4000",
+      FAKE_GPUS: "1x NVIDIA L4:23034",
+      FAKE_GPU_USAGE_DIR: tempDir("gpu"),
+    });
   a = await host();
   [b, browser] = await Promise.all([host(), launchBrowser()]);
-  idOf = new Map(await Promise.all([a, b].map(async (s) => [s, (await (await s.admin("/admin/info")).json()).cluster.host_id] as [Serving, string])));
+  idOf = new Map(
+    await Promise.all(
+      [a, b].map(async (s) => [s, (await (await s.admin("/admin/info")).json()).cluster.host_id] as [Serving, string]),
+    ),
+  );
   ui = await openPage(browser, b.url);
   await signIn(ui, TOKEN);
 }, HOOK_MS);
@@ -42,7 +53,10 @@ describe("a cluster's dashboard", () => {
     const { page } = ui;
     await ui.visit("/workers");
     const rows = page.getByRole("table", { name: "Hosts" }).getByTestId("host");
-    await until(async () => (await rows.count()) === 2 && (await rows.filter({ hasText: "leader" }).count()) === 1, "two hosts, one leading");
+    await until(
+      async () => (await rows.count()) === 2 && (await rows.filter({ hasText: "leader" }).count()) === 1,
+      "two hosts, one leading",
+    );
     const mine = rows.filter({ hasText: idOf.get(b)! });
     expect(await mine.textContent()).toContain("(this dashboard)");
     expect(await rows.filter({ hasText: idOf.get(a)! }).textContent()).not.toContain("(this dashboard)");
@@ -54,7 +68,11 @@ describe("a cluster's dashboard", () => {
     await textMatching(cards.filter({ hasText: "the machine of host" }), /the machine of host \S+/, "a's machine");
     await ui.checkWidths("cluster-workers");
     await ui.visit("/");
-    await textMatching(page.locator("header.page-head"), /cluster of 2 hosts, led by \S+/, "the overview's cluster line");
+    await textMatching(
+      page.locator("header.page-head"),
+      /cluster of 2 hosts, led by \S+/,
+      "the overview's cluster line",
+    );
     ui.expectNoErrors("cluster overview");
   });
 
@@ -71,7 +89,12 @@ describe("a cluster's dashboard", () => {
     const rows = ui.page.getByRole("table", { name: "Hosts" }).getByTestId("host");
     const deadRow = rows.filter({ hasText: idOf.get(dead)! });
     const aliveRow = rows.filter({ hasText: idOf.get(alive)! });
-    await until(async () => (await deadRow.getByText("offline").count()) === 1 && (await aliveRow.getByText("leader").count()) === 1, "the dead host offline and the other leading", 40_000);
+    await until(
+      async () =>
+        (await deadRow.getByText("offline").count()) === 1 && (await aliveRow.getByText("leader").count()) === 1,
+      "the dead host offline and the other leading",
+      40_000,
+    );
     expect(await deadRow.getByText("leader").count()).toBe(0);
     ui.expectNoErrors("cluster workers after the leader died");
   });

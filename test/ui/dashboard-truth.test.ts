@@ -32,7 +32,12 @@ describe("the dashboard says what the server knows", () => {
   test("a replica that crashes at start is failed, not running, and still shows its 4 slots", async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    const w = await srv.createWorkload({ name: "crashy", backend: "llamacpp", model_name: "crashy", config: { command: `env FAKE_CRASH_AT_START=9 llama-server -m ${gguf()} -np 4` } });
+    const w = await srv.createWorkload({
+      name: "crashy",
+      backend: "llamacpp",
+      model_name: "crashy",
+      config: { command: `env FAKE_CRASH_AT_START=9 llama-server -m ${gguf()} -np 4` },
+    });
     await ui.visit(`/workloads/${w.id}`);
     const status = page.getByTestId("replica-status");
     await status.locator(".badge", { hasText: "starting" }).waitFor();
@@ -49,18 +54,44 @@ describe("the dashboard says what the server knows", () => {
   test("two replicas show the GPUs their runtimes were given; In flight is 0 / 4 while starting and ready", async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    const w = await srv.createWorkload({ name: "pair", backend: "vllm", model_name: "pair", execution_policy: "fixed", execution_params: { replicas: 2 }, config: { command: "vllm serve pair --max-num-seqs 4" } });
+    const w = await srv.createWorkload({
+      name: "pair",
+      backend: "vllm",
+      model_name: "pair",
+      execution_policy: "fixed",
+      execution_params: { replicas: 2 },
+      config: { command: "vllm serve pair --max-num-seqs 4" },
+    });
     await ui.visit(`/workloads/${w.id}`);
     const rows = page.locator("section[aria-labelledby=replicas] tbody tr");
     await until(async () => (await rows.count()) === 2, "two replica rows");
     await textMatching(rows.first().getByTestId("in-flight"), /^0 \/ 4$/, "the slots before ready");
     const ready = await srv.waitState(w.id);
     // What each runtime process was really given, as the fake recorded it, by the port it listens on.
-    const given = new Map(srv.events((e) => e.event === "start" && e.persona === "vllm").map((e) => [Number(e.port), String((e.env as Record<string, string>).CUDA_VISIBLE_DEVICES)]));
-    const expected = ready.assignments.map((a) => `GPU ${given.get(Number(new URL(a.base_url!).port))!.split(",").join(", ")}`).sort();
+    const given = new Map(
+      srv
+        .events((e) => e.event === "start" && e.persona === "vllm")
+        .map((e) => [Number(e.port), String((e.env as Record<string, string>).CUDA_VISIBLE_DEVICES)]),
+    );
+    const expected = ready.assignments
+      .map(
+        (a) =>
+          `GPU ${given
+            .get(Number(new URL(a.base_url!).port))!
+            .split(",")
+            .join(", ")}`,
+      )
+      .sort();
     expect(expected).toEqual(["GPU 0", "GPU 1"]);
-    await until(async () => JSON.stringify((await rows.getByTestId("replica-gpus").allTextContents()).sort()) === JSON.stringify(expected), "the GPUs the runtimes were given");
-    await until(async () => (await rows.getByTestId("in-flight").allTextContents()).every((t) => t === "0 / 4"), "0 / 4 on both once ready");
+    await until(
+      async () =>
+        JSON.stringify((await rows.getByTestId("replica-gpus").allTextContents()).sort()) === JSON.stringify(expected),
+      "the GPUs the runtimes were given",
+    );
+    await until(
+      async () => (await rows.getByTestId("in-flight").allTextContents()).every((t) => t === "0 / 4"),
+      "0 / 4 on both once ready",
+    );
     await ui.checkWidths("dashboard-truth-gpus");
     await removeWorkload(w.id);
   });
@@ -68,7 +99,12 @@ describe("the dashboard says what the server knows", () => {
   test("Restart's note goes once the restart is done; Stop's reason suggests no API call beside the Start button", async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    const w = await srv.createWorkload({ name: "again", backend: "llamacpp", model_name: "again", config: { command: `llama-server -m ${gguf()} -np 4` } });
+    const w = await srv.createWorkload({
+      name: "again",
+      backend: "llamacpp",
+      model_name: "again",
+      config: { command: `llama-server -m ${gguf()} -np 4` },
+    });
     const before = await srv.waitState(w.id);
     await ui.visit(`/workloads/${w.id}`);
     await page.getByTestId("replica-status").locator(".badge", { hasText: "ready" }).waitFor();
@@ -78,7 +114,8 @@ describe("the dashboard says what the server knows", () => {
     await textMatching(note, /^$/, "the note gone once the restart is done");
     const after = await srv.workload(w.id);
     expect(after.assignments.every((a) => a.state === "ready")).toBe(true);
-    const started = (list: typeof before.assignments) => list.map((a) => `${a.id}:${(a as { generation?: number }).generation}`);
+    const started = (list: typeof before.assignments) =>
+      list.map((a) => `${a.id}:${(a as { generation?: number }).generation}`);
     expect(started(after.assignments)).not.toEqual(started(before.assignments));
 
     await page.getByRole("button", { name: "Stop" }).click();
@@ -94,13 +131,23 @@ describe("the dashboard says what the server knows", () => {
     await removeWorkload(w.id);
   });
 
-  test("counts read \"1 request\", not \"1 requests\"", async () => {
+  test('counts read "1 request", not "1 requests"', async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    const w = await srv.createWorkload({ name: "once", backend: "llamacpp", model_name: "once", config: { command: `llama-server -m ${gguf()}` } });
+    const w = await srv.createWorkload({
+      name: "once",
+      backend: "llamacpp",
+      model_name: "once",
+      config: { command: `llama-server -m ${gguf()}` },
+    });
     await srv.waitState(w.id);
-    expect((await srv.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "hi" }] } })).status).toBe(200);
-    await waitFor(async () => (await srv.workload(w.id)).usage.requests === 1 || undefined, { what: "the request counted" });
+    expect(
+      (await srv.data(w.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "hi" }] } }))
+        .status,
+    ).toBe(200);
+    await waitFor(async () => (await srv.workload(w.id)).usage.requests === 1 || undefined, {
+      what: "the request counted",
+    });
     await ui.visit(`/workloads/${w.id}`);
     const stats = page.locator(".stats .stat");
     await textMatching(stats.first(), /^1 request$/, "one request, singular");

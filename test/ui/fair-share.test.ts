@@ -9,7 +9,13 @@ import { textMatching, until } from "../helpers/browser";
  */
 const world = servedUi();
 
-const liveKey = async () => ((await (await world.srv.admin(`/admin/projects/${world.srv.project}/keys`)).json()) as { name: string; limits: Record<string, unknown> }[]).find((k) => k.name === "live")!;
+const liveKey = async () =>
+  (
+    (await (await world.srv.admin(`/admin/projects/${world.srv.project}/keys`)).json()) as {
+      name: string;
+      limits: Record<string, unknown>;
+    }[]
+  ).find((k) => k.name === "live")!;
 
 describe("priority and share of a key in the dashboard", () => {
   test("set in the limits dialog, shown in words, refused at the field when out of range, cleared again", async () => {
@@ -26,11 +32,19 @@ describe("priority and share of a key in the dashboard", () => {
     await dialog.getByRole("button", { name: "Save limits" }).click();
     const share = dialog.getByLabel("Share when busy");
     await until(async () => (await share.getAttribute("aria-invalid")) === "true", "the field marked invalid");
-    await textMatching(page.locator(`#${await share.getAttribute("aria-describedby")}`), /1000|less|most/i, "the refusal under the field");
+    await textMatching(
+      page.locator(`#${await share.getAttribute("aria-describedby")}`),
+      /1000|less|most/i,
+      "the refusal under the field",
+    );
     world.ui.errors.length = 0; // the browser logs the refused PATCH (400) we just provoked
     await share.fill("3");
     await dialog.getByRole("button", { name: "Save limits" }).click();
-    await textMatching(row.locator(".limits-text"), /^batch priority · weight 3$/, "the key's priority and share in words");
+    await textMatching(
+      row.locator(".limits-text"),
+      /^batch priority · weight 3$/,
+      "the key's priority and share in words",
+    );
     expect((await liveKey()).limits).toMatchObject({ priority: "batch", weight: 3 });
     await world.ui.checkWidths("keys-fair-share");
     await row.getByRole("button", { name: "Edit limits of live" }).click();

@@ -34,7 +34,7 @@ afterAll(async () => {
 }, HOOK_MS);
 
 describe("first run in the browser", () => {
-  test("sign-in offers the printed admin token under \"Use the admin token\"; a wrong one is refused, the right one sets an HttpOnly SameSite=Strict cookie", async () => {
+  test('sign-in offers the printed admin token under "Use the admin token"; a wrong one is refused, the right one sets an HttpOnly SameSite=Strict cookie', async () => {
     const { page } = ui;
     await ui.visit("/");
     await page.getByRole("heading", { name: "Sign in to inferd" }).waitFor();
@@ -69,10 +69,15 @@ describe("first run in the browser", () => {
     await page.getByTestId("model-note").filter({ hasText: "There is no file at this path on this machine" }).waitFor();
     expect(await file.getAttribute("aria-invalid")).toBe("true");
     await file.fill(gguf);
-    await page.getByTestId("model-note").filter({ hasText: /^A GGUF file of \d+ KiB on this machine\.$/ }).waitFor();
+    await page
+      .getByTestId("model-note")
+      .filter({ hasText: /^A GGUF file of \d+ KiB on this machine\.$/ })
+      .waitFor();
     const command = page.getByTestId("launch-command");
     await command.filter({ hasText: "--port" }).waitFor();
-    expect(await command.textContent()).toContain(`llama-server -m ${gguf} -c 4096 --alias tiny-chat --host 127.0.0.1 --port`);
+    expect(await command.textContent()).toContain(
+      `llama-server -m ${gguf} -c 4096 --alias tiny-chat --host 127.0.0.1 --port`,
+    );
     await ui.checkWidths("setup-workload");
     await page.getByRole("button", { name: "Create workload" }).click();
     await page.getByLabel("Key name").fill("first-app");
@@ -85,17 +90,26 @@ describe("first run in the browser", () => {
     expect(curl).toContain(`${srv.url}/endpoint/demo-app/v1/chat/completions`);
     expect(curl).toContain(`Bearer ${secret}`);
     const model = /"model":"([^"]+)"/.exec(curl)![1];
-    expect(await page.locator("figure.code pre").nth(1).textContent()).toContain(`base_url="${srv.url}/endpoint/demo-app/v1"`);
-    expect(await page.getByTestId("workload-snippets").locator("figure.code pre").first().textContent()).toContain(`${srv.url}/endpoint/demo-app/chat/v1/chat/completions`);
+    expect(await page.locator("figure.code pre").nth(1).textContent()).toContain(
+      `base_url="${srv.url}/endpoint/demo-app/v1"`,
+    );
+    expect(await page.getByTestId("workload-snippets").locator("figure.code pre").first().textContent()).toContain(
+      `${srv.url}/endpoint/demo-app/chat/v1/chat/completions`,
+    );
     await ui.checkWidths("setup-done");
     // The snippet's request answers once the runtime is up.
-    await until(async () => {
-      const r = await fetch(`${srv.url}/endpoint/demo-app/v1/chat/completions`, {
-        method: "POST", headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
-        body: JSON.stringify({ model, messages: [{ role: "user", content: "Say hello" }] }),
-      });
-      return r.status === 200 && (await r.json()).choices[0].message.content.includes("Say hello");
-    }, "the snippet's request to answer", 30_000);
+    await until(
+      async () => {
+        const r = await fetch(`${srv.url}/endpoint/demo-app/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" },
+          body: JSON.stringify({ model, messages: [{ role: "user", content: "Say hello" }] }),
+        });
+        return r.status === 200 && (await r.json()).choices[0].message.content.includes("Say hello");
+      },
+      "the snippet's request to answer",
+      30_000,
+    );
     await page.getByRole("link", { name: "See the workload" }).click();
     await page.locator("table .badge", { hasText: "ready" }).waitFor();
     await ui.checkWidths("workload-first");

@@ -17,7 +17,8 @@ const world = servedUi({ FAKE_LOAD_MS: "1500" });
 const stepTitle = () => world.ui.page.locator("#step-title").textContent();
 
 /** The workloads of the project Get started made, counted through the API. */
-const workloadCount = async () => ((await (await world.srv.admin("/admin/projects/reload-app/workloads")).json()) as unknown[]).length;
+const workloadCount = async () =>
+  ((await (await world.srv.admin("/admin/projects/reload-app/workloads")).json()) as unknown[]).length;
 
 describe("Get started across reloads", () => {
   test("each step and its choices survive a reload; the workload made is continued with, never made twice", async () => {
@@ -34,7 +35,10 @@ describe("Get started across reloads", () => {
     await page.getByRole("radio", { name: /A GGUF file on this machine/ }).check();
     await page.getByRole("textbox", { name: /^GGUF file/ }).fill(gguf);
     await page.getByLabel("Workload name").fill("local chat");
-    await page.getByTestId("launch-command").filter({ hasText: `llama-server -m ${gguf}` }).waitFor();
+    await page
+      .getByTestId("launch-command")
+      .filter({ hasText: `llama-server -m ${gguf}` })
+      .waitFor();
     await page.reload();
     await page.getByRole("heading", { name: "2. Add a model" }).waitFor();
     expect(await page.getByRole("radio", { name: /A GGUF file on this machine/ }).isChecked()).toBe(true);
@@ -62,12 +66,19 @@ describe("Get started across reloads", () => {
     // The words follow the replica: while it comes up they may say starting, never beside `ready`.
     const state = page.getByTestId("first-state");
     const badge = page.locator(".first-replicas .badge");
-    await until(async () => {
-      // Both read in one go in the page: two reads could straddle a re-render.
-      const [words, shown] = await page.evaluate(() => [document.querySelector("[data-testid=first-state]")?.textContent ?? "", document.querySelector(".first-replicas .badge")?.textContent ?? ""]);
-      if (shown === "ready") expect(words).not.toContain("starting");
-      return shown === "ready" && words === "Your workload is ready: it answers now.";
-    }, "the replica ready, and the words saying so", 30_000);
+    await until(
+      async () => {
+        // Both read in one go in the page: two reads could straddle a re-render.
+        const [words, shown] = await page.evaluate(() => [
+          document.querySelector("[data-testid=first-state]")?.textContent ?? "",
+          document.querySelector(".first-replicas .badge")?.textContent ?? "",
+        ]);
+        if (shown === "ready") expect(words).not.toContain("starting");
+        return shown === "ready" && words === "Your workload is ready: it answers now.";
+      },
+      "the replica ready, and the words saying so",
+      30_000,
+    );
     expect(await stepTitle()).toBe("4. Call it");
     await page.reload();
     await page.getByRole("heading", { name: "4. Call it" }).waitFor();

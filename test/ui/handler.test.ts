@@ -10,14 +10,33 @@ import { repoRoot } from "../helpers/proc";
  */
 const enc = (s: string) => new TextEncoder().encode(s) as Uint8Array<ArrayBuffer>;
 const FILES: UiFile[] = [
-  { url: "/index.html", type: "text/html;charset=utf-8", bytes: enc(`<!doctype html><script type="module" src="/assets/index-abc123.js"></script>`) },
-  { url: "/assets/index-abc123.js", type: "text/javascript;charset=utf-8", bytes: enc(`console.log(${JSON.stringify("x".repeat(4000))});`) },
+  {
+    url: "/index.html",
+    type: "text/html;charset=utf-8",
+    bytes: enc(`<!doctype html><script type="module" src="/assets/index-abc123.js"></script>`),
+  },
+  {
+    url: "/assets/index-abc123.js",
+    type: "text/javascript;charset=utf-8",
+    bytes: enc(`console.log(${JSON.stringify("x".repeat(4000))});`),
+  },
 ];
 const app = uiRoutes({ files: async () => FILES });
-const get = (path: string, headers: Record<string, string> = {}) => app.handle(new Request(`http://inferd.test${path}`, { headers }));
+const get = (path: string, headers: Record<string, string> = {}) =>
+  app.handle(new Request(`http://inferd.test${path}`, { headers }));
 
 describe("serving the dashboard", () => {
-  test.each(["/", "/signin", "/projects", "/projects/demo/keys", "/workloads/wl_1/logs", "/workers", "/telemetry", "/setup", "/models"])("%s answers index.html, not cached, with the CSP", async (path) => {
+  test.each([
+    "/",
+    "/signin",
+    "/projects",
+    "/projects/demo/keys",
+    "/workloads/wl_1/logs",
+    "/workers",
+    "/telemetry",
+    "/setup",
+    "/models",
+  ])("%s answers index.html, not cached, with the CSP", async (path) => {
     const r = await get(path);
     expect(r.status).toBe(200);
     expect(r.headers.get("content-type")).toContain("text/html");
@@ -48,7 +67,9 @@ describe("serving the dashboard", () => {
   test("an unknown asset is a JSON 404", async () => {
     const r = await get("/assets/nope-123.js");
     expect(r.status).toBe(404);
-    expect(await r.json()).toEqual({ error: { code: "not_found", message: expect.stringContaining("/assets/nope-123.js") } });
+    expect(await r.json()).toEqual({
+      error: { code: "not_found", message: expect.stringContaining("/assets/nope-123.js") },
+    });
   });
 });
 

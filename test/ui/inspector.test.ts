@@ -26,14 +26,35 @@ describe("the request inspector", () => {
   const enc = new TextEncoder();
 
   const record = (n: number, over: Partial<RequestRecord> = {}): RequestRecord => ({
-    id: `req_ui_${String(n).padStart(3, "0")}`, requestId: `req_ui_${String(n).padStart(3, "0")}`, at: base + n * 1000, workloadId, projectId, keyId: keys[n % 2].id, kind: "request",
-    route: "POST /v1/chat/completions", model: n % 4 === 0 ? "llama-3-8b" : "qwen-2-7b", status: n % 7 === 0 ? 502 : 200,
-    errorCode: n % 7 === 0 ? "upstream_error" : null, tokensIn: 12, tokensOut: 40, queueMs: 20, ttftMs: 220, totalMs: 600,
-    assignmentId: "asg_demo", workerId: null, hostId: null, traceId: null,
+    id: `req_ui_${String(n).padStart(3, "0")}`,
+    requestId: `req_ui_${String(n).padStart(3, "0")}`,
+    at: base + n * 1000,
+    workloadId,
+    projectId,
+    keyId: keys[n % 2].id,
+    kind: "request",
+    route: "POST /v1/chat/completions",
+    model: n % 4 === 0 ? "llama-3-8b" : "qwen-2-7b",
+    status: n % 7 === 0 ? 502 : 200,
+    errorCode: n % 7 === 0 ? "upstream_error" : null,
+    tokensIn: 12,
+    tokensOut: 40,
+    queueMs: 20,
+    ttftMs: 220,
+    totalMs: 600,
+    assignmentId: "asg_demo",
+    workerId: null,
+    hostId: null,
+    traceId: null,
     spans: [
       { name: "auth", start: 0, end: 5 },
       { name: "queue", start: 5, end: 25 },
-      { name: "upstream", start: 25, end: 600, attrs: { "server.address": "127.0.0.1", "http.response.status_code": 200 } },
+      {
+        name: "upstream",
+        start: 25,
+        end: 600,
+        attrs: { "server.address": "127.0.0.1", "http.response.status_code": 200 },
+      },
       { name: "first token", start: 25, end: 220 },
       { name: "metering", start: 598, end: 600 },
     ],
@@ -45,19 +66,31 @@ describe("the request inspector", () => {
   };
 
   beforeAll(async () => {
-    const w = await world.srv.createWorkload({ name: "Inspected chat", backend: "vllm", model_name: "qwen-2-7b", config: { command: "vllm serve qwen-2-7b" } });
+    const w = await world.srv.createWorkload({
+      name: "Inspected chat",
+      backend: "vllm",
+      model_name: "qwen-2-7b",
+      config: { command: "vllm serve qwen-2-7b" },
+    });
     workloadId = w.id;
     projectId = w.project_id as string;
     keys = await (await world.srv.admin(`/admin/projects/${world.srv.project}/keys`)).json();
     store = openStore(dataPaths(world.srv.dataDir).db);
     writer = new RequestLog(store.db);
     const records = Array.from({ length: 59 }, (_, i) => record(i + 1));
-    records.push(record(60, {
-      bodies: {
-        requestType: "application/json", request: enc.encode('{"model":"qwen-2-7b","messages":[{"role":"user","content":"Where did the time go?"}],"stream":true}'),
-        responseType: "text/event-stream", response: enc.encode('data: {"choices":[{"delta":{"content":"In the queue."}}]}\n\ndata: [DONE]\n\n'), truncated: false,
-      },
-    }));
+    records.push(
+      record(60, {
+        bodies: {
+          requestType: "application/json",
+          request: enc.encode(
+            '{"model":"qwen-2-7b","messages":[{"role":"user","content":"Where did the time go?"}],"stream":true}',
+          ),
+          responseType: "text/event-stream",
+          response: enc.encode('data: {"choices":[{"delta":{"content":"In the queue."}}]}\n\ndata: [DONE]\n\n'),
+          truncated: false,
+        },
+      }),
+    );
     await write(records);
   });
   afterAll(() => store?.close());
@@ -76,7 +109,10 @@ describe("the request inspector", () => {
     expect(await rows.last().getByRole("link").textContent()).toBe("req_ui_001");
     await page.getByText("That is the oldest request kept").waitFor();
     await write([record(61, { at: Date.now(), model: "fresh-model" })]);
-    await until(async () => (await rows.first().getByRole("link").textContent()) === "req_ui_061", "the new request at the top without a reload");
+    await until(
+      async () => (await rows.first().getByRole("link").textContent()) === "req_ui_061",
+      "the new request at the top without a reload",
+    );
     expect(await rows.count()).toBe(61);
     await world.ui.checkWidths("inspector");
   });
@@ -123,13 +159,19 @@ describe("the request inspector", () => {
     expect(await spans.nth(2).textContent()).toContain("server.address127.0.0.1");
     await page.getByText("0 ms", { exact: true }).first().waitFor();
     expect(await page.getByTestId("body-request").textContent()).toContain('"content": "Where did the time go?"');
-    expect(await page.getByTestId("body-response").textContent()).toContain('data: {"choices":[{"delta":{"content":"In the queue."}}]}');
+    expect(await page.getByTestId("body-response").textContent()).toContain(
+      'data: {"choices":[{"delta":{"content":"In the queue."}}]}',
+    );
     await world.ui.checkWidths("inspector-request");
     await page.emulateMedia({ colorScheme: "dark" });
     await world.ui.checkWidths("inspector-request-dark");
     await page.emulateMedia({ colorScheme: "light" });
     await page.getByRole("link", { name: "← All requests" }).click();
-    await page.getByRole("link", { name: "req_ui_001" }).or(page.getByRole("button", { name: "Load older" })).first().waitFor();
+    await page
+      .getByRole("link", { name: "req_ui_001" })
+      .or(page.getByRole("button", { name: "Load older" }))
+      .first()
+      .waitFor();
     await world.ui.visit(`/workloads/${workloadId}/requests/req_ui_002`);
     await page.getByTestId("no-bodies").waitFor();
   });

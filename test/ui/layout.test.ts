@@ -21,15 +21,22 @@ const LONG_COMMAND = `vllm serve Qwen/Qwen3-8B --enable-log-requests --max-model
 const LONG_ID = `trace-${"0123456789abcdef".repeat(8)}`.slice(0, 128);
 
 beforeAll(async () => {
-  workload = await world.srv.createWorkload({ name: "wide", backend: "vllm", model_name: "Qwen/Qwen3-8B", config: { command: LONG_COMMAND } });
+  workload = await world.srv.createWorkload({
+    name: "wide",
+    backend: "vllm",
+    model_name: "Qwen/Qwen3-8B",
+    config: { command: LONG_COMMAND },
+  });
   await world.srv.waitState(workload.id);
 }, HOOK_MS);
 
 /** Sideways overflow of the page, in pixels (0 when it does not scroll sideways). */
-const pageOverflow = (page: Page) => page.evaluate(() => document.scrollingElement!.scrollWidth - document.scrollingElement!.clientWidth);
+const pageOverflow = (page: Page) =>
+  page.evaluate(() => document.scrollingElement!.scrollWidth - document.scrollingElement!.clientWidth);
 
 /** Waits two frames so a resize has been laid out. */
-const settle = (page: Page) => page.evaluate(() => new Promise<void>((r) => requestAnimationFrame(() => requestAnimationFrame(() => r()))));
+const settle = (page: Page) =>
+  page.evaluate(() => new Promise<void>((r) => requestAnimationFrame(() => requestAnimationFrame(() => r()))));
 
 describe("layout at 1440 px and on a phone", () => {
   test("the audit log with a long change: no sideways scroll, the diff wraps inside its cell", async () => {
@@ -38,7 +45,10 @@ describe("layout at 1440 px and on a phone", () => {
     await world.ui.visit("/audit");
     const row = page.getByTestId("audit-row").filter({ hasText: "workload.create" }).first();
     await row.waitFor();
-    for (const [label, size] of [["desktop", WIDE], ["phone", PHONE]] as const) {
+    for (const [label, size] of [
+      ["desktop", WIDE],
+      ["phone", PHONE],
+    ] as const) {
       await page.setViewportSize(size);
       await settle(page);
       await page.screenshot({ path: join(SCREENSHOTS, `layout-audit-${label}.png`), fullPage: label === "desktop" });
@@ -47,8 +57,13 @@ describe("layout at 1440 px and on a phone", () => {
         // The table fits its box at 1440 px: nothing to scroll to, and the long change takes several lines.
         const box = await page.evaluate(() => {
           const wrap = document.querySelector(".table-wrap")!;
-          const item = [...document.querySelectorAll("ul.diff li")].find((li) => li.textContent!.includes("override-generation-config"))!;
-          return { hidden: wrap.scrollWidth - wrap.clientWidth, lines: Math.round(item.getBoundingClientRect().height / parseFloat(getComputedStyle(item).lineHeight)) };
+          const item = [...document.querySelectorAll("ul.diff li")].find((li) =>
+            li.textContent!.includes("override-generation-config"),
+          )!;
+          return {
+            hidden: wrap.scrollWidth - wrap.clientWidth,
+            lines: Math.round(item.getBoundingClientRect().height / parseFloat(getComputedStyle(item).lineHeight)),
+          };
         });
         expect(box.hidden).toBeLessThanOrEqual(1);
         expect(box.lines).toBeGreaterThan(1);
@@ -59,12 +74,22 @@ describe("layout at 1440 px and on a phone", () => {
 
   test("the 160-column log stays inside its box at 1440 px (the box may scroll, the page does not)", async () => {
     const { page } = world.ui;
-    expect((await world.srv.data(workload.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "a long id" }] }, headers: { "x-request-id": LONG_ID } })).status).toBe(200);
+    expect(
+      (
+        await world.srv.data(workload.slug, "/v1/chat/completions", {
+          body: { messages: [{ role: "user", content: "a long id" }] },
+          headers: { "x-request-id": LONG_ID },
+        })
+      ).status,
+    ).toBe(200);
     await page.setViewportSize(WIDE);
     await world.ui.visit(`/workloads/${workload.id}/logs`);
     const rows = page.locator(".xterm-rows");
     await textMatching(rows, new RegExp(`Received request chatcmpl-${LONG_ID.slice(0, 40)}`), "the long request line");
-    for (const [label, size] of [["desktop", WIDE], ["phone", PHONE]] as const) {
+    for (const [label, size] of [
+      ["desktop", WIDE],
+      ["phone", PHONE],
+    ] as const) {
       await page.setViewportSize(size);
       await settle(page);
       await page.screenshot({ path: join(SCREENSHOTS, `layout-logs-${label}.png`) });
@@ -73,7 +98,14 @@ describe("layout at 1440 px and on a phone", () => {
         const parent = box.parentElement!.getBoundingClientRect();
         const rect = box.getBoundingClientRect();
         const screen = box.querySelector(".xterm-screen")!.getBoundingClientRect();
-        return { cols: Math.max(...[...box.querySelectorAll(".xterm-rows > div")].map((r) => r.textContent!.length)), right: rect.right - parent.right, left: parent.left - rect.left, screenWidth: screen.width, inner: box.clientWidth, scroll: box.scrollWidth };
+        return {
+          cols: Math.max(...[...box.querySelectorAll(".xterm-rows > div")].map((r) => r.textContent!.length)),
+          right: rect.right - parent.right,
+          left: parent.left - rect.left,
+          screenWidth: screen.width,
+          inner: box.clientWidth,
+          scroll: box.scrollWidth,
+        };
       });
       expect(fit.cols).toBeGreaterThanOrEqual(160);
       expect(fit.right).toBeLessThanOrEqual(1); // the box ends inside its parent
@@ -88,7 +120,10 @@ describe("layout at 1440 px and on a phone", () => {
 
   test("a key's limits dialog fits the screen at phone and desktop width", async () => {
     const { page } = world.ui;
-    for (const [label, size] of [["desktop", WIDE], ["phone", PHONE]] as const) {
+    for (const [label, size] of [
+      ["desktop", WIDE],
+      ["phone", PHONE],
+    ] as const) {
       await page.setViewportSize(size);
       await world.ui.visit(`/projects/${world.srv.project}/keys`);
       const row = page.getByRole("row").filter({ hasText: /^live/ });
@@ -99,9 +134,23 @@ describe("layout at 1440 px and on a phone", () => {
       const fit = await dialog.evaluate((d) => {
         const r = d.getBoundingClientRect();
         const inputs = [...d.querySelectorAll("input")].map((i) => i.getBoundingClientRect());
-        return { left: r.left, right: window.innerWidth - r.right, top: r.top, bottom: window.innerHeight - r.bottom, sideways: d.scrollWidth - d.clientWidth, inputsInside: inputs.every((i) => i.left >= r.left && i.right <= r.right) };
+        return {
+          left: r.left,
+          right: window.innerWidth - r.right,
+          top: r.top,
+          bottom: window.innerHeight - r.bottom,
+          sideways: d.scrollWidth - d.clientWidth,
+          inputsInside: inputs.every((i) => i.left >= r.left && i.right <= r.right),
+        };
       });
-      expect({ label, ...fit, left: fit.left >= 0, right: fit.right >= 0, top: fit.top >= 0, bottom: fit.bottom >= 0 }).toEqual({ label, ...fit, left: true, right: true, top: true, bottom: true, sideways: 0, inputsInside: true });
+      expect({
+        label,
+        ...fit,
+        left: fit.left >= 0,
+        right: fit.right >= 0,
+        top: fit.top >= 0,
+        bottom: fit.bottom >= 0,
+      }).toEqual({ label, ...fit, left: true, right: true, top: true, bottom: true, sideways: 0, inputsInside: true });
       await dialog.getByRole("button", { name: "Cancel" }).click();
     }
     world.ui.expectNoErrors("the limits dialog");
@@ -122,7 +171,12 @@ describe("layout at 1440 px and on a phone", () => {
       const form = quotas.querySelector("form")!.getBoundingClientRect();
       const actions = quotas.querySelector(".actions")!.getBoundingClientRect();
       const padding = parseFloat(getComputedStyle(quotas).paddingBottom);
-      return { between: caps.getBoundingClientRect().top - quotas.getBoundingClientRect().bottom, margin: parseFloat(getComputedStyle(document.querySelector(".card")!).marginBottom), factsToForm: form.top - facts.bottom, actionsToEdge: quotas.getBoundingClientRect().bottom - actions.bottom - padding };
+      return {
+        between: caps.getBoundingClientRect().top - quotas.getBoundingClientRect().bottom,
+        margin: parseFloat(getComputedStyle(document.querySelector(".card")!).marginBottom),
+        factsToForm: form.top - facts.bottom,
+        actionsToEdge: quotas.getBoundingClientRect().bottom - actions.bottom - padding,
+      };
     });
     expect(spacing.between).toBeCloseTo(spacing.margin, 0); // the gap every card has
     expect(spacing.factsToForm).toBeGreaterThanOrEqual(8); // the form does not touch the figures

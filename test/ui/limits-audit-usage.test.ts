@@ -13,12 +13,27 @@ const world = servedUi();
 let workload: { id: string; slug: string };
 
 beforeAll(async () => {
-  workload = await world.srv.createWorkload({ name: "metered", backend: "vllm", model_name: "metered-model", config: { command: "vllm serve metered-model" } });
+  workload = await world.srv.createWorkload({
+    name: "metered",
+    backend: "vllm",
+    model_name: "metered-model",
+    config: { command: "vllm serve metered-model" },
+  });
   await world.srv.waitState(workload.id);
 }, HOOK_MS);
 
-const chat = () => world.srv.data(workload.slug, "/v1/chat/completions", { body: { messages: [{ role: "user", content: "count me" }] } });
-const liveKey = async () => ((await (await world.srv.admin(`/admin/projects/${world.srv.project}/keys`)).json()) as { id: string; name: string; limits: Record<string, number | null> }[]).find((k) => k.name === "live")!;
+const chat = () =>
+  world.srv.data(workload.slug, "/v1/chat/completions", {
+    body: { messages: [{ role: "user", content: "count me" }] },
+  });
+const liveKey = async () =>
+  (
+    (await (await world.srv.admin(`/admin/projects/${world.srv.project}/keys`)).json()) as {
+      id: string;
+      name: string;
+      limits: Record<string, number | null>;
+    }[]
+  ).find((k) => k.name === "live")!;
 
 describe("limits, quotas, audit log and usage in the dashboard", () => {
   test("a key's limits are edited in a dialog, refused at their field when wrong, and hold from the next request", async () => {
@@ -42,7 +57,11 @@ describe("limits, quotas, audit log and usage in the dashboard", () => {
     await field.fill("1");
     await dialog.getByLabel("Tokens per day").fill("1000000");
     await dialog.getByRole("button", { name: "Save limits" }).click();
-    await textMatching(row.locator(".limits-text"), /^1 req\/min · 1,000,000 tokens\/day$/, "the key's limits in words");
+    await textMatching(
+      row.locator(".limits-text"),
+      /^1 req\/min · 1,000,000 tokens\/day$/,
+      "the key's limits in words",
+    );
     expect((await liveKey()).limits).toMatchObject({ rpm: 1, tokens_per_day: 1_000_000, tpm: null });
     expect((await chat()).status).toBe(200);
     const refused = await chat();
@@ -85,7 +104,11 @@ describe("limits, quotas, audit log and usage in the dashboard", () => {
   test("the audit log shows who changed what, filters by action and pages to older entries without gaps", async () => {
     const { page } = world.ui;
     const key = await liveKey();
-    for (let i = 1; i <= 60; i++) expect((await world.srv.admin(`/admin/keys/${key.id}`, { method: "PATCH", body: { limits: { max_concurrent: i } } })).status).toBe(200);
+    for (let i = 1; i <= 60; i++)
+      expect(
+        (await world.srv.admin(`/admin/keys/${key.id}`, { method: "PATCH", body: { limits: { max_concurrent: i } } }))
+          .status,
+      ).toBe(200);
     await world.ui.visit("/audit");
     const rows = page.getByTestId("audit-row");
     await rows.first().waitFor();
@@ -101,8 +124,13 @@ describe("limits, quotas, audit log and usage in the dashboard", () => {
     await world.ui.visit("/audit");
     await page.getByLabel("Action").fill("project");
     await page.getByRole("button", { name: "Filter" }).click();
-    await until(async () => (await rows.count()) > 0 && (await rows.allTextContents()).every((t) => t.includes("project.")), "only project entries");
-    expect(await rows.allTextContents()).toEqual(expect.arrayContaining([expect.stringMatching(/tokens_per_day: none → [\d]+/)]));
+    await until(
+      async () => (await rows.count()) > 0 && (await rows.allTextContents()).every((t) => t.includes("project.")),
+      "only project entries",
+    );
+    expect(await rows.allTextContents()).toEqual(
+      expect.arrayContaining([expect.stringMatching(/tokens_per_day: none → [\d]+/)]),
+    );
     await world.ui.checkWidths("audit");
     await page.getByLabel("Target").fill("no-such-thing");
     await page.getByRole("button", { name: "Filter" }).click();
@@ -121,12 +149,19 @@ describe("limits, quotas, audit log and usage in the dashboard", () => {
     await world.ui.checkWidths("usage");
     await page.getByLabel("Group by").selectOption("key");
     await page.getByTestId("usage-row").filter({ hasText: "live (" }).waitFor();
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: "Download CSV" }).click()]);
-    const csv = readFileSync((await download.path())!, "utf8").trim().split("\n");
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("link", { name: "Download CSV" }).click(),
+    ]);
+    const csv = readFileSync((await download.path())!, "utf8")
+      .trim()
+      .split("\n");
     expect(csv[0]).toBe("day,key_id,key,requests,errors,input_tokens,output_tokens");
     const shown = await page.getByTestId("usage-row").count();
     expect(csv.length - 1).toBe(shown);
     const total = csv.slice(1).reduce((n, l) => n + Number(l.split(",").at(-4)), 0);
-    expect(await page.getByTestId("usage-total").getByRole("cell").first().textContent()).toBe(total.toLocaleString("en-US"));
+    expect(await page.getByTestId("usage-total").getByRole("cell").first().textContent()).toBe(
+      total.toLocaleString("en-US"),
+    );
   });
 });

@@ -28,11 +28,20 @@ const env: Record<string, string> = {};
 
 beforeAll(async () => {
   const src = tempDir("hub-src");
-  const sizes = { "Tiny-Q8_0.gguf": 4 * MiB, "Tiny-Q6_K-00001-of-00003.gguf": MiB, "Tiny-Q6_K-00002-of-00003.gguf": MiB, "Tiny-Q6_K-00003-of-00003.gguf": MiB };
+  const sizes = {
+    "Tiny-Q8_0.gguf": 4 * MiB,
+    "Tiny-Q6_K-00001-of-00003.gguf": MiB,
+    "Tiny-Q6_K-00002-of-00003.gguf": MiB,
+    "Tiny-Q6_K-00003-of-00003.gguf": MiB,
+  };
   [hub, lib] = await Promise.all([
     startFakeHub({
       repos: {
-        [TINY]: { ...ggufRepo(join(src, "tiny"), { name: "Tiny", files: ggufRepoFiles("Tiny"), sizes }), downloads: 1200, likes: 40 },
+        [TINY]: {
+          ...ggufRepo(join(src, "tiny"), { name: "Tiny", files: ggufRepoFiles("Tiny"), sizes }),
+          downloads: 1200,
+          likes: 40,
+        },
         [SINGLE]: { ...ggufRepo(join(src, "single"), { name: "Single", files: ["Single-Q8_0.gguf"] }), downloads: 80 },
         [GATED]: { ...ggufRepo(join(src, "gated"), { name: "Gated", files: ["Gated-Q4_K_M.gguf"] }), gated: "files" },
       },
@@ -40,7 +49,11 @@ beforeAll(async () => {
     startFakeLibrary(),
   ]);
   // Online: the fixtures set HF_HUB_OFFLINE=1 for every server, and offline means no hub search.
-  Object.assign(env, { HF_ENDPOINT: hub.url, HF_HUB_OFFLINE: undefined as unknown as string, OLLAMA_LIBRARY_URL: lib.url });
+  Object.assign(env, {
+    HF_ENDPOINT: hub.url,
+    HF_HUB_OFFLINE: undefined as unknown as string,
+    OLLAMA_LIBRARY_URL: lib.url,
+  });
 });
 const world = servedUi(env);
 
@@ -56,14 +69,19 @@ describe("finding a model by name", () => {
     expect(await hit.textContent()).toContain("1,200 downloads · 40 likes");
     const q6 = hit.getByRole("listitem", { name: `Quant ${TINY} Q6_K` });
     await textMatching(q6, /Q6_K\s*3\.0 MiB in 3 files\s*fits on GPU/, "the split quant's size and fit");
-    expect(await q6.textContent()).toMatch(/needs ≥ 0\.5 GiB · GPU \d \(NVIDIA GeForce RTX 4090\) on .+: [\d.]+ GiB free/);
+    expect(await q6.textContent()).toMatch(
+      /needs ≥ 0\.5 GiB · GPU \d \(NVIDIA GeForce RTX 4090\) on .+: [\d.]+ GiB free/,
+    );
     expect(await hit.getByRole("listitem").filter({ hasText: "mmproj" }).count()).toBe(0);
     await ui.checkWidths("models-search");
     hub.throttle(1024 * 1024);
     await hit.getByRole("button", { name: `Pull ${TINY} Q8_0` }).click();
     const card = page.getByRole("listitem", { name: `Model hf:${TINY}:Q8_0` });
     await card.getByRole("progressbar").waitFor();
-    await hit.getByRole("listitem", { name: `Quant ${TINY} Q8_0` }).locator(".badge", { hasText: "downloading" }).waitFor();
+    await hit
+      .getByRole("listitem", { name: `Quant ${TINY} Q8_0` })
+      .locator(".badge", { hasText: "downloading" })
+      .waitFor();
     hub.throttle(null);
     await card.locator(".badge", { hasText: "ready" }).waitFor();
     await textMatching(card, /llama · .* · 4\.0 MiB/, "the pulled model's shape");
@@ -93,12 +111,21 @@ describe("finding a model by name", () => {
     await page.getByRole("combobox", { name: "Look in" }).selectOption("ollama");
     await page.getByRole("searchbox", { name: "Search models by name" }).fill("qwen");
     const hit = page.getByRole("listitem", { name: "Hit qwen2.5", exact: true });
-    await textMatching(hit.getByRole("listitem", { name: "Quant qwen2.5 0.5b" }), /0\.5b\s*~289 MiB\s*fits on GPU/, "the library tag's estimated size and fit");
+    await textMatching(
+      hit.getByRole("listitem", { name: "Quant qwen2.5 0.5b" }),
+      /0\.5b\s*~289 MiB\s*fits on GPU/,
+      "the library tag's estimated size and fit",
+    );
     await hit.getByRole("button", { name: "Serve qwen2.5:0.5b" }).click();
     const link = hit.getByRole("dialog").getByRole("link", { name: "Second app" });
-    expect(await link.getAttribute("href")).toBe("/projects/second-app/workloads/new?model=qwen2.5%3A0.5b&backend=ollama");
+    expect(await link.getAttribute("href")).toBe(
+      "/projects/second-app/workloads/new?model=qwen2.5%3A0.5b&backend=ollama",
+    );
     await link.click();
-    await until(() => page.url().endsWith("/projects/second-app/workloads/new?model=qwen2.5%3A0.5b&backend=ollama"), "the ollama workload form");
+    await until(
+      () => page.url().endsWith("/projects/second-app/workloads/new?model=qwen2.5%3A0.5b&backend=ollama"),
+      "the ollama workload form",
+    );
     ui.expectNoErrors("ollama library search");
   });
 
@@ -125,11 +152,15 @@ describe("finding a model by name", () => {
     expect(await pick.locator("option", { hasText: GATED }).count()).toBe(0);
     await page.getByRole("searchbox", { name: "Search models by name" }).fill("single");
     await page.getByRole("button", { name: `Use ${SINGLE} Q8_0` }).click();
-    expect(await page.getByRole("textbox", { name: /^GGUF file or Hugging Face model/ }).inputValue()).toBe(`${SINGLE}:Q8_0`);
+    expect(await page.getByRole("textbox", { name: /^GGUF file or Hugging Face model/ }).inputValue()).toBe(
+      `${SINGLE}:Q8_0`,
+    );
     await ui.visit("/models");
     await card.getByRole("button", { name: "Dismiss" }).click();
     await card.waitFor({ state: "detached" });
-    expect(((await (await srv.admin("/admin/models")).json()) as { source: string }[]).some((m) => m.source.includes(GATED))).toBe(false);
+    expect(
+      ((await (await srv.admin("/admin/models")).json()) as { source: string }[]).some((m) => m.source.includes(GATED)),
+    ).toBe(false);
     ui.expectNoErrors("failed pull dismissed");
   });
 });

@@ -37,15 +37,30 @@ beforeAll(async () => {
   const src = tempDir("hub-src");
   hub = await startFakeHub({
     repos: {
-      [STARTER]: ggufRepo(join(src, "starter"), { files: ["qwen2.5-0.5b-instruct-q4_k_m.gguf"], sizes: { "qwen2.5-0.5b-instruct-q4_k_m.gguf": 3 * MiB } }),
-      [BIG]: ggufRepo(join(src, "big"), { name: "Big", files: ["Big-Q4_K_M.gguf", "Big-Q8_0.gguf", "Big-Q5_K_M.gguf"], sizes: { "Big-Q4_K_M.gguf": 6 * MiB, "Big-Q8_0.gguf": 8 * MiB, "Big-Q5_K_M.gguf": 8 * MiB } }),
+      [STARTER]: ggufRepo(join(src, "starter"), {
+        files: ["qwen2.5-0.5b-instruct-q4_k_m.gguf"],
+        sizes: { "qwen2.5-0.5b-instruct-q4_k_m.gguf": 3 * MiB },
+      }),
+      [BIG]: ggufRepo(join(src, "big"), {
+        name: "Big",
+        files: ["Big-Q4_K_M.gguf", "Big-Q8_0.gguf", "Big-Q5_K_M.gguf"],
+        sizes: { "Big-Q4_K_M.gguf": 6 * MiB, "Big-Q8_0.gguf": 8 * MiB, "Big-Q5_K_M.gguf": 8 * MiB },
+      }),
     },
   });
   // A GGUF another tool left behind, where llama.cpp's own cache is.
   const cache = tempDir("llama-cache");
   writeTinyGguf(join(cache, "found-model-Q8_0.gguf"), { seed: 7 });
   [srv, browser] = await Promise.all([
-    startInferd({ env: { INFERD_LOCAL_AGENT: "1", INFERD_TELEMETRY_INTERVAL_MS: "300", INFERD_LOG_LEVEL: "warn", HF_ENDPOINT: hub.url, LLAMA_CACHE: cache } }),
+    startInferd({
+      env: {
+        INFERD_LOCAL_AGENT: "1",
+        INFERD_TELEMETRY_INTERVAL_MS: "300",
+        INFERD_LOG_LEVEL: "warn",
+        HF_ENDPOINT: hub.url,
+        LLAMA_CACHE: cache,
+      },
+    }),
     launchBrowser(),
   ]);
   ui = await openPage(browser, srv.url);
@@ -77,10 +92,15 @@ describe("models in the browser", () => {
     await page.getByRole("button", { name: "Create project" }).click();
     expect(await page.getByRole("radio", { name: /Download a starter model/ }).isChecked()).toBe(true);
     expect(await page.getByRole("textbox", { name: /^Hugging Face model/ }).inputValue()).toBe(`${STARTER}:Q4_K_M`);
-    await page.getByTestId("model-note").filter({ hasText: "Downloaded from Hugging Face before the runtime starts" }).waitFor();
+    await page
+      .getByTestId("model-note")
+      .filter({ hasText: "Downloaded from Hugging Face before the runtime starts" })
+      .waitFor();
     const command = await textMatching(page.getByTestId("launch-command"), /--port/, "the launch preview");
     // Without llama-server, the built-in runtime takes the same flags.
-    expect(command).toContain(`llama-runner -hf ${STARTER}:Q4_K_M -c 4096 --alias Qwen2.5-0.5B-Instruct --host 127.0.0.1 --port`);
+    expect(command).toContain(
+      `llama-runner -hf ${STARTER}:Q4_K_M -c 4096 --alias Qwen2.5-0.5B-Instruct --host 127.0.0.1 --port`,
+    );
     await page.getByText("llama-server is not installed here").waitFor();
     await ui.checkWidths("models-setup-starter");
     await page.getByRole("button", { name: "Create workload" }).click();
@@ -116,12 +136,20 @@ describe("models in the browser", () => {
     const card = page.getByRole("listitem", { name: `Model hf:${BIG}:Q4_K_M` });
     await card.locator(".badge", { hasText: "downloading" }).waitFor();
     await expectMoving(card.getByRole("progressbar"), "the pull's progress bar");
-    await textMatching(card.locator(".download-text"), /of 6\.0 MiB · \d+% · [\d.]+ (KiB|MiB)\/s/, "bytes, percentage and rate");
+    await textMatching(
+      card.locator(".download-text"),
+      /of 6\.0 MiB · \d+% · [\d.]+ (KiB|MiB)\/s/,
+      "bytes, percentage and rate",
+    );
     await ui.checkWidths("models-downloading");
     hub.throttle(null);
     await card.locator(".badge", { hasText: "ready" }).waitFor();
     await textMatching(card, /llama · .* parameters · F32 · context 2048 · 6\.0 MiB/, "the model's shape");
-    await textMatching(card.getByTestId("estimate"), /^Needs ~[\d.]+ GiB for 2048 tokens of context/, "the memory estimate");
+    await textMatching(
+      card.getByTestId("estimate"),
+      /^Needs ~[\d.]+ GiB for 2048 tokens of context/,
+      "the memory estimate",
+    );
     await card.getByText("Where it fits").click();
     const fit = card.getByTestId("fit");
     await textMatching(fit, /RAM \(no GPU\).*fits/, "the fit on this CPU-only worker");
@@ -141,7 +169,10 @@ describe("models in the browser", () => {
     const stopped = hub.requests().filter((r) => r.path.includes("/repos/")).length;
     await card.getByRole("button", { name: "Resume download" }).click();
     await card.locator(".badge", { hasText: "downloading" }).waitFor();
-    await until(() => hub.requests().filter((r) => r.path.includes("/repos/")).length > stopped, "the download to go on");
+    await until(
+      () => hub.requests().filter((r) => r.path.includes("/repos/")).length > stopped,
+      "the download to go on",
+    );
     await card.getByRole("button", { name: "Cancel download" }).click();
     await card.locator(".badge", { hasText: "cancelled" }).waitFor();
     hub.throttle(null);
@@ -178,13 +209,30 @@ describe("models in the browser", () => {
   test("a replica downloading its model shows the percentage under its badge, on its page and the overview", async () => {
     const { page } = ui;
     hub.throttle(384 * 1024);
-    const w = await (await api("/admin/projects/demo-app/workloads", { body: { name: "big", backend: "llamacpp", model_name: "big", config: { command: `llama-server -hf ${BIG}:Q5_K_M -c 512` } } })).json();
+    const w = await (
+      await api("/admin/projects/demo-app/workloads", {
+        body: {
+          name: "big",
+          backend: "llamacpp",
+          model_name: "big",
+          config: { command: `llama-server -hf ${BIG}:Q5_K_M -c 512` },
+        },
+      })
+    ).json();
     await ui.visit(`/workloads/${w.id}`);
     const status = page.getByTestId("replica-status");
     await status.locator(".badge", { hasText: "downloading" }).waitFor({ timeout: WAIT_MS });
-    await textMatching(status.locator(".download-text"), /of 8\.0 MiB · \d+%/, "the replica's download under its badge");
+    await textMatching(
+      status.locator(".download-text"),
+      /of 8\.0 MiB · \d+%/,
+      "the replica's download under its badge",
+    );
     await textMatching(status.locator(".since"), /^for \d+ s$/, "the time in this state");
-    await textMatching(status.locator(".reason"), new RegExp(`^downloading hf:${BIG}:Q5_K_M$`), "why it is downloading");
+    await textMatching(
+      status.locator(".reason"),
+      new RegExp(`^downloading hf:${BIG}:Q5_K_M$`),
+      "why it is downloading",
+    );
     await ui.checkWidths("workload-downloading");
     await ui.visit("/");
     const row = page.getByRole("row").filter({ hasText: "demo-app/big" });
@@ -192,7 +240,12 @@ describe("models in the browser", () => {
     await ui.checkWidths("overview-downloading");
     hub.throttle(null);
     await api(`/admin/workloads/${w.id}`, { method: "DELETE" });
-    await waitFor(async () => ((await (await api("/admin/models")).json()) as { state: string }[]).every((m) => m.state !== "downloading") || undefined, { what: "the pull to finish" });
+    await waitFor(
+      async () =>
+        ((await (await api("/admin/models")).json()) as { state: string }[]).every((m) => m.state !== "downloading") ||
+        undefined,
+      { what: "the pull to finish" },
+    );
     ui.expectNoErrors("downloading replica");
   });
 
@@ -201,15 +254,30 @@ describe("models in the browser", () => {
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Models" }).click();
     // The workload that pulled it is gone: collected in 24 h unless a workload names it again.
     const unused = page.getByRole("listitem", { name: `Model hf:${BIG}:Q5_K_M` });
-    await textMatching(unused.getByTestId("pulled-for"), /^Pulled for demo-app · removed in 24 h unless a workload uses it$/, "the unused tenant model's removal");
-    await textMatching(page.getByRole("listitem", { name: `Model hf:${STARTER}:Q4_K_M` }).getByTestId("pulled-for"), /^Pulled for demo-app$/, "the used one's project");
+    await textMatching(
+      unused.getByTestId("pulled-for"),
+      /^Pulled for demo-app · removed in 24 h unless a workload uses it$/,
+      "the unused tenant model's removal",
+    );
+    await textMatching(
+      page.getByRole("listitem", { name: `Model hf:${STARTER}:Q4_K_M` }).getByTestId("pulled-for"),
+      /^Pulled for demo-app$/,
+      "the used one's project",
+    );
     // Pulled by hand on this page: the admin's, never collected.
-    expect(await page.getByRole("listitem", { name: `Model hf:${BIG}:Q4_K_M` }).getByTestId("pulled-for").count()).toBe(0);
+    expect(
+      await page
+        .getByRole("listitem", { name: `Model hf:${BIG}:Q4_K_M` })
+        .getByTestId("pulled-for")
+        .count(),
+    ).toBe(0);
     await ui.checkWidths("models-pulled-for");
     await unused.getByRole("link", { name: "demo-app" }).click();
     await page.getByTestId("caps").waitFor();
     const listed = await runInferd({ args: ["model", "list", "--data-dir", srv.dataDir] });
-    expect(listed.stdout).toMatch(new RegExp(`hf:${BIG}:Q5_K_M .*pulled for demo-app, removed in 24 h unless a workload uses it`));
+    expect(listed.stdout).toMatch(
+      new RegExp(`hf:${BIG}:Q5_K_M .*pulled for demo-app, removed in 24 h unless a workload uses it`),
+    );
     ui.expectNoErrors("models pulled for a project");
   });
 
@@ -218,17 +286,41 @@ describe("models in the browser", () => {
     await ui.visit("/projects/demo-app");
     const caps = page.getByTestId("caps");
     await textMatching(caps.getByTestId("used-workloads"), /^1 \(no limit\)$/, "the workloads without a limit");
-    await textMatching(caps.getByTestId("used-model-bytes"), /^11 MiB \(no limit\)$/, "the models pulled for the project (3 + 8 MiB)");
-    const field = (name: string) => caps.getByRole("textbox", { name: new RegExp(`^${name.replace(/[()]/g, "\\$&")}`) });
+    await textMatching(
+      caps.getByTestId("used-model-bytes"),
+      /^11 MiB \(no limit\)$/,
+      "the models pulled for the project (3 + 8 MiB)",
+    );
+    const field = (name: string) =>
+      caps.getByRole("textbox", { name: new RegExp(`^${name.replace(/[()]/g, "\\$&")}`) });
     await field("Workloads").fill("1");
     await field("Replicas").fill("4");
     await field("Model storage (MiB)").fill("12.5");
     await caps.getByRole("button", { name: "Save project limits" }).click();
     await textMatching(caps.getByTestId("used-workloads"), /^1 of 1$/, "the workloads against the limit");
-    await textMatching(caps.getByTestId("used-model-bytes"), /^11 MiB of 12\.5 MiB$/, "the model storage against the limit");
-    await textMatching(caps.getByTestId("used-replicas"), /running, policies up to 1 of 4$/, "the replicas against the limit");
-    expect((await (await api("/admin/projects/demo-app")).json()).limits).toMatchObject({ max_workloads: 1, max_replicas: 4, model_bytes: 12.5 * MiB });
-    const more = await api("/admin/projects/demo-app/workloads", { body: { name: "one-more", backend: "llamacpp", model_name: "m", config: { command: `llama-server -hf ${BIG}:Q4_K_M` } } });
+    await textMatching(
+      caps.getByTestId("used-model-bytes"),
+      /^11 MiB of 12\.5 MiB$/,
+      "the model storage against the limit",
+    );
+    await textMatching(
+      caps.getByTestId("used-replicas"),
+      /running, policies up to 1 of 4$/,
+      "the replicas against the limit",
+    );
+    expect((await (await api("/admin/projects/demo-app")).json()).limits).toMatchObject({
+      max_workloads: 1,
+      max_replicas: 4,
+      model_bytes: 12.5 * MiB,
+    });
+    const more = await api("/admin/projects/demo-app/workloads", {
+      body: {
+        name: "one-more",
+        backend: "llamacpp",
+        model_name: "m",
+        config: { command: `llama-server -hf ${BIG}:Q4_K_M` },
+      },
+    });
     expect(more.status).toBe(429);
     expect((await more.json()).error).toMatchObject({ code: "project_limit", limit: "max_workloads", value: 1 });
     expect(await field("Model storage (MiB)").inputValue()).toBe("12.5");

@@ -30,8 +30,20 @@ beforeAll(async () => {
     startReceiver({ pki, behaviour: () => ({ status: 500, body: "down" }) }),
     startDns({ records: { localhost: ["127.0.0.1"] } }),
   ]);
-  [srv, browser] = await Promise.all([startServing({ INFERD_ALLOW_PRIVATE_WEBHOOKS: "1", INFERD_WEBHOOK_CA_FILE: pki.caFile, INFERD_WEBHOOK_DNS_SERVERS: dns.server }), launchBrowser()]);
-  workload = await srv.createWorkload({ name: "jobs", backend: "vllm", model_name: "job-model", config: { command: "vllm serve job-model" } });
+  [srv, browser] = await Promise.all([
+    startServing({
+      INFERD_ALLOW_PRIVATE_WEBHOOKS: "1",
+      INFERD_WEBHOOK_CA_FILE: pki.caFile,
+      INFERD_WEBHOOK_DNS_SERVERS: dns.server,
+    }),
+    launchBrowser(),
+  ]);
+  workload = await srv.createWorkload({
+    name: "jobs",
+    backend: "vllm",
+    model_name: "job-model",
+    config: { command: "vllm serve job-model" },
+  });
   ui = await openPage(browser, srv.url);
   await signIn(ui, srv.adminToken);
   await srv.waitState(workload.id);
@@ -43,7 +55,8 @@ afterAll(async () => {
   await cleanup();
 }, HOOK_MS);
 
-const chat = (token: string) => srv.data(workload.slug, "/v1/chat/completions", { token, body: { messages: [{ role: "user", content: "hi" }] } });
+const chat = (token: string) =>
+  srv.data(workload.slug, "/v1/chat/completions", { token, body: { messages: [{ role: "user", content: "hi" }] } });
 
 describe("operating inferd in the browser", () => {
   test("overview and projects show what runs", async () => {
@@ -85,7 +98,10 @@ describe("operating inferd in the browser", () => {
     const { page } = ui;
     await ui.visit(`/workloads/${workload.id}/webhooks`);
     await page.getByText("Private and loopback receivers are allowed").waitFor();
-    for (const [r, path] of [[ok, "/ok"], [failing, "/down"]] as const) {
+    for (const [r, path] of [
+      [ok, "/ok"],
+      [failing, "/down"],
+    ] as const) {
       await page.getByLabel("Destination URL").fill(r.url(path));
       await page.getByRole("button", { name: "Add destination" }).click();
       expect(await page.getByTestId("secret").textContent()).toStartWith("whsec_");
@@ -94,15 +110,25 @@ describe("operating inferd in the browser", () => {
     const okCard = page.locator("li.hook", { hasText: "/ok" });
     await okCard.getByRole("button", { name: "Send test ping" }).click();
     await textMatching(okCard.getByTestId("ping-result"), /Delivered · HTTP 200 · \d+ ms\s*thanks/, "the ping result");
-    expect(JSON.parse((await ok.waitForRequests(1))[0].rawBody)).toMatchObject({ event: "ping", workload_id: workload.id });
+    expect(JSON.parse((await ok.waitForRequests(1))[0].rawBody)).toMatchObject({
+      event: "ping",
+      workload_id: workload.id,
+    });
     const downCard = page.locator("li.hook", { hasText: "/down" });
     await downCard.getByRole("button", { name: "Send test ping" }).click();
     await textMatching(downCard.getByTestId("ping-result"), /Failed · HTTP 500/, "the failed ping");
-    const submit = await srv.data(workload.slug, "/jobs", { body: { kind: "chat", body: { messages: [{ role: "user", content: "a job" }] } } });
+    const submit = await srv.data(workload.slug, "/jobs", {
+      body: { kind: "chat", body: { messages: [{ role: "user", content: "a job" }] } },
+    });
     expect(submit.status).toBe(202);
     const { job_id } = await submit.json();
     const job = page.locator("ul.jobs > li", { hasText: job_id });
-    await job.getByRole("row").filter({ hasText: "/ok" }).filter({ hasText: "delivered" }).filter({ hasText: "200" }).waitFor();
+    await job
+      .getByRole("row")
+      .filter({ hasText: "/ok" })
+      .filter({ hasText: "delivered" })
+      .filter({ hasText: "200" })
+      .waitFor();
     const down = job.getByRole("row").filter({ hasText: "/down" });
     await textMatching(down, /pending.*500.*in \d+ (s|min)/, "the failed delivery's next attempt");
     await down.getByText("1", { exact: true }).click();
@@ -130,7 +156,12 @@ describe("operating inferd in the browser", () => {
     await card.waitFor();
     await ui.checkWidths("workers");
     // The local worker cannot be deleted, so it offers no button; the new one can.
-    expect(await page.getByRole("listitem", { name: /^Worker (?!gpu-box-2)/ }).getByRole("button", { name: "Delete worker" }).count()).toBe(0);
+    expect(
+      await page
+        .getByRole("listitem", { name: /^Worker (?!gpu-box-2)/ })
+        .getByRole("button", { name: "Delete worker" })
+        .count(),
+    ).toBe(0);
     await card.getByRole("button", { name: "Delete worker" }).click();
     await card.getByRole("dialog").getByRole("button", { name: "Delete worker" }).click();
     await card.waitFor({ state: "detached" });

@@ -18,12 +18,30 @@ let beta: Made;
 let sleepy: Made;
 
 /** A workload at zero replicas until a request comes (and kept up for ten minutes after). */
-const onDemand = (name: string) => world.srv.createWorkload({ name, backend: "vllm", model_name: name, config: { command: `vllm serve ${name}` }, execution_policy: "autoscaling", execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 600 } });
+const onDemand = (name: string) =>
+  world.srv.createWorkload({
+    name,
+    backend: "vllm",
+    model_name: name,
+    config: { command: `vllm serve ${name}` },
+    execution_policy: "autoscaling",
+    execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 600 },
+  });
 
 beforeAll(async () => {
   const { srv } = world;
-  alpha = await srv.createWorkload({ name: "alpha", backend: "vllm", model_name: "alpha", config: { command: "vllm serve alpha" } });
-  beta = await srv.createWorkload({ name: "beta", backend: "vllm", model_name: "beta", config: { command: "vllm serve beta" } });
+  alpha = await srv.createWorkload({
+    name: "alpha",
+    backend: "vllm",
+    model_name: "alpha",
+    config: { command: "vllm serve alpha" },
+  });
+  beta = await srv.createWorkload({
+    name: "beta",
+    backend: "vllm",
+    model_name: "beta",
+    config: { command: "vllm serve beta" },
+  });
   sleepy = await onDemand("sleepy");
   await Promise.all([alpha, beta].map((w) => srv.waitState(w.id, "ready", 60_000)));
   expect((await srv.workload(sleepy.id)).assignments[0].state).toBe("idle");
@@ -43,10 +61,18 @@ describe("the chat playground", () => {
     await world.ui.visit(`/workloads/${sleepy.id}/playground`);
     await send("wake up");
     const wait = page.locator(".msg.assistant").getByTestId("cold-start");
-    await wait.getByText("Starting the model (it was scaled to zero)").or(wait.getByText("Waiting for the model to start")).first().waitFor();
+    await wait
+      .getByText("Starting the model (it was scaled to zero)")
+      .or(wait.getByText("Waiting for the model to start"))
+      .first()
+      .waitFor();
     await wait.locator(".badge", { hasText: "starting" }).waitFor();
     // The runtime's own loading bar, read from its log, as on the workload's page.
-    await textMatching(wait.locator(".last-line"), /Loading safetensors checkpoint shards:\s+\d+% Completed/, "the runtime's load progress");
+    await textMatching(
+      wait.locator(".last-line"),
+      /Loading safetensors checkpoint shards:\s+\d+% Completed/,
+      "the runtime's load progress",
+    );
     await wait.getByRole("progressbar", { name: "Runtime progress" }).waitFor();
     await textMatching(wait.getByTestId("waited"), /waiting [1-9]\d* s/, "the time waited");
     await page.screenshot({ path: join(SCREENSHOTS, "playground-coldstart-desktop.png"), fullPage: true });
@@ -84,13 +110,20 @@ describe("the chat playground", () => {
     // Its history goes with the next message.
     const sent = page.waitForRequest((r) => r.url().endsWith(`/admin/workloads/${sleepy.id}/chat`));
     await send("and again");
-    expect((await sent).postDataJSON().messages.map((m: { content: string }) => m.content)).toEqual(["wake up", "You said: wake up", "and again"]);
+    expect((await sent).postDataJSON().messages.map((m: { content: string }) => m.content)).toEqual([
+      "wake up",
+      "You said: wake up",
+      "and again",
+    ]);
     await answers().nth(1).getByText("You said: and again").waitFor();
 
     await page.getByRole("button", { name: "My test chat" }).click();
     await page.getByRole("button", { name: "Delete" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Delete conversation" }).click();
-    await until(async () => (await conversations().allTextContents()).join() === "wake up", "only the other conversation left");
+    await until(
+      async () => (await conversations().allTextContents()).join() === "wake up",
+      "only the other conversation left",
+    );
     await page.reload();
     await conversations().first().waitFor();
     expect(await conversations().allTextContents()).toEqual(["wake up"]);
@@ -120,7 +153,10 @@ describe("the chat playground", () => {
     await world.ui.visit(`/workloads/${again.id}/playground`);
     await conversations().first().waitFor();
     expect(await conversations().allTextContents()).toEqual(["New chat"]);
-    await until(async () => !(await keys()).some((k) => k.endsWith(temp.id)), "the deleted workload's conversations forgotten");
+    await until(
+      async () => !(await keys()).some((k) => k.endsWith(temp.id)),
+      "the deleted workload's conversations forgotten",
+    );
     expect((await keys()).some((k) => k.endsWith(sleepy.id))).toBe(true);
     world.ui.expectNoErrors("a deleted workload");
   }, 60_000);
@@ -133,7 +169,10 @@ describe("comparing two workloads", () => {
     const pick = page.getByLabel("Compare with");
     // The project's other workloads arrive after the page does.
     const others = ["nobody (one conversation)", "beta (beta)", "sleepy (sleepy)", "temp (temp)"];
-    await until(async () => (await pick.locator("option").count()) >= others.length, "the project's other workloads offered");
+    await until(
+      async () => (await pick.locator("option").count()) >= others.length,
+      "the project's other workloads offered",
+    );
     expect(await pick.locator("option").allTextContents()).toEqual(others);
     await pick.selectOption({ label: "beta (beta)" });
     await until(() => page.url().endsWith(`?compare=${beta.id}`), "the comparison in the URL");
@@ -143,10 +182,19 @@ describe("comparing two workloads", () => {
     const sent: string[] = [];
     page.on("request", (r) => r.url().endsWith("/chat") && sent.push(r.url()));
     await send("hello both");
-    for (const i of [0, 1]) await textMatching(cols.nth(i).locator(".msg.assistant .md"), /^You said: hello both\s*$/, `column ${i + 1}'s answer`);
-    expect(sent.sort()).toEqual([`${world.srv.url}/admin/workloads/${alpha.id}/chat`, `${world.srv.url}/admin/workloads/${beta.id}/chat`].sort());
+    for (const i of [0, 1])
+      await textMatching(
+        cols.nth(i).locator(".msg.assistant .md"),
+        /^You said: hello both\s*$/,
+        `column ${i + 1}'s answer`,
+      );
+    expect(sent.sort()).toEqual(
+      [`${world.srv.url}/admin/workloads/${alpha.id}/chat`, `${world.srv.url}/admin/workloads/${beta.id}/chat`].sort(),
+    );
     // Each runtime got its own request.
-    const models = world.srv.events((e) => e.event === "request" && e.path === "/v1/chat/completions").map((e) => e.model);
+    const models = world.srv
+      .events((e) => e.event === "request" && e.path === "/v1/chat/completions")
+      .map((e) => e.model);
     expect(models).toContain("alpha");
     expect(models).toContain("beta");
     for (const i of [0, 1]) {
@@ -161,8 +209,12 @@ describe("comparing two workloads", () => {
     const bodies: { messages: { content: string }[] }[] = [];
     page.on("request", (r) => r.url().endsWith("/chat") && bodies.push(r.postDataJSON()));
     await send("once more");
-    for (const i of [0, 1]) await cols.nth(i).locator(".msg.assistant .md", { hasText: "You said: once more" }).waitFor();
-    expect(bodies.map((b) => b.messages.map((m) => m.content))).toEqual([["hello both", "You said: hello both", "once more"], ["hello both", "You said: hello both", "once more"]]);
+    for (const i of [0, 1])
+      await cols.nth(i).locator(".msg.assistant .md", { hasText: "You said: once more" }).waitFor();
+    expect(bodies.map((b) => b.messages.map((m) => m.content))).toEqual([
+      ["hello both", "You said: hello both", "once more"],
+      ["hello both", "You said: hello both", "once more"],
+    ]);
 
     await world.ui.checkWidths("playground-compare");
     await page.setViewportSize(PHONE);

@@ -25,7 +25,9 @@ describe("the Models page of an operator", () => {
     writeFileSync(mine, new Uint8Array(1024).fill(4));
     const admins = await srv.admin("/admin/models", { body: { source: outside } });
     expect(admins.status).toBeLessThan(300);
-    expect((await srv.admin("/admin/users", { body: { ...OPERATOR, role: "operator", projects: ["serving"] } })).status).toBe(201);
+    expect(
+      (await srv.admin("/admin/users", { body: { ...OPERATOR, role: "operator", projects: ["serving"] } })).status,
+    ).toBe(201);
 
     const ui = await openPage(world.ui.context.browser() as Browser, srv.url);
     try {
@@ -50,7 +52,10 @@ describe("the Models page of an operator", () => {
       const myCard = page.getByRole("listitem", { name: `Model ${mine}` });
       await myCard.getByTestId("pulled-for").filter({ hasText: "serving" }).waitFor();
       await myCard.getByRole("button", { name: "Delete" }).waitFor();
-      await until(async () => (await adminCard.getByRole("button", { name: "Delete" }).count()) === 0, "still no Delete on the admin's model");
+      await until(
+        async () => (await adminCard.getByRole("button", { name: "Delete" }).count()) === 0,
+        "still no Delete on the admin's model",
+      );
       ui.expectNoErrors("the operator's Models page");
     } finally {
       await ui.context.close();

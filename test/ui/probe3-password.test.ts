@@ -13,7 +13,9 @@ const AMY = { email: "amy@example.com", password: "amy's first passphrase" };
 describe("changing one's own password in the dashboard", () => {
   test("the own row's Reset password asks for the current password; a wrong one is refused at the field, the right one sets it", async () => {
     for (const email of [AMY.email, "bert@example.com"]) {
-      expect((await world.srv.admin("/admin/users", { body: { email, role: "admin", password: AMY.password } })).status).toBe(201);
+      expect(
+        (await world.srv.admin("/admin/users", { body: { email, role: "admin", password: AMY.password } })).status,
+      ).toBe(201);
     }
     const ui = await openPage(world.ui.context.browser() as Browser, world.srv.url);
     try {
@@ -38,7 +40,9 @@ describe("changing one's own password in the dashboard", () => {
       await own.getByLabel("Your current password").fill(AMY.password);
       await set.click();
       await page.getByTestId("secret").filter({ hasText: "amy's second passphrase" }).waitFor();
-      const r = await world.srv.admin("/admin/session", { body: { email: AMY.email, password: "amy's second passphrase" } });
+      const r = await world.srv.admin("/admin/session", {
+        body: { email: AMY.email, password: "amy's second passphrase" },
+      });
       expect(r.status).toBe(200);
     } finally {
       await ui.context.close();

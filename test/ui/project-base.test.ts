@@ -16,7 +16,12 @@ let backup: { id: string; slug: string };
 let primaryUrl = "";
 
 beforeAll(async () => {
-  backup = await world.srv.createWorkload({ name: "backup", backend: "vllm", model_name: "backup-model", config: { command: "vllm serve backup-model --max-model-len 64" } });
+  backup = await world.srv.createWorkload({
+    name: "backup",
+    backend: "vllm",
+    model_name: "backup-model",
+    config: { command: "vllm serve backup-model --max-model-len 64" },
+  });
   await world.srv.waitState(backup.id);
 }, HOOK_MS);
 
@@ -44,9 +49,13 @@ describe("the project's base URL in the dashboard", () => {
     const r = run(`INFERD_API_KEY=${srv.live}\n${curl} -sS -w '\\n%{http_code}'`);
     expect(r.err).toBe("");
     expect(r.out.trim().split("\n").at(-1)).toBe("200");
-    expect(JSON.parse(r.out.trim().split("\n").slice(0, -1).join("\n")).choices[0].message.content).toContain("Say hello");
+    expect(JSON.parse(r.out.trim().split("\n").slice(0, -1).join("\n")).choices[0].message.content).toContain(
+      "Say hello",
+    );
     // Other tools: Open WebUI's connection, Continue's config, an Ollama client's host and key.
-    expect(await card.getByTestId("note-open-webui").textContent()).toContain(`URL ${base} and a live key of this project`);
+    expect(await card.getByTestId("note-open-webui").textContent()).toContain(
+      `URL ${base} and a live key of this project`,
+    );
     const cont = (await card.getByTestId("note-continue").locator("pre").textContent())!;
     expect(cont).toContain("provider: openai");
     expect(cont).toContain(`apiBase: ${base}`);
@@ -78,13 +87,18 @@ describe("the project's base URL in the dashboard", () => {
     primaryUrl = new URL(page.url()).pathname;
     expect(await page.getByTestId("aliases").textContent()).toBe("smart");
     expect(await page.getByTestId("fallbacks").textContent()).toBe(backup.slug);
-    const w = (await srv.workload(primaryUrl.split("/").pop()!)) as unknown as { aliases: string[]; fallbacks: string[] };
+    const w = (await srv.workload(primaryUrl.split("/").pop()!)) as unknown as {
+      aliases: string[];
+      fallbacks: string[];
+    };
     expect(w).toMatchObject({ aliases: ["smart"], fallbacks: [backup.slug] });
     // How to call it: the project's base URL first (this model's name), the workload's own second.
     const first = (await page.locator(".snippets pre code").first().textContent())!;
     expect(first).toStartWith(`curl ${srv.url}/endpoint/${srv.project}/v1/chat/completions`);
     expect(first).toContain(`"model":"primary-model"`);
-    expect(await page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toStartWith(`curl ${srv.url}/endpoint/${srv.project}/primary/v1/chat/completions`);
+    expect(await page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toStartWith(
+      `curl ${srv.url}/endpoint/${srv.project}/primary/v1/chat/completions`,
+    );
     await world.ui.checkWidths("workload-routing");
   });
 
@@ -102,7 +116,9 @@ describe("the project's base URL in the dashboard", () => {
     await page.getByRole("textbox", { name: "Alias 3" }).fill("smart");
     await page.getByRole("button", { name: "Create workload" }).click();
     const taken = page.getByRole("textbox", { name: "Alias 3" });
-    expect(await textMatching(page.locator("#error-aliases-1"), /already/, "the alias error")).toBe(`Alias "smart" is already the alias of workload "primary" in this project`);
+    expect(await textMatching(page.locator("#error-aliases-1"), /already/, "the alias error")).toBe(
+      `Alias "smart" is already the alias of workload "primary" in this project`,
+    );
     expect(await taken.getAttribute("aria-invalid")).toBe("true");
     await until(() => taken.evaluate((el) => el === document.activeElement), "the refused alias to have focus");
     expect(await page.getByRole("textbox", { name: "Alias 1" }).getAttribute("aria-invalid")).toBeNull();
@@ -136,10 +152,17 @@ describe("the project's base URL in the dashboard", () => {
     // Someone deletes the first fallback while the form is open: the save is refused at its input.
     await world.ui.visit(`${primaryUrl}/edit`);
     await page.getByRole("combobox", { name: "Fallback 2" }).waitFor();
-    const list = (await (await srv.admin(`/admin/projects/${srv.project}/workloads`)).json()) as { id: string; slug: string }[];
-    expect((await srv.admin(`/admin/workloads/${list.find((w) => w.slug === "second")!.id}`, { method: "DELETE" })).ok).toBe(true);
+    const list = (await (await srv.admin(`/admin/projects/${srv.project}/workloads`)).json()) as {
+      id: string;
+      slug: string;
+    }[];
+    expect(
+      (await srv.admin(`/admin/workloads/${list.find((w) => w.slug === "second")!.id}`, { method: "DELETE" })).ok,
+    ).toBe(true);
     await page.getByRole("button", { name: "Save" }).click();
-    expect(await textMatching(page.locator("#error-fallbacks-0"), /No workload/, "the fallback error")).toBe(`No workload "second" in this project`);
+    expect(await textMatching(page.locator("#error-fallbacks-0"), /No workload/, "the fallback error")).toBe(
+      `No workload "second" in this project`,
+    );
     expect(await fallback.getAttribute("aria-invalid")).toBe("true");
     await until(() => world.ui.errors.length > 0, "the refused save to be logged");
     expect(world.ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
@@ -161,7 +184,11 @@ describe("request ids in the playground", () => {
     await page.getByRole("button", { name: "Send" }).click();
     const answer = page.locator(".msg.assistant").first();
     await answer.getByTestId("answer-stats").waitFor();
-    const id = await textMatching(answer.getByTestId("request-id"), /^Request id: req_[0-9a-f]{32}/, "the answer's request id");
+    const id = await textMatching(
+      answer.getByTestId("request-id"),
+      /^Request id: req_[0-9a-f]{32}/,
+      "the answer's request id",
+    );
     await answer.getByRole("button", { name: "Copy the request id" }).click();
     await answer.getByRole("button", { name: "Copied" }).waitFor();
     // A request the runtime refuses (more tokens than its context) shows its own id with the error.
@@ -171,7 +198,11 @@ describe("request ids in the playground", () => {
     await page.getByRole("button", { name: "Send" }).click();
     const failed = page.locator(".msg.assistant.failed");
     await failed.waitFor();
-    const failedId = await textMatching(failed.getByTestId("request-id"), /^Request id: req_[0-9a-f]{32}/, "the refused answer's request id");
+    const failedId = await textMatching(
+      failed.getByTestId("request-id"),
+      /^Request id: req_[0-9a-f]{32}/,
+      "the refused answer's request id",
+    );
     expect(failedId).not.toBe(id);
     await until(() => world.ui.errors.length > 0, "the refused request to be logged");
     expect(world.ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
@@ -179,13 +210,19 @@ describe("request ids in the playground", () => {
     // The admin playground's answers carry the id a client sent, kept when well-formed; a refusal too.
     const sent = await fetch(`${world.srv.url}/admin/workloads/${backup.id}/chat`, {
       method: "POST",
-      headers: { authorization: `Bearer ${world.srv.adminToken}`, "content-type": "application/json", "x-request-id": "trace-42" },
+      headers: {
+        authorization: `Bearer ${world.srv.adminToken}`,
+        "content-type": "application/json",
+        "x-request-id": "trace-42",
+      },
       body: JSON.stringify({ messages: [{ role: "user", content: "hi" }] }),
     });
     expect(sent.status).toBe(200);
     expect(sent.headers.get("x-request-id")).toBe("trace-42");
     await sent.text();
-    const none = await world.srv.admin(`/admin/workloads/nope/chat`, { body: { messages: [{ role: "user", content: "hi" }] } });
+    const none = await world.srv.admin(`/admin/workloads/nope/chat`, {
+      body: { messages: [{ role: "user", content: "hi" }] },
+    });
     expect(none.status).toBe(404);
     expect(none.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
   });

@@ -11,7 +11,12 @@ const world = servedUi();
 describe("routing between replicas in the workload form", () => {
   test("a chat workload routes by prompt prefix by default; least loaded saves; the default comes back", async () => {
     const { page } = world.ui;
-    const w = await world.srv.createWorkload({ name: "Chat", backend: "vllm", model_name: "chat-model", config: { command: "vllm serve chat-model" } });
+    const w = await world.srv.createWorkload({
+      name: "Chat",
+      backend: "vllm",
+      model_name: "chat-model",
+      config: { command: "vllm serve chat-model" },
+    });
     await world.ui.visit(`/workloads/${w.id}/edit`);
     const routing = page.getByRole("combobox", { name: /^Between replicas/ });
     expect(await routing.inputValue()).toBe("");
@@ -30,6 +35,9 @@ describe("routing between replicas in the workload form", () => {
     await page.getByRole("combobox", { name: "Task type" }).selectOption({ label: "Chat / text generation" });
     await page.getByRole("button", { name: /^Save/ }).click();
     await page.waitForURL((u) => u.pathname === `/workloads/${w.id}`);
-    expect(await (await world.srv.admin(`/admin/workloads/${w.id}`)).json()).toMatchObject({ routing: "prefix", routing_is_default: true });
+    expect(await (await world.srv.admin(`/admin/workloads/${w.id}`)).json()).toMatchObject({
+      routing: "prefix",
+      routing_is_default: true,
+    });
   });
 });

@@ -13,7 +13,12 @@ const world = servedUi();
 let workload: { id: string; slug: string };
 
 beforeAll(async () => {
-  workload = await world.srv.createWorkload({ name: "hooked", backend: "vllm", model_name: "hooked-model", config: { command: "vllm serve hooked-model" } });
+  workload = await world.srv.createWorkload({
+    name: "hooked",
+    backend: "vllm",
+    model_name: "hooked-model",
+    config: { command: "vllm serve hooked-model" },
+  });
 }, HOOK_MS);
 
 const card = (key: string) => world.ui.page.getByTestId(`setting-${key}`);
@@ -34,7 +39,9 @@ describe("settings in the dashboard", () => {
     expect(await port.locator("input, select").count()).toBe(0);
     expect(await port.textContent()).toContain("Restart with bun src/main.ts serve --port …");
     expect(await page.getByRole("heading", { name: "Need a restart" }).count()).toBe(1);
-    expect(await page.getByTestId(/^setting-/).count()).toBe((await (await world.srv.admin("/admin/settings")).json()).settings.length);
+    expect(await page.getByTestId(/^setting-/).count()).toBe(
+      (await (await world.srv.admin("/admin/settings")).json()).settings.length,
+    );
     await world.ui.checkWidths("settings");
   });
 
@@ -46,7 +53,9 @@ describe("settings in the dashboard", () => {
     await field.fill("soon");
     await schedule.getByRole("button", { name: "Save" }).click();
     await until(async () => (await field.getAttribute("aria-invalid")) === "true", "the field marked invalid");
-    expect(await page.locator(`#${await field.getAttribute("aria-describedby")}`).textContent()).toContain('"soon" is not a duration');
+    expect(await page.locator(`#${await field.getAttribute("aria-describedby")}`).textContent()).toContain(
+      '"soon" is not a duration',
+    );
     world.ui.errors.length = 0; // the browser logs the refused PATCH (400) we just provoked
     await field.fill("30s,2m");
     await schedule.getByRole("button", { name: "Save" }).click();
@@ -61,7 +70,11 @@ describe("settings in the dashboard", () => {
     await card("logLevel").getByRole("combobox", { name: "Log level" }).selectOption("debug");
     await card("logLevel").getByRole("button", { name: "Save" }).click();
     await card("logLevel").getByRole("button", { name: "Reset" }).click();
-    await textMatching(card("logLevel").locator(".badge"), /^from the environment$/, "the log level back to the environment's");
+    await textMatching(
+      card("logLevel").locator(".badge"),
+      /^from the environment$/,
+      "the log level back to the environment's",
+    );
     world.ui.expectNoErrors("settings");
   });
 

@@ -21,7 +21,11 @@ let browser: Browser;
 let ui: UiPage;
 
 beforeAll(async () => {
-  [srv, advertised, browser] = await Promise.all([pool.serve(), pool.serve({ INFERD_ADVERTISE_HOST: "inferd.test", INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: "2500" }), launchBrowser()]);
+  [srv, advertised, browser] = await Promise.all([
+    pool.serve(),
+    pool.serve({ INFERD_ADVERTISE_HOST: "inferd.test", INFERD_LOCAL_AGENT: "0", INFERD_WORKER_TIMEOUT_MS: "2500" }),
+    launchBrowser(),
+  ]);
   ui = await openPage(browser, srv.url);
   await signIn(ui, srv.adminToken);
 }, HOOK_MS);
@@ -43,31 +47,61 @@ describe("where inferd listens", () => {
     await page.getByLabel("Worker name").fill("gpu-box-2");
     await page.getByRole("button", { name: "Add worker" }).click();
     const port = new URL(srv.url).port;
-    await textMatching(page.getByTestId("join").locator("pre code"), /^inferd agent join https:\/\/127\.0\.0\.1:\d+ --token /, "the join command");
-    const w = await srv.createWorkload({ name: "lan", backend: "vllm", model_name: "lan-model", config: { command: "vllm serve lan-model" } });
+    await textMatching(
+      page.getByTestId("join").locator("pre code"),
+      /^inferd agent join https:\/\/127\.0\.0\.1:\d+ --token /,
+      "the join command",
+    );
+    const w = await srv.createWorkload({
+      name: "lan",
+      backend: "vllm",
+      model_name: "lan-model",
+      config: { command: "vllm serve lan-model" },
+    });
     await ui.visit(`/workloads/${w.id}`);
     await page.getByTestId("listen-warning").waitFor();
-    expect(await page.locator(".snippets pre code").first().textContent()).toContain(`http://127.0.0.1:${port}/endpoint/${srv.project}/v1/chat/completions`);
-    expect(await page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toContain(`http://127.0.0.1:${port}/endpoint/${srv.project}/lan/v1`);
+    expect(await page.locator(".snippets pre code").first().textContent()).toContain(
+      `http://127.0.0.1:${port}/endpoint/${srv.project}/v1/chat/completions`,
+    );
+    expect(await page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toContain(
+      `http://127.0.0.1:${port}/endpoint/${srv.project}/lan/v1`,
+    );
     await ui.checkWidths("listen-loopback");
   });
 
   test("with --advertise-host the snippets and the join command use that host, and no warning shows", async () => {
     const other = await openPage(browser, advertised.url);
     await signIn(other, advertised.adminToken);
-    const w = await advertised.createWorkload({ name: "adv", backend: "vllm", model_name: "adv-model", config: { command: "vllm serve adv-model" } });
+    const w = await advertised.createWorkload({
+      name: "adv",
+      backend: "vllm",
+      model_name: "adv-model",
+      config: { command: "vllm serve adv-model" },
+    });
     await other.visit(`/workloads/${w.id}`);
     const port = new URL(advertised.url).port;
-    await textMatching(other.page.getByTestId("listen-lan"), new RegExp(`reach inferd at http://inferd\\.test:${port}`), "the LAN address");
-    expect(await other.page.locator(".snippets pre code").first().textContent()).toContain(`curl http://inferd.test:${port}/endpoint/${advertised.project}/v1/chat/completions`);
-    expect(await other.page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toContain(`curl http://inferd.test:${port}/endpoint/${advertised.project}/adv/v1/chat/completions`);
+    await textMatching(
+      other.page.getByTestId("listen-lan"),
+      new RegExp(`reach inferd at http://inferd\\.test:${port}`),
+      "the LAN address",
+    );
+    expect(await other.page.locator(".snippets pre code").first().textContent()).toContain(
+      `curl http://inferd.test:${port}/endpoint/${advertised.project}/v1/chat/completions`,
+    );
+    expect(await other.page.getByTestId("workload-snippets").locator("pre code").first().textContent()).toContain(
+      `curl http://inferd.test:${port}/endpoint/${advertised.project}/adv/v1/chat/completions`,
+    );
     expect(await other.page.getByTestId("listen-warning").count()).toBe(0);
     await other.checkWidths("listen-advertised");
     await other.visit("/workers");
     await other.page.getByText("Add a worker").click();
     await other.page.getByLabel("Worker name").fill("gpu-box-3");
     await other.page.getByRole("button", { name: "Add worker" }).click();
-    await textMatching(other.page.getByTestId("join").locator("pre code"), /^inferd agent join https:\/\/inferd\.test:\d+ --token /, "the join command");
+    await textMatching(
+      other.page.getByTestId("join").locator("pre code"),
+      /^inferd agent join https:\/\/inferd\.test:\d+ --token /,
+      "the join command",
+    );
     await other.context.close();
   });
 });
@@ -91,10 +125,18 @@ describe("API docs", () => {
     // every operation seen.
     const seen = new Set<string>();
     for (let y = 0; !(seen.has("/admin/projects") && seen.size > 20); y += 400) {
-      const height = await docs.page.evaluate((to) => (window.scrollTo(0, to), document.documentElement.scrollHeight), y);
+      const height = await docs.page.evaluate(
+        (to) => (window.scrollTo(0, to), document.documentElement.scrollHeight),
+        y,
+      );
       if (y > height) break;
       await until(
-        () => docs.page.evaluate(() => [...document.querySelectorAll(".opblock")].some((el) => el.getBoundingClientRect().bottom > 0 && el.getBoundingClientRect().top < innerHeight)),
+        () =>
+          docs.page.evaluate(() =>
+            [...document.querySelectorAll(".opblock")].some(
+              (el) => el.getBoundingClientRect().bottom > 0 && el.getBoundingClientRect().top < innerHeight,
+            ),
+          ),
         "the operations in view",
       );
       for (const path of await docs.page.locator(".opblock-summary-path").allTextContents()) seen.add(path);
@@ -110,7 +152,8 @@ describe("API docs", () => {
 });
 
 /** The focused element's tag and text. */
-const focused = (page: Page) => page.evaluate(() => `${document.activeElement?.tagName} ${document.activeElement?.textContent?.trim()}`);
+const focused = (page: Page) =>
+  page.evaluate(() => `${document.activeElement?.tagName} ${document.activeElement?.textContent?.trim()}`);
 
 /** Contrast ratio (WCAG) of every badge colour pair on the page, from the computed CSS. */
 const badgeContrasts = (page: Page) =>
@@ -146,7 +189,12 @@ const badgeContrasts = (page: Page) =>
       const fg = rgb(getComputedStyle(badge).color);
       const bg = background(badge);
       const [a, b] = [lum(fg), lum(bg)];
-      out.push({ state: state || "(plain)", ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05), color: getComputedStyle(badge).color, background: `rgb(${bg.join(", ")})` });
+      out.push({
+        state: state || "(plain)",
+        ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05),
+        color: getComputedStyle(badge).color,
+        background: `rgb(${bg.join(", ")})`,
+      });
     }
     host.remove();
     return out;
@@ -159,7 +207,12 @@ describe("navigation and accessibility", () => {
     const nav = page.getByRole("navigation", { name: "Main" });
     await nav.getByRole("link", { name: "Workers" }).click();
     await until(async () => (await focused(page)) === "H1 Workers", "focus on the Workers heading");
-    const w = await srv.createWorkload({ name: "nav", backend: "vllm", model_name: "nav-model", config: { command: "vllm serve nav-model" } });
+    const w = await srv.createWorkload({
+      name: "nav",
+      backend: "vllm",
+      model_name: "nav-model",
+      config: { command: "vllm serve nav-model" },
+    });
     await nav.getByRole("link", { name: "Projects" }).click();
     await until(async () => (await focused(page)) === "H1 Projects", "focus on the Projects heading");
     await page.getByRole("link", { name: "Serving", exact: true }).click();
@@ -177,23 +230,36 @@ describe("navigation and accessibility", () => {
     const { page } = ui;
     await ui.visit("/no/such/page");
     await page.getByRole("heading", { name: "Not found", level: 1 }).waitFor();
-    expect(await page.getByTestId("not-found").textContent()).toContain("Nothing lives at /no/such/page in the dashboard.");
+    expect(await page.getByTestId("not-found").textContent()).toContain(
+      "Nothing lives at /no/such/page in the dashboard.",
+    );
     expect(await page.locator("body").textContent()).not.toContain('"error"');
     await ui.checkWidths("not-found");
     for (const path of ["/workloads/wl_missing", "/workloads/wl_missing/logs", "/projects/nope/keys"]) {
       await ui.visit(path);
       await page.getByRole("heading", { name: "Not found", level: 1 }).waitFor();
-      expect(await page.getByTestId("not-found").textContent()).toMatch(/There is no (workload wl_missing|project nope) \(it may have been deleted\)\./);
+      expect(await page.getByTestId("not-found").textContent()).toMatch(
+        /There is no (workload wl_missing|project nope) \(it may have been deleted\)\./,
+      );
       // The browser logs the 404 answers of the admin API itself; those are expected.
       expect(ui.errors.splice(0).every((e) => e.includes("404"))).toBe(true);
     }
     await ui.checkWidths("not-found-workload");
     // A workload deleted while its page is open turns into the same page (its polls stop).
-    const doomed = await srv.createWorkload({ name: "doomed", backend: "vllm", model_name: "doomed-model", config: { command: "vllm serve doomed-model" } });
+    const doomed = await srv.createWorkload({
+      name: "doomed",
+      backend: "vllm",
+      model_name: "doomed-model",
+      config: { command: "vllm serve doomed-model" },
+    });
     await ui.visit(`/workloads/${doomed.id}`);
     await page.getByRole("heading", { name: "doomed", level: 1 }).waitFor();
     expect((await srv.admin(`/admin/workloads/${doomed.id}`, { method: "DELETE" })).status).toBeLessThan(300);
-    await textMatching(page.getByTestId("not-found"), new RegExp(`There is no workload ${doomed.id} any more \\(it was deleted\\)\\.`), "the deleted workload's page");
+    await textMatching(
+      page.getByTestId("not-found"),
+      new RegExp(`There is no workload ${doomed.id} any more \\(it was deleted\\)\\.`),
+      "the deleted workload's page",
+    );
     ui.errors.splice(0); // the 404s of the polls that found it gone
     await page.getByRole("link", { name: "All projects" }).click();
     await until(async () => (await focused(page)) === "H1 Projects", "the projects page after the way back");
@@ -201,7 +267,9 @@ describe("navigation and accessibility", () => {
 
   test("on a phone: workload tabs all show (Edit too), the keys table scrolls in its box with a hint, the page never sideways", async () => {
     const { page } = ui;
-    const w = (await (await srv.admin(`/admin/projects/${srv.project}/workloads`)).json()).find((x: { slug: string }) => x.slug === "nav");
+    const w = (await (await srv.admin(`/admin/projects/${srv.project}/workloads`)).json()).find(
+      (x: { slug: string }) => x.slug === "nav",
+    );
     await page.setViewportSize(PHONE);
     try {
       await ui.visit(`/workloads/${w.id}`);
@@ -209,13 +277,25 @@ describe("navigation and accessibility", () => {
       const box = (await edit.boundingBox())!;
       expect(box.x).toBeGreaterThanOrEqual(0);
       expect(box.x + box.width).toBeLessThanOrEqual(PHONE.width);
-      expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(1);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(
+        1,
+      );
       await page.screenshot({ path: `${SCREENSHOTS}/phone-workload-tabs.png` });
       await ui.visit(`/projects/${srv.project}/keys`);
-      const wrap = page.locator(".table-wrap").filter({ has: page.getByRole("button", { name: "Revoke" }) }).first();
-      await until(async () => (await wrap.getAttribute("class"))?.includes("overflows") ?? false, "the keys table marked as wider than its box");
-      expect(await wrap.evaluate((el) => getComputedStyle(el, "::before").content)).toContain("Scroll sideways for more");
-      expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(1);
+      const wrap = page
+        .locator(".table-wrap")
+        .filter({ has: page.getByRole("button", { name: "Revoke" }) })
+        .first();
+      await until(
+        async () => (await wrap.getAttribute("class"))?.includes("overflows") ?? false,
+        "the keys table marked as wider than its box",
+      );
+      expect(await wrap.evaluate((el) => getComputedStyle(el, "::before").content)).toContain(
+        "Scroll sideways for more",
+      );
+      expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(
+        1,
+      );
       await page.screenshot({ path: `${SCREENSHOTS}/phone-keys-hint.png` });
       const revoke = page.getByRole("button", { name: "Revoke" }).first();
       await revoke.scrollIntoViewIfNeeded();
@@ -259,11 +339,24 @@ describe("overview and projects", () => {
   test("the projects list shows each project's workloads and live keys", async () => {
     const { page } = ui;
     const made = await (await srv.admin("/admin/projects", { body: { name: "Counts", slug: "counts" } })).json();
-    const keys = await Promise.all(["a", "b"].map(async (name) => (await srv.admin(`/admin/projects/${made.slug}/keys`, { body: { name, type: "live" } })).json()));
+    const keys = await Promise.all(
+      ["a", "b"].map(async (name) =>
+        (await srv.admin(`/admin/projects/${made.slug}/keys`, { body: { name, type: "live" } })).json(),
+      ),
+    );
     expect((await srv.admin(`/admin/keys/${keys[0].id}`, { method: "DELETE" })).status).toBe(200);
-    expect((await srv.admin(`/admin/projects/${made.slug}/workloads`, { body: { name: "one", backend: "ollama", model_name: "llama3" } })).status).toBe(201);
+    expect(
+      (
+        await srv.admin(`/admin/projects/${made.slug}/workloads`, {
+          body: { name: "one", backend: "ollama", model_name: "llama3" },
+        })
+      ).status,
+    ).toBe(201);
     const listed = await (await srv.admin("/admin/projects")).json();
-    expect(listed.find((p: { slug: string }) => p.slug === "counts")).toMatchObject({ workload_count: 1, key_count: 1 });
+    expect(listed.find((p: { slug: string }) => p.slug === "counts")).toMatchObject({
+      workload_count: 1,
+      key_count: 1,
+    });
     /** The workload and key cells of a project's row, as shown. */
     const counts = async (name: string) => {
       const row = page.getByTestId("project-row").filter({ has: page.getByRole("link", { name, exact: true }) });
@@ -275,7 +368,11 @@ describe("overview and projects", () => {
     const serving = listed.find((p: { slug: string }) => p.slug === srv.project);
     expect(serving.key_count).toBe(2);
     expect(await counts("Serving")).toEqual([String(serving.workload_count), "2 live keys"]);
-    await page.getByTestId("project-row").filter({ hasText: "Counts" }).getByRole("link", { name: "1 live key" }).click();
+    await page
+      .getByTestId("project-row")
+      .filter({ hasText: "Counts" })
+      .getByRole("link", { name: "1 live key" })
+      .click();
     await page.getByRole("heading", { name: "Counts", level: 1 }).waitFor();
     expect(page.url()).toEndWith("/projects/counts/keys");
     await ui.visit("/projects");
@@ -284,17 +381,43 @@ describe("overview and projects", () => {
 
   test("the overview sums the last hour's requests, errors and tokens", async () => {
     const { page } = ui;
-    const w = await srv.createWorkload({ name: "traffic", backend: "vllm", model_name: "traffic-model", config: { command: "vllm serve traffic-model --max-model-len 64" } });
+    const w = await srv.createWorkload({
+      name: "traffic",
+      backend: "vllm",
+      model_name: "traffic-model",
+      config: { command: "vllm serve traffic-model --max-model-len 64" },
+    });
     await srv.waitState(w.id);
-    for (let i = 0; i < 3; i++) expect((await srv.data(w.slug, "/v1/chat/completions", { body: { model: "default", messages: [{ role: "user", content: `hello ${i}` }] } })).status).toBe(200);
-    const tooLong = await srv.data(w.slug, "/v1/chat/completions", { body: { model: "default", messages: [{ role: "user", content: "word ".repeat(400) }] } });
+    for (let i = 0; i < 3; i++)
+      expect(
+        (
+          await srv.data(w.slug, "/v1/chat/completions", {
+            body: { model: "default", messages: [{ role: "user", content: `hello ${i}` }] },
+          })
+        ).status,
+      ).toBe(200);
+    const tooLong = await srv.data(w.slug, "/v1/chat/completions", {
+      body: { model: "default", messages: [{ role: "user", content: "word ".repeat(400) }] },
+    });
     expect(tooLong.status).toBe(400);
-    const totals = await waitFor(async () => {
-      const s = await (await srv.admin("/admin/metrics/series?minutes=60")).json();
-      const sum = (f: (p: Record<string, number>) => number) => Math.round(s.workloads.flatMap((x: { points: Record<string, number>[] }) => x.points).reduce((n: number, p: Record<string, number>) => n + f(p) * s.interval_s, 0));
-      const t = { requests: sum((p) => p.rps), errors: sum((p) => p.errors_per_s), tokens: sum((p) => p.tokens_per_s) };
-      return t.requests === 4 ? t : undefined;
-    }, { what: "four requests in the series" });
+    const totals = await waitFor(
+      async () => {
+        const s = await (await srv.admin("/admin/metrics/series?minutes=60")).json();
+        const sum = (f: (p: Record<string, number>) => number) =>
+          Math.round(
+            s.workloads
+              .flatMap((x: { points: Record<string, number>[] }) => x.points)
+              .reduce((n: number, p: Record<string, number>) => n + f(p) * s.interval_s, 0),
+          );
+        const t = {
+          requests: sum((p) => p.rps),
+          errors: sum((p) => p.errors_per_s),
+          tokens: sum((p) => p.tokens_per_s),
+        };
+        return t.requests === 4 ? t : undefined;
+      },
+      { what: "four requests in the series" },
+    );
     expect(totals.errors).toBe(1);
     expect(totals.tokens).toBeGreaterThan(0);
     await ui.visit("/");
@@ -313,16 +436,28 @@ describe("overview and projects", () => {
     const { page } = other;
     const created = await (await advertised.admin("/admin/workers", { body: { name: "flaky" } })).json();
     const [, , , joinUrl, , token] = (created.join_command as string).split(" ");
-    const agent = spawnAgent(["join", joinUrl.replace("inferd.test", "127.0.0.1"), "--token", token], tempDir("agent-flaky"));
+    const agent = spawnAgent(
+      ["join", joinUrl.replace("inferd.test", "127.0.0.1"), "--token", token],
+      tempDir("agent-flaky"),
+    );
     try {
-      const broken = await advertised.createWorkload({ name: "broken", backend: "vllm", model_name: "m", config: { command: "no-such-vllm-binary serve m" } });
+      const broken = await advertised.createWorkload({
+        name: "broken",
+        backend: "vllm",
+        model_name: "m",
+        config: { command: "no-such-vllm-binary serve m" },
+      });
       await advertised.waitState(broken.id, "failed", 60_000);
       await other.visit("/");
       const banner = page.getByTestId("attention");
       await textMatching(banner, /broken: a replica failed on flaky/, "the failed replica in the banner");
       expect(await banner.getByRole("heading", { name: "Needs attention" }).count()).toBe(1);
-      expect(await banner.getByRole("link", { name: "Logs" }).getAttribute("href")).toBe(`/workloads/${broken.id}/logs`);
-      expect(await banner.getByRole("link", { name: "Open workload" }).getAttribute("href")).toBe(`/workloads/${broken.id}`);
+      expect(await banner.getByRole("link", { name: "Logs" }).getAttribute("href")).toBe(
+        `/workloads/${broken.id}/logs`,
+      );
+      expect(await banner.getByRole("link", { name: "Open workload" }).getAttribute("href")).toBe(
+        `/workloads/${broken.id}`,
+      );
       await other.checkWidths("overview-attention-failed");
       agent.proc.kill("SIGKILL");
       await agent.proc.exited;

@@ -21,14 +21,22 @@ let ui: UiPage;
 let workloadId = "";
 
 beforeAll(async () => {
-  idp = await startOidcProvider({ users: [{ sub: "sam", email: "sam@example.com", email_verified: true, name: "Sam Sso" }] });
+  idp = await startOidcProvider({
+    users: [{ sub: "sam", email: "sam@example.com", email_verified: true, name: "Sam Sso" }],
+  });
   [srv, browser] = await Promise.all([
-    startServing({ INFERD_OIDC_ISSUER: idp.issuer, INFERD_OIDC_CLIENT_ID: CLIENT.client_id, INFERD_OIDC_CLIENT_SECRET: CLIENT.client_secret }),
+    startServing({
+      INFERD_OIDC_ISSUER: idp.issuer,
+      INFERD_OIDC_CLIENT_ID: CLIENT.client_id,
+      INFERD_OIDC_CLIENT_SECRET: CLIENT.client_secret,
+    }),
     launchBrowser(),
   ]);
   idp.setClient({ ...CLIENT, redirect_uris: [`${srv.url}/auth/oidc/callback`] });
   expect((await srv.admin("/admin/projects", { body: { name: "Other", slug: "other" } })).status).toBe(201);
-  workloadId = (await srv.createWorkload({ name: "chat", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } })).id;
+  workloadId = (
+    await srv.createWorkload({ name: "chat", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } })
+  ).id;
   ui = await openPage(browser, srv.url);
 }, HOOK_MS);
 afterAll(async () => {
@@ -59,7 +67,9 @@ describe("single sign-on in the browser", () => {
     const users = (await (await srv.admin("/admin/users")).json()) as { id: string; email: string; source: string }[];
     const sam = users.find((u) => u.email === "sam@example.com")!;
     expect(sam.source).toBe("oidc");
-    expect((await srv.admin(`/admin/users/${sam.id}`, { method: "PATCH", body: { projects: [srv.project] } })).status).toBe(200);
+    expect(
+      (await srv.admin(`/admin/users/${sam.id}`, { method: "PATCH", body: { projects: [srv.project] } })).status,
+    ).toBe(200);
     await ui.visit("/projects");
     await page.getByRole("link", { name: "Serving" }).waitFor();
     expect(await page.getByTestId("project-row").count()).toBe(1);
@@ -72,12 +82,19 @@ describe("single sign-on in the browser", () => {
     expect(await page.getByRole("button", { name: /^(Stop|Start|Restart)$/ }).count()).toBe(0);
     await ui.visit(`/workloads/${workloadId}/edit`);
     await page.getByRole("button", { name: "Save" }).click();
-    await page.getByTestId("form-error").filter({ hasText: /your role \(viewer\) can only look/i }).waitFor();
+    await page
+      .getByTestId("form-error")
+      .filter({ hasText: /your role \(viewer\) can only look/i })
+      .waitFor();
     expect(ui.errors.splice(0).every((e) => e.includes("403"))).toBe(true);
 
     // My sessions says how this browser signed in.
     await page.getByRole("link", { name: "My sessions" }).click();
-    await page.getByTestId("session-row").filter({ hasText: "Single sign-on" }).filter({ hasText: "this one" }).waitFor();
+    await page
+      .getByTestId("session-row")
+      .filter({ hasText: "Single sign-on" })
+      .filter({ hasText: "this one" })
+      .waitFor();
     ui.expectNoErrors("sso sessions");
   });
 

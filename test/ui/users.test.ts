@@ -26,7 +26,10 @@ async function freshPage(): Promise<UiPage> {
 }
 
 /** Fills the Add user dialog and submits it. */
-async function addUser(ui: UiPage, u: { email: string; name: string; role: string; project: string; password?: string }): Promise<void> {
+async function addUser(
+  ui: UiPage,
+  u: { email: string; name: string; role: string; project: string; password?: string },
+): Promise<void> {
   const { page } = ui;
   await page.getByRole("button", { name: "Add user" }).click();
   const dialog = page.getByRole("dialog", { name: "Add a user" });
@@ -44,13 +47,21 @@ describe("users and roles in the browser", () => {
     const { srv, ui } = world;
     const { page } = ui;
     expect((await srv.admin("/admin/projects", { body: { name: "Other", slug: "other" } })).status).toBe(201);
-    workloadId = (await srv.createWorkload({ name: "chat", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } })).id;
+    workloadId = (
+      await srv.createWorkload({ name: "chat", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } })
+    ).id;
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Users" }).click();
     await page.getByRole("heading", { name: "Users" }).waitFor();
     await page.getByText("No users yet").waitFor();
     await page.getByTestId("whoami").filter({ hasText: "admin token" }).waitFor();
 
-    await addUser(ui, { email: OPERATOR.email, name: "Olive", role: "operator", project: "serving", password: OPERATOR.password });
+    await addUser(ui, {
+      email: OPERATOR.email,
+      name: "Olive",
+      role: "operator",
+      project: "serving",
+      password: OPERATOR.password,
+    });
     expect(await page.getByTestId("secret").textContent()).toBe(OPERATOR.password);
     await page.getByRole("button", { name: "I have copied it" }).click();
 
@@ -121,7 +132,10 @@ describe("users and roles in the browser", () => {
     // A change forced through a page the viewer reaches by its address: the server's refusal shows in the form.
     await viewer.visit(`/workloads/${workloadId}/edit`);
     await page.getByRole("button", { name: "Save" }).click();
-    await page.getByTestId("form-error").filter({ hasText: /your role \(viewer\) can only look/i }).waitFor();
+    await page
+      .getByTestId("form-error")
+      .filter({ hasText: /your role \(viewer\) can only look/i })
+      .waitFor();
     expect(viewer.errors.splice(0).every((e) => e.includes("403"))).toBe(true);
     await viewer.visit("/");
     viewer.expectNoErrors("the viewer's overview");
@@ -174,7 +188,11 @@ describe("users and roles in the browser", () => {
     const dialog = page.getByRole("dialog", { name: `Edit ${OPERATOR.email}` });
     await dialog.getByLabel("Role").selectOption("viewer");
     await dialog.getByRole("button", { name: "Save user" }).click();
-    await page.getByTestId("user-row").filter({ hasText: OPERATOR.email }).locator(".badge", { hasText: "viewer" }).waitFor();
+    await page
+      .getByTestId("user-row")
+      .filter({ hasText: OPERATOR.email })
+      .locator(".badge", { hasText: "viewer" })
+      .waitFor();
     // The operator's page still offers the form (read once); the server refuses, and the dashboard asks again who they are.
     await op.page.getByLabel("Name").fill("too-late");
     await op.page.getByRole("button", { name: "Create key" }).click();
@@ -192,17 +210,33 @@ describe("users and roles in the browser", () => {
     const signIn = page.getByRole("button", { name: "Sign in", exact: true });
     const attempt = async (n: number) => {
       await password.fill(`wrong-password-${n}`);
-      const [answer] = await Promise.all([page.waitForResponse((r) => new URL(r.url()).pathname === "/admin/session"), signIn.click()]);
+      const [answer] = await Promise.all([
+        page.waitForResponse((r) => new URL(r.url()).pathname === "/admin/session"),
+        signIn.click(),
+      ]);
       return answer.status();
     };
     for (let i = 0; i < 5; i++) {
       expect(await attempt(i)).toBe(401);
-      await page.getByRole("alert").filter({ hasText: /e-?mail or password is wrong/i }).waitFor();
+      await page
+        .getByRole("alert")
+        .filter({ hasText: /e-?mail or password is wrong/i })
+        .waitFor();
     }
     expect(await attempt(5)).toBe(429);
-    await page.getByTestId("too-many").filter({ hasText: /Try again in \d+ s\./ }).waitFor();
+    await page
+      .getByTestId("too-many")
+      .filter({ hasText: /Try again in \d+ s\./ })
+      .waitFor();
     // The browser logs each refused sign-in itself.
-    expect(ui.errors.splice(0).map((e) => /status of (\d+)/.exec(e)?.[1])).toEqual(["401", "401", "401", "401", "401", "429"]);
+    expect(ui.errors.splice(0).map((e) => /status of (\d+)/.exec(e)?.[1])).toEqual([
+      "401",
+      "401",
+      "401",
+      "401",
+      "401",
+      "429",
+    ]);
     await ui.checkWidths("signin-limited");
   });
 });

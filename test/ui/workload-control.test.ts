@@ -26,21 +26,37 @@ describe("controlling a workload in the browser", () => {
     const { srv, ui } = world;
     const { page } = ui;
     const dir = tempDir("later-bin");
-    const w = await srv.createWorkload({ name: "later", backend: "vllm", model_name: "m", config: { command: `${join(dir, "vllm")} serve m` } });
+    const w = await srv.createWorkload({
+      name: "later",
+      backend: "vllm",
+      model_name: "m",
+      config: { command: `${join(dir, "vllm")} serve m` },
+    });
     await ui.visit(`/workloads/${w.id}`);
     const status = page.getByTestId("replica-status");
     await status.locator(".badge", { hasText: "failed" }).waitFor({ timeout: 30_000 });
     await textMatching(status.locator(".reason"), /command not found/, "the failure's reason");
     // The overview offers the same under the badge.
     await ui.visit("/");
-    await page.getByTestId("replica-status").filter({ hasText: "command not found" }).getByRole("button", { name: "Retry" }).waitFor();
-    await page.getByTestId("replica-status").filter({ hasText: "command not found" }).getByRole("link", { name: "See its logs" }).click();
+    await page
+      .getByTestId("replica-status")
+      .filter({ hasText: "command not found" })
+      .getByRole("button", { name: "Retry" })
+      .waitFor();
+    await page
+      .getByTestId("replica-status")
+      .filter({ hasText: "command not found" })
+      .getByRole("link", { name: "See its logs" })
+      .click();
     const rows = page.locator(".xterm-rows");
     await textMatching(rows, /\[inferd\] failed: command not found: .*vllm/, "the launch failure in the log");
     await page.getByText("Following live").waitFor();
     // The live stream opens at once, even with no output to send (bytes=0: no tail), with a comment.
     const ctrl = new AbortController();
-    const live = await fetch(`${srv.url}/admin/workloads/${w.id}/logs?follow=1&bytes=0`, { headers: { authorization: `Bearer ${srv.adminToken}` }, signal: ctrl.signal });
+    const live = await fetch(`${srv.url}/admin/workloads/${w.id}/logs?follow=1&bytes=0`, {
+      headers: { authorization: `Bearer ${srv.adminToken}` },
+      signal: ctrl.signal,
+    });
     expect(new TextDecoder().decode((await live.body!.getReader().read()).value)).toBe(": connected\n\n");
     ctrl.abort();
     await page.getByRole("alert").filter({ hasText: "This replica failed: command not found" }).waitFor();
@@ -57,14 +73,22 @@ describe("controlling a workload in the browser", () => {
   test("a replica coming up shows, under its badge, how long it has been starting, the runtime's last line and its percentage as a bar (whole on a phone)", async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    const w = await srv.createWorkload({ name: "slow", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    const w = await srv.createWorkload({
+      name: "slow",
+      backend: "vllm",
+      model_name: "m",
+      config: { command: "vllm serve m" },
+    });
     await ui.visit(`/workloads/${w.id}`);
     const status = page.getByTestId("replica-status");
     await status.locator(".badge", { hasText: "starting" }).waitFor();
     await textMatching(status.locator(".since"), /^for \d+ s$/, "the time in its state");
     await textMatching(status.locator(".last-line"), /Loading safetensors checkpoint shards: +\d+%/, "the last line");
     // Line and bar read together (both change as the runtime loads).
-    const seen = await status.evaluate((el) => ({ line: el.querySelector(".last-line")?.textContent ?? "", pct: el.querySelector("[role=progressbar][aria-label='Runtime progress']")?.getAttribute("aria-valuenow") }));
+    const seen = await status.evaluate((el) => ({
+      line: el.querySelector(".last-line")?.textContent ?? "",
+      pct: el.querySelector("[role=progressbar][aria-label='Runtime progress']")?.getAttribute("aria-valuenow"),
+    }));
     expect(Number(seen.pct)).toBe(Number(/(\d+)%/.exec(seen.line)![1]));
     await page.setViewportSize(PHONE);
     const cut = await status.locator(".last-line").evaluate((el) => el.scrollWidth > el.clientWidth + 1);
@@ -80,10 +104,22 @@ describe("controlling a workload in the browser", () => {
   test("the log viewer: one frame, search with next/previous and a count, timestamps, the progress bar whole on a phone", async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    const w = await srv.createWorkload({ name: "viewer", backend: "vllm", model_name: "Qwen/Qwen3-8B", config: { command: "vllm serve Qwen/Qwen3-8B" } });
+    const w = await srv.createWorkload({
+      name: "viewer",
+      backend: "vllm",
+      model_name: "Qwen/Qwen3-8B",
+      config: { command: "vllm serve Qwen/Qwen3-8B" },
+    });
     await srv.waitState(w.id);
     // A few requests so "POST /v1/chat/completions" appears more than once.
-    for (let i = 0; i < 3; i++) expect((await srv.data("viewer", "/v1/chat/completions", { body: { messages: [{ role: "user", content: `hi ${i}` }] } })).status).toBe(200);
+    for (let i = 0; i < 3; i++)
+      expect(
+        (
+          await srv.data("viewer", "/v1/chat/completions", {
+            body: { messages: [{ role: "user", content: `hi ${i}` }] },
+          })
+        ).status,
+      ).toBe(200);
     await ui.visit(`/workloads/${w.id}/logs`);
     const rows = page.locator(".xterm-rows");
     await textMatching(rows, /Uvicorn running on/, "the runtime's output");
@@ -91,8 +127,14 @@ describe("controlling a workload in the browser", () => {
     const frames = await page.evaluate(() => {
       const box = document.querySelector("[data-testid=terminal]")!;
       const xterm = box.querySelector(".xterm")!;
-      const bordered = [box, ...box.querySelectorAll("*")].filter((el) => parseFloat(getComputedStyle(el).borderTopWidth) > 0).length;
-      return { bordered, boxClass: box.className, gap: box.clientWidth - parseFloat(getComputedStyle(box).paddingLeft) * 2 - (xterm as HTMLElement).offsetWidth };
+      const bordered = [box, ...box.querySelectorAll("*")].filter(
+        (el) => parseFloat(getComputedStyle(el).borderTopWidth) > 0,
+      ).length;
+      return {
+        bordered,
+        boxClass: box.className,
+        gap: box.clientWidth - parseFloat(getComputedStyle(box).paddingLeft) * 2 - (xterm as HTMLElement).offsetWidth,
+      };
     });
     expect(frames.bordered).toBe(1);
     expect(frames.boxClass).not.toContain("terminal");
@@ -116,13 +158,21 @@ describe("controlling a workload in the browser", () => {
     expect(await page.getByRole("button", { name: "Timestamps" }).getAttribute("aria-pressed")).toBe("true");
     await textMatching(rows, /\d\d:\d\d:\d\d .*Uvicorn running on/, "lines prefixed with their time");
     await page.getByRole("button", { name: "Timestamps" }).click();
-    await until(async () => !/\d\d:\d\d:\d\d \(APIServer/.test((await rows.textContent()) ?? ""), "the times gone again");
+    await until(
+      async () => !/\d\d:\d\d:\d\d \(APIServer/.test((await rows.textContent()) ?? ""),
+      "the times gone again",
+    );
 
     // On a phone the loading bar (about 110 columns) stays on one line: the box scrolls sideways, the page does not.
     await page.setViewportSize(PHONE);
     await ui.visit(`/workloads/${w.id}/logs`);
     await textMatching(rows, /Uvicorn running on/, "the output on a phone");
-    const bar = await page.evaluate(() => [...document.querySelectorAll(".xterm-rows > div")].map((r) => r.textContent ?? "").find((t) => t.includes("Loading safetensors")) ?? "");
+    const bar = await page.evaluate(
+      () =>
+        [...document.querySelectorAll(".xterm-rows > div")]
+          .map((r) => r.textContent ?? "")
+          .find((t) => t.includes("Loading safetensors")) ?? "",
+    );
     expect(bar).toMatch(/Loading safetensors checkpoint shards: 100% Completed \|█+\| \d+\/\d+/);
     expect(await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(1);
     await page.setViewportSize(DESKTOP);
@@ -135,7 +185,13 @@ describe("workload form errors", () => {
   test("each error once, in plain words, under the field it names (aria-describedby); a taken slug marks the slug; others go in one summary at the top", async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    await srv.createWorkload({ name: "Taken", slug: "taken", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    await srv.createWorkload({
+      name: "Taken",
+      slug: "taken",
+      backend: "vllm",
+      model_name: "m",
+      config: { command: "vllm serve m" },
+    });
     await ui.visit(`/projects/${srv.project}/workloads/new`);
     await page.getByRole("radio", { name: /^vLLM A Hugging Face/ }).check();
     await page.getByLabel("Name", { exact: true }).fill("Second");
@@ -144,7 +200,8 @@ describe("workload form errors", () => {
     await command.fill(`vllm serve "m`);
     const note = page.locator("#error-config-command");
     await textMatching(note, /^The command has an unclosed double quote$/, "the refusal under the command");
-    const described = async (loc: typeof command) => page.locator(`#${await loc.getAttribute("aria-describedby")}`).textContent();
+    const described = async (loc: typeof command) =>
+      page.locator(`#${await loc.getAttribute("aria-describedby")}`).textContent();
     expect(await described(command)).toBe("The command has an unclosed double quote");
     expect(await command.getAttribute("aria-invalid")).toBe("true");
     // The preview's 400 is logged by the browser; that one is expected.
@@ -181,7 +238,9 @@ describe("workload form errors", () => {
     await textMatching(summary, /project .*not found/i, "the summary");
     const order = await page.evaluate(() => {
       const form = document.querySelector("form")!;
-      return [...form.querySelectorAll("[data-testid=form-error], input, textarea")].indexOf(form.querySelector("[data-testid=form-error]")!);
+      return [...form.querySelectorAll("[data-testid=form-error], input, textarea")].indexOf(
+        form.querySelector("[data-testid=form-error]")!,
+      );
     });
     expect(order).toBe(0);
     expect(await page.locator(".note.error").count()).toBe(1);
@@ -193,7 +252,13 @@ describe("controls that fit the task type", () => {
   test("a forecasting workload shows its own switch and jobs, the rest folded under Other endpoints, and no Playground tab; a chat workload keeps its playground", async () => {
     const { srv, ui } = world;
     const { page } = ui;
-    const forecast = await srv.createWorkload({ name: "Forecaster", task_type: "forecast", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    const forecast = await srv.createWorkload({
+      name: "Forecaster",
+      task_type: "forecast",
+      backend: "vllm",
+      model_name: "m",
+      config: { command: "vllm serve m" },
+    });
     await ui.visit(`/workloads/${forecast.id}`);
     await page.getByRole("heading", { name: "Forecaster" }).waitFor();
     const endpoints = page.locator("section", { has: page.getByRole("heading", { name: "Endpoints" }) });
@@ -202,19 +267,47 @@ describe("controls that fit the task type", () => {
     const chat = endpoints.getByRole("switch", { name: "Chat completions and Messages" });
     expect(await chat.isVisible()).toBe(false);
     const tabs = page.getByRole("navigation", { name: "Sections" });
-    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Logs", "Requests", "Webhooks & jobs", "Edit"]);
+    expect(await tabs.getByRole("link").allTextContents()).toEqual([
+      "Overview",
+      "Logs",
+      "Requests",
+      "Webhooks & jobs",
+      "Edit",
+    ]);
     await ui.checkWidths("workload-forecast");
     // Folded, not gone: the other switches still work.
     await endpoints.getByText("Other endpoints").click();
     await page.getByText("Time-series forecasting workloads do not use these").waitFor();
-    for (const name of ["Chat completions and Messages", "Embeddings", "Rerank", "Audio (speech, transcription)", "Images"]) expect(await endpoints.getByRole("switch", { name }).isVisible()).toBe(true);
+    for (const name of [
+      "Chat completions and Messages",
+      "Embeddings",
+      "Rerank",
+      "Audio (speech, transcription)",
+      "Images",
+    ])
+      expect(await endpoints.getByRole("switch", { name }).isVisible()).toBe(true);
     await chat.uncheck();
-    await until(async () => !((await srv.workload(forecast.id)) as unknown as { endpoints: { chat: boolean } }).endpoints.chat, "chat switched off");
+    await until(
+      async () => !((await srv.workload(forecast.id)) as unknown as { endpoints: { chat: boolean } }).endpoints.chat,
+      "chat switched off",
+    );
 
-    const chatty = await srv.createWorkload({ name: "Chatty", backend: "vllm", model_name: "m", config: { command: "vllm serve m" } });
+    const chatty = await srv.createWorkload({
+      name: "Chatty",
+      backend: "vllm",
+      model_name: "m",
+      config: { command: "vllm serve m" },
+    });
     await ui.visit(`/workloads/${chatty.id}`);
     await page.getByRole("heading", { name: "Chatty" }).waitFor();
-    expect(await tabs.getByRole("link").allTextContents()).toEqual(["Overview", "Playground", "Logs", "Requests", "Webhooks & jobs", "Edit"]);
+    expect(await tabs.getByRole("link").allTextContents()).toEqual([
+      "Overview",
+      "Playground",
+      "Logs",
+      "Requests",
+      "Webhooks & jobs",
+      "Edit",
+    ]);
     expect(await endpoints.getByRole("switch", { name: "Chat completions and Messages" }).isVisible()).toBe(true);
     expect(await endpoints.getByRole("switch", { name: "Images" }).isVisible()).toBe(false);
     ui.expectNoErrors("task type controls");

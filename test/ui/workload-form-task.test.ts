@@ -33,7 +33,9 @@ describe("the workload form and the task type", () => {
     await task.selectOption({ label: "Chat / text generation" });
     expect(await commandOf()).toBe("llama-server -hf someone/Tiny-Embed-GGUF:Q8_0 -c 4096");
     // A flag the user typed is theirs: changing the task leaves it.
-    await page.getByRole("textbox", { name: /^Command/ }).fill("llama-server -hf someone/Tiny-Embed-GGUF:Q8_0 -c 2048 --embeddings");
+    await page
+      .getByRole("textbox", { name: /^Command/ })
+      .fill("llama-server -hf someone/Tiny-Embed-GGUF:Q8_0 -c 2048 --embeddings");
     await task.selectOption({ label: "Embeddings" });
     await task.selectOption({ label: "Chat / text generation" });
     expect(await commandOf()).toBe("llama-server -hf someone/Tiny-Embed-GGUF:Q8_0 -c 2048 --embeddings");
@@ -64,11 +66,18 @@ describe("the workload form and the task type", () => {
     await world.ui.visit(`/projects/${world.srv.project}/workloads/new`);
     await page.getByRole("textbox", { name: /^GGUF file or Hugging Face model/ }).fill(model);
     await page.getByRole("combobox", { name: "Task type" }).selectOption({ label: "Vision chat" });
-    await until(async () => (await commandOf()) === `llama-server -m ${model} -c 4096 --mmproj ${join(dir, "mmproj-Tiny-VL-F16.gguf")}`, "the projector in the command");
+    await until(
+      async () =>
+        (await commandOf()) === `llama-server -m ${model} -c 4096 --mmproj ${join(dir, "mmproj-Tiny-VL-F16.gguf")}`,
+      "the projector in the command",
+    );
     // A hub model not pulled yet: the placeholder, and a note saying to put the projector's path there.
     await page.getByRole("textbox", { name: /^GGUF file or Hugging Face model/ }).fill("someone/Tiny-VL-GGUF:Q8_0");
     expect(await commandOf()).toBe("llama-server -hf someone/Tiny-VL-GGUF:Q8_0 -c 4096 --mmproj /path/to/mmproj.gguf");
-    await page.getByTestId("task-flag").filter({ hasText: "no projector (mmproj-….gguf) is known beside this model" }).waitFor();
+    await page
+      .getByTestId("task-flag")
+      .filter({ hasText: "no projector (mmproj-….gguf) is known beside this model" })
+      .waitFor();
     await world.ui.checkWidths("workload-vision");
   });
 
@@ -79,7 +88,10 @@ describe("the workload form and the task type", () => {
     expect(await page.getByRole("textbox", { name: /^Model name/ }).count()).toBe(0);
     await page.getByLabel("Name", { exact: true }).fill("Embedder");
     await page.getByRole("button", { name: "Create workload" }).click();
-    await page.locator("#error-config-command").filter({ hasText: "Name the model to serve in the command, e.g. vllm serve Qwen/Qwen3-8B." }).waitFor();
+    await page
+      .locator("#error-config-command")
+      .filter({ hasText: "Name the model to serve in the command, e.g. vllm serve Qwen/Qwen3-8B." })
+      .waitFor();
     // Nothing of the form is left to the browser's own validation (no bubble can pop up).
     expect(await page.locator("form :invalid").count()).toBe(0);
     expect(await page.locator("form [required]").count()).toBe(0);
@@ -87,19 +99,36 @@ describe("the workload form and the task type", () => {
     await page.getByRole("combobox", { name: "Task type" }).selectOption({ label: "Embeddings" });
     await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve org/embed-small");
     await page.getByTestId("served-name").filter({ hasText: "Clients send org/embed-small as the model" }).waitFor();
-    await textMatching(page.getByTestId("launch-command"), /^vllm serve org\/embed-small --tensor-parallel-size 1/, "the launch preview");
+    await textMatching(
+      page.getByTestId("launch-command"),
+      /^vllm serve org\/embed-small --tensor-parallel-size 1/,
+      "the launch preview",
+    );
     await page.getByRole("button", { name: "Create workload" }).click();
     await page.getByRole("heading", { name: "Embedder" }).waitFor();
-    const made = (await (await world.srv.admin(`/admin/projects/${world.srv.project}/workloads`)).json()) as { name: string; model_name: string; task_type: string; config: { command: string } }[];
-    expect(made.find((w) => w.name === "Embedder")).toMatchObject({ model_name: "org/embed-small", task_type: "embedding", config: { command: "vllm serve org/embed-small" } });
+    const made = (await (await world.srv.admin(`/admin/projects/${world.srv.project}/workloads`)).json()) as {
+      name: string;
+      model_name: string;
+      task_type: string;
+      config: { command: string };
+    }[];
+    expect(made.find((w) => w.name === "Embedder")).toMatchObject({
+      model_name: "org/embed-small",
+      task_type: "embedding",
+      config: { command: "vllm serve org/embed-small" },
+    });
     world.ui.expectNoErrors("vLLM embeddings");
   });
 
   test("a link with ?model=…&backend=llamacpp&task=embeddings opens the form filled, the command built from it", async () => {
     const { page } = world.ui;
-    await world.ui.visit(`/projects/${world.srv.project}/workloads/new?model=${encodeURIComponent("hf:someone/Tiny-Embed-GGUF:Q8_0")}&backend=llamacpp&task=embeddings`);
+    await world.ui.visit(
+      `/projects/${world.srv.project}/workloads/new?model=${encodeURIComponent("hf:someone/Tiny-Embed-GGUF:Q8_0")}&backend=llamacpp&task=embeddings`,
+    );
     expect(await page.getByRole("radio", { name: /^llama\.cpp/ }).isChecked()).toBe(true);
-    expect(await page.getByRole("textbox", { name: /^GGUF file or Hugging Face model/ }).inputValue()).toBe("hf:someone/Tiny-Embed-GGUF:Q8_0");
+    expect(await page.getByRole("textbox", { name: /^GGUF file or Hugging Face model/ }).inputValue()).toBe(
+      "hf:someone/Tiny-Embed-GGUF:Q8_0",
+    );
     expect(await page.getByRole("combobox", { name: "Task type" }).inputValue()).toBe("embedding");
     expect(await page.getByLabel("Name", { exact: true }).inputValue()).toBe("Tiny-Embed");
     expect(await commandOf()).toBe("llama-server -hf someone/Tiny-Embed-GGUF:Q8_0 -c 4096 --embeddings");

@@ -28,7 +28,12 @@ beforeAll(async () => {
   writeTinyGguf(join(cache, "cached-Q8_0.gguf"), { seed: 3 });
   // Runtimes take 3.5 s to load, so "starting" and its output can be seen; two crashes make "failed";
   // GPU memory is what the fake runtimes hold (not cycling readings), so a started replica finds room.
-  const env = { FAKE_LOAD_MS: "3500", INFERD_MAX_CRASHES: "2", LLAMA_CACHE: cache, FAKE_GPU_USAGE_DIR: tempDir("gpu-usage") };
+  const env = {
+    FAKE_LOAD_MS: "3500",
+    INFERD_MAX_CRASHES: "2",
+    LLAMA_CACHE: cache,
+    FAKE_GPU_USAGE_DIR: tempDir("gpu-usage"),
+  };
   [srv, browser] = await Promise.all([startServing(env), launchBrowser()]);
   ui = await openPage(browser, srv.url);
   await signIn(ui, srv.adminToken);
@@ -56,9 +61,16 @@ describe("workloads in the browser", () => {
     const cmd = await textMatching(page.getByTestId("launch-command"), /--port/, "the launch preview");
     expect(cmd).toBe(`vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 --host 127.0.0.1 --port "<free port>"`);
     await page.getByText("--tensor-parallel-size is set to the replica's GPU count").waitFor();
-    await page.getByTestId("launch-policy").filter({ hasText: "a project's control-plane key could save this command too" }).waitFor();
+    await page
+      .getByTestId("launch-policy")
+      .filter({ hasText: "a project's control-plane key could save this command too" })
+      .waitFor();
     await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve Qwen/Qwen3-8B --trust-remote-code");
-    await page.getByTestId("launch-policy").filter({ hasText: "would be refused" }).filter({ hasText: "--trust-remote-code" }).waitFor();
+    await page
+      .getByTestId("launch-policy")
+      .filter({ hasText: "would be refused" })
+      .filter({ hasText: "--trust-remote-code" })
+      .waitFor();
     await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve Qwen/Qwen3-8B");
     await textMatching(page.getByTestId("launch-command"), /Qwen3-8B --tensor-parallel-size/, "the preview again");
     await ui.checkWidths("workload-new");
@@ -79,7 +91,11 @@ describe("workloads in the browser", () => {
     await until(() => ui.errors.length > 0, "the refused preview to be logged");
     expect(ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
     await page.getByRole("textbox", { name: /^Command/ }).fill("vllm serve Qwen/Qwen3-8B --max-model-len 4096");
-    await textMatching(page.getByTestId("launch-command"), /--max-model-len 4096 --tensor-parallel-size 1/, "the new preview");
+    await textMatching(
+      page.getByTestId("launch-command"),
+      /--max-model-len 4096 --tensor-parallel-size 1/,
+      "the new preview",
+    );
     await ui.checkWidths("workload-edit");
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByRole("heading", { name: "Qwen chat" }).waitFor();
@@ -92,9 +108,12 @@ describe("workloads in the browser", () => {
     const { page } = ui;
     const chat = page.getByRole("switch", { name: "Chat completions and Messages" });
     await chat.uncheck();
-    const chatOn = async () => ((await srv.workload(workloadId())) as unknown as { endpoints: { chat: boolean } }).endpoints.chat;
+    const chatOn = async () =>
+      ((await srv.workload(workloadId())) as unknown as { endpoints: { chat: boolean } }).endpoints.chat;
     await until(async () => !(await chatOn()), "chat to be off");
-    const off = await srv.data("qwen-chat", "/v1/chat/completions", { body: { messages: [{ role: "user", content: "hi" }] } });
+    const off = await srv.data("qwen-chat", "/v1/chat/completions", {
+      body: { messages: [{ role: "user", content: "hi" }] },
+    });
     expect(off.status).toBe(409);
     await chat.check();
     await until(chatOn, "chat to be on");
@@ -122,12 +141,17 @@ describe("workloads in the browser", () => {
     await page.getByRole("button", { name: "Pause" }).click();
     await page.getByText(/^Paused/).waitFor();
     // New output while paused is held, then written on resume.
-    const r = await srv.data("qwen-chat", "/v1/chat/completions", { body: { messages: [{ role: "user", content: "while paused" }] } });
+    const r = await srv.data("qwen-chat", "/v1/chat/completions", {
+      body: { messages: [{ role: "user", content: "while paused" }] },
+    });
     expect(r.status).toBe(200);
     await page.getByText(/new characters held/).waitFor();
     await page.getByRole("button", { name: "Resume" }).click();
     await textMatching(rows, /POST \/v1\/chat\/completions/, "the held output");
-    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download" }).click()]);
+    const [download] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download" }).click(),
+    ]);
     expect(download.suggestedFilename()).toMatch(/^serving-qwen-chat-asg_\w+\.log$/);
     expect(readFileSync((await download.path())!, "utf8")).toContain("Uvicorn running on");
     await ui.checkWidths("logs");
@@ -147,12 +171,20 @@ describe("workloads in the browser", () => {
     await textMatching(page.getByTestId("scaling"), /stopped by you/, "the scaling state");
     await ui.checkWidths("workload-stopped");
     await ui.visit("/");
-    await page.getByRole("row").filter({ hasText: "serving/qwen-chat" }).locator(".badge", { hasText: "idle" }).waitFor();
+    await page
+      .getByRole("row")
+      .filter({ hasText: "serving/qwen-chat" })
+      .locator(".badge", { hasText: "idle" })
+      .waitFor();
     await ui.visit(workloadUrl);
     await page.getByRole("button", { name: "Start", exact: true }).click();
     await status.locator(".badge", { hasText: "starting" }).waitFor();
     // The runtime's own loading bar, redrawn in place and stripped of its colours.
-    const line = await textMatching(status.locator(".last-line"), /Loading safetensors checkpoint shards: +\d+% Completed/, "the last output line");
+    const line = await textMatching(
+      status.locator(".last-line"),
+      /Loading safetensors checkpoint shards: +\d+% Completed/,
+      "the last output line",
+    );
     expect(line).not.toContain("\x1b");
     await status.locator(".badge", { hasText: "ready" }).waitFor({ timeout: 30_000 });
     await page.getByRole("button", { name: "Stop", exact: true }).waitFor();
@@ -165,10 +197,13 @@ describe("workloads in the browser", () => {
     const before = (await srv.workload(workloadId())).assignments[0].id;
     await page.getByRole("button", { name: "Restart" }).click();
     await page.getByRole("status").filter({ hasText: "Restarting" }).waitFor();
-    await waitFor(async () => {
-      const w = await srv.workload(workloadId());
-      return w.assignments.length === 1 && w.assignments[0].id !== before && w.assignments[0].state === "ready";
-    }, { what: "the restarted replica ready", timeoutMs: 30_000 });
+    await waitFor(
+      async () => {
+        const w = await srv.workload(workloadId());
+        return w.assignments.length === 1 && w.assignments[0].id !== before && w.assignments[0].state === "ready";
+      },
+      { what: "the restarted replica ready", timeoutMs: 30_000 },
+    );
     await until(async () => (await page.getByTestId("replica-status").count()) === 1, "one replica shown");
     await page.getByTestId("replica-status").locator(".badge", { hasText: "ready" }).waitFor();
     ui.expectNoErrors("restart");
@@ -177,7 +212,12 @@ describe("workloads in the browser", () => {
   test("a failed replica offers Retry and its logs; after the file is put in place, Retry gets it ready", async () => {
     const { page } = ui;
     const file = join(tempDir("later"), "later.gguf");
-    const w = await srv.createWorkload({ name: "later", backend: "llamacpp", model_name: "later", config: { command: `llama-server -m ${file} -c 512` } });
+    const w = await srv.createWorkload({
+      name: "later",
+      backend: "llamacpp",
+      model_name: "later",
+      config: { command: `llama-server -m ${file} -c 512` },
+    });
     await ui.visit(`/workloads/${w.id}`);
     const status = page.getByTestId("replica-status");
     await status.locator(".badge", { hasText: "failed" }).waitFor({ timeout: 30_000 });
@@ -185,7 +225,9 @@ describe("workloads in the browser", () => {
     await status.getByText("Last output").click();
     await status.locator(".last-output pre").filter({ hasText: "failed to open GGUF file" }).waitFor();
     const assignment = (await srv.workload(w.id)).assignments[0].id;
-    expect(await page.getByRole("link", { name: "See its logs" }).getAttribute("href")).toBe(`/workloads/${w.id}/logs?replica=${assignment}`);
+    expect(await page.getByRole("link", { name: "See its logs" }).getAttribute("href")).toBe(
+      `/workloads/${w.id}/logs?replica=${assignment}`,
+    );
     await ui.checkWidths("workload-failed");
     writeTinyGguf(file);
     await page.getByRole("button", { name: "Retry" }).click();
@@ -209,7 +251,10 @@ describe("workloads in the browser", () => {
     await page.getByRole("spinbutton", { name: /^Maximum replicas/ }).fill("2");
     await page.getByRole("button", { name: "Create workload" }).click();
     const max = page.getByRole("spinbutton", { name: /^Maximum replicas/ });
-    await page.locator("label", { has: max }).locator(".field-error", { hasText: "max_replicas must be at least min_replicas" }).waitFor();
+    await page
+      .locator("label", { has: max })
+      .locator(".field-error", { hasText: "max_replicas must be at least min_replicas" })
+      .waitFor();
     expect(await max.getAttribute("aria-invalid")).toBe("true");
     await until(() => ui.errors.length > 0, "the refused create to be logged");
     expect(ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
@@ -218,12 +263,19 @@ describe("workloads in the browser", () => {
     await page.getByRole("spinbutton", { name: /^Stop an idle replica after/ }).fill("60");
     await page.getByRole("button", { name: "Create workload" }).click();
     await page.getByRole("heading", { name: "Scaled" }).waitFor();
-    await textMatching(page.getByTestId("scaling"), /Autoscaling: 0 to 2 replicas by demand; a replica without requests stops after 1 min/, "the policy in words");
+    await textMatching(
+      page.getByTestId("scaling"),
+      /Autoscaling: 0 to 2 replicas by demand; a replica without requests stops after 1 min/,
+      "the policy in words",
+    );
     const status = page.getByTestId("replica-status");
     await status.locator(".badge", { hasText: "idle" }).waitFor();
     await textMatching(status.locator(".reason"), /scaled to zero: the first request starts it/, "why it is idle");
     await ui.checkWidths("workload-scaled-to-zero");
-    expect((await srv.data("scaled", "/v1/chat/completions", { body: { messages: [{ role: "user", content: "wake up" }] } })).status).toBe(200);
+    expect(
+      (await srv.data("scaled", "/v1/chat/completions", { body: { messages: [{ role: "user", content: "wake up" }] } }))
+        .status,
+    ).toBe(200);
     await status.locator(".badge", { hasText: "ready" }).waitFor();
     // A schedule whose cron pattern the server refuses, shown at the pattern.
     await page.getByRole("link", { name: "Edit" }).click();
@@ -231,7 +283,10 @@ describe("workloads in the browser", () => {
     await page.getByRole("radio", { name: "Cron pattern", exact: true }).check();
     await page.getByRole("textbox", { name: /^Cron pattern/ }).fill("every morning");
     await page.getByRole("button", { name: "Save" }).click();
-    await page.locator("label", { has: page.getByRole("textbox", { name: /^Cron pattern/ }) }).locator(".field-error", { hasText: "must be a cron pattern" }).waitFor();
+    await page
+      .locator("label", { has: page.getByRole("textbox", { name: /^Cron pattern/ }) })
+      .locator(".field-error", { hasText: "must be a cron pattern" })
+      .waitFor();
     await until(() => ui.errors.length > 0, "the refused save to be logged");
     expect(ui.errors.splice(0)).toEqual([expect.stringContaining("400")]);
     await ui.checkWidths("workload-schedule-error");
@@ -244,7 +299,10 @@ describe("workloads in the browser", () => {
     const own = join(tempDir("own"), "own-model.gguf");
     writeTinyGguf(own, { seed: 5 });
     const registered = await (await srv.admin("/admin/models", { body: { source: own } })).json();
-    await waitFor(async () => (await (await srv.admin(`/admin/models/${registered.id}`)).json()).state === "ready" || undefined, { what: "the registered model ready" });
+    await waitFor(
+      async () => (await (await srv.admin(`/admin/models/${registered.id}`)).json()).state === "ready" || undefined,
+      { what: "the registered model ready" },
+    );
     await ui.visit(`/projects/${srv.project}/workloads/new`);
     await page.getByRole("radio", { name: /^llama\.cpp/ }).check();
     const pick = page.getByRole("combobox", { name: "Pick a model" });

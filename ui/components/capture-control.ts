@@ -7,7 +7,11 @@ import type { Workload } from "../lib/types";
 import { ErrorNote } from "./ui";
 
 /** The lengths offered, in minutes. */
-const CHOICES: [number, string][] = [[15, "15 min"], [60, "1 h"], [24 * 60, "24 h"]];
+const CHOICES: [number, string][] = [
+  [15, "15 min"],
+  [60, "1 h"],
+  [24 * 60, "24 h"],
+];
 
 /** Whether bodies are kept now, and until when, with buttons to start or stop. */
 export function CaptureControl({ w, onChange }: { w: Workload; onChange(): void }) {
@@ -19,11 +23,13 @@ export function CaptureControl({ w, onChange }: { w: Workload; onChange(): void 
   const until = w.capture_until && Date.parse(w.capture_until) > now ? w.capture_until : null;
   return html`<section class="card capture" aria-labelledby="capture-title">
     <h2 id="capture-title">Request bodies</h2>
-    ${until
-      ? html`<p role="status" data-testid="capture-state"><strong>Capturing</strong> request and answer bodies until <time datetime=${until}>${new Date(until).toLocaleString()}</time> (${duration((Date.parse(until) - now) / 1000)} left).</p>
+    ${
+      until
+        ? html`<p role="status" data-testid="capture-state"><strong>Capturing</strong> request and answer bodies until <time datetime=${until}>${new Date(until).toLocaleString()}</time> (${duration((Date.parse(until) - now) / 1000)} left).</p>
         <div class="actions capture-actions"><button type="button" class="danger" disabled=${set.busy} onClick=${() => set.run(null)}>Stop capturing</button></div>`
-      : html`<p role="status" data-testid="capture-state">Bodies are not kept: the list below holds each request's figures and timeline only.</p>
-        <div class="actions capture-actions">${CHOICES.map(([min, label]) => html`<button type="button" disabled=${set.busy} onClick=${() => set.run(new Date(Date.now() + min * 60_000).toISOString())}>Keep bodies for ${label}</button>`)}</div>`}
+        : html`<p role="status" data-testid="capture-state">Bodies are not kept: the list below holds each request's figures and timeline only.</p>
+        <div class="actions capture-actions">${CHOICES.map(([min, label]) => html`<button type="button" disabled=${set.busy} onClick=${() => set.run(new Date(Date.now() + min * 60_000).toISOString())}>Keep bodies for ${label}</button>`)}</div>`
+    }
     <p class="muted small-text">Captured bodies are the prompts, files and answers as sent: they may hold personal data. They are kept as long as finished jobs are (the job retention, <code>--job-retention-hours</code>) and then deleted; only operators and admins can read them.</p>
     <${ErrorNote} error=${set.error} />
   </section>`;

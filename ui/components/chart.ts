@@ -23,10 +23,14 @@ export type Format = (v: number, scale: number) => string;
  * @example duration(850, 2000) // → "850 ms"
  * @example duration(12500, 15000) // → "12.5 s"
  */
-export const duration: Format = (v, scale) => (Math.abs(scale) >= 10_000 ? `${+(v / 1000).toFixed(1)} s` : `${+v.toFixed(Math.abs(v) < 10 ? 1 : 0)} ms`);
+export const duration: Format = (v, scale) =>
+  Math.abs(scale) >= 10_000 ? `${+(v / 1000).toFixed(1)} s` : `${+v.toFixed(Math.abs(v) < 10 ? 1 : 0)} ms`;
 
 /** The default format: the value to two decimals and the unit. */
-const plain = (unit: string): Format => (v) => `${+v.toFixed(2)}${unit}`;
+const plain =
+  (unit: string): Format =>
+  (v) =>
+    `${+v.toFixed(2)}${unit}`;
 
 /** uPlot's axis font (its default), to measure tick labels with. */
 const AXIS_FONT = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", sans-serif';
@@ -63,7 +67,11 @@ function isolated(u: uPlot, i: number): number[] | null {
 
 /** The uPlot options for `lines` at `width`; fixed ranges and the format are read from `live` on every redraw. */
 function options(lines: Line[], width: number, live: { current: Ranges }): uPlot.Options {
-  const axis = { stroke: "currentColor", grid: { stroke: "rgba(128,128,128,0.2)" }, ticks: { stroke: "rgba(128,128,128,0.3)" } };
+  const axis = {
+    stroke: "currentColor",
+    grid: { stroke: "rgba(128,128,128,0.2)" },
+    ticks: { stroke: "rgba(128,128,128,0.3)" },
+  };
   // The value axis's labels as drawn, also kept on the figure (`data-y-ticks`): the canvas has no text to read.
   const ticks = (u: uPlot, values: number[]) => {
     const scale = Math.max(Math.abs(u.scales.y.max ?? 0), Math.abs(u.scales.y.min ?? 0), ...values.map(Math.abs));
@@ -82,12 +90,22 @@ function options(lines: Line[], width: number, live: { current: Ranges }): uPlot
       y: { range: (_u, min, max) => live.current.y ?? [Math.min(0, min ?? 0), Math.max(max ?? 1, 1)] },
     },
     // Time labels at least 60 px apart (they never touch at phone width); value labels sized to the longest.
-    axes: [{ ...axis, space: 60 }, { ...axis, size: (_u, values) => axisWidth(values ?? []), values: (u, t) => ticks(u, t) }],
-    series: [{}, ...lines.map((l, i) => ({
-      label: l.label, stroke: l.color ?? COLORS[i % COLORS.length], dash: l.dash, width: 2, spanGaps: false,
-      value: (_u: uPlot, v: number | null) => (v == null ? "–" : live.current.format(v, v)),
-      points: { show: false, size: 5, filter: isolated },
-    }))],
+    axes: [
+      { ...axis, space: 60 },
+      { ...axis, size: (_u, values) => axisWidth(values ?? []), values: (u, t) => ticks(u, t) },
+    ],
+    series: [
+      {},
+      ...lines.map((l, i) => ({
+        label: l.label,
+        stroke: l.color ?? COLORS[i % COLORS.length],
+        dash: l.dash,
+        width: 2,
+        spanGaps: false,
+        value: (_u: uPlot, v: number | null) => (v == null ? "–" : live.current.format(v, v)),
+        points: { show: false, size: 5, filter: isolated },
+      })),
+    ],
   };
 }
 
@@ -96,7 +114,23 @@ function options(lines: Line[], width: number, live: { current: Ranges }): uPlot
  * readers. `xRange` pins the time axis (so charts side by side share one), `yRange` the value axis;
  * `format` writes the values (default: two decimals and `unit`). A null value breaks its line.
  */
-export function Chart({ title, x, lines, unit = "", format, xRange, yRange }: { title: string; x: number[]; lines: Line[]; unit?: string; format?: Format; xRange?: Range; yRange?: Range }) {
+export function Chart({
+  title,
+  x,
+  lines,
+  unit = "",
+  format,
+  xRange,
+  yRange,
+}: {
+  title: string;
+  x: number[];
+  lines: Line[];
+  unit?: string;
+  format?: Format;
+  xRange?: Range;
+  yRange?: Range;
+}) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot>();
   const live = useRef<Ranges>({ format: plain(unit) });
@@ -121,10 +155,12 @@ export function Chart({ title, x, lines, unit = "", format, xRange, yRange }: { 
     };
   }, [shape]);
   useEffect(() => plot.current?.setData(data), [data]);
-  const latest = lines.map((l) => {
-    const v = l.values.filter((y) => y !== null).at(-1);
-    return `${l.label}: ${v == null ? "no data" : live.current.format(v, v)}`;
-  }).join(", ");
+  const latest = lines
+    .map((l) => {
+      const v = l.values.filter((y) => y !== null).at(-1);
+      return `${l.label}: ${v == null ? "no data" : live.current.format(v, v)}`;
+    })
+    .join(", ");
   return html`<figure class="chart card" aria-label=${`${title}. Latest: ${latest}`} data-x-last=${x.at(-1) ?? ""} data-x-min=${xRange?.[0] ?? ""} data-x-max=${xRange?.[1] ?? ""} data-y-max=${yRange?.[1] ?? ""}>
     <figcaption>${title}</figcaption>
     <div ref=${box} class="chart-box" data-testid="chart"></div>

@@ -19,13 +19,15 @@ export function Hosts({ cluster, now }: { cluster: Cluster | undefined; now: num
     ${cluster.leader ? null : html`<p role="alert" class="error">No host leads right now: placement, scaling and webhook retries wait until one does.</p>`}
     <div class="table-wrap"><table aria-label="Hosts">
       <thead><tr><th scope="col">Host</th><th scope="col">Address</th><th scope="col">Version</th><th scope="col">Heartbeat</th><th scope="col">State</th></tr></thead>
-      <tbody>${cluster.hosts.map((h) => html`<tr key=${h.id} data-testid="host">
+      <tbody>${cluster.hosts.map(
+        (h) => html`<tr key=${h.id} data-testid="host">
         <td><strong>${h.name}</strong>${h.leading ? html` <span class="badge state-ready">leader</span>` : null}${h.id === cluster.host_id ? html` <span class="muted">(this dashboard)</span>` : null}<div class="muted small-text">${h.id}</div></td>
         <td><a href=${h.url}>${h.url}</a></td>
         <td>${h.version}</td>
         <td title=${h.last_seen_at}>${ago(h.last_seen_at, now)}</td>
         <td><${StateBadge} state=${h.alive ? "online" : "offline"} /></td>
-      </tr>`)}</tbody>
+      </tr>`,
+      )}</tbody>
     </table></div>
   </section>`;
 }

@@ -41,21 +41,45 @@ function Fit({ fit }: { fit: SearchFit }) {
 }
 
 /** What a click on an offer does: pull it, put it in a model field, or serve it (Ollama). */
-export type SearchAction = { kind: "pull"; onPulled(): unknown; project?: string } | { kind: "use"; onUse(ref: string): void };
+export type SearchAction =
+  | { kind: "pull"; onPulled(): unknown; project?: string }
+  | { kind: "use"; onUse(ref: string): void };
 
 /** The llama.cpp reference of an hf source (`hf:o/r:Q4_K_M` → `o/r:Q4_K_M`; a file keeps `hf:`). */
 const refOfSource = (source: string) => (/^hf:[^/]+\/[^/:]+:[^/]+$/.test(source) ? source.slice(3) : source);
 
 /** One offer's row: label, size, fit and its button (or the state of the model already in the store). */
-function Offer({ hit, offer, backend, action, models }: { hit: SearchHit; offer: SearchOffer; backend: SearchBackend; action: SearchAction; models: Model[] }) {
-  const pull = useAction((source: string) => api<Model>("/admin/models", { body: { source, ...(action.kind === "pull" && action.project ? { project: action.project } : {}) } }));
+function Offer({
+  hit,
+  offer,
+  backend,
+  action,
+  models,
+}: {
+  hit: SearchHit;
+  offer: SearchOffer;
+  backend: SearchBackend;
+  action: SearchAction;
+  models: Model[];
+}) {
+  const pull = useAction((source: string) =>
+    api<Model>("/admin/models", {
+      body: { source, ...(action.kind === "pull" && action.project ? { project: action.project } : {}) },
+    }),
+  );
   const have = models.find((m) => sameRef(m.source, offer.source));
-  const size = offer.size_bytes === null ? "size unknown" : `${offer.estimated ? "~" : ""}${bytes(offer.size_bytes)}${offer.files > 1 ? ` in ${offer.files} files` : ""}`;
+  const size =
+    offer.size_bytes === null
+      ? "size unknown"
+      : `${offer.estimated ? "~" : ""}${bytes(offer.size_bytes)}${offer.files > 1 ? ` in ${offer.files} files` : ""}`;
   const name = `${hit.id} ${offer.label}`;
   const button = (() => {
-    if (backend === "ollama") return html`<${ServeButton} model=${offer.source} backend="ollama" label="Serve" name=${`Serve ${offer.source}`} small=${true} />`;
-    if (action.kind === "use") return html`<button type="button" class="small" aria-label=${`Use ${name}`} onClick=${() => action.onUse(refOfSource(offer.source))}>Use</button>`;
-    if (have && have.state !== "failed" && have.state !== "cancelled") return html`<${StateBadge} state=${have.state} />`;
+    if (backend === "ollama")
+      return html`<${ServeButton} model=${offer.source} backend="ollama" label="Serve" name=${`Serve ${offer.source}`} small=${true} />`;
+    if (action.kind === "use")
+      return html`<button type="button" class="small" aria-label=${`Use ${name}`} onClick=${() => action.onUse(refOfSource(offer.source))}>Use</button>`;
+    if (have && have.state !== "failed" && have.state !== "cancelled")
+      return html`<${StateBadge} state=${have.state} />`;
     return html`<button type="button" class="small primary" aria-label=${`Pull ${name}`} disabled=${pull.busy}
       onClick=${async () => (await pull.run(offer.source)) && action.onPulled()}>Pull</button>`;
   })();
@@ -69,8 +93,23 @@ function Offer({ hit, offer, backend, action, models }: { hit: SearchHit; offer:
 }
 
 /** One hit: its name (a link to its page), counts, gated or not, and its offers. */
-function Hit({ hit, backend, action, models }: { hit: SearchHit; backend: SearchBackend; action: SearchAction; models: Model[] }) {
-  const counts = [hit.downloads === null ? null : `${count(hit.downloads)} downloads`, hit.likes === null ? null : `${count(hit.likes)} likes`].filter(Boolean).join(" · ");
+function Hit({
+  hit,
+  backend,
+  action,
+  models,
+}: {
+  hit: SearchHit;
+  backend: SearchBackend;
+  action: SearchAction;
+  models: Model[];
+}) {
+  const counts = [
+    hit.downloads === null ? null : `${count(hit.downloads)} downloads`,
+    hit.likes === null ? null : `${count(hit.likes)} likes`,
+  ]
+    .filter(Boolean)
+    .join(" · ");
   return html`<li class="card hit" aria-label=${`Hit ${hit.id}`}>
     <div class="hit-head"><a class="wrap" href=${hit.url} target="_blank" rel="noreferrer">${hit.id}</a>
       ${hit.gated ? html`<span class="badge state-downloading" title="Pulling needs HF_TOKEN of an account that accepted its terms">gated</span>` : null}
@@ -85,24 +124,45 @@ function Hit({ hit, backend, action, models }: { hit: SearchHit; backend: Search
  * The search box and its hits. `backend` fixes where it looks (a llama.cpp model field); without
  * it the user chooses (the Models page). `models` are the store's, to show what is already pulled.
  */
-export function HubSearch({ backend: fixed, action, models }: { backend?: SearchBackend; action: SearchAction; models: Model[] }) {
+export function HubSearch({
+  backend: fixed,
+  action,
+  models,
+}: {
+  backend?: SearchBackend;
+  action: SearchAction;
+  models: Model[];
+}) {
   const [q, setQ] = useState("");
   const [place, setPlace] = useState<SearchBackend>(fixed ?? "llamacpp");
   const backend = fixed ?? place;
   const query = q.trim();
-  const path = query.length >= MIN_QUERY ? `/admin/models/search?q=${encodeURIComponent(query)}&backend=${backend}` : null;
+  const path =
+    query.length >= MIN_QUERY ? `/admin/models/search?q=${encodeURIComponent(query)}&backend=${backend}` : null;
   const { data, error } = useDebouncedApi<SearchAnswer>(path, {}, `${backend} ${query}`);
   const current = data && data.query === query && data.backend === backend ? data : undefined;
   const where = backend === "ollama" ? "the Ollama library" : "Hugging Face";
-  const status = !path ? "" : error ? "" : !current ? "Searching…" : current.hits.length ? `${current.hits.length} found on ${where} for “${query}”` : `Nothing on ${where} matches “${query}”.`;
+  const status = !path
+    ? ""
+    : error
+      ? ""
+      : !current
+        ? "Searching…"
+        : current.hits.length
+          ? `${current.hits.length} found on ${where} for “${query}”`
+          : `Nothing on ${where} matches “${query}”.`;
   return html`<div class="hub-search">
     <div class="search-row">
       <label class="search-q">Search models by name
         <input type="search" name="q" value=${q} spellcheck=${false} autocomplete="off" placeholder=${backend === "ollama" ? "qwen2.5" : "qwen2.5 0.5b"}
           onInput=${(e: Event) => setQ((e.target as HTMLInputElement).value)} /></label>
-      ${fixed ? null : html`<label class="search-place">Look in
+      ${
+        fixed
+          ? null
+          : html`<label class="search-place">Look in
         <select value=${place} onChange=${(e: Event) => setPlace((e.target as HTMLSelectElement).value as SearchBackend)}>
-          ${PLACES.map(([v, text]) => html`<option value=${v}>${text}</option>`)}</select></label>`}
+          ${PLACES.map(([v, text]) => html`<option value=${v}>${text}</option>`)}</select></label>`
+      }
     </div>
     <p class="muted small-text" aria-live="polite" data-testid="search-status">${status}</p>
     ${error && path ? html`<${ErrorNote} error=${error} />` : null}

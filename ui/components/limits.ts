@@ -16,21 +16,76 @@ const MiB = 1048576;
  * Every limit with its label, how a summary says it, and the unit the form takes it in (bytes as MiB);
  * `choices` make a select (empty: the default), `empty` is what an empty field means.
  */
-const FIELDS: { id: Field; label: string; hint: string; short: string; unit?: number; choices?: [string, string][]; empty?: string; say?: (v: number | string) => string }[] = [
+const FIELDS: {
+  id: Field;
+  label: string;
+  hint: string;
+  short: string;
+  unit?: number;
+  choices?: [string, string][];
+  empty?: string;
+  say?: (v: number | string) => string;
+}[] = [
   { id: "rpm", label: "Requests per minute", hint: "Bursts up to this many, refilled evenly.", short: "req/min" },
   { id: "tpm", label: "Tokens per minute", hint: "Input and output tokens together.", short: "tokens/min" },
   { id: "max_concurrent", label: "Requests at once", hint: "More wait for none: they get 429.", short: "at once" },
-  { id: "tokens_per_day", label: "Tokens per day", hint: "A quota per UTC day, kept across restarts.", short: "tokens/day" },
-  { id: "tokens_per_month", label: "Tokens per month", hint: "A quota per calendar month (UTC).", short: "tokens/month" },
-  { id: "priority", label: "Priority", hint: "Batch: its requests wait behind interactive ones, as jobs do.", short: "priority", choices: [["", "Interactive (default)"], ["batch", "Batch"]], say: (v) => `${v} priority` },
-  { id: "weight", label: "Share when busy", hint: "Its weight (1–1000) against other keys waiting for the same workload.", short: "weight", empty: "1", say: (v) => `weight ${v}` },
+  {
+    id: "tokens_per_day",
+    label: "Tokens per day",
+    hint: "A quota per UTC day, kept across restarts.",
+    short: "tokens/day",
+  },
+  {
+    id: "tokens_per_month",
+    label: "Tokens per month",
+    hint: "A quota per calendar month (UTC).",
+    short: "tokens/month",
+  },
+  {
+    id: "priority",
+    label: "Priority",
+    hint: "Batch: its requests wait behind interactive ones, as jobs do.",
+    short: "priority",
+    choices: [
+      ["", "Interactive (default)"],
+      ["batch", "Batch"],
+    ],
+    say: (v) => `${v} priority`,
+  },
+  {
+    id: "weight",
+    label: "Share when busy",
+    hint: "Its weight (1–1000) against other keys waiting for the same workload.",
+    short: "weight",
+    empty: "1",
+    say: (v) => `weight ${v}`,
+  },
   { id: "max_workloads", label: "Workloads", hint: "Creating one more is refused (429).", short: "workloads" },
-  { id: "max_replicas", label: "Replicas", hint: "All its workloads' policies together; no more start.", short: "replicas" },
-  { id: "model_bytes", label: "Model storage (MiB)", hint: "Models pulled for its workloads.", short: "MiB of models", unit: MiB },
+  {
+    id: "max_replicas",
+    label: "Replicas",
+    hint: "All its workloads' policies together; no more start.",
+    short: "replicas",
+  },
+  {
+    id: "model_bytes",
+    label: "Model storage (MiB)",
+    hint: "Models pulled for its workloads.",
+    short: "MiB of models",
+    unit: MiB,
+  },
 ];
 
 /** The limits a key has. */
-const KEY_FIELDS: Field[] = ["rpm", "tpm", "max_concurrent", "tokens_per_day", "tokens_per_month", "priority", "weight"];
+const KEY_FIELDS: Field[] = [
+  "rpm",
+  "tpm",
+  "max_concurrent",
+  "tokens_per_day",
+  "tokens_per_month",
+  "priority",
+  "weight",
+];
 
 /** The quotas a project has (every key of it together). */
 export const QUOTA_FIELDS: Field[] = ["tokens_per_day", "tokens_per_month"];
@@ -39,19 +94,25 @@ export const QUOTA_FIELDS: Field[] = ["tokens_per_day", "tokens_per_month"];
 export const CAP_FIELDS: Field[] = ["max_workloads", "max_replicas", "model_bytes"];
 
 /** A limit's value in the unit its field takes (MiB for bytes). */
-const inUnit = (f: Field, v: number | string) => (typeof v === "number" ? v / (FIELDS.find((x) => x.id === f)?.unit ?? 1) : v);
+const inUnit = (f: Field, v: number | string) =>
+  typeof v === "number" ? v / (FIELDS.find((x) => x.id === f)?.unit ?? 1) : v;
 
 /**
  * The limits that are set, in a few words.
  * @example limitsText({ rpm: 60, tokens_per_day: 100000 }) // → "60 req/min · 100,000 tokens/day"
  */
 export function limitsText(l: Limits | undefined): string {
-  const set = FIELDS.filter((f) => l?.[f.id] != null).map((f) => (f.say ? f.say(l![f.id]!) : `${count(inUnit(f.id, l![f.id]!) as number)} ${f.short}`));
+  const set = FIELDS.filter((f) => l?.[f.id] != null).map((f) =>
+    f.say ? f.say(l![f.id]!) : `${count(inUnit(f.id, l![f.id]!) as number)} ${f.short}`,
+  );
   return set.length ? set.join(" · ") : "no limits";
 }
 
 /** The form's text for each field ("" when unset); a MiB value keeps every digit, so saving it unchanged keeps the bytes. */
-const texts = (l: Limits, fields: Field[]) => Object.fromEntries(fields.map((f) => [f, l[f] == null || l[f] === "interactive" ? "" : String(inUnit(f, l[f]!))])) as Record<Field, string>;
+const texts = (l: Limits, fields: Field[]) =>
+  Object.fromEntries(
+    fields.map((f) => [f, l[f] == null || l[f] === "interactive" ? "" : String(inUnit(f, l[f]!))]),
+  ) as Record<Field, string>;
 
 /** Whether a field's text is a value it takes: one of its choices, a whole number, or a decimal for a field in MiB. */
 function wellFormed(f: Field, text: string): boolean {
@@ -71,7 +132,21 @@ function valueOf(f: Field, text: string): number | string | null {
  * A form for some limits: empty means no limit. Sends `{limits}` (each field a number or null) to
  * `path` with PATCH and hands the answer to `onSaved`; the server's refusals show at their field.
  */
-export function LimitsForm({ path, limits, fields, onSaved, onCancel, label = "Limits" }: { path: string; limits: Limits; fields: Field[]; onSaved(): unknown; onCancel?(): void; label?: string }) {
+export function LimitsForm({
+  path,
+  limits,
+  fields,
+  onSaved,
+  onCancel,
+  label = "Limits",
+}: {
+  path: string;
+  limits: Limits;
+  fields: Field[];
+  onSaved(): unknown;
+  onCancel?(): void;
+  label?: string;
+}) {
   const [vals, setVals] = useState(() => texts(limits, fields));
   const save = useAction((body: unknown) => api(path, { method: "PATCH", body }));
   const bad = fields.find((f) => vals[f].trim() !== "" && !wellFormed(f, vals[f].trim()));
@@ -83,16 +158,20 @@ export function LimitsForm({ path, limits, fields, onSaved, onCancel, label = "L
   const shown = new Set(fields.map((f) => `limits.${f}`));
   return html`<form class="form limits-form" onSubmit=${submit} aria-label=${label}>
     <div class="limit-grid">
-      ${FIELDS.filter((f) => fields.includes(f.id)).map((f) => html`<label>${f.label}
-        ${f.choices
-          ? html`<select name=${f.id} value=${vals[f.id]} onChange=${(e: Event) => setVals({ ...vals, [f.id]: (e.target as HTMLSelectElement).value })} ...${invalidAt(save.error, `limits.${f.id}`)}>
+      ${FIELDS.filter((f) => fields.includes(f.id)).map(
+        (f) => html`<label>${f.label}
+        ${
+          f.choices
+            ? html`<select name=${f.id} value=${vals[f.id]} onChange=${(e: Event) => setVals({ ...vals, [f.id]: (e.target as HTMLSelectElement).value })} ...${invalidAt(save.error, `limits.${f.id}`)}>
               ${f.choices.map(([v, text]) => html`<option value=${v}>${text}</option>`)}
             </select>`
-          : html`<input name=${f.id} inputmode=${f.unit ? "decimal" : "numeric"} pattern=${f.unit ? "[0-9]+([.][0-9]+)?" : "[0-9]*"} placeholder=${f.empty ?? "no limit"} value=${vals[f.id]}
-          onInput=${(e: Event) => setVals({ ...vals, [f.id]: (e.target as HTMLInputElement).value })} ...${invalidAt(save.error, `limits.${f.id}`)} />`}
+            : html`<input name=${f.id} inputmode=${f.unit ? "decimal" : "numeric"} pattern=${f.unit ? "[0-9]+([.][0-9]+)?" : "[0-9]*"} placeholder=${f.empty ?? "no limit"} value=${vals[f.id]}
+          onInput=${(e: Event) => setVals({ ...vals, [f.id]: (e.target as HTMLInputElement).value })} ...${invalidAt(save.error, `limits.${f.id}`)} />`
+        }
         <small class="muted">${f.hint}</small>
         <${FieldError} error=${save.error} field=${`limits.${f.id}`} alert />
-      </label>`)}
+      </label>`,
+      )}
     </div>
     ${bad ? html`<p class="note error" role="alert">${FIELDS.find((f) => f.id === bad)!.label}: ${FIELDS.find((f) => f.id === bad)!.unit ? "a number" : "a whole number"}, or empty for no limit.</p>` : null}
     ${save.error && !(save.error.field && shown.has(save.error.field)) ? html`<${ErrorNote} error=${save.error} />` : null}
@@ -104,7 +183,17 @@ export function LimitsForm({ path, limits, fields, onSaved, onCancel, label = "L
 }
 
 /** A key's limits in words with an Edit button that opens the form in a dialog. */
-export function KeyLimitsCell({ keyId, name, limits, onSaved }: { keyId: string; name: string; limits: LimitsView; onSaved(): unknown }) {
+export function KeyLimitsCell({
+  keyId,
+  name,
+  limits,
+  onSaved,
+}: {
+  keyId: string;
+  name: string;
+  limits: LimitsView;
+  onSaved(): unknown;
+}) {
   const dialog = useRef<HTMLDialogElement>(null);
   const [open, setOpen] = useState(0);
   const id = useId();
@@ -117,10 +206,14 @@ export function KeyLimitsCell({ keyId, name, limits, onSaved }: { keyId: string;
     <dialog ref=${dialog} aria-labelledby=${id} class="limits-dialog">
       <h2 id=${id}>Limits of ${name}</h2>
       <p class="muted">Over a limit, requests get 429 with <code>Retry-After</code> and the <code>x-ratelimit-*</code> headers OpenAI clients read. When a workload is busy, its waiting requests are shared between keys by weight. Changes apply from the next request.</p>
-      ${open ? html`<${LimitsForm} key=${open} path=${`/admin/keys/${keyId}`} limits=${limits} fields=${KEY_FIELDS} onCancel=${close}
+      ${
+        open
+          ? html`<${LimitsForm} key=${open} path=${`/admin/keys/${keyId}`} limits=${limits} fields=${KEY_FIELDS} onCancel=${close}
         onSaved=${async () => {
           close();
           await onSaved();
-        }} />` : null}
+        }} />`
+          : null
+      }
     </dialog>`;
 }

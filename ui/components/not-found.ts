@@ -17,7 +17,17 @@ export function NotFound({ what, back }: { what: ComponentChildren; back: { href
  * Shows `children` unless the admin API says `path` does not exist (404), then a not-found page
  * with a way back; pages that only show an error note for a missing thing get one this way.
  */
-export function Exists({ path, what, back, children }: { path: string; what: ComponentChildren; back: { href: string; label: string }; children: ComponentChildren }) {
+export function Exists({
+  path,
+  what,
+  back,
+  children,
+}: {
+  path: string;
+  what: ComponentChildren;
+  back: { href: string; label: string };
+  children: ComponentChildren;
+}) {
   const probe = useApi<unknown>(path);
   if (probe.error?.status === 404) return html`<${NotFound} what=${what} back=${back} />`;
   return children;

@@ -46,14 +46,27 @@ export const NO_PARAMS: Params = { system: "", temperature: "", maxTokens: "" };
  * Streams one chat completion through the admin API, calling `onId` with the answer's request id
  * and `onText` per chunk; an error event in the stream throws.
  */
-async function streamChat(id: string, body: Record<string, unknown>, signal: AbortSignal, onId: (id: string | undefined) => void, onText: (t: string) => void): Promise<Usage | undefined> {
-  const res = await send(`/admin/workloads/${id}/chat`, { body: { ...body, stream: true, stream_options: { include_usage: true } }, signal });
+async function streamChat(
+  id: string,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+  onId: (id: string | undefined) => void,
+  onText: (t: string) => void,
+): Promise<Usage | undefined> {
+  const res = await send(`/admin/workloads/${id}/chat`, {
+    body: { ...body, stream: true, stream_options: { include_usage: true } },
+    signal,
+  });
   if (!res.ok) throw await failure(res);
   onId(res.headers.get("x-request-id") ?? undefined);
   let usage: Usage | undefined;
   for await (const data of sseData(res)) {
     if (data === "[DONE]") break;
-    const chunk = JSON.parse(data) as { choices?: { delta?: { content?: string } }[]; usage?: Usage; error?: { message?: string } };
+    const chunk = JSON.parse(data) as {
+      choices?: { delta?: { content?: string } }[];
+      usage?: Usage;
+      error?: { message?: string };
+    };
     if (chunk.error) throw new Error(chunk.error.message ?? "the runtime broke off the answer");
     const text = chunk.choices?.[0]?.delta?.content;
     if (text) onText(text);
@@ -86,21 +99,39 @@ export function chatBody(history: Turn[], p: Params): Record<string, unknown> {
  * Streams the answer to `history` from workload `id` into `answer` (text, request id, timings or
  * error), calling `redraw` at once and whenever it changed; resolves to a status line ("Done in 1.2 s", "Failed", "Stopped").
  */
-export async function streamAnswer(id: string, history: Turn[], params: Params, answer: Turn, signal: AbortSignal, redraw: () => void): Promise<string> {
+export async function streamAnswer(
+  id: string,
+  history: Turn[],
+  params: Params,
+  answer: Turn,
+  signal: AbortSignal,
+  redraw: () => void,
+): Promise<string> {
   const started = performance.now();
   answer.sentAt = Date.now();
   redraw();
   let first: number | undefined;
   let chunks = 0;
-  const timing = (usage?: Usage): Timing => ({ firstMs: first === undefined ? undefined : first - started, totalMs: performance.now() - started, tokensOut: usage?.completion_tokens ?? chunks, tokensIn: usage?.prompt_tokens });
+  const timing = (usage?: Usage): Timing => ({
+    firstMs: first === undefined ? undefined : first - started,
+    totalMs: performance.now() - started,
+    tokensOut: usage?.completion_tokens ?? chunks,
+    tokensIn: usage?.prompt_tokens,
+  });
   try {
-    const usage = await streamChat(id, chatBody(history, params), signal, (rid) => (answer.requestId = rid), (t) => {
-      first ??= performance.now();
-      chunks++;
-      answer.content += t;
-      answer.sentAt = undefined;
-      redraw();
-    });
+    const usage = await streamChat(
+      id,
+      chatBody(history, params),
+      signal,
+      (rid) => (answer.requestId = rid),
+      (t) => {
+        first ??= performance.now();
+        chunks++;
+        answer.content += t;
+        answer.sentAt = undefined;
+        redraw();
+      },
+    );
     answer.timing = timing(usage);
     answer.stats = statsLine(answer.timing);
     return `Done in ${(answer.timing.totalMs / 1000).toFixed(1)} s`;
@@ -124,11 +155,16 @@ export function Bubble({ t, name, workloadId }: { t: Turn; name: string; workloa
   const who = html`<span class="who">${t.role === "user" ? "You" : name}</span>`;
   if (t.role === "user") return html`<li class="msg user">${who}<div class="text">${t.content}</div></li>`;
   const id = t.requestId ? html`<${RequestId} id=${t.requestId} />` : null;
-  if (t.error && !t.content) return html`<li class="msg assistant failed" role="alert">${who}<div class="text">${t.error}</div>${id}</li>`;
+  if (t.error && !t.content)
+    return html`<li class="msg assistant failed" role="alert">${who}<div class="text">${t.error}</div>${id}</li>`;
   return html`<li class="msg assistant">${who}
-    ${t.content ? html`<div class="text md" dangerouslySetInnerHTML=${{ __html: markdownHtml(t.content) }}></div>`
-      : t.sentAt ? html`<${AnswerWait} workloadId=${workloadId} since=${t.sentAt} />`
-      : html`<div class="text" aria-label="Waiting for the first token">…</div>`}
+    ${
+      t.content
+        ? html`<div class="text md" dangerouslySetInnerHTML=${{ __html: markdownHtml(t.content) }}></div>`
+        : t.sentAt
+          ? html`<${AnswerWait} workloadId=${workloadId} since=${t.sentAt} />`
+          : html`<div class="text" aria-label="Waiting for the first token">…</div>`
+    }
     ${t.error ? html`<p class="note error" role="alert">${t.error}</p>` : null}
     ${t.stats ? html`<span class="answer-stats" data-testid="answer-stats">${t.stats}</span>` : null}
     ${id}
@@ -150,7 +186,16 @@ export function ParamFields({ p, set }: { p: Params; set(p: Params): void }) {
  * The message box: Enter sends, Shift+Enter adds a line; Stop while busy, and `extra` buttons beside Send.
  * @example html`<${MessageBox} busy=${busy} status=${status} onSend=${send} onStop=${stop} />`
  */
-export function MessageBox(props: { value: string; set(v: string): void; busy: boolean; status: string; onSend(): unknown; onStop(): unknown; extra?: unknown; label?: string }) {
+export function MessageBox(props: {
+  value: string;
+  set(v: string): void;
+  busy: boolean;
+  status: string;
+  onSend(): unknown;
+  onStop(): unknown;
+  extra?: unknown;
+  label?: string;
+}) {
   const submit = (e: Event) => {
     e.preventDefault();
     if (props.value.trim() && !props.busy) void props.onSend();

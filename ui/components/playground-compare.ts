@@ -7,15 +7,26 @@
 import { html } from "htm/preact";
 import { useRef, useState } from "preact/hooks";
 import type { Workload } from "../lib/types";
-import { Bubble, MessageBox, NO_PARAMS, ParamFields, streamAnswer, type Params, type Timing, type Turn } from "./playground-chat";
+import {
+  Bubble,
+  MessageBox,
+  NO_PARAMS,
+  ParamFields,
+  streamAnswer,
+  type Params,
+  type Timing,
+  type Turn,
+} from "./playground-chat";
 
 /** "340 ms" under a second, else "1.2 s". */
-const ms = (v: number | undefined) => (v === undefined ? "–" : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`);
+const ms = (v: number | undefined) =>
+  v === undefined ? "–" : v < 1000 ? `${Math.round(v)} ms` : `${(v / 1000).toFixed(1)} s`;
 
 /** The latest answer's timings in a column, marking the quicker side's first token and total. */
 function ColumnStats({ t, other }: { t?: Timing; other?: Timing }) {
   if (!t) return null;
-  const quicker = (a?: number, b?: number) => (a !== undefined && b !== undefined && a < b ? html` <span class="badge state-ready">quicker</span>` : null);
+  const quicker = (a?: number, b?: number) =>
+    a !== undefined && b !== undefined && a < b ? html` <span class="badge state-ready">quicker</span>` : null;
   return html`<dl class="compare-stats" data-testid="compare-stats">
     <div><dt>First token</dt><dd data-testid="ttft">${ms(t.firstMs)}${quicker(t.firstMs, other?.firstMs)}</dd></div>
     <div><dt>Total</dt><dd data-testid="total">${ms(t.totalMs)}${quicker(t.totalMs, other?.totalMs)}</dd></div>
@@ -49,18 +60,34 @@ export function ComparePlayground({ a, b }: { a: Workload; b: Workload }) {
   const send = async () => {
     const prompt = input.trim();
     const histories = sides.map((turns) => [...turns, { role: "user", content: prompt } as Turn]) as [Turn[], Turn[]];
-    const answers: [Turn, Turn] = [{ role: "assistant", content: "", sentAt: Date.now() }, { role: "assistant", content: "", sentAt: Date.now() }];
-    const show = () => setSides([[...histories[0], { ...answers[0] }], [...histories[1], { ...answers[1] }]]);
+    const answers: [Turn, Turn] = [
+      { role: "assistant", content: "", sentAt: Date.now() },
+      { role: "assistant", content: "", sentAt: Date.now() },
+    ];
+    const show = () =>
+      setSides([
+        [...histories[0], { ...answers[0] }],
+        [...histories[1], { ...answers[1] }],
+      ]);
     show();
     setInput("");
     setStatus("Waiting for both models…");
     ctl.current = new AbortController();
-    const done = await Promise.all([a, b].map((w, i) => streamAnswer(w.id, histories[i], params, answers[i], ctl.current!.signal, show)));
+    const done = await Promise.all(
+      [a, b].map((w, i) => streamAnswer(w.id, histories[i], params, answers[i], ctl.current!.signal, show)),
+    );
     ctl.current = undefined;
     show();
-    setStatus(done.every((d) => d.startsWith("Done")) ? "Both answered" : done.map((d, i) => `${[a, b][i].name}: ${d}`).join(" · "));
+    setStatus(
+      done.every((d) => d.startsWith("Done"))
+        ? "Both answered"
+        : done.map((d, i) => `${[a, b][i].name}: ${d}`).join(" · "),
+    );
   };
-  const clear = html`<button type="button" onClick=${() => { setSides([[], []]); setStatus(""); }}>Clear</button>`;
+  const clear = html`<button type="button" onClick=${() => {
+    setSides([[], []]);
+    setStatus("");
+  }}>Clear</button>`;
   return html`<${ParamFields} p=${params} set=${setParams} />
     <div class="compare" data-testid="compare">
       <${Column} w=${a} turns=${sides[0]} other=${sides[1]} />

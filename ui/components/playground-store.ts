@@ -30,7 +30,13 @@ const keyOf = (projectId: string, workloadId: string) => `${PREFIX}${projectId}:
 
 /** A new, empty conversation. */
 export function newConversation(params: Params = NO_PARAMS): Conversation {
-  return { id: `c${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`, name: "", turns: [], params: { ...params }, updatedAt: Date.now() };
+  return {
+    id: `c${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
+    name: "",
+    turns: [],
+    params: { ...params },
+    updatedAt: Date.now(),
+  };
 }
 
 /**
@@ -39,7 +45,10 @@ export function newConversation(params: Params = NO_PARAMS): Conversation {
  */
 export function titleOf(c: Conversation): string {
   if (c.name.trim()) return c.name.trim();
-  const first = c.turns.find((t) => t.role === "user")?.content.replace(/\s+/g, " ").trim();
+  const first = c.turns
+    .find((t) => t.role === "user")
+    ?.content.replace(/\s+/g, " ")
+    .trim();
   if (!first) return "New chat";
   return first.length > 40 ? `${first.slice(0, 39)}…` : first;
 }
@@ -47,7 +56,9 @@ export function titleOf(c: Conversation): string {
 /** An answer that was still coming when the page was left is kept as one that never came. */
 function settled(t: Turn): Turn {
   const { sentAt: _, ...rest } = t;
-  return t.role === "assistant" && !t.content && !t.error ? { ...rest, error: "No answer: the page was left before it came." } : rest;
+  return t.role === "assistant" && !t.content && !t.error
+    ? { ...rest, error: "No answer: the page was left before it came." }
+    : rest;
 }
 
 /** Reads a workload's conversations; anything unreadable counts as none. */
@@ -55,7 +66,14 @@ export function loadKept(projectId: string, workloadId: string): Kept {
   try {
     const raw = JSON.parse(localStorage.getItem(keyOf(projectId, workloadId)) ?? "null") as Kept | null;
     if (raw && Array.isArray(raw.list) && raw.list.length) {
-      const list = raw.list.filter((c) => c && typeof c.id === "string" && Array.isArray(c.turns)).map((c) => ({ ...newConversation(), ...c, params: { ...NO_PARAMS, ...c.params }, turns: c.turns.map(settled) }));
+      const list = raw.list
+        .filter((c) => c && typeof c.id === "string" && Array.isArray(c.turns))
+        .map((c) => ({
+          ...newConversation(),
+          ...c,
+          params: { ...NO_PARAMS, ...c.params },
+          turns: c.turns.map(settled),
+        }));
       if (list.length) return { list, open: list.some((c) => c.id === raw.open) ? raw.open : list[0].id };
     }
   } catch {}
@@ -99,7 +117,8 @@ export function useConversations(projectId: string, workloadId: string) {
     setSaved(saveKept(projectId, workloadId, k));
   };
   const openOf = (k: Kept) => k.list.find((c) => c.id === k.open) ?? k.list[0];
-  const edit = (id: string, patch: Partial<Conversation>) => change((k) => ({ ...k, list: k.list.map((c) => (c.id === id ? { ...c, ...patch, updatedAt: Date.now() } : c)) }));
+  const edit = (id: string, patch: Partial<Conversation>) =>
+    change((k) => ({ ...k, list: k.list.map((c) => (c.id === id ? { ...c, ...patch, updatedAt: Date.now() } : c)) }));
   return {
     list: kept.list,
     open: openOf(kept),

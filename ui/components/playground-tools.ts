@@ -8,14 +8,20 @@ import type { Workload } from "../lib/types";
 import { ErrorNote, RequestId } from "./ui";
 
 /** The lines of a textarea that have text. */
-const lines = (text: string) => text.split("\n").map((l) => l.trim()).filter(Boolean);
+const lines = (text: string) =>
+  text
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
 
 /**
  * The cosine similarity of two vectors.
  * @example cosine([1, 0], [0, 1]) // → 0
  */
 export function cosine(a: number[], b: number[]): number {
-  let dot = 0, na = 0, nb = 0;
+  let dot = 0,
+    na = 0,
+    nb = 0;
   for (let i = 0; i < Math.min(a.length, b.length); i++) {
     dot += a[i] * b[i];
     na += a[i] * a[i];
@@ -40,12 +46,20 @@ function Similarity({ texts, vectors }: { texts: string[]; vectors: number[][] }
 export function EmbeddingsPlayground({ w }: { w: Workload }) {
   const [text, setText] = useState("The cat sat on the mat.\nA dog slept on the rug.");
   const [out, setOut] = useState<{ texts: string[]; vectors: number[][]; tokens?: number; requestId?: string }>();
-  const embed = useAction((texts: string[]) => answer<Embedded>(`/admin/workloads/${w.id}/embeddings`, { body: { input: texts } }));
+  const embed = useAction((texts: string[]) =>
+    answer<Embedded>(`/admin/workloads/${w.id}/embeddings`, { body: { input: texts } }),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
     const texts = lines(text);
     const r = await embed.run(texts);
-    if (r) setOut({ texts, vectors: [...r.data.data].sort((a, b) => a.index - b.index).map((d) => d.embedding), tokens: r.data.usage?.prompt_tokens, requestId: r.requestId });
+    if (r)
+      setOut({
+        texts,
+        vectors: [...r.data.data].sort((a, b) => a.index - b.index).map((d) => d.embedding),
+        tokens: r.data.usage?.prompt_tokens,
+        requestId: r.requestId,
+      });
   };
   const dims = out?.vectors[0]?.length ?? 0;
   return html`<form class="form card" onSubmit=${submit} aria-label="Embed texts">
@@ -53,14 +67,24 @@ export function EmbeddingsPlayground({ w }: { w: Workload }) {
       <${ErrorNote} error=${embed.error} />
       <div class="actions"><button type="submit" class="primary" disabled=${embed.busy || !lines(text).length}>Embed</button></div>
     </form>
-    ${out ? html`<section aria-labelledby="emb-h"><h2 id="emb-h">Vectors</h2>
+    ${
+      out
+        ? html`<section aria-labelledby="emb-h"><h2 id="emb-h">Vectors</h2>
       <p role="status" data-testid="embed-summary">${plural(out.vectors.length, "vector")} · ${plural(dims, "dimension")}${out.tokens ? ` · ${plural(out.tokens, "token")}` : ""}</p>
       ${out.requestId ? html`<${RequestId} id=${out.requestId} />` : null}
       <div class="table-wrap"><table aria-label="Vectors"><thead><tr><th scope="col">#</th><th scope="col">Text</th><th scope="col">First values</th></tr></thead>
-        <tbody>${out.vectors.map((v, i) => html`<tr><td>${i + 1}</td><td class="doc-text">${out.texts[i]}</td><td><code class="vector">[${v.slice(0, 6).map((x) => x.toFixed(4)).join(", ")}${v.length > 6 ? ", …" : ""}]</code></td></tr>`)}</tbody>
+        <tbody>${out.vectors.map(
+          (v, i) =>
+            html`<tr><td>${i + 1}</td><td class="doc-text">${out.texts[i]}</td><td><code class="vector">[${v
+              .slice(0, 6)
+              .map((x) => x.toFixed(4))
+              .join(", ")}${v.length > 6 ? ", …" : ""}]</code></td></tr>`,
+        )}</tbody>
       </table></div>
       <${Similarity} texts=${out.texts} vectors=${out.vectors} />
-    </section>` : null}`;
+    </section>`
+        : null
+    }`;
 }
 
 type Ranked = { results: { index: number; relevance_score: number }[] };
@@ -70,12 +94,19 @@ export function RerankPlayground({ w }: { w: Workload }) {
   const [query, setQuery] = useState("Where do cats sleep?");
   const [docs, setDocs] = useState("Cats sleep on warm mats.\nThe stock market fell today.\nDogs like long walks.");
   const [out, setOut] = useState<{ docs: string[]; results: Ranked["results"]; requestId?: string }>();
-  const rank = useAction((body: { query: string; documents: string[] }) => answer<Ranked>(`/admin/workloads/${w.id}/rerank`, { body }));
+  const rank = useAction((body: { query: string; documents: string[] }) =>
+    answer<Ranked>(`/admin/workloads/${w.id}/rerank`, { body }),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
     const documents = lines(docs);
     const r = await rank.run({ query: query.trim(), documents });
-    if (r) setOut({ docs: documents, results: [...r.data.results].sort((a, b) => b.relevance_score - a.relevance_score), requestId: r.requestId });
+    if (r)
+      setOut({
+        docs: documents,
+        results: [...r.data.results].sort((a, b) => b.relevance_score - a.relevance_score),
+        requestId: r.requestId,
+      });
   };
   return html`<form class="form card" onSubmit=${submit} aria-label="Rank documents">
       <label>Query<input name="query" value=${query} onInput=${(e: Event) => setQuery((e.target as HTMLInputElement).value)} /></label>
@@ -83,10 +114,14 @@ export function RerankPlayground({ w }: { w: Workload }) {
       <${ErrorNote} error=${rank.error} />
       <div class="actions"><button type="submit" class="primary" disabled=${rank.busy || !query.trim() || !lines(docs).length}>Rank</button></div>
     </form>
-    ${out ? html`<section aria-labelledby="rank-h"><h2 id="rank-h">Ranking</h2>
+    ${
+      out
+        ? html`<section aria-labelledby="rank-h"><h2 id="rank-h">Ranking</h2>
       ${out.requestId ? html`<${RequestId} id=${out.requestId} />` : null}
       <div class="table-wrap"><table aria-label="Ranking"><thead><tr><th scope="col">Rank</th><th scope="col">Score</th><th scope="col">Document</th></tr></thead>
         <tbody>${out.results.map((r, i) => html`<tr><td>${i + 1}</td><td><meter min="0" max="1" value=${Math.max(0, Math.min(1, r.relevance_score))} aria-label=${`Score of document ${r.index + 1}`}></meter> ${r.relevance_score.toFixed(4)}</td><td class="doc-text">${out.docs[r.index]}</td></tr>`)}</tbody>
       </table></div>
-    </section>` : null}`;
+    </section>`
+        : null
+    }`;
 }

@@ -27,7 +27,12 @@ export function AnswerWait({ workloadId, since }: { workloadId: string; since: n
   if (!cold) {
     return html`<div class="text answer-wait" aria-label="Waiting for the first token">…${waited >= 2 ? html` <span class="muted">waiting ${duration(waited)}</span>` : null}</div>`;
   }
-  const what = replicas.length === 0 ? "Waiting for a replica to be placed" : replicas.some((a) => a.state === "idle") ? "Starting the model (it was scaled to zero)" : "Waiting for the model to start";
+  const what =
+    replicas.length === 0
+      ? "Waiting for a replica to be placed"
+      : replicas.some((a) => a.state === "idle")
+        ? "Starting the model (it was scaled to zero)"
+        : "Waiting for the model to start";
   return html`<div class="cold-start" data-testid="cold-start" aria-label="Replica progress">
     <p class="cold-start-head"><strong>${what}</strong> <span class="muted" data-testid="waited">· waiting ${duration(waited)}</span></p>
     ${replicas.map((a) => html`<${ReplicaStatus} key=${a.id} now=${now} r=${{ workloadId, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} />`)}

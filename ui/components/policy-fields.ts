@@ -14,7 +14,16 @@ const zones = () => (Intl as { supportedValuesOf?: (key: string) => string[] }).
 type NumberName = Exclude<keyof PolicyDraft, "policy" | "windows">;
 
 /** A number field of the policy, its server error shown under it. */
-function NumberField(props: { label: string; hint?: string; name: NumberName; d: PolicyDraft; set(p: Partial<PolicyDraft>): void; error?: ApiError; min?: number; placeholder?: string }) {
+function NumberField(props: {
+  label: string;
+  hint?: string;
+  name: NumberName;
+  d: PolicyDraft;
+  set(p: Partial<PolicyDraft>): void;
+  error?: ApiError;
+  min?: number;
+  placeholder?: string;
+}) {
   const field = `${P}.${props.name}`;
   return html`<label>${props.label}
     <input type="number" name=${field} min=${props.min ?? 0} step="1" value=${props.d[props.name]} placeholder=${props.placeholder}
@@ -24,18 +33,32 @@ function NumberField(props: { label: string; hint?: string; name: NumberName; d:
 }
 
 /** One window of a schedule: days with start and end, or a cron pattern; and its time zone. */
-function WindowFields({ w, i, onChange, onRemove, error }: { w: WindowDraft; i: number; onChange(w: WindowDraft): void; onRemove?: () => void; error?: ApiError }) {
+function WindowFields({
+  w,
+  i,
+  onChange,
+  onRemove,
+  error,
+}: {
+  w: WindowDraft;
+  i: number;
+  onChange(w: WindowDraft): void;
+  onRemove?: () => void;
+  error?: ApiError;
+}) {
   const f = (k: string) => `${P}.windows.${i}${k ? `.${k}` : ""}`;
   const set = (p: Partial<WindowDraft>) => onChange({ ...w, ...p });
-  const toggleDay = (day: string, on: boolean) => set({ days: on ? DAYS.filter((x) => x === day || w.days.includes(x)) : w.days.filter((x) => x !== day) });
+  const toggleDay = (day: string, on: boolean) =>
+    set({ days: on ? DAYS.filter((x) => x === day || w.days.includes(x)) : w.days.filter((x) => x !== day) });
   return html`<fieldset class="window">
     <legend>Window ${i + 1}</legend>
     <div class="row-choices" role="radiogroup" aria-label=${`Window ${i + 1} kind`}>
       <label class="check"><input type="radio" name=${`window-${i}-mode`} checked=${w.mode === "days"} onChange=${() => set({ mode: "days" })} /> Days and hours</label>
       <label class="check"><input type="radio" name=${`window-${i}-mode`} checked=${w.mode === "cron"} onChange=${() => set({ mode: "cron" })} /> Cron pattern</label>
     </div>
-    ${w.mode === "days"
-      ? html`<div class="days" role="group" aria-label=${`Window ${i + 1} days`} ...${invalidAt(error, f("days"))}>
+    ${
+      w.mode === "days"
+        ? html`<div class="days" role="group" aria-label=${`Window ${i + 1} days`} ...${invalidAt(error, f("days"))}>
           ${DAYS.map((day) => html`<label class="check"><input type="checkbox" checked=${w.days.includes(day)} onChange=${(e: Event) => toggleDay(day, (e.target as HTMLInputElement).checked)} />${day}</label>`)}
         </div>
         <${FieldError} error=${error} field=${f("days")} />
@@ -44,8 +67,9 @@ function WindowFields({ w, i, onChange, onRemove, error }: { w: WindowDraft; i: 
           <label>Until<input type="time" name=${f("end")} value=${w.end} onInput=${(e: Event) => set({ end: val(e) })} ...${invalidAt(error, f("end"))} />
             <small>Before "from" runs past midnight.</small><${FieldError} error=${error} field=${f("end")} /></label>
         </div>`
-      : html`<label>Cron pattern<input name=${f("cron")} value=${w.cron} spellcheck=${false} onInput=${(e: Event) => set({ cron: val(e) })} placeholder="* 9-17 * * 1-5" ...${invalidAt(error, f("cron"))} />
-          <small>Open during every minute it matches: <code>* 9-17 * * 1-5</code> is weekdays 9:00–17:59.</small><${FieldError} error=${error} field=${f("cron")} /></label>`}
+        : html`<label>Cron pattern<input name=${f("cron")} value=${w.cron} spellcheck=${false} onInput=${(e: Event) => set({ cron: val(e) })} placeholder="* 9-17 * * 1-5" ...${invalidAt(error, f("cron"))} />
+          <small>Open during every minute it matches: <code>* 9-17 * * 1-5</code> is weekdays 9:00–17:59.</small><${FieldError} error=${error} field=${f("cron")} /></label>`
+    }
     <label>Time zone<input name=${f("timezone")} list="time-zones" value=${w.timezone} spellcheck=${false} onInput=${(e: Event) => set({ timezone: val(e) })} placeholder="Europe/Berlin" ...${invalidAt(error, f("timezone"))} />
       <${FieldError} error=${error} field=${f("timezone")} /></label>
     <${FieldError} error=${error} field=${f("")} />
@@ -54,33 +78,56 @@ function WindowFields({ w, i, onChange, onRemove, error }: { w: WindowDraft; i: 
 }
 
 /** The policy choice and the fields of the chosen one; `error` is shown at the parameter it names. */
-export function PolicyFields({ d, onChange, error }: { d: PolicyDraft; onChange(d: PolicyDraft): void; error?: ApiError }) {
+export function PolicyFields({
+  d,
+  onChange,
+  error,
+}: {
+  d: PolicyDraft;
+  onChange(d: PolicyDraft): void;
+  error?: ApiError;
+}) {
   const set = (p: Partial<PolicyDraft>) => onChange({ ...d, ...p });
   const common = { d, set, error };
   const setWindow = (i: number, w: WindowDraft) => set({ windows: d.windows.map((x, j) => (j === i ? w : x)) });
   return html`<fieldset class="policy">
     <legend>When it runs</legend>
-    ${POLICIES.map((p) => html`<label class="choice">
+    ${POLICIES.map(
+      (p) => html`<label class="choice">
       <input type="radio" name="execution_policy" value=${p.id} checked=${d.policy === p.id} onChange=${() => set({ policy: p.id })} />
-      <span><strong>${p.label}</strong><small>${p.hint}</small></span></label>`)}
+      <span><strong>${p.label}</strong><small>${p.hint}</small></span></label>`,
+    )}
     <${FieldError} error=${error} field="execution_policy" />
     ${d.policy === "fixed" ? html`<div class="grid3"><${NumberField} ...${common} name="replicas" label="Replicas" min=${1} /></div>` : null}
-    ${d.policy === "autoscaling" ? html`<div class="grid2">
+    ${
+      d.policy === "autoscaling"
+        ? html`<div class="grid2">
         <${NumberField} ...${common} name="min_replicas" label="Minimum replicas" hint="0 lets it stop entirely; the next request starts it." />
         <${NumberField} ...${common} name="max_replicas" label="Maximum replicas" min=${1} />
         <${NumberField} ...${common} name="idle_timeout_s" label="Stop an idle replica after (seconds)" min=${1} hint="No request in flight or waiting for this long." />
         <${NumberField} ...${common} name="scale_up_after_s" label="Add a replica after (seconds)" hint="How long requests must pile up past the target first." />
         <${NumberField} ...${common} name="target_in_flight" label="Target requests in flight per replica" min=${1} placeholder="the runtime's slots" />
-      </div>` : null}
-    ${d.policy === "scheduled" ? html`
+      </div>`
+        : null
+    }
+    ${
+      d.policy === "scheduled"
+        ? html`
       <datalist id="time-zones">${zones().map((z) => html`<option value=${z} />`)}</datalist>
-      ${d.windows.map((w, i) => html`<${WindowFields} key=${i} w=${w} i=${i} error=${error} onChange=${(x: WindowDraft) => setWindow(i, x)}
-        onRemove=${d.windows.length > 1 ? () => set({ windows: d.windows.filter((_, j) => j !== i) }) : undefined} />`)}
+      ${d.windows.map(
+        (
+          w,
+          i,
+        ) => html`<${WindowFields} key=${i} w=${w} i=${i} error=${error} onChange=${(x: WindowDraft) => setWindow(i, x)}
+        onRemove=${d.windows.length > 1 ? () => set({ windows: d.windows.filter((_, j) => j !== i) }) : undefined} />`,
+      )}
       <${FieldError} error=${error} field=${`${P}.windows`} />
       <div class="actions"><button type="button" class="small" onClick=${() => set({ windows: [...d.windows, newWindow()] })}>Add a window</button></div>
       <div class="grid2">
         <${NumberField} ...${common} name="replicas" label="Replicas inside a window" min=${1} />
         <${NumberField} ...${common} name="min_replicas_outside" label="Replicas outside the windows" />
-      </div>` : null}
+      </div>`
+        : null
+    }
   </fieldset>`;
 }

@@ -16,7 +16,8 @@ export function progressText(p: Progress): string {
  * @example html`<${DownloadProgress} progress=${m.progress} label=${`Downloading ${m.source}`} />`
  */
 export function DownloadProgress({ progress, label }: { progress: Progress | null | undefined; label: string }) {
-  if (!progress) return html`<div class="download"><span class="muted" aria-live="polite">Starting the download…</span></div>`;
+  if (!progress)
+    return html`<div class="download"><span class="muted" aria-live="polite">Starting the download…</span></div>`;
   const pct = Math.max(0, Math.min(100, Math.floor(progress.percent)));
   const text = progressText(progress);
   return html`<div class="download" data-testid="download">

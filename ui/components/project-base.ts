@@ -66,14 +66,21 @@ export function ProjectBase({ project, workloads }: { project: string; workloads
     <p class="muted">One OpenAI-compatible base URL for every model of this project. The <code>model</code> a client sends picks the workload: its model name, one of its aliases, or its slug; <code>GET /v1/models</code> lists what a key may call.</p>
     <div class="secret-row"><code class="secret-value" data-testid="project-base-url">${base}</code><${CopyButton} text=${base} name="Copy the base URL" /></div>
     <${ListenNote} listen=${listen} lan="Other machines on your network reach inferd at" />
-    ${s && chosen ? html`
-      ${callable.length > 1 ? html`<label class="inline-field">Model in the snippets
+    ${
+      s && chosen
+        ? html`
+      ${
+        callable.length > 1
+          ? html`<label class="inline-field">Model in the snippets
         <select name="snippet_model" value=${chosen.id} onChange=${(e: Event) => choose((e.target as HTMLSelectElement).value)}>
           ${callable.map((w) => html`<option value=${w.id}>${w.model_name} (${w.slug})</option>`)}
-        </select></label>` : null}
+        </select></label>`
+          : null
+      }
       <p class="muted">Set <code>INFERD_API_KEY</code> to a live key of this project (create one under Keys).</p>
       <div class="snippets"><${SnippetBlocks} s=${s} /></div>`
-      : html`<p class="muted">Create a workload: its model name is what clients send as <code>model</code>.</p>`}
+        : html`<p class="muted">Create a workload: its model name is what clients send as <code>model</code>.</p>`
+    }
     <${ToolNotes} base=${base} ollamaHost=${`${origin}/endpoint/${project}`} model=${chosen?.model_name ?? SOME_MODEL} />
   </section>`;
 }

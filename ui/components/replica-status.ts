@@ -24,7 +24,8 @@ export interface ReplicaLike {
 }
 
 /** The reason's look: an error when failed, a quiet note when idle or on its way. */
-const reasonClass = (state: string) => (state === "failed" ? "reason" : state === "idle" ? "reason reason-idle" : "reason reason-quiet");
+const reasonClass = (state: string) =>
+  state === "failed" ? "reason" : state === "idle" ? "reason reason-idle" : "reason reason-quiet";
 
 /** A reason; the runtime's last output that a failure carries is folded away under it. */
 function Reason({ state, text }: { state: string; text: string }) {
@@ -37,7 +38,17 @@ function Reason({ state, text }: { state: string; text: string }) {
  * Retry a failed replica (`logs`: with its logs a click away); `onChange` runs once the server took it.
  * @example html`<${RetryFailed} workloadId=${w.id} assignmentId=${a.id} onChange=${reload} />`
  */
-export function RetryFailed({ workloadId, assignmentId, onChange, logs = true }: { workloadId: string; assignmentId: string; onChange?(): unknown; logs?: boolean }) {
+export function RetryFailed({
+  workloadId,
+  assignmentId,
+  onChange,
+  logs = true,
+}: {
+  workloadId: string;
+  assignmentId: string;
+  onChange?(): unknown;
+  logs?: boolean;
+}) {
   const retry = useAction(() => api(`/admin/assignments/${assignmentId}/retry`, { method: "POST" }).then(() => true));
   return html`<div class="row-actions">
     ${can("workload.change") ? html`<button type="button" class="small" disabled=${retry.busy} onClick=${async () => (await retry.run()) && onChange?.()}>Retry</button>` : null}

@@ -8,7 +8,8 @@ import { CodeBlock } from "./ui";
 import { clientOrigin, ListenNote, useListen } from "./listen-note";
 
 /** The OpenAI-compatible base URL of a workload on the server at `origin`. */
-export const baseUrl = (origin: string, project: string, workload: string) => `${origin}/endpoint/${project}/${workload}/v1`;
+export const baseUrl = (origin: string, project: string, workload: string) =>
+  `${origin}/endpoint/${project}/${workload}/v1`;
 
 /** The project's OpenAI-compatible base URL on the server at `origin`: one for every model of the project, routed by `model`. */
 export const projectBaseUrl = (origin: string, project: string) => `${origin}/endpoint/${project}/v1`;
@@ -48,7 +49,9 @@ function jobCall(kind: string, body: unknown, jobsUrl: string, note?: string): C
     curl: jsonArgs(envelope),
     python: `import requests\n\njob = requests.post("${jobsUrl}", headers=headers, json=${JSON.stringify(envelope)}).json()\nprint(requests.get(f"${jobsUrl}/{job['job_id']}", headers=headers).json())`,
     js: `const job = await (await fetch("${jobsUrl}", { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(${JSON.stringify(envelope)}) })).json();\nconsole.log(await (await fetch(\`${jobsUrl}/\${job.job_id}\`, { headers })).json());`,
-    note: note ?? "This task type is served through async jobs: the answer is the job's 202 with its id; the result comes to your webhooks and from the job's URL.",
+    note:
+      note ??
+      "This task type is served through async jobs: the answer is the job's 202 with its id; the result comes to your webhooks and from the job's URL.",
   };
 }
 
@@ -109,14 +112,33 @@ function callFor(taskType: string, jobsUrl: string, model?: string): Call {
       };
     }
     case "reranker":
-      return jobCall("rerank", { query: "What is inferd?", documents: ["inferd serves models on your GPUs.", "Bread needs flour."] }, jobsUrl);
+      return jobCall(
+        "rerank",
+        { query: "What is inferd?", documents: ["inferd serves models on your GPUs.", "Bread needs flour."] },
+        jobsUrl,
+      );
     case "classification":
     case "reward":
-      return jobCall("embeddings", { input: "Text to score" }, jobsUrl, "This task type is served through async jobs of the kind your runtime answers (embeddings here; see the kinds in the README); the result comes to your webhooks and from the job's URL.");
+      return jobCall(
+        "embeddings",
+        { input: "Text to score" },
+        jobsUrl,
+        "This task type is served through async jobs of the kind your runtime answers (embeddings here; see the kinds in the README); the result comes to your webhooks and from the job's URL.",
+      );
     case "image2text":
       return {
         route: "/v1/chat/completions",
-        curl: json({ messages: [{ role: "user", content: [{ type: "text", text: "What is in this picture?" }, { type: "image_url", image_url: { url: "https://example.com/picture.png" } }] }] }),
+        curl: json({
+          messages: [
+            {
+              role: "user",
+              content: [
+                { type: "text", text: "What is in this picture?" },
+                { type: "image_url", image_url: { url: "https://example.com/picture.png" } },
+              ],
+            },
+          ],
+        }),
         python: `reply = client.chat.completions.create(\n    model=${m},\n    messages=[{"role": "user", "content": [\n        {"type": "text", "text": "What is in this picture?"},\n        {"type": "image_url", "image_url": {"url": "https://example.com/picture.png"}},\n    ]}],\n)\nprint(reply.choices[0].message.content)`,
         js: `const reply = await client.chat.completions.create({\n  model: ${m},\n  messages: [{ role: "user", content: [\n    { type: "text", text: "What is in this picture?" },\n    { type: "image_url", image_url: { url: "https://example.com/picture.png" } },\n  ] }],\n});\nconsole.log(reply.choices[0].message.content);`,
         note: "The picture may also be a data: URL with the image in base64.",
@@ -162,7 +184,8 @@ function snippetsOn(w: SnippetWorkload, secret: string | undefined, origin: stri
 }
 
 /** The snippets for a workload through its own base URL (`model` left out). */
-export const snippets = (w: SnippetWorkload, secret?: string, origin = location.origin) => snippetsOn(w, secret, origin);
+export const snippets = (w: SnippetWorkload, secret?: string, origin = location.origin) =>
+  snippetsOn(w, secret, origin);
 
 /**
  * The snippets for a workload through the project's base URL, its model name as `model`
@@ -191,11 +214,15 @@ export function Snippets({ workload, secret }: { workload: SnippetWorkload; secr
   return html`<div class="snippets">
     <${ListenNote} listen=${listen} lan="Other machines on your network reach inferd at" />
     ${secret ? null : html`<p class="muted">Set <code>INFERD_API_KEY</code> to a live key of this project (create one under Keys).</p>`}
-    ${viaProject ? html`<section class="snippet-group" data-testid="project-snippets" aria-label="Through the project's base URL">
+    ${
+      viaProject
+        ? html`<section class="snippet-group" data-testid="project-snippets" aria-label="Through the project's base URL">
       <h3>Through the project's base URL</h3>
       <p class="muted">One base URL for every model of the project: <code class="wrap" data-testid="project-base">${viaProject.base}</code>. The <code>model</code> you send picks the workload: <code>${workload.model_name ?? workload.slug}</code> here.</p>
       <${SnippetBlocks} s=${viaProject} />
-    </section>` : null}
+    </section>`
+        : null
+    }
     <section class="snippet-group" data-testid="workload-snippets" aria-label="Through this workload's own base URL">
       <h3>${viaProject ? "Or through this workload's own base URL" : "Through this workload's own base URL"}</h3>
       <p class="muted">${own.http ? "Async jobs go to the workload's own URL" : html`This workload alone: <code class="wrap">${own.base}</code>; <code>model</code> may be left out`}.</p>

@@ -23,7 +23,12 @@ export interface TermHandle {
 const THEME = { background: "#0f1420", foreground: "#d8dee9", cursor: "#0f1420", selectionBackground: "#3b4a6b" };
 
 /** Matches in amber, the current one brighter (the ruler colours mark them in the scrollbar). */
-const DECORATIONS = { matchBackground: "#6b5a1e", matchOverviewRuler: "#d4a72c", activeMatchBackground: "#d4a72c", activeMatchColorOverviewRuler: "#ffd75f" };
+const DECORATIONS = {
+  matchBackground: "#6b5a1e",
+  matchOverviewRuler: "#d4a72c",
+  activeMatchBackground: "#d4a72c",
+  activeMatchColorOverviewRuler: "#ffd75f",
+};
 
 /**
  * Columns the terminal keeps however narrow its box: the width of the agent's PTY (`PTY_SIZE` in
@@ -37,10 +42,19 @@ export const MIN_COLS = 160;
 const FONT = { desktop: 13, phone: 11, min: 10 };
 
 /** The whole font size at which `cols` columns measured at `size` become `MIN_COLS`, kept within [min, max]. */
-const fittingFont = (size: number, cols: number, min: number, max: number) => Math.min(max, Math.max(min, Math.floor((size * cols) / MIN_COLS)));
+const fittingFont = (size: number, cols: number, min: number, max: number) =>
+  Math.min(max, Math.max(min, Math.floor((size * cols) / MIN_COLS)));
 
 /** Mounts a terminal (xterm.js is loaded on first use) and hands it to `onReady`; `onResults` hears search counts. */
-export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): void; onResults?(r: SearchResult): void; label: string }) {
+export function Term({
+  onReady,
+  onResults,
+  label,
+}: {
+  onReady(t: TermHandle): void;
+  onResults?(r: SearchResult): void;
+  label: string;
+}) {
   const box = useRef<HTMLDivElement>(null);
   const results = useRef(onResults);
   results.current = onResults;
@@ -49,17 +63,32 @@ export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): vo
     let observer: ResizeObserver | undefined;
     let gone = false;
     void (async () => {
-      const [{ Terminal }, { FitAddon }, { SearchAddon }] = await Promise.all([import("@xterm/xterm"), import("@xterm/addon-fit"), import("@xterm/addon-search")]);
+      const [{ Terminal }, { FitAddon }, { SearchAddon }] = await Promise.all([
+        import("@xterm/xterm"),
+        import("@xterm/addon-fit"),
+        import("@xterm/addon-search"),
+      ]);
       if (gone || !box.current) return;
       const narrow = window.matchMedia("(max-width: 760px)").matches;
       // allowProposedApi: the search add-on highlights matches with decorations, still a proposed API in xterm 6.
       const largest = narrow ? FONT.phone : FONT.desktop;
-      term = new Terminal({ disableStdin: true, cursorBlink: false, scrollback: 10_000, fontSize: largest, lineHeight: 1.2, theme: THEME, convertEol: false, allowProposedApi: true });
+      term = new Terminal({
+        disableStdin: true,
+        cursorBlink: false,
+        scrollback: 10_000,
+        fontSize: largest,
+        lineHeight: 1.2,
+        theme: THEME,
+        convertEol: false,
+        allowProposedApi: true,
+      });
       const fit = new FitAddon();
       const search: SearchAddon = new SearchAddon();
       term.loadAddon(fit);
       term.loadAddon(search);
-      search.onDidChangeResults(({ resultIndex, resultCount }) => results.current?.({ index: resultIndex + 1, count: resultCount }));
+      search.onDidChangeResults(({ resultIndex, resultCount }) =>
+        results.current?.({ index: resultIndex + 1, count: resultCount }),
+      );
       term.open(box.current);
       const t = term;
       const refit = () => {
@@ -69,7 +98,8 @@ export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): vo
           if (size !== t.options.fontSize) t.options.fontSize = size;
         }
         const dims = fit.proposeDimensions();
-        if (dims && Number.isFinite(dims.cols) && Number.isFinite(dims.rows)) t.resize(Math.max(MIN_COLS, dims.cols), Math.max(2, dims.rows));
+        if (dims && Number.isFinite(dims.cols) && Number.isFinite(dims.rows))
+          t.resize(Math.max(MIN_COLS, dims.cols), Math.max(2, dims.rows));
       };
       refit();
       observer = new ResizeObserver(refit);
@@ -77,7 +107,10 @@ export function Term({ onReady, onResults, label }: { onReady(t: TermHandle): vo
       onReady({
         write: (s) => t.write(s),
         clear: () => t.reset(),
-        find: (text, backwards) => (backwards ? search.findPrevious(text, { decorations: DECORATIONS }) : search.findNext(text, { decorations: DECORATIONS })),
+        find: (text, backwards) =>
+          backwards
+            ? search.findPrevious(text, { decorations: DECORATIONS })
+            : search.findNext(text, { decorations: DECORATIONS }),
         clearSearch: () => search.clearDecorations(),
       });
     })();

@@ -5,7 +5,12 @@ import type { RequestDetail } from "../lib/types";
 type Span = RequestDetail["spans"][number];
 
 /** A duration in ms as the timeline writes it. */
-export const msText = (ms: number | null | undefined) => (ms === null || ms === undefined ? "–" : ms >= 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms * 10) / 10} ms`);
+export const msText = (ms: number | null | undefined) =>
+  ms === null || ms === undefined
+    ? "–"
+    : ms >= 10_000
+      ? `${(ms / 1000).toFixed(1)} s`
+      : `${Math.round(ms * 10) / 10} ms`;
 
 /** Tick marks of an axis of `total` ms: 0 and four more at round steps. */
 function ticks(total: number): number[] {
@@ -37,13 +42,15 @@ export function Timeline({ spans, totalMs }: { spans: Span[]; totalMs: number })
       <span class="tl-name"></span>
       <div class="tl-track">${ticks(total).map((t) => html`<span class="tl-tick" style=${{ left: pct(t, total) }}>${msText(t)}</span>`)}</div>
     </div>
-    ${ordered.map((s) => html`<div class="tl-row" role="listitem" data-testid="span">
+    ${ordered.map(
+      (s) => html`<div class="tl-row" role="listitem" data-testid="span">
       <span class="tl-name"><strong>${s.name}</strong> <span class="muted">${msText(s.end - s.start)} · at ${msText(s.start)}</span></span>
       <div class="tl-track">
         <div class="tl-bar" data-testid="span-bar" title=${`${s.name}: ${msText(s.start)} → ${msText(s.end)}`}
           style=${{ left: pct(s.start, total), width: `max(2px, ${pct(s.end - s.start, total)})` }}></div>
       </div>
       <${Attrs} attrs=${s.attrs} />
-    </div>`)}
+    </div>`,
+    )}
   </div>`;
 }

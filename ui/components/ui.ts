@@ -35,7 +35,15 @@ export function plainMessage(error: ApiError): string {
 }
 
 /** A field's path in words: `execution_params.max_replicas` → "Max replicas". */
-export const fieldWords = (field: string) => sentence((field.split(".").filter((p) => !/^\d+$/.test(p)).pop() ?? field).replace(/_/g, " "));
+export const fieldWords = (field: string) =>
+  sentence(
+    (
+      field
+        .split(".")
+        .filter((p) => !/^\d+$/.test(p))
+        .pop() ?? field
+    ).replace(/_/g, " "),
+  );
 
 /** The server's message for `field` when its error names that field (in plain words). */
 export function messageAt(error: ApiError | undefined, field: string): string | undefined {
@@ -54,7 +62,9 @@ export function invalidAt(error: ApiError | undefined, field: string): Record<st
 /** The server's validation message shown at the field it names (`alert`: announced, where no other note is). */
 export function FieldError({ error, field, alert }: { error?: ApiError; field: string; alert?: boolean }) {
   const text = messageAt(error, field);
-  return text ? html`<small class="field-error" id=${errorId(field)} role=${alert ? "alert" : undefined}>${text}</small>` : null;
+  return text
+    ? html`<small class="field-error" id=${errorId(field)} role=${alert ? "alert" : undefined}>${text}</small>`
+    : null;
 }
 
 /**
@@ -73,7 +83,8 @@ export function FormError({ error }: { error?: ApiError | null }) {
   }, [error]);
   // A message that began with the field's path names the field in words instead.
   const named = !!error?.field && error.message.startsWith(`${error.field}: `);
-  const text = !error || atField ? "" : named ? `${fieldWords(error.field!)}: ${plainMessage(error)}` : plainMessage(error);
+  const text =
+    !error || atField ? "" : named ? `${fieldWords(error.field!)}: ${plainMessage(error)}` : plainMessage(error);
   return html`<div class="form-summary" ref=${box}>${text ? html`<p class="note error" role="alert" data-testid="form-error">${text}</p>` : null}</div>`;
 }
 
@@ -123,7 +134,17 @@ export function CodeBlock({ code, label }: { code: string; label: string }) {
 }
 
 /** A secret shown once, right after it was made, with a copy button, a clear warning and what inferd keeps of it (`kept`; default: a hash). */
-export function SecretOnce({ secret, what, onDone, kept = "inferd keeps only a hash of it." }: { secret: string; what: string; onDone(): void; kept?: string }) {
+export function SecretOnce({
+  secret,
+  what,
+  onDone,
+  kept = "inferd keeps only a hash of it.",
+}: {
+  secret: string;
+  what: string;
+  onDone(): void;
+  kept?: string;
+}) {
   const id = useId();
   return html`<section class="secret" aria-labelledby=${id}>
     <h3 id=${id}>Your new ${what}</h3>
@@ -134,7 +155,14 @@ export function SecretOnce({ secret, what, onDone, kept = "inferd keeps only a h
 }
 
 /** A button that asks for confirmation in a modal dialog before running `onConfirm`. */
-export function ConfirmButton(props: { label: string; title: string; body: ComponentChildren; confirm: string; onConfirm(): unknown; class?: string }) {
+export function ConfirmButton(props: {
+  label: string;
+  title: string;
+  body: ComponentChildren;
+  confirm: string;
+  onConfirm(): unknown;
+  class?: string;
+}) {
   const dialog = useRef<HTMLDialogElement>(null);
   const id = useId();
   const close = () => dialog.current?.close();

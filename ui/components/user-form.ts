@@ -13,9 +13,18 @@ import { FieldError, FormError, invalidAt } from "./ui";
 
 /** The roles with what each may do, as the form explains them. */
 export const ROLES: [Role, string][] = [
-  ["viewer", "Viewer: looks at usage, charts, requests and the audit log of their projects (no runtime logs, job results or bodies); changes nothing."],
-  ["operator", "Operator: runs the workloads, keys and webhooks of their projects (commands within the launch policy, on workers opened to them), reads their logs and jobs, manages models."],
-  ["admin", "Admin: everything, as the admin token: the machine (any command, workers, join tokens), projects, users, settings."],
+  [
+    "viewer",
+    "Viewer: looks at usage, charts, requests and the audit log of their projects (no runtime logs, job results or bodies); changes nothing.",
+  ],
+  [
+    "operator",
+    "Operator: runs the workloads, keys and webhooks of their projects (commands within the launch policy, on workers opened to them), reads their logs and jobs, manages models.",
+  ],
+  [
+    "admin",
+    "Admin: everything, as the admin token: the machine (any command, workers, join tokens), projects, users, settings.",
+  ],
 ];
 
 /** Passwords the server takes (api-26: at least 12 characters). */
@@ -32,20 +41,36 @@ export function generatePassword(): string {
 
 /** The server's refusal with the field it belongs to, when the answer did not name one (a taken email). */
 function atItsField(e: unknown): never {
-  if (e instanceof ApiError && !e.field && e.code === "email_taken") throw new ApiError(e.status, e.code, e.message, "email", e.requestId);
+  if (e instanceof ApiError && !e.field && e.code === "email_taken")
+    throw new ApiError(e.status, e.code, e.message, "email", e.requestId);
   throw e;
 }
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
 
 /** A password field with Generate (shown in clear once generated, to copy); `hint` under it. */
-export function PasswordField({ value, set, error, hint, label = "Password" }: { value: string; set(v: string): void; error?: ApiError; hint: unknown; label?: string }) {
+export function PasswordField({
+  value,
+  set,
+  error,
+  hint,
+  label = "Password",
+}: {
+  value: string;
+  set(v: string): void;
+  error?: ApiError;
+  hint: unknown;
+  label?: string;
+}) {
   const [shown, setShown] = useState(false);
   const short = value !== "" && value.length < MIN_PASSWORD;
   return html`<label>${label}
     <span class="password-row">
       <input type=${shown ? "text" : "password"} name="password" autocomplete="new-password" value=${value} onInput=${(e: Event) => set(val(e))} ...${invalidAt(error, "password")} />
-      <button type="button" class="small" onClick=${() => { set(generatePassword()); setShown(true); }}>Generate</button>
+      <button type="button" class="small" onClick=${() => {
+        set(generatePassword());
+        setShown(true);
+      }}>Generate</button>
     </span>
     <small class="muted">${hint}</small>
     ${short ? html`<small class="field-error">At least ${MIN_PASSWORD} characters.</small>` : null}
@@ -54,19 +79,40 @@ export function PasswordField({ value, set, error, hint, label = "Password" }: {
 }
 
 /** The role select and the project checkboxes (not for admins: they see every project). */
-function RoleAndProjects({ role, setRole, projects, setProjects, error }: { role: Role; setRole(r: Role): void; projects: string[]; setProjects(p: string[]): void; error?: ApiError }) {
+function RoleAndProjects({
+  role,
+  setRole,
+  projects,
+  setProjects,
+  error,
+}: {
+  role: Role;
+  setRole(r: Role): void;
+  projects: string[];
+  setProjects(p: string[]): void;
+  error?: ApiError;
+}) {
   const all = useApi<Project[]>("/admin/projects");
-  const toggle = (slug: string) => setProjects(projects.includes(slug) ? projects.filter((x) => x !== slug) : [...projects, slug]);
+  const toggle = (slug: string) =>
+    setProjects(projects.includes(slug) ? projects.filter((x) => x !== slug) : [...projects, slug]);
   return html`<label>Role
       <select name="role" value=${role} onChange=${(e: Event) => setRole(val(e) as Role)} ...${invalidAt(error, "role")}>
         ${ROLES.map(([r]) => html`<option value=${r}>${r}</option>`)}</select>
       <small class="muted">${ROLES.find(([r]) => r === role)?.[1]}</small>
       <${FieldError} error=${error} field="role" /></label>
     <fieldset class="user-projects" ...${invalidAt(error, "projects")}><legend>Projects</legend>
-      ${role === "admin" ? html`<p class="muted">An admin sees and changes every project.</p>`
-        : !all.data ? html`<p class="muted">Loading projects…</p>`
-        : all.data.length === 0 ? html`<p class="muted">No projects yet.</p>`
-        : all.data.map((p) => html`<label class="check"><input type="checkbox" name="projects" value=${p.slug} checked=${projects.includes(p.slug)} onChange=${() => toggle(p.slug)} /> ${p.name} <code class="muted">${p.slug}</code></label>`)}
+      ${
+        role === "admin"
+          ? html`<p class="muted">An admin sees and changes every project.</p>`
+          : !all.data
+            ? html`<p class="muted">Loading projects…</p>`
+            : all.data.length === 0
+              ? html`<p class="muted">No projects yet.</p>`
+              : all.data.map(
+                  (p) =>
+                    html`<label class="check"><input type="checkbox" name="projects" value=${p.slug} checked=${projects.includes(p.slug)} onChange=${() => toggle(p.slug)} /> ${p.name} <code class="muted">${p.slug}</code></label>`,
+                )
+      }
       <${FieldError} error=${error} field="projects" alert />
     </fieldset>`;
 }
@@ -75,30 +121,56 @@ function RoleAndProjects({ role, setRole, projects, setProjects, error }: { role
  * A new user (`user` absent: with email and password) or an edited one (name, role, projects).
  * `onSaved` gets the server's answer and the password that was set, to show once.
  */
-export function UserForm({ user, onSaved, onCancel }: { user?: User; onSaved(u: User, password: string): unknown; onCancel(): void }) {
+export function UserForm({
+  user,
+  onSaved,
+  onCancel,
+}: {
+  user?: User;
+  onSaved(u: User, password: string): unknown;
+  onCancel(): void;
+}) {
   const [email, setEmail] = useState(user?.email ?? "");
   const [name, setName] = useState(user?.name ?? "");
   const [role, setRole] = useState<Role>(user?.role ?? "viewer");
   const [projects, setProjects] = useState<string[]>(user?.projects ?? []);
   const [password, setPassword] = useState("");
   const save = useAction((body: Record<string, unknown>) =>
-    (user ? api<User>(`/admin/users/${encodeURIComponent(user.id)}`, { method: "PATCH", body }) : api<User>("/admin/users", { body })).catch(atItsField));
+    (user
+      ? api<User>(`/admin/users/${encodeURIComponent(user.id)}`, { method: "PATCH", body })
+      : api<User>("/admin/users", { body })
+    ).catch(atItsField),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
-    const body = { name: name.trim(), role, projects: role === "admin" ? [] : projects, ...(user ? {} : { email: email.trim() }), ...(!user && password ? { password } : {}) };
+    const body = {
+      name: name.trim(),
+      role,
+      projects: role === "admin" ? [] : projects,
+      ...(user ? {} : { email: email.trim() }),
+      ...(!user && password ? { password } : {}),
+    };
     const saved = await save.run(body);
     if (saved) await onSaved(saved, user ? "" : password);
   };
   const bad = !user && password !== "" && password.length < MIN_PASSWORD;
   return html`<form class="form user-form" onSubmit=${submit} aria-label=${user ? `Edit ${user.email}` : "Add a user"}>
     <${FormError} error=${save.error} />
-    ${user ? null : html`<label>Email<input type="email" name="email" required value=${email} onInput=${(e: Event) => setEmail(val(e))} ...${invalidAt(save.error, "email")} />
-      <${FieldError} error=${save.error} field="email" /></label>`}
+    ${
+      user
+        ? null
+        : html`<label>Email<input type="email" name="email" required value=${email} onInput=${(e: Event) => setEmail(val(e))} ...${invalidAt(save.error, "email")} />
+      <${FieldError} error=${save.error} field="email" /></label>`
+    }
     <label>Name <small class="muted">(optional)</small><input name="name" value=${name} onInput=${(e: Event) => setName(val(e))} ...${invalidAt(save.error, "name")} />
       <${FieldError} error=${save.error} field="name" /></label>
     <${RoleAndProjects} role=${role} setRole=${setRole} projects=${projects} setProjects=${setProjects} error=${save.error} />
-    ${user ? null : html`<${PasswordField} value=${password} set=${setPassword} error=${save.error}
-      hint=${html`Optional. <strong>Without a password this person can sign in only with single sign-on.</strong> You will see the password once, to pass on.`} />`}
+    ${
+      user
+        ? null
+        : html`<${PasswordField} value=${password} set=${setPassword} error=${save.error}
+      hint=${html`Optional. <strong>Without a password this person can sign in only with single sign-on.</strong> You will see the password once, to pass on.`} />`
+    }
     <div class="actions">
       <button type="button" onClick=${onCancel}>Cancel</button>
       <button type="submit" class="primary" disabled=${save.busy || bad || (!user && !email.trim())}>${user ? "Save user" : "Add user"}</button>
@@ -110,21 +182,38 @@ export function UserForm({ user, onSaved, onCancel }: { user?: User; onSaved(u: 
  * Sets a new password for `user`; `onSaved` gets it, to show once. For the signed-in user's own
  * password it asks for the current one too (the server needs it: api-32).
  */
-export function PasswordForm({ user, onSaved, onCancel }: { user: User; onSaved(password: string): unknown; onCancel(): void }) {
+export function PasswordForm({
+  user,
+  onSaved,
+  onCancel,
+}: {
+  user: User;
+  onSaved(password: string): unknown;
+  onCancel(): void;
+}) {
   const [password, setPassword] = useState("");
   const [current, setCurrent] = useState("");
   const own = useMe()?.user?.id === user.id;
-  const save = useAction((p: string) => api<User>(`/admin/users/${encodeURIComponent(user.id)}`, { method: "PATCH", body: { password: p, ...(own ? { current_password: current } : {}) } }));
+  const save = useAction((p: string) =>
+    api<User>(`/admin/users/${encodeURIComponent(user.id)}`, {
+      method: "PATCH",
+      body: { password: p, ...(own ? { current_password: current } : {}) },
+    }),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
     if (await save.run(password)) await onSaved(password);
   };
   return html`<form class="form" onSubmit=${submit} aria-label=${`New password for ${user.email}`}>
     <${FormError} error=${save.error} />
-    ${own ? html`<label>Your current password
+    ${
+      own
+        ? html`<label>Your current password
       <input type="password" name="current_password" autocomplete="current-password" value=${current} onInput=${(e: Event) => setCurrent(val(e))} ...${invalidAt(save.error, "current_password")} />
       <${FieldError} error=${save.error} field="current_password" />
-    </label>` : null}
+    </label>`
+        : null
+    }
     <${PasswordField} label="New password" value=${password} set=${setPassword} error=${save.error} hint=${`At least ${MIN_PASSWORD} characters; Generate makes one to copy and pass on.`} />
     <div class="actions">
       <button type="button" onClick=${onCancel}>Cancel</button>

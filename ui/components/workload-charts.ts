@@ -7,7 +7,11 @@ import { Chart, COLORS, DASHED, duration, type Format, type Line, type Range } f
 import { ErrorNote, Loading } from "./ui";
 
 /** The windows the selector offers, in minutes. */
-const WINDOWS: [number, string][] = [[5, "last 5 minutes"], [15, "last 15 minutes"], [60, "last hour"]];
+const WINDOWS: [number, string][] = [
+  [5, "last 5 minutes"],
+  [15, "last 15 minutes"],
+  [60, "last hour"],
+];
 
 /** Unix seconds of an ISO time. */
 export const secs = (iso: string) => Date.parse(iso) / 1000;
@@ -20,7 +24,10 @@ export const rangeOf = (s: SeriesAnswer): Range => [secs(s.from), secs(s.complet
  * 5 s; while another range loads, the last answer stays (the charts do not blink out).
  */
 export function useSeries(minutes: number, workloadId?: string): Loaded<SeriesAnswer> {
-  const read = useApi<SeriesAnswer>(`/admin/metrics/series?minutes=${minutes}${workloadId ? `&workload=${encodeURIComponent(workloadId)}` : ""}`, 5000);
+  const read = useApi<SeriesAnswer>(
+    `/admin/metrics/series?minutes=${minutes}${workloadId ? `&workload=${encodeURIComponent(workloadId)}` : ""}`,
+    5000,
+  );
   const last = useRef<SeriesAnswer>();
   if (read.data) last.current = read.data;
   return { ...read, data: read.data ?? last.current };
@@ -38,7 +45,8 @@ type Pick = (p: SeriesPoint) => number | null;
 const percent: Format = (v) => `${Math.round(v * 100)} %`;
 
 /** Whether a workload had traffic (requests or a queue) in any bucket of its series. */
-export const hadTraffic = (s: WorkloadSeries): boolean => s.points.some((p) => (p.rps ?? 0) > 0 || (p.queue_depth ?? 0) > 0);
+export const hadTraffic = (s: WorkloadSeries): boolean =>
+  s.points.some((p) => (p.rps ?? 0) > 0 || (p.queue_depth ?? 0) > 0);
 
 /**
  * The charts of some workloads: one colour per workload (kept whether or not the others had
@@ -47,7 +55,9 @@ export const hadTraffic = (s: WorkloadSeries): boolean => s.points.some((p) => (
  */
 export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?: (s: WorkloadSeries) => string }) {
   if (answer.workloads.length === 0) return html`<p class="muted">No workloads yet.</p>`;
-  const series = answer.workloads.map((s, i) => ({ s, color: COLORS[i % COLORS.length] })).filter(({ s }) => hadTraffic(s));
+  const series = answer.workloads
+    .map((s, i) => ({ s, color: COLORS[i % COLORS.length] }))
+    .filter(({ s }) => hadTraffic(s));
   if (series.length === 0) return html`<p class="muted" data-testid="no-traffic">No requests in this time range.</p>`;
   const x = series[0].s.points.map((p) => secs(p.t));
   const name = label ?? ((s: WorkloadSeries) => `${s.project_slug}/${s.slug}`);
@@ -60,8 +70,14 @@ export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?
   return html`<div class="charts">
     <${Chart} title="Requests per second" x=${x} xRange=${range} lines=${one((p) => p.rps)} />
     <${Chart} title="Errors per second" x=${x} xRange=${range} lines=${one((p) => p.errors_per_s)} />
-    <${Chart} title="Latency p50 (solid) / p99 (dashed)" x=${x} xRange=${range} format=${duration} lines=${pair((p) => p.p50_ms, (p) => p.p99_ms)} />
-    <${Chart} title="Time to first token p50 (solid) / p99 (dashed)" x=${x} xRange=${range} format=${duration} lines=${pair((p) => p.ttft_p50_ms, (p) => p.ttft_p99_ms)} />
+    <${Chart} title="Latency p50 (solid) / p99 (dashed)" x=${x} xRange=${range} format=${duration} lines=${pair(
+      (p) => p.p50_ms,
+      (p) => p.p99_ms,
+    )} />
+    <${Chart} title="Time to first token p50 (solid) / p99 (dashed)" x=${x} xRange=${range} format=${duration} lines=${pair(
+      (p) => p.ttft_p50_ms,
+      (p) => p.ttft_p99_ms,
+    )} />
     <${Chart} title="Tokens per second" x=${x} xRange=${range} lines=${one((p) => p.tokens_per_s)} />
     <${Chart} title="Queue depth" x=${x} xRange=${range} lines=${one((p) => p.queue_depth)} />
     ${prefixed ? html`<${Chart} title="Prefix hit rate (requests on the replica holding their conversation)" x=${x} xRange=${range} yRange=${[0, 1]} format=${percent} lines=${one((p) => p.prefix_hit_rate ?? null)} />` : null}
@@ -69,7 +85,13 @@ export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?
 }
 
 /** The workload charts of a series read, with its loading and error states. */
-export function SeriesCharts({ read, label }: { read: ReturnType<typeof useSeries>; label?: (s: WorkloadSeries) => string }) {
+export function SeriesCharts({
+  read,
+  label,
+}: {
+  read: ReturnType<typeof useSeries>;
+  label?: (s: WorkloadSeries) => string;
+}) {
   if (read.error) return html`<${ErrorNote} error=${read.error} />`;
   if (!read.data) return html`<${Loading} />`;
   return html`<p class="muted chart-note">Points are complete 10 s buckets up to ${new Date(read.data.complete_until).toLocaleTimeString()}; the one still filling is not drawn, and a break in a line is time the server was down.</p>

@@ -25,20 +25,32 @@ const DOWN = new Set(["idle", "stopped"]);
  * generation than when Restart was pressed) and settled.
  */
 function noteFor(what: "start" | "stop" | "restart", before: Workload): Note {
-  const settled = (w: Workload) => (w.assignments ?? []).length > 0 && (w.assignments ?? []).every((a) => SETTLED.has(a.state));
+  const settled = (w: Workload) =>
+    (w.assignments ?? []).length > 0 && (w.assignments ?? []).every((a) => SETTLED.has(a.state));
   // A workload that scales to zero starts no replica until its first request (once the scaler looked again).
   const toZero = (w: Workload) => w.scaling?.desired === 0 && !w.scaling.reason.startsWith("stopped by the operator");
-  if (what === "start") return { text: "Started: its replicas are coming up.", done: (w) => !w.paused && (settled(w) || toZero(w)) };
-  if (what === "stop") return { text: "Stopped: its replicas are shutting down and stay idle until you start it.", done: (w) => w.paused && (w.assignments ?? []).every((a) => DOWN.has(a.state)) };
+  if (what === "start")
+    return { text: "Started: its replicas are coming up.", done: (w) => !w.paused && (settled(w) || toZero(w)) };
+  if (what === "stop")
+    return {
+      text: "Stopped: its replicas are shutting down and stay idle until you start it.",
+      done: (w) => w.paused && (w.assignments ?? []).every((a) => DOWN.has(a.state)),
+    };
   const generation = new Map((before.assignments ?? []).map((a) => [a.id, a.generation]));
-  const restarted = (a: NonNullable<Workload["assignments"]>[number]) => !generation.has(a.id) || a.generation > generation.get(a.id)!;
-  return { text: "Restarting: a new replica gets ready before the old one stops, where the GPUs allow.", done: (w) => settled(w) && (w.assignments ?? []).every(restarted) };
+  const restarted = (a: NonNullable<Workload["assignments"]>[number]) =>
+    !generation.has(a.id) || a.generation > generation.get(a.id)!;
+  return {
+    text: "Restarting: a new replica gets ready before the old one stops, where the GPUs allow.",
+    done: (w) => settled(w) && (w.assignments ?? []).every(restarted),
+  };
 }
 
 /** The buttons: Start when stopped, else Stop and Restart (a rolling restart), and a note on the last action until it is done. */
 export function Controls({ w, onChange }: { w: Workload; onChange(): unknown }) {
   const [note, setNote] = useState<Note | null>(null);
-  const act = useAction((what: "start" | "stop" | "restart") => api(`/admin/workloads/${w.id}/${what}`, { method: "POST" }).then(() => what));
+  const act = useAction((what: "start" | "stop" | "restart") =>
+    api(`/admin/workloads/${w.id}/${what}`, { method: "POST" }).then(() => what),
+  );
   const run = async (what: "start" | "stop" | "restart") => {
     const before = w;
     setNote(null);
@@ -51,11 +63,13 @@ export function Controls({ w, onChange }: { w: Workload; onChange(): unknown }) 
     if (note?.done(w)) setNote(null);
   }, [w, note]);
   return html`<div class="toolbar controls">
-    ${w.paused
-      ? html`<button type="button" class="primary" disabled=${act.busy} onClick=${() => run("start")}>Start</button>`
-      : html`<${ConfirmButton} class="danger" label="Stop" title=${`Stop ${w.name}?`} confirm="Stop workload" onConfirm=${() => run("stop")}
+    ${
+      w.paused
+        ? html`<button type="button" class="primary" disabled=${act.busy} onClick=${() => run("start")}>Start</button>`
+        : html`<${ConfirmButton} class="danger" label="Stop" title=${`Stop ${w.name}?`} confirm="Stop workload" onConfirm=${() => run("stop")}
             body=${html`<p>Its replicas stop and stay stopped until you start it again. Requests get 503 meanwhile; async jobs wait.</p>`} />
-          <button type="button" disabled=${act.busy} onClick=${() => run("restart")}>Restart</button>`}
+          <button type="button" disabled=${act.busy} onClick=${() => run("restart")}>Restart</button>`
+    }
     <span class="muted" role="status" data-testid="control-note">${note?.text ?? ""}</span>
     <${ErrorNote} error=${act.error} />
   </div>`;
@@ -64,7 +78,10 @@ export function Controls({ w, onChange }: { w: Workload; onChange(): unknown }) 
 /** Replicas whose runtime runs or comes up, and those that failed (a failed one is not running). */
 function replicaCounts(w: Workload): { running: number; failed: number } {
   const list = w.assignments ?? [];
-  return { running: list.filter((a) => a.state !== "failed" && !DOWN.has(a.state)).length, failed: list.filter((a) => a.state === "failed").length };
+  return {
+    running: list.filter((a) => a.state !== "failed" && !DOWN.has(a.state)).length,
+    failed: list.filter((a) => a.state === "failed").length,
+  };
 }
 
 /** A server reason without the API call it suggests in parentheses: the button for it is right above. */
@@ -78,13 +95,17 @@ export function ScalingState({ w }: { w: Workload }) {
   return html`<section class="card scaling" aria-labelledby="scaling" data-testid="scaling">
     <h2 id="scaling">Scaling</h2>
     <p><strong>${label}</strong>: ${policyText(w.execution_policy, w.execution_params)}.${w.paused ? html` <span class="badge state-idle">stopped by you</span>` : null}</p>
-    ${s ? html`<dl class="facts">
+    ${
+      s
+        ? html`<dl class="facts">
       <div><dt>Wanted</dt><dd>${s.desired}</dd></div>
       <div><dt>Running</dt><dd data-testid="scaling-running">${states.running}</dd></div>
       <div><dt>Ready</dt><dd>${s.current}</dd></div>
       ${states.failed ? html`<div><dt>Failed</dt><dd data-testid="scaling-failed">${states.failed}</dd></div>` : null}
     </dl>
     <p class="muted">Now: ${withoutApiHint(s.reason)}</p>
-    ${s.last_decision ? html`<p class="muted">Last change <span title=${new Date(s.last_decision.at).toLocaleString()}>${ago(s.last_decision.at)}</span>: ${s.last_decision.action} (${s.last_decision.reason}).</p>` : null}` : null}
+    ${s.last_decision ? html`<p class="muted">Last change <span title=${new Date(s.last_decision.at).toLocaleString()}>${ago(s.last_decision.at)}</span>: ${s.last_decision.action} (${s.last_decision.reason}).</p>` : null}`
+        : null
+    }
   </section>`;
 }

@@ -12,7 +12,9 @@ export function WorkloadHead({ w, current }: { w: Workload; current: string }) {
   return html`<${PageTitle} sub=${html`<a href=${`/projects/${w.project_slug}`}>${w.project_slug}</a> / <code>${w.slug}</code> · ${backend} · <span class="wrap">${w.model_name}</span>`}>${w.name}<//>
     <${Tabs} current=${current} items=${[
       { href: base, label: "Overview" },
-      ...(PLAYGROUND_TASKS.has(w.task_type) && can("playground", w.project_slug) ? [{ href: `${base}/playground`, label: "Playground" }] : []),
+      ...(PLAYGROUND_TASKS.has(w.task_type) && can("playground", w.project_slug)
+        ? [{ href: `${base}/playground`, label: "Playground" }]
+        : []),
       ...(can("logs.read", w.project_slug) ? [{ href: `${base}/logs`, label: "Logs" }] : []),
       { href: `${base}/requests`, label: "Requests" },
       { href: `${base}/webhooks`, label: "Webhooks & jobs" },

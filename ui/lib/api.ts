@@ -62,7 +62,14 @@ export async function failure(res: Response): Promise<ApiError> {
   }
   if (res.status === 403 && err.code === "forbidden_role") onForbiddenRole();
   const retry = Number(res.headers.get("retry-after") ?? NaN);
-  return new ApiError(res.status, err.code ?? `http_${res.status}`, err.message ?? `the server answered ${res.status}`, err.field, res.headers.get("x-request-id") ?? undefined, Number.isFinite(retry) ? retry : undefined);
+  return new ApiError(
+    res.status,
+    err.code ?? `http_${res.status}`,
+    err.message ?? `the server answered ${res.status}`,
+    err.field,
+    res.headers.get("x-request-id") ?? undefined,
+    Number.isFinite(retry) ? retry : undefined,
+  );
 }
 
 /**
@@ -109,7 +116,12 @@ export type Credentials = { token: string } | { email: string; password: string 
 
 /** Exchanges the admin token (or a user's email and password) for the HttpOnly session cookie. */
 export async function signIn(credentials: string | Credentials): Promise<void> {
-  const body = typeof credentials === "string" ? { token: credentials.trim() } : "token" in credentials ? { token: credentials.token.trim() } : { email: credentials.email.trim(), password: credentials.password };
+  const body =
+    typeof credentials === "string"
+      ? { token: credentials.trim() }
+      : "token" in credentials
+        ? { token: credentials.token.trim() }
+        : { email: credentials.email.trim(), password: credentials.password };
   const res = await send("/admin/session", { body });
   if (!res.ok) throw await failure(res);
   localStorage.setItem(FLAG, "1");

@@ -3,8 +3,16 @@ import { llamaModelArgs } from "./model-ref";
 
 /** Backends, in the order the form offers them. */
 export const BACKENDS = [
-  { id: "llamacpp", label: "llama.cpp", hint: "A GGUF model: a file on the worker, or one from Hugging Face that inferd downloads first. Without llama-server installed, inferd's built-in llama.cpp runtime serves it." },
-  { id: "ollama", label: "Ollama", hint: "A model from the Ollama library; inferd pulls it and serves it through the Ollama daemon." },
+  {
+    id: "llamacpp",
+    label: "llama.cpp",
+    hint: "A GGUF model: a file on the worker, or one from Hugging Face that inferd downloads first. Without llama-server installed, inferd's built-in llama.cpp runtime serves it.",
+  },
+  {
+    id: "ollama",
+    label: "Ollama",
+    hint: "A model from the Ollama library; inferd pulls it and serves it through the Ollama daemon.",
+  },
   { id: "vllm", label: "vLLM", hint: "A Hugging Face model on NVIDIA or AMD GPUs." },
   { id: "vllm-omni", label: "vLLM-Omni", hint: "vLLM for image, audio and video generation models." },
   { id: "sglang", label: "SGLang", hint: "A Hugging Face model served by SGLang." },

@@ -38,16 +38,32 @@ export interface Draft {
 
 /** An empty draft for `backend`. */
 export const emptyDraft = (backend = "llamacpp"): Draft => ({
-  name: "", slug: "", description: "", task_type: "text2text", backend, model_name: "", gguf: "",
-  command: defaultCommand(backend, ""), version: "", worker_id: "", nodes: "1", commandTouched: false, policy: emptyPolicy(),
-  aliases: [], fallbacks: [], routing: "", taskAdded: "", projector: "",
+  name: "",
+  slug: "",
+  description: "",
+  task_type: "text2text",
+  backend,
+  model_name: "",
+  gguf: "",
+  command: defaultCommand(backend, ""),
+  version: "",
+  worker_id: "",
+  nodes: "1",
+  commandTouched: false,
+  policy: emptyPolicy(),
+  aliases: [],
+  fallbacks: [],
+  routing: "",
+  taskAdded: "",
+  projector: "",
 });
 
 /** What `--mmproj` gets until the model's projector is known: the user replaces it. */
 export const PROJECTOR_PLACEHOLDER = "/path/to/mmproj.gguf";
 
 /** Backends whose command names the model (`vllm serve <model>`, `--model-path`): the form asks for it there only. */
-export const modelInCommand = (backend: string) => backend === "vllm" || backend === "vllm-omni" || backend === "sglang";
+export const modelInCommand = (backend: string) =>
+  backend === "vllm" || backend === "vllm-omni" || backend === "sglang";
 
 /** A command's words, or undefined when it does not split (an unclosed quote: the server explains that one). */
 function splitOrNot(command: string): string[] | undefined {
@@ -73,7 +89,9 @@ const unnamed = (w: string | undefined) => !w || w.startsWith("-") || /^<.*>$/.t
 export function servedNameOf(backend: string, command: string): string | undefined {
   const words = splitOrNot(command);
   if (!words) return undefined;
-  const named = flagValue(words, ["--served-model-name"]) ?? flagValue(words, backend === "sglang" ? ["--model-path", "--model"] : ["--model"]);
+  const named =
+    flagValue(words, ["--served-model-name"]) ??
+    flagValue(words, backend === "sglang" ? ["--model-path", "--model"] : ["--model"]);
   const serve = words.indexOf("serve");
   const model = named ?? (backend === "sglang" || serve < 0 ? undefined : words[serve + 1]);
   return unnamed(model) ? "" : model!;
@@ -86,10 +104,20 @@ export function servedNameOf(backend: string, command: string): string | undefin
 export function draftProblem(d: Draft): { field: string; message: string } | undefined {
   if (!d.name.trim()) return { field: "name", message: "Give the workload a name." };
   if (modelInCommand(d.backend) && servedNameOf(d.backend, d.command) === "") {
-    const example = d.backend === "sglang" ? "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B" : d.backend === "vllm-omni" ? "vllm serve Qwen/Qwen-Image --omni" : "vllm serve Qwen/Qwen3-8B";
+    const example =
+      d.backend === "sglang"
+        ? "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B"
+        : d.backend === "vllm-omni"
+          ? "vllm serve Qwen/Qwen-Image --omni"
+          : "vllm serve Qwen/Qwen3-8B";
     return { field: "config.command", message: `Name the model to serve in the command, e.g. ${example}.` };
   }
-  if (!modelInCommand(d.backend) && !d.model_name.trim()) return { field: "model_name", message: d.backend === "ollama" ? "Name the Ollama model, e.g. llama3.2:1b." : "Give the model a name clients may send." };
+  if (!modelInCommand(d.backend) && !d.model_name.trim())
+    return {
+      field: "model_name",
+      message:
+        d.backend === "ollama" ? "Name the Ollama model, e.g. llama3.2:1b." : "Give the model a name clients may send.",
+    };
   const problem = d.backend === "ollama" ? undefined : taskFlagProblem(d.backend, d.task_type, wordsOf(d.command));
   return problem ? { field: "config.command", message: problem } : undefined;
 }
@@ -108,7 +136,8 @@ export function sentAliasIndex(aliases: string[], i: number): number {
 export function configOf(d: Draft): Record<string, string> {
   if (d.backend === "ollama") return {};
   const config: Record<string, string> = { command: d.command.trim() };
-  if (d.version.trim() && d.backend !== "llamacpp") config[d.backend === "sglang" ? "sglang_version" : "vllm_version"] = d.version.trim();
+  if (d.version.trim() && d.backend !== "llamacpp")
+    config[d.backend === "sglang" ? "sglang_version" : "vllm_version"] = d.version.trim();
   return config;
 }
 
@@ -166,18 +195,29 @@ function withTaskFlag(d: Draft): Draft {
 export function edit(d: Draft, patch: Partial<Draft>): Draft {
   const next = { ...d, ...patch };
   if (patch.gguf !== undefined && patch.projector === undefined && patch.gguf !== d.gguf) next.projector = "";
-  if (patch.gguf !== undefined && (!d.model_name || d.model_name === modelNameOf(d.gguf))) next.model_name = modelNameOf(patch.gguf);
-  let redo = patch.task_type !== undefined || patch.backend !== undefined || (patch.projector !== undefined && patch.projector !== d.projector);
-  if (patch.gguf !== undefined && next.commandTouched && d.backend === "llamacpp" && d.command.includes(llamaModelArgs(d.gguf))) {
+  if (patch.gguf !== undefined && (!d.model_name || d.model_name === modelNameOf(d.gguf)))
+    next.model_name = modelNameOf(patch.gguf);
+  let redo =
+    patch.task_type !== undefined ||
+    patch.backend !== undefined ||
+    (patch.projector !== undefined && patch.projector !== d.projector);
+  if (
+    patch.gguf !== undefined &&
+    next.commandTouched &&
+    d.backend === "llamacpp" &&
+    d.command.includes(llamaModelArgs(d.gguf))
+  ) {
     next.command = d.command.replace(llamaModelArgs(d.gguf), llamaModelArgs(patch.gguf));
   } else if (!next.commandTouched || patch.backend !== undefined) {
     next.command = defaultCommand(next.backend, next.model_name, next.gguf);
     if (patch.backend !== undefined) next.commandTouched = false;
     redo = true;
   }
-  const served = patch.command !== undefined && modelInCommand(next.backend) ? servedNameOf(next.backend, next.command) : undefined;
+  const served =
+    patch.command !== undefined && modelInCommand(next.backend) ? servedNameOf(next.backend, next.command) : undefined;
   const before = servedNameOf(d.backend, d.command);
-  if (served !== undefined && (!d.model_name || before === undefined || d.model_name === before)) next.model_name = served;
+  if (served !== undefined && (!d.model_name || before === undefined || d.model_name === before))
+    next.model_name = served;
   return redo ? withTaskFlag(next) : next;
 }
 
@@ -206,7 +246,13 @@ export function draftOf(w: Workload): Draft {
 }
 
 /** Task type words a link may use besides the API's ids (`?task=embeddings`). */
-const TASK_WORDS: Record<string, string> = { chat: "text2text", embeddings: "embedding", embed: "embedding", rerank: "reranker", vision: "image2text" };
+const TASK_WORDS: Record<string, string> = {
+  chat: "text2text",
+  embeddings: "embedding",
+  embed: "embedding",
+  rerank: "reranker",
+  vision: "image2text",
+};
 
 /**
  * A new workload's draft from the page's query (`?model=…&backend=llamacpp&task=embeddings`, as a

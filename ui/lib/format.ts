@@ -29,14 +29,22 @@ export const noun = (n: number | null | undefined, word: string, many = `${word}
  * A count and its noun, singular for exactly one: every count text of the dashboard says it so.
  * @example plural(1, "request") // → "1 request"; plural(1024, "token") // → "1,024 tokens"; plural(2, "entry", "entries") // → "2 entries"
  */
-export const plural = (n: number | null | undefined, word: string, many?: string) => `${count(n ?? 0)} ${noun(n, word, many)}`;
+export const plural = (n: number | null | undefined, word: string, many?: string) =>
+  `${count(n ?? 0)} ${noun(n, word, many)}`;
 
 /** An ISO time as "3 min ago" / "in 5 min", with the exact time in a tooltip by the caller. */
 export function ago(iso: string | null | undefined, now = Date.now()): string {
   if (!iso) return "never";
   const s = Math.round((Date.parse(iso) - now) / 1000);
   const a = Math.abs(s);
-  const text = a < 60 ? `${a} s` : a < 3600 ? `${Math.round(a / 60)} min` : a < 86400 ? `${Math.round(a / 3600)} h` : `${Math.round(a / 86400)} d`;
+  const text =
+    a < 60
+      ? `${a} s`
+      : a < 3600
+        ? `${Math.round(a / 60)} min`
+        : a < 86400
+          ? `${Math.round(a / 3600)} h`
+          : `${Math.round(a / 86400)} d`;
   if (a < 5) return "just now";
   return s < 0 ? `${text} ago` : `in ${text}`;
 }
@@ -50,12 +58,14 @@ export function duration(seconds: number | null | undefined): string {
   const s = Math.max(0, Math.round(seconds));
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ""}`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
+  if (s < 86400)
+    return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
   return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
 }
 
 /** How long ago an ISO time was, as a duration ("3 min 5 s"). */
-export const since = (iso: string | null | undefined, now = Date.now()) => (iso ? duration((now - Date.parse(iso)) / 1000) : "–");
+export const since = (iso: string | null | undefined, now = Date.now()) =>
+  iso ? duration((now - Date.parse(iso)) / 1000) : "–";
 
 /** A transfer rate as e.g. "5.1 MiB/s". */
 export const rate = (bytesPerSecond: number) => `${bytes(bytesPerSecond)}/s`;

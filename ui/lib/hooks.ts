@@ -27,7 +27,8 @@ export function useApi<T>(path: string | null, pollMs?: number): Loaded<T> {
         setError(undefined);
       }
     } catch (e) {
-      if (current.current === path) setError(e instanceof ApiError ? e : new ApiError(0, "network", (e as Error).message));
+      if (current.current === path)
+        setError(e instanceof ApiError ? e : new ApiError(0, "network", (e as Error).message));
     }
   }, [path]);
   useEffect(() => {
@@ -77,7 +78,12 @@ export function useNow(everyMs = 1000): number {
  * overtaken; keeps the last answer meanwhile, and forgets it when `path` is null.
  * @example const { data } = useDebouncedApi<FileCheck>(path && `/admin/models/file?path=${encodeURIComponent(path)}`, {}, path ?? "");
  */
-export function useDebouncedApi<T>(path: string | null, opts: CallOptions, key: string, delayMs = 300): { data?: T; error?: ApiError } {
+export function useDebouncedApi<T>(
+  path: string | null,
+  opts: CallOptions,
+  key: string,
+  delayMs = 300,
+): { data?: T; error?: ApiError } {
   const [state, setState] = useState<{ data?: T; error?: ApiError }>({});
   useEffect(() => {
     if (!path) return setState({});
@@ -85,7 +91,9 @@ export function useDebouncedApi<T>(path: string | null, opts: CallOptions, key: 
     const timer = setTimeout(() => {
       api<T>(path, { ...opts, signal: ctl.signal }).then(
         (data) => setState({ data }),
-        (error) => ctl.signal.aborted || setState({ error: error instanceof ApiError ? error : new ApiError(0, "network", (error as Error).message) }),
+        (error) =>
+          ctl.signal.aborted ||
+          setState({ error: error instanceof ApiError ? error : new ApiError(0, "network", (error as Error).message) }),
       );
     }, delayMs);
     return () => {

@@ -13,7 +13,11 @@ const ESCAPES = /\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[
 export function lastLine(text: string): string {
   const lines = text.replace(ESCAPES, "").split("\n");
   for (let i = lines.length - 1; i >= 0; i--) {
-    const drawn = lines[i].split("\r").map((s) => s.trim()).filter(Boolean).pop();
+    const drawn = lines[i]
+      .split("\r")
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .pop();
     if (drawn) return drawn.replace(/[\x00-\x08\x0b-\x1f\x7f]/g, "");
   }
   return "";
@@ -40,7 +44,9 @@ export function useLastLine(workloadId: string, assignmentId: string, active: bo
     const read = async () => {
       if (document.hidden) return;
       try {
-        const logs = await api<{ replicas: { text: string }[] }>(`/admin/workloads/${encodeURIComponent(workloadId)}/logs?assignment=${encodeURIComponent(assignmentId)}&bytes=${TAIL_BYTES}`);
+        const logs = await api<{ replicas: { text: string }[] }>(
+          `/admin/workloads/${encodeURIComponent(workloadId)}/logs?assignment=${encodeURIComponent(assignmentId)}&bytes=${TAIL_BYTES}`,
+        );
         if (!gone) setLine(lastLine(logs.replicas[0]?.text ?? ""));
       } catch {}
     };

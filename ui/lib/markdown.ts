@@ -10,7 +10,27 @@ import DOMPurify from "dompurify";
  * Tags an answer may not produce: scripts and handlers are gone anyway; images (a remote image
  * leaks the conversation in its URL), forms and frames are dropped too.
  */
-const FORBID_TAGS = ["img", "picture", "source", "video", "audio", "iframe", "object", "embed", "form", "input", "button", "textarea", "select", "style", "link", "meta", "base", "svg", "math"];
+const FORBID_TAGS = [
+  "img",
+  "picture",
+  "source",
+  "video",
+  "audio",
+  "iframe",
+  "object",
+  "embed",
+  "form",
+  "input",
+  "button",
+  "textarea",
+  "select",
+  "style",
+  "link",
+  "meta",
+  "base",
+  "svg",
+  "math",
+];
 
 const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -28,7 +48,8 @@ const marked = new Marked({
   gfm: true,
   breaks: true,
   renderer: {
-    html: ({ text, block }) => (block ? `<p>${escapeHtml(text.trimEnd()).replace(/\n/g, "<br>")}</p>\n` : escapeHtml(text)),
+    html: ({ text, block }) =>
+      block ? `<p>${escapeHtml(text.trimEnd()).replace(/\n/g, "<br>")}</p>\n` : escapeHtml(text),
     image: ({ href, text }) => `<a href="${escapeHtml(href)}">${escapeHtml(text || href)}</a>`,
   },
 });

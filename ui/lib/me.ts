@@ -88,7 +88,9 @@ const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
 
 /** Whether `me` belongs to `project` (a slug or id); admins belong to all. */
 function member(me: Me, project: string | undefined): boolean {
-  return project === undefined || me.projects === "all" || me.projects.some((p) => p.slug === project || p.id === project);
+  return (
+    project === undefined || me.projects === "all" || me.projects.some((p) => p.slug === project || p.id === project)
+  );
 }
 
 /**
@@ -107,8 +109,10 @@ export function can(action: Action, project?: string, me: Me | undefined = curre
 export function whyNot(action: Action, me: Me | undefined = current): string {
   const role = me?.role ?? "viewer";
   if (NEEDS[action] === "admin") return `Your role (${role}) cannot do this; only an admin can.`;
-  if (action === "logs.read") return `Your role (${role}) cannot read runtime logs or job results; an operator or admin of this project can.`;
-  const scoped = action === "workload.change" || action === "key.change" || action === "webhook.change" || action === "playground";
+  if (action === "logs.read")
+    return `Your role (${role}) cannot read runtime logs or job results; an operator or admin of this project can.`;
+  const scoped =
+    action === "workload.change" || action === "key.change" || action === "webhook.change" || action === "playground";
   return `Your role (${role}) can only look; an operator or admin${scoped ? " of this project" : ""} can change this.`;
 }
 
@@ -125,7 +129,17 @@ export function guard(action: Action, project?: string): Record<string, unknown>
  * note saying why the controls are missing.
  * @example html`<${Can} do="key.change" project=${slug} note>…the new-key form…<//>`
  */
-export function Can({ do: action, project, note, children }: { do: Action; project?: string; note?: boolean; children: ComponentChildren }) {
+export function Can({
+  do: action,
+  project,
+  note,
+  children,
+}: {
+  do: Action;
+  project?: string;
+  note?: boolean;
+  children: ComponentChildren;
+}) {
   useMe();
   if (can(action, project)) return html`${children}`;
   return note ? html`<p class="note role-note" data-testid="role-note">${whyNot(action)}</p>` : null;

@@ -69,7 +69,8 @@ export function refOfModel(m: Pick<Model, "kind" | "source" | "entry">): string 
 }
 
 /** The same model named two ways (`hf:o/r:q4_k_m`, `o/r:Q4_K_M`) compare equal. */
-export const sameRef = (a: string, b: string) => a.trim().replace(/^hf:/, "").toLowerCase() === b.trim().replace(/^hf:/, "").toLowerCase();
+export const sameRef = (a: string, b: string) =>
+  a.trim().replace(/^hf:/, "").toLowerCase() === b.trim().replace(/^hf:/, "").toLowerCase();
 
 /**
  * The model name clients may send, from a reference.
@@ -78,6 +79,7 @@ export const sameRef = (a: string, b: string) => a.trim().replace(/^hf:/, "").to
 export function modelNameOf(ref: string): string {
   const r = ref.trim().replace(/^hf:/, "");
   const kind = refKind(ref);
-  if (kind === "hub" || (kind === "hf" && !/\.gguf$/i.test(r))) return (r.split("/")[1] ?? "").split(/[:@]/)[0].replace(/-GGUF$/i, "");
+  if (kind === "hub" || (kind === "hf" && !/\.gguf$/i.test(r)))
+    return (r.split("/")[1] ?? "").split(/[:@]/)[0].replace(/-GGUF$/i, "");
   return (r.split(/[\\/]/).pop() ?? "").replace(/\.gguf$/i, "");
 }

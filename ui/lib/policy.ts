@@ -2,15 +2,29 @@
  * A workload's execution policy as the form edits it (text fields), to and from the server's
  * `execution_policy` + `execution_params`, and in words. The server checks and fills in defaults.
  */
-import type { AutoscalingParams, DAYS as ServerDays, FixedParams, ScheduledParams, Window } from "../../src/execution/schema";
+import type {
+  AutoscalingParams,
+  DAYS as ServerDays,
+  FixedParams,
+  ScheduledParams,
+  Window,
+} from "../../src/execution/schema";
 import type { ExecutionPolicy } from "../../src/workloads/schema";
 import { duration, plural } from "./format";
 
 /** The policies, in the order the form offers them. */
 export const POLICIES: { id: ExecutionPolicy; label: string; hint: string }[] = [
   { id: "fixed", label: "Always on", hint: "A fixed number of replicas, always running." },
-  { id: "autoscaling", label: "Autoscaling", hint: "Between a minimum and a maximum by demand; a replica without requests stops after a while (down to zero), and the next request starts one." },
-  { id: "scheduled", label: "Scheduled", hint: "Runs during time windows (days and hours, or a cron pattern), with fewer or none outside them." },
+  {
+    id: "autoscaling",
+    label: "Autoscaling",
+    hint: "Between a minimum and a maximum by demand; a replica without requests stops after a while (down to zero), and the next request starts one.",
+  },
+  {
+    id: "scheduled",
+    label: "Scheduled",
+    hint: "Runs during time windows (days and hours, or a cron pattern), with fewer or none outside them.",
+  },
 ];
 
 /** Weekdays as the server names them. */
@@ -43,10 +57,27 @@ export interface PolicyDraft {
 export const localZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
 
 /** A new window: weekdays, 09:00 to 18:00, here. */
-export const newWindow = (): WindowDraft => ({ mode: "days", days: ["mon", "tue", "wed", "thu", "fri"], start: "09:00", end: "18:00", cron: "* 9-17 * * 1-5", timezone: localZone() });
+export const newWindow = (): WindowDraft => ({
+  mode: "days",
+  days: ["mon", "tue", "wed", "thu", "fri"],
+  start: "09:00",
+  end: "18:00",
+  cron: "* 9-17 * * 1-5",
+  timezone: localZone(),
+});
 
 /** The form's starting point: always one replica (the server's defaults for the others). */
-export const emptyPolicy = (): PolicyDraft => ({ policy: "fixed", replicas: "1", min_replicas: "0", max_replicas: "1", idle_timeout_s: "300", scale_up_after_s: "10", target_in_flight: "", min_replicas_outside: "0", windows: [newWindow()] });
+export const emptyPolicy = (): PolicyDraft => ({
+  policy: "fixed",
+  replicas: "1",
+  min_replicas: "0",
+  max_replicas: "1",
+  idle_timeout_s: "300",
+  scale_up_after_s: "10",
+  target_in_flight: "",
+  min_replicas_outside: "0",
+  windows: [newWindow()],
+});
 
 /** A typed number, or nothing when empty (NaN goes to the server, which names the field). */
 const num = (s: string) => (s.trim() === "" ? undefined : Number(s));
@@ -55,24 +86,42 @@ const txt = (v: unknown) => (v === undefined || v === null ? "" : String(v));
 /** A window as the server takes it. */
 function windowOf(w: WindowDraft): Window {
   const tz = w.timezone.trim() ? { timezone: w.timezone.trim() } : {};
-  return w.mode === "cron" ? { cron: w.cron.trim(), ...tz } : { days: w.days as (typeof DAYS)[number][], start: w.start, end: w.end, ...tz };
+  return w.mode === "cron"
+    ? { cron: w.cron.trim(), ...tz }
+    : { days: w.days as (typeof DAYS)[number][], start: w.start, end: w.end, ...tz };
 }
 
 /** `execution_params` of a draft for its policy (empty fields left to the server's defaults). */
 export function paramsOf(d: PolicyDraft): FixedParams | AutoscalingParams | ScheduledParams {
-  const pick = <T extends object>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+  const pick = <T extends object>(o: T) =>
+    Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
   if (d.policy === "fixed") return pick({ replicas: num(d.replicas) });
   if (d.policy === "autoscaling") {
-    return pick({ min_replicas: num(d.min_replicas), max_replicas: num(d.max_replicas), idle_timeout_s: num(d.idle_timeout_s), scale_up_after_s: num(d.scale_up_after_s), target_in_flight: num(d.target_in_flight) });
+    return pick({
+      min_replicas: num(d.min_replicas),
+      max_replicas: num(d.max_replicas),
+      idle_timeout_s: num(d.idle_timeout_s),
+      scale_up_after_s: num(d.scale_up_after_s),
+      target_in_flight: num(d.target_in_flight),
+    });
   }
-  return pick({ windows: d.windows.map(windowOf), replicas: num(d.replicas), min_replicas_outside: num(d.min_replicas_outside) });
+  return pick({
+    windows: d.windows.map(windowOf),
+    replicas: num(d.replicas),
+    min_replicas_outside: num(d.min_replicas_outside),
+  });
 }
 
 /** The draft of a saved policy. */
 export function policyDraftOf(policy: string, params: Record<string, unknown>): PolicyDraft {
   const base = emptyPolicy();
   const p = params as Partial<Record<keyof PolicyDraft, unknown>> & { windows?: Window[] };
-  const windows = (p.windows ?? []).map((w): WindowDraft => ("cron" in w ? { ...newWindow(), mode: "cron", cron: w.cron, timezone: w.timezone ?? "UTC" } : { ...newWindow(), days: [...w.days], start: w.start, end: w.end, timezone: w.timezone ?? "UTC" }));
+  const windows = (p.windows ?? []).map(
+    (w): WindowDraft =>
+      "cron" in w
+        ? { ...newWindow(), mode: "cron", cron: w.cron, timezone: w.timezone ?? "UTC" }
+        : { ...newWindow(), days: [...w.days], start: w.start, end: w.end, timezone: w.timezone ?? "UTC" },
+  );
   const keep = (k: keyof PolicyDraft) => (p[k] === undefined ? (base[k] as string) : txt(p[k]));
   return {
     policy: (POLICIES.some((x) => x.id === policy) ? policy : "fixed") as ExecutionPolicy,

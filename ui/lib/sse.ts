@@ -15,7 +15,10 @@ export async function* sseData(res: Response): AsyncGenerator<string> {
     while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
       const event = buf.slice(0, cut);
       buf = buf.slice(cut).replace(/^\r?\n\r?\n/, "");
-      const data = event.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).replace(/^ /, ""));
+      const data = event
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(5).replace(/^ /, ""));
       if (data.length) yield data.join("\n");
     }
   }

@@ -91,7 +91,13 @@ export interface Worker {
 /** One telemetry probe of a worker. */
 export interface TelemetrySample {
   t: string;
-  gpus: { index: number; utilization_percent: number; memory_used_mib: number; memory_total_mib: number; temperature_c?: number }[];
+  gpus: {
+    index: number;
+    utilization_percent: number;
+    memory_used_mib: number;
+    memory_total_mib: number;
+    temperature_c?: number;
+  }[];
 }
 
 /** What this server is and what it can run. */
@@ -152,7 +158,12 @@ export type { UsageRow } from "../../src/usage/routes";
 /** A page of the audit log with the cursor to the next, older one. */
 export type AuditPage = { entries: import("../../src/audit/service").AuditEntry[]; next_before: number | null };
 /** The usage export's JSON answer. */
-export type UsageExport = { group_by: "key" | "project" | "workload"; from: string; to: string; rows: import("../../src/usage/routes").UsageRow[] };
+export type UsageExport = {
+  group_by: "key" | "project" | "workload";
+  from: string;
+  to: string;
+  rows: import("../../src/usage/routes").UsageRow[];
+};
 
 // Users and sign-in (issue 26; the shapes of /work/api-26.md).
 /** A role: admin (everything), operator (changes in their projects, workers, models), viewer (reads only). */

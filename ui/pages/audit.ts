@@ -48,7 +48,8 @@ export function AuditPageView() {
     }
   };
   useEffect(() => void load(), [filters]);
-  const set = (k: keyof typeof draft) => (e: Event) => setDraft({ ...draft, [k]: (e.target as HTMLInputElement).value });
+  const set = (k: keyof typeof draft) => (e: Event) =>
+    setDraft({ ...draft, [k]: (e.target as HTMLInputElement).value });
   return html`<${PageTitle} sub="Every admin and control-plane change: who, what, when. Secrets are never written here.">Audit log<//>
     <form class="card form filters" aria-label="Filter the audit log" onSubmit=${(e: Event) => {
       e.preventDefault();
@@ -69,16 +70,25 @@ export function AuditPageView() {
       </div>
     </form>
     <${ErrorNote} error=${error} />
-    ${!entries ? (error ? null : html`<${Loading} />`) : entries.length === 0 ? html`<p class="muted">No entries${Object.values(filters).some((v) => v) ? " match these filters" : " yet"}.</p>`
-      : html`<div class="table-wrap" tabindex="0" aria-label="Audit entries (scrolls sideways on narrow screens)"><table class="audit">
+    ${
+      !entries
+        ? error
+          ? null
+          : html`<${Loading} />`
+        : entries.length === 0
+          ? html`<p class="muted">No entries${Object.values(filters).some((v) => v) ? " match these filters" : " yet"}.</p>`
+          : html`<div class="table-wrap" tabindex="0" aria-label="Audit entries (scrolls sideways on narrow screens)"><table class="audit">
           <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">Action</th><th scope="col">Target</th><th scope="col">Changes</th></tr></thead>
-          <tbody>${entries.map((e) => html`<tr key=${e.id} data-testid="audit-row">
+          <tbody>${entries.map(
+            (e) => html`<tr key=${e.id} data-testid="audit-row">
             <td><span title=${new Date(e.at).toLocaleString()}>${ago(e.at)}</span></td>
             <td>${e.actor.label}${e.actor.id ? html`<div class="muted small-text"><code>${e.actor.id}</code></div>` : null}</td>
             <td><code>${e.action}</code>${e.request_id ? html`<div class="muted small-text" title="The request that made this change">request <code data-testid="audit-request-id">${e.request_id}</code></div>` : null}</td>
             <td>${e.target.label ?? e.target.id ?? e.target.type}<div class="muted small-text">${e.target.type}</div></td>
             <td><${Changes} diff=${e.diff} /></td>
-          </tr>`)}</tbody>
+          </tr>`,
+          )}</tbody>
         </table></div>
-        ${next !== null ? html`<div class="actions"><button type="button" disabled=${busy} onClick=${() => load(next)}>Older entries</button></div>` : html`<p class="muted">That is the oldest entry kept.</p>`}`}`;
+        ${next !== null ? html`<div class="actions"><button type="button" disabled=${busy} onClick=${() => load(next)}>Older entries</button></div>` : html`<p class="muted">That is the oldest entry kept.</p>`}`
+    }`;
 }

@@ -13,13 +13,24 @@ import { Can, can } from "../lib/me";
 const val = (e: Event) => (e.target as HTMLInputElement).value;
 
 /** The create-key form. */
-function NewKey({ project, workloads, onCreated }: { project: string; workloads: Workload[]; onCreated(k: Key): void }) {
+function NewKey({
+  project,
+  workloads,
+  onCreated,
+}: {
+  project: string;
+  workloads: Workload[];
+  onCreated(k: Key): void;
+}) {
   const [name, setName] = useState("");
   const [type, setType] = useState<"live" | "sdk">("live");
   const [scope, setScope] = useState<"project" | "endpoints">("project");
   const [endpoints, setEndpoints] = useState<string[]>([]);
-  const create = useAction((body: Record<string, unknown>) => api<Key>(`/admin/projects/${encodeURIComponent(project)}/keys`, { body }));
-  const toggle = (ep: string) => setEndpoints(endpoints.includes(ep) ? endpoints.filter((x) => x !== ep) : [...endpoints, ep]);
+  const create = useAction((body: Record<string, unknown>) =>
+    api<Key>(`/admin/projects/${encodeURIComponent(project)}/keys`, { body }),
+  );
+  const toggle = (ep: string) =>
+    setEndpoints(endpoints.includes(ep) ? endpoints.filter((x) => x !== ep) : [...endpoints, ep]);
   const submit = async (e: Event) => {
     e.preventDefault();
     const k = await create.run({ name: name.trim(), type, scope, ...(scope === "endpoints" ? { endpoints } : {}) });
@@ -39,14 +50,16 @@ function NewKey({ project, workloads, onCreated }: { project: string; workloads:
       <label class="choice"><input type="radio" name="scope" checked=${scope === "project"} onChange=${() => setScope("project")} /><span><strong>Whole project</strong></span></label>
       <label class="choice"><input type="radio" name="scope" checked=${scope === "endpoints"} onChange=${() => setScope("endpoints")} /><span><strong>Only some endpoints</strong></span></label>
     </fieldset>
-    ${scope === "endpoints"
-      ? html`<fieldset><legend>Endpoints this key may use</legend>
+    ${
+      scope === "endpoints"
+        ? html`<fieldset><legend>Endpoints this key may use</legend>
           ${workloads.length === 0 ? html`<p class="muted">This project has no workloads yet.</p>` : null}
           ${workloads.map((w) => {
             const ep = `${w.project_slug}/${w.slug}`;
             return html`<label class="check"><input type="checkbox" checked=${endpoints.includes(ep)} onChange=${() => toggle(ep)} /> <code>${ep}</code></label>`;
           })}</fieldset>`
-      : null}
+        : null
+    }
     <${ErrorNote} error=${create.error} />
     <div class="actions"><button type="submit" class="primary" disabled=${create.busy || !name.trim() || (scope === "endpoints" && endpoints.length === 0)}>Create key</button></div>
   </form>`;
@@ -67,16 +80,31 @@ export function KeysPage({ project }: { project: string }) {
     <${Can} do="key.change" project=${project} note><${NewKey} project=${project} workloads=${workloads.data ?? []} onCreated=${created} /><//>
     <h2>Keys</h2>
     <${ErrorNote} error=${revoke.error} />
-    ${keys.error ? html`<${ErrorNote} error=${keys.error} />` : !keys.data ? html`<${Loading} />` : keys.data.length === 0 ? html`<p class="muted">No keys yet.</p>`
-      : html`<div class="table-wrap"><table>
+    ${
+      keys.error
+        ? html`<${ErrorNote} error=${keys.error} />`
+        : !keys.data
+          ? html`<${Loading} />`
+          : keys.data.length === 0
+            ? html`<p class="muted">No keys yet.</p>`
+            : html`<div class="table-wrap"><table>
           <thead><tr><th scope="col">Name</th><th scope="col">Type</th><th scope="col">Scope</th><th scope="col">Requests</th><th scope="col">Tokens</th><th scope="col">Last used</th><th scope="col">Limits</th><th scope="col"><span class="offscreen">Actions</span></th></tr></thead>
-          <tbody>${keys.data.map((k) => html`<tr class=${k.revoked_at ? "revoked" : ""}>
+          <tbody>${keys.data.map(
+            (k) => html`<tr class=${k.revoked_at ? "revoked" : ""}>
             <td>${k.name}<br /><code class="muted">${k.prefix}…</code></td><td>${k.type}</td>
             <td>${k.scope === "project" ? "whole project" : k.endpoints.map((e) => html`<code>${e}</code> `)}</td>
             <td>${count(k.usage.requests)}</td><td>${count(k.usage.total_tokens)}</td><td>${ago(k.usage.last_used_at)}</td>
             <td class="limits-cell">${k.revoked_at || !can("key.change", project) ? html`<span class="limits-text">${k.revoked_at ? "–" : limitsText(k.limits)}</span>` : html`<${KeyLimitsCell} keyId=${k.id} name=${k.name} limits=${k.limits} onSaved=${keys.reload} />`}</td>
-            <td>${k.revoked_at ? html`<span class="badge">revoked</span>` : !can("key.change", project) ? null : html`<${ConfirmButton} label="Revoke" title=${`Revoke key ${k.name}?`} confirm="Revoke key"
-              onConfirm=${async () => (await revoke.run(k.id)) && keys.reload()} body=${html`<p>Requests with <code>${k.prefix}…</code> fail from the next one on.</p>`} />`}</td>
-          </tr>`)}</tbody>
-        </table></div>`}`;
+            <td>${
+              k.revoked_at
+                ? html`<span class="badge">revoked</span>`
+                : !can("key.change", project)
+                  ? null
+                  : html`<${ConfirmButton} label="Revoke" title=${`Revoke key ${k.name}?`} confirm="Revoke key"
+              onConfirm=${async () => (await revoke.run(k.id)) && keys.reload()} body=${html`<p>Requests with <code>${k.prefix}…</code> fail from the next one on.</p>`} />`
+            }</td>
+          </tr>`,
+          )}</tbody>
+        </table></div>`
+    }`;
 }

@@ -42,7 +42,14 @@ function LogSearch({ term, result }: { term: TermHandle | undefined; result: Sea
     if (!term || !text) return;
     setFound(term.find(text, backwards));
   };
-  const status = !text || found === null ? "" : !found ? "No match" : result && result.count > 0 ? `${result.index || "–"} of ${result.count}${result.count >= 1000 ? "+" : ""}` : "";
+  const status =
+    !text || found === null
+      ? ""
+      : !found
+        ? "No match"
+        : result && result.count > 0
+          ? `${result.index || "–"} of ${result.count}${result.count >= 1000 ? "+" : ""}`
+          : "";
   return html`<form class="log-search" role="search" onSubmit=${(e: Event) => (e.preventDefault(), go(false))}>
     <input type="search" aria-label="Search the log" placeholder="Search the log" value=${text}
       onInput=${(e: Event) => {
@@ -113,7 +120,9 @@ function ReplicaLog({ w, assignment }: { w: Workload; assignment: string }) {
     for (const c of chunks.current.slice(0, shown.current)) draw(c);
   };
   const download = async () => {
-    const logs = await api<{ replicas: { text: string }[] }>(`/admin/workloads/${w.id}/logs?assignment=${encodeURIComponent(assignment)}&bytes=1048576`);
+    const logs = await api<{ replicas: { text: string }[] }>(
+      `/admin/workloads/${w.id}/logs?assignment=${encodeURIComponent(assignment)}&bytes=1048576`,
+    );
     saveFile(`${w.project_slug}-${w.slug}-${assignment}.log`, logs.replicas[0]?.text ?? "");
   };
   return html`<div class="toolbar">
@@ -145,16 +154,25 @@ export function LogsPage({ id }: { id: string }) {
   const [chosen, setChosen] = useState(query.get("replica") ?? "");
   if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
   if (!wl.data) return html`<${Loading} />`;
-  if (!can("logs.read", wl.data.project_slug)) return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/logs`} /><p class="note role-note" data-testid="role-note">${whyNot("logs.read")}</p>`;
+  if (!can("logs.read", wl.data.project_slug))
+    return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/logs`} /><p class="note role-note" data-testid="role-note">${whyNot("logs.read")}</p>`;
   const list = wl.data.assignments ?? [];
   const current = list.find((a) => a.id === chosen) ?? list[0];
   return html`<${WorkloadHead} w=${wl.data} current=${`/workloads/${id}/logs`} />
-    ${list.length === 0 ? html`<p class="muted">No replica yet, so no output.</p>` : html`
+    ${
+      list.length === 0
+        ? html`<p class="muted">No replica yet, so no output.</p>`
+        : html`
       <div class="toolbar">
-        ${list.length > 1 ? html`<label>Replica <select value=${current.id} onChange=${(e: Event) => setChosen((e.target as HTMLSelectElement).value)}>
-          ${list.map((a, i) => html`<option value=${a.id}>Replica ${i + 1} (${a.state})</option>`)}</select></label>` : null}
+        ${
+          list.length > 1
+            ? html`<label>Replica <select value=${current.id} onChange=${(e: Event) => setChosen((e.target as HTMLSelectElement).value)}>
+          ${list.map((a, i) => html`<option value=${a.id}>Replica ${i + 1} (${a.state})</option>`)}</select></label>`
+            : null
+        }
         <span>State <span aria-live="polite"><${StateBadge} state=${current.state} /></span></span>
       </div>
       ${current.state === "failed" ? html`<${Failed} w=${wl.data} a=${current} onChange=${() => wl.reload()} />` : null}
-      <${ReplicaLog} key=${current.id} w=${wl.data} assignment=${current.id} />`}`;
+      <${ReplicaLog} key=${current.id} w=${wl.data} assignment=${current.id} />`
+    }`;
 }

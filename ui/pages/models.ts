@@ -32,7 +32,8 @@ function PullProject({ project, onPick }: { project: string; onPick(id: string):
   const me = useMe();
   if (!me || me.projects === "all") return null;
   const rules = "URLs must be public https addresses and files must lie in the model directories the admin allows.";
-  if (me.projects.length === 1) return html`<p class="note" data-testid="pull-project">Models you pull count against project <strong>${me.projects[0].slug}</strong>. ${rules}</p>`;
+  if (me.projects.length === 1)
+    return html`<p class="note" data-testid="pull-project">Models you pull count against project <strong>${me.projects[0].slug}</strong>. ${rules}</p>`;
   return html`<label class="card form" data-testid="pull-project">Pull for project
     <select name="project" value=${project} onChange=${(e: Event) => onPick((e.target as HTMLSelectElement).value)}>
       <option value="">Choose the project a pull counts against…</option>
@@ -43,7 +44,9 @@ function PullProject({ project, onPick }: { project: string; onPick(id: string):
 /** The pull form, suggesting a small starter model; `project` is the one a tenant pulls for. */
 function PullForm({ project, onPulled }: { project: string; onPulled(): unknown }) {
   const [source, setSource] = useState(`hf:${STARTER_MODEL}`);
-  const pull = useAction((s: string) => api<Model>("/admin/models", { body: { source: s, ...(project ? { project } : {}) } }));
+  const pull = useAction((s: string) =>
+    api<Model>("/admin/models", { body: { source: s, ...(project ? { project } : {}) } }),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
     if (await pull.run(source.trim())) {
@@ -73,13 +76,27 @@ function Found({ models, onUsed }: { models: Model[]; onUsed(): unknown }) {
   return html`<section aria-labelledby="found"><h2 id="found">Found on this machine</h2>
     <p class="muted">GGUF files from LM Studio, llama.cpp's cache, the Hugging Face cache and Ollama. Using one registers it: nothing is copied.</p>
     <${ErrorNote} error=${found.error ?? use.error} />
-    ${!found.data ? html`<${Loading} />` : found.data.length === 0 ? html`<p class="muted">None found.</p>` : html`<ul class="found">
-      ${found.data.map((f) => html`<li key=${f.path} class="card found-item" aria-label=${`Found ${f.name}`}>
+    ${
+      !found.data
+        ? html`<${Loading} />`
+        : found.data.length === 0
+          ? html`<p class="muted">None found.</p>`
+          : html`<ul class="found">
+      ${found.data.map(
+        (f) => html`<li key=${f.path} class="card found-item" aria-label=${`Found ${f.name}`}>
         <div class="found-text"><strong class="wrap">${f.name}</strong>
           <span class="muted small-text">${f.origin} · ${f.quant ?? "no quantisation in the name"} · ${bytes(f.size_bytes)}</span>
           <code class="muted small-text wrap">${f.path}</code></div>
-        ${known(f.path) ? html`<span class="muted">In inferd's models</span>` : !can("model.change") ? null : html`<button type="button" class="small" aria-label=${`Use ${f.name}`} disabled=${use.busy}
-          onClick=${async () => (await use.run(f.path)) && onUsed()}>Use</button>`}</li>`)}</ul>`}
+        ${
+          known(f.path)
+            ? html`<span class="muted">In inferd's models</span>`
+            : !can("model.change")
+              ? null
+              : html`<button type="button" class="small" aria-label=${`Use ${f.name}`} disabled=${use.busy}
+          onClick=${async () => (await use.run(f.path)) && onUsed()}>Use</button>`
+        }</li>`,
+      )}</ul>`
+    }
   </section>`;
 }
 
@@ -91,14 +108,25 @@ export function ModelsPage() {
   const list = useApi<Model[]>("/admin/models", 3000);
   const [project, setProject] = useState("");
   const reload = () => list.reload();
-  const live = new Set((list.data ?? []).filter((m) => m.state === "downloading").slice(0, LIVE_STREAMS).map((m) => m.id));
+  const live = new Set(
+    (list.data ?? [])
+      .filter((m) => m.state === "downloading")
+      .slice(0, LIVE_STREAMS)
+      .map((m) => m.id),
+  );
   return html`<${PageTitle} sub="Model files on this machine: find them by name on Hugging Face (or the Ollama library), pull them, see what they need and who uses them, and serve them.">Models<//>
     <${Can} do="model.change" note><${PullProject} project=${project} onPick=${setProject} />
       <section class="card" aria-labelledby="find"><h2 id="find">Find a model</h2>
       <${HubSearch} action=${{ kind: "pull", onPulled: reload, project }} models=${list.data ?? []} /></section>
     <${PullForm} project=${project} onPulled=${reload} /><//>
-    ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
-      ? html`<p class="muted">No models yet. Pull one above, use one found below, or name one in a workload's command (it is pulled before launch).</p>`
-      : html`<ul class="models">${list.data.map((m) => html`<${ModelCard} key=${m.id} model=${m} stream=${live.has(m.id)} onChange=${reload} />`)}</ul>`}
+    ${
+      list.error
+        ? html`<${ErrorNote} error=${list.error} />`
+        : !list.data
+          ? html`<${Loading} />`
+          : list.data.length === 0
+            ? html`<p class="muted">No models yet. Pull one above, use one found below, or name one in a workload's command (it is pulled before launch).</p>`
+            : html`<ul class="models">${list.data.map((m) => html`<${ModelCard} key=${m.id} model=${m} stream=${live.has(m.id)} onChange=${reload} />`)}</ul>`
+    }
     <${Can} do="model.discover"><${Found} models=${list.data ?? []} onUsed=${reload} /><//>`;
 }

@@ -24,13 +24,15 @@ export function Overview() {
   const waiting = workers.data.filter((w) => !w.last_seen_at).length;
   const cluster = clusterLine(info.data?.cluster);
   return html`<${PageTitle} sub=${info.data ? `inferd ${info.data.version} on ${info.data.hostname}${cluster ? ` · ${cluster}` : ""}` : null}>Overview<//>
-    ${projects.data.length === 0
-      ? html`<section class="card welcome" aria-labelledby="welcome">
+    ${
+      projects.data.length === 0
+        ? html`<section class="card welcome" aria-labelledby="welcome">
           <h2 id="welcome">Welcome to inferd</h2>
           <p>Serve a model on this machine and call it with the OpenAI SDK in four short steps.</p>
           <a class="button primary" href="/setup">Get started</a>
         </section>`
-      : null}
+        : null
+    }
     <${Attention} workers=${workers.data} />
     <div class="stats">
       <a class="stat" href="/projects"><strong>${projects.data.length}</strong> ${noun(projects.data.length, "project")}</a>
@@ -40,13 +42,17 @@ export function Overview() {
     </div>
     ${projects.data.length ? html`<${TrafficSummary} />` : null}
     <section aria-labelledby="running"><h2 id="running">Replicas</h2>
-      ${replicas.length === 0
-        ? html`<p class="muted">Nothing is running yet. ${projects.data.length ? html`Add a workload to a <a href="/projects">project</a>.` : null}</p>`
-        : html`<div class="table-wrap"><table>
+      ${
+        replicas.length === 0
+          ? html`<p class="muted">Nothing is running yet. ${projects.data.length ? html`Add a workload to a <a href="/projects">project</a>.` : null}</p>`
+          : html`<div class="table-wrap"><table>
             <thead><tr><th scope="col">Workload</th><th scope="col">Where</th><th scope="col">State</th></tr></thead>
-            <tbody>${replicas.map((r) => html`<tr key=${r.assignment_id}>
+            <tbody>${replicas.map(
+              (r) => html`<tr key=${r.assignment_id}>
               <td><a href=${`/workloads/${r.workload_id}`}>${r.workload}</a></td>
-              <td>${r.worker}<div class="muted small-text">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</div></td><td><${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></td></tr>`)}</tbody>
-          </table></div>`}
+              <td>${r.worker}<div class="muted small-text">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</div></td><td><${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></td></tr>`,
+            )}</tbody>
+          </table></div>`
+      }
     </section>`;
 }

@@ -80,7 +80,12 @@ function ChatPlayground({ w }: { w: Workload }) {
     setStatus(done);
   };
   const busy = !!ctl.current;
-  const clear = open.turns.length ? html`<button type="button" onClick=${() => { c.update(open.id, { turns: [] }); setStatus(""); }}>Clear</button>` : null;
+  const clear = open.turns.length
+    ? html`<button type="button" onClick=${() => {
+        c.update(open.id, { turns: [] });
+        setStatus("");
+      }}>Clear</button>`
+    : null;
   return html`<div class="playground">
     <${ConversationList} c=${c} busy=${busy} />
     <div class="playground-main">
@@ -93,7 +98,12 @@ function ChatPlayground({ w }: { w: Workload }) {
 }
 
 /** Which playground a task type gets, if any. */
-const KIND: Record<string, "chat" | "embeddings" | "rerank"> = { text2text: "chat", image2text: "chat", embedding: "embeddings", reranker: "rerank" };
+const KIND: Record<string, "chat" | "embeddings" | "rerank"> = {
+  text2text: "chat",
+  image2text: "chat",
+  embedding: "embeddings",
+  reranker: "rerank",
+};
 
 /**
  * Pick a second chat workload of the project to compare with (kept in the URL as `?compare=`); the
@@ -130,9 +140,13 @@ export function Playground({ id }: { id: string }) {
   if (!wl.data) return html`<${Loading} />`;
   const w = wl.data;
   const kind = KIND[w.task_type];
-  const body = kind === "chat" ? html`<${ChatOrCompare} w=${w} />`
-    : kind === "embeddings" ? html`<${EmbeddingsPlayground} w=${w} />`
-    : kind === "rerank" ? html`<${RerankPlayground} w=${w} />`
-    : html`<p class="muted">The dashboard has no playground for <code>${w.task_type}</code> workloads yet; the snippets on the workload's page show how to call it.</p>`;
+  const body =
+    kind === "chat"
+      ? html`<${ChatOrCompare} w=${w} />`
+      : kind === "embeddings"
+        ? html`<${EmbeddingsPlayground} w=${w} />`
+        : kind === "rerank"
+          ? html`<${RerankPlayground} w=${w} />`
+          : html`<p class="muted">The dashboard has no playground for <code>${w.task_type}</code> workloads yet; the snippets on the workload's page show how to call it.</p>`;
   return html`<${WorkloadHead} w=${w} current=${`/workloads/${id}/playground`} /><${Can} do="playground" project=${w.project_slug} note>${body}<//>`;
 }

@@ -29,7 +29,10 @@ function replicaStates(workers: Worker[] | undefined, workloadId: string): strin
 /** Tokens (input + output) the project used today and this month (UTC), from one usage read. */
 function useTokensUsed(projectId: string | undefined) {
   const today = new Date().toISOString().slice(0, 10);
-  const u = useApi<UsageExport>(projectId ? `/admin/usage?group_by=project&from=${today.slice(0, 8)}01&to=${today}` : null, 10_000);
+  const u = useApi<UsageExport>(
+    projectId ? `/admin/usage?group_by=project&from=${today.slice(0, 8)}01&to=${today}` : null,
+    10_000,
+  );
   const rows = u.data?.rows.filter((r) => r.id === projectId);
   const sum = (list: typeof rows) => list?.reduce((n, r) => n + r.input_tokens + r.output_tokens, 0);
   return { day: sum(rows?.filter((r) => r.day === today)), month: sum(rows) };
@@ -38,16 +41,23 @@ function useTokensUsed(projectId: string | undefined) {
 /** The project's token quotas (all its keys together) with what it used today and this month. */
 function Quotas({ project, p }: { project: string; p: Loaded<ProjectDetail> }) {
   const { day, month } = useTokensUsed(p.data?.id);
-  const used = (n: number | undefined, of: number | null) => `${count(n)}${of == null ? "" : ` of ${count(of)}`} ${noun(of ?? n, "token")}`;
+  const used = (n: number | undefined, of: number | null) =>
+    `${count(n)}${of == null ? "" : ` of ${count(of)}`} ${noun(of ?? n, "token")}`;
   return html`<section class="card quotas" aria-labelledby="quotas" data-testid="quotas">
     <h2 id="quotas">Token quotas</h2>
     <p class="muted">Every key of this project together. Past a quota its requests get 429 until the next UTC day or month.</p>
-    ${p.error ? html`<${ErrorNote} error=${p.error} />` : !p.data ? html`<${Loading} />` : html`
+    ${
+      p.error
+        ? html`<${ErrorNote} error=${p.error} />`
+        : !p.data
+          ? html`<${Loading} />`
+          : html`
       <dl class="facts">
         <div><dt>Used today</dt><dd data-testid="used-today">${used(day, p.data.limits.tokens_per_day)}</dd></div>
         <div><dt>Used this month</dt><dd data-testid="used-month">${used(month, p.data.limits.tokens_per_month)}</dd></div>
       </dl>
-      <${Can} do="project.change"><${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${QUOTA_FIELDS} onSaved=${p.reload} /><//>`}
+      <${Can} do="project.change"><${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${QUOTA_FIELDS} onSaved=${p.reload} /><//>`
+    }
   </section>`;
 }
 
@@ -59,13 +69,19 @@ function Caps({ project, p }: { project: string; p: Loaded<ProjectDetail> }) {
   return html`<section class="card quotas" aria-labelledby="caps" data-testid="caps">
     <h2 id="caps">Project limits</h2>
     <p class="muted">Past a limit, saving a workload is refused (429). Replicas already running keep running when the limit is lowered; no more start. A model pull that would pass the storage limit fails, and its replica says why.</p>
-    ${p.error ? html`<${ErrorNote} error=${p.error} />` : !p.data ? html`<${Loading} />` : html`
+    ${
+      p.error
+        ? html`<${ErrorNote} error=${p.error} />`
+        : !p.data
+          ? html`<${Loading} />`
+          : html`
       <dl class="facts">
         <div><dt>Workloads</dt><dd data-testid="used-workloads">${against(count(p.data.usage.workloads), p.data.limits.max_workloads === null ? null : count(p.data.limits.max_workloads))}</dd></div>
         <div><dt>Replicas</dt><dd data-testid="used-replicas">${against(`${count(p.data.usage.running_replicas)} running, policies up to ${count(p.data.usage.replicas)}`, p.data.limits.max_replicas === null ? null : count(p.data.limits.max_replicas))}</dd></div>
         <div><dt>Model storage</dt><dd data-testid="used-model-bytes">${against(storage(p.data.usage.model_bytes), p.data.limits.model_bytes === null ? null : storage(p.data.limits.model_bytes))}</dd></div>
       </dl>
-      <${Can} do="project.change"><${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${CAP_FIELDS} label="Project limits" onSaved=${p.reload} /><//>`}
+      <${Can} do="project.change"><${LimitsForm} key=${JSON.stringify(p.data.limits)} path=${`/admin/projects/${encodeURIComponent(project)}`} limits=${p.data.limits} fields=${CAP_FIELDS} label="Project limits" onSaved=${p.reload} /><//>`
+    }
   </section>`;
 }
 
@@ -74,23 +90,31 @@ export function ProjectPage({ project }: { project: string }) {
   const list = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(project)}/workloads`);
   const workers = useApi<Worker[]>("/admin/workers", 3000);
   const detail = useApi<ProjectDetail>(`/admin/projects/${encodeURIComponent(project)}`, 10_000);
-  const del = useAction(() => api(`/admin/projects/${encodeURIComponent(project)}`, { method: "DELETE" }).then(() => true));
+  const del = useAction(() =>
+    api(`/admin/projects/${encodeURIComponent(project)}`, { method: "DELETE" }).then(() => true),
+  );
   const remove = async () => {
     if (await del.run()) navigate("/projects");
   };
   const label = (b: string) => BACKENDS.find((x) => x.id === b)?.label ?? b;
   return html`<${ProjectHead} project=${project} current=${`/projects/${project}`} />
     <${Can} do="workload.change" project=${project}><div class="toolbar"><a class="button primary" href=${`/projects/${project}/workloads/new`}>New workload</a></div><//>
-    ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
-      ? html`<p class="muted">No workloads yet. A workload is one model served by one backend.</p>`
-      : html`<div class="table-wrap"><table>
+    ${
+      list.error
+        ? html`<${ErrorNote} error=${list.error} />`
+        : !list.data
+          ? html`<${Loading} />`
+          : list.data.length === 0
+            ? html`<p class="muted">No workloads yet. A workload is one model served by one backend.</p>`
+            : html`<div class="table-wrap"><table>
           <thead><tr><th scope="col">Workload</th><th scope="col">Backend</th><th scope="col">Model</th><th scope="col">Replicas</th></tr></thead>
           <tbody>${list.data.map((w) => {
             const states = replicaStates(workers.data, w.id);
             return html`<tr><td><a href=${`/workloads/${w.id}`}>${w.name}</a><br /><code class="muted">${w.slug}</code></td><td>${label(w.backend)}</td>
               <td class="wrap">${w.model_name}</td><td>${states.length ? states.map((s) => html`<${StateBadge} state=${s} /> `) : html`<span class="muted">none</span>`}</td></tr>`;
           })}</tbody>
-        </table></div>`}
+        </table></div>`
+    }
     ${list.data ? html`<${ProjectBase} project=${detail.data?.slug ?? list.data[0]?.project_slug ?? project} workloads=${list.data} />` : null}
     <${Quotas} project=${project} p=${detail} />
     <${Caps} project=${project} p=${detail} />

@@ -32,12 +32,23 @@ export function Projects() {
       <${ErrorNote} error=${create.error} />
       <div class="actions"><button type="submit" class="primary" disabled=${create.busy || !name.trim()}>Create project</button></div>
     </form><//>
-    ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
-      ? can("project.create") ? html`<p class="muted">No projects yet. <a href="/setup">Get started</a> walks you through the first one.</p>`
-        : html`<p class="muted" data-testid="no-projects">You belong to no project yet: an admin can add you to one.</p>`
-      : html`<div class="table-wrap"><table>
+    ${
+      list.error
+        ? html`<${ErrorNote} error=${list.error} />`
+        : !list.data
+          ? html`<${Loading} />`
+          : list.data.length === 0
+            ? can("project.create")
+              ? html`<p class="muted">No projects yet. <a href="/setup">Get started</a> walks you through the first one.</p>`
+              : html`<p class="muted" data-testid="no-projects">You belong to no project yet: an admin can add you to one.</p>`
+            : html`<div class="table-wrap"><table>
           <thead><tr><th scope="col">Project</th><th scope="col">Slug</th><th scope="col">Workloads</th><th scope="col">Keys</th><th scope="col">Created</th></tr></thead>
-          <tbody>${list.data.map((p) => html`<tr data-testid="project-row"><td><a href=${`/projects/${p.slug}`}>${p.name}</a></td><td><code>${p.slug}</code></td>
-            <td class="num">${p.workload_count}</td><td class="num"><a href=${`/projects/${p.slug}/keys`}>${p.key_count}<span class="offscreen"> live ${noun(p.key_count, "key")}</span></a></td><td>${when(p.created_at)}</td></tr>`)}</tbody>
-        </table></div>`}`;
+          <tbody>${list.data.map(
+            (
+              p,
+            ) => html`<tr data-testid="project-row"><td><a href=${`/projects/${p.slug}`}>${p.name}</a></td><td><code>${p.slug}</code></td>
+            <td class="num">${p.workload_count}</td><td class="num"><a href=${`/projects/${p.slug}/keys`}>${p.key_count}<span class="offscreen"> live ${noun(p.key_count, "key")}</span></a></td><td>${when(p.created_at)}</td></tr>`,
+          )}</tbody>
+        </table></div>`
+    }`;
 }

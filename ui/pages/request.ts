@@ -32,7 +32,9 @@ function Body({ title, b }: { title: string; b: BodyView | null }) {
 /** The captured bodies of a request (read only when it has some). */
 function Bodies({ id }: { id: string }) {
   // Captured bodies are for operators and admins (a viewer is refused them): no read, a note instead.
-  const bodies = useApi<RequestBodies>(can("workload.change") ? `/admin/requests/${encodeURIComponent(id)}/bodies` : null);
+  const bodies = useApi<RequestBodies>(
+    can("workload.change") ? `/admin/requests/${encodeURIComponent(id)}/bodies` : null,
+  );
   if (!can("workload.change")) return html`<p class="note role-note">${whyNot("workload.change")}</p>`;
   if (bodies.error) return html`<${ErrorNote} error=${bodies.error} />`;
   if (!bodies.data) return html`<${Loading} />`;
@@ -53,9 +55,21 @@ function Facts({ r }: { r: RequestDetail }) {
     ["Queue wait", msText(r.queue_ms)],
     ["Time to first token", msText(r.ttft_ms)],
     ["Total", msText(r.total_ms)],
-    ["Replica", r.replica ? html`${r.replica.worker_name ?? r.replica.worker_id ?? ""} <code>${r.replica.assignment_id ?? ""}</code>` : "–"],
+    [
+      "Replica",
+      r.replica
+        ? html`${r.replica.worker_name ?? r.replica.worker_id ?? ""} <code>${r.replica.assignment_id ?? ""}</code>`
+        : "–",
+    ],
     ["Request id", html`<code>${r.request_id ?? r.id}</code>`],
-    ...(r.request_id && r.request_id !== r.id ? [["Record id", html`<code>${r.id}</code> <span class="muted">(inferd's own; the request id above was the client's)</span>`] as [string, unknown]] : []),
+    ...(r.request_id && r.request_id !== r.id
+      ? [
+          [
+            "Record id",
+            html`<code>${r.id}</code> <span class="muted">(inferd's own; the request id above was the client's)</span>`,
+          ] as [string, unknown],
+        ]
+      : []),
     ["Trace id", r.trace_id ? html`<code>${r.trace_id}</code>` : "–"],
   ];
   return html`<dl class="request-facts">${items.map(([k, v]) => html`<div><dt>${k}</dt><dd>${v}</dd></div>`)}</dl>`;

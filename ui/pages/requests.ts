@@ -28,7 +28,8 @@ interface Filter {
 const NONE: Filter = { status: "", key: "", q: "" };
 
 /** The time of day of a row (the date in its title). */
-const timeOf = (iso: string) => html`<time datetime=${iso} title=${new Date(iso).toLocaleString()}>${new Date(iso).toLocaleTimeString()}</time>`;
+const timeOf = (iso: string) =>
+  html`<time datetime=${iso} title=${new Date(iso).toLocaleString()}>${new Date(iso).toLocaleTimeString()}</time>`;
 
 /** A status as a badge: green below 400, red from 400, with the error code. */
 const StatusCell = ({ r }: { r: RequestRow }) =>
@@ -137,11 +138,18 @@ export function RequestsPage({ id }: { id: string }) {
     <${Can} do="workload.change" project=${w.project_slug}><${CaptureControl} w=${w} onChange=${wl.reload} /><//>
     <${FilterForm} keys=${keys.data ?? []} onApply=${setFilter} />
     <${ErrorNote} error=${error} />
-    ${!rows ? (error ? null : html`<${Loading} />`) : rows.length === 0 ? html`<p class="muted" data-testid="no-requests">No requests${filtered ? " match this filter" : " yet: the data plane records each finished request here"}.</p>`
-      : html`<p class="muted small-text" aria-live="polite">${count(rows.length)} shown, newest first; the list refreshes every few seconds.</p>
+    ${
+      !rows
+        ? error
+          ? null
+          : html`<${Loading} />`
+        : rows.length === 0
+          ? html`<p class="muted" data-testid="no-requests">No requests${filtered ? " match this filter" : " yet: the data plane records each finished request here"}.</p>`
+          : html`<p class="muted small-text" aria-live="polite">${count(rows.length)} shown, newest first; the list refreshes every few seconds.</p>
         <div class="table-wrap requests-table" tabindex="0" aria-label="Requests (scrolls sideways on narrow screens)"><table>
           <thead><tr><th scope="col">Time</th><th scope="col">Key</th><th scope="col">Model</th><th scope="col">Status</th><th scope="col" class="num">Tokens in / out</th><th scope="col" class="num">Queue</th><th scope="col" class="num">TTFT</th><th scope="col" class="num">Total</th><th scope="col">Replica</th><th scope="col">Request id</th></tr></thead>
           <tbody>${rows.map((r) => html`<${Row} key=${r.id} r=${r} workloadId=${w.id} />`)}</tbody>
         </table></div>
-        ${next !== null ? html`<div class="actions"><button type="button" disabled=${busy} onClick=${loadOlder}>Load older</button></div>` : html`<p class="muted small-text">That is the oldest request kept (requests follow the job retention).</p>`}`}`;
+        ${next !== null ? html`<div class="actions"><button type="button" disabled=${busy} onClick=${loadOlder}>Load older</button></div>` : html`<p class="muted small-text">That is the oldest request kept (requests follow the job retention).</p>`}`
+    }`;
 }

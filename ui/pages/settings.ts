@@ -25,16 +25,41 @@ const LABELS: Record<string, string> = {
 };
 
 /** Where a value comes from, in words. */
-const SOURCES: Record<string, string> = { flag: "from the flag", env: "from the environment", default: "default", dashboard: "set here" };
+const SOURCES: Record<string, string> = {
+  flag: "from the flag",
+  env: "from the environment",
+  default: "default",
+  dashboard: "set here",
+};
 
 /** A value as text (on/off, lists comma-separated, none as "none"). */
-const text = (v: unknown) => (typeof v === "boolean" ? (v ? "on" : "off") : Array.isArray(v) ? v.join(",") || "none" : v === null || v === undefined || v === "" ? "none" : String(v));
+const text = (v: unknown) =>
+  typeof v === "boolean"
+    ? v
+      ? "on"
+      : "off"
+    : Array.isArray(v)
+      ? v.join(",") || "none"
+      : v === null || v === undefined || v === ""
+        ? "none"
+        : String(v);
 
 /** The flag and environment variable of a setting. */
-const Names = ({ s }: { s: SettingView }) => html`<span class="setting-names"><code>${s.flag}</code> <code>${s.env}</code></span>`;
+const Names = ({ s }: { s: SettingView }) =>
+  html`<span class="setting-names"><code>${s.flag}</code> <code>${s.env}</code></span>`;
 
 /** The control that edits one runtime setting. */
-function Control({ s, value, onInput, attrs }: { s: SettingView; value: string; onInput(v: string): void; attrs: Record<string, unknown> }) {
+function Control({
+  s,
+  value,
+  onInput,
+  attrs,
+}: {
+  s: SettingView;
+  value: string;
+  onInput(v: string): void;
+  attrs: Record<string, unknown>;
+}) {
   const id = `setting-${s.key}`;
   const set = (e: Event) => onInput((e.target as HTMLInputElement).value);
   if (s.kind === "bool")

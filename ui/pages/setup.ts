@@ -34,7 +34,8 @@ interface SetupQuery {
 const KEYS: (keyof SetupQuery)[] = ["project", "source", "model", "name", "workload", "key"];
 
 /** The setup's state read from the page's query. */
-const queryOf = (q: URLSearchParams): SetupQuery => Object.fromEntries(KEYS.map((k) => [k, q.get(k) ?? undefined]).filter(([, v]) => v));
+const queryOf = (q: URLSearchParams): SetupQuery =>
+  Object.fromEntries(KEYS.map((k) => [k, q.get(k) ?? undefined]).filter(([, v]) => v));
 
 /**
  * Goes to another step with `patch` over the address's current choices (an undefined value drops
@@ -86,11 +87,23 @@ function WorkloadStep({ project, q, onDone }: { project: Project; q: SetupQuery;
   const ollama = info.data?.ollama;
   const existing = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(project.slug)}/workloads`);
   const [source, setSource] = useState<Source>(SOURCES.find((s) => s === q.source) ?? "starter");
-  const [refs, setRefs] = useState({ starter: source === "starter" ? (q.model ?? STARTER_MODEL) : STARTER_MODEL, local: source === "local" ? (q.model ?? "") : "" });
+  const [refs, setRefs] = useState({
+    starter: source === "starter" ? (q.model ?? STARTER_MODEL) : STARTER_MODEL,
+    local: source === "local" ? (q.model ?? "") : "",
+  });
   const [d, setD] = useState<Draft>(() => draftOfQuery(source, q));
   const choices = useModelChoices();
   const starterNote = useRefNote(refs.starter, choices);
-  useEffect(() => replaceQuery({ project: project.slug, source, model: source === "ollama" ? d.model_name : refs[source], name: d.name }), [source, refs, d.model_name, d.name]);
+  useEffect(
+    () =>
+      replaceQuery({
+        project: project.slug,
+        source,
+        model: source === "ollama" ? d.model_name : refs[source],
+        name: d.name,
+      }),
+    [source, refs, d.model_name, d.name],
+  );
   const made = existing.data?.find((w) => w.name === d.name.trim());
   const setRef = (which: "starter" | "local", gguf: string) => {
     setRefs({ ...refs, [which]: gguf });
@@ -101,7 +114,9 @@ function WorkloadStep({ project, q, onDone }: { project: Project; q: SetupQuery;
     if (s === "ollama") setD(edit(d, { backend: "ollama", model_name: "" }));
     else setD(edit(d, { backend: "llamacpp", gguf: refs[s] }));
   };
-  const create = useAction((body: Record<string, unknown>) => api<Workload>(`/admin/projects/${project.slug}/workloads`, { body }));
+  const create = useAction((body: Record<string, unknown>) =>
+    api<Workload>(`/admin/projects/${project.slug}/workloads`, { body }),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
     if (made) return onDone(made);
@@ -118,15 +133,21 @@ function WorkloadStep({ project, q, onDone }: { project: Project; q: SetupQuery;
       <label class="choice"><input type="radio" name="kind" checked=${source === "ollama"} disabled=${!ollama?.running} onChange=${() => choose("ollama")} />
         <span><strong>Ollama</strong><small>${ollama?.running ? `The daemon answers at ${ollama.url}; the model is pulled on first start.` : `No Ollama daemon answers at ${ollama?.url ?? "127.0.0.1:11434"}.`}</small></span></label>
     </fieldset>
-    ${source === "starter" ? html`<label>Hugging Face model<input name="starter" value=${refs.starter} onInput=${(e: Event) => setRef("starter", val(e))} spellcheck=${false} aria-describedby="starter-note" />
+    ${
+      source === "starter"
+        ? html`<label>Hugging Face model<input name="starter" value=${refs.starter} onInput=${(e: Event) => setRef("starter", val(e))} spellcheck=${false} aria-describedby="starter-note" />
         <small>A GGUF repo and quantisation as <code>owner/repo:QUANT</code>; change it to any other.</small></label>
-        <${RefNote} note=${starterNote} id="starter-note" />` : null}
+        <${RefNote} note=${starterNote} id="starter-note" />`
+        : null
+    }
     ${source === "local" ? html`<${ModelPicker} value=${refs.local} onChange=${(g: string) => setRef("local", g)} />` : null}
     ${source === "ollama" ? html`<label>Ollama model<input name="model_name" value=${d.model_name} onInput=${(e: Event) => setD(edit(d, { model_name: val(e) }))} placeholder="llama3.2:1b" spellcheck=${false} /></label>` : null}
     <label>Workload name<input name="name" value=${d.name} onInput=${(e: Event) => setD(edit(d, { name: val(e) }))} /><small>Its URL uses a slug made from this.</small></label>
-    ${made
-      ? html`<p class="note" data-testid="made-note">This project has the workload <a href=${`/workloads/${made.id}`}>${made.name}</a> already (<code>${made.model_name}</code>): the button continues with it. Give another name to make a second one.</p>`
-      : html`<${PreviewBox} d=${d} />`}
+    ${
+      made
+        ? html`<p class="note" data-testid="made-note">This project has the workload <a href=${`/workloads/${made.id}`}>${made.name}</a> already (<code>${made.model_name}</code>): the button continues with it. Give another name to make a second one.</p>`
+        : html`<${PreviewBox} d=${d} />`
+    }
     <${ErrorNote} error=${create.error} />
     <div class="actions"><a class="button" href=${`/projects/${project.slug}/workloads/new`}>Other backends (vLLM, SGLang…)</a>
       <button type="submit" class="primary" disabled=${create.busy || !existing.data || (!made && (!d.model_name.trim() || !d.name.trim()))}>${made ? `Continue with ${made.name}` : "Create workload"}</button></div>
@@ -136,7 +157,9 @@ function WorkloadStep({ project, q, onDone }: { project: Project; q: SetupQuery;
 /** Step 3: a live key for the data plane. */
 function KeyStep({ project, onDone }: { project: Project; onDone(k: Key): void }) {
   const [name, setName] = useState("my-app");
-  const create = useAction((n: string) => api<Key>(`/admin/projects/${project.slug}/keys`, { body: { name: n, type: "live" } }));
+  const create = useAction((n: string) =>
+    api<Key>(`/admin/projects/${project.slug}/keys`, { body: { name: n, type: "live" } }),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
     const k = await create.run(name.trim());
@@ -157,8 +180,10 @@ function KeyStep({ project, onDone }: { project: Project; onDone(k: Key): void }
 function stateWords(w: Workload | undefined): string {
   const states = (w?.assignments ?? []).map((a) => a.state);
   if (states.includes("ready")) return "Your workload is ready: it answers now.";
-  if (states.includes("failed")) return "Your workload's replica failed to start: the reason is below, and Retry tries again.";
-  if (states.length && states.every((s) => s === "idle")) return "Your workload is scaled to zero: the first request starts it.";
+  if (states.includes("failed"))
+    return "Your workload's replica failed to start: the reason is below, and Retry tries again.";
+  if (states.length && states.every((s) => s === "idle"))
+    return "Your workload is scaled to zero: the first request starts it.";
   if (w?.paused) return "Your workload is stopped: start it from its page.";
   return "Your workload is starting; it answers once it shows ready:";
 }
@@ -169,20 +194,26 @@ function FirstReplicas({ id }: { id: string }) {
   const now = useNow();
   const list = wl.data?.assignments ?? [];
   return html`<p data-testid="first-state">${stateWords(wl.data)}</p>
-    ${list.length ? html`<div class="first-replicas" aria-label="Your workload's state">
+    ${
+      list.length
+        ? html`<div class="first-replicas" aria-label="Your workload's state">
       ${list.map((a) => html`<${ReplicaStatus} key=${a.id} now=${now} r=${{ workloadId: id, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} />`)}
-    </div>` : null}`;
+    </div>`
+        : null
+    }`;
 }
 
 /** Step 4: the secret, once (after a reload it is gone: another key can be made), and the snippets. */
 function DoneStep({ workload, secret, onNewKey }: { workload: Workload; secret?: string; onNewKey(): void }) {
   return html`<div>
-    ${secret
-      ? html`<div class="secret">
+    ${
+      secret
+        ? html`<div class="secret">
           <p class="warn"><strong>This is your key. Copy it now: you will not see it again.</strong></p>
           <div class="secret-row"><code class="secret-value" data-testid="secret">${secret}</code><${CopyButton} text=${secret} label="Copy secret" /></div>
         </div>`
-      : html`<p class="note" data-testid="secret-gone">Your key's secret was shown once, when it was made, and is not kept. If you did not copy it, <button type="button" class="link" onClick=${onNewKey}>make another key</button>; the snippets below read it from <code>INFERD_API_KEY</code>.</p>`}
+        : html`<p class="note" data-testid="secret-gone">Your key's secret was shown once, when it was made, and is not kept. If you did not copy it, <button type="button" class="link" onClick=${onNewKey}>make another key</button>; the snippets below read it from <code>INFERD_API_KEY</code>.</p>`
+    }
     <${FirstReplicas} id=${workload.id} />
     <p>Call it with any OpenAI client:</p>
     <${Snippets} workload=${workload} secret=${secret} />
@@ -206,12 +237,18 @@ export function Setup() {
     </ol>
     <section class="card" aria-labelledby="step-title">
       <h2 id="step-title">${step}. ${titles[step - 1]}</h2>
-      ${lost
-        ? html`<${ErrorNote} error=${lost} /><p><a href="/setup">Start again</a></p>`
-        : loading ? html`<${Loading} />`
-        : step === 1 ? html`<${ProjectStep} onDone=${(p: Project) => goTo({ project: p.slug, workload: undefined, key: undefined })} />`
-        : step === 2 ? html`<${WorkloadStep} key=${q.project} project=${project.data!} q=${q} onDone=${(w: Workload) => goTo({ workload: w.id })} />`
-        : step === 3 ? html`<${KeyStep} project=${project.data!} onDone=${(k: Key) => (setMade(k), goTo({ key: k.id }))} />`
-        : html`<${DoneStep} workload=${workload.data!} secret=${made?.id === q.key ? made?.secret : undefined} onNewKey=${() => goTo({ key: undefined })} />`}
+      ${
+        lost
+          ? html`<${ErrorNote} error=${lost} /><p><a href="/setup">Start again</a></p>`
+          : loading
+            ? html`<${Loading} />`
+            : step === 1
+              ? html`<${ProjectStep} onDone=${(p: Project) => goTo({ project: p.slug, workload: undefined, key: undefined })} />`
+              : step === 2
+                ? html`<${WorkloadStep} key=${q.project} project=${project.data!} q=${q} onDone=${(w: Workload) => goTo({ workload: w.id })} />`
+                : step === 3
+                  ? html`<${KeyStep} project=${project.data!} onDone=${(k: Key) => (setMade(k), goTo({ key: k.id }))} />`
+                  : html`<${DoneStep} workload=${workload.data!} secret=${made?.id === q.key ? made?.secret : undefined} onNewKey=${() => goTo({ key: undefined })} />`
+      }
     </section>`;
 }

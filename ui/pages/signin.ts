@@ -104,8 +104,12 @@ export function SignIn({ onSignedIn }: { onSignedIn(): void }) {
     <div class="card signin-card">
       <h1 id="signin-title"><span class="logo" aria-hidden="true"></span>Sign in to inferd</h1>
       ${failed ? html`<p class="note error" role="alert" data-testid="sso-error">Single sign-on did not work: ${failed}</p>` : null}
-      ${oidc ? html`<a class="button primary sso" href=${start} onClick=${() => localStorage.setItem(SSO_PENDING, "1")}>${oidc.label}</a>
-        <p class="or muted" aria-hidden="true">or</p>` : null}
+      ${
+        oidc
+          ? html`<a class="button primary sso" href=${start} onClick=${() => localStorage.setItem(SSO_PENDING, "1")}>${oidc.label}</a>
+        <p class="or muted" aria-hidden="true">or</p>`
+          : null
+      }
       <${PasswordForm} onSignedIn=${onSignedIn} />
       <${TokenForm} onSignedIn=${onSignedIn} />
     </div>

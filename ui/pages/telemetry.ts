@@ -35,7 +35,10 @@ const gib = (m: number) => +(m / 1024).toFixed(1);
  * @example withGaps([0, 5, 10, 60, 65]) // → { x: [0, 5, 10, 35, 60, 65], at: [0, 1, 2, null, 3, 4] }
  */
 export function withGaps(times: number[]): { x: number[]; at: (number | null)[] } {
-  const steps = times.slice(1).map((t, i) => t - times[i]).sort((a, b) => a - b);
+  const steps = times
+    .slice(1)
+    .map((t, i) => t - times[i])
+    .sort((a, b) => a - b);
   const limit = Math.max(2, 3 * (steps[Math.floor(steps.length / 2)] ?? 0));
   const x: number[] = [];
   const at: (number | null)[] = [];
@@ -56,10 +59,13 @@ function GpuCharts({ w, range }: { w: Worker; range: Range }) {
   const samples = (w.history ?? []).filter((s) => secs(s.t) >= range[0] && secs(s.t) <= range[1]);
   const { x, at } = withGaps(samples.map((s) => secs(s.t)));
   const per = (f: (g: { utilization_percent: number; memory_used_mib: number }) => number): Line[] =>
-    w.gpus.map((g) => ({ label: `GPU ${g.index}`, values: at.map((i) => {
-      const v = i === null ? undefined : samples[i].gpus.find((sg) => sg.index === g.index);
-      return v ? f(v) : null;
-    }) }));
+    w.gpus.map((g) => ({
+      label: `GPU ${g.index}`,
+      values: at.map((i) => {
+        const v = i === null ? undefined : samples[i].gpus.find((sg) => sg.index === g.index);
+        return v ? f(v) : null;
+      }),
+    }));
   const totals = [...new Set(w.gpus.map((g) => gib(g.memory_total_mib)))];
   const top = Math.max(...totals);
   return html`<section aria-label=${`GPUs of ${w.name}`}><h3>${w.name}</h3><div class="charts">

@@ -22,7 +22,15 @@ export function UsagePage() {
   const query = `group_by=${groupBy}&from=${from}&to=${to}`;
   const usage = useApi<UsageExport>(`/admin/usage?${query}`, 10_000);
   const rows = usage.data?.rows ?? [];
-  const total = rows.reduce((t, r) => ({ requests: t.requests + r.requests, errors: t.errors + r.errors, input: t.input + r.input_tokens, output: t.output + r.output_tokens }), { requests: 0, errors: 0, input: 0, output: 0 });
+  const total = rows.reduce(
+    (t, r) => ({
+      requests: t.requests + r.requests,
+      errors: t.errors + r.errors,
+      input: t.input + r.input_tokens,
+      output: t.output + r.output_tokens,
+    }),
+    { requests: 0, errors: 0, input: 0, output: 0 },
+  );
   const label = GROUPS.find((g) => g.id === groupBy)!.label;
   return html`<${PageTitle} sub="Requests, errors and tokens per UTC day, from the same counts as the metrics and the limits.">Usage<//>
     <form class="card form filters" aria-label="Choose the usage shown" onSubmit=${(e: Event) => e.preventDefault()}>
@@ -35,12 +43,21 @@ export function UsagePage() {
       </div>
       <div class="actions"><a class="button" href=${`/admin/usage?${query}&format=csv`} download>Download CSV</a></div>
     </form>
-    ${usage.error ? html`<${ErrorNote} error=${usage.error} />` : !usage.data ? html`<${Loading} />` : rows.length === 0 ? html`<p class="muted">No traffic between ${from} and ${to}.</p>`
-      : html`<div class="table-wrap" tabindex="0" aria-label="Usage rows (scrolls sideways on narrow screens)"><table class="usage">
+    ${
+      usage.error
+        ? html`<${ErrorNote} error=${usage.error} />`
+        : !usage.data
+          ? html`<${Loading} />`
+          : rows.length === 0
+            ? html`<p class="muted">No traffic between ${from} and ${to}.</p>`
+            : html`<div class="table-wrap" tabindex="0" aria-label="Usage rows (scrolls sideways on narrow screens)"><table class="usage">
           <thead><tr><th scope="col">Day</th><th scope="col">${label}</th><th scope="col" class="num">Requests</th><th scope="col" class="num">Errors</th><th scope="col" class="num">Input tokens</th><th scope="col" class="num">Output tokens</th></tr></thead>
-          <tbody>${rows.map((r) => html`<tr key=${`${r.day}/${r.id}`} data-testid="usage-row">
+          <tbody>${rows.map(
+            (r) => html`<tr key=${`${r.day}/${r.id}`} data-testid="usage-row">
             <td>${r.day}</td><td>${r.label}</td><td class="num">${count(r.requests)}</td><td class="num">${count(r.errors)}</td><td class="num">${count(r.input_tokens)}</td><td class="num">${count(r.output_tokens)}</td>
-          </tr>`)}</tbody>
+          </tr>`,
+          )}</tbody>
           <tfoot><tr data-testid="usage-total"><th scope="row" colspan="2">Total</th><td class="num">${count(total.requests)}</td><td class="num">${count(total.errors)}</td><td class="num">${count(total.input)}</td><td class="num">${count(total.output)}</td></tr></tfoot>
-        </table></div>`}`;
+        </table></div>`
+    }`;
 }

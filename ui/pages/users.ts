@@ -19,7 +19,19 @@ import { SessionList } from "../components/sessions";
  * A button opening a modal dialog whose content is made afresh each time it opens (`render` gets `close`).
  * @example html`<${DialogButton} label="Edit" title="Edit the user" render=${(close) => html`<${Form} onCancel=${close} />`} />`
  */
-function DialogButton({ label, title, name, primary, render }: { label: string; title: string; name?: string; primary?: boolean; render(close: () => void): ComponentChildren }) {
+function DialogButton({
+  label,
+  title,
+  name,
+  primary,
+  render,
+}: {
+  label: string;
+  title: string;
+  name?: string;
+  primary?: boolean;
+  render(close: () => void): ComponentChildren;
+}) {
   const dialog = useRef<HTMLDialogElement>(null);
   const [open, setOpen] = useState(0);
   const id = useId();
@@ -28,9 +40,9 @@ function DialogButton({ label, title, name, primary, render }: { label: string; 
     setOpen(0);
   };
   return html`<button type="button" class=${primary ? "primary" : "small"} aria-label=${name} onClick=${() => {
-      setOpen(open + 1);
-      dialog.current?.showModal();
-    }}>${label}</button>
+    setOpen(open + 1);
+    dialog.current?.showModal();
+  }}>${label}</button>
     <dialog ref=${dialog} aria-labelledby=${id} class="user-dialog" onClose=${() => setOpen(0)}>
       <h2 id=${id}>${title}</h2>
       ${open ? render(close) : null}
@@ -42,7 +54,9 @@ type Fresh = { email: string; password: string };
 
 /** One user's row: what they are and the actions on them. */
 function UserRow({ u, onChanged, onPassword }: { u: User; onChanged(): unknown; onPassword(f: Fresh): void }) {
-  const remove = useAction(() => api(`/admin/users/${encodeURIComponent(u.id)}`, { method: "DELETE" }).then(() => true));
+  const remove = useAction(() =>
+    api(`/admin/users/${encodeURIComponent(u.id)}`, { method: "DELETE" }).then(() => true),
+  );
   return html`<tr data-testid="user-row">
     <td><strong class="wrap">${u.email}</strong>${u.name ? html`<br /><span class="muted">${u.name}</span>` : null}</td>
     <td><span class=${`badge role-${u.role}`}>${u.role}</span></td>
@@ -52,9 +66,18 @@ function UserRow({ u, onChanged, onPassword }: { u: User; onChanged(): unknown; 
     <td class="num">${u.sessions}</td>
     <td><div class="row-actions">
       <${DialogButton} label="Edit" name=${`Edit ${u.email}`} title=${`Edit ${u.email}`}
-        render=${(close: () => void) => html`<${UserForm} user=${u} onCancel=${close} onSaved=${async () => { close(); await onChanged(); }} />`} />
+        render=${(close: () => void) =>
+          html`<${UserForm} user=${u} onCancel=${close} onSaved=${async () => {
+            close();
+            await onChanged();
+          }} />`} />
       <${DialogButton} label="Reset password" name=${`Reset the password of ${u.email}`} title=${`New password for ${u.email}`}
-        render=${(close: () => void) => html`<${PasswordForm} user=${u} onCancel=${close} onSaved=${async (password: string) => { close(); onPassword({ email: u.email, password }); await onChanged(); }} />`} />
+        render=${(close: () => void) =>
+          html`<${PasswordForm} user=${u} onCancel=${close} onSaved=${async (password: string) => {
+            close();
+            onPassword({ email: u.email, password });
+            await onChanged();
+          }} />`} />
       <${DialogButton} label="Sessions" name=${`Sessions of ${u.email}`} title=${`Sessions of ${u.email}`}
         render=${(close: () => void) => html`<${SessionList} userId=${u.id} onChanged=${onChanged} /><div class="actions"><button type="button" onClick=${close}>Close</button></div>`} />
       <${ConfirmButton} class="danger small" label="Remove" title=${`Remove ${u.email}?`} confirm="Remove user" onConfirm=${async () => (await remove.run()) && onChanged()}
@@ -75,14 +98,26 @@ function Users() {
   const [fresh, setFresh] = useState<Fresh>();
   const reload = () => list.reload();
   return html`<div class="users-head">
-      <${DialogButton} primary label="Add user" title="Add a user" render=${(close: () => void) => html`<${UserForm} onCancel=${close}
-        onSaved=${async (u: User, password: string) => { close(); if (password) setFresh({ email: u.email, password }); await reload(); }} />`} />
+      <${DialogButton} primary label="Add user" title="Add a user" render=${(
+        close: () => void,
+      ) => html`<${UserForm} onCancel=${close}
+        onSaved=${async (u: User, password: string) => {
+          close();
+          if (password) setFresh({ email: u.email, password });
+          await reload();
+        }} />`} />
     </div>
     ${fresh ? html`<${SecretOnce} secret=${fresh.password} what=${`password for ${fresh.email}`} kept="inferd keeps only a hash of it. Pass it on to them; they sign in with their email and this password." onDone=${() => setFresh(undefined)} />` : null}
-    ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />` : list.data.length === 0
-      ? html`<p class="muted">No users yet: only the admin token gets in. Add one above, or let people sign in with single sign-on (<code>--oidc-issuer</code>).</p>`
-      : html`<div class="table-wrap"><table class="users">
+    ${
+      list.error
+        ? html`<${ErrorNote} error=${list.error} />`
+        : !list.data
+          ? html`<${Loading} />`
+          : list.data.length === 0
+            ? html`<p class="muted">No users yet: only the admin token gets in. Add one above, or let people sign in with single sign-on (<code>--oidc-issuer</code>).</p>`
+            : html`<div class="table-wrap"><table class="users">
           <thead><tr><th scope="col">User</th><th scope="col">Role</th><th scope="col">Projects</th><th scope="col">Signs in with</th><th scope="col">Last sign-in</th><th scope="col">Sessions</th><th scope="col"><span class="offscreen">Actions</span></th></tr></thead>
           <tbody>${list.data.map((u) => html`<${UserRow} key=${u.id} u=${u} onChanged=${reload} onPassword=${setFresh} />`)}</tbody>
-        </table></div>`}`;
+        </table></div>`
+    }`;
 }

@@ -18,12 +18,20 @@ type Delivery = ReturnType<typeof deliveryPolicy>;
  * @example delayText(90_000) // → "1.5 min"
  */
 function delayText(ms: number): string {
-  const [n, unit] = ms >= 3_600_000 ? [ms / 3_600_000, "h"] : ms >= 60_000 ? [ms / 60_000, "min"] : ms >= 1000 ? [ms / 1000, "s"] : [ms, "ms"];
+  const [n, unit] =
+    ms >= 3_600_000
+      ? [ms / 3_600_000, "h"]
+      : ms >= 60_000
+        ? [ms / 60_000, "min"]
+        : ms >= 1000
+          ? [ms / 1000, "s"]
+          : [ms, "ms"];
   return `+${Number(n.toFixed(2))} ${unit}`;
 }
 
 /** What inferd keeps of a destination's signing secret, as the secret box says it. */
-const SECRET_KEPT = "inferd keeps this secret in plain text in its store (it signs every delivery with it) and never shows it again, only its prefix; deleting the destination wipes it.";
+const SECRET_KEPT =
+  "inferd keeps this secret in plain text in its store (it signs every delivery with it) and never shows it again, only its prefix; deleting the destination wipes it.";
 
 /** The retry schedule in force and whether private receivers are allowed. */
 function DeliveryNote({ d }: { d: Delivery | undefined }) {
@@ -47,12 +55,16 @@ function Destination({ hook, onDeleted }: { hook: Webhook; onDeleted(): void }) 
         onConfirm=${async () => (await del.run()) && onDeleted()} />
     </div><//>
     <${ErrorNote} error=${ping.error ?? del.error} />
-    ${result ? html`<div class=${`ping ${result.ok ? "ok" : "failed"}`} role="status" data-testid="ping-result">
+    ${
+      result
+        ? html`<div class=${`ping ${result.ok ? "ok" : "failed"}`} role="status" data-testid="ping-result">
         <strong>${result.ok ? "Delivered" : "Failed"}</strong>
         ${result.status_code !== null ? html` · HTTP ${result.status_code}` : null} · ${result.duration_ms} ms
         ${result.error ? html`<div>${result.error}</div>` : null}
         ${result.body ? html`<pre><code>${result.body}</code></pre>` : null}
-      </div>` : null}
+      </div>`
+        : null
+    }
   </li>`;
 }
 
@@ -61,7 +73,7 @@ function Attempts({ id }: { id: string }) {
   const list = useApi<Attempt[]>(`/admin/deliveries/${id}/attempts`);
   if (!list.data) return html`<${Loading} />`;
   if (list.data.length === 0) return html`<p class="muted">No attempt yet.</p>`;
-  return html`<ol class="attempts">${list.data.map((a) => html`<li>#${a.n} ${when(a.at)} · ${a.status_code !== null ? `HTTP ${a.status_code}` : a.error ?? "no answer"}${a.duration_ms !== null ? ` · ${a.duration_ms} ms` : ""}</li>`)}</ol>`;
+  return html`<ol class="attempts">${list.data.map((a) => html`<li>#${a.n} ${when(a.at)} · ${a.status_code !== null ? `HTTP ${a.status_code}` : (a.error ?? "no answer")}${a.duration_ms !== null ? ` · ${a.duration_ms} ms` : ""}</li>`)}</ol>`;
 }
 
 /** Recent jobs and where their results went. */
@@ -69,19 +81,28 @@ function Jobs({ id }: { id: string }) {
   const jobs = useApi<Job[]>(`/admin/workloads/${id}/jobs?limit=20`, 3000);
   if (jobs.error) return html`<${ErrorNote} error=${jobs.error} />`;
   if (!jobs.data) return html`<${Loading} />`;
-  if (jobs.data.length === 0) return html`<p class="muted">No jobs yet. Apps submit them with <code>POST …/jobs</code>.</p>`;
-  return html`<ul class="jobs">${jobs.data.map((j) => html`<li class="card">
+  if (jobs.data.length === 0)
+    return html`<p class="muted">No jobs yet. Apps submit them with <code>POST …/jobs</code>.</p>`;
+  return html`<ul class="jobs">${jobs.data.map(
+    (j) => html`<li class="card">
     <div class="job-head"><code>${j.job_id}</code> <span>${j.kind}</span> <${StateBadge} state=${j.status} /> <span class="muted">${ago(j.created_at)}</span></div>
     ${j.request_id ? html`<${RequestId} id=${j.request_id} />` : null}
-    ${j.deliveries.length === 0 ? html`<p class="muted">No deliveries.</p>` : html`<div class="table-wrap"><table>
+    ${
+      j.deliveries.length === 0
+        ? html`<p class="muted">No deliveries.</p>`
+        : html`<div class="table-wrap"><table>
       <thead><tr><th scope="col">Destination</th><th scope="col">State</th><th scope="col">Attempts</th><th scope="col">Last status</th><th scope="col">Next attempt</th></tr></thead>
-      <tbody>${j.deliveries.map((d) => html`<tr>
+      <tbody>${j.deliveries.map(
+        (d) => html`<tr>
         <td class="wrap"><code>${d.url}</code></td><td><${StateBadge} state=${d.state} /></td>
         <td><details><summary>${d.attempts}</summary><${Attempts} id=${d.id} /></details></td>
         <td>${d.last_status_code ?? d.last_error ?? "–"}</td>
-        <td>${d.next_attempt_at ? html`<time datetime=${d.next_attempt_at} title=${when(d.next_attempt_at)}>${ago(d.next_attempt_at)}</time>` : "–"}</td></tr>`)}
-      </tbody></table></div>`}
-  </li>`)}</ul>`;
+        <td>${d.next_attempt_at ? html`<time datetime=${d.next_attempt_at} title=${when(d.next_attempt_at)}>${ago(d.next_attempt_at)}</time>` : "–"}</td></tr>`,
+      )}
+      </tbody></table></div>`
+    }
+  </li>`,
+  )}</ul>`;
 }
 
 /** The webhooks page of a workload. */
@@ -112,8 +133,13 @@ export function WebhooksPage({ id }: { id: string }) {
       <div class="actions"><button type="submit" class="primary" disabled=${add.busy || !url.trim()}>Add destination</button></div>
     </form><//>
     <h2>Destinations</h2>
-    ${!hooks.data ? html`<${Loading} />` : hooks.data.length === 0 ? html`<p class="muted">None yet.</p>`
-      : html`<ul class="hooks">${hooks.data.map((h) => html`<${Destination} key=${h.id} hook=${h} onDeleted=${() => hooks.reload()} />`)}</ul>`}
+    ${
+      !hooks.data
+        ? html`<${Loading} />`
+        : hooks.data.length === 0
+          ? html`<p class="muted">None yet.</p>`
+          : html`<ul class="hooks">${hooks.data.map((h) => html`<${Destination} key=${h.id} hook=${h} onDeleted=${() => hooks.reload()} />`)}</ul>`
+    }
     <h2>Jobs and deliveries</h2>
     <${Can} do="logs.read" project=${wl.data.project_slug} note><${Jobs} id=${id} /><//>`;
 }

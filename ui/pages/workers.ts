@@ -52,11 +52,15 @@ function AddWorker({ onAdded }: { onAdded(): void }) {
       <${ErrorNote} error=${add.error} />
       <div class="actions"><button type="submit" class="primary" disabled=${add.busy || !name.trim()}>Add worker</button></div>
     </form>
-    ${joined ? html`<div class="joined" data-testid="join">
+    ${
+      joined
+        ? html`<div class="joined" data-testid="join">
       <p>Run this on <strong>${joined.name}</strong>. <strong>The command holds a join token shown only now.</strong></p>
       <${CodeBlock} label="Join command" code=${joined.join_command} />
     </div>
-    <${WhereToGetIt} command=${joined.join_command} />` : null}
+    <${WhereToGetIt} command=${joined.join_command} />`
+        : null
+    }
   </details>`;
 }
 
@@ -67,24 +71,44 @@ function WorkerCard({ w, now, onDeleted, where }: { w: Worker; now: number; onDe
   return html`<li class="card worker" aria-label=${`Worker ${w.name}`}>
     <div class="worker-head">
       <h2>${w.name}</h2>${w.last_seen_at ? html`<${StateBadge} state=${w.state} />` : html`<span class="badge state-waiting">waiting to join</span>`}
-      ${w.last_seen_at
-        ? html`<span class="muted">${where} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`
-        : html`<span class="muted">waiting for its agent to join</span>`}
+      ${
+        w.last_seen_at
+          ? html`<span class="muted">${where} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`
+          : html`<span class="muted">waiting for its agent to join</span>`
+      }
     </div>
-    ${!w.last_seen_at ? null : w.gpus.length === 0 ? html`<p class="muted">No GPU: runs llama.cpp and Ollama on the CPU.</p>` : html`<ul class="gpus">
-      ${w.gpus.map((g) => html`<li class="gpu" data-testid="gpu">
+    ${
+      !w.last_seen_at
+        ? null
+        : w.gpus.length === 0
+          ? html`<p class="muted">No GPU: runs llama.cpp and Ollama on the CPU.</p>`
+          : html`<ul class="gpus">
+      ${w.gpus.map(
+        (g) => html`<li class="gpu" data-testid="gpu">
         <div class="gpu-name">GPU ${g.index} · ${g.name ?? "GPU"}${g.temperature_c !== undefined ? html` · <span>${g.temperature_c} °C</span>` : null}</div>
         <${Bar} label="Utilisation" value=${g.utilization_percent} max=${100} text=${`${g.utilization_percent}%`} />
         <${Bar} label="Memory" value=${g.memory_used_mib} max=${g.memory_total_mib} text=${`${mib(g.memory_used_mib)} / ${mib(g.memory_total_mib)}`} />
-      </li>`)}</ul>`}
+      </li>`,
+      )}</ul>`
+    }
     <h3>Replicas</h3>
-    ${w.replicas.length === 0 ? html`<p class="muted">None.</p>` : html`<ul class="replicas">${w.replicas.map((r) => html`<li key=${r.assignment_id}>
+    ${
+      w.replicas.length === 0
+        ? html`<p class="muted">None.</p>`
+        : html`<ul class="replicas">${w.replicas.map(
+            (r) => html`<li key=${r.assignment_id}>
       <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <span class="muted">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</span>
-      <${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></li>`)}</ul>`}
-    ${w.kind === "local" || !can("worker.change") ? null : html`<div class="actions">
+      <${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></li>`,
+          )}</ul>`
+    }
+    ${
+      w.kind === "local" || !can("worker.change")
+        ? null
+        : html`<div class="actions">
       <${ErrorNote} error=${del.error} />
       <${ConfirmButton} label="Delete worker" title=${`Delete worker ${w.name}?`} confirm="Delete worker" body=${html`<p>Its replicas move elsewhere and its agent can no longer connect.</p>`}
-        onConfirm=${async () => (await del.run()) && onDeleted()} /></div>`}
+        onConfirm=${async () => (await del.run()) && onDeleted()} /></div>`
+    }
   </li>`;
 }
 
@@ -103,6 +127,11 @@ export function Workers() {
   return html`<${PageTitle} sub="Machines that run your workloads, refreshed every 2 s.">Workers<//>
     <${Hosts} cluster=${cluster} now=${now} />
     <${Can} do="worker.change"><${AddWorker} onAdded=${() => list.reload()} /><//>
-    ${list.error ? html`<${ErrorNote} error=${list.error} />` : !list.data ? html`<${Loading} />`
-      : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} now=${now} where=${where(w)} onDeleted=${() => list.reload()} />`)}</ul>`}`;
+    ${
+      list.error
+        ? html`<${ErrorNote} error=${list.error} />`
+        : !list.data
+          ? html`<${Loading} />`
+          : html`<ul class="workers">${list.data.map((w) => html`<${WorkerCard} key=${w.id} w=${w} now=${now} where=${where(w)} onDeleted=${() => list.reload()} />`)}</ul>`
+    }`;
 }

@@ -23,7 +23,9 @@ export function WorkloadNew({ project }: { project: string }) {
   const workers = useApi<Worker[]>("/admin/workers");
   const others = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(project)}/workloads`);
   const [d, setD] = useState<Draft>(() => draftFromQuery(query));
-  const save = useAction((body: Record<string, unknown>) => api<Workload>(`/admin/projects/${encodeURIComponent(project)}/workloads`, { body }));
+  const save = useAction((body: Record<string, unknown>) =>
+    api<Workload>(`/admin/projects/${encodeURIComponent(project)}/workloads`, { body }),
+  );
   const submit = async (e: Event) => {
     e.preventDefault();
     if (refuseDraft(d, save.setError)) return;
@@ -43,13 +45,17 @@ export function WorkloadNew({ project }: { project: string }) {
 export function WorkloadEdit({ id }: { id: string }) {
   const wl = useApi<Workload>(`/admin/workloads/${id}`);
   const workers = useApi<Worker[]>("/admin/workers");
-  const siblings = useApi<Workload[]>(wl.data ? `/admin/projects/${encodeURIComponent(wl.data.project_slug)}/workloads` : null);
+  const siblings = useApi<Workload[]>(
+    wl.data ? `/admin/projects/${encodeURIComponent(wl.data.project_slug)}/workloads` : null,
+  );
   const others = siblings.data?.filter((w) => w.id !== wl.data?.id);
   const [d, setD] = useState<Draft>();
   useEffect(() => {
     if (wl.data && !d) setD(draftOf(wl.data));
   }, [wl.data]);
-  const save = useAction((body: Record<string, unknown>) => api<Workload>(`/admin/workloads/${id}`, { method: "PATCH", body }));
+  const save = useAction((body: Record<string, unknown>) =>
+    api<Workload>(`/admin/workloads/${id}`, { method: "PATCH", body }),
+  );
   if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;
   if (!d || !wl.data) return html`<${Loading} />`;
   const submit = async (e: Event) => {

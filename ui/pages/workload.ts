@@ -21,12 +21,21 @@ function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onCha
   const [worker, setWorker] = useState("");
   const [gpus, setGpus] = useState("1");
   const [concurrency, setConcurrency] = useState("20");
-  const place = useAction((body: Record<string, unknown>) => api(`/admin/workloads/${w.id}/assignments`, { body }).then(() => true));
+  const place = useAction((body: Record<string, unknown>) =>
+    api(`/admin/workloads/${w.id}/assignments`, { body }).then(() => true),
+  );
   const chosen = worker || workers[0]?.id || "";
   const hasGpus = (workers.find((x) => x.id === chosen)?.gpus.length ?? 0) > 0;
   const submit = async (e: Event) => {
     e.preventDefault();
-    if (await place.run({ worker_id: chosen, concurrency: Number(concurrency), ...(hasGpus ? { gpus: Number(gpus) } : {}) })) onChange();
+    if (
+      await place.run({
+        worker_id: chosen,
+        concurrency: Number(concurrency),
+        ...(hasGpus ? { gpus: Number(gpus) } : {}),
+      })
+    )
+      onChange();
   };
   return html`<details class="card"><summary>Run on a specific worker</summary>
     <form class="form" onSubmit=${submit} aria-label="Place the workload">
@@ -43,7 +52,9 @@ function Place({ w, workers, onChange }: { w: Workload; workers: Worker[]; onCha
 /** The endpoint switches; each change is saved at once (shown at once, undone if refused). Those the task type does not use are folded away. */
 function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
   const [pending, setPending] = useState<Record<string, boolean>>({});
-  const save = useAction((patch: Record<string, boolean>) => api(`/admin/workloads/${w.id}/endpoints`, { method: "PATCH", body: patch }).then(() => true));
+  const save = useAction((patch: Record<string, boolean>) =>
+    api(`/admin/workloads/${w.id}/endpoints`, { method: "PATCH", body: patch }).then(() => true),
+  );
   const flip = async (id: string, on: boolean) => {
     setPending((p) => ({ ...p, [id]: on }));
     if (await save.run({ [id]: on })) await onChange();
@@ -51,16 +62,23 @@ function Toggles({ w, onChange }: { w: Workload; onChange(): Promise<void> }) {
   };
   const used = new Set([...(TASK_TOGGLES[w.task_type] ?? TOGGLES.map(([id]) => id)), "jobs"]);
   const task = TASK_TYPES.find(([id]) => id === w.task_type)?.[1] ?? w.task_type;
-  const list = (items: [string, string][]) => html`<ul class="toggles">${items.map(([id, label]) => html`<li><label class="switch">
+  const list = (items: [string, string][]) =>
+    html`<ul class="toggles">${items.map(
+      ([id, label]) => html`<li><label class="switch">
       <input type="checkbox" role="switch" name=${id} ...${guard("workload.change", w.project_slug)} checked=${id in pending ? pending[id] : (w.endpoints as Record<string, boolean>)[id]} onChange=${(e: Event) => flip(id, (e.target as HTMLInputElement).checked)} />
-      <span>${label}</span></label></li>`)}</ul>`;
+      <span>${label}</span></label></li>`,
+    )}</ul>`;
   const others = TOGGLES.filter(([id]) => !used.has(id));
   return html`<section aria-labelledby="toggles"><h2 id="toggles">Endpoints</h2>
     <p class="muted">A switched-off endpoint answers 409 <code>endpoint_disabled</code>.</p>
     ${list(TOGGLES.filter(([id]) => used.has(id)))}
-    ${others.length ? html`<details class="other-endpoints"><summary>Other endpoints</summary>
+    ${
+      others.length
+        ? html`<details class="other-endpoints"><summary>Other endpoints</summary>
       <p class="muted">${task} workloads do not use these; the runtime may still answer them.</p>
-      ${list(others)}</details>` : null}
+      ${list(others)}</details>`
+        : null
+    }
     <${ErrorNote} error=${save.error} />
   </section>`;
 }
@@ -82,7 +100,9 @@ export function WorkloadPage({ id }: { id: string }) {
   // Deleted while open (by someone else, or the API): the same not-found page as a stale link. Never
   // seen (this answer came before the shell's own probe): the stale link's words.
   if (wl.error?.status === 404) {
-    const what = wl.data ? html`There is no workload <code>${id}</code> any more (it was deleted).` : html`There is no workload <code>${id}</code> (it may have been deleted).`;
+    const what = wl.data
+      ? html`There is no workload <code>${id}</code> any more (it was deleted).`
+      : html`There is no workload <code>${id}</code> (it may have been deleted).`;
     return html`<${NotFound} what=${what} back=${{ href: "/projects", label: "All projects" }} />`;
   }
   if (wl.error) return html`<${ErrorNote} error=${wl.error} />`;

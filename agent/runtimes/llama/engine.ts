@@ -5,7 +5,16 @@
 import type * as Nlc from "node-llama-cpp";
 import type { LlamaRunnerOptions } from "../llama-runner-args.ts";
 import { importNodeLlamaCpp, startLlama, type NodeLlamaCpp } from "./nlc.ts";
-import { badRequest, finishReason, HttpError, notSupported, type ChatParams, type CompletionParams, type Sampling, type Usage } from "./openai.ts";
+import {
+  badRequest,
+  finishReason,
+  HttpError,
+  notSupported,
+  type ChatParams,
+  type CompletionParams,
+  type Sampling,
+  type Usage,
+} from "./openai.ts";
 import { AbortedError, SlotPool } from "./pool.ts";
 
 /** The result of one generation. */
@@ -53,9 +62,18 @@ const SERVER_DEFAULTS = { temperature: 0.8, topK: 40, topP: 0.95, minP: 0.05 };
  * Loads the model named by the options and creates its contexts, reporting progress through `log`.
  * Never downloads or compiles: see startLlama.
  */
-export async function loadEngine(o: LlamaRunnerOptions, log: (line: string) => void, nlcIn?: NodeLlamaCpp): Promise<Engine> {
+export async function loadEngine(
+  o: LlamaRunnerOptions,
+  log: (line: string) => void,
+  nlcIn?: NodeLlamaCpp,
+): Promise<Engine> {
   const nlc = nlcIn ?? (await importNodeLlamaCpp());
-  const { llama, backend } = await startLlama(nlc, { gpu: o.gpuLayers !== 0, maxThreads: o.threads, verbose: o.verbose, log });
+  const { llama, backend } = await startLlama(nlc, {
+    gpu: o.gpuLayers !== 0,
+    maxThreads: o.threads,
+    verbose: o.verbose,
+    log,
+  });
   // On CPU, more threads than math cores makes ggml's workers spin against each other.
   const threads = o.threads ?? Math.max(1, llama.cpuMathCores);
   log(`llama.cpp backend: ${backend}; ${llama.buildType} binaries, ${threads} thread(s)`);
@@ -76,8 +94,16 @@ export async function loadEngine(o: LlamaRunnerOptions, log: (line: string) => v
   const total = o.ctxSize === undefined ? Math.min(4096, model.trainContextSize) : o.ctxSize || model.trainContextSize;
   const contextSize = Math.max(64, Math.floor(total / o.parallel));
   log(`creating context: ${o.parallel} slot(s) x ${contextSize} tokens`);
-  const context = await model.createContext({ contextSize, sequences: o.parallel, threads, batchSize: o.batchSize, flashAttention: o.flashAttention });
-  const embedContext = o.embedding ? await model.createEmbeddingContext({ contextSize, batchSize: contextSize, threads }) : undefined;
+  const context = await model.createContext({
+    contextSize,
+    sequences: o.parallel,
+    threads,
+    batchSize: o.batchSize,
+    flashAttention: o.flashAttention,
+  });
+  const embedContext = o.embedding
+    ? await model.createEmbeddingContext({ contextSize, batchSize: contextSize, threads })
+    : undefined;
   return new LlamaEngine(nlc, { llama, model, context, embedContext }, o, backend, threads);
 }
 
@@ -103,14 +129,26 @@ class LlamaEngine implements Engine {
   private readonly embedPool = new SlotPool([0]);
   private readonly chatWrapper: Nlc.ChatWrapper;
 
-  constructor(private readonly nlc: NodeLlamaCpp, private readonly p: Parts, private readonly o: LlamaRunnerOptions, backend: string, threads: number) {
+  constructor(
+    private readonly nlc: NodeLlamaCpp,
+    private readonly p: Parts,
+    private readonly o: LlamaRunnerOptions,
+    backend: string,
+    threads: number,
+  ) {
     this.pool = new SlotPool(Array.from({ length: o.parallel }, () => p.context.getSequence()));
     this.chatWrapper = nlc.resolveChatWrapper(p.model);
     let vocabSize = 0;
     for (const _ of p.model.iterateAllTokens()) vocabSize++;
     this.facts = {
-      backend, threads, trainContextSize: p.model.trainContextSize, contextSize: p.context.contextSize,
-      embeddingLength: p.model.embeddingVectorSize, vocabSize, sizeBytes: p.model.size, chatWrapper: this.chatWrapper.wrapperName,
+      backend,
+      threads,
+      trainContextSize: p.model.trainContextSize,
+      contextSize: p.context.contextSize,
+      embeddingLength: p.model.embeddingVectorSize,
+      vocabSize,
+      sizeBytes: p.model.size,
+      chatWrapper: this.chatWrapper.wrapperName,
     };
   }
 
@@ -120,9 +158,15 @@ class LlamaEngine implements Engine {
 
   chat(params: ChatParams): Prepared {
     const history = toHistory(params.messages);
-    const promptTokens = this.chatWrapper.generateContextState({ chatHistory: history }).contextText.tokenize(this.p.model.tokenizer).length;
+    const promptTokens = this.chatWrapper
+      .generateContextState({ chatHistory: history })
+      .contextText.tokenize(this.p.model.tokenizer).length;
     return this.prepare(params, promptTokens, async (seq, options) => {
-      const chat = new this.nlc.LlamaChat({ contextSequence: seq, chatWrapper: this.chatWrapper, autoDisposeSequence: false });
+      const chat = new this.nlc.LlamaChat({
+        contextSequence: seq,
+        chatWrapper: this.chatWrapper,
+        autoDisposeSequence: false,
+      });
       try {
         return await chat.generateResponse(history, options);
       } finally {
@@ -144,14 +188,19 @@ class LlamaEngine implements Engine {
     });
   }
 
-  async embed(inputs: (string | number[])[], signal: AbortSignal): Promise<{ vectors: number[][]; promptTokens: number }> {
+  async embed(
+    inputs: (string | number[])[],
+    signal: AbortSignal,
+  ): Promise<{ vectors: number[][]; promptTokens: number }> {
     const ctx = this.p.embedContext;
     if (!ctx) throw notSupported("This server does not support embeddings. Start it with `--embeddings`");
     const { vocabSize, contextSize } = this.facts;
     const lengths = inputs.map((input) => {
-      if (typeof input !== "string" && input.some((t) => t >= vocabSize)) throw badRequest(`token ids must be below the vocabulary size ${vocabSize}`);
+      if (typeof input !== "string" && input.some((t) => t >= vocabSize))
+        throw badRequest(`token ids must be below the vocabulary size ${vocabSize}`);
       const length = ctx.calculateInputLength(input as Nlc.Token[] | string);
-      if (length > contextSize) throw badRequest(`input is too large to process (${length} tokens, the context holds ${contextSize})`);
+      if (length > contextSize)
+        throw badRequest(`input is too large to process (${length} tokens, the context holds ${contextSize})`);
       return length;
     });
     const slot = await this.embedPool.acquire(signal);
@@ -178,7 +227,11 @@ class LlamaEngine implements Engine {
   private generationOptions(s: Sampling, promptTokens: number) {
     const { contextSize } = this.facts;
     if (promptTokens >= contextSize) {
-      throw new HttpError(400, "exceed_context_size_error", `the request (${promptTokens} prompt tokens) exceeds the available context size (${contextSize} tokens), try increasing it`);
+      throw new HttpError(
+        400,
+        "exceed_context_size_error",
+        `the request (${promptTokens} prompt tokens) exceeds the available context size (${contextSize} tokens), try increasing it`,
+      );
     }
     const o = this.o;
     const requested = s.maxTokens ?? (o.nPredict >= 0 ? o.nPredict : -1);
@@ -198,16 +251,29 @@ class LlamaEngine implements Engine {
   private prepare(
     s: Sampling,
     promptTokens: number,
-    generate: (seq: Nlc.LlamaContextSequence, options: GenerateOptions) => Promise<{ response: string; metadata: { stopReason: string } }>,
+    generate: (
+      seq: Nlc.LlamaContextSequence,
+      options: GenerateOptions,
+    ) => Promise<{ response: string; metadata: { stopReason: string } }>,
   ): Prepared {
     const gen = this.generationOptions(s, promptTokens);
-    const usage = (completion: number): Usage => ({ prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion });
+    const usage = (completion: number): Usage => ({
+      prompt_tokens: promptTokens,
+      completion_tokens: completion,
+      total_tokens: promptTokens + completion,
+    });
     const run = async (signal: AbortSignal, onText?: (text: string) => void): Promise<Generation> => {
       if (gen.maxTokens === 0) return { text: "", finish: "length", usage: usage(0) };
       const seq = await this.pool.acquire(signal);
       let count = 0;
       try {
-        const r = await generate(seq, { ...gen, signal, stopOnAbortSignal: false, onTextChunk: onText, onToken: (t) => (count += t.length) });
+        const r = await generate(seq, {
+          ...gen,
+          signal,
+          stopOnAbortSignal: false,
+          onTextChunk: onText,
+          onToken: (t) => (count += t.length),
+        });
         if (signal.aborted) throw new AbortedError(count);
         const finish = finishReason(r.metadata.stopReason);
         // Ended by the token limit, it generated exactly that many: node-llama-cpp may hold the last
@@ -226,7 +292,11 @@ class LlamaEngine implements Engine {
 /** OpenAI messages as node-llama-cpp chat history ending in the model turn to generate. */
 function toHistory(messages: ChatParams["messages"]): Nlc.ChatHistoryItem[] {
   const history: Nlc.ChatHistoryItem[] = messages.map((m) =>
-    m.role === "system" ? { type: "system", text: m.content } : m.role === "user" ? { type: "user", text: m.content } : { type: "model", response: [m.content] },
+    m.role === "system"
+      ? { type: "system", text: m.content }
+      : m.role === "user"
+        ? { type: "user", text: m.content }
+        : { type: "model", response: [m.content] },
   );
   // A trailing assistant message is a prefix to continue, as llama-server treats it.
   if (messages[messages.length - 1].role !== "assistant") history.push({ type: "model", response: [] });

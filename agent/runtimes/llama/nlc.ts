@@ -27,7 +27,8 @@ export async function importNodeLlamaCpp(env: Record<string, string | undefined>
   }
   const pkgDir = join(dir, "node-llama-cpp");
   const pkgFile = join(pkgDir, "package.json");
-  if (!existsSync(pkgFile)) throw new Error(`${NODE_MODULES_ENV}=${dir} does not contain node-llama-cpp (no ${pkgFile})`);
+  if (!existsSync(pkgFile))
+    throw new Error(`${NODE_MODULES_ENV}=${dir} does not contain node-llama-cpp (no ${pkgFile})`);
   const pkg = JSON.parse(readFileSync(pkgFile, "utf8"));
   const entry: string = pkg.exports?.["."]?.import ?? pkg.main ?? "index.js";
   return import(pathToFileURL(join(pkgDir, entry)).href);
@@ -104,7 +105,11 @@ const nameOf = (gpu: string | false) => (gpu === false ? "CPU" : isGpuType(gpu) 
 async function saying<T>(said: string[], log: (line: string) => void, fn: () => Promise<T>): Promise<T> {
   const { warn, error } = console;
   const keep = (...args: unknown[]) => {
-    const line = args.map((a) => (a instanceof Error ? a.message : String(a))).join(" ").replace(/\x1b\[[\d;]*m/g, "").trim();
+    const line = args
+      .map((a) => (a instanceof Error ? a.message : String(a)))
+      .join(" ")
+      .replace(/\x1b\[[\d;]*m/g, "")
+      .trim();
     if (!line) return;
     log(line);
     said.push(line.replace(/^\[node-llama-cpp\]\s*/, ""));

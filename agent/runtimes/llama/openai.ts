@@ -5,7 +5,11 @@
 
 /** An error with its HTTP status and llama-server's error type. */
 export class HttpError extends Error {
-  constructor(readonly status: number, readonly type: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly type: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -58,7 +62,8 @@ export interface EmbeddingParams {
 type Json = Record<string, unknown>;
 
 function asObject(body: unknown): Json {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) throw badRequest("the request body must be a JSON object");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    throw badRequest("the request body must be a JSON object");
   return body as Json;
 }
 
@@ -66,7 +71,9 @@ function optNumber(b: Json, key: string, min: number, max = Infinity, integer = 
   const v = b[key];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== "number" || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
-    throw badRequest(`'${key}' must be ${integer ? "an integer" : "a number"} >= ${min}${max < Infinity ? ` and <= ${max}` : ""}`);
+    throw badRequest(
+      `'${key}' must be ${integer ? "an integer" : "a number"} >= ${min}${max < Infinity ? ` and <= ${max}` : ""}`,
+    );
   }
   return v;
 }
@@ -79,10 +86,14 @@ function sampling(b: Json): Sampling {
   else if (stop !== undefined && stop !== null) throw badRequest("'stop' must be a string or an array of strings");
   const n = optNumber(b, "n", 1, Infinity, true);
   if (n !== undefined && n > 1) throw badRequest("Only one completion choice is allowed");
-  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean") throw badRequest("'stream' must be a boolean");
+  if (b.stream !== undefined && b.stream !== null && typeof b.stream !== "boolean")
+    throw badRequest("'stream' must be a boolean");
   const streamOptions = b.stream_options as Json | undefined;
   return {
-    maxTokens: optNumber(b, "max_completion_tokens", -1, Infinity, true) ?? optNumber(b, "max_tokens", -1, Infinity, true) ?? optNumber(b, "n_predict", -1, Infinity, true),
+    maxTokens:
+      optNumber(b, "max_completion_tokens", -1, Infinity, true) ??
+      optNumber(b, "max_tokens", -1, Infinity, true) ??
+      optNumber(b, "n_predict", -1, Infinity, true),
     temperature: optNumber(b, "temperature", 0, 100),
     topK: optNumber(b, "top_k", 0, Infinity, true),
     topP: optNumber(b, "top_p", 0, 1),
@@ -116,7 +127,8 @@ export function parseChatRequest(body: unknown): ChatParams {
   if (b.messages.length === 0) throw badRequest("'messages' must not be empty");
   const messages = b.messages.map((m, i): ChatMessage => {
     const msg = m as Json;
-    if (typeof msg !== "object" || msg === null || typeof msg.role !== "string") throw badRequest(`messages[${i}] must be an object with a 'role'`);
+    if (typeof msg !== "object" || msg === null || typeof msg.role !== "string")
+      throw badRequest(`messages[${i}] must be an object with a 'role'`);
     const content = messageText(msg.content, i);
     switch (msg.role) {
       case "system":
@@ -148,11 +160,13 @@ export function parseCompletionRequest(body: unknown): CompletionParams {
 export function parseEmbeddingRequest(body: unknown): EmbeddingParams {
   const b = asObject(body);
   const input = b.input ?? b.content;
-  const isTokens = (v: unknown): v is number[] => Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && (t as number) >= 0);
+  const isTokens = (v: unknown): v is number[] =>
+    Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && (t as number) >= 0);
   let inputs: (string | number[])[];
   if (typeof input === "string") inputs = [input];
   else if (isTokens(input)) inputs = [input];
-  else if (Array.isArray(input) && input.length > 0 && input.every((v) => typeof v === "string" || isTokens(v))) inputs = input as (string | number[])[];
+  else if (Array.isArray(input) && input.length > 0 && input.every((v) => typeof v === "string" || isTokens(v)))
+    inputs = input as (string | number[])[];
   else throw badRequest("'input' is required: a string, an array of strings, or token ids");
   if (inputs.some((v) => v === "")) throw badRequest("'input' must not contain empty strings");
   const format = b.encoding_format ?? "float";
@@ -179,14 +193,32 @@ export function responseShapes(model: string, kind: "chat" | "text") {
   const base = { id, created, model, system_fingerprint: "inferd-llama" };
   if (kind === "chat") {
     return {
-      full: (content: string, finish: string, usage: Usage) => ({ ...base, object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content }, logprobs: null, finish_reason: finish }], usage }),
-      chunk: (delta: Json, finish: string | null) => ({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] }),
+      full: (content: string, finish: string, usage: Usage) => ({
+        ...base,
+        object: "chat.completion",
+        choices: [{ index: 0, message: { role: "assistant", content }, logprobs: null, finish_reason: finish }],
+        usage,
+      }),
+      chunk: (delta: Json, finish: string | null) => ({
+        ...base,
+        object: "chat.completion.chunk",
+        choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      }),
       usageChunk: (usage: Usage) => ({ ...base, object: "chat.completion.chunk", choices: [], usage }),
     };
   }
   return {
-    full: (text: string, finish: string, usage: Usage) => ({ ...base, object: "text_completion", choices: [{ index: 0, text, logprobs: null, finish_reason: finish }], usage }),
-    chunk: (delta: Json, finish: string | null) => ({ ...base, object: "text_completion", choices: [{ index: 0, text: (delta.content as string) ?? "", logprobs: null, finish_reason: finish }] }),
+    full: (text: string, finish: string, usage: Usage) => ({
+      ...base,
+      object: "text_completion",
+      choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
+      usage,
+    }),
+    chunk: (delta: Json, finish: string | null) => ({
+      ...base,
+      object: "text_completion",
+      choices: [{ index: 0, text: (delta.content as string) ?? "", logprobs: null, finish_reason: finish }],
+    }),
     usageChunk: (usage: Usage) => ({ ...base, object: "text_completion", choices: [], usage }),
   };
 }
@@ -196,7 +228,11 @@ export function embeddingsBody(model: string, vectors: number[][], promptTokens:
   return {
     object: "list",
     model,
-    data: vectors.map((v, index) => ({ object: "embedding", index, embedding: base64 ? Buffer.from(new Float32Array(v).buffer).toString("base64") : v })),
+    data: vectors.map((v, index) => ({
+      object: "embedding",
+      index,
+      embedding: base64 ? Buffer.from(new Float32Array(v).buffer).toString("base64") : v,
+    })),
     usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
   };
 }

@@ -10,7 +10,17 @@
  * so a reader never sees half a runtime; a rename that loses a race to another process's finished
  * copy is fine, and leftovers of a process that died while unpacking are removed on the next unpack.
  */
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { zstdDecompressSync } from "node:zlib";
 
@@ -35,7 +45,12 @@ export interface PackIndex {
 
 /** A path we write only under the unpack dir: relative, forward slashes, no `.`/`..` segments. */
 function isSafePath(path: string): boolean {
-  return path.length > 0 && !path.startsWith("/") && !/^[A-Za-z]:/.test(path) && path.split("/").every((s) => s !== "" && s !== "." && s !== ".." && !s.includes("\\"));
+  return (
+    path.length > 0 &&
+    !path.startsWith("/") &&
+    !/^[A-Za-z]:/.test(path) &&
+    path.split("/").every((s) => s !== "" && s !== "." && s !== ".." && !s.includes("\\"))
+  );
 }
 
 /**
@@ -43,7 +58,10 @@ function isSafePath(path: string): boolean {
  * the same content always unpacks into the same dir and changed content into a new one.
  * @example encodePack([{ path: "a.js", bytes, mode: 0o644 }], { label: "3.22.1" }).id // → "3.22.1-9f2c…"
  */
-export function encodePack(files: PackInput[], opts: { label: string; level?: number }): { bytes: Uint8Array; index: PackIndex } {
+export function encodePack(
+  files: PackInput[],
+  opts: { label: string; level?: number },
+): { bytes: Uint8Array; index: PackIndex } {
   const hasher = new Bun.CryptoHasher("sha256");
   for (const f of files) {
     if (!isSafePath(f.path)) throw new Error(`pack: unsafe path "${f.path}"`);
@@ -51,7 +69,11 @@ export function encodePack(files: PackInput[], opts: { label: string; level?: nu
     hasher.update(f.bytes);
   }
   const id = `${opts.label.replace(/[^\w.+-]/g, "_")}-${hasher.digest("hex").slice(0, 16)}`;
-  const index: PackIndex = { format: FORMAT, id, files: files.map((f) => ({ path: f.path, size: f.bytes.length, mode: f.mode })) };
+  const index: PackIndex = {
+    format: FORMAT,
+    id,
+    files: files.map((f) => ({ path: f.path, size: f.bytes.length, mode: f.mode })),
+  };
   const head = new TextEncoder().encode(JSON.stringify(index));
   const data = Bun.zstdCompressSync(Buffer.concat(files.map((f) => f.bytes)), { level: opts.level ?? 3 });
   const out = new Uint8Array(MAGIC.length + 4 + head.length + data.length);
@@ -65,7 +87,8 @@ export function encodePack(files: PackInput[], opts: { label: string; level?: nu
 /** Reads a pack's index and where its compressed data starts; throws on anything that is not a pack. */
 export function readPackIndex(pack: Uint8Array): PackIndex & { dataOffset: number } {
   const bad = (why: string) => new Error(`not a valid inferd pack: ${why}`);
-  if (pack.length < MAGIC.length + 4 || new TextDecoder().decode(pack.subarray(0, MAGIC.length)) !== MAGIC) throw bad("wrong magic");
+  if (pack.length < MAGIC.length + 4 || new TextDecoder().decode(pack.subarray(0, MAGIC.length)) !== MAGIC)
+    throw bad("wrong magic");
   const headLength = new DataView(pack.buffer, pack.byteOffset, pack.byteLength).getUint32(MAGIC.length, true);
   const dataOffset = MAGIC.length + 4 + headLength;
   if (dataOffset > pack.length) throw bad("truncated index");
@@ -107,7 +130,8 @@ function removeLeftovers(base: string): void {
 function writeFiles(pack: Uint8Array, index: PackIndex & { dataOffset: number }, dir: string): void {
   const data = zstdDecompressSync(pack.subarray(index.dataOffset));
   const total = index.files.reduce((n, f) => n + f.size, 0);
-  if (data.length !== total) throw new Error(`not a valid inferd pack: ${data.length} bytes of file data, index says ${total}`);
+  if (data.length !== total)
+    throw new Error(`not a valid inferd pack: ${data.length} bytes of file data, index says ${total}`);
   const made = new Set<string>();
   let at = 0;
   for (const f of index.files) {

@@ -13,7 +13,12 @@ export class AbortedError extends Error {
  */
 export class SlotPool<T> {
   private readonly free: T[];
-  private readonly waiters: { resolve: (slot: T) => void; reject: (e: Error) => void; signal?: AbortSignal; onAbort: () => void }[] = [];
+  private readonly waiters: {
+    resolve: (slot: T) => void;
+    reject: (e: Error) => void;
+    signal?: AbortSignal;
+    onAbort: () => void;
+  }[] = [];
 
   constructor(slots: T[]) {
     this.free = [...slots];

@@ -19,7 +19,10 @@ export function prebuiltPackageName(platform: string = process.platform, arch: s
  * closure plus the given prebuilt binary packages; optional and peer dependencies are left out.
  * @example nodeLlamaCppPackages("node_modules") // → ["node-llama-cpp", "@huggingface/jinja", …, "@node-llama-cpp/linux-x64"]
  */
-export function nodeLlamaCppPackages(nodeModules: string, binaryPackages: string[] = [prebuiltPackageName()]): string[] {
+export function nodeLlamaCppPackages(
+  nodeModules: string,
+  binaryPackages: string[] = [prebuiltPackageName()],
+): string[] {
   const root = join(nodeModules, "node-llama-cpp");
   if (!existsSync(join(root, "package.json"))) throw new Error(`node-llama-cpp is not installed in ${nodeModules}`);
   const found = new Set<string>();

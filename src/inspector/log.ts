@@ -2,7 +2,7 @@
  * The request inspector's store writer: the sink the data plane and the job runner hand finished
  * requests to. `add` only pushes to memory (the request path never waits on the store); the server
  * flushes what gathered, about once a second and at shutdown, into `request_log` and
- * `request_bodies` (on SQLite by a worker thread, ./sqlite-writer.ts, in transactions of SLICE
+ * `request_bodies` (on SQLite by a worker thread, ../db/writer.ts, in transactions of SLICE
  * records, one prepared insert run per row, about three
  * times cheaper than building multi-row inserts; on PostgreSQL with multi-row inserts, one round trip
  * per chunk). Memory is bounded: past `maxPending` unwritten records the
@@ -16,13 +16,13 @@ import { requestBodies, requestLog } from "../db/schema";
 import { log } from "../log";
 import type { CapturedBodies, RequestRecord, RequestSink } from "./record";
 import { plural } from "../words";
-import { SqliteWriter } from "./sqlite-writer";
+import { SqliteWriter } from "../db/writer";
 
 /** Unwritten records kept in memory at most; beyond, the oldest are dropped. */
 export const MAX_PENDING = 5_000;
 
 /**
- * Records written per SQLite transaction (by a worker thread: ./sqlite-writer.ts): a busy second's
+ * Records written per SQLite transaction (by a worker thread: ../db/writer.ts): a busy second's
  * records go in slices, so the store's write lock is never held long by the inspector.
  */
 const SLICE = 200;

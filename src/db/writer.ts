@@ -1,7 +1,7 @@
 /**
- * The inspector's SQLite writes, off the request thread: a worker thread with its own connection
+ * SQLite writes off the request thread (the inspector's rows): a worker thread with its own connection
  * inserts the rows the server hands it, one transaction per batch, so a busy second's records never
- * hold the event loop (as ../db/checkpoint.ts does for WAL checkpoints). The rows are built on the
+ * hold the event loop (as ./checkpoint.ts does for WAL checkpoints). The rows are built on the
  * request thread (plain value arrays, cheap to hand over); the worker's source is inline so the
  * compiled binary needs no file beside it. Where no worker can run, the rows are written in place.
  */

@@ -2,9 +2,8 @@ import { existsSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import type { Config } from "./config";
 import { openConfiguredStore } from "./store/open";
-import { sessions } from "./db/schema";
+import { storeLoginCode } from "./auth/service";
 import { ensureDataDir, runningServer } from "./datadir";
-import { sha256 } from "./ids";
 import { startServer } from "./server";
 
 /** Chromium-family browsers tried for the app window, in order. */
@@ -24,12 +23,7 @@ export async function loginCode(config: { dataDir: string; databaseUrl?: string 
   const code = randomBytes(24).toString("base64url");
   const store = await openConfiguredStore(config);
   try {
-    const now = Date.now();
-    await store.db.insert(sessions).values({
-      hash: sha256(`login:${code}`),
-      createdAt: new Date(now).toISOString(),
-      expiresAt: new Date(now + 120_000).toISOString(),
-    });
+    await storeLoginCode(store.db, code);
   } finally {
     await store.close();
   }

@@ -21,7 +21,7 @@ import { SharedLimits } from "./limits/shared";
 import { storeQuotas } from "./limits/quotas";
 import { startLocalAgent } from "./workers/local";
 import { JobRunner } from "./jobs/runner";
-import { pruneJobs } from "./jobs/service";
+import { pruneJobs, requeueJobsOfGoneHosts } from "./jobs/service";
 import { pruneDeletedWebhooks } from "./webhooks/service";
 import { pruneAudit } from "./audit/service";
 import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
@@ -100,7 +100,9 @@ function buildServices(
   settings: Settings,
   traces?: TraceExporter,
 ): Services {
-  const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg);
+  const cluster = new Cluster(store.db, hostIdOf(config.dataDir), VERSION, store.pg, (alive) =>
+    requeueJobsOfGoneHosts(store.db, alive),
+  );
   // Finished requests go to the inspector's log and, with an exporter, out as traces.
   const requests = new RequestLog(store.db);
   const tracing = new Tracing(requests, cluster.hostId, traces);

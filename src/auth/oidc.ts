@@ -19,7 +19,7 @@ import { AppError } from "../errors";
 import { nowIso, safeEqual, sha256 } from "../ids";
 import { log } from "../log";
 import { audit } from "../audit/service";
-import { createUser } from "../users/service";
+import { createUser, recordSsoSignIn } from "../users/service";
 
 /** The settings single sign-on reads (restart-needed: read once when the routes are built). */
 export type OidcSettings = Pick<
@@ -169,7 +169,7 @@ export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRol
       { issuer: who.issuer, subject: who.subject },
       (id) => ({ type: "user", id, label: who.email }),
     );
-    await db.update(users).set({ lastSignInAt: now }).where(eq(users.id, made.id));
+    await recordSsoSignIn(db, made.id, now);
     return { id: made.id, email: made.email, role, created: true };
   }
   if (!byOidc) {
@@ -181,16 +181,12 @@ export async function findOrCreateOidcUser(db: Db, who: OidcIdentity, defaultRol
       );
   }
   const role = who.claimedRole ?? row.role;
-  await db
-    .update(users)
-    .set({
-      oidcIssuer: who.issuer,
-      oidcSubject: who.subject,
-      role,
-      lastSignInAt: now,
-      ...(role !== row.role || !byOidc ? { updatedAt: now } : {}),
-    })
-    .where(eq(users.id, row.id));
+  await recordSsoSignIn(db, row.id, now, {
+    issuer: who.issuer,
+    subject: who.subject,
+    role,
+    changed: role !== row.role || !byOidc,
+  });
   if (role !== row.role)
     await audit(
       db,

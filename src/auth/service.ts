@@ -310,6 +310,18 @@ export async function openSession(
   return { id, maxAgeSeconds: SESSION_MS / 1000 };
 }
 
+/** How long a one-time sign-in code stays valid. */
+const LOGIN_CODE_MS = 120_000;
+
+/** Keeps a one-time sign-in code (made by `inferd desktop`), valid LOGIN_CODE_MS, for `redeemLoginCode`. */
+export async function storeLoginCode(db: Db, code: string, now = Date.now()): Promise<void> {
+  await db.insert(sessions).values({
+    hash: sha256(`login:${code}`),
+    createdAt: new Date(now).toISOString(),
+    expiresAt: new Date(now + LOGIN_CODE_MS).toISOString(),
+  });
+}
+
 /** Trades a one-time sign-in code (made by `inferd desktop`) for a session; 401 when unknown or expired. */
 export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ id: string; maxAgeSeconds: number }> {
   const hash = sha256(`login:${code}`);

@@ -9,6 +9,7 @@
  * reading a batch ends it at once when it is due.
  */
 import { and, asc, eq, inArray, isNull } from "drizzle-orm";
+import { jobInserts } from "../jobs/service";
 import type { Cluster } from "../cluster/cluster";
 import type { Db } from "../db";
 import { batch, first, type Statement } from "../db/raw";
@@ -135,20 +136,22 @@ export async function endBatch(db: Db, b: BatchRow): Promise<void> {
     const fanOut = await deliveryStatements(db, workloadId, carrier, `batch.${end.status}`);
     if (!fanOut.length) continue;
     events.push(
-      db.insert(jobs).values({
-        id: carrier,
-        workloadId,
-        keyId: b.keyId,
-        kind: BATCH_EVENT_KIND,
-        body: Buffer.alloc(0),
-        contentType: "application/json",
-        status: "completed",
-        data,
-        runs: 0,
-        createdAt: now,
-        finishedAt: now,
-        batchId: b.id,
-      }),
+      ...jobInserts(db, [
+        {
+          id: carrier,
+          workloadId,
+          keyId: b.keyId,
+          kind: BATCH_EVENT_KIND,
+          body: Buffer.alloc(0),
+          contentType: "application/json",
+          status: "completed",
+          data,
+          runs: 0,
+          createdAt: now,
+          finishedAt: now,
+          batchId: b.id,
+        },
+      ]),
       ...fanOut,
     );
   }

@@ -3,6 +3,7 @@
  * still to run, and the write that ends the ones still queued (a cancel, an expiry).
  */
 import { and, count, eq, inArray, ne } from "drizzle-orm";
+import { failQueued } from "../jobs/service";
 import type { Db } from "../db";
 import { jobs } from "../db/schema";
 import { nowIso } from "../ids";
@@ -55,14 +56,5 @@ export async function unfinished(db: Db, batchId: string): Promise<number> {
  * The write that ends a batch's still-queued requests as failed with `code` (a request already
  * running finishes; a request put back in the queue later is ended by the next such write).
  */
-export function stopQueued(db: Db, batchId: string, code: string, message: string) {
-  const now = nowIso();
-  return db
-    .update(jobs)
-    .set({
-      status: "failed",
-      finishedAt: now,
-      data: JSON.stringify({ status: "error", metrics: { queue_ms: 0, run_ms: 0, runs: 0 }, error: { code, message } }),
-    })
-    .where(and(requestsOf(batchId), eq(jobs.status, "queued")));
-}
+export const stopQueued = (db: Db, batchId: string, code: string, message: string) =>
+  failQueued(db, requestsOf(batchId), { code, message });

@@ -9,6 +9,7 @@
  * to that workload.
  */
 import { and, desc, eq, inArray } from "drizzle-orm";
+import { jobInserts } from "../jobs/service";
 import type { Fleet } from "../workers/fleet";
 import type { Db } from "../db";
 import { batch, first } from "../db/raw";
@@ -35,8 +36,6 @@ export interface BatchDeps extends FilesDeps {
 
 /** The time a batch has to finish (its `completion_window`, "24h"). */
 const WINDOW_MS = 24 * 3_600_000;
-/** Job rows per INSERT statement (well within both dialects' parameter limits). */
-const ROWS_PER_INSERT = 500;
 
 /** One accepted line: what its job stores. */
 interface Accepted {
@@ -203,10 +202,7 @@ export async function createBatch(
     batchId: row.id,
     customId: l.customId,
   }));
-  const inserts = [];
-  for (let i = 0; i < jobRows.length; i += ROWS_PER_INSERT)
-    inserts.push(deps.db.insert(jobs).values(jobRows.slice(i, i + ROWS_PER_INSERT)));
-  await batch(deps.db, [deps.db.insert(batches).values(row), ...inserts]);
+  await batch(deps.db, [deps.db.insert(batches).values(row), ...jobInserts(deps.db, jobRows)]);
   for (const id of new Set(lines.map((l) => l.workload.id))) deps.jobs.wake(id);
   finisher.wake();
   return batchView(row, { total: row.total, completed: 0, failed: 0 });

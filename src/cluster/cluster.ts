@@ -4,9 +4,9 @@
  * hosts long gone are dropped). With the embedded store it is a cluster of one that always leads.
  */
 import type { SQL } from "bun";
-import { and, eq, inArray, isNotNull, notInArray } from "drizzle-orm";
+import { inArray, eq } from "drizzle-orm";
 import type { Db } from "../db";
-import { hosts, jobs } from "../db/schema";
+import { hosts } from "../db/schema";
 import { log } from "../log";
 import { nowIso } from "../ids";
 import {
@@ -48,6 +48,11 @@ export class Cluster {
     readonly hostId: string,
     private version: string,
     pg: SQL | undefined,
+    /** Puts back in the queue the jobs of hosts not in `alive` (the jobs feature's own write): how many, and their workloads. */
+    private requeueOrphans: (alive: string[]) => Promise<{ jobs: number; workloads: string[] }> = async () => ({
+      jobs: 0,
+      workloads: [],
+    }),
   ) {
     this.leadership = pg ? new LockLeadership(pg) : soleLeader();
     this.leadership.onChange((leading) => void this.noteLeading(leading));
@@ -96,22 +101,10 @@ export class Cluster {
 
   /** Jobs a dead host was running go back to the queue (at least once); long-gone hosts are forgotten. */
   private async leaderChores(): Promise<void> {
-    const alive = this.alive.map((h) => h.id);
-    const back = await this.db
-      .update(jobs)
-      .set({ status: "queued", claimedBy: null })
-      .where(
-        and(
-          eq(jobs.status, "running"),
-          isNotNull(jobs.claimedBy),
-          alive.length ? notInArray(jobs.claimedBy, alive) : undefined,
-        ),
-      )
-      .returning({ workloadId: jobs.workloadId });
-    if (back.length) {
-      log.warn(`${plural(back.length, "job")} of a host that stopped answering will run again`);
-      const workloads = [...new Set(back.map((j) => j.workloadId))];
-      for (const fn of this.requeueListeners) fn(workloads);
+    const back = await this.requeueOrphans(this.alive.map((h) => h.id));
+    if (back.jobs) {
+      log.warn(`${plural(back.jobs, "job")} of a host that stopped answering will run again`);
+      for (const fn of this.requeueListeners) fn(back.workloads);
     }
     await pruneHosts(this.db);
   }

@@ -1,6 +1,20 @@
-import { and, asc, desc, eq, getTableColumns, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import {
+  and,
+  asc,
+  desc,
+  eq,
+  getTableColumns,
+  inArray,
+  isNotNull,
+  isNull,
+  lt,
+  notInArray,
+  or,
+  sql,
+  type SQL,
+} from "drizzle-orm";
 import type { Db } from "../db";
-import { batch, first } from "../db/raw";
+import { batch, first, type Statement } from "../db/raw";
 import { deliveries, jobs, webhooks } from "../db/schema";
 import { deliveryStatements } from "../webhooks/service";
 import { nowIso } from "../ids";
@@ -182,6 +196,52 @@ export async function recoverRunningJobs(db: Db, hostId: string | null = null): 
       .where(and(eq(jobs.status, "running"), mine))
       .returning({ id: jobs.id })
   ).length;
+}
+
+/** Job rows per insert statement (well under both dialects' bound-parameter limits). */
+const ROWS_PER_INSERT = 500;
+
+/** The inserts of new job rows (a batch's requests, its event carriers), to run in the caller's transaction (`batch`). */
+export function jobInserts(db: Db, rows: (typeof jobs.$inferInsert)[]): Statement[] {
+  const out: Statement[] = [];
+  for (let i = 0; i < rows.length; i += ROWS_PER_INSERT)
+    out.push(db.insert(jobs).values(rows.slice(i, i + ROWS_PER_INSERT)));
+  return out;
+}
+
+/**
+ * The write that ends as failed, with `error`, every job still queued that `where` selects (a job
+ * already running finishes; one put back in the queue later is ended by the next such write).
+ */
+export function failQueued(db: Db, where: SQL | undefined, error: { code: string; message: string }): Statement {
+  const now = nowIso();
+  return db
+    .update(jobs)
+    .set({
+      status: "failed",
+      finishedAt: now,
+      data: JSON.stringify({ status: "error", metrics: { queue_ms: 0, run_ms: 0, runs: 0 }, error }),
+    })
+    .where(and(where, eq(jobs.status, "queued")));
+}
+
+/**
+ * The jobs a host no longer alive was running go back to the queue (at least once): every running
+ * job claimed by a host not in `alive`. Returns how many, and the workloads they belong to (each once).
+ */
+export async function requeueJobsOfGoneHosts(db: Db, alive: string[]): Promise<{ jobs: number; workloads: string[] }> {
+  const back = await db
+    .update(jobs)
+    .set({ status: "queued", claimedBy: null })
+    .where(
+      and(
+        eq(jobs.status, "running"),
+        isNotNull(jobs.claimedBy),
+        alive.length ? notInArray(jobs.claimedBy, alive) : undefined,
+      ),
+    )
+    .returning({ workloadId: jobs.workloadId });
+  return { jobs: back.length, workloads: [...new Set(back.map((j) => j.workloadId))] };
 }
 
 /**

@@ -126,6 +126,31 @@ export const generatePassword = () => newSecret("").slice(0, 20);
 const AUDITED = ["email", "name", "role", "projects", "source", "password"];
 
 /**
+ * Records a single sign-on sign-in of user `id` at `now`; with `link`, also the provider identity it
+ * is known by from now on and its role (the provider's claim, or the role it had), and `updatedAt`
+ * when `link.changed` (a new link or role).
+ */
+export async function recordSsoSignIn(
+  db: Db,
+  id: string,
+  now: string,
+  link?: { issuer: string; subject: string; role: Role; changed: boolean },
+): Promise<void> {
+  const linked = link
+    ? {
+        oidcIssuer: link.issuer,
+        oidcSubject: link.subject,
+        role: link.role,
+        ...(link.changed ? { updatedAt: now } : {}),
+      }
+    : {};
+  await db
+    .update(users)
+    .set({ ...linked, lastSignInAt: now })
+    .where(eq(users.id, id));
+}
+
+/**
  * Creates a user; 409 `email_taken` when the e-mail has a user, 400 at `projects` for an unknown
  * project. `actor` may be given the new id (a user made by signing in is the one acting).
  */

@@ -5,6 +5,7 @@ import { listenForChanges } from "./db/notify";
 import { adminToken, dataPaths, ensureDataDir, lockDataDir } from "./datadir";
 import { createApp, type AppDeps } from "./app";
 import { UsageRecorder } from "./usage/recorder";
+import { keyUsageWrite } from "./keys/service";
 import { log } from "./log";
 import { VERSION } from "./version";
 import { Fleet, localTarget, type TargetFactory } from "./workers/fleet";
@@ -106,7 +107,7 @@ function buildServices(
   // Finished requests go to the inspector's log and, with an exporter, out as traces.
   const requests = new RequestLog(store.db);
   const tracing = new Tracing(requests, cluster.hostId, traces);
-  const usage = new UsageRecorder(store.db);
+  const usage = new UsageRecorder(store.db, (keyId, used) => keyUsageWrite(store.db, keyId, used));
   const since = Date.now();
   const metrics = new MetricsStore(since);
   // With a shared store the per-minute limits are counted across the hosts (src/limits/shared.ts).

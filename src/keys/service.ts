@@ -1,7 +1,8 @@
 import { and, desc, eq, getTableColumns, sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { memoize, type Lookup } from "../db/memo";
-import { first } from "../db/raw";
+import { first, type Statement } from "../db/raw";
+import type { KeyUsage } from "../usage/recorder";
 import { apiKeys, projects, workloadUsage } from "../db/schema";
 import { newId, newSecret, nowIso, sha256 } from "../ids";
 import { notFound, validation } from "../errors";
@@ -237,6 +238,19 @@ export function findKeyByHash(db: Db, hash: string): KeyRecord | undefined | Pro
     keyLookups.set(db, find);
   }
   return find(hash);
+}
+
+/** The write adding usage counted since the last flush to a key's counters (the usage recorder runs it). */
+export function keyUsageWrite(db: Db, keyId: string, used: KeyUsage): Statement {
+  return db
+    .update(apiKeys)
+    .set({
+      requests: sql`${apiKeys.requests} + ${used.requests}`,
+      inputTokens: sql`${apiKeys.inputTokens} + ${used.inputTokens}`,
+      outputTokens: sql`${apiKeys.outputTokens} + ${used.outputTokens}`,
+      lastUsedAt: new Date(used.lastUsedAt).toISOString(),
+    })
+    .where(eq(apiKeys.id, keyId));
 }
 
 /** A workload's recorded usage (zeros when never used). */

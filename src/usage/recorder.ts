@@ -1,8 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { utcDay } from "../ids";
-import { batch } from "../db/raw";
-import { apiKeys } from "../db/schema";
+import { batch, type Statement } from "../db/raw";
 import type { Finished } from "./meter";
 
 /** Usage to add to one key or workload. */
@@ -14,6 +13,9 @@ export interface UsageDelta {
 }
 
 type Counter = { requests: number; errors: number; inputTokens: number; outputTokens: number; lastUsedAt: number };
+
+/** Usage counted for one key since the last flush (`lastUsedAt`: ms). */
+export type KeyUsage = Pick<Counter, "requests" | "inputTokens" | "outputTokens" | "lastUsedAt">;
 
 function add(map: Map<string, Counter>, id: string, delta: UsageDelta): void {
   const cur = map.get(id) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0, lastUsedAt: 0 };
@@ -35,7 +37,11 @@ export class UsageRecorder {
   private workloads = new Map<string, Counter>();
   private daily = new Map<string, { day: string; keyId: string; workloadId: string; projectId: string; c: Counter }>();
 
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    /** The write adding a key's usage to its counters (the keys feature's own: ../keys/service.ts `keyUsageWrite`). */
+    private readonly keyUsage: (keyId: string, used: KeyUsage) => Statement,
+  ) {}
 
   /** Adds usage to a key; cheap, no I/O. */
   record(keyId: string, delta: UsageDelta): void {
@@ -99,17 +105,7 @@ export class UsageRecorder {
           ON CONFLICT (day, key_id, workload_id) DO UPDATE SET requests = usage_daily.requests + excluded.requests, errors = usage_daily.errors + excluded.errors,
             input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens`,
       ),
-      ...[...keys].map(([id, d]) =>
-        db
-          .update(apiKeys)
-          .set({
-            requests: sql`${apiKeys.requests} + ${d.requests}`,
-            inputTokens: sql`${apiKeys.inputTokens} + ${d.inputTokens}`,
-            outputTokens: sql`${apiKeys.outputTokens} + ${d.outputTokens}`,
-            lastUsedAt: new Date(d.lastUsedAt).toISOString(),
-          })
-          .where(eq(apiKeys.id, id)),
-      ),
+      ...[...keys].map(([id, d]) => this.keyUsage(id, d)),
       // The workload may have been deleted since: insert only while it exists.
       ...[...wls].map(
         ([

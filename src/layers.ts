@@ -124,12 +124,10 @@ export const UPWARD: Upward[] = [
     why: "projectScope of the principal: goes with principalOf into users/",
   },
   {
-    from: "src/users/sessions.ts",
+    from: "src/users/signin.ts",
     to: "src/auth/service.ts",
-    why: "sessionIdOf: sessions are users' (DESIGN), their functions still in auth/service.ts beside the request gate",
+    why: "openSession: the gate's session cookie and audit (the rows themselves are users', users/session-rows.ts)",
   },
-  { from: "src/users/service.ts", to: "src/auth/service.ts", why: "SESSION_IDLE_MS, sessionIdOf: as above" },
-  { from: "src/users/signin.ts", to: "src/auth/service.ts", why: "openSession: as above" },
   {
     from: "src/users/signin.ts",
     to: "src/auth/oidc.ts",

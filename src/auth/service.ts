@@ -1,12 +1,19 @@
-import { and, eq, gt, lt } from "drizzle-orm";
 import type { Db } from "../db";
-import { first } from "../db/raw";
 import { andThen, type Maybe } from "../maybe";
 import { callOf } from "../call";
-import { sessions } from "../db/schema";
+import {
+  addSessionRow,
+  liveSessionRow,
+  removeAllSessions,
+  removeSession,
+  SESSION_IDLE_MS,
+  SESSION_MS,
+  sessionIdOf,
+  touchSession,
+} from "../users/session-rows";
 import { AppError, forbidden, notFound, unauthorized } from "../errors";
 import { CLIENT_SECTIONS, wantsDashboardPage } from "../ui/routes";
-import { newSecret, nowIso, safeEqual, sha256 } from "../ids";
+import { newSecret, safeEqual, sha256 } from "../ids";
 import { findKeyByHash, findKeyBySecret, KEY_PREFIX, type KeyRecord } from "../keys/service";
 import type { UsageRecorder } from "../usage/recorder";
 import type { Actor } from "../audit/service";
@@ -24,10 +31,6 @@ export interface AuthDeps {
 
 /** Name of the dashboard's session cookie. */
 export const SESSION_COOKIE = "inferd_session";
-/** How long a dashboard session lasts at most. */
-const SESSION_MS = 7 * 24 * 3600 * 1000;
-/** A session unused this long ends (the dashboard polls while open, so only an idle one does). */
-export const SESSION_IDLE_MS = 12 * 3600 * 1000;
 /** How often a session's last use is written (not on every request). */
 const TOUCH_MS = 60_000;
 
@@ -157,15 +160,10 @@ function originHost(origin: string): string | null {
 async function checkSession(deps: AuthDeps, sid: string): Promise<Principal> {
   const now = Date.now();
   const hash = sha256(sid);
-  const row = await first(
-    deps.db
-      .select()
-      .from(sessions)
-      .where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, new Date(now).toISOString()))),
-  );
+  const row = await liveSessionRow(deps.db, hash, now);
   if (!row) throw unauthorized("invalid_session", "the session has expired; sign in again");
   const end = async (why: string) => {
-    await deps.db.delete(sessions).where(eq(sessions.hash, hash));
+    await removeSession(deps.db, hash);
     return unauthorized("invalid_session", why);
   };
   const principal = row.userId
@@ -176,17 +174,13 @@ async function checkSession(deps: AuthDeps, sid: string): Promise<Principal> {
     throw await end("the admin token has changed since this session began; sign in again");
   const seen = Date.parse(row.lastSeenAt ?? row.createdAt);
   if (now - seen > SESSION_IDLE_MS) throw await end("the session ended after a time without use; sign in again");
-  if (now - seen > TOUCH_MS)
-    await deps.db
-      .update(sessions)
-      .set({ lastSeenAt: new Date(now).toISOString() })
-      .where(eq(sessions.hash, hash));
+  if (now - seen > TOUCH_MS) await touchSession(deps.db, hash, new Date(now).toISOString());
   return principal;
 }
 
 /** Ends every dashboard session and unused sign-in link (sign out everywhere); returns how many there were. */
 export async function endAllSessions(deps: AuthDeps): Promise<number> {
-  const ended = (await deps.db.delete(sessions).returning({ hash: sessions.hash })).length;
+  const ended = await removeAllSessions(deps.db);
   await audit(deps.db, "session.end_all", { type: "session" }, { ended });
   return ended;
 }
@@ -277,9 +271,6 @@ export async function createSession(deps: AuthDeps, token: string): Promise<{ id
 /** How a dashboard session began. */
 export type SessionMethod = "admin_token" | "login_link" | "password" | "oidc";
 
-/** The public id of a session (never its secret): `ses_` and the start of its hash. */
-export const sessionIdOf = (hash: string) => `ses_${hash.slice(0, 12)}`;
-
 /**
  * Opens a dashboard session: for the admin token (no user; a changed token ends it) or for a
  * signed-in user (`user`: ends when the user is removed). Returns the cookie value and its life.
@@ -296,17 +287,20 @@ export async function openSession(
     : { type: "session", id: sessionId, label: "dashboard session" };
   await audit(deps.db, "session.create", { type: "session", id: sessionId }, { method: how.method }, actor);
   const now = Date.now();
-  await deps.db.delete(sessions).where(lt(sessions.expiresAt, new Date(now).toISOString()));
-  await deps.db.insert(sessions).values({
-    hash,
-    createdAt: new Date(now).toISOString(),
-    expiresAt: new Date(now + SESSION_MS).toISOString(),
-    tokenHash: how.user ? null : adminHash(deps),
-    lastSeenAt: new Date(now).toISOString(),
-    userId: how.user?.id ?? null,
-    method: how.method,
-    userAgent: how.userAgent?.slice(0, 300) ?? null,
-  });
+  await addSessionRow(
+    deps.db,
+    {
+      hash,
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(now + SESSION_MS).toISOString(),
+      tokenHash: how.user ? null : adminHash(deps),
+      lastSeenAt: new Date(now).toISOString(),
+      userId: how.user?.id ?? null,
+      method: how.method,
+      userAgent: how.userAgent?.slice(0, 300) ?? null,
+    },
+    true,
+  );
   return { id, maxAgeSeconds: SESSION_MS / 1000 };
 }
 
@@ -315,7 +309,7 @@ const LOGIN_CODE_MS = 120_000;
 
 /** Keeps a one-time sign-in code (made by `inferd desktop`), valid LOGIN_CODE_MS, for `redeemLoginCode`. */
 export async function storeLoginCode(db: Db, code: string, now = Date.now()): Promise<void> {
-  await db.insert(sessions).values({
+  await addSessionRow(db, {
     hash: sha256(`login:${code}`),
     createdAt: new Date(now).toISOString(),
     expiresAt: new Date(now + LOGIN_CODE_MS).toISOString(),
@@ -325,13 +319,8 @@ export async function storeLoginCode(db: Db, code: string, now = Date.now()): Pr
 /** Trades a one-time sign-in code (made by `inferd desktop`) for a session; 401 when unknown or expired. */
 export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ id: string; maxAgeSeconds: number }> {
   const hash = sha256(`login:${code}`);
-  const row = await first(
-    deps.db
-      .select()
-      .from(sessions)
-      .where(and(eq(sessions.hash, hash), gt(sessions.expiresAt, nowIso()))),
-  );
-  await deps.db.delete(sessions).where(eq(sessions.hash, hash));
+  const row = await liveSessionRow(deps.db, hash, Date.now());
+  await removeSession(deps.db, hash);
   if (!row)
     throw unauthorized("invalid_login_code", "this sign-in link has expired or was used; sign in with the admin token");
   return openSession(deps, { method: "login_link" });
@@ -341,11 +330,8 @@ export async function redeemLoginCode(deps: AuthDeps, code: string): Promise<{ i
 export async function endSession(deps: AuthDeps, request: Request): Promise<void> {
   const sid = cookieValue(request, SESSION_COOKIE);
   if (!sid) return;
-  const ended = await deps.db
-    .delete(sessions)
-    .where(eq(sessions.hash, sha256(sid)))
-    .returning({ userId: sessions.userId });
-  const user = ended[0]?.userId ? await userPrincipal(deps.db, ended[0].userId, null) : undefined;
+  const userId = await removeSession(deps.db, sha256(sid));
+  const user = userId ? await userPrincipal(deps.db, userId, null) : undefined;
   const actor: Actor | undefined = user?.userId
     ? { type: "user", id: user.userId, label: user.email ?? user.userId }
     : undefined;

@@ -11,7 +11,7 @@ import { projectMembers, projects, sessions, users } from "../db/schema";
 import { conflict, notFound, validation } from "../errors";
 import { newId, newSecret, nowIso } from "../ids";
 import { audit, diffOf, fieldsOf, type Actor } from "../audit/service";
-import { SESSION_IDLE_MS, sessionIdOf } from "../auth/service";
+import { SESSION_IDLE_MS, sessionIdOf } from "./session-rows";
 import type { Role, UserCreate, UserPatch } from "./schema";
 
 /** A user as stored. */

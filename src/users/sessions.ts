@@ -9,7 +9,7 @@ import { sessions } from "../db/schema";
 import { notFound } from "../errors";
 import { nowIso } from "../ids";
 import { audit } from "../audit/service";
-import { sessionIdOf } from "../auth/service";
+import { sessionIdOf } from "./session-rows";
 import { liveSession, resolveUser } from "./service";
 
 /** A session as `GET /admin/users/:id/sessions` shows it. */

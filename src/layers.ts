@@ -47,6 +47,7 @@ export const LAYERS: Layer[] = [
       "src/errors.ts",
       "src/config.ts",
       "src/http.ts",
+      "src/multipart.ts",
       "src/tls",
       "src/cluster",
       "src/store",
@@ -144,11 +145,7 @@ export const UPWARD: Upward[] = [
     to: "src/usage/meter.ts",
     why: "the Finished type of usage/meter.ts, rewritten with the request object",
   },
-  ...["src/workers/fleet.ts", "src/agents/hub.ts"].map((from) => ({
-    from,
-    to: "src/dataplane/multipart-model.ts",
-    why: "the multipart model-field rewriting, a pure helper in the data plane's folder that is being rewritten",
-  })),
+
   {
     from: "src/inspector/routes.ts",
     to: "src/workloads/service.ts",

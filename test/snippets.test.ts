@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { startServing, type Serving } from "./helpers/serving";
 import { cleanup, tempDir } from "./helpers/proc";
 import { projectSnippets, snippets } from "../ui/components/snippets";
-import { boundaryOf, withModelField } from "../src/dataplane/multipart-model";
+import { boundaryOf, withModelField } from "../src/multipart";
 
 /**
  * The dashboard's "Use it" snippets, one task type at a time, run for real against `inferd serve`

@@ -3,7 +3,7 @@ import OpenAI, { toFile } from "openai";
 import { readdirSync } from "node:fs";
 import { cleanup, tempDir } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
-import { ModelFieldScanner, uploadModel } from "../src/dataplane/multipart-model";
+import { ModelFieldScanner, uploadModel } from "../src/multipart";
 
 /**
  * Uploads' `model` field wherever it stands: openai-node keeps the caller's key order, so

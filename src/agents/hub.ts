@@ -1,6 +1,6 @@
 import { AppError } from "../errors";
 import type { Target, Upstream } from "../dispatch/queue";
-import { uploadBytesFor } from "../dataplane/multipart-model";
+import { uploadBytesFor } from "../multipart";
 import type { ReplicaReport, WorkMessage } from "../../agent/protocol";
 
 /** A request lost with its worker before any of its answer reached the client: safe to run elsewhere. */

@@ -18,7 +18,7 @@ import { batches, files } from "../db/schema";
 import { AppError, badRequest, notFound, validation } from "../errors";
 import { readBodyLimited } from "../http";
 import { newId, nowIso } from "../ids";
-import { boundaryOf } from "../dataplane/multipart-model";
+import { boundaryOf } from "../multipart";
 import { canSeeBatch, canSeeUpload, type Viewer } from "./access";
 import { CHUNK_BYTES, fileBytes, fileRemovals, fileStream, storeFile } from "./content";
 import { checkJsonl } from "./jsonl";

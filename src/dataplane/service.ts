@@ -14,7 +14,7 @@ import { keyOf } from "../auth/service";
 import { priorityOf, type KeyRecord } from "../keys/service";
 import { callOf } from "../call";
 import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
-import { uploadModel } from "./multipart-model";
+import { uploadModel } from "../multipart";
 import type { DataRoute } from "./table";
 import { Capture } from "../tracing/capture";
 import { capturing } from "../workloads/capture";

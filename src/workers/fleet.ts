@@ -5,7 +5,7 @@ import { getWorkloadById, type Workload } from "../workloads/service";
 import { workloadUsageOf } from "../keys/service";
 import type { ReplicaReport, ReplicaSpec } from "../../agent/protocol";
 import { LogRing } from "../../agent/ring";
-import { uploadBytesFor, uploadStreamFor } from "../dataplane/multipart-model";
+import { uploadBytesFor, uploadStreamFor } from "../multipart";
 import { TelemetryHistory } from "./telemetry";
 import type { LaunchPolicy } from "../../agent/launch-policy";
 import { publicReason } from "../../agent/reason";

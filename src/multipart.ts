@@ -10,7 +10,7 @@
 import { open, unlink, type FileHandle } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { bodyChunks } from "../http";
+import { bodyChunks } from "./http";
 
 /** The boundary of a `multipart/form-data` content type, or undefined. */
 export function boundaryOf(contentType: string | undefined): string | undefined {

@@ -12,59 +12,68 @@
  *   milliseconds), so the request path never waits on a reload. A change this host made itself to
  *   those tables empties the memo at once (read back on the next request, as on SQLite).
  */
+import { statSync } from "node:fs";
 import { sqliteOf, type Db } from "./index";
 import { changeCounter, localChanges, SQLITE_CHANGES_TABLE } from "./notify";
 
 const stamps = new WeakMap<Db, (fresh: boolean) => string>();
 
-/** Bytes of the WAL index header at the start of the `-shm` file (SQLite's `WalIndexHdr`). */
-const WAL_INDEX_HEADER = 48;
+/** The longest a reading of the change counter is trusted while the WAL file looks unchanged (ms). */
+const RECHECK_MS = 100;
 
 /**
- * The WAL index header of `file` (`<file>-shm`), mapped into memory: SQLite rewrites it at every
- * commit of any connection (its change counter, frame count and salts), so an unchanged header
- * means no commit happened since it was last looked at. Looking costs a 48-byte compare, no system
- * call and no query. Undefined when the file has no index (not in WAL mode, or in memory). SQLite
- * never shortens the index while a connection (this one) holds the database open.
+ * A look at `file`'s WAL (`<file>-wal`) by name, no descriptor opened: its inode, size and times.
+ * Any connection's commit appends to it (or rewrites it from the start after a checkpoint, which
+ * moves its times), so an unchanged look means no commit happened since, as far as the file system's
+ * clock can tell. Undefined when there is no WAL (not in WAL mode, or in memory). Nothing here may
+ * open the WAL or its index: closing a descriptor of a file drops every POSIX lock this process
+ * holds on it, SQLite's included.
  */
-function walHeader(file: string): Uint8Array | undefined {
+function walLook(file: string): (() => string | undefined) | undefined {
   if (!file || file === ":memory:") return undefined;
-  try {
-    const shm = Bun.mmap(`${file}-shm`, { shared: true });
-    return shm.length >= WAL_INDEX_HEADER ? shm.subarray(0, WAL_INDEX_HEADER) : undefined;
-  } catch {
-    return undefined;
-  }
+  const wal = `${file}-wal`;
+  return () => {
+    try {
+      const s = statSync(wal);
+      return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+    } catch {
+      return undefined;
+    }
+  };
 }
 
 /**
  * A cheap SQLite stamp that changes whenever what the memos hold may have changed: the store's
  * change counter (bumped by triggers on the memoised tables, whoever writes them: ./notify.ts
- * `sqliteChangeStatements`) and this process's writes to those tables. The counter is read only
- * when the WAL index header says some commit happened since the last look; otherwise the last
- * reading stands, so a request costs a 48-byte compare.
+ * `sqliteChangeStatements`) and this process's writes to those tables. The counter is read when the
+ * WAL file looks changed (some commit happened) or RECHECK_MS after the last reading (a commit the
+ * file system's clock could not tell apart); otherwise the last reading stands, so a request costs
+ * one `stat`.
  */
 function sqliteStamp(db: Db): (fresh: boolean) => string {
   let fn = stamps.get(db);
   if (!fn) {
     const sqlite = sqliteOf(db);
     const stmt = sqlite.prepare<{ v: number }, []>(`SELECT version AS v FROM ${SQLITE_CHANGES_TABLE} WHERE id = 1`);
-    const header = walHeader(sqlite.filename);
-    const seen = Buffer.alloc(WAL_INDEX_HEADER);
+    const look = walLook(sqlite.filename);
     // A fresh read (authentication, first thing of every request) always looks; later lookups of
     // the same request reuse a reading under a millisecond old. This process's own writes are
     // counted in memory and always current.
     let at = -1;
+    let readAt = -Infinity;
+    let seen: string | undefined;
     let version = 0;
-    const read = () => {
-      if (header && at >= 0 && seen.equals(header)) return;
-      if (header) seen.set(header);
+    const read = (t: number) => {
+      const now = look?.();
+      if (now !== undefined && now === seen && t - readAt < RECHECK_MS) return;
+      seen = now;
+      readAt = t;
       version = stmt.get()?.v ?? 0;
     };
     fn = (fresh) => {
       const t = performance.now();
       if (fresh || t - at >= 1) {
-        read();
+        read(t);
         at = t;
       }
       return `${version}:${localChanges(db)}`;

@@ -79,20 +79,25 @@ async function waitForRound(sent: string[], n: number): Promise<void> {
   expect(sent).toHaveLength(n);
 }
 
+/** A store file holding project p1 ("one"), and a memo of project names over it that counts its loads. */
+async function projectMemo() {
+  const file = join(tempDir("memo-sqlite"), "inferd.db");
+  const store = openStore(file);
+  const at = new Date().toISOString();
+  await store.db.insert(projects).values({ id: "p1", name: "one", slug: "one", createdAt: at });
+  const counted = { loads: 0 };
+  const nameOf = memoize(store.db, async (id) => {
+    counted.loads++;
+    return (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null;
+  });
+  return Object.assign(counted, { file, store, at, nameOf });
+}
+
 describe("a memo on the embedded SQLite store", () => {
   test("forgets on writes to the tables it reads (whichever way they are made, and from another connection), not on other writes", async () => {
-    const file = join(tempDir("memo-sqlite"), "inferd.db");
-    const store = openStore(file);
+    const memo = await projectMemo();
+    const { file, store, at, nameOf } = memo;
     try {
-      const at = new Date().toISOString();
-      await store.db.insert(projects).values({ id: "p1", name: "one", slug: "one", createdAt: at });
-      let loads = 0;
-      const nameOf = memoize(
-        store.db,
-        async (id) => (
-          loads++, (await first(store.db.select().from(projects).where(eq(projects.id, id))))?.name ?? null
-        ),
-      );
       expect(await nameOf("p1")).toBe("one");
       // Writes to other tables, and usage counters of keys: what a job intake or a usage flush does.
       await exec(
@@ -104,7 +109,7 @@ describe("a memo on the embedded SQLite store", () => {
         .values({ at, actorType: "system", actorLabel: "test", action: "x.z", targetType: "thing" });
       sqliteOf(store.db).prepare("UPDATE api_keys SET requests = requests + 1").run();
       expect(await nameOf("p1")).toBe("one");
-      expect(loads).toBe(1);
+      expect(memo.loads).toBe(1);
       // A change through the query builder, a raw statement, a prepared statement, a batch: read back at once.
       const changes: (() => Promise<unknown> | unknown)[] = [
         () => store.db.update(projects).set({ name: "two" }).where(eq(projects.id, "p1")),
@@ -116,11 +121,38 @@ describe("a memo on the embedded SQLite store", () => {
         await change();
         expect(await nameOf("p1")).toBe(["two", "three", "four", "five"][i]);
       }
-      // Another connection (the CLI) changes it: data_version tells.
+      // Another connection (the CLI) changes it: the store's change triggers tell.
       const other = new Database(file);
       other.run("UPDATE projects SET name = 'six' WHERE id = 'p1'");
       other.close();
       expect(await nameOf("p1")).toBe("six");
+    } finally {
+      await store.close();
+    }
+  });
+
+  test("other connections' writes elsewhere leave it alone (the inspector's writer thread, usage counters); a change to what it holds is read back at once", async () => {
+    const memo = await projectMemo();
+    const { file, store, at, nameOf } = memo;
+    try {
+      expect(await nameOf("p1")).toBe("one");
+      const other = new Database(file);
+      other.exec("PRAGMA busy_timeout = 5000");
+      // What the inspector's writer thread and a usage flush do: other tables, a key's counters, an unchanged value.
+      other.run(
+        "INSERT INTO audit_log (at, actor_type, actor_label, action, target_type) VALUES (?, 'system', 'test', 'x.y', 'thing')",
+        [at],
+      );
+      other.run("UPDATE api_keys SET requests = requests + 1");
+      other.run("UPDATE projects SET name = 'one' WHERE id = 'p1'");
+      for (let i = 0; i < 3; i++) expect(await nameOf("p1")).toBe("one");
+      expect(memo.loads).toBe(1);
+      // A change to a memoised table from that connection (the CLI's): the next lookup reads it.
+      other.run("UPDATE projects SET name = 'two' WHERE id = 'p1'");
+      expect(await nameOf("p1")).toBe("two");
+      other.run("DELETE FROM projects WHERE id = 'p1'");
+      expect(await nameOf("p1")).toBe(null);
+      other.close();
     } finally {
       await store.close();
     }

@@ -1,12 +1,13 @@
 // Small parts of the request path: the event-loop stall probe behind /metrics' inferd_event_loop_stall_seconds (on a fake clock), and the cached UTC day.
 import { describe, expect, test } from "bun:test";
-import { LoopLag, WINDOW_S, type LagClock } from "../src/usage/lag";
+import type { Clock } from "../agent/serial";
+import { LoopLag, WINDOW_S } from "../src/usage/lag";
 
 /** A clock whose timers fire only when the test says, as late as it says. */
 function fakeClock() {
   let now = 0;
   let due: { fn: () => void; at: number } | undefined;
-  const clock: LagClock = {
+  const clock: Clock = {
     now: () => now,
     setTimeout: (fn, ms) => (due = { fn, at: now + ms }),
     clearTimeout: () => (due = undefined),

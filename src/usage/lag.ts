@@ -4,20 +4,15 @@
  * as a stall every request behind it waited through. `/metrics` reports the longest in the last
  * WINDOW_S seconds (`inferd_event_loop_stall_seconds`); the data-plane benchmark prints it.
  */
+import type { Clock } from "../../agent/serial";
 
 /** How often the probe asks to run (ms). */
 const PROBE_MS = 20;
 /** The window the longest stall is reported over (seconds). */
 export const WINDOW_S = 10;
 
-/** Timer functions the probe uses; injected in tests. */
-export interface LagClock {
-  now(): number;
-  setTimeout(fn: () => void, ms: number): unknown;
-  clearTimeout(handle: unknown): void;
-}
-
-const realClock: LagClock = {
+/** The probe's clock: `performance.now()` (sub-millisecond), and timers that keep no process alive. */
+const probeClock: Clock = {
   now: () => performance.now(),
   setTimeout: (fn, ms) => {
     const t = setTimeout(fn, ms);
@@ -34,7 +29,7 @@ export class LoopLag {
   private handle: unknown;
   private running = false;
 
-  constructor(private readonly clock: LagClock = realClock) {}
+  constructor(private readonly clock: Clock = probeClock) {}
 
   /** Starts probing (again a no-op while running). */
   start(): void {

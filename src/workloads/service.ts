@@ -256,6 +256,25 @@ async function checkRouting(
 /** Who set a workload's command: the operator of the machine (an admin: trusted) or a tenant (everyone else: the launch policy applies). */
 export type Origin = "admin" | "tenant";
 
+/** The fields of a workload the audit log records when it is made or changed. */
+const AUDITED: string[] = [
+  "name",
+  "description",
+  "slug",
+  "task_type",
+  "backend",
+  "model_name",
+  "config",
+  "worker_id",
+  "gpu_resource_id",
+  "nodes",
+  "aliases",
+  "fallbacks",
+  "routing",
+  "execution_policy",
+  "execution_params",
+];
+
 /** Creates a workload in a project; every endpoint toggle starts on. */
 export async function createWorkload(
   db: Db,
@@ -300,23 +319,7 @@ export async function createWorkload(
     db,
     "workload.create",
     { type: "workload", id: w.id, label: `${project.slug}/${w.slug}` },
-    fieldsOf(w, [
-      "name",
-      "description",
-      "slug",
-      "task_type",
-      "backend",
-      "model_name",
-      "config",
-      "worker_id",
-      "gpu_resource_id",
-      "nodes",
-      "aliases",
-      "fallbacks",
-      "routing",
-      "execution_policy",
-      "execution_params",
-    ]),
+    fieldsOf(w, AUDITED),
   );
   return w;
 }
@@ -409,23 +412,7 @@ export async function updateWorkload(
     db,
     "workload.update",
     { type: "workload", id: after.id, label: `${after.project_slug}/${after.slug}` },
-    diffOf(current, after, [
-      "name",
-      "description",
-      "slug",
-      "task_type",
-      "backend",
-      "model_name",
-      "config",
-      "worker_id",
-      "gpu_resource_id",
-      "nodes",
-      "aliases",
-      "fallbacks",
-      "routing",
-      "execution_policy",
-      "execution_params",
-    ]),
+    diffOf(current, after, AUDITED),
   );
   return after;
 }

@@ -79,9 +79,7 @@ const credentialLookups = new WeakMap<Db, Lookup<typeof workers.$inferSelect | u
 export async function workerByCredential(db: Db, credential: string | undefined): Promise<typeof workers.$inferSelect> {
   let find = credentialLookups.get(db);
   if (!find) {
-    find = memoize(db, (hash) => first(db.select().from(workers).where(eq(workers.credentialHash, hash))), true, [
-      "workers",
-    ]);
+    find = memoize(db, (hash) => first(db.select().from(workers).where(eq(workers.credentialHash, hash))), ["workers"]);
     credentialLookups.set(db, find);
   }
   const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? await find(sha256(credential)) : undefined;

@@ -12,68 +12,34 @@
  *   milliseconds), so the request path never waits on a reload. A change this host made itself to
  *   those tables empties the memo at once (read back on the next request, as on SQLite).
  */
-import { statSync } from "node:fs";
 import { sqliteOf, type Db } from "./index";
 import { changeCounter, localChanges, SQLITE_CHANGES_TABLE } from "./notify";
 
-const stamps = new WeakMap<Db, (fresh: boolean) => string>();
+const stamps = new WeakMap<Db, () => string>();
 
-/** The longest a reading of the change counter is trusted while the WAL file looks unchanged (ms). */
-const RECHECK_MS = 100;
-
-/**
- * A look at `file`'s WAL (`<file>-wal`) by name, no descriptor opened: its inode, size and times.
- * Any connection's commit appends to it (or rewrites it from the start after a checkpoint, which
- * moves its times), so an unchanged look means no commit happened since, as far as the file system's
- * clock can tell. Undefined when there is no WAL (not in WAL mode, or in memory). Nothing here may
- * open the WAL or its index: closing a descriptor of a file drops every POSIX lock this process
- * holds on it, SQLite's included.
- */
-function walLook(file: string): (() => string | undefined) | undefined {
-  if (!file || file === ":memory:") return undefined;
-  const wal = `${file}-wal`;
-  return () => {
-    try {
-      const s = statSync(wal);
-      return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
-    } catch {
-      return undefined;
-    }
-  };
-}
+/** How long a reading of the change counter stands (ms): requests arriving together share one. */
+const READING_MS = 1;
 
 /**
  * A cheap SQLite stamp that changes whenever what the memos hold may have changed: the store's
  * change counter (bumped by triggers on the memoised tables, whoever writes them: ./notify.ts
- * `sqliteChangeStatements`) and this process's writes to those tables. The counter is read when the
- * WAL file looks changed (some commit happened) or RECHECK_MS after the last reading (a commit the
- * file system's clock could not tell apart); otherwise the last reading stands, so a request costs
- * one `stat`.
+ * `sqliteChangeStatements`) and this process's writes to those tables (counted in memory, always
+ * current). The counter is read at most once a millisecond, so under load the requests arriving
+ * together share one reading and an idle server reads it for each request; another process's write
+ * (the CLI's) is seen by every request arriving a millisecond after it committed.
  */
-function sqliteStamp(db: Db): (fresh: boolean) => string {
+function sqliteStamp(db: Db): () => string {
   let fn = stamps.get(db);
   if (!fn) {
-    const sqlite = sqliteOf(db);
-    const stmt = sqlite.prepare<{ v: number }, []>(`SELECT version AS v FROM ${SQLITE_CHANGES_TABLE} WHERE id = 1`);
-    const look = walLook(sqlite.filename);
-    // A fresh read (authentication, first thing of every request) always looks; later lookups of
-    // the same request reuse a reading under a millisecond old. This process's own writes are
-    // counted in memory and always current.
-    let at = -1;
-    let readAt = -Infinity;
-    let seen: string | undefined;
+    const stmt = sqliteOf(db).prepare<{ v: number }, []>(
+      `SELECT version AS v FROM ${SQLITE_CHANGES_TABLE} WHERE id = 1`,
+    );
+    let at = -Infinity;
     let version = 0;
-    const read = (t: number) => {
-      const now = look?.();
-      if (now !== undefined && now === seen && t - readAt < RECHECK_MS) return;
-      seen = now;
-      readAt = t;
-      version = stmt.get()?.v ?? 0;
-    };
-    fn = (fresh) => {
+    fn = () => {
       const t = performance.now();
-      if (fresh || t - at >= 1) {
-        read(t);
+      if (t - at >= READING_MS) {
+        version = stmt.get()?.v ?? 0;
         at = t;
       }
       return `${version}:${localChanges(db)}`;
@@ -92,26 +58,21 @@ export type Lookup<V> = (key: string) => V | Promise<V>;
 /**
  * Memoises `load` on the request path while the store is unchanged (see the module comment): on
  * SQLite any write empties it before the next read, so a revoked key is refused on the very next
- * request; on PostgreSQL a change NOTIFY makes it reload in the background. With `fresh` false the
- * SQLite stamp may be read from up to a millisecond before (by the same request's authentication).
+ * request (another process's, within a millisecond); on PostgreSQL a change NOTIFY makes it reload in
+ * the background.
  * `tables`: the tables of ./notify.ts's change feed that `load` reads (none named: any change counts).
- * @example const find = memoize(db, (k) => loadKey(k), true, ["api_keys"]); await find("a"); await find("a"); // one query
+ * @example const find = memoize(db, (k) => loadKey(k), ["api_keys"]); await find("a"); await find("a"); // one query
  */
-export function memoize<V>(
-  db: Db,
-  load: (key: string) => Promise<V>,
-  fresh = true,
-  tables?: readonly string[],
-): Lookup<V> {
-  return db.engine === "sqlite" ? sqliteMemo(db, load, fresh) : notifiedMemo(db, load, tables);
+export function memoize<V>(db: Db, load: (key: string) => Promise<V>, tables?: readonly string[]): Lookup<V> {
+  return db.engine === "sqlite" ? sqliteMemo(db, load) : notifiedMemo(db, load, tables);
 }
 
-function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>, fresh: boolean): Lookup<V> {
+function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
   const stamp = sqliteStamp(db);
   const cache = new Map<string, V>();
   let seen = "";
   return (key) => {
-    const now = stamp(fresh);
+    const now = stamp();
     if (now !== seen || cache.size > MAX_ENTRIES) {
       cache.clear();
       seen = now;

@@ -232,7 +232,6 @@ export function findKeyByHash(db: Db, hash: string): KeyRecord | undefined | Pro
             .innerJoin(projects, eq(projects.id, apiKeys.projectId))
             .where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`)),
         ),
-      true,
       ["api_keys", "projects"],
     );
     keyLookups.set(db, find);

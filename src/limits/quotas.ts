@@ -18,7 +18,6 @@ export function storeQuotas(db: Db, flush: () => Promise<void>): QuotaSource {
       );
       return { tokensPerDay: p?.d ?? null, tokensPerMonth: p?.m ?? null };
     },
-    true,
     ["projects"],
   );
   return {

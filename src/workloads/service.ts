@@ -466,7 +466,6 @@ export function findWorkload(
         const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
         return r && toWorkload(r.w, r.projectSlug);
       },
-      false,
       ["workloads", "projects"],
     );
     workloadLookups.set(db, find);
@@ -491,7 +490,6 @@ export function findProjectWorkloads(db: Db, projectSlug: string): Workload[] | 
           .orderBy(asc(workloads.createdAt), asc(workloads.id));
         return rows.map((r) => toWorkload(r.w, r.projectSlug));
       },
-      false,
       ["workloads", "projects"],
     );
     projectLookups.set(db, find);

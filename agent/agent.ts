@@ -169,6 +169,7 @@ export class Agent {
       which: (cmd) => (cmd.includes("/") ? cmd : Bun.which(cmd, { PATH: this.env.PATH ?? "" })),
       freePort,
       builtinLlama: this.opts.builtinLlama,
+      gpus: () => this.gpus,
       llamaGpu: this.llamaGpu,
       ensureDaemon: (d) => this.ensureDaemon(d),
       report: (r) => this.workerId && !this.stopped && this.opts.host.report(this.workerId, r),

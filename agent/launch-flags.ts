@@ -7,6 +7,22 @@
 export const POLICY_FAMILIES = ["vllm", "sglang", "llamacpp"] as const;
 export type PolicyFamily = (typeof POLICY_FAMILIES)[number];
 
+/** The operator's rules for tenant workloads. */
+export interface LaunchPolicy {
+  /** Per family, the command prefixes a tenant's command may start with (e.g. `vllm serve`). */
+  programs: Record<PolicyFamily, string[]>;
+  /** Flags a tenant may not pass; `--flag:path` forbids the flag only when its value is a file path. */
+  forbidden_flags: string[];
+  /** Directories tenants' commands may read model files from (absolute). */
+  model_paths: string[];
+  /** Whether tenants may set `vllm_version` / `sglang_version` (which install packages). */
+  tenant_installs: boolean;
+  /** Whether tenants may set `nodes > 1` (a workload spanning machines). */
+  tenant_multinode: boolean;
+  /** Whether tenants' model URLs may reach loopback and private addresses (and use http://). */
+  private_model_urls: boolean;
+}
+
 /** Flags that choose where a runtime listens: for tenants' workloads inferd alone sets these. */
 export const ADDRESS_FLAGS = ["--port", "--host", "--uds", "--reuse-port"];
 

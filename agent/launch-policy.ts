@@ -5,6 +5,7 @@
  * preview) and the agent (checked again just before launch). Workloads whose command the operator
  * of the machine set (the admin token, an admin user) are trusted and carry no policy.
  */
+import { engineOf } from "./engines";
 import { isAbsolute, normalize, relative } from "node:path";
 import { splitCommand } from "./command";
 import {
@@ -13,27 +14,12 @@ import {
   FILE_FLAGS,
   MODEL_URL_FLAGS,
   type FileFlagKind,
+  type LaunchPolicy,
   type PolicyFamily,
 } from "./launch-flags";
 import { AddressRefused, checkUrl } from "./net/address";
 
-export { POLICY_FAMILIES, type PolicyFamily } from "./launch-flags";
-
-/** The operator's rules for tenant workloads. */
-export interface LaunchPolicy {
-  /** Per family, the command prefixes a tenant's command may start with (e.g. `vllm serve`). */
-  programs: Record<PolicyFamily, string[]>;
-  /** Flags a tenant may not pass; `--flag:path` forbids the flag only when its value is a file path. */
-  forbidden_flags: string[];
-  /** Directories tenants' commands may read model files from (absolute). */
-  model_paths: string[];
-  /** Whether tenants may set `vllm_version` / `sglang_version` (which install packages). */
-  tenant_installs: boolean;
-  /** Whether tenants may set `nodes > 1` (a workload spanning machines). */
-  tenant_multinode: boolean;
-  /** Whether tenants' model URLs may reach loopback and private addresses (and use http://). */
-  private_model_urls: boolean;
-}
+export { POLICY_FAMILIES, type PolicyFamily, type LaunchPolicy } from "./launch-flags";
 
 /** The setting (flag and environment variable) that changes each part of the policy. */
 export const POLICY_SETTINGS = {
@@ -92,9 +78,7 @@ export interface PolicyViolation {
 
 /** The policy family of a backend, or null for backends that run no command (Ollama). */
 export function familyOf(backend: string): PolicyFamily | null {
-  if (backend === "vllm" || backend === "vllm-omni") return "vllm";
-  if (backend === "sglang" || backend === "llamacpp") return backend;
-  return null;
+  return engineOf(backend)?.family ?? null;
 }
 
 /** A policy setting as messages name it: its flag and environment variable. */

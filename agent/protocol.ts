@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { DEFAULT_RING_BYTES } from "./ring";
-import type { LaunchPolicy } from "./launch-policy";
+import type { LaunchPolicy } from "./launch-flags";
 
 /**
  * Bounds of what an agent may send the host. Every field of every agent → host message has one

@@ -7,9 +7,8 @@ import { LogFile } from "./logfile";
 import type { LogRing } from "./ring";
 import { runPrep } from "./prep";
 import { Supervisor, type SupervisorOptions, type SupervisorState } from "./supervisor";
-import type { ReplicaReport, ReplicaSpec, ReplicaState, TransferProgress } from "./protocol";
-import { LAUNCHERS } from "./runtimes";
-import { flagValue } from "./command";
+import type { GpuInfo, ReplicaReport, ReplicaSpec, ReplicaState, TransferProgress } from "./protocol";
+import { engineOf } from "./engines";
 import type { LaunchContext, LaunchPlan } from "./runtimes/types";
 import { withoutOutput } from "./reason";
 import { listenerOwnedBy } from "./listener";
@@ -23,6 +22,8 @@ export interface ReplicaHost {
   /** A free TCP port on `host` (default loopback). */
   freePort(host?: string): Promise<number>;
   builtinLlama(): { argv: string[]; env: Record<string, string> };
+  /** The machine's GPUs as last probed (a launch works out its engine's capacity from them). */
+  gpus?(): GpuInfo[];
   /** Gets the built-in llama.cpp runtime's GPU build for a replica and says which to load (absent: CPU/auto). */
   llamaGpu?: Pick<LlamaGpuBuilds, "prepare">;
   /** Keeps a shared daemon (Ollama) running; resolves when it answers health. */
@@ -154,11 +155,12 @@ export class Replica {
   private slotsHint(): number | undefined {
     if (this.hint !== undefined) return this.hint || undefined;
     try {
-      const dry = LAUNCHERS[this.spec.workload.backend]?.({
+      const dry = engineOf(this.spec.workload.backend)?.launch({
         spec: this.spec,
         freePort: 1,
         dataDir: this.host.dataDir,
         env: this.host.env,
+        gpus: (this.host.gpus?.() ?? []).filter((g) => this.spec.gpu_indices.includes(g.index)),
         which: this.host.which,
         builtinLlama: () => ({ argv: ["llama-runner"], env: {} }),
       });
@@ -173,19 +175,20 @@ export class Replica {
   private ctx?: LaunchContext;
 
   private async makePlan(spec: ReplicaSpec): Promise<LaunchPlan> {
-    const launcher = LAUNCHERS[spec.workload.backend];
-    if (!launcher) throw new Error(`unknown backend "${spec.workload.backend}"`);
+    const engine = engineOf(spec.workload.backend);
+    if (!engine) throw new Error(`unknown backend "${spec.workload.backend}"`);
     const ctx: LaunchContext = {
       spec,
       freePort: await this.host.freePort(),
       dataDir: this.host.dataDir,
       env: this.host.env,
+      gpus: (this.host.gpus?.() ?? []).filter((g) => spec.gpu_indices.includes(g.index)),
       which: this.host.which,
       builtinLlama: this.host.builtinLlama,
     };
-    const plan = launcher(ctx);
+    const plan = engine.launch(ctx);
     this.ctx = ctx;
-    plan.apiKey ??= plan.argv ? flagValue(plan.argv, ["--api-key"]) : undefined;
+    plan.apiKey ??= plan.argv ? engine.apiKeyOf(plan.argv, { ...ctx.env, ...plan.env }) : undefined;
     return plan;
   }
 

@@ -27,6 +27,7 @@ const ctx = (backend: string, gpus = 1): LaunchContext => ({
   freePort: 9000,
   dataDir: "/tmp/x",
   env: {},
+  gpus: [],
   which: (cmd) => (cmd === "rpc-server" ? "/opt/llama/rpc-server" : null),
   builtinLlama: () => ({ argv: [], env: {} }),
 });

@@ -12,7 +12,9 @@ import { placeOn, placeReplica, staleReplicas } from "../src/placement/replica";
 import { groupStands, placeGroup } from "../src/placement/group";
 import { room, workerForAnother, type RoomContext } from "../src/placement/room";
 import { replicaGpus } from "../src/placement/workload";
-import { tensorParallelOf, withTensorParallel } from "../agent/runtimes/args";
+import { withTensorParallel } from "../agent/runtimes/args";
+import { tensorParallelOf } from "../agent/engines";
+import { vllm as vllmEngine } from "../agent/engines/vllm";
 import { memberPlan } from "../agent/runtimes/group";
 import type { ReplicaSpec } from "../agent/protocol";
 import type { LaunchContext } from "../agent/runtimes/types";
@@ -416,6 +418,7 @@ describe("tensor-parallel flags, read alike by the host and the agent", () => {
     freePort: 9000,
     dataDir: "/tmp/x",
     env: {},
+    gpus: [],
     which: () => null,
     builtinLlama: () => ({ argv: [], env: {} }),
   });
@@ -454,7 +457,7 @@ describe("tensor-parallel flags, read alike by the host and the agent", () => {
     expect(tensorParallelOf("llamacpp", ["llama-server", "--tp", "2"])).toBeUndefined();
     // vLLM: the host counts 1 GPU for a flag vLLM does not know, and the agent adds vLLM's own.
     expect(replicaGpus({ backend: "vllm", nodes: 1, config: { command: "vllm serve m --tp-size 2" } })).toBe(1);
-    expect(withTensorParallel(["vllm", "serve", "m", "--tp-size", "2"], 1)).toEqual([
+    expect(withTensorParallel(["vllm", "serve", "m", "--tp-size", "2"], 1, vllmEngine.flags.tensorParallel)).toEqual([
       "vllm",
       "serve",
       "m",

@@ -6,7 +6,8 @@ import { fixtureEnv, freePort } from "./fixtures";
 import { writeTinyGguf } from "./fixtures/gguf";
 import { parseNvidiaSmi, probeGpus } from "../agent/gpu";
 import { gpuEnv, withPort, withTensorParallel } from "../agent/runtimes/args";
-import { ollamaAddress } from "../agent/runtimes/ollama";
+import { ollamaAddress } from "../agent/engines/ollama";
+import { vllm } from "../agent/engines/vllm";
 
 /** Backends other than vLLM (Ollama, SGLang, the built-in llama.cpp runtime) and the pure launch helpers. */
 const { serve, stopAll } = servingPool();
@@ -40,20 +41,23 @@ describe("launch flags (pure)", () => {
     });
   });
   test("tensor parallel: added with the assignment's GPUs unless the command has it", () => {
-    expect(withTensorParallel(["vllm", "serve", "m"], 4)).toEqual([
+    expect(withTensorParallel(["vllm", "serve", "m"], 4, vllm.flags.tensorParallel)).toEqual([
       "vllm",
       "serve",
       "m",
       "--tensor-parallel-size",
       "4",
     ]);
-    expect(withTensorParallel(["vllm", "serve", "m", "-tp", "2"], 4)).toEqual(["vllm", "serve", "m", "-tp", "2"]);
-    expect(withTensorParallel(["vllm", "serve", "m", "--tensor-parallel-size=8"], 1)).toEqual([
+    expect(withTensorParallel(["vllm", "serve", "m", "-tp", "2"], 4, vllm.flags.tensorParallel)).toEqual([
       "vllm",
       "serve",
       "m",
-      "--tensor-parallel-size=8",
+      "-tp",
+      "2",
     ]);
+    expect(
+      withTensorParallel(["vllm", "serve", "m", "--tensor-parallel-size=8"], 1, vllm.flags.tensorParallel),
+    ).toEqual(["vllm", "serve", "m", "--tensor-parallel-size=8"]);
   });
   test("GPUs are given with CUDA and ROCm variables", () => {
     expect(gpuEnv([0, 2])).toEqual({

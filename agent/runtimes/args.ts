@@ -27,42 +27,12 @@ export function withPort(args: string[], port: number): { args: string[]; host: 
 }
 
 /**
- * The tensor-parallel flags each engine reads, the one list the host (how many GPUs a replica takes)
- * and the agent (whether to add one) share: vLLM's `--tensor-parallel-size` and `-tp`; SGLang's
- * `--tp-size`, its alias `--tensor-parallel-size`, and `--tp` (argparse takes it for `--tp-size`).
- * llama.cpp and Ollama have none. Each is read as `--flag N` or `--flag=N`.
- */
-const TP_BY_BACKEND: Record<string, string[]> = {
-  vllm: ["--tensor-parallel-size", "-tp"],
-  "vllm-omni": ["--tensor-parallel-size", "-tp"],
-  sglang: ["--tp-size", "--tensor-parallel-size", "--tp"],
-};
-
-/** vLLM's tensor-parallel flag names. */
-export const TP_FLAGS = TP_BY_BACKEND.vllm;
-
-/** The tensor-parallel flags a backend reads (none for llama.cpp and Ollama). */
-export const tpFlags = (backend: string): string[] => TP_BY_BACKEND[backend] ?? [];
-
-/**
- * The tensor-parallel size a command sets for its backend, or undefined when it sets none (or not a
- * positive whole number).
- * @example tensorParallelOf("sglang", ["python3", "-m", "sglang.launch_server", "--tp-size", "2"]) // → 2
- * @example tensorParallelOf("vllm", ["vllm", "serve", "m", "--tp-size", "2"]) // → undefined (not a vLLM flag)
- */
-export function tensorParallelOf(backend: string, args: string[]): number | undefined {
-  const value = flagValue(args, tpFlags(backend));
-  const n = Number(value);
-  return value !== undefined && Number.isInteger(n) && n > 0 ? n : undefined;
-}
-
-/**
- * Adds `--tensor-parallel-size N` unless the command already has a tensor-parallel flag
+ * Adds `<flags[0]> N` unless the command already has one of the engine's tensor-parallel `flags`
  * (an explicit one always wins).
- * @example withTensorParallel(["vllm", "serve", "m"], 2) // → ["vllm", "serve", "m", "--tensor-parallel-size", "2"]
+ * @example withTensorParallel(["vllm", "serve", "m"], 2, ["--tensor-parallel-size", "-tp"]) // → ["vllm", "serve", "m", "--tensor-parallel-size", "2"]
  */
-export function withTensorParallel(args: string[], gpus: number): string[] {
-  return hasFlag(args, TP_FLAGS) ? args : [...args, "--tensor-parallel-size", String(gpus)];
+export function withTensorParallel(args: string[], gpus: number, flags: string[]): string[] {
+  return hasFlag(args, flags) ? args : [...args, flags[0], String(gpus)];
 }
 
 /** Environment that gives a runtime exactly its GPUs (NVIDIA and ROCm names). */

@@ -18,7 +18,8 @@ import { existsSync } from "node:fs";
 import { hasFlag } from "../command";
 import type { GroupSpec } from "../protocol";
 import type { LaunchContext, LaunchPlan } from "./types";
-import { tpFlags } from "./args";
+import { sglang } from "../engines/sglang";
+import { usesRay } from "../engines/vllm";
 
 /**
  * What a member must have before its main process starts: nothing, the leader's group port, every
@@ -35,13 +36,6 @@ export interface MemberRole {
   /** What its main process waits for: the leader's port, or every other member up. */
   waitFor: GroupWait;
 }
-
-/** Whether a vLLM command asks for the Ray executor. */
-const usesRay = (words: string[]) =>
-  words.some(
-    (w, i) =>
-      (w === "--distributed-executor-backend" && words[i + 1] === "ray") || w === "--distributed-executor-backend=ray",
-  );
 
 /** The role of member `rank` of a group running `backend` with the launch plan `base`. */
 export function memberRole(backend: string, base: LaunchPlan, rank: number): MemberRole {
@@ -139,7 +133,7 @@ export function memberPlan(
     return { ...base, argv: [...args, "--rpc", servers.join(",")] };
   }
   if (backend === "sglang") {
-    const tp = hasFlag(args, tpFlags("sglang")) ? [] : ["--tp", String(ctx.spec.gpus * nodes)];
+    const tp = hasFlag(args, sglang.flags.tensorParallel) ? [] : ["--tp", String(ctx.spec.gpus * nodes)];
     const leader = rank === 0 ? hostPort(address, ownPort!) : leaderEndpoint(group);
     const argv = [...args, ...tp, "--nnodes", String(nodes), "--node-rank", String(rank), "--dist-init-addr", leader];
     return rank === 0 ? { ...base, argv } : follower(argv);

@@ -1,40 +1,46 @@
-import { flagValue, splitCommand } from "../command";
+import { splitCommand } from "../command";
+import type { Engine } from "../engines/types";
 import { baseUrlOf, gpuEnv, withPort, withTensorParallel } from "./args";
 import { versionInstall } from "./install";
 import type { LaunchContext, LaunchPlan } from "./types";
 
 /**
- * The shared shape of vLLM and SGLang launches: the command as given plus the port rule (and
- * vLLM's tensor-parallel rule), GPUs by environment, and an optional pinned version installed once
- * into `<data-dir>/runtimes/<kind>/<version>` and put first on PATH.
+ * The shared shape of vLLM and SGLang launches: the command as given plus the port rule (and, for
+ * an engine whose tensor parallel is per machine, `--tensor-parallel-size <GPUs>` unless set), GPUs
+ * by environment, and an optional pinned version installed once into
+ * `<data-dir>/runtimes/<backend>/<version>` and put first on PATH. Readiness and capacity are the
+ * engine's.
  */
-export function pythonServer(
-  ctx: LaunchContext,
-  opts: { kind: string; tensorParallel: boolean; versionField: string },
-): LaunchPlan {
+export function pythonServer(ctx: LaunchContext, engine: Engine): LaunchPlan {
   const { config } = ctx.spec.workload;
   const words = splitCommand(String(config.command));
   const { args, host, port } = withPort(
-    opts.tensorParallel ? withTensorParallel(words, ctx.spec.gpus) : words,
+    engine.tensorParallelSpansGroup ? words : withTensorParallel(words, ctx.spec.gpus, engine.flags.tensorParallel),
     ctx.freePort,
   );
   const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices);
-  const version = config[opts.versionField] as string | undefined;
-  const install = version ? versionInstall(ctx, opts.kind, opts.kind, version) : undefined;
+  const version = engine.pinned ? (config[engine.pinned.field] as string | undefined) : undefined;
+  const install =
+    version && engine.pinned
+      ? versionInstall(
+          ctx,
+          engine.backend,
+          version,
+          engine.pinned.install(version, { args, nodes: ctx.spec.group?.nodes ?? 1 }),
+        )
+      : undefined;
   if (install) {
     env.PATH = `${install.binDir}:${ctx.env.PATH ?? ""}`;
     env.VIRTUAL_ENV = install.binDir.replace(/\/bin$/, "");
   }
   const base = baseUrlOf(host, port);
-  // vLLM's --max-num-seqs and SGLang's --max-running-requests (256 when not given).
-  const slots = Number(flagValue(args, [opts.kind === "vllm" ? "--max-num-seqs" : "--max-running-requests"])) || 256;
   return {
     argv: args,
     env,
     baseUrl: base,
     port,
-    healthUrls: [`${base}/health`, `${base}/v1/models`],
+    healthUrls: engine.readiness(base),
     prep: install?.steps ?? [],
-    slots,
+    slots: engine.capacity({ args, gpus: ctx.gpus, env: ctx.env }).slots,
   };
 }

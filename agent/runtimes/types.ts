@@ -1,10 +1,12 @@
-import type { ReplicaSpec } from "../protocol";
+import type { GpuInfo, ReplicaSpec } from "../protocol";
 
 /** What a launcher may use to build a launch: a free port, where to install, which tools exist. */
 export interface LaunchContext {
   spec: ReplicaSpec;
   /** A free loopback port, used when the command sets none. */
   freePort: number;
+  /** The replica's GPUs as the agent last probed them (empty when unknown or none). */
+  gpus: GpuInfo[];
   /** The agent's data dir (runtime installs go under `<dataDir>/runtimes`). */
   dataDir: string;
   /** The agent's environment (PATH, OLLAMA_HOST…). */

@@ -11,9 +11,8 @@ import type { SeriesKeeper } from "../usage/series-store";
 import type { ListenInfo } from "./listen";
 import { jsonBody } from "../http";
 import { flagValue, splitCommand } from "../../agent/command";
-import { LAUNCHERS } from "../../agent/runtimes";
-import { ollamaAddress } from "../../agent/runtimes/ollama";
-import { TP_FLAGS } from "../../agent/runtimes/args";
+import { ENGINES } from "../../agent/engines";
+import { ollamaAddress } from "../../agent/engines/ollama";
 import { BACKENDS, type Backend } from "../workloads/schema";
 import { checkConfig, listAllWorkloads, resolveWorkload } from "../workloads/service";
 import type { ReplicaSpec } from "../../agent/protocol";
@@ -58,11 +57,13 @@ export function launchPreview(input: z.infer<typeof Preview>, policy: LaunchPoli
     gpu_indices: [],
     revision: "preview",
   };
-  const plan = LAUNCHERS[input.backend]({
+  const engine = ENGINES[input.backend];
+  const plan = engine.launch({
     spec,
     freePort: PORT_PLACEHOLDER,
     dataDir: "<data-dir>",
     env: process.env,
+    gpus: [],
     which: (cmd) => (cmd.includes("/") ? cmd : Bun.which(cmd)),
     builtinLlama: () => ({ argv: ["inferd", "llama-runner"], env: {} }),
   });
@@ -74,10 +75,11 @@ export function launchPreview(input: z.infer<typeof Preview>, policy: LaunchPoli
     argv,
     command: argv.map((a) => (/[\s'"]/.test(a) ? JSON.stringify(a) : a)).join(" "),
     builtin: !!plan.builtin,
-    port_added: input.backend !== "ollama" && flagValue(original, ["--port"]) === undefined,
+    port_added: engine.family !== null && flagValue(original, ["--port"]) === undefined,
     tp_added:
-      ["vllm", "vllm-omni"].includes(input.backend) &&
-      !original.some((a) => TP_FLAGS.some((f) => a === f || a.startsWith(`${f}=`))),
+      !engine.tensorParallelSpansGroup &&
+      engine.flags.tensorParallel.length > 0 &&
+      !original.some((a) => engine.flags.tensorParallel.some((f) => a === f || a.startsWith(`${f}=`))),
     /** Whether a tenant (control-plane key) could save this command under the launch policy. */
     tenant: tenantVerdict(policy, input.backend, config),
   };

@@ -6,6 +6,7 @@
  * Runtimes without a chat-aware tokenizer (SGLang's `/tokenize` takes only a prompt string, Ollama
  * has none) are asked for a one-token chat completion, whose `usage.prompt_tokens` is the count.
  */
+import { engineOf } from "../../agent/engines";
 import { AppError } from "../errors";
 import type { Dispatcher, Target } from "../dispatch/queue";
 import { dispatchWith } from "./forward";
@@ -14,9 +15,8 @@ import type { JsonObject } from "./anthropic";
 /** How a backend counts a chat prompt: its tokenizer routes, or a one-token generation. */
 export type CountWay = "vllm" | "llamacpp" | "generate";
 
-/** The way `backend` counts (vLLM-Omni serves vLLM's routes). */
-export const countWayOf = (backend: string): CountWay =>
-  backend === "vllm" || backend === "vllm-omni" ? "vllm" : backend === "llamacpp" ? "llamacpp" : "generate";
+/** The way `backend` counts, as its engine descriptor says. */
+export const countWayOf = (backend: string): CountWay => engineOf(backend)?.routes(undefined).tokenize ?? "generate";
 
 /** A runtime's error answer, kept to be relayed in the caller's error shape. */
 export class RuntimeRefused extends Error {

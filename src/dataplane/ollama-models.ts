@@ -4,6 +4,7 @@
  * (model names and aliases, ./target.ts); details come from the model store's metadata when it knows
  * the workload's model, else from what the name says (`Qwen3-8B` → 8B, `…-Q4_K_M` → Q4_K_M).
  */
+import { engineOf } from "../../agent/engines";
 import { createHash } from "node:crypto";
 import type { JsonObject } from "./anthropic";
 import type { DataplaneDeps } from "./service";
@@ -85,10 +86,7 @@ export function runningOf(name: string, w: Workload, known: KnownModel, now = Da
 /** Whether a workload's runtime was started able to call tools (the engine's flag for it). */
 function toolsOn(w: Workload): boolean {
   const command = typeof w.config.command === "string" ? w.config.command : "";
-  if (w.backend === "vllm" || w.backend === "vllm-omni") return command.includes("--enable-auto-tool-choice");
-  if (w.backend === "sglang") return command.includes("--tool-call-parser");
-  if (w.backend === "llamacpp") return command.includes("--jinja");
-  return true;
+  return engineOf(w.backend)?.toolsOn(command.split(/\s+/)) ?? true;
 }
 
 /** Ollama's `capabilities` of a workload: embedding, or completion (with tools and vision when it has them). */

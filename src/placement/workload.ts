@@ -3,8 +3,8 @@
  * replica takes (the tensor-parallel flags the agent reads too), whether it needs one, and the
  * memory it holds. Pure: the model's estimate comes from the caller (src/workers/snapshot.ts reads the store).
  */
-import { flagValue, splitCommand } from "../../agent/command";
-import { tensorParallelOf } from "../../agent/runtimes/args";
+import { splitCommand } from "../../agent/command";
+import { engineOf, tensorParallelOf } from "../../agent/engines";
 import type { Need, WorkloadSnapshot } from "./snapshot";
 
 /** The fields of a workload (as src/workloads stores it) that placement reads. */
@@ -22,9 +22,6 @@ export interface PlacedWorkload {
   execution_params: Record<string, unknown>;
 }
 
-/** Backends that need a GPU to be placed automatically. */
-export const GPU_BACKENDS = new Set(["vllm", "vllm-omni", "sglang"]);
-
 /** The command's words, or none when it cannot be split (it is refused at save time anyway). */
 function words(w: Pick<PlacedWorkload, "config">): string[] {
   try {
@@ -34,14 +31,6 @@ function words(w: Pick<PlacedWorkload, "config">): string[] {
   }
 }
 
-/** The share of each GPU a vLLM or SGLang runtime takes for itself whatever the model (their defaults: 0.9, 0.88). */
-function gpuShare(backend: string, args: string[]): number | undefined {
-  if (backend === "vllm" || backend === "vllm-omni")
-    return Number(flagValue(args, ["--gpu-memory-utilization"]) ?? 0.9) || 0.9;
-  if (backend === "sglang") return Number(flagValue(args, ["--mem-fraction-static"]) ?? 0.88) || 0.88;
-  return undefined;
-}
-
 /**
  * GPUs each replica (each member of a group) takes: the command's tensor-parallel size, else 1.
  * vLLM's size is per machine; SGLang's is the whole group's, split over its machines.
@@ -49,12 +38,12 @@ function gpuShare(backend: string, args: string[]): number | undefined {
  */
 export function replicaGpus(w: Pick<PlacedWorkload, "backend" | "nodes" | "config">): number {
   const tp = tensorParallelOf(w.backend, words(w)) ?? 1;
-  return w.backend === "sglang" ? Math.max(1, Math.ceil(tp / Math.max(1, w.nodes))) : tp;
+  return engineOf(w.backend)?.tensorParallelSpansGroup ? Math.max(1, Math.ceil(tp / Math.max(1, w.nodes))) : tp;
 }
 
 /** A workload as placement sees it; `estimate` is its model's, when the store knows the model. */
 export function workloadSnapshot(w: PlacedWorkload, estimate?: { bytes: number; text: string }): WorkloadSnapshot {
-  const share = gpuShare(w.backend, words(w));
+  const share = engineOf(w.backend)?.gpuShare?.(words(w));
   const need: Need = {
     ...(estimate ? { bytes: estimate.bytes, text: estimate.text } : {}),
     ...(share !== undefined ? { share } : {}),
@@ -65,7 +54,7 @@ export function workloadSnapshot(w: PlacedWorkload, estimate?: { bytes: number; 
     backend: w.backend,
     nodes: w.nodes,
     gpus: replicaGpus(w),
-    needsGpu: GPU_BACKENDS.has(w.backend),
+    needsGpu: engineOf(w.backend)?.needsGpu ?? false,
     need,
     pinnedWorker: w.worker_id,
     pinnedGpu: w.gpu_resource_id,

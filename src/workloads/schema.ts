@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Slug } from "../projects/schema";
 import { CommandSyntaxError, splitCommand } from "../../agent/command";
+import { ENGINES } from "../../agent/engines";
 import { modelRefs } from "../../agent/model-refs";
 import { SourceError } from "../../agent/models/source";
 import { CaptureUntil } from "./capture";
@@ -8,9 +9,9 @@ import { CaptureUntil } from "./capture";
 /** Workload slugs that would collide with the project base URL (`/endpoint/<project>/v1`, `/api`). */
 export const RESERVED_SLUGS = ["v1", "api"];
 
-/** Backends a workload can run on. */
-export const BACKENDS = ["ollama", "vllm", "vllm-omni", "sglang", "llamacpp"] as const;
-export type Backend = (typeof BACKENDS)[number];
+/** Backends a workload can run on: one per engine (agent/engines). */
+export const BACKENDS = Object.keys(ENGINES) as [string, ...string[]];
+export type Backend = string;
 
 /**
  * The 12 modalities. The contract names the first eight; inferd adds `image2text` (vision chat),
@@ -39,7 +40,9 @@ export const JOB_ONLY_TASK_TYPES = ["reranker", "classification", "reward"] as c
 export const MAX_NODES = 16;
 
 /** Backends whose engines span machines (vLLM: torch or Ray; SGLang; llama.cpp: RPC servers). */
-export const MULTINODE_BACKENDS = ["vllm", "sglang", "llamacpp"] as const;
+export const MULTINODE_BACKENDS = Object.values(ENGINES)
+  .filter((e) => e.multinode)
+  .map((e) => e.backend);
 
 /**
  * Flags inferd sets itself on the members of a multi-node group (ranks, rendezvous, Ray, RPC
@@ -97,14 +100,18 @@ const commandOf = (backend: string) =>
     });
 const Version = z.string().regex(/^[0-9A-Za-z][0-9A-Za-z.+\-_]{0,63}$/, "must be a version such as 0.11.0");
 
-/** `config` shape of each backend. */
-export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown>>> = {
-  ollama: z.strictObject({}),
-  vllm: z.strictObject({ command: commandOf("vllm"), vllm_version: Version.optional() }),
-  "vllm-omni": z.strictObject({ command: commandOf("vllm-omni"), vllm_version: Version.optional() }),
-  sglang: z.strictObject({ command: commandOf("sglang"), sglang_version: Version.optional() }),
-  llamacpp: z.strictObject({ command: commandOf("llamacpp") }),
-};
+/** `config` shape of each backend: its command (none for Ollama's daemon) and the field pinning its version. */
+export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown>>> = Object.fromEntries(
+  Object.values(ENGINES).map((e) => [
+    e.backend,
+    e.family === null
+      ? z.strictObject({})
+      : z.strictObject({
+          command: commandOf(e.backend),
+          ...(e.pinned ? { [e.pinned.field]: Version.optional() } : {}),
+        }),
+  ]),
+);
 
 const fields = {
   name: z.string().trim().min(1).max(200),

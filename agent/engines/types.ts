@@ -1,0 +1,94 @@
+/**
+ * What inferd knows of one engine (vLLM, vLLM-Omni, SGLang, llama.cpp, Ollama), written once in the
+ * engine's own file (`agent/engines/<name>.ts`, with its launcher): how a pinned version is installed,
+ * which flags mean what, when it is ready, how many requests it serves at once, the keys and
+ * environment it reads, the routes it serves itself, and the fake that stands for it in tests. Every
+ * place that used to ask "which backend is this?" asks the descriptor instead.
+ */
+import type { PolicyFamily } from "../launch-flags";
+import type { Launcher } from "../runtimes/types";
+
+/** How a pinned version of an engine is installed into its own venv. */
+export interface PinnedInstall {
+  /** The requirement to install (`vllm-omni==0.11.0`, `sglang[all]==0.5.2`). */
+  requirement: string;
+  /** Further requirements the same install needs (Ray for a multi-node vLLM ≥ 0.18). */
+  extra: string[];
+  /** Whether pre-releases must be allowed (`--prerelease=allow` / `--pre`). */
+  prerelease: boolean;
+}
+
+/** What the engine serves itself, for a version; a route left undefined is learnt by asking (a 404 says no). */
+export interface NativeRoutes {
+  /** Anthropic's `POST /v1/messages`. */
+  messages?: boolean;
+  /** OpenAI's `POST /v1/responses`. */
+  responses?: boolean;
+  /** How it counts a chat prompt's tokens: chat-aware `/tokenize` (vLLM), `/apply-template` + `/tokenize` (llama.cpp), or a one-token generation. */
+  tokenize: "vllm" | "llamacpp" | "generate";
+}
+
+/** How many requests a runtime serves at once, and why inferd assumes that number (in words). */
+export interface Capacity {
+  slots: number;
+  why: string;
+}
+
+/** What the descriptor reads to work out a runtime's capacity. */
+export interface CapacityInput {
+  /** The command's words (after inferd's additions). */
+  args: string[];
+  /** The GPUs the replica has, as the agent probed them (empty when unknown or none). */
+  gpus: { name: string; memory_total_mib: number }[];
+  /** The agent's environment (Ollama's OLLAMA_NUM_PARALLEL). */
+  env: Record<string, string | undefined>;
+}
+
+/** One engine, as inferd drives it. */
+export interface Engine {
+  /** The workload `backend` value. */
+  backend: string;
+  /** Its name in words ("vLLM"). */
+  label: string;
+  /** Whose flag tables the launch policy applies to its command (null: it runs no command). */
+  family: PolicyFamily | null;
+  /** Whether placement must give it a GPU (it cannot run on CPU). */
+  needsGpu: boolean;
+  /** The share of each GPU's memory it takes up front whatever the model, from its command (none: it takes what the model needs). */
+  gpuShare?(args: string[]): number;
+  /** How one replica spans machines (nodes > 1), in words; absent when it cannot. */
+  multinode?: string;
+  /** Whether its tensor-parallel size counts the whole group's GPUs (SGLang) rather than one machine's (vLLM). */
+  tensorParallelSpansGroup?: boolean;
+  /** The programs (first word of a command, or module after `python -m`) the engine is started by. */
+  programs: string[];
+  /** The workload config field that pins a version (`vllm_version`) and how that version is installed. */
+  pinned?: { field: string; install: (version: string, launch: { args: string[]; nodes: number }) => PinnedInstall };
+  flags: {
+    /** Tensor-parallel size (none: the engine has no such flag). */
+    tensorParallel: string[];
+    /** The name the runtime serves its model under. */
+    servedName: string[];
+    /** The model the command loads. */
+    model: string[];
+    /** API keys the runtime checks (a comma list or a file for some). */
+    apiKey: string[];
+  };
+  /**
+   * The runtime's API key as it will check it, from its command, its environment and the files it
+   * reads (inferd sends it with every request and probe); undefined when it checks none.
+   */
+  apiKeyOf(args: string[], env: Record<string, string | undefined>): string | undefined;
+  /** URLs whose 2xx means the model is loaded and requests will be answered (not merely that the port is open). */
+  readiness(baseUrl: string): string[];
+  /** Requests a runtime serves at once, as the engine itself works it out. */
+  capacity(input: CapacityInput): Capacity;
+  /** What the engine serves itself, for its version (undefined when not known: inferd probes). */
+  routes(version: string | undefined): NativeRoutes;
+  /** Whether the command as given lets the runtime call tools. */
+  toolsOn(args: string[]): boolean;
+  /** Turns a replica spec into a launch plan. */
+  launch: Launcher;
+  /** The test double that stands for it (`test/fixtures/…`), for the README and doctor. */
+  fake: string;
+}

@@ -1,0 +1,20 @@
+/**
+ * vLLM-Omni: vLLM's server for omni-modality models (`vllm serve <model> --omni`), shipped as the
+ * `vllm-omni` package, whose install brings the vLLM it is built on and its own `vllm` command. The
+ * fake that stands for it is `test/fixtures/bin/vllm` with `--omni`.
+ */
+import type { Engine } from "./types";
+import { launchVllm, vllm } from "./vllm";
+
+/** vLLM-Omni: vLLM's descriptor, but installed as the `vllm-omni` package. */
+export const vllmOmni: Engine = {
+  ...vllm,
+  backend: "vllm-omni",
+  label: "vLLM-Omni",
+  multinode: undefined,
+  pinned: {
+    field: "vllm_version",
+    install: (version) => ({ requirement: `vllm-omni==${version}`, extra: [], prerelease: false }),
+  },
+  launch: (ctx) => launchVllm(vllmOmni)(ctx),
+};

@@ -1,0 +1,73 @@
+/**
+ * vLLM (`vllm serve`): what inferd assumes of it, and its launcher. The fake that stands for it is
+ * `test/fixtures/bin/vllm` (test/fixtures/runtime/).
+ */
+import { flagValue } from "../command";
+import { SERVED_NAME_FLAGS, withServedName } from "../runtimes/args";
+import { pythonServer } from "../runtimes/openai-server";
+import type { Launcher } from "../runtimes/types";
+import type { Engine } from "./types";
+
+/** The model a `vllm serve` command loads: `--model`, else the word after `serve`. */
+export function vllmModel(argv: string[]): string | undefined {
+  const serve = argv.indexOf("serve");
+  const positional = serve >= 0 && argv[serve + 1] && !argv[serve + 1].startsWith("-") ? argv[serve + 1] : undefined;
+  return flagValue(argv, ["--model"]) ?? positional;
+}
+
+/** Whether a vLLM command asks for the Ray executor. */
+export const usesRay = (words: string[]) =>
+  words.some(
+    (w, i) =>
+      (w === "--distributed-executor-backend" && words[i + 1] === "ray") || w === "--distributed-executor-backend=ray",
+  );
+
+/**
+ * The launcher of vLLM and vLLM-Omni (`engine`): the command as given, plus `--tensor-parallel-size
+ * <assignment GPUs>` when it has no tensor-parallel flag, `--host/--port` when it sets no port, and
+ * `--served-model-name <model name>` when it loads a model under another name (a local path) and
+ * names none. With `vllm_version`, the engine's package at that version is installed once into
+ * `<data-dir>/runtimes/<backend>/<version>` and put first on PATH.
+ */
+export const launchVllm =
+  (engine: Engine): Launcher =>
+  (ctx) => {
+    const plan = pythonServer(ctx, engine);
+    return {
+      ...plan,
+      argv: withServedName(plan.argv!, engine.flags.servedName, vllmModel(plan.argv!), ctx.spec.workload.model_name),
+    };
+  };
+
+/** vLLM, as the engine descriptor says it (vLLM-Omni reuses most of it). */
+export const vllm: Engine = {
+  backend: "vllm",
+  label: "vLLM",
+  family: "vllm",
+  needsGpu: true,
+  gpuShare: (args) => Number(flagValue(args, ["--gpu-memory-utilization"]) ?? 0.9) || 0.9,
+  multinode: "torch distributed (--nnodes/--node-rank, vLLM ≥ 0.11) or Ray (--distributed-executor-backend ray)",
+  programs: ["vllm serve", "python -m vllm.entrypoints.openai.api_server"],
+  pinned: {
+    field: "vllm_version",
+    install: (version) => ({ requirement: `vllm==${version}`, extra: [], prerelease: false }),
+  },
+  flags: {
+    tensorParallel: ["--tensor-parallel-size", "-tp"],
+    servedName: SERVED_NAME_FLAGS.python,
+    model: ["--model"],
+    apiKey: ["--api-key"],
+  },
+  apiKeyOf: (args) => flagValue(args, ["--api-key"]),
+  readiness: (base) => [`${base}/health`, `${base}/v1/models`],
+  capacity: ({ args }) => {
+    const set = Number(flagValue(args, ["--max-num-seqs"]));
+    return set > 0
+      ? { slots: set, why: "--max-num-seqs in its command" }
+      : { slots: 256, why: "vLLM's default --max-num-seqs" };
+  },
+  routes: () => ({ tokenize: "vllm" }),
+  toolsOn: (args) => args.includes("--enable-auto-tool-choice"),
+  launch: (ctx) => launchVllm(vllm)(ctx),
+  fake: "test/fixtures/bin/vllm",
+};

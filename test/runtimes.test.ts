@@ -5,7 +5,7 @@ import { servingPool, sseEvents, type Serving } from "./helpers/serving";
 import { fixtureEnv, freePort } from "./fixtures";
 import { writeTinyGguf } from "./fixtures/gguf";
 import { parseNvidiaSmi, probeGpus } from "../agent/gpu";
-import { gpuEnv, withPort, withTensorParallel } from "../agent/runtimes/args";
+import { withPort, withTensorParallel } from "../agent/runtimes/args";
 import { ollamaAddress } from "../agent/engines/ollama";
 import { vllm } from "../agent/engines/vllm";
 
@@ -58,13 +58,6 @@ describe("launch flags (pure)", () => {
     expect(
       withTensorParallel(["vllm", "serve", "m", "--tensor-parallel-size=8"], 1, vllm.flags.tensorParallel),
     ).toEqual(["vllm", "serve", "m", "--tensor-parallel-size=8"]);
-  });
-  test("GPUs are given with CUDA and ROCm variables", () => {
-    expect(gpuEnv([0, 2])).toEqual({
-      CUDA_VISIBLE_DEVICES: "0,2",
-      HIP_VISIBLE_DEVICES: "0,2",
-      ROCR_VISIBLE_DEVICES: "0,2",
-    });
   });
   test("OLLAMA_HOST forms", () => {
     expect(ollamaAddress(undefined)).toMatchObject({ host: "127.0.0.1", port: 11434 });

@@ -4,7 +4,7 @@
  * `test/fixtures/bin/llama-server` (test/fixtures/runtime/).
  */
 import { flagValue, splitCommand } from "../command";
-import { baseUrlOf, gpuEnv, SERVED_NAME_FLAGS, withPort, withServedName } from "../runtimes/args";
+import { baseUrlOf, gpuEnv, vendorOfLaunch, SERVED_NAME_FLAGS, withPort, withServedName } from "../runtimes/args";
 import type { Engine } from "./types";
 
 /** llama.cpp, as the engine descriptor says it. */
@@ -43,7 +43,7 @@ export const llamacpp: Engine = {
       ctx.spec.workload.model_name,
     );
     const { args, host, port } = withPort(named, ctx.freePort);
-    const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices);
+    const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices, vendorOfLaunch(ctx.gpus));
     const base = baseUrlOf(host, port);
     const health = llamacpp.readiness(base);
     const slots = llamacpp.capacity({ args, gpus: ctx.gpus, env: ctx.env }).slots;

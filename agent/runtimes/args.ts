@@ -35,11 +35,28 @@ export function withTensorParallel(args: string[], gpus: number, flags: string[]
   return hasFlag(args, flags) ? args : [...args, flags[0], String(gpus)];
 }
 
-/** Environment that gives a runtime exactly its GPUs (NVIDIA and ROCm names). */
-export function gpuEnv(indices: number[]): Record<string, string> {
+/**
+ * Environment that gives a runtime exactly its GPUs, by their indices as the agent probed them
+ * (`nvidia-smi` / `rocm-smi` order), on the machine's GPU `vendor` (the replica's GPUs; NVIDIA when
+ * none are known):
+ * - NVIDIA: `CUDA_VISIBLE_DEVICES` with `CUDA_DEVICE_ORDER=PCI_BUS_ID`, since CUDA numbers devices
+ *   fastest first by default while nvidia-smi numbers them by PCI bus (CUDA C Programming Guide,
+ *   "CUDA Environment Variables"): without it a mixed-GPU machine runs on the wrong GPU.
+ * - AMD: `ROCR_VISIBLE_DEVICES` filters the physical devices first and HIP numbers what is left from
+ *   0, so `HIP_VISIBLE_DEVICES` and `CUDA_VISIBLE_DEVICES` (which HIP also reads) are `0..n-1` (ROCm
+ *   docs, "GPU isolation techniques"): the physical list there would leave a replica on GPUs 2,3 with none.
+ * @example gpuEnv([2, 3], "amd") // → {ROCR_VISIBLE_DEVICES: "2,3", HIP_VISIBLE_DEVICES: "0,1", CUDA_VISIBLE_DEVICES: "0,1"}
+ */
+export function gpuEnv(indices: number[], vendor: "nvidia" | "amd" = "nvidia"): Record<string, string> {
   const list = indices.join(",");
-  return { CUDA_VISIBLE_DEVICES: list, HIP_VISIBLE_DEVICES: list, ROCR_VISIBLE_DEVICES: list };
+  if (vendor === "nvidia") return { CUDA_VISIBLE_DEVICES: list, CUDA_DEVICE_ORDER: "PCI_BUS_ID" };
+  const renumbered = indices.map((_, i) => i).join(",");
+  return { ROCR_VISIBLE_DEVICES: list, HIP_VISIBLE_DEVICES: renumbered, CUDA_VISIBLE_DEVICES: renumbered };
 }
+
+/** The GPU vendor of a launch: its replica's GPUs' as probed, NVIDIA when none are known. */
+export const vendorOfLaunch = (gpus: { vendor: string }[]): "nvidia" | "amd" =>
+  gpus[0]?.vendor === "amd" ? "amd" : "nvidia";
 
 /** `http://host:port` with IPv6 hosts bracketed. */
 export const baseUrlOf = (host: string, port: number) => `http://${host.includes(":") ? `[${host}]` : host}:${port}`;

@@ -1,6 +1,6 @@
 import { splitCommand } from "../command";
 import type { Engine } from "../engines/types";
-import { baseUrlOf, gpuEnv, withPort, withTensorParallel } from "./args";
+import { baseUrlOf, gpuEnv, vendorOfLaunch, withPort, withTensorParallel } from "./args";
 import { versionInstall } from "./install";
 import type { LaunchContext, LaunchPlan } from "./types";
 
@@ -18,7 +18,7 @@ export function pythonServer(ctx: LaunchContext, engine: Engine): LaunchPlan {
     engine.tensorParallelSpansGroup ? words : withTensorParallel(words, ctx.spec.gpus, engine.flags.tensorParallel),
     ctx.freePort,
   );
-  const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices);
+  const env: Record<string, string> = gpuEnv(ctx.spec.gpu_indices, vendorOfLaunch(ctx.gpus));
   const version = engine.pinned ? (config[engine.pinned.field] as string | undefined) : undefined;
   const install =
     version && engine.pinned

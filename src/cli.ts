@@ -394,6 +394,8 @@ export async function runCli(
   env: Record<string, string | undefined>,
   out = (s: string) => console.log(s),
   err = (s: string) => console.error(s),
+  /** Runs before a command that keeps running starts anything (the executable raises its fetch limit there). */
+  beforeRunning: () => void = () => {},
 ): Promise<number | "running"> {
   try {
     const { config, rest } = loadConfig(argv, env);
@@ -402,6 +404,7 @@ export async function runCli(
     switch (cmd) {
       case "serve":
         noArgs(cmd, args);
+        beforeRunning();
         await serve(config);
         return "running";
       case "project":
@@ -416,6 +419,7 @@ export async function runCli(
         for (const a of args) if (a.startsWith("-") && a !== "--json") throw unknownFlag(a, []);
         return await withActor(CLI_ACTOR, () => modelCommand(config, args, out, err));
       case "agent":
+        beforeRunning();
         await agentCommand(config, args, out, err);
         return "running";
       case "backup":

@@ -31,6 +31,7 @@ export const LAYERS: Layer[] = [
       "src/types.d.ts",
       "src/layers.ts",
       "src/call.ts",
+      "src/fetch-limit.ts",
     ],
   },
   {

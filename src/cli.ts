@@ -73,6 +73,7 @@ usage:
   inferd store migrate --to postgres://… [--dry-run] [--json]
                                        copy the embedded store into an empty PostgreSQL database (cluster mode; the server must be stopped)
   inferd doctor [--json]               check the data dir, store, backups, disk, GPUs, runtimes, ports, certificate
+  inferd doctor --engines [--json]     each engine here: version, readiness, capacity assumed and why, own routes, what is missing
   inferd desktop                       open the dashboard in an app window (starts the server if needed)
   inferd config                        print every setting with its value in force
   inferd version
@@ -434,7 +435,15 @@ export async function runCli(
       case "store":
         return await storeCommand(config, args, out, err);
       case "doctor":
-        return await doctorCommand(config, parseArgs(args, []).json, out);
+        return await doctorCommand(
+          config,
+          parseArgs(
+            args.filter((a) => a !== "--engines"),
+            [],
+          ).json,
+          out,
+          args.includes("--engines"),
+        );
       case "desktop":
         noArgs(cmd, args);
         return await desktop(config, out, err);

@@ -11,6 +11,10 @@ import type { Engine } from "./types";
 export const llamacpp: Engine = {
   backend: "llamacpp",
   label: "llama.cpp",
+  // llama-server --version prints "version: 6620 (abc1234)" on stderr (common/arg.cpp).
+  probe: { argv: ["llama-server", "--version"], version: (out) => /version: (\d+)/.exec(out)?.[1]?.replace(/^/, "b") },
+  install:
+    "install llama.cpp's llama-server on PATH (release build or your package manager); without it inferd's built-in llama.cpp runtime serves GGUF models",
   family: "llamacpp",
   needsGpu: false,
   multinode: "rpc-server on the other members, llama-server --rpc on the leader",

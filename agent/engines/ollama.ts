@@ -22,6 +22,9 @@ export function ollamaAddress(raw: string | undefined): { host: string; port: nu
 export const ollama: Engine = {
   backend: "ollama",
   label: "Ollama",
+  // "ollama version is 0.12.6", or "Warning: client version is 0.12.6" when no daemon answers.
+  probe: { argv: ["ollama", "--version"], version: (out) => /version is (\d+\.\d+[\w.+-]*)/.exec(out)?.[1] },
+  install: "install Ollama (https://ollama.com/download); inferd starts `ollama serve` when it is not running",
   family: null,
   needsGpu: false,
   programs: ["ollama serve"],

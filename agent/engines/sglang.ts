@@ -11,6 +11,11 @@ import type { Engine } from "./types";
 export const sglang: Engine = {
   backend: "sglang",
   label: "SGLang",
+  probe: {
+    argv: ["python3", "-c", "import sglang; print(sglang.__version__)"],
+    version: (out) => /^(\d+\.\d+[\w.+-]*)\s*$/m.exec(out)?.[1],
+  },
+  install: 'pip install "sglang[all]", or set sglang_version on the workload and inferd installs it',
   family: "sglang",
   needsGpu: true,
   gpuShare: (args) => Number(flagValue(args, ["--mem-fraction-static"]) ?? 0.88) || 0.88,

@@ -50,6 +50,10 @@ export interface Engine {
   backend: string;
   /** Its name in words ("vLLM"). */
   label: string;
+  /** How `inferd doctor --engines` finds its version on this machine: a command and how to read its output (stdout and stderr). */
+  probe: { argv: string[]; version: (out: string) => string | undefined };
+  /** How to install it, in words a user can act on. */
+  install: string;
   /** Whose flag tables the launch policy applies to its command (null: it runs no command). */
   family: PolicyFamily | null;
   /** Whether placement must give it a GPU (it cannot run on CPU). */

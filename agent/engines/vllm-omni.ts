@@ -11,6 +11,11 @@ export const vllmOmni: Engine = {
   ...vllm,
   backend: "vllm-omni",
   label: "vLLM-Omni",
+  probe: {
+    argv: ["python3", "-c", "import vllm_omni; print(vllm_omni.__version__)"],
+    version: (out) => /^(\d+\.\d+[\w.+-]*)\s*$/m.exec(out)?.[1],
+  },
+  install: "pip install vllm-omni, or set vllm_version on the workload and inferd installs it",
   multinode: undefined,
   pinned: {
     field: "vllm_version",

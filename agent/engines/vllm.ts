@@ -43,6 +43,8 @@ export const launchVllm =
 export const vllm: Engine = {
   backend: "vllm",
   label: "vLLM",
+  probe: { argv: ["vllm", "--version"], version: (out) => /^(\d+\.\d+[\w.+-]*)\s*$/m.exec(out)?.[1] },
+  install: "pip install vllm (or uv pip install vllm), or set vllm_version on the workload and inferd installs it",
   family: "vllm",
   needsGpu: true,
   gpuShare: (args) => Number(flagValue(args, ["--gpu-memory-utilization"]) ?? 0.9) || 0.9,

@@ -2,6 +2,7 @@ import type { Config } from "../config";
 import { dataPaths } from "../datadir";
 import { takeBackup } from "./backup";
 import { runDoctor } from "./doctor";
+import { engineReports, formatEngineReports } from "./doctor-engines";
 import { formatChecks } from "./report";
 import { restoreStore } from "./restore";
 import { pgBackup, pgRestoreAdvice } from "./pg-backup";
@@ -45,8 +46,18 @@ export function restoreCommand(
   return 0;
 }
 
-/** `inferd doctor [--json]`: prints the checks; the exit code is 1 when one failed. */
-export async function doctorCommand(config: Config, json: boolean, out: (s: string) => void): Promise<number> {
+/** `inferd doctor [--json]`: prints the checks; the exit code is 1 when one failed. With `--engines`, the engines on this machine instead (exit 0). */
+export async function doctorCommand(
+  config: Config,
+  json: boolean,
+  out: (s: string) => void,
+  engines = false,
+): Promise<number> {
+  if (engines) {
+    const reports = await engineReports(config.dataDir);
+    out(json ? JSON.stringify({ engines: reports }, null, 2) : formatEngineReports(reports));
+    return 0;
+  }
   const checks = await runDoctor(config);
   const failed = checks.some((c) => c.status === "fail");
   out(json ? JSON.stringify({ ok: !failed, checks }, null, 2) : formatChecks(checks));

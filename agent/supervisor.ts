@@ -4,6 +4,7 @@
  * gives up after too many crashes, and stops it by signalling its whole process group.
  * Every failure reason names the exit code or signal and ends with the last lines of output.
  */
+import { groupCpuMs } from "./proc-cpu";
 import { existsSync } from "node:fs";
 import { connect } from "node:net";
 import type { LogSink } from "./logfile.ts";
@@ -70,8 +71,14 @@ export interface SupervisorOptions {
   logFile?: LogSink;
   /** Limit from spawn to ready. */
   startTimeoutMs?: number;
-  /** No output and not ready for this long → failed; any output resets it. */
+  /**
+   * No output and not ready for this long → failed; any output resets it, and so does a runtime that
+   * kept a CPU busy meanwhile (at least a tenth of one over the window: loading a large model from
+   * disk prints nothing for minutes but works).
+   */
   stallTimeoutMs?: number;
+  /** CPU time (ms) used so far by the runtime's process group, null when it cannot be told; default /proc's. */
+  cpuMs?: (pgid: number) => number | null;
   restart?: RestartPolicy;
   /**
    * False: a crash ends in `failed` at once instead of a restart (a multi-node group member, which
@@ -191,6 +198,8 @@ interface Run {
   notedForeign?: boolean;
   /** Output arrived during the probe: probe again soon rather than after the interval. */
   outputSinceCheck?: boolean;
+  /** The process group's CPU time when the current stall window began (0 at spawn). */
+  cpuAtWindow: number;
 }
 
 /** How soon after new output a starting runtime is probed (runtimes print as they become ready). */
@@ -347,6 +356,7 @@ export class Supervisor {
       probes: new AbortController(),
       exited: false,
       ending: false,
+      cpuAtWindow: 0,
     };
     this.run = run = r;
     void proc.exited.then((info) => this.onExit(gen, r, info));
@@ -361,7 +371,7 @@ export class Supervisor {
     const secs = (ms: number) => `${Math.round(ms / 100) / 10} s`;
     if (t - run.spawnedAt >= this.o.startTimeoutMs)
       return this.giveUp(gen, run, `not ready within ${secs(this.o.startTimeoutMs)} (start timeout)`);
-    if (t - run.lastOutputAt >= this.o.stallTimeoutMs)
+    if (t - run.lastOutputAt >= this.o.stallTimeoutMs && !this.busy(run, t))
       return this.giveUp(gen, run, `no output for ${secs(this.o.stallTimeoutMs)} and not ready (stall timeout)`);
     run.checking = true;
     run.outputSinceCheck = false;
@@ -373,6 +383,21 @@ export class Supervisor {
       () => void this.check(gen, run),
       run.outputSinceCheck ? PROBE_AFTER_OUTPUT_MS : this.o.healthIntervalMs,
     );
+  }
+
+  /**
+   * Whether a silent run kept at least a tenth of a CPU busy over its stall window (it is loading,
+   * not hung): then the window starts again, noted once per window in the log.
+   */
+  private busy(run: Run, t: number): boolean {
+    const cpu = (this.o.cpuMs ?? groupCpuMs)(run.proc.pid);
+    if (cpu === null || cpu - run.cpuAtWindow < this.o.stallTimeoutMs / 10) return false;
+    run.cpuAtWindow = cpu;
+    run.lastOutputAt = t;
+    const line = `\x1b[1;33m[inferd] no output for ${Math.round(this.o.stallTimeoutMs / 1000)} s, but the runtime is busy (${Math.round(cpu / 1000)} s of CPU so far): still waiting for it\x1b[0m\r\n`;
+    this.o.ring.push(line);
+    this.o.logFile?.write(line);
+    return true;
   }
 
   /** Whether `run` is still the current, starting, unexited run of generation `gen`. */

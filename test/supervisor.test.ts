@@ -211,6 +211,19 @@ describe("Supervisor", () => {
     expect(isGone(pid)).toBe(true);
   });
 
+  test("a silent runtime that keeps a CPU busy (loading a large model) is not ended by the stall timeout", async () => {
+    const { sup, ring } = supervise({
+      argv: ["sh", "-c", 'echo "loading the model"; while :; do :; done'],
+      healthUrls: [`http://127.0.0.1:${freePort()}/health`],
+      startTimeoutMs: 2_000,
+      stallTimeoutMs: 300,
+    });
+    sup.start();
+    await waitFor("failed", () => sup.state === "failed");
+    expect(sup.reason).toStartWith("sh not ready within 2 s (start timeout)");
+    expect(ring.text()).toContain("but the runtime is busy");
+  });
+
   test("a runtime that keeps printing but never becomes ready fails on the start timeout", async () => {
     const { sup } = supervise({
       argv: ["sh", "-c", 'i=0; while :; do i=$((i+1)); echo "still loading $i"; sleep 0.05; done'],

@@ -2,6 +2,7 @@
  * Streaming half of the Messages ⇄ chat-completions translation: a runtime's `chat.completion.chunk`
  * SSE bytes in, Anthropic Messages SSE out, each event as soon as the input that decides it arrives.
  */
+import { usageOf as meteredUsage, type Usage } from "./meter";
 import { SseDecoder, type SseEvent } from "./sse";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import { chatErrorToAnthropic, type JsonObject, messageIdOf, stopReasonOf, usageOf } from "./anthropic";
@@ -37,6 +38,11 @@ export class ChatStreamToMessages implements StreamTranslator {
     private readonly model: string,
     private readonly inputTokens?: number,
   ) {}
+
+  /** The tokens to meter: the runtime's own usage from its last chunk, else the prompt's count from before. */
+  get usage(): Usage {
+    return meteredUsage({ usage: this.#usage }) ?? { inputTokens: this.inputTokens ?? 0, outputTokens: 0 };
+  }
 
   /** True once `message_stop` or an `error` event has been produced; later input is ignored. */
   get done(): boolean {

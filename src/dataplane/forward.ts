@@ -2,6 +2,7 @@ import { AppError } from "../errors";
 import { classOf, SYNC, type Dispatcher, type Slot, type Target, type Ticket, type Upstream } from "../dispatch/queue";
 import { prefixAffinity } from "../dispatch/prefix";
 import { meteredStream, usageOf, type Usage } from "./meter";
+import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import type { Timeline } from "../tracing/timeline";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
@@ -189,6 +190,39 @@ function modelNamer(name: string): (text: string) => string {
     });
     return changed ? out : text;
   };
+}
+
+/**
+ * Relays a runtime's SSE stream to the client through translator `t` (Messages or Responses events),
+ * metered by the translator's own count: the stream is decoded once, by the translator. Ends as
+ * `relay` does: the slot given back, usage and outcome recorded, the answer captured as it goes.
+ */
+export function relayTranslated(
+  got: { slot: Slot; upstream: Response; abort: AbortController; waitedMs: number },
+  acct: Accounting,
+  t: StreamTranslator & { readonly usage: Usage },
+): Response {
+  const { slot, upstream, abort } = got;
+  acct.waited(got.waitedMs);
+  const capture = acct.timeline?.capture;
+  capture?.answerType("text/event-stream");
+  const body = pipeTranslator(upstream.body!, t, {
+    abort: () => abort.abort(),
+    onFirst: () => acct.firstByte(),
+    tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
+    onEnd: (outcome) => {
+      slot.release();
+      acct.record(
+        t.usage,
+        outcome === "done",
+        outcome === "cancelled" ? "client_closed" : outcome === "error" ? "upstream_unavailable" : undefined,
+      );
+    },
+  });
+  return new Response(body, {
+    status: 200,
+    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no" },
+  });
 }
 
 /**

@@ -4,12 +4,20 @@ import { AppError, badRequest } from "../errors";
 import { accounting, syncTicket, checkRoute, readJsonObject, runOnBase } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
-import { dispatchWith, unanswered, isEventStream, relay, upstreamFailed, withAffinity } from "./forward";
+import {
+  dispatchWith,
+  unanswered,
+  isEventStream,
+  relay,
+  relayTranslated,
+  upstreamFailed,
+  withAffinity,
+} from "./forward";
 import { countPromptTokens, countWayOf, RuntimeRefused, tokenizeOn } from "./anthropic-count";
 import type { Target } from "../dispatch/queue";
 import { callOf } from "../call";
 import { chatErrorToAnthropic, chatToMessage, messagesToChat } from "./anthropic";
-import { translateChatStream } from "./anthropic-stream";
+import { ChatStreamToMessages } from "./anthropic-stream";
 
 /** Replicas whose runtime has no `/v1/messages` (learnt from a 404), so requests are translated. */
 const noMessagesRoute = new Set<string>();
@@ -91,11 +99,7 @@ async function messagesHeld(
   }
   if (!viaChat) return relay(got, acct, { model: servedName });
   if (stream && isEventStream(upstream) && upstream.body) {
-    const body = translateChatStream(upstream.body, servedName, inputTokens);
-    return relay(
-      { ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) },
-      acct,
-    );
+    return relayTranslated(got, acct, new ChatStreamToMessages(servedName, inputTokens));
   }
   const message = chatToMessage(await upstream.json().catch(() => ({})), servedName);
   return relay({ ...got, upstream: Response.json(message) }, acct);

@@ -4,7 +4,7 @@ import { badRequest } from "../errors";
 import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
-import { dispatchWith, unanswered, isEventStream, relay, withAffinity, type Accounting } from "./forward";
+import { dispatchWith, unanswered, isEventStream, relay, relayTranslated, withAffinity } from "./forward";
 import { callOf } from "../call";
 import {
   chatToResponse,
@@ -15,8 +15,6 @@ import {
   responseShell,
 } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
-import { pipeTranslator } from "./stream-pipe";
-import type { Usage } from "./meter";
 
 /**
  * OpenAI's Responses API (`POST /v1/responses`) on both bases: passed through to a runtime that
@@ -36,24 +34,6 @@ export async function responsesRoute(deps: DataplaneDeps, request: Request, base
   return runOnBase(deps, request, base, "chat", "POST /v1/responses", (w, json) =>
     responsesHeld(deps, request, w, json),
   );
-}
-
-/** The meter of a stream whose usage the translator counts (the generic meter reads chat and Messages usage only). */
-function countedBy(acct: Accounting, t: { readonly usage: Usage }): Accounting {
-  return {
-    timeline: acct.timeline,
-    waited: (ms) => acct.waited(ms),
-    firstByte: () => acct.firstByte(),
-    record: (u, ok, errorCode) =>
-      acct.record(
-        {
-          inputTokens: Math.max(u.inputTokens, t.usage.inputTokens),
-          outputTokens: Math.max(u.outputTokens, t.usage.outputTokens),
-        },
-        ok,
-        errorCode,
-      ),
-  };
 }
 
 async function responsesHeld(
@@ -106,11 +86,7 @@ async function responsesHeld(
   const shell = responseShell(json, servedName);
   if (stream && isEventStream(upstream) && upstream.body) {
     const t = viaChat ? new ChatStreamToResponses(shell) : new ResponsesRelay(servedName);
-    const body = pipeTranslator(upstream.body, t);
-    return relay(
-      { ...got, upstream: new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } }) },
-      countedBy(acct, t),
-    );
+    return relayTranslated(got, acct, t);
   }
   const answer: unknown = await upstream.json().catch(() => ({}));
   const out = viaChat ? chatToResponse(answer, shell) : isObj(answer) ? { ...answer, model: servedName } : answer;

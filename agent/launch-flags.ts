@@ -91,6 +91,7 @@ export const FILE_FLAGS: Record<PolicyFamily, Record<string, FileFlagKind>> = {
     "-mv",
     "--model-vocoder",
     "--chat-template-file",
+    "--api-key-file",
     "--ssl-key-file",
     "--ssl-cert-file",
     "--grammar-file",

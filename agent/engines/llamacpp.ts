@@ -3,9 +3,30 @@
  * same flags): what inferd assumes of it, and its launcher. The fake that stands for it is
  * `test/fixtures/bin/llama-server` (test/fixtures/runtime/).
  */
+import { readFileSync } from "node:fs";
 import { flagValue, splitCommand } from "../command";
 import { baseUrlOf, gpuEnv, vendorOfLaunch, SERVED_NAME_FLAGS, withPort, withServedName } from "../runtimes/args";
 import type { Engine } from "./types";
+
+/**
+ * The key inferd sends a llama-server, as common/arg.cpp reads them (2025 builds): the first of
+ * `--api-key`'s comma list, else of LLAMA_API_KEY's (the flag's environment variable), else the
+ * first non-empty line of `--api-key-file` (any listed key is accepted).
+ */
+function llamaApiKey(args: string[], env: Record<string, string | undefined>): string | undefined {
+  const listed = (flagValue(args, ["--api-key"]) ?? env.LLAMA_API_KEY ?? "").split(",").find(Boolean);
+  if (listed) return listed;
+  const file = flagValue(args, ["--api-key-file"]);
+  if (!file) return undefined;
+  try {
+    return readFileSync(file, "utf8")
+      .split("\n")
+      .map((l) => l.trim())
+      .find(Boolean);
+  } catch {
+    return undefined;
+  }
+}
 
 /** llama.cpp, as the engine descriptor says it. */
 export const llamacpp: Engine = {
@@ -23,10 +44,13 @@ export const llamacpp: Engine = {
     tensorParallel: [],
     servedName: SERVED_NAME_FLAGS.llama,
     model: ["-m", "--model"],
-    apiKey: ["--api-key"],
+    apiKey: ["--api-key", "--api-key-file"],
   },
-  apiKeyOf: (args) => flagValue(args, ["--api-key"]),
-  readiness: (base) => [`${base}/health`, `${base}/v1/models`],
+  apiKeyOf: llamaApiKey,
+  // Every build binds its port before loading, and 2025 builds answer /v1/models (and /models,
+  // /api/tags) with 200 meanwhile (tools/server/server.cpp, middleware_server_state): only /health
+  // (503 "Loading model" until loaded) means the model is loaded. The built-in runtime does the same.
+  readiness: (base) => [`${base}/health`],
   capacity: ({ args }) => {
     const np = Number(flagValue(args, ["-np", "--parallel"]));
     return np > 0 ? { slots: np, why: "-np in its command" } : { slots: 4, why: "llama-server's default -np" };

@@ -60,7 +60,8 @@ export const vllm: Engine = {
     model: ["--model"],
     apiKey: ["--api-key"],
   },
-  apiKeyOf: (args) => flagValue(args, ["--api-key"]),
+  // vllm/entrypoints/openai/api_server.py: `--api-key`, else the VLLM_API_KEY environment variable.
+  apiKeyOf: (args, env) => flagValue(args, ["--api-key"]) ?? env.VLLM_API_KEY,
   readiness: (base) => [`${base}/health`, `${base}/v1/models`],
   capacity: ({ args }) => {
     const set = Number(flagValue(args, ["--max-num-seqs"]));

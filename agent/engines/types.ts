@@ -42,6 +42,8 @@ export interface CapacityInput {
   gpus: { name: string; memory_total_mib: number }[];
   /** The agent's environment (Ollama's OLLAMA_NUM_PARALLEL). */
   env: Record<string, string | undefined>;
+  /** The engine's version when the workload pins one (undefined: whatever is installed, taken as current). */
+  version?: string;
 }
 
 /** One engine, as inferd drives it. */

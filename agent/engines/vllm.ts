@@ -7,6 +7,7 @@ import { SERVED_NAME_FLAGS, withServedName } from "../runtimes/args";
 import { pythonServer } from "../runtimes/openai-server";
 import type { Launcher } from "../runtimes/types";
 import type { Engine } from "./types";
+import { atLeast } from "./version";
 
 /** The model a `vllm serve` command loads: `--model`, else the word after `serve`. */
 export function vllmModel(argv: string[]): string | undefined {
@@ -63,11 +64,15 @@ export const vllm: Engine = {
   // vllm/entrypoints/openai/api_server.py: `--api-key`, else the VLLM_API_KEY environment variable.
   apiKeyOf: (args, env) => flagValue(args, ["--api-key"]) ?? env.VLLM_API_KEY,
   readiness: (base) => [`${base}/health`, `${base}/v1/models`],
-  capacity: ({ args }) => {
+  capacity: ({ args, gpus, version }) => {
     const set = Number(flagValue(args, ["--max-num-seqs"]));
-    return set > 0
-      ? { slots: set, why: "--max-num-seqs in its command" }
-      : { slots: 256, why: "vLLM's default --max-num-seqs" };
+    if (set > 0) return { slots: set, why: "--max-num-seqs in its command" };
+    // vllm/engine/arg_utils.py get_batch_defaults (0.9 and later): 1024 sequences on GPUs of at least
+    // 70 GiB that are not A100s (H100, H200, MI300X), else 256; earlier versions modelled as 256.
+    const gpu = gpus[0];
+    if (gpu && atLeast(version, "0.9.0") && gpu.memory_total_mib >= 70 * 1024 && !/a100/i.test(gpu.name))
+      return { slots: 1024, why: `vLLM's default --max-num-seqs on a GPU of 70 GiB or more (${gpu.name})` };
+    return { slots: 256, why: "vLLM's default --max-num-seqs" };
   },
   routes: () => ({ tokenize: "vllm" }),
   toolsOn: (args) => args.includes("--enable-auto-tool-choice"),

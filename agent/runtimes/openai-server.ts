@@ -41,6 +41,6 @@ export function pythonServer(ctx: LaunchContext, engine: Engine): LaunchPlan {
     port,
     healthUrls: engine.readiness(base),
     prep: install?.steps ?? [],
-    slots: engine.capacity({ args, gpus: ctx.gpus, env: ctx.env }).slots,
+    slots: engine.capacity({ args, gpus: ctx.gpus, env: ctx.env, version }).slots,
   };
 }

@@ -1,0 +1,71 @@
+/**
+ * vLLM as it really is (issue 34): its default --max-num-seqs depends on the GPU (1024 on GPUs of
+ * 70 GiB or more that are not A100s, vllm/engine/arg_utils.py get_batch_defaults), so inferd's slots
+ * must too (M1); its key may come from VLLM_API_KEY (M5). The fake vLLM computes the same default
+ * from the GPUs it sees (test/fixtures/runtime/cli.ts vllmDefaultSeqs).
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { vllm } from "../agent/engines/vllm";
+import { cleanup } from "./helpers/proc";
+import { startServing, type Serving } from "./helpers/serving";
+
+afterAll(cleanup);
+
+const gpu = (name: string, gib: number) => ({ name, memory_total_mib: gib * 1024 });
+
+describe("vLLM's capacity, as vLLM works it out", () => {
+  test("1024 on an H100/H200-class GPU, 256 on a 24 GiB GPU and on an A100 80GB, the command's own when set", () => {
+    const slots = (gpus: { name: string; memory_total_mib: number }[], args: string[] = [], version?: string) =>
+      vllm.capacity({ args: ["vllm", "serve", "m", ...args], gpus, env: {}, version }).slots;
+    expect(slots([gpu("NVIDIA H200", 140)])).toBe(1024);
+    expect(slots([gpu("NVIDIA H100 80GB HBM3", 80)])).toBe(1024);
+    expect(slots([gpu("NVIDIA A100-SXM4-80GB", 80)])).toBe(256);
+    expect(slots([gpu("NVIDIA GeForce RTX 4090", 24)])).toBe(256);
+    expect(slots([])).toBe(256);
+    expect(slots([gpu("NVIDIA H200", 140)], ["--max-num-seqs", "64"])).toBe(64);
+    expect(slots([gpu("NVIDIA H200", 140)], [], "0.8.5")).toBe(256);
+  });
+  test("the key inferd sends: --api-key, else VLLM_API_KEY", () => {
+    expect(vllm.apiKeyOf(["vllm", "serve", "m", "--api-key", "flag"], { VLLM_API_KEY: "env" })).toBe("flag");
+    expect(vllm.apiKeyOf(["vllm", "serve", "m"], { VLLM_API_KEY: "env" })).toBe("env");
+  });
+});
+
+describe.each([
+  ["an H200", "1x NVIDIA H200:143771", 1024],
+  ["an A100 80GB", "1x NVIDIA A100-SXM4-80GB:81920", 256],
+  ["an RTX 4090", "1x NVIDIA GeForce RTX 4090:24564", 256],
+])("a vLLM replica on %s", (_what, gpus, expected) => {
+  let s: Serving;
+  afterAll(() => s?.stop());
+  test(`takes ${expected} requests at once, as vLLM itself does`, async () => {
+    s = await startServing({ FAKE_GPUS: gpus, FAKE_LOAD_MS: "50" });
+    const w = await s.createWorkload({
+      name: "m",
+      backend: "vllm",
+      model_name: "m",
+      config: { command: "vllm serve m" },
+    });
+    const ready = await s.waitState(w.id);
+    expect(ready.assignments[0].concurrency).toBe(expected);
+  });
+});
+
+test("a key in the agent's VLLM_API_KEY: ready and serving, never 401", async () => {
+  const s = await startServing({ VLLM_API_KEY: "secret-from-env", FAKE_LOAD_MS: "50" });
+  try {
+    const w = await s.createWorkload({
+      name: "keyed",
+      backend: "vllm",
+      model_name: "keyed",
+      config: { command: "vllm serve keyed" },
+    });
+    await s.waitState(w.id);
+    const r = await s.data(w.slug, "/v1/chat/completions", {
+      body: { model: "keyed", messages: [{ role: "user", content: "hi" }], max_tokens: 2 },
+    });
+    expect(r.status).toBe(200);
+  } finally {
+    await s.stop();
+  }
+});

@@ -69,3 +69,24 @@ test("a key in the agent's VLLM_API_KEY: ready and serving, never 401", async ()
     await s.stop();
   }
 });
+
+test("a pinned vLLM-Omni version installs the vllm-omni package, whose vllm takes --omni", async () => {
+  const s = await startServing({ FAKE_LOAD_MS: "50", FAKE_INSTALL_MS: "20" });
+  try {
+    const w = await s.createWorkload({
+      name: "omni",
+      backend: "vllm-omni",
+      model_name: "omni",
+      task_type: "text2image",
+      config: { command: "vllm serve omni --omni", vllm_version: "0.11.0" },
+    });
+    const ready = await s.waitState(w.id, "ready", 60_000);
+    expect(ready.assignments[0].state).toBe("ready");
+    const installs = s.events((e) => e.event === "install").map((e) => `${e.package}==${e.version}`);
+    expect(installs).toContain("vllm-omni==0.11.0");
+    const start = s.events((e) => e.event === "start" && (e.argv as string[]).includes("--omni")).at(-1)!;
+    expect((start.env as Record<string, string>).PATH.split(":")[0]).toBe(`${s.dataDir}/runtimes/vllm-omni/0.11.0/bin`);
+  } finally {
+    await s.stop();
+  }
+});

@@ -7,15 +7,45 @@
 import { baseUrlOf } from "../runtimes/args";
 import type { Engine } from "./types";
 
+/** Go's net.SplitHostPort: `host:port`, `[v6]:port` or `:port`; null where Go errs (no port, too many colons). */
+function splitHostPort(hostport: string): [string, string] | null {
+  if (hostport.startsWith("[")) {
+    const end = hostport.indexOf("]");
+    return end > 0 && hostport[end + 1] === ":" ? [hostport.slice(1, end), hostport.slice(end + 2)] : null;
+  }
+  const colon = hostport.indexOf(":");
+  return colon >= 0 && colon === hostport.lastIndexOf(":")
+    ? [hostport.slice(0, colon), hostport.slice(colon + 1)]
+    : null;
+}
+
 /**
- * Parses OLLAMA_HOST the way Ollama does: `host`, `host:port` or a URL; default 127.0.0.1:11434.
- * @example ollamaAddress("0.0.0.0:9999") // → {host: "127.0.0.1", port: 9999, value: "0.0.0.0:9999"}
+ * Where the Ollama daemon listens for OLLAMA_HOST, read as Ollama's envconfig/config.go `Host()`
+ * does (v0.12): no scheme means http on 11434, `http://` without a port means 80 and `https://` 443;
+ * `host:port`, `[v6]:port` and `:port` (every interface); a bare host or IP (`::`, `[::1]`) takes the
+ * default port; a bad port the default. `host` is where inferd connects: an unspecified address
+ * (empty, 0.0.0.0, ::) is reached on loopback. `value` is what the daemon inferd starts is given.
+ * @example ollamaAddress(":9999") // → {host: "127.0.0.1", port: 9999, value: ":9999"}
+ * @example ollamaAddress("http://10.0.0.5") // → {host: "10.0.0.5", port: 80, value: "http://10.0.0.5"}
  */
 export function ollamaAddress(raw: string | undefined): { host: string; port: number; value: string } {
-  const value = raw?.trim() || "127.0.0.1:11434";
-  const url = new URL(/^[a-z]+:\/\//i.test(value) ? value : `http://${value}`);
-  const host = !url.hostname || url.hostname === "0.0.0.0" ? "127.0.0.1" : url.hostname.replace(/^\[|\]$/g, "");
-  return { host, port: url.port ? Number(url.port) : 11434, value };
+  const value = raw?.trim() ?? "";
+  let defaultPort = 11434;
+  let hostport = value;
+  const cut = value.indexOf("://");
+  if (cut >= 0) {
+    const scheme = value.slice(0, cut);
+    hostport = value.slice(cut + 3);
+    if (scheme === "http") defaultPort = 80;
+    else if (scheme === "https") defaultPort = 443;
+  }
+  hostport = hostport.split("/")[0];
+  const split = splitHostPort(hostport);
+  const host = split ? split[0] : hostport.replace(/^\[|\]$/g, "") || "127.0.0.1";
+  const n = split && /^\d+$/.test(split[1]) ? Number(split[1]) : Number.NaN;
+  const port = Number.isInteger(n) && n <= 65535 ? n : defaultPort;
+  const connect = host === "" || host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return { host: connect, port, value: value || "127.0.0.1:11434" };
 }
 
 /** Ollama, as the engine descriptor says it. */

@@ -40,6 +40,7 @@ const PREFIXES = [
   "CUDA_",
   "NVIDIA_",
   "NCCL_",
+  "GLOO_",
   "CUBLAS_",
   "CUDNN_",
   "ROCR_",

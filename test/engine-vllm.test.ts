@@ -6,6 +6,10 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { vllm } from "../agent/engines/vllm";
+import { runtimeEnv } from "../agent/env";
+import type { GroupSpec, ReplicaSpec } from "../agent/protocol";
+import { memberPlan } from "../agent/runtimes/group";
+import type { LaunchContext, LaunchPlan } from "../agent/runtimes/types";
 import { cleanup } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 
@@ -89,4 +93,61 @@ test("a pinned vLLM-Omni version installs the vllm-omni package, whose vllm take
   } finally {
     await s.stop();
   }
+});
+
+describe("a vLLM group on machines with several network interfaces", () => {
+  const ctx = (backend: string): LaunchContext => ({
+    spec: {
+      assignment_id: "asg",
+      workload: {
+        id: "wl",
+        slug: "w",
+        project_slug: "p",
+        backend,
+        model_name: "m",
+        task_type: "text2text",
+        config: {},
+      },
+      concurrency: 1,
+      gpus: 1,
+      gpu_indices: [0],
+      revision: "r",
+    } as ReplicaSpec,
+    freePort: 9000,
+    dataDir: "/tmp/x",
+    env: {},
+    gpus: [],
+    which: () => null,
+    builtinLlama: () => ({ argv: [], env: {} }),
+  });
+  const base = (argv: string[]): LaunchPlan => ({
+    argv,
+    env: {},
+    baseUrl: "http://127.0.0.1:9000",
+    healthUrls: [],
+    prep: [],
+  });
+  const members = [
+    { rank: 0, worker: "a", address: "10.0.0.1", ready: true, endpoint: "10.0.0.1:29500" },
+    { rank: 1, worker: "b", address: "10.0.0.2", ready: false },
+  ];
+  const group = (rank: number): GroupSpec => ({ id: "g", nodes: 2, rank, generation: 0, members });
+
+  test("each member advertises its cluster address (VLLM_HOST_IP), in torch and in Ray mode", () => {
+    for (const extra of [[], ["--distributed-executor-backend", "ray"]]) {
+      const argv = ["vllm", "serve", "m", ...extra];
+      expect(memberPlan(ctx("vllm"), base(argv), group(0), "10.0.0.1", 29500).env.VLLM_HOST_IP).toBe("10.0.0.1");
+      expect(memberPlan(ctx("vllm"), base(argv), group(1), "10.0.0.2").env.VLLM_HOST_IP).toBe("10.0.0.2");
+    }
+  });
+  test("GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME reach the runtime", () => {
+    const env = runtimeEnv({ GLOO_SOCKET_IFNAME: "eth1", NCCL_SOCKET_IFNAME: "eth1", INFERD_SECRET: "x" });
+    expect(env).toEqual({ GLOO_SOCKET_IFNAME: "eth1", NCCL_SOCKET_IFNAME: "eth1" });
+  });
+  test("a pinned vLLM 0.18 or later in Ray mode across machines installs Ray beside it", () => {
+    const ray = ["vllm", "serve", "m", "--distributed-executor-backend", "ray"];
+    expect(vllm.pinned!.install("0.18.0", { args: ray, nodes: 2 }).extra).toEqual(["ray[default]"]);
+    expect(vllm.pinned!.install("0.11.0", { args: ray, nodes: 2 }).extra).toEqual([]);
+    expect(vllm.pinned!.install("0.18.0", { args: ["vllm", "serve", "m"], nodes: 2 }).extra).toEqual([]);
+  });
 });

@@ -53,7 +53,12 @@ export const vllm: Engine = {
   programs: ["vllm serve", "python -m vllm.entrypoints.openai.api_server"],
   pinned: {
     field: "vllm_version",
-    install: (version) => ({ requirement: `vllm==${version}`, extra: [], prerelease: false }),
+    // vLLM 0.18 and later no longer depend on Ray: a multi-node Ray launch needs it installed beside.
+    install: (version, { args, nodes }) => ({
+      requirement: `vllm==${version}`,
+      extra: nodes > 1 && usesRay(args) && atLeast(version, "0.18.0") ? ["ray[default]"] : [],
+      prerelease: false,
+    }),
   },
   flags: {
     tensorParallel: ["--tensor-parallel-size", "-tp"],

@@ -139,6 +139,9 @@ export function memberPlan(
     return rank === 0 ? { ...base, argv } : follower(argv);
   }
   const pp = hasFlag(args, ["--pipeline-parallel-size", "-pp"]) ? [] : ["--pipeline-parallel-size", String(nodes)];
+  // vLLM advertises VLLM_HOST_IP to its peers (vllm/utils get_ip, vllm/envs.py), else the address of
+  // whichever interface routes outward: on a multi-NIC machine not the cluster network's.
+  base = { ...base, env: { ...base.env, VLLM_HOST_IP: address } };
   if (usesRay(args)) {
     if (rank === 0)
       return { ...base, argv: [...args, ...pp], env: { ...base.env, RAY_ADDRESS: hostPort(address, ownPort!) } };

@@ -6,7 +6,8 @@
  * (test/fixtures/ollama/store.ts `parseOllamaHost`), written from Ollama's source, not from inferd's.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { ollamaAddress } from "../agent/engines/ollama";
+import { ollama, ollamaAddress } from "../agent/engines/ollama";
+import type { ReplicaSpec } from "../agent/protocol";
 import { parseOllamaHost } from "./fixtures/ollama/store";
 import { cleanup, tempDir } from "./helpers/proc";
 import { freePort } from "./fixtures";
@@ -35,6 +36,43 @@ describe("OLLAMA_HOST, read as Ollama reads it", () => {
   });
 });
 
+describe("the daemon inferd starts", () => {
+  const launch = (gpuIndices: number[], env: Record<string, string> = {}) =>
+    ollama.launch({
+      spec: {
+        assignment_id: "asg",
+        workload: {
+          id: "wl",
+          slug: "w",
+          project_slug: "p",
+          backend: "ollama",
+          model_name: "m",
+          task_type: "text2text",
+          config: {},
+        },
+        concurrency: 1,
+        gpus: gpuIndices.length,
+        gpu_indices: gpuIndices,
+        revision: "r",
+      } as ReplicaSpec,
+      freePort: 1,
+      dataDir: "/tmp/x",
+      env,
+      gpus: [],
+      which: (c) => (c === "ollama" ? "/usr/bin/ollama" : null),
+      builtinLlama: () => ({ argv: [], env: {} }),
+    });
+  test("keeps models loaded unless the operator set OLLAMA_KEEP_ALIVE, and sees only the replica's GPUs", () => {
+    expect(launch([1]).daemon?.env).toMatchObject({
+      OLLAMA_KEEP_ALIVE: "-1",
+      CUDA_VISIBLE_DEVICES: "1",
+      CUDA_DEVICE_ORDER: "PCI_BUS_ID",
+    });
+    expect(launch([], { OLLAMA_KEEP_ALIVE: "10m" }).daemon?.env.OLLAMA_KEEP_ALIVE).toBe("10m");
+    expect(launch([]).daemon?.env.CUDA_VISIBLE_DEVICES).toBeUndefined();
+  });
+});
+
 test("a daemon started with OLLAMA_HOST=:<port> serves an Ollama workload", async () => {
   const port = await freePort();
   const s = await startServing({ OLLAMA_HOST: `:${port}`, FAKE_OLLAMA_DIR: tempDir("ollama"), FAKE_PULL_MS: "50" });
@@ -45,6 +83,9 @@ test("a daemon started with OLLAMA_HOST=:<port> serves an Ollama workload", asyn
       body: { model: "llama3.2", messages: [{ role: "user", content: "hi" }], max_tokens: 2 },
     });
     expect(r.status).toBe(200);
+    // The daemon inferd started keeps models loaded while workloads run (Ollama's default unloads after 5 idle minutes).
+    const daemon = s.events((e) => e.event === "start" && e.persona === "ollama").at(-1)!;
+    expect(String((daemon.env as Record<string, string>).NAMES).split(",")).toContain("OLLAMA_KEEP_ALIVE");
   } finally {
     await s.stop();
   }

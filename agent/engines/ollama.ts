@@ -4,7 +4,7 @@
  * the replica's log), then forwards to the daemon's OpenAI-style routes. The fake that stands for it
  * is `test/fixtures/bin/ollama` (test/fixtures/ollama/).
  */
-import { baseUrlOf } from "../runtimes/args";
+import { baseUrlOf, gpuEnv, vendorOfLaunch } from "../runtimes/args";
 import type { Engine } from "./types";
 
 /** Go's net.SplitHostPort: `host:port`, `[v6]:port` or `:port`; null where Go errs (no port, too many colons). */
@@ -73,6 +73,14 @@ export const ollama: Engine = {
     const base = baseUrlOf(addr.host, addr.port);
     const bin = ctx.which("ollama");
     const env = { OLLAMA_HOST: addr.value };
+    // The daemon inferd starts: kept loaded while the workload runs (Ollama unloads a model after
+    // OLLAMA_KEEP_ALIVE, 5 minutes by default: envconfig KeepAlive, server/sched.go) unless the
+    // operator set it, and on the replica's GPUs only (else Ollama schedules on every visible GPU).
+    const daemonEnv: Record<string, string> = {
+      ...env,
+      OLLAMA_KEEP_ALIVE: ctx.env.OLLAMA_KEEP_ALIVE ?? "-1",
+      ...(ctx.spec.gpu_indices.length ? gpuEnv(ctx.spec.gpu_indices, vendorOfLaunch(ctx.gpus)) : {}),
+    };
     const model = ctx.spec.workload.model_name;
     return {
       env,
@@ -83,7 +91,9 @@ export const ollama: Engine = {
           ? { title: `ollama pull ${model}`, argv: [bin, "pull", model], env }
           : { title: `ollama pull ${model}`, ollamaPull: { baseUrl: base, model } },
       ],
-      daemon: bin ? { key: `ollama@${base}`, argv: [bin, "serve"], env, healthUrl: `${base}/api/version` } : undefined,
+      daemon: bin
+      ? { key: `ollama@${base}`, argv: [bin, "serve"], env: daemonEnv, healthUrl: `${base}/api/version` }
+      : undefined,
       slots: ollama.capacity({ args: [], gpus: ctx.gpus, env: ctx.env }).slots,
     };
   },

@@ -7,10 +7,10 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { ollama, ollamaAddress } from "../agent/engines/ollama";
-import type { ReplicaSpec } from "../agent/protocol";
 import { parseOllamaHost } from "./fixtures/ollama/store";
 import { cleanup, tempDir } from "./helpers/proc";
 import { freePort } from "./fixtures";
+import { launchContext } from "./helpers/launch";
 import { startServing } from "./helpers/serving";
 
 afterAll(cleanup);
@@ -38,30 +38,9 @@ describe("OLLAMA_HOST, read as Ollama reads it", () => {
 
 describe("the daemon inferd starts", () => {
   const launch = (gpuIndices: number[], env: Record<string, string> = {}) =>
-    ollama.launch({
-      spec: {
-        assignment_id: "asg",
-        workload: {
-          id: "wl",
-          slug: "w",
-          project_slug: "p",
-          backend: "ollama",
-          model_name: "m",
-          task_type: "text2text",
-          config: {},
-        },
-        concurrency: 1,
-        gpus: gpuIndices.length,
-        gpu_indices: gpuIndices,
-        revision: "r",
-      } as ReplicaSpec,
-      freePort: 1,
-      dataDir: "/tmp/x",
-      env,
-      gpus: [],
-      which: (c) => (c === "ollama" ? "/usr/bin/ollama" : null),
-      builtinLlama: () => ({ argv: [], env: {} }),
-    });
+    ollama.launch(
+      launchContext("ollama", { gpuIndices, env, which: (c) => (c === "ollama" ? "/usr/bin/ollama" : null) }),
+    );
   test("keeps models loaded unless the operator set OLLAMA_KEEP_ALIVE, and sees only the replica's GPUs", () => {
     expect(launch([1]).daemon?.env).toMatchObject({
       OLLAMA_KEEP_ALIVE: "-1",

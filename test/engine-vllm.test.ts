@@ -7,10 +7,11 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { vllm } from "../agent/engines/vllm";
 import { runtimeEnv } from "../agent/env";
-import type { GroupSpec, ReplicaSpec } from "../agent/protocol";
+import type { GroupSpec } from "../agent/protocol";
 import { memberPlan } from "../agent/runtimes/group";
-import type { LaunchContext, LaunchPlan } from "../agent/runtimes/types";
+import type { LaunchPlan } from "../agent/runtimes/types";
 import { cleanup } from "./helpers/proc";
+import { launchContext } from "./helpers/launch";
 import { startServing, type Serving } from "./helpers/serving";
 
 afterAll(cleanup);
@@ -96,30 +97,7 @@ test("a pinned vLLM-Omni version installs the vllm-omni package, whose vllm take
 });
 
 describe("a vLLM group on machines with several network interfaces", () => {
-  const ctx = (backend: string): LaunchContext => ({
-    spec: {
-      assignment_id: "asg",
-      workload: {
-        id: "wl",
-        slug: "w",
-        project_slug: "p",
-        backend,
-        model_name: "m",
-        task_type: "text2text",
-        config: {},
-      },
-      concurrency: 1,
-      gpus: 1,
-      gpu_indices: [0],
-      revision: "r",
-    } as ReplicaSpec,
-    freePort: 9000,
-    dataDir: "/tmp/x",
-    env: {},
-    gpus: [],
-    which: () => null,
-    builtinLlama: () => ({ argv: [], env: {} }),
-  });
+  const ctx = (backend: string) => launchContext(backend, { gpuIndices: [0] });
   const base = (argv: string[]): LaunchPlan => ({
     argv,
     env: {},

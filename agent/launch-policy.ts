@@ -36,7 +36,7 @@ export const POLICY_SETTINGS = {
 /** Default program prefixes per family. */
 export const DEFAULT_PROGRAMS: Record<PolicyFamily, string[]> = {
   vllm: ["vllm serve", "python -m vllm.entrypoints.openai.api_server", "python3 -m vllm.entrypoints.openai.api_server"],
-  sglang: ["python -m sglang.launch_server", "python3 -m sglang.launch_server"],
+  sglang: ["python -m sglang.launch_server", "python3 -m sglang.launch_server", "sglang serve"],
   llamacpp: ["llama-server"],
 };
 

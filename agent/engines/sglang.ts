@@ -6,6 +6,7 @@ import { flagValue } from "../command";
 import { SERVED_NAME_FLAGS, withServedName } from "../runtimes/args";
 import { pythonServer } from "../runtimes/openai-server";
 import type { Engine } from "./types";
+import { atLeast } from "./version";
 
 /** SGLang, as the engine descriptor says it. */
 export const sglang: Engine = {
@@ -21,10 +22,17 @@ export const sglang: Engine = {
   gpuShare: (args) => Number(flagValue(args, ["--mem-fraction-static"]) ?? 0.88) || 0.88,
   multinode: "--nnodes/--node-rank/--dist-init-addr, tensor parallel over the whole group",
   tensorParallelSpansGroup: true,
-  programs: ["python -m sglang.launch_server"],
+  programs: ["python -m sglang.launch_server", "sglang serve"],
   pinned: {
     field: "sglang_version",
-    install: (version) => ({ requirement: `sglang==${version}`, extra: [], prerelease: false }),
+    // python/pyproject.toml: before 0.5.3 the server's runtime is an extra (`sglang[all]` brings
+    // it); from 0.5.3 the base package has it, and recent releases resolve only with pre-releases
+    // allowed (a pinned dependency published as one). Where that began is not pinned down here:
+    // modelled from 0.5.3.
+    install: (version) =>
+      atLeast(version, "0.5.3")
+        ? { requirement: `sglang==${version}`, extra: [], prerelease: true }
+        : { requirement: `sglang[all]==${version}`, extra: [], prerelease: false },
   },
   flags: {
     // --tp-size, its alias --tensor-parallel-size, and --tp (argparse takes it for --tp-size).
@@ -37,11 +45,15 @@ export const sglang: Engine = {
   readiness: (base) => [`${base}/health`, `${base}/v1/models`],
   capacity: ({ args }) => {
     const set = Number(flagValue(args, ["--max-running-requests"]));
+    // Unset, SGLang sizes its request pool from the KV cache: clamp(KV tokens / context length × 512,
+    // 2048, 4096) (python/sglang/srt/model_executor/model_runner.py); the cache's size is known only
+    // once loaded, so inferd assumes the floor.
     return set > 0
       ? { slots: set, why: "--max-running-requests in its command" }
-      : { slots: 256, why: "SGLang's default --max-running-requests" };
+      : { slots: 2048, why: "SGLang's request pool when --max-running-requests is unset (2048–4096 by KV cache)" };
   },
-  routes: () => ({ tokenize: "generate" }),
+  // /v1/responses since 0.5.0 (http_server.py); older versions answer 404 and inferd translates.
+  routes: (version) => ({ responses: version === undefined ? undefined : atLeast(version, "0.5.0"), tokenize: "generate" }),
   toolsOn: (args) => args.some((a) => a === "--tool-call-parser" || a.startsWith("--tool-call-parser=")),
   /**
    * The command as given (e.g. `python3 -m sglang.launch_server --model-path …`) with the same port

@@ -3,12 +3,17 @@ import type { LaunchContext } from "../../agent/runtimes/types";
 
 /**
  * A launcher's context for unit tests: a replica of a workload on `backend` with `gpuIndices`
- * (none by default), nothing installed but what `which` finds, port 9000.
+ * (none by default) and `config` (none), nothing installed but what `which` finds, port 9000.
  * @example ollama.launch(launchContext("ollama", { gpuIndices: [1] }))
  */
 export function launchContext(
   backend: string,
-  opts: { gpuIndices?: number[]; env?: Record<string, string>; which?: (cmd: string) => string | null } = {},
+  opts: {
+    gpuIndices?: number[];
+    env?: Record<string, string>;
+    which?: (cmd: string) => string | null;
+    config?: Record<string, unknown>;
+  } = {},
 ): LaunchContext {
   const gpuIndices = opts.gpuIndices ?? [];
   return {
@@ -21,7 +26,7 @@ export function launchContext(
         backend,
         model_name: "m",
         task_type: "text2text",
-        config: {},
+        config: opts.config ?? {},
       },
       concurrency: 1,
       gpus: Math.max(1, gpuIndices.length),

@@ -41,6 +41,10 @@ export const CONNECT_FLAGS = [
   "--data-parallel-address",
   "--master-addr",
   "--dist-init-addr",
+  // llama.cpp's -dr pulls a model from a Docker registry (common/arg.cpp, 2025 builds): an address
+  // inferd cannot check the way it checks -mu/-mmu URLs.
+  "-dr",
+  "--docker-repo",
 ];
 
 /**
@@ -116,4 +120,4 @@ export const FILE_FLAGS: Record<PolicyFamily, Record<string, FileFlagKind>> = {
 };
 
 /** llama.cpp flags whose value is a URL the agent downloads a model from. */
-export const MODEL_URL_FLAGS = ["-mu", "--model-url"];
+export const MODEL_URL_FLAGS = ["-mu", "--model-url", "-mmu", "--mmproj-url"];

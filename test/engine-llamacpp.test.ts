@@ -8,11 +8,36 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { llamacpp } from "../agent/engines/llamacpp";
+import { checkLaunch, DEFAULT_FORBIDDEN_FLAGS, DEFAULT_PROGRAMS, type LaunchPolicy } from "../agent/launch-policy";
 import { writeTinyGguf } from "./fixtures/gguf";
 import { cleanup, tempDir } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 
 afterAll(cleanup);
+
+describe("what a tenant's llama-server may download (M8)", () => {
+  const policy: LaunchPolicy = {
+    programs: DEFAULT_PROGRAMS,
+    forbidden_flags: DEFAULT_FORBIDDEN_FLAGS,
+    model_paths: [],
+    tenant_installs: false,
+    tenant_multinode: false,
+    private_model_urls: false,
+  };
+  const check = (command: string) => checkLaunch(policy, "llamacpp", { command })?.setting ?? null;
+  test("a projector URL (-mmu) obeys the model-URL rules, as -mu does", () => {
+    expect(check("llama-server -mu https://10.0.0.1/m.gguf")).toContain("--allow-private-model-urls");
+    expect(check("llama-server -hf o/r -mmu https://10.0.0.1/mmproj.gguf")).toContain("--allow-private-model-urls");
+    expect(check("llama-server -hf o/r --mmproj-url http://127.0.0.1:9/x.gguf")).toContain(
+      "--allow-private-model-urls",
+    );
+    expect(check("llama-server -hf o/r -mmu https://models.example.com/mmproj.gguf")).toBeNull();
+  });
+  test("a Docker registry pull (-dr) is the operator's to allow", () => {
+    expect(check("llama-server -dr ai/smollm2")).toContain("--policy-forbidden-flags");
+    expect(check("llama-server --docker-repo ai/smollm2")).toContain("--policy-forbidden-flags");
+  });
+});
 
 describe("the key inferd sends a llama-server", () => {
   test("the first of --api-key's list, else LLAMA_API_KEY's, else --api-key-file's first line", () => {

@@ -92,8 +92,8 @@ export const ollama: Engine = {
           : { title: `ollama pull ${model}`, ollamaPull: { baseUrl: base, model } },
       ],
       daemon: bin
-      ? { key: `ollama@${base}`, argv: [bin, "serve"], env: daemonEnv, healthUrl: `${base}/api/version` }
-      : undefined,
+        ? { key: `ollama@${base}`, argv: [bin, "serve"], env: daemonEnv, healthUrl: `${base}/api/version` }
+        : undefined,
       slots: ollama.capacity({ args: [], gpus: ctx.gpus, env: ctx.env }).slots,
     };
   },

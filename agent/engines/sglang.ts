@@ -53,7 +53,10 @@ export const sglang: Engine = {
       : { slots: 2048, why: "SGLang's request pool when --max-running-requests is unset (2048–4096 by KV cache)" };
   },
   // /v1/responses since 0.5.0 (http_server.py); older versions answer 404 and inferd translates.
-  routes: (version) => ({ responses: version === undefined ? undefined : atLeast(version, "0.5.0"), tokenize: "generate" }),
+  routes: (version) => ({
+    responses: version === undefined ? undefined : atLeast(version, "0.5.0"),
+    tokenize: "generate",
+  }),
   toolsOn: (args) => args.some((a) => a === "--tool-call-parser" || a.startsWith("--tool-call-parser=")),
   /**
    * The command as given (e.g. `python3 -m sglang.launch_server --model-path …`) with the same port

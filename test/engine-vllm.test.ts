@@ -6,6 +6,7 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { vllm } from "../agent/engines/vllm";
+import { routeMissing } from "../src/dataplane/forward";
 import { runtimeEnv } from "../agent/env";
 import type { GroupSpec } from "../agent/protocol";
 import { memberPlan } from "../agent/runtimes/group";
@@ -127,5 +128,33 @@ describe("a vLLM group on machines with several network interfaces", () => {
     expect(vllm.pinned!.install("0.18.0", { args: ray, nodes: 2 }).extra).toEqual(["ray[default]"]);
     expect(vllm.pinned!.install("0.11.0", { args: ray, nodes: 2 }).extra).toEqual([]);
     expect(vllm.pinned!.install("0.18.0", { args: ["vllm", "serve", "m"], nodes: 2 }).extra).toEqual([]);
+  });
+});
+
+describe("a runtime's 404 on a route inferd asks first (/v1/messages, /v1/responses)", () => {
+  const said = async (body: string) => (await routeMissing(new Response(body, { status: 404 }))).missing;
+  test("the route is missing: FastAPI's, llama-server's or an empty 404", async () => {
+    expect(await said(JSON.stringify({ detail: "Not Found" }))).toBe(true);
+    expect(
+      await said(JSON.stringify({ error: { code: 404, message: "File Not Found", type: "not_found_error" } })),
+    ).toBe(true);
+    expect(await said("")).toBe(true);
+  });
+  test("vLLM's NotFoundError for the model (both shapes) is an answer, read back whole", async () => {
+    const nested = {
+      error: { message: "The model `x` does not exist.", type: "NotFoundError", param: "model", code: 404 },
+    };
+    const flat = {
+      object: "error",
+      message: "The model `x` does not exist.",
+      type: "NotFoundError",
+      param: null,
+      code: 404,
+    };
+    for (const body of [nested, flat]) {
+      const r = await routeMissing(new Response(JSON.stringify(body), { status: 404 }));
+      expect(r.missing).toBe(false);
+      expect(await r.answer.json()).toEqual(body);
+    }
   });
 });

@@ -29,6 +29,20 @@ function responseHeaders(upstream: Response, type: string | null, extra: Record<
   return h;
 }
 
+/**
+ * A runtime's 404 to a route it may not serve (`/v1/messages`, `/v1/responses`): `missing` when the
+ * route is not there (FastAPI's `{"detail":"Not Found"}`, llama-server's "File Not Found", an empty
+ * body), not when the route answered that the model does not exist (vLLM's NotFoundError "The model
+ * `x` does not exist.", vllm/entrypoints/openai/serving_engine.py `_check_model`), which is the
+ * client's answer (`answer`, readable again) and must not make inferd stop asking that route.
+ */
+export async function routeMissing(r: Response): Promise<{ missing: boolean; answer: Response }> {
+  const text = await r.text().catch(() => "");
+  const modelSaid =
+    /model/i.test(text) && /(does not exist|not found)/i.test(text) && !/"detail"\s*:\s*"Not Found"/.test(text);
+  return { missing: !modelSaid, answer: new Response(text, { status: r.status, headers: r.headers }) };
+}
+
 /** A 502 for a runtime that could not be reached or broke off. */
 export const upstreamFailed = (e: unknown) =>
   new AppError(

@@ -10,6 +10,7 @@ import {
   isEventStream,
   relay,
   relayTranslated,
+  routeMissing,
   upstreamFailed,
   withAffinity,
 } from "./forward";
@@ -71,7 +72,8 @@ async function messagesHeld(
         };
         const r = await target.send({ path: "/v1/messages", method: "POST", headers, body: null, json }, signal);
         if (r.status !== 404) return r;
-        await r.body?.cancel();
+        const { missing, answer } = await routeMissing(r);
+        if (!missing) return answer;
         noMessagesRoute.add(target.id);
       }
       if ("error" in translated) throw badRequest("invalid_request", translated.error);

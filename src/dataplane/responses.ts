@@ -4,7 +4,7 @@ import { badRequest } from "../errors";
 import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
-import { dispatchWith, unanswered, isEventStream, relay, relayTranslated, withAffinity } from "./forward";
+import { dispatchWith, unanswered, isEventStream, relay, relayTranslated, routeMissing, withAffinity } from "./forward";
 import { callOf } from "../call";
 import {
   chatToResponse,
@@ -62,7 +62,8 @@ async function responsesHeld(
       if (!noResponsesRoute.has(target.id)) {
         const r = await target.send({ path: "/v1/responses", method: "POST", headers, body: null, json }, signal);
         if (r.status !== 404) return r;
-        await r.body?.cancel();
+        const { missing, answer } = await routeMissing(r);
+        if (!missing) return answer;
         noResponsesRoute.add(target.id);
       }
       const translated = responsesToChat(json, w.model_name);

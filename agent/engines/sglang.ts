@@ -42,7 +42,9 @@ export const sglang: Engine = {
     apiKey: ["--api-key"],
   },
   apiKeyOf: (args) => flagValue(args, ["--api-key"]),
-  readiness: (base) => [`${base}/health`, `${base}/v1/models`],
+  // /health is 503 until warm-up ends (server_status Starting, http_server.py health_generate, 0.5.x);
+  // /v1/models answers before that.
+  readiness: (base) => [`${base}/health`],
   capacity: ({ args }) => {
     const set = Number(flagValue(args, ["--max-running-requests"]));
     // Unset, SGLang sizes its request pool from the KV cache: clamp(KV tokens / context length × 512,

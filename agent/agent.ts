@@ -3,10 +3,10 @@ import { probeMachine, realExec, type Exec } from "./gpu";
 import { SerialRunner } from "./serial";
 import { LogRing } from "./ring";
 import { Replica, type ReplicaHost } from "./replica";
-import { Supervisor, type SpawnFn, type SupervisorOptions } from "./supervisor";
+import type { SpawnFn, SupervisorOptions } from "./supervisor";
+import { SharedDaemons } from "./shared-daemons";
 import { reapStale, trackedSpawn } from "./pidfiles";
 import type { GpuInfo, MachineInfo, ReplicaReport, ReplicaSpec } from "./protocol";
-import type { LaunchPlan } from "./runtimes/types";
 import { runtimeEnv } from "./env";
 import { directPuller, type ModelPuller } from "./replica-models";
 import { LlamaGpuBuilds, npmRegistry } from "./runtimes/llama-gpu";
@@ -67,7 +67,7 @@ export function freePort(host = "127.0.0.1"): Promise<number> {
 export class Agent {
   workerId?: string;
   private replicas = new Map<string, Replica>();
-  private daemons = new Map<string, Supervisor>();
+  private readonly daemons: SharedDaemons;
   /** Telemetry: one GPU probe at a time, the next scheduled after the last ends. */
   private probes?: SerialRunner;
   private unsubscribe?: () => void;
@@ -94,6 +94,11 @@ export class Agent {
     this.runtimeBase = runtimeEnv(this.env, opts.runtimeEnv);
     this.pullModel = opts.pullModel ?? directPuller(opts.dataDir, this.env);
     this.spawn = trackedSpawn(opts.dataDir);
+    this.daemons = new SharedDaemons({
+      supervisor: { spawn: this.spawn, ...opts.supervisor },
+      env: this.runtimeBase,
+      ringFor: (key) => opts.host.ringFor(key),
+    });
     this.llamaGpu = new LlamaGpuBuilds({
       dataDir: opts.dataDir,
       registry: npmRegistry(this.env),
@@ -171,41 +176,12 @@ export class Agent {
       builtinLlama: this.opts.builtinLlama,
       gpus: () => this.gpus,
       llamaGpu: this.llamaGpu,
-      ensureDaemon: (d) => this.ensureDaemon(d),
+      ensureDaemon: (d, holder) => this.daemons.ensure(holder, d),
+      releaseDaemon: (key, holder) => this.daemons.release(holder, key),
       report: (r) => this.workerId && !this.stopped && this.opts.host.report(this.workerId, r),
       supervisor: { spawn: this.spawn, ...this.opts.supervisor },
       pullModel: this.pullModel,
     };
-  }
-
-  /** Starts a shared daemon (e.g. `ollama serve`) unless one already answers; waits until it does. */
-  private async ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>): Promise<void> {
-    const up = () =>
-      fetch(d.healthUrl, { signal: AbortSignal.timeout(2000) }).then(
-        (r) => r.ok,
-        () => false,
-      );
-    if (await up()) return;
-    let sup = this.daemons.get(d.key);
-    if (!sup || sup.state === "failed" || sup.state === "stopped") {
-      const env = { ...this.runtimeBase, ...d.env };
-      sup = new Supervisor({
-        spawn: this.spawn,
-        ...this.opts.supervisor,
-        argv: d.argv,
-        env,
-        healthUrls: [d.healthUrl],
-        ring: this.opts.host.ringFor(`daemon:${d.key}`),
-      });
-      this.daemons.set(d.key, sup);
-      sup.start();
-    }
-    const deadline = Date.now() + 60_000;
-    while (sup.state !== "ready") {
-      if (sup.state === "failed") throw new Error(`${d.argv.join(" ")} failed: ${sup.reason}`);
-      if (Date.now() > deadline) throw new Error(`${d.argv.join(" ")} did not become ready within 60 s`);
-      await Bun.sleep(100);
-    }
   }
 
   /** Stops every runtime and daemon it started (process groups; nothing is left behind). */
@@ -215,7 +191,6 @@ export class Agent {
     await Promise.all([this.probes?.stop(), this.reconciler.stop()]);
     await Promise.all([...this.replicas.values()].map((r) => r.stop()));
     this.replicas.clear();
-    await Promise.all([...this.daemons.values()].map((d) => d.stop()));
-    this.daemons.clear();
+    await this.daemons.stop();
   }
 }

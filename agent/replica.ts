@@ -26,8 +26,13 @@ export interface ReplicaHost {
   gpus?(): GpuInfo[];
   /** Gets the built-in llama.cpp runtime's GPU build for a replica and says which to load (absent: CPU/auto). */
   llamaGpu?: Pick<LlamaGpuBuilds, "prepare">;
-  /** Keeps a shared daemon (Ollama) running; resolves when it answers health. */
-  ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>): Promise<void>;
+  /**
+   * Keeps a shared daemon (Ollama) running with this replica's GPUs among its own; resolves when it
+   * answers health, with a line for the replica's log when the daemon answering is not inferd's.
+   */
+  ensureDaemon(d: NonNullable<LaunchPlan["daemon"]>, holder: string): Promise<string | undefined | void>;
+  /** This replica no longer holds the shared daemon `key` (its GPUs leave the daemon's). */
+  releaseDaemon?(key: string, holder: string): Promise<void>;
   report(r: ReplicaReport): void;
   /** Supervisor timing overrides (tests shorten them). */
   supervisor?: Partial<SupervisorOptions>;
@@ -69,6 +74,24 @@ async function servedModel(
   } catch {
     return { id: fallback };
   }
+}
+
+/** Retries `ok` (a failure counts as false) every 250 ms until it is true; throws `timeout` after 60 s, returns when `signal` aborts. */
+async function untilOk(timeout: string, signal: AbortSignal, ok: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!signal.aborted && !(await ok().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(timeout);
+    await Bun.sleep(250);
+  }
+}
+
+/** Waits `ms`; false when `signal` aborted first (or already had). */
+function sleepUnless(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve(true), ms);
+    signal.addEventListener("abort", () => (clearTimeout(t), resolve(false)), { once: true });
+  });
 }
 
 /**
@@ -376,28 +399,61 @@ export class Replica {
     return this.emit("failed", reason);
   }
 
-  /** A replica served by a shared daemon: keep the daemon up, pull the model, wait for health. */
+  /**
+   * A replica served by a shared daemon: keep the daemon up, pull the model, wait for health, load
+   * the model; then keep it loaded (ready only while the daemon has it loaded).
+   */
   private async startExternal(plan: LaunchPlan, env: Record<string, string>): Promise<void> {
     const signal = this.abort.signal;
     try {
       await this.emit("starting");
-      if (plan.daemon) await this.host.ensureDaemon(plan.daemon);
+      const note = plan.daemon && (await this.host.ensureDaemon(plan.daemon, this.spec.assignment_id));
+      if (note) this.note(note, "1;33");
       await this.emit("installing");
       await runPrep(plan.prep, env, { ring: this.ring, logFile: this.logFile }, signal, this.host.supervisor?.spawn);
       await this.emit("starting");
-      const deadline = Date.now() + 60_000;
-      for (;;) {
-        if (signal.aborted) return;
-        const ok = await Promise.any(
-          plan.healthUrls.map((u) => fetch(u, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok)),
-        ).catch(() => false);
-        if (ok) break;
-        if (Date.now() > deadline) throw new Error(`the runtime at ${plan.baseUrl} did not answer within 60 s`);
-        await Bun.sleep(250);
-      }
+      await untilOk(`the runtime at ${plan.baseUrl} did not answer within 60 s`, signal, () =>
+        Promise.any(plan.healthUrls.map((u) => fetch(u, { signal: AbortSignal.timeout(2000) }).then((r) => r.ok))),
+      );
+      if (plan.resident) await this.load(plan.resident, signal);
+      if (signal.aborted) return;
       await this.emit("ready");
+      if (plan.resident) void this.keepLoaded(plan.resident, signal);
     } catch (e) {
       if (!signal.aborted) await this.fail((e as Error).message);
+    }
+  }
+
+  /** Loads the daemon's model and waits until the daemon lists it as loaded. */
+  private load(resident: NonNullable<LaunchPlan["resident"]>, signal: AbortSignal): Promise<void> {
+    const model = this.spec.workload.model_name;
+    return untilOk(`${model} was not loaded within 60 s`, signal, async () => {
+      if (await resident.loaded(signal)) return true;
+      await resident.load(signal);
+      return resident.loaded(signal);
+    });
+  }
+
+  /**
+   * While ready, checks the model is still loaded (a daemon unloads idle models after its
+   * keep_alive, on memory pressure or on restart); when it is not, reports `starting`, loads it
+   * again and reports `ready`.
+   */
+  private async keepLoaded(resident: NonNullable<LaunchPlan["resident"]>, signal: AbortSignal): Promise<void> {
+    const every = this.host.supervisor?.healthIntervalMs ?? 5000;
+    while (await sleepUnless(every, signal)) {
+      if (await resident.loaded(signal).catch(() => false)) continue;
+      if (signal.aborted) return;
+      const why = `the daemon no longer has ${this.spec.workload.model_name} loaded: loading it again`;
+      this.note(`[inferd] ${why}`, "1;33");
+      await this.emit("starting", why);
+      try {
+        await this.load(resident, signal);
+        if (!signal.aborted) await this.emit("ready");
+      } catch (e) {
+        if (!signal.aborted) await this.fail((e as Error).message);
+        return;
+      }
     }
   }
 
@@ -423,6 +479,7 @@ export class Replica {
   private async stopProcess(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
+    if (this.plan?.daemon) await this.host.releaseDaemon?.(this.plan.daemon.key, this.spec.assignment_id);
     await this.supervisor?.stop();
     await this.head?.stop();
     this.supervisor = undefined;

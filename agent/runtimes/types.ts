@@ -47,8 +47,16 @@ export interface LaunchPlan {
   healthUrls: string[];
   /** Steps before the first start; the replica is `installing` meanwhile. */
   prep: PrepStep[];
-  /** A shared daemon to keep running for this replica (Ollama's `ollama serve`). */
-  daemon?: { key: string; argv: string[]; env: Record<string, string>; healthUrl: string };
+  /**
+   * A shared daemon to keep running for this replica (Ollama's `ollama serve`); it is started with
+   * the GPUs of every replica it serves (`gpus`: this one's).
+   */
+  daemon?: { key: string; argv: string[]; env: Record<string, string>; gpus: number[]; healthUrl: string };
+  /**
+   * A model the shared daemon may unload (Ollama's keep_alive): whether it is loaded now, and a
+   * request that loads it. The replica is ready only while it is loaded.
+   */
+  resident?: { loaded(signal: AbortSignal): Promise<boolean>; load(signal: AbortSignal): Promise<void> };
   /** The runtime's API key when its command sets `--api-key`. */
   apiKey?: string;
   /** True when the command ran the built-in llama.cpp runtime instead of llama-server. */

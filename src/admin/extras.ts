@@ -87,8 +87,7 @@ export function launchPreview(input: z.infer<typeof Preview>, policy: LaunchPoli
 
 /** Whether an Ollama daemon answers at OLLAMA_HOST. */
 async function ollamaStatus(): Promise<{ url: string; running: boolean }> {
-  const a = ollamaAddress(process.env.OLLAMA_HOST);
-  const url = `http://${a.host}:${a.port}`;
+  const { url } = ollamaAddress(process.env.OLLAMA_HOST);
   const running = await fetch(`${url}/api/version`, { signal: AbortSignal.timeout(500) }).then(
     (r) => r.ok,
     () => false,

@@ -8,22 +8,16 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { llamacpp } from "../agent/engines/llamacpp";
-import { checkLaunch, DEFAULT_FORBIDDEN_FLAGS, DEFAULT_PROGRAMS, type LaunchPolicy } from "../agent/launch-policy";
+import { checkLaunch } from "../agent/launch-policy";
 import { writeTinyGguf } from "./fixtures/gguf";
+import { tenantPolicy } from "./helpers/launch";
 import { cleanup, tempDir } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 
 afterAll(cleanup);
 
 describe("what a tenant's llama-server may download (M8)", () => {
-  const policy: LaunchPolicy = {
-    programs: DEFAULT_PROGRAMS,
-    forbidden_flags: DEFAULT_FORBIDDEN_FLAGS,
-    model_paths: [],
-    tenant_installs: false,
-    tenant_multinode: false,
-    private_model_urls: false,
-  };
+  const policy = tenantPolicy();
   const check = (command: string) => checkLaunch(policy, "llamacpp", { command })?.setting ?? null;
   test("a projector URL (-mmu) obeys the model-URL rules, as -mu does", () => {
     expect(check("llama-server -mu https://10.0.0.1/m.gguf")).toContain("--allow-private-model-urls");

@@ -6,10 +6,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sglang } from "../agent/engines/sglang";
-import { checkLaunch, DEFAULT_FORBIDDEN_FLAGS, DEFAULT_PROGRAMS, type LaunchPolicy } from "../agent/launch-policy";
+import { checkLaunch } from "../agent/launch-policy";
 import { fixtureEnv } from "./fixtures";
 import { cleanup } from "./helpers/proc";
-import { launchContext } from "./helpers/launch";
+import { launchContext, tenantPolicy } from "./helpers/launch";
 import { startServing, type Serving } from "./helpers/serving";
 
 afterAll(cleanup);
@@ -38,14 +38,7 @@ describe("the SGLang descriptor", () => {
     expect(steps("0.5.3")).toContain("--prerelease=allow");
   });
   test("`sglang serve` is a program tenants may start under the default launch policy", () => {
-    const policy: LaunchPolicy = {
-      programs: DEFAULT_PROGRAMS,
-      forbidden_flags: DEFAULT_FORBIDDEN_FLAGS,
-      model_paths: [],
-      tenant_installs: false,
-      tenant_multinode: false,
-      private_model_urls: false,
-    };
+    const policy = tenantPolicy();
     expect(checkLaunch(policy, "sglang", { command: "sglang serve --model-path org/m" })).toBeNull();
   });
 });

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { checkLaunch, DEFAULT_FORBIDDEN_FLAGS, DEFAULT_PROGRAMS, type LaunchPolicy } from "../agent/launch-policy";
+import { tenantPolicy } from "./helpers/launch";
+import { checkLaunch, type LaunchPolicy } from "../agent/launch-policy";
 import { seedProject, startTestServer, type TestServer } from "./helpers/server";
 import { joinAgent, startHost, type AgentProc, type Host } from "./helpers/agents";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
@@ -13,14 +14,7 @@ import { freePort } from "./fixtures";
  * admin token can; a policy tightened later stops a running workload it no longer allows.
  */
 const MODELS = tempDir("policy-models");
-const policy: LaunchPolicy = {
-  programs: DEFAULT_PROGRAMS,
-  forbidden_flags: DEFAULT_FORBIDDEN_FLAGS,
-  model_paths: [MODELS],
-  tenant_installs: false,
-  tenant_multinode: false,
-  private_model_urls: false,
-};
+const policy: LaunchPolicy = tenantPolicy([MODELS]);
 mkdirSync(join(MODELS, "qwen"), { recursive: true });
 writeFileSync(join(MODELS, "tiny.gguf"), "GGUF");
 symlinkSync("/etc", join(MODELS, "escape"));

@@ -1,3 +1,4 @@
+import { DEFAULT_FORBIDDEN_FLAGS, DEFAULT_PROGRAMS, type LaunchPolicy } from "../../agent/launch-policy";
 import type { ReplicaSpec } from "../../agent/protocol";
 import type { LaunchContext } from "../../agent/runtimes/types";
 
@@ -41,3 +42,13 @@ export function launchContext(
     builtinLlama: () => ({ argv: [], env: {} }),
   };
 }
+
+/** The launch policy a tenant's workload gets by default (model files from `modelPaths` only). */
+export const tenantPolicy = (modelPaths: string[] = []): LaunchPolicy => ({
+  programs: DEFAULT_PROGRAMS,
+  forbidden_flags: DEFAULT_FORBIDDEN_FLAGS,
+  model_paths: modelPaths,
+  tenant_installs: false,
+  tenant_multinode: false,
+  private_model_urls: false,
+});

@@ -13,7 +13,15 @@ export interface ModelRef {
   rewrite: "llama-m" | "none";
   /** Indices of the words this reference used (flags and values), replaced on rewrite. */
   words: number[];
+  /**
+   * llama.cpp's `-hf` also loads the repo's vision projector unless the command names one or says
+   * `--no-mmproj` (common/arg.cpp): the rewrite adds `--mmproj <file>` when the pull found one.
+   */
+  projector?: boolean;
 }
+
+/** Flags by which a llama-server command names its own projector, or turns the `-hf` one off. */
+const OWN_PROJECTOR = ["--mmproj", "-mm", "--mmproj-url", "-mmu", "--no-mmproj", "--no-mmproj-auto"];
 
 const HUB_REPO = /^[A-Za-z0-9][\w.-]*\/[\w.-]+$/;
 
@@ -38,7 +46,15 @@ function llamaRefs(words: string[]): ModelRef[] {
       file && base.kind !== "url" && base.kind !== "local"
         ? { kind: "hf-file", repo: base.repo, revision: base.revision, file: file.value }
         : base;
-    return [{ source, rewrite: "llama-m", words: [...hf.words, ...(file?.words ?? [])] }];
+    const ownProjector = words.some((w) => OWN_PROJECTOR.some((f) => w === f || w.startsWith(`${f}=`)));
+    return [
+      {
+        source,
+        rewrite: "llama-m",
+        words: [...hf.words, ...(file?.words ?? [])],
+        ...(source.kind === "hf-quant" && !ownProjector ? { projector: true } : {}),
+      },
+    ];
   }
   const m = flagAt(words, ["-m", "--model"]);
   if (m && m.value.startsWith("hf:")) return [{ source: parseSource(m.value), rewrite: "llama-m", words: m.words }];
@@ -75,13 +91,21 @@ export function modelRefs(backend: string, words: string[]): ModelRef[] {
 }
 
 /**
- * The command with each llama.cpp reference replaced by `-m <entry>` (the local file); hub repos
- * stay as written (the runtime finds them in the store through HF_HOME).
+ * The command with each llama.cpp reference replaced by `-m <entry>` (the local file), plus
+ * `--mmproj <file>` where `-hf` would have loaded the repo's projector; hub repos stay as written
+ * (the runtime finds them in the store through HF_HOME).
  * @example rewriteCommand(["llama-server", "-hf", "o/r", "-c", "512"], [{ref, entry: "/m/x.gguf"}]) // → ["llama-server", "-c", "512", "-m", "/m/x.gguf"]
  */
-export function rewriteCommand(words: string[], resolved: { ref: ModelRef; entry: string }[]): string[] {
+export function rewriteCommand(
+  words: string[],
+  resolved: { ref: ModelRef; entry: string; projector?: string }[],
+): string[] {
   const drop = new Set(resolved.filter((r) => r.ref.rewrite === "llama-m").flatMap((r) => r.ref.words));
   const out = words.filter((_, i) => !drop.has(i));
-  for (const r of resolved) if (r.ref.rewrite === "llama-m") out.push("-m", r.entry);
+  for (const r of resolved) {
+    if (r.ref.rewrite !== "llama-m") continue;
+    out.push("-m", r.entry);
+    if (r.ref.projector && r.projector) out.push("--mmproj", r.projector);
+  }
   return out;
 }

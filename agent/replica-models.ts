@@ -21,6 +21,8 @@ import type { ReplicaSpec, TransferProgress } from "./protocol";
 /** What a pull gives a replica: the path to hand the runtime and, for hub repos, the HF home holding it. */
 export interface PulledEntry {
   entry: string;
+  /** The vision projector pulled with a GGUF quant (absolute), for llama.cpp's `--mmproj`. */
+  projector?: string;
   hfHome?: string;
 }
 
@@ -81,7 +83,11 @@ export function directPuller(
       signal,
       onProgress: (p) => onProgress(toTransfer(p)),
     });
-    return { entry: pulled.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(modelsDir) } : {}) };
+    return {
+      entry: pulled.entry,
+      ...(pulled.projector ? { projector: pulled.projector } : {}),
+      ...(source.kind === "hf-repo" ? { hfHome: hfHome(modelsDir) } : {}),
+    };
   };
 }
 
@@ -113,14 +119,14 @@ export async function resolveModels(
   const words = splitCommand(command);
   const refs = modelRefs(spec.workload.backend, words).filter((r) => !leftToRuntime(r, env));
   if (refs.length === 0) return { spec, env: {} };
-  const resolved: { ref: ModelRef; entry: string }[] = [];
+  const resolved: { ref: ModelRef; entry: string; projector?: string }[] = [];
   const extra: Record<string, string> = {};
   // A tenant's workload (it carries the launch policy): its model URLs obey the address rules.
   const guard = spec.policy ? { allowPrivate: spec.policy.private_model_urls, resolve: makeResolver() } : undefined;
   for (const ref of refs) {
     hooks.onDownloading(describeSource(ref.source));
     const got = await pull(ref.source, hooks.onProgress, hooks.signal, { workload: spec.workload, guard });
-    resolved.push({ ref, entry: got.entry });
+    resolved.push({ ref, entry: got.entry, ...(got.projector ? { projector: got.projector } : {}) });
     if (got.hfHome) Object.assign(extra, { HF_HOME: got.hfHome, HF_HUB_OFFLINE: "1" });
   }
   const config = { ...spec.workload.config, command: joinCommand(rewriteCommand(words, resolved)) };

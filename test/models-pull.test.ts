@@ -69,11 +69,13 @@ describe("plans", () => {
     expect(hub.requests().filter((r) => r.path.includes("/tree/")).length).toBeGreaterThanOrEqual(3);
   });
 
-  test("by quant tag, case-insensitively; no tag is Q4_K_M as llama.cpp; mmproj never", async () => {
+  test("by quant tag, case-insensitively; no tag is Q4_K_M as llama.cpp; an mmproj is the projector, never the model", async () => {
     expect((await client().plan(parseSource(`hf:${GGUF}:q4_k_m`))).entry).toBe("Model-Q4_K_M.gguf");
     expect((await client().plan(llamaHfArg(GGUF))).entry).toBe("Model-Q4_K_M.gguf");
     // Only the projector carries Q4_K_M here: the default falls through to Q8_0, as llama.cpp does.
-    expect((await client().plan(llamaHfArg(NOQ4))).files.map((f) => f.path)).toEqual(["X-Q8_0.gguf"]);
+    const noq4 = await client().plan(llamaHfArg(NOQ4));
+    expect([noq4.entry, noq4.projector]).toEqual(["X-Q8_0.gguf", "mmproj-X-Q4_K_M.gguf"]);
+    expect(noq4.files.map((f) => f.path)).toEqual(["X-Q8_0.gguf", "mmproj-X-Q4_K_M.gguf"]);
     const err = await client()
       .plan(parseSource(`hf:${NOQ4}:Q4_K_M`))
       .catch((e) => e);
@@ -88,18 +90,23 @@ describe("plans", () => {
     ).toContain("quants there: Q4_K_M, Q6_K, Q8_0");
   });
 
-  test("a split GGUF is fetched whole, whichever part is named", async () => {
+  test("a split GGUF is fetched whole, whichever part is named (a quant with its projector, as llama.cpp's -hf)", async () => {
     const parts = [1, 2, 3].map((i) => `Model-Q6_K-0000${i}-of-00003.gguf`);
-    for (const spec of [`hf:${GGUF}:Q6_K`, `hf:${GGUF}/Model-Q6_K-00002-of-00003.gguf`]) {
-      const plan = await client().plan(parseSource(spec));
-      expect(plan.files.map((f) => f.path)).toEqual(parts);
-      expect(plan.entry).toBe(parts[0]);
-    }
+    const byQuant = await client().plan(parseSource(`hf:${GGUF}:Q6_K`));
+    expect(byQuant.files.map((f) => f.path)).toEqual([...parts, "mmproj-Model-F16.gguf"]);
+    expect(byQuant.entry).toBe(parts[0]);
+    // A file named by path is that file alone (llama.cpp's `-hff`: no projector lookup).
+    const byFile = await client().plan(parseSource(`hf:${GGUF}/Model-Q6_K-00002-of-00003.gguf`));
+    expect(byFile.files.map((f) => f.path)).toEqual(parts);
+    expect(byFile.entry).toBe(parts[0]);
+    expect(byFile.projector).toBeUndefined();
     const modelsDir = tempDir("store");
     const m = await pullModel(await client().plan(parseSource(`hf:${GGUF}:Q6_K`)), { modelsDir, hub: client() });
     expect(m.entry).toBe(join(snapshotDir(modelsDir, GGUF, hub.commit(GGUF)), parts[0]));
     for (const p of parts) expect(sha256(join(m.dir, p))).toBe(hub.file(GGUF, p).sha256);
-    expect(cdnGets().length).toBe(3);
+    expect(m.projector).toBe(join(m.dir, "mmproj-Model-F16.gguf"));
+    expect(sha256(m.projector!)).toBe(hub.file(GGUF, "mmproj-Model-F16.gguf").sha256);
+    expect(cdnGets().length).toBe(4);
   });
 
   test("revisions: a commit is used as is; an unknown one is a clear error", async () => {
@@ -186,8 +193,8 @@ describe("the store", () => {
       progressIntervalMs: 0,
       onProgress: (p) => seen.push(p),
     });
-    expect(seen[0]).toMatchObject({ bytes_done: 0, bytes_total: total, percent: 0, files_done: 0, files_total: 3 });
-    expect(seen.at(-1)).toMatchObject({ bytes_done: total, percent: 100, eta_s: 0, files_done: 3, files_total: 3 });
+    expect(seen[0]).toMatchObject({ bytes_done: 0, bytes_total: total, percent: 0, files_done: 0, files_total: 4 });
+    expect(seen.at(-1)).toMatchObject({ bytes_done: total, percent: 100, eta_s: 0, files_done: 4, files_total: 4 });
     expect(seen.every((p, i) => i === 0 || p.bytes_done >= seen[i - 1].bytes_done)).toBe(true);
     expect(seen.some((p) => p.rate_bps > 0 && p.eta_s !== null && p.eta_s > 0)).toBe(true);
   });

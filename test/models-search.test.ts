@@ -101,22 +101,29 @@ describe("searching by name", () => {
     const tiny = found.hits[0];
     expect(tiny).toMatchObject({ downloads: 900, likes: 12, gated: false, url: `${hub.url}/${TINY}`, note: null });
     const size = (...paths: string[]) => paths.reduce((s, p) => s + hub.file(TINY, p).size, 0);
-    // Smallest first; the projector is no quantisation; the three Q6_K parts are one.
-    expect(tiny.offers.map((o) => [o.label, o.source, o.files, o.size_bytes])).toEqual([
-      ["Q4_K_M", `hf:${TINY}:Q4_K_M`, 1, size("Tiny-Q4_K_M.gguf")],
-      ["Q8_0", `hf:${TINY}:Q8_0`, 1, size("Tiny-Q8_0.gguf")],
+    // Smallest first; the projector is no quantisation but comes with each one (as llama.cpp's -hf
+    // fetches it); the three Q6_K parts are one.
+    const projector = size("mmproj-Tiny-F16.gguf");
+    expect(tiny.offers.map((o) => [o.label, o.source, o.files, o.size_bytes, o.projector_bytes])).toEqual([
+      ["Q4_K_M", `hf:${TINY}:Q4_K_M`, 2, size("Tiny-Q4_K_M.gguf") + projector, projector],
+      ["Q8_0", `hf:${TINY}:Q8_0`, 2, size("Tiny-Q8_0.gguf") + projector, projector],
       [
         "Q6_K",
         `hf:${TINY}:Q6_K`,
-        3,
-        size("Tiny-Q6_K-00001-of-00003.gguf", "Tiny-Q6_K-00002-of-00003.gguf", "Tiny-Q6_K-00003-of-00003.gguf"),
+        4,
+        size("Tiny-Q6_K-00001-of-00003.gguf", "Tiny-Q6_K-00002-of-00003.gguf", "Tiny-Q6_K-00003-of-00003.gguf") +
+          projector,
+        projector,
       ],
-      ["F16", `hf:${TINY}:F16`, 1, 300 * MiB],
+      ["F16", `hf:${TINY}:F16`, 2, 300 * MiB + projector, projector],
     ]);
     expect(tiny.offers[0].fit).toMatchObject({ verdict: "gpu", needs_mib: 513 });
     expect(tiny.offers[0].fit.where).toMatch(/^GPU 0 \(NVIDIA T400\) on .+: 0\.8 GiB free$/);
-    // 300 MiB of weights, 5 % and 512 MiB of overhead do not fit on 768 MiB: this machine's RAM it is.
-    expect(tiny.offers[3].fit).toMatchObject({ verdict: "ram", needs_mib: Math.ceil(300 * 1.05 + 512) });
+    // 300 MiB of weights (and the projector), 5 % and 512 MiB of overhead do not fit on 768 MiB: this machine's RAM it is.
+    expect(tiny.offers[3].fit).toMatchObject({
+      verdict: "ram",
+      needs_mib: Math.ceil(((300 * MiB + projector) * 1.05) / MiB + 512),
+    });
     expect(tiny.offers[3].fit.where).toMatch(/^RAM of .+: [\d.]+ GiB free$/);
     const gated = found.hits.find((h) => h.id === GATED) as SearchHit;
     expect(gated.gated).toBe("manual");

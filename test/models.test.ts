@@ -59,7 +59,7 @@ beforeAll(async () => {
     repos: {
       [REPO]: ggufRepo(join(src, "tiny"), {
         name: "Tiny",
-        files: [...ggufRepoFiles("Tiny"), "Tiny-IQ4_XS.gguf"],
+        files: [...ggufRepoFiles("Tiny"), "Tiny-IQ4_XS.gguf", "Tiny-Q5_K_M.gguf"],
         sizes: {
           "Tiny-IQ4_XS.gguf": BIG,
           "Tiny-Q6_K-00001-of-00003.gguf": BIG,
@@ -90,7 +90,12 @@ describe("pulling through the API and the CLI", () => {
     const f = hub.file(REPO, "Tiny-Q4_K_M.gguf");
     expect(m.entry).toEndWith("/Tiny-Q4_K_M.gguf");
     expect(m.entry.startsWith(join(srv.dataDir, "models"))).toBe(true);
-    expect(m.files).toEqual([{ path: "Tiny-Q4_K_M.gguf", size: f.size, sha256: f.sha256 }]);
+    // The quant and the repo's vision projector, as llama.cpp's `-hf` takes them.
+    const p = hub.file(REPO, "mmproj-Tiny-F16.gguf");
+    expect(m.files).toEqual([
+      { path: "Tiny-Q4_K_M.gguf", size: f.size, sha256: f.sha256 },
+      { path: "mmproj-Tiny-F16.gguf", size: p.size, sha256: p.sha256 },
+    ]);
     expect(m.info).toMatchObject({
       format: "gguf",
       architecture: "llama",
@@ -134,13 +139,12 @@ describe("pulling through the API and the CLI", () => {
     expect(failed.reason).toContain(GATED);
     expect(failed.reason).toContain("HF_TOKEN");
     // A disk that refuses writes: the file's part is a link to /dev/full (ENOSPC).
-    const f = hub.file(REPO, "mmproj-Tiny-F16.gguf");
+    // (A file no other test here pulls: the projector comes with every quant.)
+    const f = hub.file(REPO, "Tiny-Q5_K_M.gguf");
     const part = `${blobPath(join(srv.dataDir, "models"), REPO, f.sha256!)}.part`;
     mkdirSync(dirname(part), { recursive: true });
     symlinkSync("/dev/full", part);
-    const full = await (
-      await api(srv, "/admin/models", { body: { source: `hf:${REPO}/mmproj-Tiny-F16.gguf` } })
-    ).json();
+    const full = await (await api(srv, "/admin/models", { body: { source: `hf:${REPO}/Tiny-Q5_K_M.gguf` } })).json();
     expect((await waitModel(srv, full.id, "failed")).reason).toMatch(/no space left|ENOSPC/i);
     expect((await fetch(`${srv.url}/healthz`)).status).toBe(200);
   });
@@ -192,7 +196,8 @@ describe("a workload that names a hub model", () => {
       { what: "the replica downloading with progress", timeoutMs: 20_000 },
     );
     expect(downloading.reason).toBe(`downloading hf:${REPO}:IQ4_XS`);
-    expect(downloading.progress.bytes_total).toBe(BIG);
+    const projector = hub.file(REPO, "mmproj-Tiny-F16.gguf").size;
+    expect(downloading.progress.bytes_total).toBe(BIG + projector);
     hub.throttle(null);
     await waitFor(
       async () =>
@@ -287,7 +292,7 @@ test("kill -9 in the middle of a download: the restarted inferd resumes where it
     expect(second.output()).toMatch(/resuming 1 model download$/m);
     hub.throttle(null);
     const done = await waitModel(second, m.id, "ready");
-    expect(done.size_bytes).toBe(3 * BIG);
+    expect(done.size_bytes).toBe(3 * BIG + hub.file(REPO, "mmproj-Tiny-F16.gguf").size);
     // The parts on disk were continued with Range requests, not fetched again from zero.
     const ranged = hub.requests().filter((r) => r.method === "GET" && /^bytes=[1-9]\d*-/.test(r.range ?? ""));
     expect(ranged.length).toBeGreaterThan(0);

@@ -164,7 +164,7 @@ describe("the projector of a llama.cpp model", () => {
   beforeAll(async () => {
     s = await startTestServer();
     dir = mkdtempSync(join(tmpdir(), "projector-"));
-    for (const f of ["Tiny-Q4_K_M.gguf", "mmproj-Tiny-Q8_0.gguf", "mmproj-Tiny-F16.gguf"])
+    for (const f of ["Tiny-Q4_K_M.gguf", "Tiny-BF16.gguf", "mmproj-Tiny-Q8_0.gguf", "mmproj-Tiny-F16.gguf"])
       writeFileSync(join(dir, f), "GGUF");
   });
   afterAll(async () => {
@@ -172,12 +172,13 @@ describe("the projector of a llama.cpp model", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  test("is the mmproj file beside the model (F16 first); none for a model without one; a missing model name is a 400", async () => {
+  test("is the mmproj file beside the model (the quantisation closest to the model's, as llama.cpp's -hf picks it); none for a model without one; a missing model name is a 400", async () => {
     const at = async (model: string) => (await s.admin(`/admin/projector?model=${encodeURIComponent(model)}`)).json();
     expect(await at(join(dir, "Tiny-Q4_K_M.gguf"))).toEqual({
       model: join(dir, "Tiny-Q4_K_M.gguf"),
-      projector: join(dir, "mmproj-Tiny-F16.gguf"),
+      projector: join(dir, "mmproj-Tiny-Q8_0.gguf"),
     });
+    expect((await at(join(dir, "Tiny-BF16.gguf"))).projector).toBe(join(dir, "mmproj-Tiny-F16.gguf"));
     expect((await at("/nowhere/model.gguf")).projector).toBeNull();
     expect((await at("someone/Tiny-GGUF:Q8_0")).projector).toBeNull();
     const bad = await s.admin("/admin/projector");

@@ -14,6 +14,7 @@
  */
 import {
   availableQuants,
+  bestProjector,
   ggufName,
   hasRuntimeWeights,
   isModelGguf,
@@ -285,7 +286,7 @@ export class HubClient {
     if (source.kind === "local") return planLocal(source);
     const info = await this.repoInfo(source.repo, source.revision);
     const all = await this.listFiles(source.repo, info.sha);
-    const { files, entry, quant } = this.choose(source, all);
+    const { files, entry, quant, projector } = this.choose(source, all);
     const planned = files.map((f) => ({
       path: f.path,
       size: f.size,
@@ -293,14 +294,22 @@ export class HubClient {
       url: this.fileUrl(source.repo, info.sha, f.path),
       oid: f.oid,
     }));
-    return { source, repo: source.repo, revision: info.sha, files: planned, entry, ...(quant ? { quant } : {}) };
+    return {
+      source,
+      repo: source.repo,
+      revision: info.sha,
+      files: planned,
+      entry,
+      ...(quant ? { quant } : {}),
+      ...(projector ? { projector } : {}),
+    };
   }
 
   /** Picks the files of an hf source from the repo's listing. */
   private choose(
     source: Extract<ModelSource, { repo: string }>,
     all: RepoFile[],
-  ): { files: RepoFile[]; entry: string; quant?: string } {
+  ): { files: RepoFile[]; entry: string; quant?: string; projector?: string } {
     const { repo } = source;
     const ggufs = () =>
       all
@@ -330,7 +339,14 @@ export class HubClient {
         );
       }
       const files = splitParts(all, f);
-      return { files, entry: files[0].path, quant: ggufName(f.path)?.tag || source.quant };
+      // llama.cpp's `-hf` fetches the repo's vision projector with the quant, and loads it.
+      const projector = bestProjector(all, f.path);
+      return {
+        files: projector ? [...files, projector] : files,
+        entry: files[0].path,
+        quant: ggufName(f.path)?.tag || source.quant,
+        ...(projector ? { projector: projector.path } : {}),
+      };
     }
     const files = snapshotFiles(all);
     const quants = availableQuants(all);

@@ -35,6 +35,8 @@ export interface PulledModel {
   dir: string;
   /** The absolute path to give the runtime: the GGUF (first part), the downloaded file, or the snapshot dir. */
   entry: string;
+  /** The vision projector beside the entry (absolute), when the pull took one. */
+  projector?: string;
   files: { path: string; size: number; sha256: string | null }[];
   bytes: number;
 }
@@ -125,6 +127,7 @@ function pulled(plan: PullPlan, dir: string, results: (DownloadResult | null)[] 
     revision: plan.revision,
     dir,
     entry,
+    ...(plan.projector ? { projector: join(dir, plan.projector) } : {}),
     files,
     bytes: files.reduce((a, f) => a + Math.max(0, f.size), 0),
   };

@@ -90,6 +90,44 @@ export function pickQuant<F extends NamedFile>(files: F[], quant: string, defaul
 }
 
 /**
+ * The bits of a GGUF's quantisation tag: the first number in it (Q4_K_M → 4, BF16 → 16, MXFP4 → 4),
+ * 0 when the tag has none (llama.cpp's `extract_quant_bits`, common/download.cpp).
+ * @example quantBits("mmproj-Model-F16.gguf") // → 16
+ */
+export function quantBits(path: string): number {
+  const digits = /\d+/.exec(ggufName(path)?.tag ?? "");
+  return digits ? Number(digits[0]) : 0;
+}
+
+/**
+ * The vision projector llama.cpp's `-hf` fetches beside `model`: a GGUF with `mmproj` in its name
+ * (first part when split) in the model's folder or one above it; the deepest such folder first, then
+ * the projector whose quantisation bits are closest to the model's, then listing order. This is
+ * `find_best_mmproj` (`find_best_sibling(files, model, "mmproj")`) in llama.cpp's
+ * common/download.cpp, which lists the repo as inferd does. Builds of 2025 before it (common/arg.cpp,
+ * `common_get_hf_file`) asked the hub's `/v2/<repo>/manifests/<tag>` and took its `mmprojFile`; for
+ * repos with one projector both give the same file. Undefined when the repo has none.
+ * @example bestProjector(files, "Model-Q4_K_M.gguf") // → { path: "mmproj-Model-F16.gguf", … }
+ */
+export function bestProjector<F extends NamedFile>(files: F[], model: string): F | undefined {
+  const dirOf = (p: string) => (p.includes("/") ? p.slice(0, p.lastIndexOf("/") + 1) : "");
+  const modelDir = dirOf(model);
+  const bits = quantBits(model);
+  let best: { file: F; depth: number; gap: number } | undefined;
+  for (const f of files) {
+    const name = f.path.slice(f.path.lastIndexOf("/") + 1);
+    const g = ggufName(f.path);
+    if (!g || g.index !== 1 || !/mmproj/i.test(name)) continue;
+    const dir = dirOf(f.path);
+    if (!modelDir.startsWith(dir)) continue;
+    const depth = dir.split("/").length;
+    const gap = Math.abs(quantBits(f.path) - bits);
+    if (!best || depth > best.depth || (depth === best.depth && gap < best.gap)) best = { file: f, depth, gap };
+  }
+  return best?.file;
+}
+
+/**
  * The quantisation tags of the model GGUFs in a repo (upper case, unique, in listing order), for
  * error messages that say what is there.
  * @example availableQuants(files) // → ["Q4_K_M", "Q6_K", "Q8_0"]

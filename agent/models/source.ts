@@ -231,4 +231,6 @@ export interface PullPlan {
   entry: string;
   /** The quantisation tag of the picked GGUF. */
   quant?: string;
+  /** The vision projector pulled with a quant (`mmproj-….gguf`, relative to the snapshot), as llama.cpp's `-hf` does. */
+  projector?: string;
 }

@@ -136,6 +136,7 @@ const IGNORED_VALUE_FLAGS = new Set([
   "-ctv",
   "--cache-type-v",
   "--mmproj",
+  "-mm",
   "--lora",
   "--lora-scaled",
   "-to",
@@ -193,6 +194,9 @@ const IGNORED_VALUE_FLAGS = new Set([
 
 /** Common llama-server flags without a value that have no effect here. */
 const IGNORED_SWITCHES = new Set([
+  "--no-mmproj",
+  "--mmproj-auto",
+  "--no-mmproj-auto",
   "--jinja",
   "--no-jinja",
   "--metrics",

@@ -1,5 +1,5 @@
 import { existsSync, realpathSync, rmSync } from "node:fs";
-import { join, sep } from "node:path";
+import { join, relative, sep } from "node:path";
 import type { Db } from "../db";
 import { rows } from "../db/raw";
 import { sql } from "drizzle-orm";
@@ -9,6 +9,7 @@ import { nowIso } from "../ids";
 import { DownloadLimiter } from "../../agent/models/download";
 import { HubClient, HubError } from "../../agent/models/hub";
 import { pullModel } from "../../agent/models/pull";
+import { bestProjector } from "../../agent/models/select";
 import { blobPath, hfHome, urlDir } from "../../agent/models/store";
 import { parseSource, SourceError, type ModelSource } from "../../agent/models/source";
 import { describeSource, directPuller, hubFor, toTransfer, type ModelPuller } from "../../agent/replica-models";
@@ -259,7 +260,16 @@ export class ModelManager {
         this.direct ??= directPuller(this.opts.dataDir, this.opts.env, this.limiter);
         return this.direct(source, onProgress, signal, opts);
       }
-      return { entry: row.entry, ...(source.kind === "hf-repo" ? { hfHome: hfHome(this.modelsDir) } : {}) };
+      // A quant's vision projector was pulled with it (agent/models/hub.ts): the runtime loads it too.
+      const projector =
+        source.kind === "hf-quant" && row.dir
+          ? bestProjector(JSON.parse(row.files) as { path: string }[], relative(row.dir, row.entry))
+          : undefined;
+      return {
+        entry: row.entry,
+        ...(projector && row.dir ? { projector: join(row.dir, projector.path) } : {}),
+        ...(source.kind === "hf-repo" ? { hfHome: hfHome(this.modelsDir) } : {}),
+      };
     };
   }
 

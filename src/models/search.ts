@@ -8,7 +8,7 @@ import type { Db } from "../db";
 import { AppError } from "../errors";
 import { freeMemoryNow } from "../workers/snapshot";
 import { HubError, type HubClient, type HubHit } from "../../agent/models/hub";
-import { quantGroups, snapshotFiles } from "../../agent/models/select";
+import { bestProjector, quantGroups, snapshotFiles } from "../../agent/models/select";
 import { estimateFromSize, fitOnGpus } from "./fit";
 import {
   ollamaLibraryUrl,
@@ -42,6 +42,8 @@ export interface SearchOffer {
   size_bytes: number | null;
   /** The size is reckoned from the parameter count (Ollama tags), not read from files. */
   estimated: boolean;
+  /** The vision projector a quant's pull takes with it (counted in `files` and `size_bytes`), else null. */
+  projector_bytes: number | null;
   fit: SearchFit;
 }
 
@@ -141,6 +143,7 @@ async function hubHit(fit: Fitter, hub: HubClient, hit: HubHit, gguf: boolean): 
           files: snap.length,
           size_bytes: size,
           estimated: false,
+          projector_bytes: null,
           fit: fit(size),
         },
       ],
@@ -148,14 +151,20 @@ async function hubHit(fit: Fitter, hub: HubClient, hit: HubHit, gguf: boolean): 
     };
   }
   const groups = quantGroups(files);
-  const offers = groups.map((g) => ({
-    label: g.quant || g.entry,
-    source: g.quant ? `hf:${hit.id}:${g.quant}` : `hf:${hit.id}/${g.entry}`,
-    files: g.files.length,
-    size_bytes: g.size,
-    estimated: false,
-    fit: fit(g.size),
-  }));
+  const offers = groups.map((g) => {
+    // A quant comes with the repo's vision projector, as llama.cpp's `-hf` fetches it (agent/models/hub.ts).
+    const projector = g.quant ? bestProjector(files, g.entry) : undefined;
+    const size = g.size + Math.max(0, projector?.size ?? 0);
+    return {
+      label: g.quant || g.entry,
+      source: g.quant ? `hf:${hit.id}:${g.quant}` : `hf:${hit.id}/${g.entry}`,
+      files: g.files.length + (projector ? 1 : 0),
+      size_bytes: size,
+      estimated: false,
+      projector_bytes: projector ? projector.size : null,
+      fit: fit(size),
+    };
+  });
   return { ...base, offers, note: offers.length ? null : "no GGUF model files in this repo" };
 }
 
@@ -164,7 +173,15 @@ function ollamaHit(fit: Fitter, base: string, m: OllamaLibraryModel): SearchHit 
   const offers = (m.sizes.length ? m.sizes : ["latest"]).map((tag) => {
     const params = paramsOfSize(tag);
     const size = params === null ? null : Math.round(params * Q4_K_M_BYTES_PER_PARAM);
-    return { label: tag, source: `${m.name}:${tag}`, files: 1, size_bytes: size, estimated: true, fit: fit(size) };
+    return {
+      label: tag,
+      source: `${m.name}:${tag}`,
+      files: 1,
+      size_bytes: size,
+      estimated: true,
+      projector_bytes: null,
+      fit: fit(size),
+    };
   });
   return {
     id: m.name,

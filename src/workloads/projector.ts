@@ -7,12 +7,13 @@ import { readdirSync } from "node:fs";
 import { basename, dirname, isAbsolute, join } from "node:path";
 import type { Db } from "../db";
 import { listModelRows } from "../models/service";
+import { bestProjector } from "../../agent/models/select";
 
 /** A file name that is a projector: a GGUF with `mmproj` in its name. */
 const PROJECTOR = /mmproj.*\.gguf$/i;
 
 /**
- * The projector beside a GGUF model file (an F16 one first when there are several), or null.
+ * The projector beside a GGUF model file (the quantisation closest to the model's when there are several), or null.
  * @example projectorBeside("/m/Tiny-Q4_K_M.gguf") // → "/m/mmproj-Tiny-F16.gguf"
  */
 export function projectorBeside(model: string): string | null {
@@ -23,10 +24,15 @@ export function projectorBeside(model: string): string | null {
   } catch {
     return null;
   }
-  const found = names
-    .filter((n) => PROJECTOR.test(n))
-    .sort((a, b) => Number(/f16/i.test(b)) - Number(/f16/i.test(a)) || a.localeCompare(b));
-  return found.length ? join(dirname(model), found[0]) : null;
+  // The one llama.cpp's `-hf` would take: the quantisation closest to the model's (agent/models/select.ts).
+  const found = bestProjector(
+    names
+      .filter((n) => PROJECTOR.test(n))
+      .sort()
+      .map((path) => ({ path })),
+    basename(model),
+  );
+  return found ? join(dirname(model), found.path) : null;
 }
 
 /** A model reference without `hf:`, in lower case: `hf:o/r:q4_k_m` and `o/r:Q4_K_M` compare equal. */

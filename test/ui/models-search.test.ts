@@ -14,6 +14,7 @@ import { startFakeHub, type FakeHub } from "../fixtures/hf-hub";
 import { ggufRepo, ggufRepoFiles } from "../fixtures/hf-repos";
 import { startFakeLibrary, type FakeLibrary } from "../fixtures/ollama/library";
 import { tempDir } from "../helpers/proc";
+import { bytes as bytesText } from "../../ui/lib/format";
 import { servedUi } from "../helpers/ui-suite";
 import { textMatching, until } from "../helpers/browser";
 
@@ -68,7 +69,13 @@ describe("finding a model by name", () => {
     await textMatching(page.getByTestId("search-status"), /^1 found on Hugging Face for “tiny”$/, "the search status");
     expect(await hit.textContent()).toContain("1,200 downloads · 40 likes");
     const q6 = hit.getByRole("listitem", { name: `Quant ${TINY} Q6_K` });
-    await textMatching(q6, /Q6_K\s*3\.0 MiB in 3 files\s*fits on GPU/, "the split quant's size and fit");
+    // Three parts and the repo's vision projector, which the pull takes with the quant (as llama.cpp's -hf).
+    const projector = bytesText(hub.file(TINY, "mmproj-Tiny-F16.gguf").size);
+    await textMatching(
+      q6,
+      new RegExp(`Q6_K\\s*3\\.\\d MiB in 4 files, with its vision projector \\(${projector}\\)\\s*fits on GPU`),
+      "the split quant's size and fit",
+    );
     expect(await q6.textContent()).toMatch(
       /needs ≥ 0\.5 GiB · GPU \d \(NVIDIA GeForce RTX 4090\) on .+: [\d.]+ GiB free/,
     );
@@ -84,7 +91,8 @@ describe("finding a model by name", () => {
       .waitFor();
     hub.throttle(null);
     await card.locator(".badge", { hasText: "ready" }).waitFor();
-    await textMatching(card, /llama · .* · 4\.0 MiB/, "the pulled model's shape");
+    // The quant (4 MiB) and its projector.
+    await textMatching(card, /llama · .* · 4\.\d MiB/, "the pulled model's shape");
     ui.expectNoErrors("search and pull");
   });
 

@@ -71,7 +71,9 @@ function Offer({
   const size =
     offer.size_bytes === null
       ? "size unknown"
-      : `${offer.estimated ? "~" : ""}${bytes(offer.size_bytes)}${offer.files > 1 ? ` in ${offer.files} files` : ""}`;
+      : `${offer.estimated ? "~" : ""}${bytes(offer.size_bytes)}${offer.files > 1 ? ` in ${offer.files} files` : ""}${
+          offer.projector_bytes !== null ? `, with its vision projector (${bytes(offer.projector_bytes)})` : ""
+        }`;
   const name = `${hit.id} ${offer.label}`;
   const button = (() => {
     if (backend === "ollama")

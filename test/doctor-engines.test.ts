@@ -26,7 +26,7 @@ test("installed engines with their versions; missing ones with what to do", asyn
   writeFileSync(join(dataDir, "runtimes", "sglang", "0.5.2", ".inferd-installed"), "sglang==0.5.2\n");
   const reports = await doctor(fixtureEnv({ FAKE_GPUS: "1x NVIDIA H200:143771" }), dataDir);
   const by = Object.fromEntries(reports.map((r) => [r.backend, r]));
-  expect(Object.keys(by)).toEqual(["ollama", "vllm", "vllm-omni", "sglang", "llamacpp"]);
+  expect(Object.keys(by)).toEqual(["llamacpp", "ollama", "vllm", "vllm-omni", "sglang"]);
   expect(by.vllm).toMatchObject({ version: "0.11.0", missing: [] });
   expect(by.llamacpp.version).toBe("b6620");
   expect(by.ollama.version).toBe("0.12.6");

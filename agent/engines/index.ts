@@ -10,10 +10,22 @@ import type { Engine } from "./types";
 import { vllm } from "./vllm";
 import { vllmOmni } from "./vllm-omni";
 
-/** Every engine, by its workload `backend` value. */
+/** Every engine, by its workload `backend` value, in the order the dashboard's form offers them. */
 export const ENGINES: Record<string, Engine> = Object.fromEntries(
-  [ollama, vllm, vllmOmni, sglang, llamacpp].map((e) => [e.backend, e]),
+  [llamacpp, ollama, vllm, vllmOmni, sglang].map((e) => [e.backend, e]),
 );
+
+/** What the dashboard shows of an engine (its bundle embeds these as `inferd:engines`: src/ui/bundle.ts, ui/lib/constants.ts). */
+export interface EngineFace {
+  id: string;
+  label: string;
+  hint: string;
+  command: string;
+}
+
+/** Every engine as the dashboard shows it, in the form's order. */
+export const engineFaces = (): EngineFace[] =>
+  Object.values(ENGINES).map((e) => ({ id: e.backend, label: e.label, ...e.form }));
 
 /** The engine of a backend, or undefined for an unknown one. */
 export const engineOf = (backend: string): Engine | undefined => ENGINES[backend];

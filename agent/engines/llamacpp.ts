@@ -32,6 +32,10 @@ function llamaApiKey(args: string[], env: Record<string, string | undefined>): s
 export const llamacpp: Engine = {
   backend: "llamacpp",
   label: "llama.cpp",
+  form: {
+    hint: "A GGUF model: a file on the worker, or one from Hugging Face that inferd downloads first. Without llama-server installed, inferd's built-in llama.cpp runtime serves it.",
+    command: "llama-server {gguf} -c 4096",
+  },
   // llama-server --version prints "version: 6620 (abc1234)" on stderr (common/arg.cpp).
   probe: { argv: ["llama-server", "--version"], version: (out) => /version: (\d+)/.exec(out)?.[1]?.replace(/^/, "b") },
   install:

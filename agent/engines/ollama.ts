@@ -150,6 +150,10 @@ async function loadInto(url: string, model: string, signal: AbortSignal): Promis
 export const ollama: Engine = {
   backend: "ollama",
   label: "Ollama",
+  form: {
+    hint: "A model from the Ollama library; inferd pulls it and serves it through the Ollama daemon.",
+    command: "",
+  },
   // "ollama version is 0.12.6", or "Warning: client version is 0.12.6" when no daemon answers.
   probe: { argv: ["ollama", "--version"], version: (out) => /version is (\d+\.\d+[\w.+-]*)/.exec(out)?.[1] },
   install: "install Ollama (https://ollama.com/download); inferd starts `ollama serve` when it is not running",

@@ -12,6 +12,10 @@ import { atLeast } from "./version";
 export const sglang: Engine = {
   backend: "sglang",
   label: "SGLang",
+  form: {
+    hint: "A Hugging Face model served by SGLang.",
+    command: "python3 -m sglang.launch_server --model-path {model}",
+  },
   probe: {
     argv: ["python3", "-c", "import sglang; print(sglang.__version__)"],
     version: (out) => /^(\d+\.\d+[\w.+-]*)\s*$/m.exec(out)?.[1],

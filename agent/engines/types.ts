@@ -52,6 +52,12 @@ export interface Engine {
   backend: string;
   /** Its name in words ("vLLM"). */
   label: string;
+  /**
+   * How the dashboard's workload form offers it: a line on what it serves, and the command a new
+   * workload starts from (`{model}`: the model name as typed; `{gguf}`: llama.cpp's model flags;
+   * "" when it runs no command). The dashboard's bundle reads this (src/ui/bundle.ts).
+   */
+  form: { hint: string; command: string };
   /** How `inferd doctor --engines` finds its version on this machine: a command and how to read its output (stdout and stderr). */
   probe: { argv: string[]; version: (out: string) => string | undefined };
   /** How to install it, in words a user can act on. */

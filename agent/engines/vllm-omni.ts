@@ -11,6 +11,7 @@ export const vllmOmni: Engine = {
   ...vllm,
   backend: "vllm-omni",
   label: "vLLM-Omni",
+  form: { hint: "vLLM for image, audio and video generation models.", command: "vllm serve {model} --omni" },
   probe: {
     argv: ["python3", "-c", "import vllm_omni; print(vllm_omni.__version__)"],
     version: (out) => /^(\d+\.\d+[\w.+-]*)\s*$/m.exec(out)?.[1],

@@ -44,6 +44,7 @@ export const launchVllm =
 export const vllm: Engine = {
   backend: "vllm",
   label: "vLLM",
+  form: { hint: "A Hugging Face model on NVIDIA or AMD GPUs.", command: "vllm serve {model}" },
   probe: { argv: ["vllm", "--version"], version: (out) => /^(\d+\.\d+[\w.+-]*)\s*$/m.exec(out)?.[1] },
   install: "pip install vllm (or uv pip install vllm), or set vllm_version on the workload and inferd installs it",
   family: "vllm",

@@ -7,6 +7,7 @@
 import type { Db } from "../db";
 import { AppError } from "../errors";
 import { freeMemoryNow } from "../workers/snapshot";
+import { ENGINES } from "../../agent/engines";
 import { HubError, type HubClient, type HubHit } from "../../agent/models/hub";
 import { bestProjector, quantGroups, snapshotFiles } from "../../agent/models/select";
 import { estimateFromSize, fitOnGpus } from "./fit";
@@ -18,10 +19,10 @@ import {
   type OllamaLibraryModel,
 } from "./ollama-library";
 
-/** Backends a search is for; they decide where it looks and what a hit offers. */
-export const SEARCH_BACKENDS = ["llamacpp", "vllm", "vllm-omni", "sglang", "ollama"] as const;
-/** A backend a search is for. */
-export type SearchBackend = (typeof SEARCH_BACKENDS)[number];
+/** Backends a search is for (every engine); they decide where it looks and what a hit offers. */
+export const SEARCH_BACKENDS = Object.keys(ENGINES);
+/** A backend a search is for: `llamacpp` looks for GGUF repos, `ollama` in its library, the others for safetensors repos. */
+export type SearchBackend = string;
 
 /** Whether a model of some size fits here: on one GPU (or all of a worker's), in RAM, not at all, or unknown (no worker, no size). */
 export interface SearchFit {

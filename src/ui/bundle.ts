@@ -5,6 +5,8 @@
  */
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
+import type { BunPlugin } from "bun";
+import { engineFaces } from "../../agent/engines";
 
 /** URL prefix of the hashed, immutable dashboard files. */
 export const ASSET_PREFIX = "/assets/";
@@ -15,6 +17,21 @@ export interface UiFile {
   bytes: Uint8Array<ArrayBuffer>;
   type: string;
 }
+
+/**
+ * The module `inferd:engines` the dashboard imports: every engine's label, hint and starting command
+ * from its descriptor (agent/engines), so a new engine shows in the workload form without a UI edit.
+ */
+const enginesModule: BunPlugin = {
+  name: "inferd-engines",
+  setup(build) {
+    build.onResolve({ filter: /^inferd:engines$/ }, () => ({ path: "engines", namespace: "inferd" }));
+    build.onLoad({ filter: /.*/, namespace: "inferd" }, () => ({
+      contents: `export const ENGINE_FACES = ${JSON.stringify(engineFaces())};`,
+      loader: "js",
+    }));
+  },
+};
 
 /** Bundles `<root>/ui/index.html` for browsers (minified, code-split, no source maps). */
 export async function buildUi(root: string): Promise<UiFile[]> {
@@ -27,6 +44,7 @@ export async function buildUi(root: string): Promise<UiFile[]> {
     minify: true,
     sourcemap: "none",
     define: { "process.env.NODE_ENV": JSON.stringify("production") },
+    plugins: [enginesModule],
     throw: true,
   });
   const files: UiFile[] = [];

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { uiRoutes, CSP } from "../../src/ui/routes";
 import { buildUi, uiModules, type UiFile } from "../../src/ui/bundle";
 import { repoRoot } from "../helpers/proc";
+import { ENGINES, engineFaces } from "../../agent/engines";
 
 /**
  * The dashboard's host-side handler: index.html for every client route (no-cache, CSP), hashed
@@ -85,6 +86,20 @@ describe("building ui/", () => {
     for (const ref of refs) {
       const r = await real.handle(new Request(`http://inferd.test${ref}`));
       expect(r.status).toBe(200);
+    }
+  });
+
+  test("the workload form's backends come from the engines' descriptors, embedded at build time", async () => {
+    const files = await buildUi(repoRoot);
+    const js = files
+      .filter((f) => f.url.endsWith(".js"))
+      .map((f) => new TextDecoder().decode(f.bytes))
+      .join("\n");
+    const faces = engineFaces();
+    expect(faces.map((f) => f.id)).toEqual(Object.keys(ENGINES));
+    for (const f of faces) {
+      expect(js).toContain(JSON.stringify(f.hint));
+      if (f.command) expect(js).toContain(JSON.stringify(f.command));
     }
   });
 

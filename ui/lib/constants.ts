@@ -1,25 +1,12 @@
 /** The admin API's choices, with the words the dashboard shows for them (the server checks them). */
+import { ENGINE_FACES } from "inferd:engines";
 import { llamaModelArgs } from "./model-ref";
 
-/** Backends, in the order the form offers them. */
-export const BACKENDS = [
-  {
-    id: "llamacpp",
-    label: "llama.cpp",
-    hint: "A GGUF model: a file on the worker, or one from Hugging Face that inferd downloads first. Without llama-server installed, inferd's built-in llama.cpp runtime serves it.",
-  },
-  {
-    id: "ollama",
-    label: "Ollama",
-    hint: "A model from the Ollama library; inferd pulls it and serves it through the Ollama daemon.",
-  },
-  { id: "vllm", label: "vLLM", hint: "A Hugging Face model on NVIDIA or AMD GPUs." },
-  { id: "vllm-omni", label: "vLLM-Omni", hint: "vLLM for image, audio and video generation models." },
-  { id: "sglang", label: "SGLang", hint: "A Hugging Face model served by SGLang." },
-] as const;
+/** Backends, in the order the form offers them: from the engines' descriptors (agent/engines), embedded when the dashboard is bundled. */
+export const BACKENDS = ENGINE_FACES;
 
-/** The backend ids. */
-export type Backend = (typeof BACKENDS)[number]["id"];
+/** A backend id (the server checks it). */
+export type Backend = string;
 
 /** Task types with their labels. */
 export const TASK_TYPES: [string, string][] = [
@@ -73,17 +60,6 @@ export const PLAYGROUND_TASKS = new Set(["text2text", "image2text", "embedding",
 
 /** The command a backend starts from, before the user edits it; `ref` is a llama.cpp model reference. */
 export function defaultCommand(backend: string, model: string, ref = ""): string {
-  const m = model.trim() || "<model>";
-  switch (backend) {
-    case "llamacpp":
-      return `llama-server ${llamaModelArgs(ref)} -c 4096`;
-    case "sglang":
-      return `python3 -m sglang.launch_server --model-path ${m}`;
-    case "vllm-omni":
-      return `vllm serve ${m} --omni`;
-    case "vllm":
-      return `vllm serve ${m}`;
-    default:
-      return "";
-  }
+  const template = BACKENDS.find((b) => b.id === backend)?.command ?? "";
+  return template.replace("{model}", model.trim() || "<model>").replace("{gguf}", llamaModelArgs(ref));
 }

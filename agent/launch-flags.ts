@@ -4,7 +4,7 @@
  * take a file or directory path, per runtime family. Spelled as the runtimes' argparse spells them.
  */
 /** Backend families that run a command (Ollama runs none: its daemon pulls a model by name). */
-export const POLICY_FAMILIES = ["vllm", "sglang", "llamacpp"] as const;
+export const POLICY_FAMILIES = ["vllm", "sglang", "llamacpp", "custom"] as const;
 export type PolicyFamily = (typeof POLICY_FAMILIES)[number];
 
 /** The operator's rules for tenant workloads. */
@@ -117,6 +117,8 @@ export const FILE_FLAGS: Record<PolicyFamily, Record<string, FileFlagKind>> = {
     "--slot-save-path",
     "--log-file",
   ]),
+  // A custom server's flags are its own: every path-shaped word is judged as a path (inside the model dirs).
+  custom: {},
 };
 
 /** llama.cpp flags whose value is a URL the agent downloads a model from. */

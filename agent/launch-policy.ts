@@ -26,6 +26,7 @@ export const POLICY_SETTINGS = {
   vllm: { flag: "--policy-vllm-programs", env: "INFERD_POLICY_VLLM_PROGRAMS" },
   sglang: { flag: "--policy-sglang-programs", env: "INFERD_POLICY_SGLANG_PROGRAMS" },
   llamacpp: { flag: "--policy-llamacpp-programs", env: "INFERD_POLICY_LLAMACPP_PROGRAMS" },
+  custom: { flag: "--policy-custom-programs", env: "INFERD_POLICY_CUSTOM_PROGRAMS" },
   forbidden_flags: { flag: "--policy-forbidden-flags", env: "INFERD_POLICY_FORBIDDEN_FLAGS" },
   model_paths: { flag: "--policy-model-paths", env: "INFERD_POLICY_MODEL_PATHS" },
   tenant_installs: { flag: "--policy-tenant-installs", env: "INFERD_POLICY_TENANT_INSTALLS" },
@@ -38,6 +39,8 @@ export const DEFAULT_PROGRAMS: Record<PolicyFamily, string[]> = {
   vllm: ["vllm serve", "python -m vllm.entrypoints.openai.api_server", "python3 -m vllm.entrypoints.openai.api_server"],
   sglang: ["python -m sglang.launch_server", "python3 -m sglang.launch_server", "sglang serve"],
   llamacpp: ["llama-server"],
+  // A custom server runs a program of the operator's choice: none for tenants until the operator names one.
+  custom: [],
 };
 
 /**
@@ -188,8 +191,15 @@ export function checkLaunch(
   }
   const words = splitCommand(String(config.command ?? ""));
   const matched = matchProgram(words, policy.programs[family]);
+  if ("word" in matched && policy.programs[family].length === 0)
+    return {
+      word: matched.word,
+      field: "config.command",
+      setting: settingText(family),
+      message: `config.command: "${matched.word}" is not allowed: a ${backend} workload runs a program of the operator's choice, and tenants may run one only when the operator allows its program with ${settingText(family)}`,
+    };
   if ("word" in matched) {
-    const allowed = policy.programs[family].map((p) => `"${p}"`).join(", ") || "none";
+    const allowed = policy.programs[family].map((p) => `"${p}"`).join(", ");
     return {
       word: matched.word,
       field: "config.command",
@@ -272,6 +282,8 @@ function fileKind(c: ArgContext, name: string): FileFlagKind | undefined {
 /** One flag with its value (if any): address, forbidden, file and URL rules. */
 function checkFlag(c: ArgContext, word: string, name: string, value: string | undefined): PolicyViolation | null {
   const address = matchFlag(name, ADDRESS_FLAGS);
+  // A custom server listens where inferd says: `--port {port}` is the place the port goes.
+  if (address && c.family === "custom" && (value === "{port}" || value === "{host}")) return null;
   if (address) {
     return {
       word,

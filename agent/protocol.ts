@@ -149,6 +149,8 @@ export const ReplicaReportSchema = z.object({
   served_model: text().optional(),
   /** The runtime's own API key (its command's `--api-key`), sent upstream as Bearer; never shown. */
   api_key: text().optional(),
+  /** A custom server's routes: inferd's route under `/v1/` → its own path (agent/engines/custom.ts). */
+  paths: z.record(text(), text()).optional(),
   /** While `downloading`: how far the model pull is. */
   progress: TransferProgressSchema.optional(),
   /** The compute backend that really runs, once ready, when the runtime says (built-in llama.cpp: "CUDA", "CPU (GPU build unavailable: …)"). */

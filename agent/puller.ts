@@ -1,5 +1,6 @@
 import type { RemoteHostLink } from "./remote";
 import type { ReplicaReport, WorkMessage } from "./protocol";
+import { notServed, runtimePath } from "./engines/custom";
 
 /**
  * Why the agent answered a request itself (the `x-inferd-failure` header): the runtime could not be
@@ -95,14 +96,19 @@ export class WorkPuller {
       ).catch(() => {});
       return;
     }
+    // A custom server serves only its routes, each at its own path (./engines/custom.ts).
+    const path = runtimePath(replica.paths, item.path);
     let res: Response;
     try {
-      res = await fetch(replica.base_url + item.path, {
-        method: item.method,
-        headers: replica.api_key ? { ...item.headers, authorization: `Bearer ${replica.api_key}` } : item.headers,
-        body: item.body_b64 === null ? undefined : Buffer.from(item.body_b64, "base64"),
-        signal: upstream.signal,
-      });
+      res =
+        path === null
+          ? notServed()
+          : await fetch(replica.base_url + path, {
+              method: item.method,
+              headers: replica.api_key ? { ...item.headers, authorization: `Bearer ${replica.api_key}` } : item.headers,
+              body: item.body_b64 === null ? undefined : Buffer.from(item.body_b64, "base64"),
+              signal: upstream.signal,
+            });
     } catch (e) {
       const msg = JSON.stringify({
         error: { code: "upstream_unavailable", message: `the model runtime did not answer: ${(e as Error).message}` },

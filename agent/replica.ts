@@ -159,9 +159,12 @@ export class Replica {
       const fallback = this.spec.workload.model_name;
       r.base_url = this.plan.baseUrl;
       if (this.plan.apiKey) r.api_key = this.plan.apiKey;
-      const served = this.plan.argv
-        ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey)
-        : { id: fallback };
+      if (this.plan.paths) r.paths = this.plan.paths;
+      // A custom server has no /v1/models to ask: it serves the workload's model name.
+      const served =
+        this.plan.argv && !this.plan.paths
+          ? await servedModel(this.plan.baseUrl, fallback, this.plan.apiKey)
+          : { id: fallback };
       r.served_model = served.id;
       if (served.backend) r.backend = served.backend;
       if (this.stopped || this.state !== "ready") return;

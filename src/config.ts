@@ -349,6 +349,13 @@ export const SETTINGS = {
     default: DEFAULT_PROGRAMS.llamacpp,
     description: "Launch policy: command prefixes a tenant's llama.cpp workload may start with.",
   },
+  policyCustomPrograms: {
+    ...P.custom,
+    kind: "list",
+    default: DEFAULT_PROGRAMS.custom,
+    description:
+      "Launch policy: programs a tenant's custom-server workload may start with (none by default: custom servers are the operator's).",
+  },
   policyForbiddenFlags: {
     ...P.forbidden_flags,
     kind: "list",

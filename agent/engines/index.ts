@@ -3,6 +3,7 @@
  * (descriptor and launcher) and one line here, plus the fake that stands for it in test/fixtures.
  */
 import { flagValue } from "../command";
+import { custom } from "./custom";
 import { llamacpp } from "./llamacpp";
 import { ollama } from "./ollama";
 import { sglang } from "./sglang";
@@ -12,7 +13,7 @@ import { vllmOmni } from "./vllm-omni";
 
 /** Every engine, by its workload `backend` value, in the order the dashboard's form offers them. */
 export const ENGINES: Record<string, Engine> = Object.fromEntries(
-  [llamacpp, ollama, vllm, vllmOmni, sglang].map((e) => [e.backend, e]),
+  [llamacpp, ollama, vllm, vllmOmni, sglang, custom].map((e) => [e.backend, e]),
 );
 
 /** What the dashboard shows of an engine (its bundle embeds these as `inferd:engines`: src/ui/bundle.ts, ui/lib/constants.ts). */
@@ -21,11 +22,19 @@ export interface EngineFace {
   label: string;
   hint: string;
   command: string;
+  /** Whether the workload form offers it (its workloads can be made there). */
+  offered: boolean;
 }
 
 /** Every engine as the dashboard shows it, in the form's order. */
 export const engineFaces = (): EngineFace[] =>
-  Object.values(ENGINES).map((e) => ({ id: e.backend, label: e.label, ...e.form }));
+  Object.values(ENGINES).map((e) => ({
+    id: e.backend,
+    label: e.label,
+    hint: e.form?.hint ?? "",
+    command: e.form?.command ?? "",
+    offered: !!e.form,
+  }));
 
 /** The engine of a backend, or undefined for an unknown one. */
 export const engineOf = (backend: string): Engine | undefined => ENGINES[backend];

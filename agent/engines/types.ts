@@ -5,6 +5,7 @@
  * environment it reads, the routes it serves itself, and the fake that stands for it in tests. Every
  * place that used to ask "which backend is this?" asks the descriptor instead.
  */
+import type { z } from "zod";
 import type { PolicyFamily } from "../launch-flags";
 import type { Launcher } from "../runtimes/types";
 
@@ -55,9 +56,10 @@ export interface Engine {
   /**
    * How the dashboard's workload form offers it: a line on what it serves, and the command a new
    * workload starts from (`{model}`: the model name as typed; `{gguf}`: llama.cpp's model flags;
-   * "" when it runs no command). The dashboard's bundle reads this (src/ui/bundle.ts).
+   * "" when it runs no command). The dashboard's bundle reads this (src/ui/bundle.ts). Absent: the
+   * form does not offer it (its workloads are made through the API).
    */
-  form: { hint: string; command: string };
+  form?: { hint: string; command: string };
   /** How `inferd doctor --engines` finds its version on this machine: a command and how to read its output (stdout and stderr). */
   probe: { argv: string[]; version: (out: string) => string | undefined };
   /** How to install it, in words a user can act on. */
@@ -76,6 +78,10 @@ export interface Engine {
   programs: string[];
   /** The workload config field that pins a version (`vllm_version`) and how that version is installed. */
   pinned?: { field: string; install: (version: string, launch: { args: string[]; nodes: number }) => PinnedInstall };
+  /** Config fields of its workloads beyond `command` and the pinned version (a field here replaces the default `command` rule). */
+  config?: Record<string, z.ZodType>;
+  /** What is wrong with a workload's config beyond its fields' own rules (the field, and why), or undefined. */
+  configProblem?(config: Record<string, unknown>): { field: string; message: string } | undefined;
   flags: {
     /** Tensor-parallel size (none: the engine has no such flag). */
     tensorParallel: string[];

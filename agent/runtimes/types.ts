@@ -63,6 +63,11 @@ export interface LaunchPlan {
   builtin?: boolean;
   /** Requests the runtime serves at once (its batch capacity: -np, --max-num-seqs, …). */
   slots?: number;
+  /**
+   * A custom server's routes: inferd's route under `/v1/` → the server's own path (requests on
+   * other routes never reach it). Absent: every route is served at its own path.
+   */
+  paths?: Record<string, string>;
 }
 
 /** A backend's launcher: turns a replica spec into a launch plan. Pure apart from `ctx`. */

@@ -8,6 +8,7 @@ import { AppError, badRequest } from "../errors";
 import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
+import { routesOf } from "../../agent/engines/custom";
 import { dispatch, relay, unanswered, withAffinity, type Accounting } from "./forward";
 import { SYNC, type Ticket } from "../dispatch/queue";
 import { keyOf } from "../auth/service";
@@ -49,12 +50,32 @@ export function checkRoute(w: Workload, toggle: Toggle, what: string, jobOnlyToo
       "endpoint_disabled",
       `the ${toggle} endpoint of ${w.project_slug}/${w.slug} is switched off (${what})`,
     );
+  checkServed(w, what);
   if (!jobOnlyToo && (JOB_ONLY_TASK_TYPES as readonly string[]).includes(w.task_type)) {
     throw badRequest(
       "async_only",
       `${w.task_type} workloads are served only through async jobs: POST /endpoint/${w.project_slug}/${w.slug}/jobs`,
     );
   }
+}
+
+/** Routes inferd answers by translating to chat completions (a custom server serves them when it serves that). */
+const VIA_CHAT = new Set(["messages", "messages/count_tokens", "responses"]);
+
+/**
+ * Refuses (404 `route_not_served`) a request on a route a custom server's workload does not map to
+ * a path of its own (agent/engines/custom.ts); every other workload serves every route it has.
+ */
+function checkServed(w: Workload, what: string): void {
+  const routes = routesOf(w.config);
+  const route = /^[A-Z]+ \/v1\/(.+)$/.exec(what)?.[1];
+  if (!routes || !route || Object.hasOwn(routes, VIA_CHAT.has(route) ? "chat/completions" : route)) return;
+  const served = Object.keys(routes).map((r) => `/v1/${r}`);
+  throw new AppError(
+    404,
+    "route_not_served",
+    `${w.project_slug}/${w.slug} is a custom server that does not serve /v1/${route}${VIA_CHAT.has(route) ? " (it is answered through /v1/chat/completions)" : ""}; it serves ${served.join(", ")}`,
+  );
 }
 
 /** Reads a JSON object body of the data plane (up to the data-plane body limit). */

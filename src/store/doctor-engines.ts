@@ -101,7 +101,12 @@ export async function engineReports(
   const gpus = await probeGpus(deps.exec ?? realExec);
   const which = deps.which ?? ((c: string) => Bun.which(c, { PATH: env.PATH ?? "" }));
   const ctx = { dataDir, gpus, env, run: deps.run ?? probeExec, which };
-  return Promise.all(Object.values(ENGINES).map((e) => reportOf(e, ctx)));
+  // A custom server is whatever program its workload names: there is nothing to look for.
+  return Promise.all(
+    Object.values(ENGINES)
+      .filter((e) => e.probe.argv.length > 0)
+      .map((e) => reportOf(e, ctx)),
+  );
 }
 
 /** The reports in words: a block per engine. */

@@ -4,6 +4,7 @@ import { log } from "../log";
 import { getWorkloadById, type Workload } from "../workloads/service";
 import { workloadUsageOf } from "../keys/service";
 import type { ReplicaReport, ReplicaSpec } from "../../agent/protocol";
+import { notServed, runtimePath } from "../../agent/engines/custom";
 import { LogRing } from "../../agent/ring";
 import { uploadBytesFor, uploadStreamFor } from "../multipart";
 import { TelemetryHistory } from "./telemetry";
@@ -50,6 +51,9 @@ export function localTarget(
     capacity: concurrency,
     inFlight: 0,
     send: (req: Upstream, signal: AbortSignal) => {
+      // A custom server serves only its routes, each at its own path (agent/engines/custom.ts).
+      const path = runtimePath(report.paths, req.path);
+      if (path === null) return Promise.resolve(notServed());
       const served = report.served_model;
       let body = (
         req.body
@@ -60,7 +64,7 @@ export function localTarget(
       ) as BodyInit | null;
       if (req.json) body = JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model });
       const headers = report.api_key ? { ...req.headers, authorization: `Bearer ${report.api_key}` } : req.headers;
-      return fetch(base + req.path, { method: req.method, headers, body, signal, duplex: "half" } as RequestInit);
+      return fetch(base + path, { method: req.method, headers, body, signal, duplex: "half" } as RequestInit);
     },
   };
 }

@@ -18,6 +18,7 @@ export function policyOf(
     | "policyVllmPrograms"
     | "policySglangPrograms"
     | "policyLlamacppPrograms"
+    | "policyCustomPrograms"
     | "policyForbiddenFlags"
     | "policyModelPaths"
     | "policyTenantInstalls"
@@ -30,6 +31,7 @@ export function policyOf(
       vllm: config.policyVllmPrograms,
       sglang: config.policySglangPrograms,
       llamacpp: config.policyLlamacppPrograms,
+      custom: config.policyCustomPrograms,
     },
     forbidden_flags: config.policyForbiddenFlags,
     model_paths: config.policyModelPaths.length ? config.policyModelPaths : [join(config.dataDir, "models")],

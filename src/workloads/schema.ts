@@ -106,10 +106,16 @@ export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown
     e.backend,
     e.family === null
       ? z.strictObject({})
-      : z.strictObject({
-          command: commandOf(e.backend),
-          ...(e.pinned ? { [e.pinned.field]: Version.optional() } : {}),
-        }),
+      : z
+          .strictObject({
+            command: commandOf(e.backend),
+            ...(e.pinned ? { [e.pinned.field]: Version.optional() } : {}),
+            ...e.config,
+          })
+          .superRefine((config, ctx) => {
+            const problem = e.configProblem?.(config);
+            if (problem) ctx.addIssue({ code: "custom", path: [problem.field], message: problem.message });
+          }),
   ]),
 );
 

@@ -110,7 +110,7 @@ export function WorkloadFields({
   const set = (p: Partial<Draft>) => onChange(edit(d, p));
   return html`<fieldset class="backends">
       <legend>Backend</legend>
-      ${BACKENDS.map(
+      ${BACKENDS.filter((b) => b.offered || b.id === d.backend).map(
         (b) => html`<label class="choice">
         <input type="radio" name="backend" value=${b.id} checked=${d.backend === b.id} onChange=${() => set({ backend: b.id })} />
         <span><strong>${b.label}</strong><small>${b.hint}</small></span></label>`,

@@ -261,7 +261,7 @@ const TASK_WORDS: Record<string, string> = {
  */
 export function draftFromQuery(query: URLSearchParams): Draft {
   const asked = query.get("backend") ?? "";
-  const backend = BACKENDS.some((b) => b.id === asked) ? asked : "llamacpp";
+  const backend = BACKENDS.some((b) => b.id === asked && b.offered) ? asked : "llamacpp";
   const task = TASK_WORDS[query.get("task") ?? ""] ?? query.get("task") ?? "";
   const model = (query.get("model") ?? "").trim();
   let d = emptyDraft(backend);

@@ -12,6 +12,7 @@ import { runtimePath } from "../agent/engines/custom";
 import { tenantPolicy } from "./helpers/launch";
 import { cleanup, waitFor } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
+import { joinAgent, startHost } from "./helpers/agents";
 
 afterAll(cleanup);
 
@@ -190,4 +191,50 @@ describe("a tenant and custom servers", () => {
       await Promise.all([s.stop(), allowed.stop()]);
     }
   });
+});
+
+test("on a remote agent: the agent maps the route to the server's path, and refuses the others unasked", async () => {
+  const host = await startHost();
+  const agent = await joinAgent(host, "far");
+  try {
+    await host.admin("/admin/projects", { name: "Far", slug: "far" });
+    const live = (await (await host.admin("/admin/projects/far/keys", { name: "k", type: "live" })).json()).secret;
+    const w = await (
+      await host.admin("/admin/projects/far/workloads", { ...FORECASTER, worker_id: agent.workerId })
+    ).json();
+    await waitFor(
+      async () =>
+        (await (await host.admin(`/admin/workloads/${w.id}`)).json()).assignments[0]?.state === "ready" || undefined,
+      { what: "the remote forecaster ready", timeoutMs: 30_000, detail: agent.output },
+    );
+    const call = (path: string, body: unknown) =>
+      fetch(`${host.url}/endpoint/far/${w.slug}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${live}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const r = await call("/v1/forecast", { series: [5, 3], horizon: 2 });
+    expect(r.status).toBe(200);
+    expect((await r.json()).forecast).toEqual([1, -1]);
+    // A job of a kind it does not serve is refused by the agent's map: the job fails with the 404.
+    const sub = await call("/jobs", { kind: "embeddings", body: { input: "x" } });
+    expect(sub.status).toBe(202);
+    const { job_id } = await sub.json();
+    const job = await waitFor(
+      async () => {
+        const j = await (
+          await fetch(`${host.url}/endpoint/far/${w.slug}/jobs/${job_id}`, {
+            headers: { authorization: `Bearer ${live}` },
+          })
+        ).json();
+        return j.status === "completed" || j.status === "failed" ? j : undefined;
+      },
+      { what: "the embeddings job done", timeoutMs: 30_000 },
+    );
+    expect(job.status).toBe("failed");
+    expect(JSON.stringify(job)).toContain("404");
+  } finally {
+    await agent.stop();
+    await host.stop();
+  }
 });

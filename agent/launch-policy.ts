@@ -177,6 +177,13 @@ export function checkLaunch(
   config: Record<string, unknown>,
   opts: CheckOptions = {},
 ): PolicyViolation | null {
+  if (engineOf(backend)?.external)
+    return {
+      word: backend,
+      field: "backend",
+      setting: "the admin token",
+      message: `backend: "${backend}" forwards to an external provider with the operator's key; only the operator (the admin) creates or changes such a workload`,
+    };
   const family = familyOf(backend);
   if (!family) return null;
   for (const field of ["vllm_version", "sglang_version"]) {

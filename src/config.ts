@@ -225,6 +225,23 @@ export const SETTINGS = {
     runtime: true,
     description: "Allow webhook receivers on LAN and loopback addresses (off: public addresses only).",
   },
+  allowPrivateProviders: {
+    flag: "--allow-private-providers",
+    env: "INFERD_ALLOW_PRIVATE_PROVIDERS",
+    kind: "bool",
+    default: false,
+    description:
+      "Allow external-provider workloads at LAN and loopback addresses, and over http:// (off: https:// to public addresses only, as webhook receivers).",
+  },
+  secretsKey: {
+    flag: "--secrets-key",
+    env: "INFERD_SECRETS_KEY",
+    kind: "string",
+    default: undefined,
+    secret: true,
+    description:
+      "The key (32 bytes, base64) that encrypts the API keys of external-provider workloads at rest; unset: one made in <data-dir>/secrets.key. Cluster mode needs it, the same on every host.",
+  },
   webhookCaFile: {
     flag: "--webhook-ca-file",
     env: "INFERD_WEBHOOK_CA_FILE",

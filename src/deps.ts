@@ -15,6 +15,7 @@ import type { RemoteAgents } from "./agents/remote";
 import type { HostCert } from "./tls/hostcert";
 import type { AddressPolicy } from "./webhooks/address";
 import type { LaunchPolicy } from "../agent/launch-policy";
+import type { Providers } from "./providers/service";
 import type { ByteBudget } from "./http";
 import type { JobQuota } from "./jobs/quota";
 import type { ModelManager } from "./models/manager";
@@ -62,6 +63,8 @@ export interface AppDeps {
   startedAt: string;
   /** The launch policy for tenants' workloads (from the `--policy-*` settings). */
   policy: LaunchPolicy;
+  /** External providers' workloads: their sealed keys and the targets that call them. */
+  providers: Providers;
   /** Request-body bytes the data plane may hold at once (`--max-buffered-bytes`). */
   bodyBudget: ByteBudget;
   /** Stored job bytes per project (`--max-job-bytes-per-project`). */

@@ -78,8 +78,17 @@ export const LAYERS: Layer[] = [
   },
   {
     name: "control plane",
-    says: "workloads, models, placement, the fleet of workers, scaling, remote agents, webhooks",
-    rooms: ["src/workloads", "src/models", "src/placement", "src/workers", "src/scaling", "src/agents", "src/webhooks"],
+    says: "workloads, external providers, models, placement, the fleet of workers, scaling, remote agents, webhooks",
+    rooms: [
+      "src/workloads",
+      "src/providers",
+      "src/models",
+      "src/placement",
+      "src/workers",
+      "src/scaling",
+      "src/agents",
+      "src/webhooks",
+    ],
     ordered: true,
   },
   {

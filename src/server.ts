@@ -54,6 +54,8 @@ import { pruneRequests, RequestLog } from "./inspector/log";
 import { loadTraceExporter, Tracing } from "./tracing/tracing";
 import type { TraceExporter } from "./tracing/timeline";
 import { plural } from "./words";
+import { Providers } from "./providers/service";
+import { SecretBox } from "./providers/secrets";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
 export interface Running {
@@ -130,7 +132,13 @@ function buildServices(
       ? hub.target(worker.id, report, concurrency, workloadId)
       : localTarget(worker, report, concurrency, workloadId);
   const policy = policyOf(config);
+  const providers = new Providers(
+    store.db,
+    new SecretBox({ setting: config.secretsKey, dataDir: config.dataDir, engine: store.db.engine }),
+    () => config.allowPrivateProviders,
+  );
   const fleet = new Fleet(store.db, {
+    providers: () => providers.targets(),
     limits: { waitMs: config.queueWaitMs, maxWaiting: config.queueMax },
     makeTarget: targets,
     policy,
@@ -195,6 +203,7 @@ function buildServices(
     version: VERSION,
     startedAt: new Date().toISOString(),
     policy,
+    providers,
     bodyBudget: new ByteBudget(Math.max(config.maxBufferedBytes, config.maxDataBodyBytes)),
     jobQuota: new JobQuota(store.db, config.maxJobBytesPerProject),
     models,

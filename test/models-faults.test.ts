@@ -14,7 +14,7 @@ import { isPulled, pullModel, type PullProgress } from "../agent/models/pull";
 import { parseSource } from "../agent/models/source";
 import { blobPath, snapshotFile } from "../agent/models/store";
 import { startFakeHub, type FakeHub } from "./fixtures/hf-hub";
-import { ggufRepo } from "./fixtures/hf-repos";
+import { ggufRepo, ggufRepoFiles } from "./fixtures/hf-repos";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
 
 const GGUF = "inferd-test/Big-GGUF";
@@ -44,7 +44,12 @@ beforeAll(async () => {
   const small = { "w-Q4_K_M.gguf": new Uint8Array(4096).fill(9), "config.json": new TextEncoder().encode("{}") };
   hub = await startFakeHub({
     repos: {
-      [GGUF]: ggufRepo(join(src, "gguf"), { name: "Big", sizes: { "Big-Q8_0.gguf": BIG } }),
+      // No vision projector here: these tests count the downloads of the model's own files.
+      [GGUF]: ggufRepo(join(src, "gguf"), {
+        name: "Big",
+        files: ggufRepoFiles("Big").filter((f) => !f.startsWith("mmproj")),
+        sizes: { "Big-Q8_0.gguf": BIG },
+      }),
       [GATED]: { files: small, gated: true },
       [GATED_FILES]: { files: small, gated: "files" },
       [PRIVATE]: { files: small, private: true },

@@ -4,6 +4,7 @@
  */
 import { flagValue } from "../command";
 import { custom } from "./custom";
+import { anthropicProvider, openaiProvider } from "./providers";
 import { llamacpp } from "./llamacpp";
 import { ollama } from "./ollama";
 import { sglang } from "./sglang";
@@ -13,7 +14,7 @@ import { vllmOmni } from "./vllm-omni";
 
 /** Every engine, by its workload `backend` value, in the order the dashboard's form offers them. */
 export const ENGINES: Record<string, Engine> = Object.fromEntries(
-  [llamacpp, ollama, vllm, vllmOmni, sglang, custom].map((e) => [e.backend, e]),
+  [llamacpp, ollama, vllm, vllmOmni, sglang, custom, openaiProvider, anthropicProvider].map((e) => [e.backend, e]),
 );
 
 /** What the dashboard shows of an engine (its bundle embeds these as `inferd:engines`: src/ui/bundle.ts, ui/lib/constants.ts). */

@@ -66,6 +66,11 @@ export interface Engine {
   install: string;
   /** Whose flag tables the launch policy applies to its command (null: it runs no command). */
   family: PolicyFamily | null;
+  /**
+   * An external provider the host calls itself (nothing launched, no worker placed): which API it
+   * speaks. Absent for engines inferd runs.
+   */
+  external?: "openai" | "anthropic";
   /** Whether placement must give it a GPU (it cannot run on CPU). */
   needsGpu: boolean;
   /** The share of each GPU's memory it takes up front whatever the model, from its command (none: it takes what the model needs). */

@@ -18,14 +18,19 @@ export interface Accounting {
 }
 
 /**
- * The headers of the client's answer: the runtime's content type (`type`, read once) and cache
- * control, the only ones worth passing on (its request id is inferd's own, set by the app), over `extra`.
+ * The headers of the client's answer: the runtime's content type (`type`, read once), cache
+ * control and Retry-After (an external provider's 429), the only ones worth passing on (its request
+ * id is inferd's own, set by the app), over `extra`.
  */
 function responseHeaders(upstream: Response, type: string | null, extra: Record<string, string> = {}): Headers {
   const h = new Headers(extra);
   if (type) h.set("content-type", type);
   const cache = upstream.headers.get("cache-control");
   if (cache) h.set("cache-control", cache);
+  if (upstream.status === 429 || upstream.status === 503) {
+    const after = upstream.headers.get("retry-after");
+    if (after) h.set("retry-after", after);
+  }
   return h;
 }
 

@@ -1,6 +1,7 @@
 import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { AppError, badRequest } from "../errors";
+import { engineOf } from "../../agent/engines";
 import { accounting, syncTicket, checkRoute, readJsonObject, runOnBase } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
@@ -34,7 +35,9 @@ async function anthropicError(r: Response): Promise<Response> {
     body = JSON.parse(text);
   } catch {}
   const e = chatErrorToAnthropic(r.status, body);
-  return Response.json(e.body, { status: e.status });
+  // A rate limit's wait (an external provider's) is the client's to honour.
+  const after = r.headers.get("retry-after");
+  return Response.json(e.body, { status: e.status, headers: after ? { "retry-after": after } : {} });
 }
 
 /**
@@ -52,6 +55,7 @@ async function messagesHeld(
   w: Workload,
   json: Record<string, unknown>,
 ): Promise<Response> {
+  refuseForeignMessages(w);
   // Answers name the model as /v1/models does first, whichever name or alias the client used.
   const servedName = w.model_name;
   const translated = messagesToChat(json, w.model_name);
@@ -59,12 +63,14 @@ async function messagesHeld(
   let viaChat = false;
   let inputTokens: number | undefined;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
+  // What the engine says of its own Messages route: false sends it to chat completions at once.
+  const native = engineOf(w.backend)?.routes(undefined).messages;
   const got = await dispatchWith(
     deps.fleet.dispatcher,
     w.id,
     request.signal,
     async (target, signal) => {
-      if (!noMessagesRoute.has(target.id)) {
+      if (native !== false && !noMessagesRoute.has(target.id)) {
         const headers = {
           "content-type": "application/json",
           accept: stream ? "text/event-stream" : "application/json",
@@ -150,12 +156,28 @@ export async function countTokensRoute(deps: DataplaneDeps, request: Request, ba
   }
 }
 
+/**
+ * The contract's 501 (`api_error`) on `/v1/messages` for a workload forwarding to an external
+ * provider that does not speak Anthropic's Messages API (an OpenAI-compatible one): its requests
+ * are the provider's to answer, and inferd does not rewrite them into another API for it.
+ */
+function refuseForeignMessages(w: Workload): void {
+  const engine = engineOf(w.backend);
+  if (engine?.external && engine.routes(undefined).messages === false)
+    throw new AppError(
+      501,
+      "provider_without_messages",
+      `${w.project_slug}/${w.slug} forwards to an external provider (${engine.label}) that does not speak Anthropic's Messages API: call /v1/chat/completions instead`,
+    );
+}
+
 async function countHeld(
   deps: DataplaneDeps,
   request: Request,
   w: Workload,
   json: Record<string, unknown>,
 ): Promise<Response> {
+  refuseForeignMessages(w);
   const translated = messagesToChat({ ...json, max_tokens: 1, stream: false }, w.model_name);
   if ("error" in translated) throw badRequest("invalid_request", translated.error);
   const { max_tokens: _max, ...chat } = translated.body;

@@ -1,6 +1,7 @@
 import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { badRequest } from "../errors";
+import { engineOf } from "../../agent/engines";
 import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
@@ -54,12 +55,14 @@ async function responsesHeld(
   headers["x-request-id"] = callOf(request).id;
   let viaChat = false;
   const acct = accounting(deps, request, keyOf(request).id, w, json);
+  // What the engine says of its own Responses route: false sends it to chat completions at once.
+  const native = engineOf(w.backend)?.routes(undefined).responses;
   const got = await dispatchWith(
     deps.fleet.dispatcher,
     w.id,
     request.signal,
     async (target, signal) => {
-      if (!noResponsesRoute.has(target.id)) {
+      if (native !== false && !noResponsesRoute.has(target.id)) {
         const r = await target.send({ path: "/v1/responses", method: "POST", headers, body: null, json }, signal);
         if (r.status !== 404) return r;
         const { missing, answer } = await routeMissing(r);

@@ -232,6 +232,16 @@ export const assignments = pgTable(
   (t) => [index("assignments_workload").on(t.workloadId), index("assignments_worker").on(t.workerId)],
 );
 
+/** The secret an external provider's workload calls it with, encrypted (see ./schema.ts). */
+export const workloadSecrets = pgTable("workload_secrets", {
+  workloadId: text("workload_id")
+    .primaryKey()
+    .references(() => workloads.id, { onDelete: "cascade" }),
+  sealed: text("sealed").notNull(),
+  hint: text("hint").notNull(),
+  createdAt: text("created_at").notNull(),
+});
+
 /** Usage counted per workload (requests and tokens), written in batches like key usage. */
 export const workloadUsage = pgTable("workload_usage", {
   workloadId: text("workload_id")

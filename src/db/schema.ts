@@ -234,6 +234,21 @@ export const assignments = sqliteTable(
   (t) => [index("assignments_workload").on(t.workloadId), index("assignments_worker").on(t.workerId)],
 );
 
+/**
+ * The secret an external provider's workload calls it with (its API key), encrypted with the
+ * operator's key (src/providers/secrets.ts); removed with the workload.
+ */
+export const workloadSecrets = sqliteTable("workload_secrets", {
+  workloadId: text("workload_id")
+    .primaryKey()
+    .references(() => workloads.id, { onDelete: "cascade" }),
+  /** `v1.<iv>.<tag>.<ciphertext>` (base64url, AES-256-GCM). */
+  sealed: text("sealed").notNull(),
+  /** The last four characters, to tell keys apart. */
+  hint: text("hint").notNull(),
+  createdAt: text("created_at").notNull(),
+});
+
 /** Usage counted per workload (requests and tokens), written in batches like key usage. */
 export const workloadUsage = sqliteTable("workload_usage", {
   workloadId: text("workload_id")

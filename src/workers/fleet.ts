@@ -107,6 +107,8 @@ export class Fleet {
       hostId?: string;
       /** Back-off and crash limit of multi-node groups (restarted whole when a member fails). */
       groupRestart?: RestartPolicy;
+      /** The targets of external providers' workloads (src/providers), made again at each pass. */
+      providers?: () => Promise<Target[]>;
     },
   ) {
     this.groups = new GroupRestarts(db, {
@@ -120,6 +122,7 @@ export class Fleet {
       },
     });
     this.makeTarget = opts.makeTarget ?? localTarget;
+    this.providers = opts.providers;
     this.policy = opts.policy;
     this.places = opts.places ?? (() => true);
     this.hostId = opts.hostId ?? null;
@@ -158,8 +161,23 @@ export class Fleet {
     return this.placer.run();
   }
 
+  /** The targets of external providers' workloads, and the ids this fleet gave the dispatcher. */
+  private readonly providers?: () => Promise<Target[]>;
+  private providerIds = new Set<string>();
+
+  /** Gives the dispatcher a target per provider workload now, and takes back those of workloads gone. */
+  private async syncProviders(): Promise<void> {
+    if (!this.providers) return;
+    const now = await this.providers();
+    const ids = new Set(now.map((t) => t.id));
+    for (const t of now) this.dispatcher.upsertTarget(t);
+    for (const id of this.providerIds) if (!ids.has(id)) this.dispatcher.removeTarget(id);
+    this.providerIds = ids;
+  }
+
   private async pass(): Promise<void> {
     this.verdicts.clear();
+    await this.syncProviders();
     if (this.places()) this.unplaced = await this.exclusively(() => autoAssign(this.db));
     const present = new Set((await listAllAssignments(this.db)).map((a) => a.id));
     for (const [id, r] of this.reports) {

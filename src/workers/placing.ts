@@ -3,6 +3,7 @@
  * src/placement where each unplaced workload (or multi-node group) goes, and writes the answers —
  * new assignments, stale automatic ones removed — keeping the snapshot in step with each write.
  */
+import { engineOf } from "../../agent/engines";
 import type { Db } from "../db";
 import { initialDesired } from "../execution/decide";
 import { replicaRoom } from "../limits/project";
@@ -26,6 +27,8 @@ export async function autoAssign(db: Db): Promise<Map<string, string>> {
   const all = await listAllWorkloads(db);
   const snap = await loadSnapshot(db, all);
   for (const w of all) {
+    // An external provider's workload runs nowhere here: the host calls the provider (src/providers).
+    if (engineOf(w.backend)?.external) continue;
     const ws = snap.workloads.get(w.id)!;
     const current = snap.replicas.filter((r) => r.workloadId === w.id);
     if (w.nodes > 1 || current.some((r) => r.groupId)) {

@@ -41,6 +41,21 @@ interface Deps {
   events: { workloadsChanged(): Promise<void> };
   /** The admin view of a workload: the stored fields plus what the serving side knows. */
   describeWorkload(w: Workload): Promise<WorkloadDetail>;
+  /** External providers' keys: taken out of a save's config, kept sealed, forgotten (src/providers). */
+  providers: {
+    take<S extends { backend?: string; config?: Record<string, unknown> }>(
+      save: S,
+      current?: Workload,
+    ): { save: S; key?: string };
+    store(workloadId: string, key: string): Promise<void>;
+    forget(workloadId: string): Promise<void>;
+  };
+}
+
+/** Keeps a provider workload's new key, or forgets the key of one that no longer calls a provider. */
+async function keepProviderKey(deps: Deps, w: Workload, key: string | undefined, current?: Workload): Promise<void> {
+  if (key !== undefined) await deps.providers.store(w.id, key);
+  else if (current && current.backend !== w.backend) await deps.providers.forget(w.id);
 }
 
 /**
@@ -226,8 +241,10 @@ export const adminWorkloadRoutes = (deps: Deps) =>
         const project = await getProject(deps.db, params.project);
         const origin = originOf(principalOf(request));
         if (origin === "tenant") await requireTenantWorkload(deps, project.id, body);
-        await requireProjectRoom(deps.db, project.id, body);
-        const w = await createWorkload(deps.db, project, body, origin);
+        const { save, key } = deps.providers.take(body);
+        await requireProjectRoom(deps.db, project.id, save);
+        const w = await createWorkload(deps.db, project, save, origin);
+        await keepProviderKey(deps, w, key);
         await deps.events.workloadsChanged();
         set.status = 201;
         return w;
@@ -255,8 +272,10 @@ export const adminWorkloadRoutes = (deps: Deps) =>
         const capture = sentCapture === undefined ? undefined : checkCaptureUntil(sentCapture);
         const origin = originOf(principalOf(request));
         if (origin === "tenant") await requireTenantWorkload(deps, current.project_id, patch, current);
-        await requireProjectRoom(deps.db, current.project_id, patch, current);
-        const w = await updateWorkload(deps.db, current, patch, origin);
+        const { save, key } = deps.providers.take(patch, current);
+        await requireProjectRoom(deps.db, current.project_id, save, current);
+        const w = await updateWorkload(deps.db, current, save, origin);
+        await keepProviderKey(deps, w, key, current);
         if (capture !== undefined) await setCapture(deps.db, w, capture);
         await deps.events.workloadsChanged();
         return capture === undefined ? w : ((await getWorkloadById(deps.db, w.id)) ?? w);

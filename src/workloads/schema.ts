@@ -105,7 +105,7 @@ export const CONFIG_BY_BACKEND: Record<Backend, z.ZodType<Record<string, unknown
   Object.values(ENGINES).map((e) => [
     e.backend,
     e.family === null
-      ? z.strictObject({})
+      ? z.strictObject({ ...e.config })
       : z
           .strictObject({
             command: commandOf(e.backend),

@@ -15,6 +15,7 @@ import { usageRoutes } from "./usage/routes";
 import { projectRoutes } from "./projects/routes";
 import { keyRoutes } from "./keys/routes";
 import { adminWorkloadRoutes, controlRoutes } from "./workloads/routes";
+import { cloudRoutes } from "./cloud/routes";
 import { inspectorRoutes } from "./inspector/routes";
 import { adminRoutes, loginRoute } from "./admin/routes";
 import { oidcRoutes } from "./auth/oidc-routes";
@@ -118,6 +119,7 @@ export function createApp(deps: AppDeps) {
       .use(projectRoutes(deps))
       .use(keyRoutes(deps))
       .use(adminWorkloadRoutes(deps))
+      .use(cloudRoutes(deps))
       .use(inspectorRoutes(deps))
       .use(controlRoutes(deps))
       .use(joinTokenRoutes(deps))

@@ -242,6 +242,82 @@ export const SETTINGS = {
     description:
       "The key (32 bytes, base64) that encrypts the API keys of external-provider workloads at rest; unset: one made in <data-dir>/secrets.key. Cluster mode needs it, the same on every host.",
   },
+  runpodApiKey: {
+    flag: "--runpod-api-key",
+    env: "INFERD_RUNPOD_API_KEY",
+    kind: "string",
+    default: undefined,
+    secret: true,
+    description: "Cloud GPU workers on RunPod: the API key inferd creates and terminates pods with (unset: no RunPod).",
+  },
+  runpodApiUrl: {
+    flag: "--runpod-api-url",
+    env: "INFERD_RUNPOD_API_URL",
+    kind: "string",
+    default: "https://rest.runpod.io/v1",
+    description: "RunPod's REST API.",
+  },
+  kubeApiUrl: {
+    flag: "--kube-api-url",
+    env: "INFERD_KUBE_API_URL",
+    kind: "string",
+    default: undefined,
+    description:
+      "Cloud GPU workers on Kubernetes: the API server (https://…) inferd creates agent pods through (unset: no Kubernetes).",
+  },
+  kubeToken: {
+    flag: "--kube-token",
+    env: "INFERD_KUBE_TOKEN",
+    kind: "string",
+    default: undefined,
+    secret: true,
+    description: "Kubernetes: a service account's bearer token that may create, read and delete pods in the namespace.",
+  },
+  kubeNamespace: {
+    flag: "--kube-namespace",
+    env: "INFERD_KUBE_NAMESPACE",
+    kind: "string",
+    default: "default",
+    description: "Kubernetes: the namespace of the agent pods.",
+  },
+  kubeGpuHourlyCost: {
+    flag: "--kube-gpu-hourly-cost",
+    env: "INFERD_KUBE_GPU_HOURLY_COST",
+    kind: "string",
+    default: undefined,
+    description:
+      "Kubernetes: what one GPU costs per hour in dollars (e.g. 2.10), for the billed cost; unset: time only.",
+  },
+  cloudImage: {
+    flag: "--cloud-image",
+    env: "INFERD_CLOUD_IMAGE",
+    kind: "string",
+    default: "ghcr.io/inferd/inferd:latest",
+    description: "The container image of cloud workers' pods: it runs `inferd agent join <url> --token <token>`.",
+  },
+  cloudJoinUrl: {
+    flag: "--cloud-join-url",
+    env: "INFERD_CLOUD_JOIN_URL",
+    kind: "string",
+    default: undefined,
+    description: "The HTTPS URL cloud pods reach this host's agent endpoint at (unset: the join URL agents are shown).",
+  },
+  cloudConfirmMs: {
+    flag: "--cloud-confirm-ms",
+    env: "INFERD_CLOUD_CONFIRM_MS",
+    kind: "int",
+    default: 30_000,
+    description:
+      "How long deleting a cloud worker waits for the provider to confirm its pod terminated (and the longest one call to a cloud provider may take).",
+  },
+  cloudRetryMs: {
+    flag: "--cloud-retry-ms",
+    env: "INFERD_CLOUD_RETRY_MS",
+    kind: "int",
+    default: 30_000,
+    description:
+      "The first wait before a termination the provider did not confirm is tried again (doubling, at most 30 min).",
+  },
   webhookCaFile: {
     flag: "--webhook-ca-file",
     env: "INFERD_WEBHOOK_CA_FILE",

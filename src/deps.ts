@@ -16,6 +16,7 @@ import type { HostCert } from "./tls/hostcert";
 import type { AddressPolicy } from "./webhooks/address";
 import type { LaunchPolicy } from "../agent/launch-policy";
 import type { Providers } from "./providers/service";
+import type { CloudWorkers } from "./cloud/service";
 import type { ByteBudget } from "./http";
 import type { JobQuota } from "./jobs/quota";
 import type { ModelManager } from "./models/manager";
@@ -65,6 +66,8 @@ export interface AppDeps {
   policy: LaunchPolicy;
   /** External providers' workloads: their sealed keys and the targets that call them. */
   providers: Providers;
+  /** Cloud GPU workers: pods made and ended through their providers, billed. */
+  cloud: CloudWorkers;
   /** Request-body bytes the data plane may hold at once (`--max-buffered-bytes`). */
   bodyBudget: ByteBudget;
   /** Stored job bytes per project (`--max-job-bytes-per-project`). */

@@ -85,6 +85,7 @@ export const LAYERS: Layer[] = [
       "src/models",
       "src/placement",
       "src/workers",
+      "src/cloud",
       "src/scaling",
       "src/agents",
       "src/webhooks",

@@ -55,6 +55,8 @@ import { loadTraceExporter, Tracing } from "./tracing/tracing";
 import type { TraceExporter } from "./tracing/timeline";
 import { plural } from "./words";
 import { Providers } from "./providers/service";
+import { CloudWorkers } from "./cloud/service";
+import { kubernetes, runpod } from "./cloud/providers";
 import { SecretBox } from "./providers/secrets";
 
 /** A running server: its URL, the admin token in force, and a clean stop. */
@@ -169,6 +171,39 @@ function buildServices(
   });
   const collector = new ModelCollector(store.db, models, config.modelGcAfterHours * 3_600_000);
   const agents = new RemoteAgents(store.db, fleet, config.workerTimeoutMs, hub);
+  const cloud = new CloudWorkers(store.db, {
+    providers: () => ({
+      ...(config.runpodApiKey
+        ? {
+            runpod: runpod({
+              apiUrl: config.runpodApiUrl,
+              apiKey: config.runpodApiKey,
+              timeoutMs: config.cloudConfirmMs,
+            }),
+          }
+        : {}),
+      ...(config.kubeApiUrl && config.kubeToken
+        ? {
+            kubernetes: kubernetes({
+              apiUrl: config.kubeApiUrl,
+              token: config.kubeToken,
+              namespace: config.kubeNamespace,
+              gpuHourlyCost: config.kubeGpuHourlyCost ? Number(config.kubeGpuHourlyCost) : undefined,
+              timeoutMs: config.cloudConfirmMs,
+            }),
+          }
+        : {}),
+    }),
+    image: () => config.cloudImage,
+    joinUrl: () => config.cloudJoinUrl ?? joinUrlOf(listen()),
+    fingerprint: () => hostCert.fingerprint,
+    confirmMs: () => config.cloudConfirmMs,
+    retryMs: () => config.cloudRetryMs,
+    onRemoved: async (id) => {
+      agents.forget(id);
+      await fleet.reconcile();
+    },
+  });
   const webhooks = {
     policy: {
       get allowPrivate() {
@@ -204,6 +239,7 @@ function buildServices(
     startedAt: new Date().toISOString(),
     policy,
     providers,
+    cloud,
     bodyBudget: new ByteBudget(Math.max(config.maxBufferedBytes, config.maxDataBodyBytes)),
     jobQuota: new JobQuota(store.db, config.maxJobBytesPerProject),
     models,
@@ -407,6 +443,7 @@ async function startBackground(
   backups.start();
   await services.jobs.start();
   await services.agents.start();
+  deps.cloud.start();
   await services.collector.mark();
   const resumed = await deps.models.resume();
   if (resumed) out(`resuming ${plural(resumed, "model download")}`);
@@ -422,6 +459,7 @@ async function startBackground(
       await deps.scaler.stop();
       backups.stop();
       services.agents.stop();
+      await deps.cloud.stop();
       await unwire();
       await services.jobs.stop();
       await deps.models.stop();

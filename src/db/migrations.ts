@@ -24,6 +24,7 @@ import m21 from "./migrations/0021_job_traceparent.sql" with { type: "text" };
 import m22 from "./migrations/0022_wealthy_alex_power.sql" with { type: "text" };
 import m23 from "./migrations/0023_goofy_smasher.sql" with { type: "text" };
 import m24 from "./migrations/0024_thin_pixie.sql" with { type: "text" };
+import m25 from "./migrations/0025_silky_silver_centurion.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -40,6 +41,7 @@ import p12 from "./migrations-pg/0012_job_traceparent.sql" with { type: "text" }
 import p13 from "./migrations-pg/0013_black_synch.sql" with { type: "text" };
 import p14 from "./migrations-pg/0014_jazzy_storm.sql" with { type: "text" };
 import p15 from "./migrations-pg/0015_flippant_cloak.sql" with { type: "text" };
+import p16 from "./migrations-pg/0016_mixed_black_panther.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -68,6 +70,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0022_wealthy_alex_power", sql: m22 },
   { tag: "0023_goofy_smasher", sql: m23 },
   { tag: "0024_thin_pixie", sql: m24 },
+  { tag: "0025_silky_silver_centurion", sql: m25 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -88,4 +91,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0013_black_synch", sql: p13 },
   { tag: "0014_jazzy_storm", sql: p14 },
   { tag: "0015_flippant_cloak", sql: p15 },
+  { tag: "0016_mixed_black_panther", sql: p16 },
 ];

@@ -242,6 +242,23 @@ export const workloadSecrets = pgTable("workload_secrets", {
   createdAt: text("created_at").notNull(),
 });
 
+/** A cloud GPU worker's pod at its provider (see ./schema.ts). */
+export const cloudPods = pgTable("cloud_pods", {
+  workerId: text("worker_id").primaryKey(),
+  workerName: text("worker_name").notNull(),
+  provider: text("provider", { enum: ["runpod", "kubernetes"] }).notNull(),
+  podId: text("pod_id").notNull(),
+  gpuType: text("gpu_type").notNull(),
+  gpus: integer("gpus").notNull(),
+  costMicrosPerHour: bigint("cost_micros_per_hour", { mode: "number" }),
+  state: text("state", { enum: ["running", "terminating", "termination_pending", "terminated"] }).notNull(),
+  reason: text("reason"),
+  attempts: integer("attempts").notNull().default(0),
+  nextAttemptAt: text("next_attempt_at"),
+  createdAt: text("created_at").notNull(),
+  endedAt: text("ended_at"),
+});
+
 /** Usage counted per workload (requests and tokens), written in batches like key usage. */
 export const workloadUsage = pgTable("workload_usage", {
   workloadId: text("workload_id")

@@ -249,6 +249,28 @@ export const workloadSecrets = sqliteTable("workload_secrets", {
   createdAt: text("created_at").notNull(),
 });
 
+/**
+ * A cloud GPU worker's pod at its provider (src/cloud): what was asked, what it costs, and where its
+ * life stands. Kept after the worker is removed: its billed time stays in the usage.
+ */
+export const cloudPods = sqliteTable("cloud_pods", {
+  workerId: text("worker_id").primaryKey(),
+  workerName: text("worker_name").notNull(),
+  provider: text("provider", { enum: ["runpod", "kubernetes"] }).notNull(),
+  podId: text("pod_id").notNull(),
+  gpuType: text("gpu_type").notNull(),
+  gpus: int("gpus").notNull(),
+  /** The provider's price, in millionths of a dollar per hour (null: it did not say). */
+  costMicrosPerHour: int("cost_micros_per_hour"),
+  state: text("state", { enum: ["running", "terminating", "termination_pending", "terminated"] }).notNull(),
+  reason: text("reason"),
+  attempts: int("attempts").notNull().default(0),
+  nextAttemptAt: text("next_attempt_at"),
+  createdAt: text("created_at").notNull(),
+  /** When the provider confirmed the pod's end: its billing closed. */
+  endedAt: text("ended_at"),
+});
+
 /** Usage counted per workload (requests and tokens), written in batches like key usage. */
 export const workloadUsage = sqliteTable("workload_usage", {
   workloadId: text("workload_id")

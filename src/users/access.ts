@@ -188,6 +188,12 @@ const RULES: Rule[] = [
     what: "manage join tokens (workers belong to the admin)",
   },
   {
+    path: /^\/admin\/cloud\/(workers|pods)$/,
+    read: "admin",
+    write: "admin",
+    what: "manage cloud GPU workers (they spend the operator's provider account)",
+  },
+  {
     path: /^\/admin\/workers(\/[^/]+)?$/,
     read: "view",
     write: "admin",

@@ -38,6 +38,11 @@ interface Deps {
   series: SeriesKeeper;
   /** The HTTPS URL agents join. */
   joinUrl(): string;
+  /** Cloud GPU workers (src/cloud): a cloud worker's delete ends its pod first. */
+  cloud: {
+    remove(workerId: string): Promise<WorkerView | undefined>;
+    podOf(workerId: string): Promise<object | undefined>;
+  };
 }
 
 const AssignmentCreate = z.strictObject({
@@ -128,7 +133,8 @@ export const workerRoutes = (deps: Deps) =>
         const out = [];
         for (const w of await listWorkers(deps.db)) {
           const seen = workerFor(who, w, await deps.fleet.replicasOf(w.id));
-          if (seen) out.push(seen);
+          const pod = seen && isMachineOperator(who) ? await deps.cloud.podOf(w.id) : undefined;
+          if (seen) out.push(pod ? { ...seen, cloud: pod } : seen);
         }
         return out;
       },
@@ -149,6 +155,9 @@ export const workerRoutes = (deps: Deps) =>
     .delete(
       "/workers/:id",
       async ({ params }) => {
+        // A cloud worker goes only once its provider confirms its pod is gone.
+        const cloud = await deps.cloud.remove((await getWorker(deps.db, params.id)).id);
+        if (cloud) return cloud;
         const w = await deleteRemoteWorker(deps.db, params.id);
         deps.agents.forget(w.id);
         await deps.fleet.reconcile();
@@ -179,7 +188,12 @@ export const workerRoutes = (deps: Deps) =>
           await deps.fleet.replicasOf(params.id),
         );
         if (!seen) throw notFound(`worker "${params.id}"`);
-        return { ...seen, history: await gpuHistory(deps.series, deps.fleet.telemetry, params.id) };
+        const pod = isMachineOperator(principalOf(request)) ? await deps.cloud.podOf(seen.id) : undefined;
+        return {
+          ...seen,
+          ...(pod ? { cloud: pod } : {}),
+          history: await gpuHistory(deps.series, deps.fleet.telemetry, params.id),
+        };
       },
       { detail: { summary: "A worker with its telemetry history" } },
     )

@@ -86,6 +86,18 @@ export interface Worker {
   host_id: string | null;
   replicas: Replica[];
   history?: TelemetrySample[];
+  /** A cloud GPU worker's pod (the admin's view): provider, price, billed time, "termination pending (pod …)". */
+  cloud?: {
+    provider: string;
+    pod_id: string;
+    gpu_type: string;
+    gpus: number;
+    cost_per_hour: number | null;
+    label: string | null;
+    reason: string | null;
+    billed_seconds: number;
+    billed_cost: number | null;
+  };
 }
 
 /** One telemetry probe of a worker. */

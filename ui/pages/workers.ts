@@ -70,7 +70,13 @@ function WorkerCard({ w, now, onDeleted, where }: { w: Worker; now: number; onDe
   const ram = w.telemetry?.ram_free_bytes;
   return html`<li class="card worker" aria-label=${`Worker ${w.name}`}>
     <div class="worker-head">
-      <h2>${w.name}</h2>${w.last_seen_at ? html`<${StateBadge} state=${w.state} />` : html`<span class="badge state-waiting">waiting to join</span>`}
+      <h2>${w.name}</h2>${w.last_seen_at ? html`<${StateBadge} state=${w.state} />` : html`<span class="badge state-waiting">${w.cloud ? "joining" : "waiting to join"}</span>`}
+      ${w.cloud?.label ? html`<span class="badge state-failed" title=${w.cloud.reason ?? ""}>${w.cloud.label}</span>` : null}
+      ${
+        w.cloud
+          ? html`<span class="muted">${w.cloud.provider} pod ${w.cloud.pod_id} · ${w.cloud.gpus}× ${w.cloud.gpu_type}${w.cloud.cost_per_hour !== null ? ` · $${w.cloud.cost_per_hour.toFixed(2)}/h, $${(w.cloud.billed_cost ?? 0).toFixed(2)} so far` : ""}</span>`
+          : null
+      }
       ${
         w.last_seen_at
           ? html`<span class="muted">${where} · ${w.cpu_cores} cores · ${bytes(w.ram_bytes)} RAM${ram !== undefined ? ` (${bytes(ram)} free)` : ""} · seen ${ago(w.last_seen_at)}</span>`

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { makeTestPki } from "./fixtures/tls";
+import { billedDays } from "../src/cloud/service";
 import { startFakeKubernetes, startFakeRunpod, type Boot, type FakeCloud } from "./fixtures/cloud";
 import { spawnAgent, startHost, type Host } from "./helpers/agents";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
@@ -200,5 +201,42 @@ describe("Kubernetes", () => {
     } finally {
       await bare.stop();
     }
+  });
+});
+
+describe("billed time in the usage", () => {
+  test("a pod's time is split by UTC day, priced at its hourly cost, up to its confirmed end", () => {
+    const row = {
+      workerId: "wk_1",
+      workerName: "rp",
+      provider: "runpod" as const,
+      podId: "p1",
+      gpuType: "g",
+      gpus: 2,
+      costMicrosPerHour: 4_000_000,
+      state: "terminated" as const,
+      reason: null,
+      attempts: 0,
+      nextAttemptAt: null,
+      createdAt: "2026-11-01T22:00:00.000Z",
+      endedAt: "2026-11-02T01:30:00.000Z",
+    };
+    expect(billedDays([row], "2026-11-01", "2026-11-30", Date.now())).toMatchObject([
+      { day: "2026-11-01", billed_seconds: 7200, billed_cost: 8 },
+      { day: "2026-11-02", billed_seconds: 5400, billed_cost: 6 },
+    ]);
+    // A range that starts on the second day counts that day only; a pod still running counts up to now.
+    expect(billedDays([row], "2026-11-02", "2026-11-02", Date.now()).map((d) => d.billed_seconds)).toEqual([5400]);
+    const open = { ...row, endedAt: null };
+    expect(billedDays([open], "2026-11-01", "2026-11-01", Date.parse("2026-11-01T23:00:00Z"))[0].billed_seconds).toBe(
+      3600,
+    );
+  });
+
+  test("GET /admin/usage carries the pods' billed time per day for the admin", async () => {
+    const usage = await (await host.admin("/admin/usage?group_by=workload")).json();
+    const names = new Set((usage.cloud as { worker_name: string }[]).map((d) => d.worker_name));
+    expect(names.has("rp-h100")).toBe(true);
+    expect(names.has("k8s-a100")).toBe(true);
   });
 });

@@ -72,6 +72,48 @@ export function podView(r: PodRow, now = Date.now()): PodView {
   };
 }
 
+/** A cloud pod's billed time on one UTC day (the usage export's `cloud` rows). */
+export interface CloudDay {
+  day: string;
+  worker_id: string;
+  worker_name: string;
+  provider: string;
+  pod_id: string;
+  gpus: number;
+  billed_seconds: number;
+  billed_cost: number | null;
+}
+
+/**
+ * Each pod's billed time split by UTC day over `from`..`to` (YYYY-MM-DD, both included), up to
+ * `now` for a pod still billed.
+ */
+export function billedDays(rows: PodRow[], from: string, to: string, now: number): CloudDay[] {
+  const out: CloudDay[] = [];
+  const start = Date.parse(`${from}T00:00:00Z`);
+  const stop = Date.parse(`${to}T00:00:00Z`) + 86_400_000;
+  for (const r of rows) {
+    const begin = Math.max(Date.parse(r.createdAt), start);
+    const end = Math.min(r.endedAt ? Date.parse(r.endedAt) : now, stop);
+    for (let d = begin - (begin % 86_400_000); d < end; d += 86_400_000) {
+      const seconds = Math.round((Math.min(end, d + 86_400_000) - Math.max(begin, d)) / 1000);
+      if (seconds <= 0) continue;
+      const perHour = r.costMicrosPerHour === null ? null : r.costMicrosPerHour / 1e6;
+      out.push({
+        day: new Date(d).toISOString().slice(0, 10),
+        worker_id: r.workerId,
+        worker_name: r.workerName,
+        provider: r.provider,
+        pod_id: r.podId,
+        gpus: r.gpus,
+        billed_seconds: seconds,
+        billed_cost: perHour === null ? null : Math.round((seconds / 3600) * perHour * 1e4) / 1e4,
+      });
+    }
+  }
+  return out.sort((a, b) => a.day.localeCompare(b.day) || a.worker_name.localeCompare(b.worker_name));
+}
+
 /** What a cloud worker is asked for. */
 export interface CloudWorkerRequest {
   name: string;
@@ -196,6 +238,11 @@ export class CloudWorkers {
   async pods(): Promise<PodView[]> {
     const rows = await this.db.select().from(cloudPods).orderBy(asc(cloudPods.createdAt));
     return rows.map((r) => podView(r, this.clock.now()));
+  }
+
+  /** Each pod's billed time per UTC day over `from`..`to`. */
+  async billedByDay(from: string, to: string): Promise<CloudDay[]> {
+    return billedDays(await this.db.select().from(cloudPods), from, to, this.clock.now());
   }
 
   /** The pod of a worker that still stands, if it is a cloud worker. */

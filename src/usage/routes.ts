@@ -5,12 +5,14 @@ import type { UsageRecorder } from "./recorder";
 import { rows } from "../db/raw";
 import { validation } from "../errors";
 import { principalOf } from "../auth/service";
-import { projectScope } from "../users/access";
+import { isMachineOperator, projectScope } from "../users/access";
 
 /** What this module uses of the app's dependencies. */
 interface Deps {
   db: Db;
   usage: UsageRecorder;
+  /** Cloud GPU workers' billed time per pod and UTC day (src/cloud), shown to the machine's operator. */
+  cloud: { billedByDay(from: string, to: string): Promise<object[]> };
 }
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
@@ -121,7 +123,10 @@ export const usageRoutes = (deps: Deps) =>
         set.headers["content-disposition"] = `attachment; filename="inferd-usage-${groupBy}-${from}-${to}.csv"`;
         return toCsv(found, groupBy);
       }
-      return { group_by: groupBy, from, to, rows: found };
+      // The cloud pods' billed time is the operator's account: theirs to see.
+      const who = principalOf(request);
+      const cloud = isMachineOperator(who) ? await deps.cloud.billedByDay(from, to) : undefined;
+      return { group_by: groupBy, from, to, rows: found, ...(cloud ? { cloud } : {}) };
     },
     {
       detail: {

@@ -175,6 +175,8 @@ export type UsageExport = {
   from: string;
   to: string;
   rows: import("../../src/usage/routes").UsageRow[];
+  /** Cloud GPU workers' billed time per pod and day (the admin's view only). */
+  cloud?: import("../../src/cloud/service").CloudDay[];
 };
 
 // Users and sign-in (issue 26; the shapes of /work/api-26.md).

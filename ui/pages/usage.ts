@@ -59,5 +59,22 @@ export function UsagePage() {
           )}</tbody>
           <tfoot><tr data-testid="usage-total"><th scope="row" colspan="2">Total</th><td class="num">${count(total.requests)}</td><td class="num">${count(total.errors)}</td><td class="num">${count(total.input)}</td><td class="num">${count(total.output)}</td></tr></tfoot>
         </table></div>`
-    }`;
+    }
+    ${usage.data?.cloud?.length ? html`<${CloudTime} days=${usage.data.cloud} />` : null}`;
+}
+
+/** Cloud GPU workers' billed time and cost per pod and day. */
+function CloudTime({ days }: { days: NonNullable<UsageExport["cloud"]> }) {
+  const hours = (s: number) => (s / 3600).toFixed(2);
+  const cost = days.reduce((t, d) => t + (d.billed_cost ?? 0), 0);
+  return html`<h2>Cloud GPU time</h2>
+    <div class="table-wrap" tabindex="0" aria-label="Cloud GPU time (scrolls sideways on narrow screens)"><table class="usage">
+      <thead><tr><th scope="col">Day</th><th scope="col">Worker</th><th scope="col">Pod</th><th scope="col" class="num">GPUs</th><th scope="col" class="num">Hours billed</th><th scope="col" class="num">Cost</th></tr></thead>
+      <tbody>${days.map(
+        (d) => html`<tr key=${`${d.day}/${d.pod_id}`} data-testid="cloud-row">
+        <td>${d.day}</td><td>${d.worker_name}</td><td>${d.provider} ${d.pod_id}</td><td class="num">${d.gpus}</td><td class="num">${hours(d.billed_seconds)}</td><td class="num">${d.billed_cost === null ? "–" : `$${d.billed_cost.toFixed(2)}`}</td>
+      </tr>`,
+      )}</tbody>
+      <tfoot><tr><th scope="row" colspan="5">Total</th><td class="num">$${cost.toFixed(2)}</td></tr></tfoot>
+    </table></div>`;
 }

@@ -192,6 +192,63 @@ describe("OpenAI SDK on a workload's base URL", () => {
     });
   }
 
+  for (const [how, get] of CASES.slice(1)) {
+    test(`Codex's default request: namespace tools flattened and called back with their namespace, web_search left out and named (${how})`, async () => {
+      const w = get();
+      const c = client(workloadBase(w));
+      // As Codex 0.171 sends it: a developer message, store false, encrypted reasoning asked for, a
+      // cache key, its MCP tools in a namespace and the hosted web_search tool.
+      const codex = {
+        model: w.model,
+        instructions: "You are a coding agent.",
+        input: [
+          {
+            type: "message",
+            role: "developer",
+            content: [{ type: "input_text", text: "<permissions>workspace-write</permissions>" }],
+          },
+          { type: "message", role: "user", content: [{ type: "input_text", text: "Weather in Paris?" }] },
+        ],
+        tools: [
+          { type: "namespace", name: "mcp_weather", description: "weather tools", tools: [weather] },
+          { type: "web_search" },
+        ],
+        tool_choice: "auto",
+        parallel_tool_calls: false,
+        store: false,
+        include: ["reasoning.encrypted_content"],
+        prompt_cache_key: "019a-conversation",
+        stream: false,
+      } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming;
+      const first = await c.responses.create(codex);
+      const call = first.output.find((o) => o.type === "function_call") as Record<string, unknown> | undefined;
+      expect(call).toMatchObject({ type: "function_call", name: "get_weather", namespace: "mcp_weather" });
+      expect(first.metadata).toMatchObject({ "inferd.dropped_tools": "web_search" });
+      // The runtime was asked with one flat tool, no web_search.
+      const sent = s
+        .events((e) => e.event === "request" && e.model === w.served && e.path === "/v1/chat/completions")
+        .at(-1);
+      expect(sent?.tools).toEqual(["mcp_weather__get_weather"]);
+      // The next turn sends the call back with its namespace, and the output: the model answers.
+      const second = await c.responses.create({
+        ...codex,
+        input: [
+          ...(codex.input as object[]),
+          call,
+          { type: "function_call_output", call_id: call!.call_id, output: "sunny" },
+        ],
+      } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+      expect(second.output_text).toBe("Tool result: sunny");
+      // Streamed, the SDK's accumulator sees the namespace too.
+      const streamed = await c.responses.stream({ ...codex, stream: true } as never).finalResponse();
+      expect(streamed.output[0]).toMatchObject({
+        type: "function_call",
+        name: "get_weather",
+        namespace: "mcp_weather",
+      });
+    });
+  }
+
   test("bad requests are 4xx in OpenAI's shape, never 500, on either path", async () => {
     const bad: [string, unknown][] = [
       ["not json", undefined],
@@ -338,7 +395,7 @@ describe("OpenAI SDK on the project's base URL", () => {
       .create({ model: "legacy-model", input: "x", tools: [{ type: "web_search" }] })
       .catch((x) => x);
     expect(hosted).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(hosted.message).toContain("tools.0.type");
+    expect(hosted.message).toContain("web_search is a hosted tool the model runtime cannot run");
     const noFlags = await s.createWorkload({
       name: "noflags",
       backend: "vllm",

@@ -10,10 +10,12 @@ import {
   newId,
   openAiErrorOf,
   outputText,
+  responsesName,
   responseUsageOf,
   type JsonObject,
   type OutputItem,
   type ResponseObject,
+  type ToolNames,
 } from "./responses-translate";
 import type { Usage } from "./meter";
 import { SseDecoder, type SseEvent } from "./sse";
@@ -51,8 +53,14 @@ export class ChatStreamToResponses implements StreamTranslator {
   #finish: unknown = null;
   #usage: unknown = null;
 
-  /** @param shell the response being built (its id, model and the request's settings). */
-  constructor(private readonly shell: ResponseObject) {}
+  /**
+   * @param shell the response being built (its id, model and the request's settings).
+   * @param names the chat names of namespaced tools, mapped back to name and namespace.
+   */
+  constructor(
+    private readonly shell: ResponseObject,
+    private readonly names?: ToolNames,
+  ) {}
 
   /** True once the last event (`response.completed`/`.incomplete` or `error`) was produced; later input is ignored. */
   get done(): boolean {
@@ -207,7 +215,7 @@ export class ChatStreamToResponses implements StreamTranslator {
       type: "function_call",
       status: "in_progress",
       call_id: tool.callId || newId("call_"),
-      name: tool.name,
+      ...responsesName(tool.name, this.names),
       arguments: "",
     };
     tool.item = item;

@@ -7,8 +7,21 @@ import { openAiType } from "../errors";
 /** A parsed JSON object whose fields are checked before use. */
 export type JsonObject = Record<string, unknown>;
 
-/** A translated Responses request: the chat-completions body to send, or why the request is invalid. */
-export type ChatRequestResult = { body: JsonObject } | { error: string };
+/**
+ * The chat name of a tool a namespace groups (`NamespaceTool`, as Codex sends its MCP tools): one
+ * flat name a chat runtime accepts (`<namespace>__<name>`), mapped back to both on the way out.
+ */
+export type ToolNames = Map<string, { name: string; namespace: string }>;
+
+/**
+ * A translated Responses request: the chat-completions body to send, the hosted tools left out (a
+ * runtime cannot run `web_search` and the like), and the chat names of namespaced tools; or why
+ * the request is invalid.
+ */
+export type ChatRequestResult = { body: JsonObject; dropped: string[]; names: ToolNames } | { error: string };
+
+/** A namespaced tool's chat name. */
+const chatName = (namespace: string, name: string) => `${namespace}__${name}`;
 
 /** Responses token usage, as `response.usage` carries it. */
 export interface ResponseUsage {
@@ -28,6 +41,8 @@ export type OutputItem =
       status: "in_progress" | "completed";
       call_id: string;
       name: string;
+      /** The namespace of a namespaced tool (`NamespaceTool`). */
+      namespace?: string;
       arguments: string;
     };
 
@@ -89,12 +104,18 @@ export function responsesToChat(req: JsonObject, servedModel: string): ChatReque
     else fail("input: required, must be a string or an array of input items");
     const body: JsonObject = { model: servedModel, messages };
     copySettings(req, body);
-    const tools = given(req.tools) ? convertTools(req.tools) : [];
+    const { tools, dropped, names } = given(req.tools)
+      ? convertTools(req.tools)
+      : { tools: [], dropped: [], names: new Map() };
+    if (!tools.length && dropped.length)
+      fail(
+        `tools: ${dropped.join(", ")} ${dropped.length === 1 ? "is a hosted tool" : "are hosted tools"} the model runtime cannot run, and the request offers no function tool; send function tools, or none`,
+      );
     if (tools.length) body.tools = tools; // runtimes reject an empty list, and tool_choice without tools
     if (tools.length && given(req.tool_choice)) body.tool_choice = convertToolChoice(req.tool_choice);
     if (tools.length && typeof req.parallel_tool_calls === "boolean")
       body.parallel_tool_calls = req.parallel_tool_calls;
-    return { body };
+    return { body, dropped, names };
   } catch (e) {
     if (e instanceof Invalid) return { error: e.message };
     throw e;
@@ -107,10 +128,14 @@ function addItem(messages: JsonObject[], item: unknown, path: string): void {
   const type = item.type ?? "message";
   if (type === "message") return void messages.push(messageOf(item, path));
   if (type === "function_call") {
+    const name = str(item.name, `${path}.name`);
     const call = {
       id: str(item.call_id, `${path}.call_id`),
       type: "function",
-      function: { name: str(item.name, `${path}.name`), arguments: str(item.arguments, `${path}.arguments`) },
+      function: {
+        name: typeof item.namespace === "string" && item.namespace ? chatName(item.namespace, name) : name,
+        arguments: str(item.arguments, `${path}.arguments`),
+      },
     };
     const last = messages.at(-1);
     if (last?.role === "assistant") last.tool_calls = [...((last.tool_calls as JsonObject[] | undefined) ?? []), call];
@@ -125,6 +150,8 @@ function addItem(messages: JsonObject[], item: unknown, path: string): void {
     });
   }
   if (type === "reasoning") return; // an earlier turn's reasoning: the runtime's chat template drops it anyway
+  // An earlier turn's hosted tool call (the real API ran it): nothing a runtime can replay.
+  if (typeof type === "string" && /_call$/.test(type) && type !== "function_call") return;
   fail(
     `${path}.type: input items of type ${JSON.stringify(type)} are not supported by this model runtime; use messages, function_call and function_call_output`,
   );
@@ -223,30 +250,65 @@ function formatOf(f: unknown): JsonObject | undefined {
   return { type: "json_schema", json_schema: schema };
 }
 
-/** Function tools (flat `{type, name, description, parameters, strict}`) → chat tools; hosted tools cannot run on a model runtime. */
-function convertTools(v: unknown): JsonObject[] {
-  const tools = Array.isArray(v) ? v : fail("tools: must be an array");
-  return tools.map((t, i) => {
-    const p = `tools.${i}`;
-    if (!isObj(t)) return fail(`${p}: must be an object with type "function" and a name`);
-    if (t.type !== "function")
-      return fail(
-        `${p}.type: tool type ${JSON.stringify(t.type)} is not supported by this model runtime; only function tools`,
-      );
-    const fn: JsonObject = { name: str(t.name, `${p}.name`) };
-    if (typeof t.description === "string") fn.description = t.description;
-    fn.parameters = isObj(t.parameters) ? t.parameters : { type: "object", properties: {} };
-    if (typeof t.strict === "boolean") fn.strict = t.strict;
-    return { type: "function", function: fn };
-  });
+/** One function tool (flat `{type, name, description, parameters, strict}`) → a chat tool named `name`. */
+function chatTool(t: JsonObject, name: string): JsonObject {
+  const fn: JsonObject = { name };
+  if (typeof t.description === "string") fn.description = t.description;
+  fn.parameters = isObj(t.parameters) ? t.parameters : { type: "object", properties: {} };
+  if (typeof t.strict === "boolean") fn.strict = t.strict;
+  return { type: "function", function: fn };
 }
 
-/** "auto" / "none" / "required" carry over; `{type: "function", name}` names the function. */
+/**
+ * Tools → chat tools: function tools as they are, a namespace's function tools flattened (named
+ * `<namespace>__<name>`, mapped back on the way out), and the hosted tools (`web_search`,
+ * `file_search`, `code_interpreter`, `image_generation`, `mcp`, …), which only the real API runs,
+ * left out and named.
+ */
+function convertTools(v: unknown): { tools: JsonObject[]; dropped: string[]; names: ToolNames } {
+  const list = Array.isArray(v) ? v : fail("tools: must be an array");
+  const tools: JsonObject[] = [];
+  const dropped: string[] = [];
+  const names: ToolNames = new Map();
+  list.forEach((t, i) => {
+    const p = `tools.${i}`;
+    if (!isObj(t)) return fail(`${p}: must be an object with type "function" and a name`);
+    if (t.type === "function") return void tools.push(chatTool(t, str(t.name, `${p}.name`)));
+    if (t.type === "namespace") {
+      const namespace = str(t.name, `${p}.name`);
+      const inner = Array.isArray(t.tools) ? t.tools : fail(`${p}.tools: must be an array of function tools`);
+      inner.forEach((f, j) => {
+        if (!isObj(f) || f.type !== "function") return fail(`${p}.tools.${j}: must be a function tool`);
+        const name = str(f.name, `${p}.tools.${j}.name`);
+        names.set(chatName(namespace, name), { name, namespace });
+        tools.push(chatTool(f, chatName(namespace, name)));
+      });
+      return;
+    }
+    dropped.push(typeof t.type === "string" ? t.type : JSON.stringify(t.type));
+  });
+  return { tools, dropped: [...new Set(dropped)], names };
+}
+
+/** "auto" / "none" / "required" carry over; `{type: "function", name, namespace?}` names the function. */
 function convertToolChoice(v: unknown): unknown {
   if (v === "auto" || v === "none" || v === "required") return v;
-  if (isObj(v) && v.type === "function")
-    return { type: "function", function: { name: str(v.name, "tool_choice.name") } };
+  if (isObj(v) && v.type === "function") {
+    const name = str(v.name, "tool_choice.name");
+    return {
+      type: "function",
+      function: { name: typeof v.namespace === "string" && v.namespace ? chatName(v.namespace, name) : name },
+    };
+  }
+  // A hosted tool chosen (`{type: "web_search"}`): left out with its tool, the model chooses.
+  if (isObj(v) && typeof v.type === "string") return "auto";
   return fail('tool_choice: must be "auto", "none", "required" or {type: "function", name}');
+}
+
+/** A chat tool call's name as the Responses client named it: the function's, and its namespace. */
+export function responsesName(chat: string, names: ToolNames | undefined): { name: string; namespace?: string } {
+  const n = names?.get(chat);
+  return n ? { name: n.name, namespace: n.namespace } : { name: chat };
 }
 
 /** Chat-completions usage → Responses usage (cached prompt and reasoning tokens in their details). */
@@ -320,7 +382,7 @@ export const outputText = (text: string): JsonObject => ({ type: "output_text", 
  * @example chatToResponse({choices: [{message: {content: "hi"}, finish_reason: "stop"}]}, responseShell({}, "m")).output[0].content
  * // → [{type: "output_text", text: "hi", annotations: [], logprobs: []}]
  */
-export function chatToResponse(chat: unknown, shell: ResponseObject): ResponseObject {
+export function chatToResponse(chat: unknown, shell: ResponseObject, names?: ToolNames): ResponseObject {
   const c = isObj(chat) ? chat : {};
   const choice = Array.isArray(c.choices) && isObj(c.choices[0]) ? c.choices[0] : {};
   const msg = isObj(choice.message) ? choice.message : {};
@@ -346,7 +408,7 @@ export function chatToResponse(chat: unknown, shell: ResponseObject): ResponseOb
       type: "function_call",
       status: "completed",
       call_id: callId,
-      name: typeof fn.name === "string" ? fn.name : "",
+      ...responsesName(typeof fn.name === "string" ? fn.name : "", names),
       arguments: args,
     });
   }

@@ -14,6 +14,7 @@ import {
   openAiErrorOf,
   responsesToChat,
   responseShell,
+  type ToolNames,
 } from "./responses-translate";
 import { ChatStreamToResponses, ResponsesRelay } from "./responses-stream";
 
@@ -54,6 +55,8 @@ async function responsesHeld(
   };
   headers["x-request-id"] = callOf(request).id;
   let viaChat = false;
+  let names: ToolNames | undefined;
+  let dropped: string[] = [];
   const acct = accounting(deps, request, keyOf(request).id, w, json);
   // What the engine says of its own Responses route: false sends it to chat completions at once.
   const native = engineOf(w.backend)?.routes(undefined).responses;
@@ -72,6 +75,11 @@ async function responsesHeld(
       const translated = responsesToChat(json, w.model_name);
       if ("error" in translated) throw badRequest("invalid_request", translated.error);
       viaChat = true;
+      names = translated.names;
+      dropped = translated.dropped;
+      // Hosted tools left out are named in the inspector's record (and the answer's metadata).
+      const tl = acct.timeline;
+      if (dropped.length && tl) tl.span("translate", tl.now(), tl.now(), { dropped_tools: dropped.join(",") });
       return target.send(
         { path: "/v1/chat/completions", method: "POST", headers, body: null, json: translated.body },
         signal,
@@ -88,11 +96,16 @@ async function responsesHeld(
     return Response.json(openAiErrorOf(upstream.status, text), { status: upstream.status });
   }
   const shell = responseShell(json, servedName);
+  if (dropped.length) shell.metadata = { ...(shell.metadata as object), "inferd.dropped_tools": dropped.join(",") };
   if (stream && isEventStream(upstream) && upstream.body) {
-    const t = viaChat ? new ChatStreamToResponses(shell) : new ResponsesRelay(servedName);
+    const t = viaChat ? new ChatStreamToResponses(shell, names) : new ResponsesRelay(servedName);
     return relayTranslated(got, acct, t);
   }
   const answer: unknown = await upstream.json().catch(() => ({}));
-  const out = viaChat ? chatToResponse(answer, shell) : isObj(answer) ? { ...answer, model: servedName } : answer;
+  const out = viaChat
+    ? chatToResponse(answer, shell, names)
+    : isObj(answer)
+      ? { ...answer, model: servedName }
+      : answer;
   return relay({ ...got, upstream: Response.json(out) }, acct);
 }

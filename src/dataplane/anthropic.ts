@@ -2,6 +2,7 @@
  * Anthropic Messages ⇄ OpenAI chat completions, for runtimes that serve only `/v1/chat/completions`.
  * Pure functions over parsed JSON: no I/O. The streaming half lives in `anthropic-stream.ts`.
  */
+import { systemFirst } from "./system-first";
 
 /** A parsed JSON object whose fields are checked before use. */
 export type JsonObject = Record<string, unknown>;
@@ -66,7 +67,7 @@ export function messagesToChat(req: unknown, servedModel: string): ChatRequestRe
     if (r.system !== undefined && r.system !== null)
       messages.push({ role: "system", content: plainText(r.system, "system") });
     (r.messages as unknown[]).forEach((m, i) => messages.push(...convertMessage(m, `messages.${i}`)));
-    const body: JsonObject = { model: servedModel, messages, max_tokens: r.max_tokens };
+    const body: JsonObject = { model: servedModel, messages: systemFirst(messages), max_tokens: r.max_tokens };
     copySampling(r, body);
     const tools = r.tools === undefined || r.tools === null ? [] : convertTools(r.tools);
     if (tools.length) body.tools = tools; // runtimes reject an empty list, and tool_choice without tools

@@ -2,6 +2,7 @@
  * OpenAI Responses API ⇄ chat completions, for runtimes that serve only `/v1/chat/completions`.
  * Pure functions over parsed JSON: no I/O. The streaming half lives in `responses-stream.ts`.
  */
+import { systemFirst } from "./system-first";
 import { openAiType } from "../errors";
 
 /** A parsed JSON object whose fields are checked before use. */
@@ -102,7 +103,7 @@ export function responsesToChat(req: JsonObject, servedModel: string): ChatReque
     if (typeof req.input === "string") messages.push({ role: "user", content: req.input });
     else if (Array.isArray(req.input)) req.input.forEach((item, i) => addItem(messages, item, `input.${i}`));
     else fail("input: required, must be a string or an array of input items");
-    const body: JsonObject = { model: servedModel, messages };
+    const body: JsonObject = { model: servedModel, messages: systemFirst(messages) };
     copySettings(req, body);
     const { tools, dropped, names } = given(req.tools)
       ? convertTools(req.tools)

@@ -44,6 +44,7 @@ import { builtinLlama } from "../agent/runtimes/builtin";
 import { desktop } from "./desktop";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { modelCommand } from "./models/cli";
+import { LaunchError, launchCommand } from "./launch";
 import { userCommand } from "./users/cli";
 import { backupCommand, doctorCommand, restoreCommand } from "./store/commands";
 import { migrateCommand } from "./store/migrate";
@@ -74,6 +75,8 @@ usage:
                                        copy the embedded store into an empty PostgreSQL database (cluster mode; the server must be stopped)
   inferd doctor [--json]               check the data dir, store, backups, disk, GPUs, runtimes, ports, certificate
   inferd doctor --engines [--json]     each engine here: version, readiness, capacity assumed and why, own routes, what is missing
+  inferd launch claude|codex|opencode|qwen [--project P] [--workload W] [--print] [-- <its arguments>]
+                                       run a coding agent against this server's chat workload that calls tools
   inferd desktop                       open the dashboard in an app window (starts the server if needed)
   inferd config                        print every setting with its value in force
   inferd version
@@ -434,6 +437,10 @@ export async function runCli(
       }
       case "store":
         return await storeCommand(config, args, out, err);
+      case "launch":
+        return await launchCommand(config, args, out).catch((e) => {
+          throw e instanceof LaunchError ? new UsageError(e.message) : e;
+        });
       case "doctor":
         return await doctorCommand(
           config,

@@ -108,6 +108,7 @@ export const LAYERS: Layer[] = [
       "src/app.ts",
       "src/server.ts",
       "src/desktop.ts",
+      "src/launch.ts",
       "src/cli.ts",
       "src/main.ts",
     ],

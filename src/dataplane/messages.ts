@@ -2,6 +2,7 @@ import type { DataplaneDeps } from "./service";
 import { keyOf } from "../auth/service";
 import { AppError, badRequest } from "../errors";
 import { engineOf } from "../../agent/engines";
+import { stableMessages } from "./stable-prompt";
 import { accounting, syncTicket, checkRoute, readJsonObject, runOnBase } from "./service";
 import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
@@ -46,7 +47,9 @@ async function anthropicError(r: Response): Promise<Response> {
  * and the answer (or stream) translated back. Errors always come back in the Messages shape.
  */
 export async function messagesRoute(deps: DataplaneDeps, request: Request, base: RouteBase): Promise<Response> {
-  return runOnBase(deps, request, base, "chat", "POST /v1/messages", (w, json) => messagesHeld(deps, request, w, json));
+  return runOnBase(deps, request, base, "chat", "POST /v1/messages", (w, json) =>
+    messagesHeld(deps, request, w, w.stable_prompts ? stableMessages(json) : json),
+  );
 }
 
 async function messagesHeld(

@@ -25,6 +25,7 @@ import m22 from "./migrations/0022_wealthy_alex_power.sql" with { type: "text" }
 import m23 from "./migrations/0023_goofy_smasher.sql" with { type: "text" };
 import m24 from "./migrations/0024_thin_pixie.sql" with { type: "text" };
 import m25 from "./migrations/0025_silky_silver_centurion.sql" with { type: "text" };
+import m26 from "./migrations/0026_secret_iron_man.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -42,6 +43,7 @@ import p13 from "./migrations-pg/0013_black_synch.sql" with { type: "text" };
 import p14 from "./migrations-pg/0014_jazzy_storm.sql" with { type: "text" };
 import p15 from "./migrations-pg/0015_flippant_cloak.sql" with { type: "text" };
 import p16 from "./migrations-pg/0016_mixed_black_panther.sql" with { type: "text" };
+import p17 from "./migrations-pg/0017_jittery_clea.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -71,6 +73,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0023_goofy_smasher", sql: m23 },
   { tag: "0024_thin_pixie", sql: m24 },
   { tag: "0025_silky_silver_centurion", sql: m25 },
+  { tag: "0026_secret_iron_man", sql: m26 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -92,4 +95,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0014_jazzy_storm", sql: p14 },
   { tag: "0015_flippant_cloak", sql: p15 },
   { tag: "0016_mixed_black_panther", sql: p16 },
+  { tag: "0017_jittery_clea", sql: p17 },
 ];

@@ -63,6 +63,7 @@ export const workloads = pgTable(
     fallbacks: text("fallbacks").notNull().default("[]"),
     /** How requests pick a replica: "prefix" (the one likely holding the prompt's prefix in its KV cache) or "least_loaded"; null: by task type (prefix for chat-like ones). */
     routing: text("routing"),
+    stablePrompts: flag("stable_prompts").notNull().default(1),
     /** Until when (ISO time) the request inspector keeps this workload's request and answer bodies; null: not kept. */
     captureUntil: text("capture_until"),
     createdAt: text("created_at").notNull(),

@@ -60,6 +60,8 @@ export const workloads = sqliteTable(
     fallbacks: text("fallbacks").notNull().default("[]"),
     /** How requests pick a replica: "prefix" (the one likely holding the prompt's prefix in its KV cache) or "least_loaded"; null: by task type (prefix for chat-like ones). */
     routing: text("routing"),
+    /** Volatile lines agents put atop a prompt (Claude Code's billing header) removed: conversations share the prefix cache. */
+    stablePrompts: integer("stable_prompts", { mode: "boolean" }).notNull().default(true),
     /** Until when (ISO time) the request inspector keeps this workload's request and answer bodies; null: not kept. */
     captureUntil: text("capture_until"),
     createdAt: text("created_at").notNull(),

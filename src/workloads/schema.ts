@@ -144,6 +144,7 @@ const fields = {
   execution_policy: z.enum(EXECUTION_POLICIES),
   execution_params: z.record(z.string(), z.unknown()),
   routing: z.enum(ROUTINGS).nullable(),
+  stable_prompts: z.boolean(),
 };
 
 /** Body of workload create: name, backend and model_name required; `config` checked per backend. */
@@ -168,6 +169,7 @@ export const WorkloadCreate = z.strictObject({
   execution_params: fields.execution_params.optional(),
   /** Between replicas: "prefix" (a conversation stays on one replica) or "least_loaded"; null: by task type. */
   routing: fields.routing.optional(),
+  stable_prompts: fields.stable_prompts.optional(),
 });
 export type WorkloadCreate = z.infer<typeof WorkloadCreate>;
 

@@ -53,6 +53,11 @@ export interface WorkloadView {
   routing: Routing;
   /** True when `routing` is the task type's default (none was set). */
   routing_is_default: boolean;
+  /**
+   * Volatile lines coding agents put at the top of a prompt (Claude Code's `x-anthropic-billing-header`)
+   * are removed before routing and before the runtime sees it, so conversations share its prefix cache.
+   */
+  stable_prompts: boolean;
   created_at: string;
   updated_at: string;
 }
@@ -92,6 +97,7 @@ function toWorkload(r: Row, projectSlug: string): Workload {
     execution_params: JSON.parse(r.executionParams),
     routing: (r.routing as Routing | null) ?? defaultRouting(r.taskType),
     routing_is_default: r.routing === null,
+    stable_prompts: !!r.stablePrompts,
     config_origin: r.configOrigin,
     paused: r.paused,
     capture_until: r.captureUntil,
@@ -271,6 +277,7 @@ const AUDITED: string[] = [
   "aliases",
   "fallbacks",
   "routing",
+  "stable_prompts",
   "execution_policy",
   "execution_params",
 ];
@@ -304,6 +311,7 @@ export async function createWorkload(
     aliases: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "aliases", input.aliases ?? [])),
     fallbacks: JSON.stringify(await checkRouting(db, project.id, undefined, slug, "fallbacks", input.fallbacks ?? [])),
     routing: input.routing ?? null,
+    stablePrompts: input.stable_prompts ?? true,
     captureUntil: null,
     executionPolicy: input.execution_policy ?? "fixed",
     executionParams: JSON.stringify(checkParams(input.execution_policy ?? "fixed", input.execution_params ?? {})),
@@ -399,6 +407,8 @@ export async function updateWorkload(
   }
   if (patch.routing !== undefined && patch.routing !== (current.routing_is_default ? null : current.routing))
     set.routing = patch.routing;
+  if (patch.stable_prompts !== undefined && patch.stable_prompts !== current.stable_prompts)
+    set.stablePrompts = patch.stable_prompts;
   if (patch.execution_policy !== undefined && patch.execution_policy !== current.execution_policy)
     set.executionPolicy = patch.execution_policy;
   const next = patchedPolicy(current, patch);

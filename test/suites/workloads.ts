@@ -48,6 +48,7 @@ export function workloadsSuite(engine: Engine): void {
           "routing",
           "routing_is_default",
           "slug",
+          "stable_prompts",
           "task_type",
           "updated_at",
           "worker_id",
@@ -70,6 +71,7 @@ export function workloadsSuite(engine: Engine): void {
         fallbacks: [],
         routing: "prefix",
         routing_is_default: true,
+        stable_prompts: true,
         config: { command: "vllm serve meta-llama/Llama-3-8B --max-model-len 8192", vllm_version: "0.11.0" },
       });
       expect(w.id).toMatch(/^wl_/);

@@ -1,0 +1,1 @@
+ALTER TABLE "workloads" ADD COLUMN "stable_prompts" integer DEFAULT 1 NOT NULL;

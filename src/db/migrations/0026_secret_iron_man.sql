@@ -1,0 +1,1 @@
+ALTER TABLE `workloads` ADD `stable_prompts` integer DEFAULT true NOT NULL;

@@ -1,0 +1,128 @@
+/**
+ * A real coding agent against inferd (issue 36): Claude Code's own CLI (`@anthropic-ai/claude-code`,
+ * pinned in test/agents-cli/package.json and installed by the test command only, never by inferd's
+ * start command) runs non-interactively (`claude -p …`) against a workload, with the variables
+ * `inferd launch claude --print` gives (here on the workload's own base URL, to pick the route). The model is the fake runtime scripted to call the agent's
+ * file-writing tool (FAKE_TOOL_SCRIPT); the agent writes the file and finishes. Both routes:
+ * Messages passed through (vLLM 0.11 serves /v1/messages) and translated to chat (llama-server).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { writeTinyGguf } from "./fixtures/gguf";
+import { cleanup, repoRoot, tempDir, waitFor } from "./helpers/proc";
+import { startServing, type Serving } from "./helpers/serving";
+
+const CLI_DIR = join(repoRoot, "test/agents-cli");
+const CLAUDE = join(CLI_DIR, "node_modules/.bin/claude");
+const WORK = tempDir("agent-work");
+const TARGET = join(WORK, "hello.txt");
+const CONTENT = "hello from a coding agent on inferd\n";
+
+let s: Serving;
+/** The workloads' ids by slug. */
+const ids: Record<string, string> = {};
+
+beforeAll(async () => {
+  // The agents' CLIs come from the npm registry, for the tests only.
+  if (!existsSync(CLAUDE)) {
+    const npm = Bun.spawnSync(["npm", "ci", "--no-audit", "--no-fund"], {
+      cwd: CLI_DIR,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    if (npm.exitCode !== 0) throw new Error(`npm install in test/agents-cli failed:\n${npm.stderr.toString()}`);
+  }
+  s = await startServing({
+    FAKE_TOOL_SCRIPT: JSON.stringify({ tool: "Write", input: { file_path: TARGET, content: CONTENT } }),
+  });
+  const gguf = join(tempDir("gguf"), "coder.gguf");
+  writeTinyGguf(gguf);
+  const made = await Promise.all([
+    s.createWorkload({
+      name: "native",
+      backend: "vllm",
+      model_name: "native-coder",
+      config: { command: "vllm serve native-coder --enable-auto-tool-choice --tool-call-parser hermes" },
+    }),
+    s.createWorkload({
+      name: "translated",
+      backend: "llamacpp",
+      model_name: "translated-coder",
+      // A coding agent's prompt (system prompt and tool schemas) needs a long context.
+      config: { command: `llama-server -m '${gguf}' -a translated-coder --jinja -c 131072 -np 1` },
+    }),
+  ]);
+  for (const w of made) ids[w.slug] = w.id;
+  await Promise.all(made.map((w) => s.waitState(w.id, "ready", 60_000)));
+}, 300_000);
+afterAll(async () => {
+  await s?.stop();
+  await cleanup();
+});
+
+/** Runs `claude -p` against a workload, as `inferd launch claude` sets it up. */
+async function claude(workload: string, model: string) {
+  const home = tempDir("agent-home");
+  const proc = Bun.spawn(
+    [
+      CLAUDE,
+      "-p",
+      "Create hello.txt with a greeting.",
+      "--permission-mode",
+      "acceptEdits",
+      "--output-format",
+      "json",
+      "--max-turns",
+      "4",
+    ],
+    {
+      cwd: WORK,
+      env: {
+        PATH: process.env.PATH ?? "",
+        HOME: home,
+        ANTHROPIC_BASE_URL: `${s.url}/endpoint/${s.project}/${workload}`,
+        ANTHROPIC_AUTH_TOKEN: s.live,
+        ANTHROPIC_MODEL: model,
+        ANTHROPIC_SMALL_FAST_MODEL: model,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+        DISABLE_AUTOUPDATER: "1",
+      },
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  clearTimeout(timer);
+  return { out, err, code };
+}
+
+describe("Claude Code (its own CLI)", () => {
+  for (const [how, workload, model] of [
+    ["Messages passed through (vLLM)", "native", "native-coder"],
+    ["Messages translated to chat (llama-server)", "translated", "translated-coder"],
+  ] as const) {
+    test(`writes the file the model asked for, and finishes (${how})`, async () => {
+      rmSync(TARGET, { force: true });
+      const r = await claude(workload, model);
+      expect({ code: r.code, err: r.err.slice(-2000), out: r.out.slice(-3000) }).toMatchObject({ code: 0 });
+      expect(JSON.parse(r.out)).toMatchObject({ type: "result", is_error: false });
+      expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
+      // Every request the agent made through inferd is in the request inspector, and none was refused or failed.
+      const seen = await waitFor(
+        async () => {
+          const page = await (await s.admin(`/admin/workloads/${ids[workload]}/requests?limit=200`)).json();
+          const rows = (page.requests ?? page.items ?? page) as { status: number }[];
+          return Array.isArray(rows) && rows.length >= 2 ? rows : undefined;
+        },
+        { what: "the agent's requests in the inspector" },
+      );
+      expect(seen.filter((r) => r.status >= 400)).toEqual([]);
+    }, 180_000);
+  }
+});

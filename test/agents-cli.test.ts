@@ -5,9 +5,12 @@
  * `inferd launch claude --print` gives (here on the workload's own base URL, to pick the route). The model is the fake runtime scripted to call the agent's
  * file-writing tool (FAKE_TOOL_SCRIPT); the agent writes the file and finishes. Both routes:
  * Messages passed through (vLLM 0.11 serves /v1/messages) and translated to chat (llama-server).
+ * Codex's CLI (`@openai/codex`) likewise, on the Responses API passed through and translated (its
+ * default tools include a namespace and the hosted web_search), with the config file `inferd launch
+ * codex` writes, calling its exec_command tool.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeTinyGguf } from "./fixtures/gguf";
 import { cleanup, repoRoot, tempDir, waitFor } from "./helpers/proc";
@@ -15,6 +18,7 @@ import { startServing, type Serving } from "./helpers/serving";
 
 const CLI_DIR = join(repoRoot, "test/agents-cli");
 const CLAUDE = join(CLI_DIR, "node_modules/.bin/claude");
+const CODEX = join(CLI_DIR, "node_modules/.bin/codex");
 const WORK = tempDir("agent-work");
 const TARGET = join(WORK, "hello.txt");
 const CONTENT = "hello from a coding agent on inferd\n";
@@ -25,7 +29,7 @@ const ids: Record<string, string> = {};
 
 beforeAll(async () => {
   // The agents' CLIs come from the npm registry, for the tests only.
-  if (!existsSync(CLAUDE)) {
+  if (!existsSync(CLAUDE) || !existsSync(CODEX)) {
     const npm = Bun.spawnSync(["npm", "ci", "--no-audit", "--no-fund"], {
       cwd: CLI_DIR,
       stdout: "pipe",
@@ -34,7 +38,11 @@ beforeAll(async () => {
     if (npm.exitCode !== 0) throw new Error(`npm install in test/agents-cli failed:\n${npm.stderr.toString()}`);
   }
   s = await startServing({
-    FAKE_TOOL_SCRIPT: JSON.stringify({ tool: "Write", input: { file_path: TARGET, content: CONTENT } }),
+    // The model calls Claude Code's Write tool, or Codex's exec_command, whichever the agent offers.
+    FAKE_TOOL_SCRIPT: JSON.stringify([
+      { tool: "Write", input: { file_path: TARGET, content: CONTENT } },
+      { tool: "exec_command", input: { cmd: `echo ${CONTENT.trim()} > hello.txt` } },
+    ]),
   });
   const gguf = join(tempDir("gguf"), "coder.gguf");
   writeTinyGguf(gguf);
@@ -102,6 +110,77 @@ async function claude(workload: string, model: string) {
   return { out, err, code };
 }
 
+/** The agent's requests on a workload (at least two: the tool call and the answer after it) that were refused or failed. */
+async function refusedOrFailed(workload: string): Promise<unknown[]> {
+  const rows = await waitFor(
+    async () => {
+      const page = await (await s.admin(`/admin/workloads/${ids[workload]}/requests?limit=200`)).json();
+      const list = page.requests as { status: number }[] | undefined;
+      return list && list.length >= 2 ? list : undefined;
+    },
+    { what: "the agent's requests in the inspector" },
+  );
+  return rows.filter((r) => r.status >= 400);
+}
+
+/** Runs `codex exec` against a workload with the config file `inferd launch codex` writes. */
+async function codex(workload: string, model: string) {
+  const home = tempDir("codex-home");
+  writeFileSync(
+    join(home, "config.toml"),
+    [
+      `model = "${model}"`,
+      `model_provider = "inferd"`,
+      "",
+      "[model_providers.inferd]",
+      `name = "inferd"`,
+      `base_url = "${s.url}/endpoint/${s.project}/${workload}/v1"`,
+      `env_key = "INFERD_API_KEY"`,
+      `wire_api = "responses"`,
+      "",
+    ].join("\n"),
+  );
+  const proc = Bun.spawn(
+    [
+      CODEX,
+      "exec",
+      "--skip-git-repo-check",
+      "--dangerously-bypass-approvals-and-sandbox",
+      "Create hello.txt with a greeting.",
+    ],
+    {
+      cwd: WORK,
+      env: { PATH: process.env.PATH ?? "", HOME: home, CODEX_HOME: home, INFERD_API_KEY: s.live },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  clearTimeout(timer);
+  return { out, err, code };
+}
+
+describe("Codex (its own CLI)", () => {
+  for (const [how, workload, model] of [
+    ["Responses passed through (vLLM)", "native", "native-coder"],
+    ["Responses translated to chat (llama-server)", "translated", "translated-coder"],
+  ] as const) {
+    test(`runs the command the model asked for, and finishes (${how})`, async () => {
+      rmSync(TARGET, { force: true });
+      const r = await codex(workload, model);
+      expect({ code: r.code, err: r.err.slice(-2000) }).toMatchObject({ code: 0 });
+      expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
+      expect(await refusedOrFailed(workload)).toEqual([]);
+    }, 180_000);
+  }
+});
+
 describe("Claude Code (its own CLI)", () => {
   for (const [how, workload, model] of [
     ["Messages passed through (vLLM)", "native", "native-coder"],
@@ -113,16 +192,7 @@ describe("Claude Code (its own CLI)", () => {
       expect({ code: r.code, err: r.err.slice(-2000), out: r.out.slice(-3000) }).toMatchObject({ code: 0 });
       expect(JSON.parse(r.out)).toMatchObject({ type: "result", is_error: false });
       expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
-      // Every request the agent made through inferd is in the request inspector, and none was refused or failed.
-      const seen = await waitFor(
-        async () => {
-          const page = await (await s.admin(`/admin/workloads/${ids[workload]}/requests?limit=200`)).json();
-          const rows = (page.requests ?? page.items ?? page) as { status: number }[];
-          return Array.isArray(rows) && rows.length >= 2 ? rows : undefined;
-        },
-        { what: "the agent's requests in the inspector" },
-      );
-      expect(seen.filter((r) => r.status >= 400)).toEqual([]);
+      expect(await refusedOrFailed(workload)).toEqual([]);
     }, 180_000);
   }
 });

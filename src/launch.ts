@@ -13,109 +13,10 @@ import { engineOf } from "../agent/engines";
 import { splitCommand } from "../agent/command";
 import type { Config } from "./config";
 import { dataPaths, runningServer } from "./datadir";
+import { AGENTS, TOOL_FLAGS } from "./coding-agents";
 
 /** Why launch cannot go on, in words a user can act on (the CLI prints it and exits 2). */
 export class LaunchError extends Error {}
-
-/** What an agent is given: environment variables, and files written before it starts. */
-interface AgentSettings {
-  env: Record<string, string>;
-  files: { path: string; text: string }[];
-}
-
-/** Where an agent reaches a workload: the project base URL, the key, the model name. */
-interface Target {
-  url: string;
-  project: string;
-  key: string;
-  model: string;
-}
-
-/** One coding agent: its program and how it is pointed at inferd. */
-interface AgentKind {
-  program: string;
-  /** The route it calls (for the message when no workload fits). */
-  route: string;
-  settings(t: Target, dir: string): AgentSettings;
-}
-
-/** The agents inferd can launch, by the name `inferd launch` takes. */
-export const AGENTS: Record<string, AgentKind> = {
-  claude: {
-    program: "claude",
-    route: "/v1/messages",
-    settings: (t) => ({
-      env: {
-        ANTHROPIC_BASE_URL: `${t.url}/endpoint/${t.project}`,
-        ANTHROPIC_AUTH_TOKEN: t.key,
-        ANTHROPIC_MODEL: t.model,
-        ANTHROPIC_SMALL_FAST_MODEL: t.model,
-        // No calls home, nothing the server cannot answer.
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-      },
-      files: [],
-    }),
-  },
-  codex: {
-    program: "codex",
-    route: "/v1/responses",
-    settings: (t, dir) => ({
-      env: { CODEX_HOME: dir, INFERD_API_KEY: t.key },
-      files: [
-        {
-          path: join(dir, "config.toml"),
-          text: [
-            `model = ${JSON.stringify(t.model)}`,
-            `model_provider = "inferd"`,
-            "",
-            "[model_providers.inferd]",
-            `name = "inferd"`,
-            `base_url = ${JSON.stringify(`${t.url}/endpoint/${t.project}/v1`)}`,
-            `env_key = "INFERD_API_KEY"`,
-            `wire_api = "responses"`,
-            "",
-          ].join("\n"),
-        },
-      ],
-    }),
-  },
-  opencode: {
-    program: "opencode",
-    route: "/v1/chat/completions",
-    settings: (t, dir) => ({
-      env: { OPENCODE_CONFIG: join(dir, "opencode.json") },
-      files: [
-        {
-          path: join(dir, "opencode.json"),
-          text: `${JSON.stringify(
-            {
-              $schema: "https://opencode.ai/config.json",
-              provider: {
-                inferd: {
-                  npm: "@ai-sdk/openai-compatible",
-                  name: "inferd",
-                  options: { baseURL: `${t.url}/endpoint/${t.project}/v1`, apiKey: t.key },
-                  models: { [t.model]: { name: t.model } },
-                },
-              },
-              model: `inferd/${t.model}`,
-            },
-            null,
-            2,
-          )}\n`,
-        },
-      ],
-    }),
-  },
-  qwen: {
-    program: "qwen",
-    route: "/v1/chat/completions",
-    settings: (t) => ({
-      env: { OPENAI_BASE_URL: `${t.url}/endpoint/${t.project}/v1`, OPENAI_API_KEY: t.key, OPENAI_MODEL: t.model },
-      files: [],
-    }),
-  },
-};
 
 /** A workload as the admin API lists it (what launch reads). */
 interface ListedWorkload {
@@ -126,14 +27,6 @@ interface ListedWorkload {
   model_name: string;
   config: Record<string, unknown>;
 }
-
-/** The flags a backend's runtime needs to call tools, in words. */
-const TOOL_FLAGS: Record<string, string> = {
-  vllm: "--enable-auto-tool-choice --tool-call-parser <parser>",
-  "vllm-omni": "--enable-auto-tool-choice --tool-call-parser <parser>",
-  sglang: "--tool-call-parser <parser>",
-  llamacpp: "--jinja",
-};
 
 /** Whether a workload's runtime was started able to call tools. */
 function callsTools(w: ListedWorkload): boolean {

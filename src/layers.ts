@@ -32,6 +32,7 @@ export const LAYERS: Layer[] = [
       "src/layers.ts",
       "src/call.ts",
       "src/fetch-limit.ts",
+      "src/coding-agents.ts",
     ],
   },
   {

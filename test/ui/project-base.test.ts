@@ -100,6 +100,16 @@ describe("the project's base URL in the dashboard", () => {
       `curl ${srv.url}/endpoint/${srv.project}/primary/v1/chat/completions`,
     );
     await world.ui.checkWidths("workload-routing");
+    // Use with a coding agent: the same settings inferd launch writes, per agent, and what the runtime needs.
+    const agents = page.getByTestId("coding-agents");
+    expect(await agents.textContent()).toContain(`inferd launch claude --project ${srv.project} --workload primary`);
+    expect(await agents.textContent()).toContain("--enable-auto-tool-choice --tool-call-parser <parser>");
+    expect(await agents.locator("pre code").first().textContent()).toContain(
+      `export ANTHROPIC_BASE_URL="${srv.url}/endpoint/${srv.project}"`,
+    );
+    await agents.getByRole("combobox", { name: "Agent" }).selectOption("codex");
+    await until(async () => !!(await agents.textContent())?.includes(`wire_api = "responses"`), "Codex's config file");
+    expect(await agents.textContent()).toContain(`base_url = "${srv.url}/endpoint/${srv.project}/v1"`);
   });
 
   test("an alias another workload has is refused at that alias's input; another name saves", async () => {

@@ -12,6 +12,7 @@ import { WorkloadHead } from "../components/workload-head";
 import { Replicas } from "../components/replicas";
 import { Controls, ScalingState } from "../components/workload-controls";
 import { Snippets } from "../components/snippets";
+import { CodingAgents } from "../components/coding-agents";
 import { WorkloadActivity } from "../components/workload-charts";
 import { NotFound } from "../components/not-found";
 import { Can, can, guard } from "../lib/me";
@@ -123,7 +124,7 @@ export function WorkloadPage({ id }: { id: string }) {
     <${WorkloadActivity} id=${w.id} />
     ${workers.data?.length && can("workload.change", w.project_slug) ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
     <${Toggles} w=${w} onChange=${reload} />
-    <section aria-labelledby="use"><h2 id="use">Use it</h2><${Routing} w=${w} /><${Snippets} workload=${w} /></section>
+    <section aria-labelledby="use"><h2 id="use">Use it</h2><${Routing} w=${w} /><${Snippets} workload=${w} /><${CodingAgents} w=${w} /></section>
     <${Can} do="workload.change" project=${w.project_slug}><section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete workload</h2>
       <${ErrorNote} error=${del.error} />
       <${ConfirmButton} label="Delete workload" title=${`Delete ${w.name}?`} confirm="Delete workload" body=${html`<p>Its runtimes stop and its endpoint goes away.</p>`}

@@ -19,6 +19,7 @@ import { startServing, type Serving } from "./helpers/serving";
 const CLI_DIR = join(repoRoot, "test/agents-cli");
 const CLAUDE = join(CLI_DIR, "node_modules/.bin/claude");
 const CODEX = join(CLI_DIR, "node_modules/.bin/codex");
+const QWEN = join(CLI_DIR, "node_modules/.bin/qwen");
 const WORK = tempDir("agent-work");
 const TARGET = join(WORK, "hello.txt");
 const CONTENT = "hello from a coding agent on inferd\n";
@@ -29,7 +30,7 @@ const ids: Record<string, string> = {};
 
 beforeAll(async () => {
   // The agents' CLIs come from the npm registry, for the tests only.
-  if (!existsSync(CLAUDE) || !existsSync(CODEX)) {
+  if (![CLAUDE, CODEX, QWEN].every((bin) => existsSync(bin))) {
     const npm = Bun.spawnSync(["npm", "ci", "--no-audit", "--no-fund"], {
       cwd: CLI_DIR,
       stdout: "pipe",
@@ -42,6 +43,7 @@ beforeAll(async () => {
     FAKE_TOOL_SCRIPT: JSON.stringify([
       { tool: "Write", input: { file_path: TARGET, content: CONTENT } },
       { tool: "exec_command", input: { cmd: `echo ${CONTENT.trim()} > hello.txt` } },
+      { tool: "write_file", input: { file_path: TARGET, content: CONTENT } },
     ]),
   });
   const gguf = join(tempDir("gguf"), "coder.gguf");
@@ -175,6 +177,47 @@ describe("Codex (its own CLI)", () => {
       rmSync(TARGET, { force: true });
       const r = await codex(workload, model);
       expect({ code: r.code, err: r.err.slice(-2000) }).toMatchObject({ code: 0 });
+      expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
+      expect(await refusedOrFailed(workload)).toEqual([]);
+    }, 180_000);
+  }
+});
+
+/** Runs `qwen` (Qwen Code) one-shot against a workload with the variables `inferd launch qwen` sets. */
+async function qwen(workload: string, model: string) {
+  const home = tempDir("qwen-home");
+  const proc = Bun.spawn([QWEN, "Create hello.txt with a greeting.", "--yolo", "--output-format", "json"], {
+    cwd: WORK,
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: home,
+      OPENAI_BASE_URL: `${s.url}/endpoint/${s.project}/${workload}/v1`,
+      OPENAI_API_KEY: s.live,
+      OPENAI_MODEL: model,
+    },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  clearTimeout(timer);
+  return { out, err, code };
+}
+
+describe("Qwen Code (its own CLI)", () => {
+  for (const [how, workload, model] of [
+    ["chat completions (vLLM)", "native", "native-coder"],
+    ["chat completions (llama-server)", "translated", "translated-coder"],
+  ] as const) {
+    test(`writes the file the model asked for, and finishes (${how})`, async () => {
+      rmSync(TARGET, { force: true });
+      const r = await qwen(workload, model);
+      expect({ code: r.code, err: r.err.slice(-2000), out: r.out.slice(-2000) }).toMatchObject({ code: 0 });
       expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
       expect(await refusedOrFailed(workload)).toEqual([]);
     }, 180_000);

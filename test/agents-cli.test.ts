@@ -20,6 +20,7 @@ const CLI_DIR = join(repoRoot, "test/agents-cli");
 const CLAUDE = join(CLI_DIR, "node_modules/.bin/claude");
 const CODEX = join(CLI_DIR, "node_modules/.bin/codex");
 const QWEN = join(CLI_DIR, "node_modules/.bin/qwen");
+const OPENCODE = join(CLI_DIR, "node_modules/.bin/opencode");
 const WORK = tempDir("agent-work");
 const TARGET = join(WORK, "hello.txt");
 const CONTENT = "hello from a coding agent on inferd\n";
@@ -30,7 +31,7 @@ const ids: Record<string, string> = {};
 
 beforeAll(async () => {
   // The agents' CLIs come from the npm registry, for the tests only.
-  if (![CLAUDE, CODEX, QWEN].every((bin) => existsSync(bin))) {
+  if (![CLAUDE, CODEX, QWEN, OPENCODE].every((bin) => existsSync(bin))) {
     const npm = Bun.spawnSync(["npm", "ci", "--no-audit", "--no-fund"], {
       cwd: CLI_DIR,
       stdout: "pipe",
@@ -44,6 +45,7 @@ beforeAll(async () => {
       { tool: "Write", input: { file_path: TARGET, content: CONTENT } },
       { tool: "exec_command", input: { cmd: `echo ${CONTENT.trim()} > hello.txt` } },
       { tool: "write_file", input: { file_path: TARGET, content: CONTENT } },
+      { tool: "write", input: { filePath: TARGET, content: CONTENT } },
     ]),
   });
   const gguf = join(tempDir("gguf"), "coder.gguf");
@@ -222,6 +224,55 @@ describe("Qwen Code (its own CLI)", () => {
       expect(await refusedOrFailed(workload)).toEqual([]);
     }, 180_000);
   }
+});
+
+/** Runs `opencode run` against a workload with the config file `inferd launch opencode` writes. */
+async function opencode(workload: string, model: string) {
+  const home = tempDir("opencode-home");
+  const config = join(home, "opencode.json");
+  writeFileSync(
+    config,
+    JSON.stringify({
+      $schema: "https://opencode.ai/config.json",
+      provider: {
+        inferd: {
+          npm: "@ai-sdk/openai-compatible",
+          name: "inferd",
+          options: { baseURL: `${s.url}/endpoint/${s.project}/${workload}/v1`, apiKey: s.live },
+          models: { [model]: { name: model } },
+        },
+      },
+      model: `inferd/${model}`,
+    }),
+  );
+  const proc = Bun.spawn(
+    [OPENCODE, "run", "Create hello.txt with a greeting.", "--model", `inferd/${model}`, "--print-logs"],
+    {
+      cwd: WORK,
+      env: { PATH: process.env.PATH ?? "", HOME: home, OPENCODE_CONFIG: config, OPENCODE_DISABLE_AUTOUPDATE: "1" },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  clearTimeout(timer);
+  return { out, err, code };
+}
+
+describe("opencode (its own CLI)", () => {
+  test("writes the file the model asked for, and finishes (chat completions, vLLM)", async () => {
+    rmSync(TARGET, { force: true });
+    const r = await opencode("native", "native-coder");
+    expect({ code: r.code, err: r.err.slice(-3000), out: r.out.slice(-1000) }).toMatchObject({ code: 0 });
+    expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
+    expect(await refusedOrFailed("native")).toEqual([]);
+  }, 180_000);
 });
 
 describe("Claude Code (its own CLI)", () => {

@@ -1,13 +1,15 @@
 /**
- * A real coding agent against inferd (issue 36): Claude Code's own CLI (`@anthropic-ai/claude-code`,
- * pinned in test/agents-cli/package.json and installed by the test command only, never by inferd's
- * start command) runs non-interactively (`claude -p …`) against a workload, with the variables
- * `inferd launch claude --print` gives (here on the workload's own base URL, to pick the route). The model is the fake runtime scripted to call the agent's
- * file-writing tool (FAKE_TOOL_SCRIPT); the agent writes the file and finishes. Both routes:
- * Messages passed through (vLLM 0.11 serves /v1/messages) and translated to chat (llama-server).
- * Codex's CLI (`@openai/codex`) likewise, on the Responses API passed through and translated (its
- * default tools include a namespace and the hosted web_search), with the config file `inferd launch
- * codex` writes, calling its exec_command tool.
+ * Real coding agents against inferd (issue 36): the agents' own CLIs, pinned in
+ * test/agents-cli/package.json and installed there by the tests only (never by inferd's start
+ * command), run non-interactively against a workload with the settings `inferd launch` gives (here on
+ * the workload's own base URL, to pick the route). The model is the fake runtime scripted to call
+ * the agent's file-writing tool (FAKE_TOOL_SCRIPT); the agent writes the file and finishes, and the
+ * request inspector shows nothing refused or failed.
+ * - Claude Code (`claude -p`): Messages passed through (vLLM 0.11 serves /v1/messages) and translated
+ *   to chat (llama-server).
+ * - Codex (`codex exec`): the Responses API passed through and translated (its default tools include
+ *   a namespace and the hosted web_search), with the config file `inferd launch codex` writes.
+ * - Qwen Code (`qwen --yolo`) and opencode (`opencode run`): chat completions.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";

@@ -43,8 +43,12 @@ const TOOLS = Array.from({ length: 12 }, (_, i) => ({
   },
 }));
 
-/** The first request of one conversation: its billing header (per conversation) and first prompt. */
-const firstRequest = (conversation: string, prompt: string) => ({
+/**
+ * The first request of one conversation: its billing header (per conversation), the system prompt
+ * of round `round` (each round another one, so the round's first conversation finds nothing cached)
+ * and its first prompt.
+ */
+const firstRequest = (round: string, conversation: string, prompt: string) => ({
   model: "default",
   max_tokens: 16,
   stream: true,
@@ -53,7 +57,7 @@ const firstRequest = (conversation: string, prompt: string) => ({
       type: "text",
       text: `x-anthropic-billing-header: cc_version=2.1.3.${conversation}; cc_entrypoint=cli; cch=${conversation};`,
     },
-    { type: "text", text: SYSTEM },
+    { type: "text", text: `(round ${round}) ${SYSTEM}` },
   ],
   tools: TOOLS,
   messages: [{ role: "user", content: prompt }],
@@ -111,8 +115,8 @@ async function main(): Promise<void> {
       const a: number[] = [];
       const b: number[] = [];
       for (let i = 0; i < rounds; i++) {
-        a.push(await ttft(url, key, firstRequest(`a${i}${name}`, `fix the failing test (round ${i})`)));
-        b.push(await ttft(url, key, firstRequest(`b${i}${name}`, `add a README section (round ${i})`)));
+        a.push(await ttft(url, key, firstRequest(`${i}${name}`, `a${i}`, "fix the failing test")));
+        b.push(await ttft(url, key, firstRequest(`${i}${name}`, `b${i}`, "add a README section")));
       }
       const med = (xs: number[]) => xs.sort((x, y) => x - y)[Math.floor(xs.length / 2)];
       const [ma, mb] = [med(a), med(b)];

@@ -75,7 +75,7 @@ usage:
                                        copy the embedded store into an empty PostgreSQL database (cluster mode; the server must be stopped)
   inferd doctor [--json]               check the data dir, store, backups, disk, GPUs, runtimes, ports, certificate
   inferd doctor --engines [--json]     each engine here: version, readiness, capacity assumed and why, own routes, what is missing
-  inferd launch claude|codex|opencode|qwen [--project P] [--workload W] [--print] [-- <its arguments>]
+  inferd launch claude|codex|opencode|cn|qwen [--project P] [--workload W] [--print] [-- <its arguments>]
                                        run a coding agent against this server's chat workload that calls tools
   inferd desktop                       open the dashboard in an app window (starts the server if needed)
   inferd config                        print every setting with its value in force

@@ -8,6 +8,8 @@
 export interface AgentSettings {
   env: Record<string, string>;
   files: { path: string; text: string }[];
+  /** Arguments the agent is started with before the user's (a config file it does not find by itself). */
+  args?: string[];
 }
 
 /** Where an agent reaches a workload: the project base URL, the key, the model name. */
@@ -95,6 +97,33 @@ export const AGENTS: Record<string, AgentKind> = {
             null,
             2,
           )}\n`,
+        },
+      ],
+    }),
+  },
+  cn: {
+    label: "Continue (cn)",
+    program: "cn",
+    route: "/v1/chat/completions",
+    settings: (t, dir) => ({
+      env: {},
+      args: ["--config", `${dir}/config.yaml`],
+      files: [
+        {
+          path: `${dir}/config.yaml`,
+          text: [
+            "name: inferd",
+            "version: 0.0.1",
+            "schema: v1",
+            "models:",
+            `  - name: ${JSON.stringify(t.model)}`,
+            "    provider: openai",
+            `    model: ${JSON.stringify(t.model)}`,
+            `    apiBase: ${JSON.stringify(`${t.url}/endpoint/${t.project}/v1`)}`,
+            `    apiKey: ${JSON.stringify(t.key)}`,
+            "    roles: [chat, edit, apply]",
+            "",
+          ].join("\n"),
         },
       ],
     }),

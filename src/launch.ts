@@ -138,11 +138,15 @@ export async function launchCommand(config: Config, args: string[], out: (s: str
     out(`# ${name} → ${w.project_slug}/${w.slug} (${w.model_name}) on ${api.url}`);
     for (const [k, v] of Object.entries(settings.env)) out(`export ${k}=${JSON.stringify(v)}`);
     for (const f of settings.files) out(`# ${f.path}\n${f.text}`);
+    if (settings.args) out(`# run: ${agent.program} ${settings.args.join(" ")}`);
     return 0;
   }
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   for (const f of settings.files) writeFileSync(f.path, f.text, { mode: 0o600 });
-  const run = spawnSync(agent.program, passed, { stdio: "inherit", env: { ...process.env, ...settings.env } });
+  const run = spawnSync(agent.program, [...(settings.args ?? []), ...passed], {
+    stdio: "inherit",
+    env: { ...process.env, ...settings.env },
+  });
   if (run.error)
     throw new LaunchError(`could not start ${agent.program}: ${run.error.message} (is it installed? npm i -g …)`);
   return run.status ?? 1;

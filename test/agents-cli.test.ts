@@ -9,7 +9,7 @@
  *   to chat (llama-server).
  * - Codex (`codex exec`): the Responses API passed through and translated (its default tools include
  *   a namespace and the hosted web_search), with the config file `inferd launch codex` writes.
- * - Qwen Code (`qwen --yolo`) and opencode (`opencode run`): chat completions.
+ * - Qwen Code (`qwen --yolo`), opencode (`opencode run`) and Continue's `cn -p`: chat completions.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -23,6 +23,7 @@ const CLAUDE = join(CLI_DIR, "node_modules/.bin/claude");
 const CODEX = join(CLI_DIR, "node_modules/.bin/codex");
 const QWEN = join(CLI_DIR, "node_modules/.bin/qwen");
 const OPENCODE = join(CLI_DIR, "node_modules/.bin/opencode");
+const CN = join(CLI_DIR, "node_modules/.bin/cn");
 const WORK = tempDir("agent-work");
 const TARGET = join(WORK, "hello.txt");
 const CONTENT = "hello from a coding agent on inferd\n";
@@ -33,7 +34,7 @@ const ids: Record<string, string> = {};
 
 beforeAll(async () => {
   // The agents' CLIs come from the npm registry, for the tests only.
-  if (![CLAUDE, CODEX, QWEN, OPENCODE].every((bin) => existsSync(bin))) {
+  if (![CLAUDE, CODEX, QWEN, OPENCODE, CN].every((bin) => existsSync(bin))) {
     const npm = Bun.spawnSync(["npm", "ci", "--no-audit", "--no-fund"], {
       cwd: CLI_DIR,
       stdout: "pipe",
@@ -44,7 +45,8 @@ beforeAll(async () => {
   s = await startServing({
     // The model calls Claude Code's Write tool, or Codex's exec_command, whichever the agent offers.
     FAKE_TOOL_SCRIPT: JSON.stringify([
-      { tool: "Write", input: { file_path: TARGET, content: CONTENT } },
+      { tool: "Write", param: "file_path", input: { file_path: TARGET, content: CONTENT } },
+      { tool: "Write", param: "filepath", input: { filepath: TARGET, content: CONTENT } },
       { tool: "exec_command", input: { cmd: `echo ${CONTENT.trim()} > hello.txt` } },
       { tool: "write_file", input: { file_path: TARGET, content: CONTENT } },
       { tool: "write", input: { filePath: TARGET, content: CONTENT } },
@@ -75,10 +77,29 @@ afterAll(async () => {
   await cleanup();
 });
 
+/** Runs an agent's CLI in the work folder with `env` (and nothing else of ours), for at most two minutes. */
+async function runAgent(argv: string[], env: Record<string, string>) {
+  const proc = Bun.spawn(argv, {
+    cwd: WORK,
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  clearTimeout(timer);
+  return { out, err, code };
+}
+
 /** Runs `claude -p` against a workload, as `inferd launch claude` sets it up. */
 async function claude(workload: string, model: string) {
   const home = tempDir("agent-home");
-  const proc = Bun.spawn(
+  return runAgent(
     [
       CLAUDE,
       "-p",
@@ -91,29 +112,15 @@ async function claude(workload: string, model: string) {
       "4",
     ],
     {
-      cwd: WORK,
-      env: {
-        PATH: process.env.PATH ?? "",
-        HOME: home,
-        ANTHROPIC_BASE_URL: `${s.url}/endpoint/${s.project}/${workload}`,
-        ANTHROPIC_AUTH_TOKEN: s.live,
-        ANTHROPIC_MODEL: model,
-        ANTHROPIC_SMALL_FAST_MODEL: model,
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-        DISABLE_AUTOUPDATER: "1",
-      },
-      stdout: "pipe",
-      stderr: "pipe",
+      HOME: home,
+      ANTHROPIC_BASE_URL: `${s.url}/endpoint/${s.project}/${workload}`,
+      ANTHROPIC_AUTH_TOKEN: s.live,
+      ANTHROPIC_MODEL: model,
+      ANTHROPIC_SMALL_FAST_MODEL: model,
+      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      DISABLE_AUTOUPDATER: "1",
     },
   );
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  clearTimeout(timer);
-  return { out, err, code };
 }
 
 /** The agent's requests on a workload (at least two: the tool call and the answer after it) that were refused or failed. */
@@ -146,7 +153,7 @@ async function codex(workload: string, model: string) {
       "",
     ].join("\n"),
   );
-  const proc = Bun.spawn(
+  return runAgent(
     [
       CODEX,
       "exec",
@@ -154,22 +161,8 @@ async function codex(workload: string, model: string) {
       "--dangerously-bypass-approvals-and-sandbox",
       "Create hello.txt with a greeting.",
     ],
-    {
-      cwd: WORK,
-      env: { PATH: process.env.PATH ?? "", HOME: home, CODEX_HOME: home, INFERD_API_KEY: s.live },
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    },
+    { HOME: home, CODEX_HOME: home, INFERD_API_KEY: s.live },
   );
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  clearTimeout(timer);
-  return { out, err, code };
 }
 
 describe("Codex (its own CLI)", () => {
@@ -190,27 +183,12 @@ describe("Codex (its own CLI)", () => {
 /** Runs `qwen` (Qwen Code) one-shot against a workload with the variables `inferd launch qwen` sets. */
 async function qwen(workload: string, model: string) {
   const home = tempDir("qwen-home");
-  const proc = Bun.spawn([QWEN, "Create hello.txt with a greeting.", "--yolo", "--output-format", "json"], {
-    cwd: WORK,
-    env: {
-      PATH: process.env.PATH ?? "",
-      HOME: home,
-      OPENAI_BASE_URL: `${s.url}/endpoint/${s.project}/${workload}/v1`,
-      OPENAI_API_KEY: s.live,
-      OPENAI_MODEL: model,
-    },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
+  return runAgent([QWEN, "Create hello.txt with a greeting.", "--yolo", "--output-format", "json"], {
+    HOME: home,
+    OPENAI_BASE_URL: `${s.url}/endpoint/${s.project}/${workload}/v1`,
+    OPENAI_API_KEY: s.live,
+    OPENAI_MODEL: model,
   });
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  clearTimeout(timer);
-  return { out, err, code };
 }
 
 describe("Qwen Code (its own CLI)", () => {
@@ -247,30 +225,49 @@ async function opencode(workload: string, model: string) {
       model: `inferd/${model}`,
     }),
   );
-  const proc = Bun.spawn(
+  return runAgent(
     [OPENCODE, "run", "Create hello.txt with a greeting.", "--model", `inferd/${model}`, "--print-logs"],
-    {
-      cwd: WORK,
-      env: { PATH: process.env.PATH ?? "", HOME: home, OPENCODE_CONFIG: config, OPENCODE_DISABLE_AUTOUPDATE: "1" },
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    },
+    { HOME: home, OPENCODE_CONFIG: config, OPENCODE_DISABLE_AUTOUPDATE: "1" },
   );
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 120_000);
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  clearTimeout(timer);
-  return { out, err, code };
 }
 
 describe("opencode (its own CLI)", () => {
   test("writes the file the model asked for, and finishes (chat completions, vLLM)", async () => {
     rmSync(TARGET, { force: true });
     const r = await opencode("native", "native-coder");
+    expect({ code: r.code, err: r.err.slice(-3000), out: r.out.slice(-1000) }).toMatchObject({ code: 0 });
+    expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
+    expect(await refusedOrFailed("native")).toEqual([]);
+  }, 180_000);
+});
+
+/** Runs Continue's `cn -p` against a workload with a config file naming it as an OpenAI-compatible model. */
+async function cn(workload: string, model: string) {
+  const home = tempDir("cn-home");
+  const config = join(home, "config.yaml");
+  writeFileSync(
+    config,
+    [
+      "name: inferd",
+      "version: 0.0.1",
+      "schema: v1",
+      "models:",
+      `  - name: ${model}`,
+      "    provider: openai",
+      `    model: ${model}`,
+      `    apiBase: ${s.url}/endpoint/${s.project}/${workload}/v1`,
+      `    apiKey: ${s.live}`,
+      "    roles: [chat, edit, apply]",
+      "",
+    ].join("\n"),
+  );
+  return runAgent([CN, "-p", "Create hello.txt with a greeting.", "--config", config, "--auto"], { HOME: home });
+}
+
+describe("Continue's cn (its own CLI)", () => {
+  test("writes the file the model asked for, and finishes (chat completions, vLLM)", async () => {
+    rmSync(TARGET, { force: true });
+    const r = await cn("native", "native-coder");
     expect({ code: r.code, err: r.err.slice(-3000), out: r.out.slice(-1000) }).toMatchObject({ code: 0 });
     expect(readFileSync(TARGET, "utf8")).toBe(CONTENT);
     expect(await refusedOrFailed("native")).toEqual([]);

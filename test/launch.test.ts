@@ -57,6 +57,10 @@ test("Codex gets a config file of inferd's own (CODEX_HOME), on the Responses wi
   expect(r.stdout).toContain('model = "coder-model"');
   expect(r.stdout).toContain(`base_url = "${s.url}/endpoint/${s.project}/v1"`);
   expect(r.stdout).toContain('wire_api = "responses"');
+  // Continue's cn finds its config only by argument: launch starts it with one.
+  const cn = await launch(["cn", "--print"]);
+  expect(cn.stdout).toContain(`# run: cn --config ${join(s.dataDir, "agents", "cn")}/config.yaml`);
+  expect(cn.stdout).toContain(`apiBase: "${s.url}/endpoint/${s.project}/v1"`);
 });
 
 test("the agent runs with its settings and reaches the model through inferd", async () => {
@@ -75,5 +79,5 @@ test("a workload that cannot call tools is named with the flags its runtime need
   expect(named.stderr).toContain("--enable-auto-tool-choice --tool-call-parser <parser>");
   const unknown = await launch(["cursor"]);
   expect(unknown.code).toBe(2);
-  expect(unknown.stderr).toContain("usage: inferd launch <claude|codex|opencode|qwen>");
+  expect(unknown.stderr).toContain("usage: inferd launch <claude|codex|opencode|cn|qwen>");
 });

@@ -39,7 +39,8 @@ export function CodingAgents({ w }: { w: AgentWorkload }) {
     </select></label>
     <p class="muted">On this machine, <code>inferd launch ${agent} --project ${w.project_slug} --workload ${w.slug}</code> makes a key, writes these settings and starts ${kind.label}. Elsewhere, set them yourself:</p>
     ${flags ? html`<p class="muted">${kind.label} calls tools: the runtime's command needs <code>${flags}</code>.</p>` : null}
-    <${CodeBlock} label=${`${kind.label}: environment`} code=${env} />
+    ${env ? html`<${CodeBlock} label=${`${kind.label}: environment`} code=${env} />` : null}
+    ${settings.args ? html`<${CodeBlock} label=${`${kind.label}: start it with`} code=${`${kind.program} ${settings.args.join(" ")}`} />` : null}
     ${settings.files.map((f) => html`<${CodeBlock} label=${f.path} code=${f.text} />`)}
   </section>`;
 }

@@ -35,7 +35,9 @@ const ids: Record<string, string> = {};
 beforeAll(async () => {
   // The agents' CLIs come from the npm registry, for the tests only.
   if (![CLAUDE, CODEX, QWEN, OPENCODE, CN].every((bin) => existsSync(bin))) {
-    const npm = Bun.spawnSync(["npm", "ci", "--no-audit", "--no-fund"], {
+    // `npm install` with the lock (npm ci refuses this lock: npm omits the optional platform packages of
+    // one of cn's dependencies from it, then finds them missing).
+    const npm = Bun.spawnSync(["npm", "install", "--no-audit", "--no-fund"], {
       cwd: CLI_DIR,
       stdout: "pipe",
       stderr: "pipe",

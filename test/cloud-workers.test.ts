@@ -227,6 +227,9 @@ describe("billed time in the usage", () => {
     ]);
     // A range that starts on the second day counts that day only; a pod still running counts up to now.
     expect(billedDays([row], "2026-11-02", "2026-11-02", Date.now()).map((d) => d.billed_seconds)).toEqual([5400]);
+    // A pod ended within a second still shows on its day (its row says 0 s).
+    const brief = { ...row, createdAt: "2026-11-03T10:00:00.000Z", endedAt: "2026-11-03T10:00:00.300Z" };
+    expect(billedDays([brief], "2026-11-03", "2026-11-03", Date.now())).toMatchObject([{ billed_seconds: 0 }]);
     const open = { ...row, endedAt: null };
     expect(billedDays([open], "2026-11-01", "2026-11-01", Date.parse("2026-11-01T23:00:00Z"))[0].billed_seconds).toBe(
       3600,

@@ -96,8 +96,10 @@ export function billedDays(rows: PodRow[], from: string, to: string, now: number
     const begin = Math.max(Date.parse(r.createdAt), start);
     const end = Math.min(r.endedAt ? Date.parse(r.endedAt) : now, stop);
     for (let d = begin - (begin % 86_400_000); d < end; d += 86_400_000) {
-      const seconds = Math.round((Math.min(end, d + 86_400_000) - Math.max(begin, d)) / 1000);
-      if (seconds <= 0) continue;
+      const span = Math.min(end, d + 86_400_000) - Math.max(begin, d);
+      // A pod that lived on this day shows, under a second too (its row says 0 s).
+      if (span <= 0) continue;
+      const seconds = Math.round(span / 1000);
       const perHour = r.costMicrosPerHour === null ? null : r.costMicrosPerHour / 1e6;
       out.push({
         day: new Date(d).toISOString().slice(0, 10),

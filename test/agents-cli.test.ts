@@ -12,13 +12,15 @@
  * - Qwen Code (`qwen --yolo`), opencode (`opencode run`) and Continue's `cn -p`: chat completions.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeTinyGguf } from "./fixtures/gguf";
 import { cleanup, repoRoot, tempDir, waitFor } from "./helpers/proc";
 import { startServing, type Serving } from "./helpers/serving";
 
-const CLI_DIR = join(repoRoot, "test/agents-cli");
+/** The pinned CLIs' package (test/agents-cli) and where the tests install it: outside test/, so their own test files are never ours. */
+const CLI_PACKAGE = join(repoRoot, "test/agents-cli");
+const CLI_DIR = join(repoRoot, ".agents-cli");
 const CLAUDE = join(CLI_DIR, "node_modules/.bin/claude");
 const CODEX = join(CLI_DIR, "node_modules/.bin/codex");
 const QWEN = join(CLI_DIR, "node_modules/.bin/qwen");
@@ -37,12 +39,15 @@ beforeAll(async () => {
   if (![CLAUDE, CODEX, QWEN, OPENCODE, CN].every((bin) => existsSync(bin))) {
     // `npm install` with the lock (npm ci refuses this lock: npm omits the optional platform packages of
     // one of cn's dependencies from it, then finds them missing).
+    mkdirSync(CLI_DIR, { recursive: true });
+    for (const f of ["package.json", "package-lock.json"]) copyFileSync(join(CLI_PACKAGE, f), join(CLI_DIR, f));
     const npm = Bun.spawnSync(["npm", "install", "--no-audit", "--no-fund"], {
       cwd: CLI_DIR,
       stdout: "pipe",
       stderr: "pipe",
     });
-    if (npm.exitCode !== 0) throw new Error(`npm install in test/agents-cli failed:\n${npm.stderr.toString()}`);
+    if (npm.exitCode !== 0)
+      throw new Error(`npm install of test/agents-cli into .agents-cli failed:\n${npm.stderr.toString()}`);
   }
   s = await startServing({
     // The model calls Claude Code's Write tool, or Codex's exec_command, whichever the agent offers.

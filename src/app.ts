@@ -22,6 +22,7 @@ import { oidcRoutes } from "./auth/oidc-routes";
 import { userRoutes } from "./users/routes";
 import { dataRoutes } from "./dataplane/routes";
 import { batchRoutes } from "./batches/routes";
+import { adminBatchRoutes } from "./batches/admin-routes";
 import { workerRoutes } from "./workers/routes";
 import { agentRoutes } from "./agents/routes";
 import { joinTokenRoutes } from "./agents/join-token-routes";
@@ -44,7 +45,26 @@ const JSON_PLANES = /^\/(api|admin)(\/|$)/;
 export function createApp(deps: AppDeps) {
   return (
     new Elysia()
-      .use(errorPlugin)
+      .use(
+        errorPlugin((request, err) => {
+          // A request that fails before it ends in a meter gives its key's slot back here; a
+          // data-plane one is counted as refused for its key and recorded with its reason.
+          const call = callOf(request);
+          call.ticket?.release();
+          if (!call.timeline || call.timeline.ended) return;
+          const key = call.key;
+          deps.metering.refused(
+            {
+              keyId: key?.id ?? null,
+              projectId: key?.projectId ?? call.timeline.projectId,
+              status: err.status,
+              code: err.code,
+              message: err.message,
+            },
+            call.timeline,
+          );
+        }),
+      )
       .onRequest(({ request }) => {
         // The request's one object (../call.ts): its ids, arrival and, as they are learnt, its key,
         // principal, ticket and timeline. Made here unless the HTTPS listener made it.
@@ -85,8 +105,6 @@ export function createApp(deps: AppDeps) {
           if (ticket) Object.assign(set.headers, ticket.headers);
         }
       })
-      // A request that fails before it ends in a meter gives its concurrency slot back here.
-      .onError({ as: "global" }, ({ request }) => void callOf(request).ticket?.release())
       // Our parser handles every body: JSON planes get limits and clear errors; elsewhere (the data
       // plane) the body is left unread (null marks it handled) for the route to stream or forward.
       // Sign-in, open to anyone, must send its body within a bounded time.
@@ -134,6 +152,7 @@ export function createApp(deps: AppDeps) {
       .use(agentRoutes(deps))
       .use(jobRoutes(deps))
       .use(batchRoutes(deps))
+      .use(adminBatchRoutes(deps))
       .use(dataRoutes(deps))
       .use(uiRoutes())
   );

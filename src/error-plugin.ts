@@ -51,10 +51,12 @@ function fromUnknown(error: unknown): AppError {
 /**
  * The single error mapper: AppError, validation, parse and not-found errors and anything unknown
  * become the contract's shapes. Elysia's default body (which echoes schemas) never reaches a client.
+ * `failed` is told of each request that ends here, with the error as the client gets it (the one end
+ * path of a request that fails before an answer: its key's slot given back, the refusal recorded);
+ * it must not throw.
  */
-export const errorPlugin = new Elysia({ name: "inferd/errors" }).onError(
-  { as: "global" },
-  ({ code, error, request, path }) => {
+export const errorPlugin = (failed?: (request: Request, err: AppError) => void) =>
+  new Elysia({ name: "inferd/errors" }).onError({ as: "global" }, ({ code, error, request, path }) => {
     const p = path ?? new URL(request.url).pathname;
     let err: AppError;
     if (error instanceof AppError) err = error;
@@ -68,6 +70,6 @@ export const errorPlugin = new Elysia({ name: "inferd/errors" }).onError(
     else if (code === "INVALID_COOKIE_SIGNATURE")
       err = unauthorized("invalid_session", "the session cookie is not valid");
     else err = fromUnknown(error);
+    failed?.(request, err);
     return errorResponse(p, err, callOf(request).id);
-  },
-);
+  });

@@ -204,9 +204,10 @@ describe("tracing on (http/json)", () => {
       "queue",
       "dispatch",
       "upstream",
-      "ttft",
       "meter",
     ]);
+    // A whole (not streamed) answer has no first token: no ttft span, as the inspector shows no TTFT.
+    expect(t.children.some((c) => c.name === "ttft")).toBe(false);
     expect(t.root.service).toBe("inferd");
     expect(t.root.attributes["http.response.status_code"]).toBe(200);
     expect(json.contentTypes.every((c) => c.includes("application/json"))).toBe(true);

@@ -4,6 +4,8 @@ import { jsonBody } from "../http";
 import { forwardToWorkload, type DataplaneDeps } from "../dataplane/service";
 import { dataRoute } from "../dataplane/table";
 import { resolveWorkload } from "../workloads/service";
+import { callOf } from "../call";
+import type { Tracing } from "../tracing/tracing";
 
 /** What the dashboard's playground sends for each kind of workload. */
 const Chat = z.looseObject({ messages: z.array(z.unknown()).min(1) });
@@ -18,11 +20,18 @@ const route = (path: string) => dataRoute(path)!;
  * queue and meter as the data plane (usage under no key). A workload that only takes async jobs
  * (a reranker) may be tried here directly, without making a job or webhook deliveries. Each try
  * has its request id, as every request does (src/app.ts): sent to the runtime and on the answer
- * and its error as `x-request-id`, so the dashboard can show it.
+ * and its error as `x-request-id`, so the dashboard can show it and link its record in the request
+ * inspector (source `playground`).
  */
-export const playgroundRoutes = (deps: DataplaneDeps) => {
-  const forward = async (path: string, request: Request, id: string, body: unknown) =>
-    forwardToWorkload(deps, route(path), request, await resolveWorkload(deps.db, id), null, body, true);
+export const playgroundRoutes = (deps: DataplaneDeps & { tracing: Tracing }) => {
+  const forward = async (path: string, request: Request, id: string, body: unknown) => {
+    // A playground try is in the request inspector as any request is, marked as the playground's.
+    const call = callOf(request);
+    const tl = deps.tracing.begin(request, `POST /v1/${path}`, call.arrivedAt, call.own, call.id);
+    tl.source = "playground";
+    call.timeline = tl;
+    return forwardToWorkload(deps, route(path), request, await resolveWorkload(deps.db, id), null, body, true);
+  };
   return new Elysia({ prefix: "/admin/workloads/:id", detail: { tags: ["admin"] } })
     .post(
       "/chat",

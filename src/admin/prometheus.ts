@@ -71,6 +71,15 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
         ] as [Record<string, string>, number][],
     ),
   );
+  e.family(
+    "inferd_requests_refused_total",
+    "counter",
+    "Data-plane requests refused before a runtime (authentication, a key's limits or quotas, a switched-off route, a bad request), per project, key (ids; empty when unknown) and error code.",
+    [...metering.refusals].map(([k, n]) => {
+      const [project, key, code] = k.split(" ");
+      return [{ project, key, code }, n];
+    }),
+  );
   // Histograms, measured from each request's arrival: labelled by workload (project/slug) and kind.
   const names = new Map(wls.map(({ w, l }) => [w.id, l.workload]));
   const relabel = (x: Record<string, string>) =>

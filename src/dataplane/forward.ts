@@ -3,14 +3,14 @@ import { classOf, SYNC, type Dispatcher, type Slot, type Target, type Ticket, ty
 import { prefixAffinity } from "../dispatch/prefix";
 import { meteredStream, usageOf, type Usage } from "./meter";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
-import type { Timeline } from "../tracing/timeline";
+import { runtimeError, type Timeline } from "../tracing/timeline";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
 export interface Accounting {
   /** The wait for a slot, once a replica took the request. */
   waited(ms: number): void;
-  /** The first token of a stream, or the response headers. */
-  firstByte(): void;
+  /** The first token of a stream (`stream`), or a whole answer's response headers. */
+  firstByte(stream?: boolean): void;
   /** Ends the request (`errorCode`: why it failed, when known). */
   record(usage: Usage, ok: boolean, errorCode?: string): void;
   /** The request's timeline, where the answer is teed while its workload's capture is on. */
@@ -106,7 +106,11 @@ export async function dispatchWith(
         traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target,
         abort.signal,
       );
-      if (tl) tl.span("upstream", granted - tl.t0, tl.now()), (tl.status = upstream.status);
+      if (tl) {
+        // A runtime's error answer marks the span where the request failed.
+        tl.span("upstream", granted - tl.t0, tl.now(), upstream.ok ? undefined : { error: upstream.status });
+        tl.status = upstream.status;
+      }
       return { slot, upstream, abort, waitedMs };
     } catch (e) {
       slot.release();
@@ -227,7 +231,7 @@ export function relayTranslated(
   capture?.answerType("text/event-stream");
   const body = pipeTranslator(upstream.body!, t, {
     abort: () => abort.abort(),
-    onFirst: () => acct.firstByte(),
+    onFirst: () => acct.firstByte(true),
     tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
     onEnd: (outcome) => {
       slot.release();
@@ -267,7 +271,7 @@ export async function relay(
       dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
       rename,
       abort: () => abort.abort(),
-      onFirst: () => acct.firstByte(),
+      onFirst: () => acct.firstByte(true),
       tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
       onEnd: (usage, outcome) => {
         slot.release();
@@ -304,8 +308,18 @@ export async function relay(
     if (renamed !== undefined && renamed !== text) body = renamed;
   }
   capture?.keepAnswer(body);
+  if (!upstream.ok) noteRuntimeError(acct.timeline, bytes);
   acct.record(usage, upstream.ok);
   return new Response(body, { status: upstream.status, headers: responseHeaders(upstream, type) });
 }
 
 const utf8 = new TextDecoder();
+
+/** Keeps on the timeline why a runtime's error answer (its body, text or bytes) failed: the runtime's own code and message. */
+export function noteRuntimeError(tl: Timeline | undefined, body: string | ArrayBuffer): void {
+  if (!tl) return;
+  const text = typeof body === "string" ? body : utf8.decode(body.byteLength > 64_000 ? body.slice(0, 64_000) : body);
+  const { code, message } = runtimeError(text.length > 64_000 ? text.slice(0, 64_000) : text);
+  tl.errorCode = code ?? `runtime_${tl.status || "error"}`;
+  tl.errorMessage = message;
+}

@@ -10,6 +10,7 @@ import {
   dispatchWith,
   unanswered,
   isEventStream,
+  noteRuntimeError,
   relay,
   relayTranslated,
   routeMissing,
@@ -104,9 +105,11 @@ async function messagesHeld(
   ).catch(unanswered(acct));
   const { upstream } = got;
   if (!upstream.ok) {
+    const text = await upstream.text().catch(() => "");
     got.slot.release();
+    noteRuntimeError(acct.timeline, text);
     acct.record({ inputTokens: 0, outputTokens: 0 }, false);
-    return anthropicError(upstream);
+    return anthropicError(new Response(text, { status: upstream.status, headers: upstream.headers }));
   }
   if (!viaChat) return relay(got, acct, { model: servedName });
   if (stream && isEventStream(upstream) && upstream.body) {
@@ -152,7 +155,7 @@ export async function countTokensRoute(deps: DataplaneDeps, request: Request, ba
       checkModel(w, json.model);
       return await count(w);
     }
-    return await tryInOrder(await routeOf(deps, request, base, json.model), count);
+    return await tryInOrder(await routeOf(deps, request, base, json.model), count, callOf(request).timeline);
   } finally {
     deps.bodyBudget.release(request);
     callOf(request).ticket?.release();

@@ -11,7 +11,7 @@ import { AppError } from "../errors";
 import { VERSION } from "../version";
 import type { Workload } from "../workloads/service";
 import type { JsonObject } from "./anthropic";
-import { dispatch, unanswered, upstreamFailed, withAffinity, type Accounting } from "./forward";
+import { dispatch, noteRuntimeError, unanswered, upstreamFailed, withAffinity, type Accounting } from "./forward";
 import type { Usage } from "./meter";
 import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
@@ -177,6 +177,7 @@ type Got = Awaited<ReturnType<typeof dispatch>>;
 async function runtimeError(got: Got, acct: Accounting): Promise<Response> {
   const text = await got.upstream.text().catch(() => "");
   got.slot.release();
+  noteRuntimeError(acct.timeline, text);
   const answer = jsonOut(acct, ollamaErrorOf(got.upstream.status, text), got.upstream.status);
   acct.record(NO_USAGE, false);
   return answer;
@@ -231,7 +232,7 @@ function ndjsonAnswer(
   const metered = meteredNdjson(body, {
     model,
     tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
-    onFirst: () => acct.firstByte(),
+    onFirst: () => acct.firstByte(true),
     abort: () => got.abort.abort(),
     onEnd: (usage, outcome) => {
       got.slot.release();

@@ -5,7 +5,16 @@ import { engineOf } from "../../agent/engines";
 import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
 import type { RouteBase } from "./target";
-import { dispatchWith, unanswered, isEventStream, relay, relayTranslated, routeMissing, withAffinity } from "./forward";
+import {
+  dispatchWith,
+  isEventStream,
+  noteRuntimeError,
+  relay,
+  relayTranslated,
+  routeMissing,
+  unanswered,
+  withAffinity,
+} from "./forward";
 import { callOf } from "../call";
 import {
   chatToResponse,
@@ -90,9 +99,10 @@ async function responsesHeld(
   ).catch(unanswered(acct));
   const { upstream } = got;
   if (!upstream.ok) {
-    got.slot.release();
-    acct.record({ inputTokens: 0, outputTokens: 0 }, false);
     const text = await upstream.text().catch(() => "");
+    got.slot.release();
+    noteRuntimeError(acct.timeline, text);
+    acct.record({ inputTokens: 0, outputTokens: 0 }, false);
     return Response.json(openAiErrorOf(upstream.status, text), { status: upstream.status });
   }
   const shell = responseShell(json, servedName);

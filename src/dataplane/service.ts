@@ -158,8 +158,10 @@ export async function forwardOnProject(
       const upload = await uploadModel(request, deps.config.maxDataBodyBytes);
       const route = await routeOf(deps, request, base, upload.model);
       try {
-        return await tryInOrder(route, (w) =>
-          forwardHeld(deps, spec, request, w, keyId, undefined, "routed", upload.request),
+        return await tryInOrder(
+          route,
+          (w) => forwardHeld(deps, spec, request, w, keyId, undefined, "routed", upload.request),
+          callOf(request).timeline,
         );
       } finally {
         deps.bodyBudget.release(upload.request);
@@ -167,7 +169,11 @@ export async function forwardOnProject(
     }
     const json = await readJsonObject(deps, request);
     const route = await routeOf(deps, request, base, json.model);
-    return await tryInOrder(route, (w) => forwardHeld(deps, spec, request, w, keyId, json, "routed"));
+    return await tryInOrder(
+      route,
+      (w) => forwardHeld(deps, spec, request, w, keyId, json, "routed"),
+      callOf(request).timeline,
+    );
   } finally {
     deps.bodyBudget.release(request);
   }
@@ -194,6 +200,8 @@ export async function runOnBase(
   try {
     if (base.workload !== undefined) {
       const w = await workloadOf(deps, base.project, base.workload);
+      const tl = callOf(request).timeline;
+      if (tl) (tl.workloadId = w.id), (tl.projectId = w.project_id);
       checkRoute(w, toggle, what);
       const json = await readJsonObject(deps, request);
       await lookup(json.model, (m) => checkModel(w, m));
@@ -201,10 +209,14 @@ export async function runOnBase(
     }
     const json = await readJsonObject(deps, request);
     const route = await lookup(json.model, (m) => routeOf(deps, request, base, m));
-    return await tryInOrder(route, (w) => {
-      checkRoute(w, toggle, what);
-      return run(w, json);
-    });
+    return await tryInOrder(
+      route,
+      (w) => {
+        checkRoute(w, toggle, what);
+        return run(w, json);
+      },
+      callOf(request).timeline,
+    );
   } finally {
     deps.bodyBudget.release(request);
   }
@@ -223,6 +235,8 @@ async function forwardHeld(
   via: Reached,
   uploadFrom = request,
 ): Promise<Response> {
+  const tl = callOf(request).timeline;
+  if (tl) (tl.workloadId = w.id), (tl.projectId = w.project_id);
   checkRoute(w, spec.toggle, `POST /v1/${spec.path}`, via === "playground");
   const headers: Record<string, string> = { accept: request.headers.get("accept") ?? "*/*" };
   headers["x-request-id"] = callOf(request).id;

@@ -1,8 +1,9 @@
 /**
  * Which workload a data-plane request runs on. The per-workload base (`/endpoint/<project>/<workload>`)
  * names it in the path; the project base (`/endpoint/<project>`) picks it by the request's `model`:
- * a workload's slug, its model name or one of its aliases. Workloads answering to the same name are
- * one pool (the least busy is tried first); a workload's `fallbacks` follow, tried in order when the
+ * a workload's slug, its model name or one of its aliases, else the longest alias pattern it matches
+ * (`claude-*`: exact names win over patterns, longer patterns over shorter). Workloads answering to
+ * the same name are one pool (the least busy is tried first); a workload's `fallbacks` follow, tried in order when the
  * ones before fail before sending anything (see `tryInOrder`). An endpoint-scoped key sees and
  * reaches only its endpoints. Every handler of both bases (chat, Messages, Responses, Ollama…) asks
  * here, so keys, scopes and routing are the same everywhere.
@@ -13,6 +14,7 @@ import type { Fleet } from "../workers/fleet";
 import { AppError, badRequest, notFound } from "../errors";
 import { keyOf, canTouchWorkload } from "../auth/service";
 import { findProjectWorkloads, findWorkload, type Workload } from "../workloads/service";
+import type { Timeline } from "../tracing/timeline";
 
 /** The workload of a data-plane path, or 404. */
 export function workloadOf(deps: { db: Db }, project: string, workload: string): Maybe<Workload> {
@@ -54,8 +56,38 @@ export interface Route {
 /** The names a workload answers to on its project's base URL, listed first to last. */
 export const namesOf = (w: Workload): string[] => [w.model_name, ...w.aliases, w.slug];
 
-/** The names `/v1/models` lists for a workload: its model name and aliases (the slug is accepted too). */
-export const listedNamesOf = (w: Workload): string[] => [w.model_name, ...w.aliases];
+/** Whether an alias is a pattern: a `*` in it stands for any run of characters (`claude-*`). */
+export const isPattern = (alias: string): boolean => alias.includes("*");
+
+/**
+ * Whether `name` matches an alias pattern: `*` stands for any characters (none included), the rest
+ * is literal and the whole name must match.
+ * @example aliasMatches("claude-*", "claude-sonnet-4-5") // → true
+ */
+export function aliasMatches(pattern: string, name: string): boolean {
+  const parts = pattern.split("*").map((p) => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&"));
+  return new RegExp(`^${parts.join(".*")}$`, "s").test(name);
+}
+
+/**
+ * The workloads answering to `requested`: those whose model name, exact alias or slug it is; when
+ * none, those with the longest alias pattern it matches (`claude-sonnet-*` before `claude-*`).
+ */
+export function answering(ws: Workload[], requested: string): Workload[] {
+  const exact = ws.filter((w) => namesOf(w).includes(requested));
+  if (exact.length) return exact;
+  const literal = (a: string) => a.replaceAll("*", "").length;
+  const longest = (w: Workload) =>
+    Math.max(-1, ...w.aliases.filter((a) => isPattern(a) && aliasMatches(a, requested)).map(literal));
+  const best = Math.max(-1, ...ws.map(longest));
+  return best < 0 ? [] : ws.filter((w) => longest(w) === best);
+}
+
+/**
+ * The names `/v1/models` lists for a workload: its model name and aliases (the slug is accepted too);
+ * patterns are not names a client could pick, so they are not listed.
+ */
+export const listedNamesOf = (w: Workload): string[] => [w.model_name, ...w.aliases.filter((a) => !isPattern(a))];
 
 /** The workloads of the base the request's key may call (one on the per-workload base). */
 export function callableWorkloads(deps: { db: Db }, request: Request, base: RouteBase): Maybe<Workload[]> {
@@ -124,7 +156,7 @@ export function routeOf(
   return andThen(callableWorkloads(deps, request, base), (ws) => {
     let pool: Workload[];
     if (requested === undefined) pool = ws.length === 1 ? ws : [];
-    else pool = ws.filter((w) => namesOf(w).includes(requested));
+    else pool = answering(ws, requested);
     if (!pool.length) throw modelNotFound(base.project, model, ws);
     const ordered = byLoad(deps, pool);
     const seen = new Set(ordered.map((w) => w.id));
@@ -142,7 +174,7 @@ export function routeOf(
 
 /** 404 model_not_found naming the models the key may use. */
 function modelNotFound(project: string, model: unknown, callable: Workload[]): AppError {
-  const names = [...new Set(callable.flatMap(listedNamesOf))];
+  const names = [...new Set(callable.flatMap((w) => [w.model_name, ...w.aliases]))];
   const asked =
     model === undefined || model === null || model === "default"
       ? "no model was named and the project serves more than one (or none)"
@@ -167,21 +199,39 @@ export function worthFallingBack(e: unknown): boolean {
  * Runs `attempt` on the route's workloads in order until one answers: a thrown failure that
  * `worthFallingBack`, or a response with a 5xx status (its body not read yet, so nothing reached the
  * client), moves on to the next; the last one's answer or error stands. Once a response with a
- * status below 500 is returned, its bytes are the client's and nothing else is tried.
+ * status below 500 is returned, its bytes are the client's and nothing else is tried. The request's
+ * timeline `tl` lists the tries that fell back, and its one record is the answering workload's.
  */
-export async function tryInOrder(route: Route, attempt: (w: Workload) => Promise<Response>): Promise<Response> {
+export async function tryInOrder(
+  route: Route,
+  attempt: (w: Workload) => Promise<Response>,
+  tl?: Timeline,
+): Promise<Response> {
   const last = route.workloads.length - 1;
   for (let i = 0; ; i++) {
     const w = route.workloads[i];
+    if (tl) {
+      tl.workloadId = w.id;
+      tl.projectId = w.project_id;
+      tl.mayFallBack = i !== last;
+    }
     if (i === last) return attempt(w);
     let r: Response;
     try {
       r = await attempt(w);
     } catch (e) {
-      if (worthFallingBack(e)) continue;
+      if (worthFallingBack(e)) {
+        tl?.fellBack(w.id, (e as AppError).status);
+        continue;
+      }
+      tl?.flushHeld();
       throw e;
     }
-    if (r.status < 500) return r;
+    if (r.status < 500) {
+      tl?.flushHeld();
+      return r;
+    }
     await r.body?.cancel().catch(() => {});
+    tl?.fellBack(w.id, r.status);
   }
 }

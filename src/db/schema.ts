@@ -650,6 +650,7 @@ export const requestLog = sqliteTable(
     /** The id the client's answer carried (`x-request-id`: its own when it sent one, else `id`); null for job runs. */
     requestId: text("request_id"),
     at: text("at").notNull(),
+    /** The workload that answered; "" for a request refused before one was chosen (a key's limit, a quota). */
     workloadId: text("workload_id").notNull(),
     projectId: text("project_id").notNull(),
     keyId: text("key_id"),
@@ -659,6 +660,15 @@ export const requestLog = sqliteTable(
     model: text("model"),
     status: int("status").notNull(),
     errorCode: text("error_code"),
+    /** Why it failed, in words: inferd's message or the runtime's own (cut to 500 characters); null when it did not. */
+    errorMessage: text("error_message"),
+    /** Where it came from: null for a client of the API, `playground` for the dashboard's playground. */
+    source: text("source"),
+    /**
+     * The workloads tried before the one that answered (a fallback route), as JSON
+     * [{workload_id, status, error_code}]; null when the first one answered.
+     */
+    fellBackFrom: text("fell_back_from"),
     tokensIn: int("tokens_in"),
     tokensOut: int("tokens_out"),
     queueMs: int("queue_ms"),
@@ -672,7 +682,12 @@ export const requestLog = sqliteTable(
     /** Whether the bodies were captured (request_bodies holds them). */
     captured: integer("captured", { mode: "boolean" }).notNull().default(false),
   },
-  (t) => [index("request_log_workload").on(t.workloadId, t.at), index("request_log_at").on(t.at)],
+  (t) => [
+    index("request_log_workload").on(t.workloadId, t.at),
+    index("request_log_at").on(t.at),
+    index("request_log_project").on(t.projectId, t.at),
+    index("request_log_key").on(t.keyId, t.at),
+  ],
 );
 
 /** Request and answer bodies of a workload with capture on (`workloads.capture_until`); kept as long as jobs are. */

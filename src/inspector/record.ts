@@ -23,6 +23,13 @@ export interface CapturedBodies {
   truncated: boolean;
 }
 
+/** A workload a request was tried on before it fell back to the next one. */
+export interface FallbackTry {
+  workload_id: string;
+  status: number;
+  error_code: string | null;
+}
+
 /** One finished request or job run. */
 export interface RequestRecord {
   /** inferd's own request id (never a client's), or the job id for a job run: the record's key. */
@@ -31,6 +38,7 @@ export interface RequestRecord {
   requestId: string | null;
   /** Arrival, epoch ms. */
   at: number;
+  /** The workload that answered; "" for a request refused before one was chosen (a key's limit, a quota). */
   workloadId: string;
   projectId: string;
   keyId: string | null;
@@ -40,6 +48,12 @@ export interface RequestRecord {
   model: string | null;
   status: number;
   errorCode: string | null;
+  /** Why it failed, in words (inferd's message or the runtime's own, cut short); null when it did not. */
+  errorMessage: string | null;
+  /** Where it came from: null for an API client, `playground` for the dashboard's playground. */
+  source: "playground" | null;
+  /** The workloads tried before the one that answered (a fallback route), in order; empty when the first answered. */
+  fellBackFrom: FallbackTry[];
   tokensIn: number | null;
   tokensOut: number | null;
   queueMs: number | null;

@@ -6,6 +6,7 @@
 import { Elysia } from "elysia";
 import type { Db } from "../db";
 import { resolveWorkload } from "../workloads/service";
+import { getProject } from "../projects/service";
 import { requestQuery } from "./schema";
 import { getBodies, getRequest, listRequests } from "./service";
 
@@ -14,7 +15,7 @@ interface Deps {
   db: Db;
 }
 
-/** `GET /admin/workloads/:id/requests`, `GET /admin/requests/:id`, `GET /admin/requests/:id/bodies`. */
+/** `GET /admin/workloads/:id/requests`, `GET /admin/projects/:project/requests`, `GET /admin/requests/:id`, `GET /admin/requests/:id/bodies`. */
 export const inspectorRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get(
@@ -22,12 +23,26 @@ export const inspectorRoutes = (deps: Deps) =>
       async ({ params, query }) => {
         const q = requestQuery(query);
         const w = await resolveWorkload(deps.db, params.id);
-        return listRequests(deps.db, w.id, q);
+        return listRequests(deps.db, { workloadId: w.id }, q);
       },
       {
         detail: {
           summary:
             "A workload's recent requests, newest first (?status=ok|error|<status>|<error code>, ?key=<key id>, ?q=<request id, trace id or model>, ?since, ?limit up to 200, ?before=<next_before> for older ones)",
+        },
+      },
+    )
+    .get(
+      "/projects/:project/requests",
+      async ({ params, query }) => {
+        const q = requestQuery(query);
+        const p = await getProject(deps.db, params.project);
+        return listRequests(deps.db, { projectId: p.id }, q);
+      },
+      {
+        detail: {
+          summary:
+            "A project's recent requests across its workloads, refusals included (a key's limit, a quota, a switched-off route), newest first; the same filters as a workload's list, and ?workload=<id>, ?source=api|playground",
         },
       },
     )

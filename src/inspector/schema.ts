@@ -14,8 +14,8 @@ const text = (max: number) =>
     .transform((s) => s || undefined);
 
 /**
- * `GET /admin/workloads/:id/requests` query: `status` (`ok`, `error`, a status such as `429`, or an
- * error code), `key` (a key id), `q` (a request or trace id prefix, or part of the model), `since`
+ * `GET /admin/workloads/:id/requests` (and a project's) query: `status` (`ok`, `error`, a status such as
+ * `429`, or an error code), `key` (a key id), `workload` (a workload id), `source` (`api`, `playground`), `q` (a request or trace id prefix, or part of the model), `since`
  * (an ISO time), `before` (an ISO time or the `next_before` of the previous page), `limit` (1–200).
  */
 export const RequestQuery = z.object({
@@ -24,6 +24,10 @@ export const RequestQuery = z.object({
     "must be ok, error, a status such as 429, or an error code",
   ),
   key: text(128),
+  /** A workload id (the project's list). */
+  workload: text(128),
+  /** `api` (clients of the API) or `playground` (the dashboard's playground). */
+  source: z.enum(["api", "playground"], { message: "must be api or playground" }).optional(),
   q: text(256),
   since: text(64),
   before: text(400),

@@ -3,12 +3,12 @@
  * paged by a cursor; one request with its timeline; its captured bodies as text (UTF-8 JSON, SSE,
  * plain text) or base64. The list joins the key (name, prefix) and the worker (name) of each row.
  */
-import { and, desc, eq, gte, lt, or, sql, type SQL } from "drizzle-orm";
+import { and, desc, eq, gte, isNull, lt, or, sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db";
 import { first, startsWith } from "../db/raw";
-import { apiKeys, requestBodies, requestLog, workers } from "../db/schema";
+import { apiKeys, requestBodies, requestLog, workers, workloads } from "../db/schema";
 import { notFound, validation } from "../errors";
-import type { SpanRecord } from "./record";
+import type { FallbackTry, SpanRecord } from "./record";
 import type { RequestQuery } from "./schema";
 
 /** One request as the inspector lists it. */
@@ -23,6 +23,15 @@ export interface RequestRow {
   model: string | null;
   status: number;
   error_code: string | null;
+  /** Why it failed, in words: inferd's message or the runtime's own (cut to 500 characters). */
+  error_message: string | null;
+  /** The workload that answered (null: refused before one was chosen) and its name. */
+  workload_id: string | null;
+  workload_name: string | null;
+  /** Where it came from: null for an API client, `playground` for the dashboard's playground. */
+  source: string | null;
+  /** The workloads tried before the one that answered, in order (a fallback route); empty when none. */
+  fell_back_from: FallbackTry[];
   key: { id: string; name: string | null; prefix: string | null } | null;
   tokens_in: number | null;
   tokens_out: number | null;
@@ -37,7 +46,6 @@ export interface RequestRow {
 
 /** One request with its project, workload and timeline. */
 export interface RequestDetail extends RequestRow {
-  workload_id: string;
   project_id: string;
   spans: SpanRecord[];
 }
@@ -58,6 +66,7 @@ const columns = {
   keyName: apiKeys.name,
   keyPrefix: apiKeys.prefix,
   workerName: workers.name,
+  workloadName: workloads.name,
 };
 
 type Joined = {
@@ -65,6 +74,7 @@ type Joined = {
   keyName: string | null;
   keyPrefix: string | null;
   workerName: string | null;
+  workloadName: string | null;
 };
 
 const joined = (db: Db) =>
@@ -72,9 +82,10 @@ const joined = (db: Db) =>
     .select(columns)
     .from(requestLog)
     .leftJoin(apiKeys, eq(apiKeys.id, requestLog.keyId))
-    .leftJoin(workers, eq(workers.id, requestLog.workerId));
+    .leftJoin(workers, eq(workers.id, requestLog.workerId))
+    .leftJoin(workloads, eq(workloads.id, requestLog.workloadId));
 
-function toRow({ log: r, keyName, keyPrefix, workerName }: Joined): RequestRow {
+function toRow({ log: r, keyName, keyPrefix, workerName, workloadName }: Joined): RequestRow {
   return {
     id: r.id,
     request_id: r.requestId,
@@ -84,6 +95,11 @@ function toRow({ log: r, keyName, keyPrefix, workerName }: Joined): RequestRow {
     model: r.model,
     status: r.status,
     error_code: r.errorCode,
+    error_message: r.errorMessage,
+    workload_id: r.workloadId || null,
+    workload_name: workloadName,
+    source: r.source,
+    fell_back_from: r.fellBackFrom ? (JSON.parse(r.fellBackFrom) as FallbackTry[]) : [],
     key: r.keyId ? { id: r.keyId, name: keyName, prefix: keyPrefix } : null,
     tokens_in: r.tokensIn,
     tokens_out: r.tokensOut,
@@ -128,12 +144,17 @@ function statusIs(status: string): SQL | undefined {
   return eq(requestLog.errorCode, status);
 }
 
-/** The conditions of a list query over one workload. */
-function conditions(workloadId: string, q: RequestQuery): (SQL | undefined)[] {
+/** Whose requests a list shows: one workload's, or a whole project's (refusals included). */
+export type RequestScope = { workloadId: string } | { projectId: string };
+
+/** The conditions of a list query over one workload or project. */
+function conditions(scope: RequestScope, q: RequestQuery): (SQL | undefined)[] {
   const text = q.q?.trim();
   const before = q.before ? parseBefore(q.before) : undefined;
   return [
-    eq(requestLog.workloadId, workloadId),
+    "workloadId" in scope ? eq(requestLog.workloadId, scope.workloadId) : eq(requestLog.projectId, scope.projectId),
+    q.workload ? eq(requestLog.workloadId, q.workload) : undefined,
+    q.source ? (q.source === "api" ? isNull(requestLog.source) : eq(requestLog.source, q.source)) : undefined,
     q.status ? statusIs(q.status) : undefined,
     q.key ? eq(requestLog.keyId, q.key) : undefined,
     text
@@ -153,16 +174,16 @@ function conditions(workloadId: string, q: RequestQuery): (SQL | undefined)[] {
   ];
 }
 
-/** A workload's requests, newest first, with the cursor of the next (older) page or null when this is the last. */
+/** A workload's or project's requests, newest first, with the cursor of the next (older) page or null when this is the last. */
 export async function listRequests(
   db: Db,
-  workloadId: string,
+  scope: RequestScope,
   q: RequestQuery,
 ): Promise<{ requests: RequestRow[]; next_before: string | null }> {
   const limit = q.limit ?? PAGE;
   const rows = (
     await joined(db)
-      .where(and(...conditions(workloadId, q)))
+      .where(and(...conditions(scope, q)))
       .orderBy(desc(requestLog.at), desc(requestLog.id))
       .limit(limit + 1)
   ).map(toRow);
@@ -176,7 +197,6 @@ export async function getRequest(db: Db, id: string): Promise<RequestDetail> {
   if (!r) throw notFound(`request "${id}"`);
   return {
     ...toRow(r),
-    workload_id: r.log.workloadId,
     project_id: r.log.projectId,
     spans: JSON.parse(r.log.spans) as SpanRecord[],
   };

@@ -9,7 +9,7 @@
  * call until its response headers), `ttft` (arrival to the first token the client gets), `stream`
  * (first token to the end) and `meter` (recording usage).
  */
-import type { RequestRecord, SpanRecord } from "../inspector/record";
+import type { FallbackTry, RequestRecord, SpanRecord } from "../inspector/record";
 import type { Capture } from "./capture";
 import { randomId, traceparentOf, type TraceContext } from "./context";
 
@@ -29,6 +29,21 @@ export class Timeline {
   /** The answer's status (the runtime's, or inferd's error status); 0 until known. */
   status = 0;
   errorCode: string | null = null;
+  /** Why it failed, in words (inferd's message or the runtime's own, cut short). */
+  errorMessage: string | null = null;
+  /** Where it came from: null for an API client, `playground` for the dashboard's playground. */
+  source: "playground" | null = null;
+  /** The workload it is on, once one was chosen (the record of a refusal names it when known), and its project. */
+  workloadId: string | null = null;
+  projectId: string | null = null;
+  /** The answer is a stream: its first token is a time to first token (a whole answer's headers are not). */
+  streamed = false;
+  /** The workload being tried is not the route's last: a failure falls back to the next (set by `tryInOrder`). */
+  mayFallBack = false;
+  /** The workloads tried before this one, that failed and fell back. */
+  readonly tries: FallbackTry[] = [];
+  /** The end of a failed try that may fall back, held until `tryInOrder` knows whether it did. */
+  private heldEnd: (() => void) | null = null;
   /** The model the request went to (the workload's). */
   model: string | null = null;
   placement: Placement | null = null;
@@ -52,6 +67,37 @@ export class Timeline {
     readonly requestId: string | null = null,
   ) {}
 
+  /** Whether the request's record was made (it ended in a meter, or as a refusal) or is held. */
+  get ended(): boolean {
+    return this.ends > 0 || this.heldEnd !== null;
+  }
+
+  /** Holds the end of a failed try that may fall back (see `fellBack`, `flushHeld`). */
+  hold(end: () => void): void {
+    this.heldEnd = end;
+  }
+
+  /**
+   * The try on `workloadId` failed (`status`) and the request moves on to the route's next workload:
+   * the try is listed in the record's route, its held end dropped, and the outcome starts afresh.
+   */
+  fellBack(workloadId: string, status: number): void {
+    this.tries.push({ workload_id: workloadId, status: this.status || status, error_code: this.errorCode });
+    this.span("fallback", this.now(), this.now(), { from: workloadId, status: this.status || status });
+    this.heldEnd = null;
+    this.status = 0;
+    this.errorCode = this.errorMessage = null;
+    this.placement = null;
+    this.streamed = false;
+  }
+
+  /** The held try's failure is the request's answer after all (it did not fall back): its record goes out. */
+  flushHeld(): void {
+    const end = this.heldEnd;
+    this.heldEnd = null;
+    end?.();
+  }
+
   /** Now, in ms from arrival. */
   now(): number {
     return performance.now() - this.t0;
@@ -67,8 +113,8 @@ export class Timeline {
   }
 
   /**
-   * The spans and the record id at the timeline's end in a meter: the request id, suffixed `#2`, `#3`…
-   * when fallback workloads took the request after the first (each workload lists its own try).
+   * The spans and the record id at the timeline's end: the request id (suffixed `#2`, `#3`… should a
+   * request ever end twice; a fallback's tries end once, in the workload that answered).
    */
   handOver(): { id: string; spans: SpanRecord[] } {
     this.handedOver = true;
@@ -101,17 +147,45 @@ export class Timeline {
     this.span("dispatch", d.start, end, error ? { ...d.attrs, error } : d.attrs);
   }
 
-  /** The request failed with `e` before an answer came (an AppError's status and code, else 502). */
+  /** The request failed with `e` before an answer came (an AppError's status, code and message, else 502). */
   failed(e: unknown): void {
-    const err = e as { status?: unknown; code?: unknown };
+    const err = e as { status?: unknown; code?: unknown; message?: unknown };
     this.status = typeof err?.status === "number" ? err.status : 502;
     this.errorCode = typeof err?.code === "string" ? err.code : "upstream_unavailable";
+    this.errorMessage = typeof err?.message === "string" ? cut(err.message) : null;
   }
+}
+
+/** Most characters of an error message a record keeps. */
+export const MAX_ERROR_MESSAGE = 500;
+
+/** A message cut to `MAX_ERROR_MESSAGE` characters. */
+export const cut = (m: string): string => (m.length > MAX_ERROR_MESSAGE ? `${m.slice(0, MAX_ERROR_MESSAGE - 1)}…` : m);
+
+/**
+ * Why a runtime's error answer failed, from its body: OpenAI's `{"error":{"message","code"|"type"}}`,
+ * vLLM's `{"object":"error","message","type"}` (vllm/entrypoints/openai/protocol.py ErrorResponse),
+ * FastAPI's `{"detail": …}`, Ollama's `{"error":"…"}`, else the text itself; cut short.
+ * @example runtimeError('{"error":{"message":"bad temperature","type":"invalid_request_error"}}') // → { code: "invalid_request_error", message: "bad temperature" }
+ */
+export function runtimeError(text: string): { code: string | null; message: string | null } {
+  let message: unknown = text.trim() || null;
+  let code: unknown = null;
+  try {
+    const j = JSON.parse(text) as Record<string, unknown>;
+    const e = (j && typeof j.error === "object" && j.error ? j.error : j) as Record<string, unknown>;
+    const m = e.message ?? j.detail ?? j.error;
+    message = typeof m === "string" ? m : m === undefined ? message : JSON.stringify(m);
+    code = typeof e.code === "string" ? e.code : typeof e.type === "string" ? e.type : null;
+  } catch {
+    // not JSON: the text is the message
+  }
+  return { code: code as string | null, message: typeof message === "string" ? cut(message) : null };
 }
 
 declare module "../call" {
   interface Call {
-    /** The timeline of a data-plane request (none for other requests, e.g. the dashboard's playground). */
+    /** The timeline of a data-plane or playground request (none for other requests). */
     timeline?: Timeline;
   }
 }

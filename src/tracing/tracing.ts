@@ -8,7 +8,7 @@ import type { RequestRecord, RequestSink } from "../inspector/record";
 import type { Finished } from "../usage/meter";
 import { log } from "../log";
 import { newTrace, parseTraceparent } from "./context";
-import { Timeline, type TraceExporter } from "./timeline";
+import { cut, Timeline, type TraceExporter } from "./timeline";
 
 /** The OTLP endpoint the environment names for traces, or undefined (tracing off). */
 export const traceEndpointOf = (env: Record<string, string | undefined>): string | undefined =>
@@ -82,10 +82,14 @@ export class Tracing {
       model: tl.model,
       status: tl.status || (f.ok ? 200 : 502),
       errorCode: tl.errorCode,
+      errorMessage: tl.errorMessage === null ? null : cut(tl.errorMessage),
+      source: tl.source,
+      fellBackFrom: tl.tries,
       tokensIn: f.usage.inputTokens,
       tokensOut: f.usage.outputTokens,
       queueMs: tl.kind === "job" ? totalMs - f.durationMs + f.queueMs : f.queueMs,
-      ttftMs: firstByte,
+      // A whole answer's headers are not a first token: only a stream has a time to first token.
+      ttftMs: tl.streamed ? firstByte : null,
       totalMs,
       assignmentId: tl.placement?.assignmentId ?? null,
       workerId: tl.placement?.workerId ?? null,

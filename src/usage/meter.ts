@@ -27,6 +27,18 @@ export interface Finished {
   queueMs: number;
   /** To the first token of a stream, or to the response headers; null when no response came. */
   firstByteMs: number | null;
+  /** A failed try on a route that goes on to a fallback workload: counted only if it turns out to be the answer. */
+  mayFallBack?: boolean;
+}
+
+/** A request refused before it reached a workload's runtime (auth, a key's limit, a quota, a switched-off route…). */
+export interface Refusal {
+  keyId: string | null;
+  /** Its project, when its key says (an unknown key's request has none). */
+  projectId: string | null;
+  status: number;
+  code: string;
+  message: string;
 }
 
 /** Where a finished request is counted (besides the histograms). */
@@ -66,19 +78,27 @@ export class RequestMeter {
     private release?: () => void,
     /** The request's timeline (none for a request the inspector does not list, e.g. the playground's). */
     readonly timeline?: Timeline,
-  ) {}
+  ) {
+    this.mayFallBack = timeline?.mayFallBack ?? false;
+  }
+
+  /** The route has a fallback after this workload (read from the timeline when the try began). */
+  private readonly mayFallBack: boolean;
 
   /** The wait for a slot (ms), once a replica took the request. */
   waited(ms: number): void {
     this.queueMs = ms;
   }
 
-  /** The first token of a stream, or the response headers of any other answer (the first call counts). */
-  firstByte(): void {
+  /** The first token of a stream (`stream`), or the response headers of any other answer (the first call counts). */
+  firstByte(stream = false): void {
     if (this.firstByteMs !== null) return;
     this.firstByteMs = this.now() - this.startedAt;
     const tl = this.timeline;
-    if (tl) tl.span("ttft", this.startedAt - tl.t0, this.startedAt - tl.t0 + this.firstByteMs);
+    if (tl && stream) {
+      tl.streamed = true;
+      tl.span("ttft", this.startedAt - tl.t0, this.startedAt - tl.t0 + this.firstByteMs);
+    }
   }
 
   /** Ends the request with its usage and outcome (`errorCode`: why it failed, when known); later calls do nothing. */
@@ -88,6 +108,7 @@ export class RequestMeter {
     this.release?.();
     const end = this.now();
     const f: Finished = {
+      mayFallBack: !ok && this.mayFallBack,
       workloadId: this.workloadId,
       projectId: this.projectId,
       keyId: this.keyId,
@@ -102,7 +123,7 @@ export class RequestMeter {
     const tl = this.timeline;
     if (!tl) return;
     const t = (at: number) => at - tl.t0;
-    if (this.firstByteMs !== null) tl.span("stream", t(this.startedAt + this.firstByteMs), t(end));
+    if (this.firstByteMs !== null && tl.streamed) tl.span("stream", t(this.startedAt + this.firstByteMs), t(end));
     tl.closeDispatch(t(end));
     tl.span("meter", t(end), tl.now());
     if (errorCode && !tl.errorCode) tl.errorCode = errorCode;
@@ -149,13 +170,62 @@ export class Metering {
     return new RequestMeter(this, w.id, w.project_id, keyId, kind, undefined, startedAt, release, timeline);
   }
 
-  /** A request's timeline ended (after `finish`): its record and trace go out. */
+  /** Requests refused before a runtime, by `<project id> <key id> <code>` (ids "" when unknown), for `/metrics`. */
+  readonly refusals = new Map<string, number>();
+
+  /**
+   * A request's timeline ended (after `finish`): its record and trace go out. A failed try that may
+   * fall back is held on the timeline until the route knows whether it did (then it is counted).
+   */
   ended(tl: Timeline, f: Finished): void {
+    if (f.mayFallBack) {
+      tl.hold(() => {
+        this.count(f);
+        this.sinks.timelines?.finished(tl, f);
+      });
+      return;
+    }
     this.sinks.timelines?.finished(tl, f);
   }
 
-  /** Records a finished request everywhere. */
+  /**
+   * A data-plane request refused before it reached a runtime (the app's error path): counted for its
+   * key (an error in its daily usage and in `/metrics`) and, with its timeline, recorded for the
+   * inspector with the reason (a request whose key is unknown has no project: counted only).
+   */
+  refused(r: Refusal, tl?: Timeline): void {
+    const k = `${r.projectId ?? ""} ${r.keyId ?? ""} ${r.code}`;
+    this.refusals.set(k, (this.refusals.get(k) ?? 0) + 1);
+    if (!r.projectId || !tl || tl.ended) return;
+    tl.status = r.status;
+    tl.errorCode = r.code;
+    tl.errorMessage = r.message;
+    const f: Finished = {
+      workloadId: tl.workloadId ?? "",
+      projectId: r.projectId,
+      keyId: r.keyId,
+      kind: "sync",
+      ok: false,
+      usage: { inputTokens: 0, outputTokens: 0 },
+      durationMs: tl.now(),
+      queueMs: 0,
+      firstByteMs: null,
+    };
+    if (r.keyId) this.sinks.usage.recordDaily(f);
+    this.sinks.timelines?.finished(tl, f);
+  }
+
+  /** Records a finished request everywhere (a failed try that may fall back: only its limits, for now). */
   finish(f: Finished): void {
+    if (f.mayFallBack) this.sinks.limits?.finished(f);
+    else {
+      this.count(f);
+      this.sinks.limits?.finished(f);
+    }
+  }
+
+  /** Counts a finished request in the histograms, usage and series. */
+  private count(f: Finished): void {
     const labels = { workload: f.workloadId, kind: f.kind };
     this.duration.observe(labels, f.durationMs / 1000);
     this.queueWait.observe(labels, f.queueMs / 1000);
@@ -172,7 +242,6 @@ export class Metering {
     });
     usage.recordDaily(f);
     this.sinks.series.observe(f);
-    this.sinks.limits?.finished(f);
   }
 
   /** Forgets a deleted workload's histograms. */

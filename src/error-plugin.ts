@@ -38,13 +38,13 @@ function storageFull(error: unknown): AppError {
 }
 
 /** Maps the store's constraint failures (either dialect) to 409, a full disk to 503, everything else unknown to a logged 500 with no details. */
-function fromUnknown(error: unknown): AppError {
+function fromUnknown(error: unknown, requestId: string): AppError {
   const failure = storeFailure(error);
   if (failure === "unique") return conflict("a resource with that identity already exists");
   if (failure === "foreign_key")
     return conflict("the resource is referenced by or refers to another that does not allow this");
   if (failure === "full") return storageFull(error);
-  log.error("unhandled error", error);
+  log.error(`unhandled error in request ${requestId}`, error);
   return new AppError(500, "internal_error", "internal error; the server log has the details");
 }
 
@@ -69,7 +69,7 @@ export const errorPlugin = (failed?: (request: Request, err: AppError) => void) 
     } else if (code === "NOT_FOUND") err = new AppError(404, "not_found", `no route for ${request.method} ${p}`);
     else if (code === "INVALID_COOKIE_SIGNATURE")
       err = unauthorized("invalid_session", "the session cookie is not valid");
-    else err = fromUnknown(error);
+    else err = fromUnknown(error, callOf(request).id);
     failed?.(request, err);
     return errorResponse(p, err, callOf(request).id);
   });

@@ -452,10 +452,11 @@ describe("what a key sees", () => {
     ).toBe("You said: still allowed");
   });
 
-  test("ps lists only models with a ready replica; tags lists every callable one", async () => {
+  test("ps lists only models with a ready replica; tags leaves out a model whose workload failed", async () => {
     const ghost = await s.createWorkload({ name: "ghost", backend: "ollama", model_name: "no-such-model" });
     await s.waitState(ghost.id, "failed");
-    expect((await client().list()).models.map((m) => m.name)).toContain("no-such-model");
+    // A picker (Open WebUI) must not offer a model that can only fail (issue 37, item 10).
+    expect((await client().list()).models.map((m) => m.name)).not.toContain("no-such-model");
     expect((await client().ps()).models.map((m) => m.name)).not.toContain("no-such-model");
     const e = await failure(client().chat({ model: "no-such-model", messages: [{ role: "user", content: "x" }] }));
     expect(e.status_code).toBe(503);

@@ -21,12 +21,13 @@ import { Setup } from "./pages/setup";
 import { Projects } from "./pages/projects";
 import { ProjectPage } from "./pages/project";
 import { KeysPage } from "./pages/keys";
+import { BatchesPage, BatchPage } from "./pages/batches";
 import { WorkloadNew, WorkloadEdit } from "./pages/workload-form";
 import { WorkloadPage } from "./pages/workload";
 import { Playground } from "./pages/playground";
 import { LogsPage } from "./pages/logs";
 import { WebhooksPage } from "./pages/webhooks";
-import { RequestsPage } from "./pages/requests";
+import { ProjectRequestsPage, RequestsPage } from "./pages/requests";
 import { RequestPage } from "./pages/request";
 import { Workers } from "./pages/workers";
 import { Telemetry } from "./pages/telemetry";
@@ -56,6 +57,13 @@ const ROUTES: [string, Page][] = [
   ["/projects", () => html`<${Projects} />`],
   ["/projects/:project", (p) => inProject(p.project, html`<${ProjectPage} project=${p.project} />`)],
   ["/projects/:project/keys", (p) => inProject(p.project, html`<${KeysPage} project=${p.project} />`)],
+  ["/projects/:project/batches", (p) => inProject(p.project, html`<${BatchesPage} project=${p.project} />`)],
+  [
+    "/projects/:project/batches/:batch",
+    (p) => inProject(p.project, html`<${BatchPage} project=${p.project} id=${p.batch} />`),
+  ],
+  ["/projects/:project/requests", (p) => inProject(p.project, html`<${ProjectRequestsPage} project=${p.project} />`)],
+  ["/requests/:request", (p) => html`<${RequestPage} requestId=${p.request} />`],
   ["/projects/:project/workloads/new", (p) => inProject(p.project, html`<${WorkloadNew} project=${p.project} />`)],
   ["/workloads/:id", (p) => ofWorkload(p.id, html`<${WorkloadPage} id=${p.id} />`)],
   ["/workloads/:id/edit", (p) => ofWorkload(p.id, html`<${WorkloadEdit} id=${p.id} />`)],

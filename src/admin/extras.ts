@@ -24,6 +24,7 @@ import { thisCommand } from "../invocation";
 import { notFound } from "../errors";
 import { principalOf } from "../auth/service";
 import { seesProject } from "../users/access";
+import { defaultKeyLimitsView } from "../limits/defaults";
 
 const Preview = z.strictObject({
   backend: z.enum(BACKENDS),
@@ -122,6 +123,8 @@ export const adminExtraRoutes = (deps: ExtrasDeps) =>
         listen: deps.listen(),
         started_at: deps.startedAt,
         allow_private_webhooks: deps.config.allowPrivateWebhooks,
+        /** The limits a key gets where it has none of its own (`--default-key-limits`), by the keys' limit names. */
+        default_key_limits: defaultKeyLimitsView(deps.config.defaultKeyLimits),
         /** How this server was started (`inferd`, `bun run start --`…): the prefix of commands the dashboard prints. */
         command: thisCommand(),
         ollama: await ollamaStatus(),

@@ -1,5 +1,6 @@
 /**
- * What the Ollama API says about models: `/api/tags` (the models the key may call), `/api/ps` (those
+ * What the Ollama API says about models: `/api/tags` (the models the key may call, left out when no
+ * workload could answer for them: failed or stopped, ./offered.ts), `/api/ps` (those
  * with a ready replica) and `/api/show` (one model). Names are the ones the project base routes by
  * (model names and aliases, ./target.ts); details come from the model store's metadata when it knows
  * the workload's model, else from what the name says (`Qwen3-8B` → 8B, `…-Q4_K_M` → Q4_K_M).
@@ -12,7 +13,8 @@ import type { Workload } from "../workloads/service";
 import type { ModelInfo } from "../models/fit";
 import { quantOf } from "../models/discover";
 import { modelOfWorkload } from "../models/service";
-import { callableModels, type RouteBase } from "./target";
+import type { RouteBase } from "./target";
+import { offeredModels } from "./offered";
 
 /** What the model store knows of a workload's model (its shape, the command's context), or nulls. */
 export interface KnownModel {
@@ -123,9 +125,9 @@ export async function knownModelOf(deps: Pick<DataplaneDeps, "db">, w: Workload)
   return { info: found?.info ?? null, context: found?.context };
 }
 
-/** The callable names with their workloads, and what the store knows of each workload (by id). */
+/** The offered names (./offered.ts) with their workloads, and what the store knows of each workload (by id). */
 async function listed(deps: Pick<DataplaneDeps, "db">, request: Request, base: RouteBase) {
-  const models = await callableModels(deps, request, base);
+  const models = await offeredModels(deps, request, base);
   const ws = new Map(models.flatMap(({ workloads }) => workloads.map((w) => [w.id, w] as const)));
   const known = new Map(
     await Promise.all([...ws.values()].map(async (w) => [w.id, await knownModelOf(deps, w)] as const)),

@@ -4,7 +4,8 @@ import { keyOf } from "../auth/service";
 import { countTokensRoute, messagesRoute } from "./messages";
 import { forwardOnProject, forwardToWorkload } from "./service";
 import { DATA_ROUTES, OLLAMA_ROUTES, type DataRoute } from "./table";
-import { callableModels, workloadOf, type RouteBase } from "./target";
+import { workloadOf, type RouteBase } from "./target";
+import { offeredModels } from "./offered";
 import { responsesRoute } from "./responses";
 import { ollamaRoute } from "./ollama";
 
@@ -22,9 +23,9 @@ const baseOf = (params: { project: string; workload?: string }): RouteBase => ({
   workload: params.workload,
 });
 
-/** `GET /v1/models` (OpenAI models.list): what the key may call on this base. */
+/** `GET /v1/models` (OpenAI models.list): what the key may call on this base and would be answered (./offered.ts). */
 async function modelList(deps: DataplaneDeps, request: Request, base: RouteBase) {
-  const models = await callableModels(deps, request, base);
+  const models = await offeredModels(deps, request, base);
   return {
     object: "list",
     data: models.map(({ id, workloads }) => ({

@@ -70,4 +70,6 @@ export interface RequestRecord {
 /** Where finished requests go: `add` is called on the request path and must not wait or throw. */
 export interface RequestSink {
   add(record: RequestRecord): void;
+  /** Writes what gathered (the inspector's reads call it, so a request just ended is found). */
+  flush?(): Promise<void>;
 }

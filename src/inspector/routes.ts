@@ -6,16 +6,18 @@
 import { Elysia } from "elysia";
 import type { Db } from "../db";
 import { resolveWorkload } from "../workloads/service";
-import { getProject } from "../projects/service";
 import { requestQuery } from "./schema";
+import type { RequestSink } from "./record";
 import { getBodies, getRequest, listRequests } from "./service";
 
 /** What this module uses of the app's dependencies. */
 interface Deps {
   db: Db;
+  /** Written before each read, so a request that just ended is listed (and a link to it works at once). */
+  inspector: RequestSink;
 }
 
-/** `GET /admin/workloads/:id/requests`, `GET /admin/projects/:project/requests`, `GET /admin/requests/:id`, `GET /admin/requests/:id/bodies`. */
+/** `GET /admin/workloads/:id/requests`, `GET /admin/requests/:id`, `GET /admin/requests/:id/bodies` (a project's list is in src/projects/routes.ts). */
 export const inspectorRoutes = (deps: Deps) =>
   new Elysia({ prefix: "/admin", detail: { tags: ["admin"] } })
     .get(
@@ -23,6 +25,7 @@ export const inspectorRoutes = (deps: Deps) =>
       async ({ params, query }) => {
         const q = requestQuery(query);
         const w = await resolveWorkload(deps.db, params.id);
+        await deps.inspector.flush?.();
         return listRequests(deps.db, { workloadId: w.id }, q);
       },
       {
@@ -32,21 +35,7 @@ export const inspectorRoutes = (deps: Deps) =>
         },
       },
     )
-    .get(
-      "/projects/:project/requests",
-      async ({ params, query }) => {
-        const q = requestQuery(query);
-        const p = await getProject(deps.db, params.project);
-        return listRequests(deps.db, { projectId: p.id }, q);
-      },
-      {
-        detail: {
-          summary:
-            "A project's recent requests across its workloads, refusals included (a key's limit, a quota, a switched-off route), newest first; the same filters as a workload's list, and ?workload=<id>, ?source=api|playground",
-        },
-      },
-    )
-    .get("/requests/:id", ({ params }) => getRequest(deps.db, params.id), {
+    .get("/requests/:id", async ({ params }) => (await deps.inspector.flush?.(), getRequest(deps.db, params.id)), {
       detail: {
         summary:
           "One request: its figures, key, replica and timeline (spans, ms from arrival); `captured` says whether bodies were kept",

@@ -21,7 +21,7 @@ const text = (max: number) =>
 export const RequestQuery = z.object({
   status: text(64).refine(
     (s) => s === undefined || /^[A-Za-z0-9_.-]+$/.test(s),
-    "must be ok, error, a status such as 429, or an error code",
+    "must be ok, error, refused, a status such as 429, or an error code",
   ),
   key: text(128),
   /** A workload id (the project's list). */

@@ -136,9 +136,14 @@ function isoOf(field: string, value: string): string {
 /** A text for SQL `LIKE` matching itself only (`\` escapes), lower-cased. */
 const likeText = (s: string) => s.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`);
 
-/** The condition of the `status` filter: `ok` (below 400), `error` (400 and up), a status number, or an error code. */
+/**
+ * The condition of the `status` filter: `ok` (below 400), `error` (400 and up), `refused` (failed
+ * before any replica took it: a key's limit, a quota, a switched-off route, a bad request), a status
+ * number, or an error code.
+ */
 function statusIs(status: string): SQL | undefined {
   if (status === "ok") return lt(requestLog.status, 400);
+  if (status === "refused") return and(gte(requestLog.status, 400), isNull(requestLog.assignmentId));
   if (status === "error") return gte(requestLog.status, 400);
   if (/^\d{3}$/.test(status)) return eq(requestLog.status, Number(status));
   return eq(requestLog.errorCode, status);

@@ -76,3 +76,20 @@ export function liveKeyLimits(live: () => string[]): () => KeyLimitDefaults {
     return parsed;
   };
 }
+
+/** Default key limits by the names keys' limits use (`rpm`, `max_concurrent`…; absent: none). */
+export type KeyLimitDefaultsView = Partial<Record<keyof typeof NAMES, number>>;
+
+/**
+ * The default key limits in force by the names keys' limits use, for `GET /admin/info` (the Keys page
+ * shows what a key without a limit of its own gets). Items that do not parse count as none, as in the limiter.
+ * @example defaultKeyLimitsView(["rpm=100"]) // → { rpm: 100 }
+ */
+export function defaultKeyLimitsView(items: string[]): KeyLimitDefaultsView {
+  if (keyLimitsProblem(items)) return {};
+  const parsed = parseKeyLimits(items);
+  const out: KeyLimitDefaultsView = {};
+  for (const [name, field] of Object.entries(NAMES) as [keyof typeof NAMES, keyof KeyLimitDefaults][])
+    if (parsed[field] !== undefined) out[name] = parsed[field]!;
+  return out;
+}

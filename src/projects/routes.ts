@@ -7,10 +7,15 @@ import { ProjectPatch } from "../limits/schema";
 import { projectUsage } from "../limits/project";
 import { principalOf } from "../auth/service";
 import { seesProject } from "../users/access";
+import { listRequests } from "../inspector/service";
+import { requestQuery } from "../inspector/schema";
+import type { RequestSink } from "../inspector/record";
 
 /** What this module uses of the app's dependencies. */
 interface Deps {
   db: Db;
+  /** The request inspector's sink, written before its list is read (a request just ended is listed). */
+  inspector: RequestSink;
   /** Told after a change that places workloads again. */
   events: { workloadsChanged(): Promise<void> };
 }
@@ -34,6 +39,21 @@ export const projectRoutes = (deps: Deps) =>
       },
       {
         detail: { summary: "List projects with their workload and live-key counts (a project member: their projects)" },
+      },
+    )
+    .get(
+      "/:project/requests",
+      async ({ params, query }) => {
+        const q = requestQuery(query);
+        const p = await getProject(deps.db, params.project);
+        await deps.inspector.flush?.();
+        return listRequests(deps.db, { projectId: p.id }, q);
+      },
+      {
+        detail: {
+          summary:
+            "A project's recent requests across its workloads, refusals included (a key's limit, a quota, a switched-off route), newest first; the same filters as a workload's list, and ?workload=<id>, ?source=api|playground",
+        },
       },
     )
     .get(

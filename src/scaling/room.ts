@@ -68,7 +68,9 @@ export class Room {
     if ("start" in decision) {
       await this.move(snap, id, decision.start);
       await this.desire(snap, id, "run", `starting: ${reason}`);
-      return `started replica ${id} on ${decision.start.worker.name} (GPU ${decision.start.gpuIndices.join(", ") || "none"})`;
+      // What it was given: the backend the runtime really uses is the replica row's to say (it may fall back to the CPU).
+      const given = decision.start.gpuIndices.length ? `GPU ${decision.start.gpuIndices.join(", ")}` : "no GPU";
+      return `started replica ${id} on ${decision.start.worker.name} (given ${given})`;
     }
     if ("wait" in decision) {
       await this.desire(snap, id, "idle", decision.wait, "pending");

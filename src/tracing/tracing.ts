@@ -98,6 +98,11 @@ export class Tracing {
       spans,
     };
     if (tl.capture) record.bodies = tl.capture.bodies();
+    // A failure on inferd's or the runtime's side is a line of the server log, with the ids to find it by.
+    if (record.status >= 500)
+      log.info(
+        `${tl.kind} ${tl.requestId ?? id}${tl.requestId && tl.requestId !== id ? ` (record ${id})` : ""} failed: ${record.status} ${record.errorCode ?? ""}${record.errorMessage ? `: ${record.errorMessage}` : ""}${record.workloadId ? ` (workload ${record.workloadId})` : ""}`,
+      );
     try {
       this.sink.add(record);
       this.exporter?.export(record, tl);

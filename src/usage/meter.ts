@@ -197,6 +197,7 @@ export class Metering {
     const k = `${r.projectId ?? ""} ${r.keyId ?? ""} ${r.code}`;
     this.refusals.set(k, (this.refusals.get(k) ?? 0) + 1);
     if (!r.projectId || !tl || tl.ended) return;
+    tl.span("refused", 0, tl.now(), { error: r.code });
     tl.status = r.status;
     tl.errorCode = r.code;
     tl.errorMessage = r.message;

@@ -20,8 +20,45 @@ interface Bucket {
   /** Requests routed by prompt prefix, and those that went to the ring's replica (src/dispatch/prefix.ts). */
   prefixRouted: number;
   prefixHits: number;
+  /** The bucket's requests per key and kind (`splitKey`), for the charts split by key or priority. */
+  splits: Record<string, SplitCounts>;
   /** What a previous process of this host counted in the same bucket before it stopped. */
   carried?: BucketSummary;
+}
+
+/** What a bucket counts of one key's requests of one kind: the figures a chart split by key or priority draws. */
+export interface SplitCounts {
+  requests: number;
+  errors: number;
+  /** Input and output tokens together. */
+  tokens: number;
+  /** The requests' durations added up (ms): their mean latency is `ms / requests`. */
+  ms: number;
+}
+
+/**
+ * The split a finished request is counted under: its kind (a job waits in the batch class whatever
+ * its key) and its key ("" for none: the dashboard's playground).
+ * @example splitKey("sync", "key_1") // → "sync:key_1"
+ */
+export const splitKey = (kind: "sync" | "job", keyId: string | null): string => `${kind}:${keyId ?? ""}`;
+
+/** The kind and key a split key names. */
+export const splitParts = (k: string): { kind: "sync" | "job"; keyId: string } => {
+  const i = k.indexOf(":");
+  return { kind: k.slice(0, i) === "job" ? "job" : "sync", keyId: k.slice(i + 1) };
+};
+
+/** Adds `b`'s split counts into `into` (a new record: neither is changed). */
+export function addSplits(into: Record<string, SplitCounts>, b: Record<string, SplitCounts> | undefined) {
+  const out = { ...into };
+  for (const [k, c] of Object.entries(b ?? {})) {
+    const a = out[k];
+    out[k] = a
+      ? { requests: a.requests + c.requests, errors: a.errors + c.errors, tokens: a.tokens + c.tokens, ms: a.ms + c.ms }
+      : { ...c };
+  }
+  return out;
 }
 
 /**
@@ -43,6 +80,8 @@ export interface BucketSummary {
   /** Requests routed by prompt prefix, and those that landed on the replica the ring named (absent in rows stored before routing by prefix). */
   prefix_routed?: number;
   prefix_hits?: number;
+  /** Per key and kind (`splitKey`; absent in rows stored before the split). */
+  splits?: Record<string, SplitCounts>;
 }
 
 /**
@@ -63,6 +102,56 @@ export interface SeriesPoint {
   queue_depth: number | null;
   /** Of the requests routed by prompt prefix, the share that went to the replica the ring named; null when none was. */
   prefix_hit_rate: number | null;
+}
+
+/** One complete bucket of some workloads together: its requests per split key, and whether some host was up in it. */
+export interface SplitBucket {
+  t: number;
+  up: boolean;
+  splits: Record<string, SplitCounts>;
+}
+
+/** A point of a chart split by key or priority: rates over the bucket, the mean latency; all null where no host was up. */
+export interface SplitPoint {
+  t: string;
+  rps: number | null;
+  errors_per_s: number | null;
+  tokens_per_s: number | null;
+  mean_ms: number | null;
+}
+
+/**
+ * The buckets regrouped by `group` (a split key to the id of its line, e.g. the key, or the
+ * priority class): one series of points per group that had requests in the window, in the order
+ * first seen. A bucket no host was up in is a gap (nulls) in every series.
+ * @example splitSeries([{ t: 0, up: true, splits: { "sync:k": { requests: 2, errors: 0, tokens: 20, ms: 100 } } }], (k) => k)
+ *   // → Map { "sync:k" => [{ t: "1970-01-01T00:00:00.000Z", rps: 0.2, errors_per_s: 0, tokens_per_s: 2, mean_ms: 50 }] }
+ */
+export function splitSeries(buckets: SplitBucket[], group: (splitKey: string) => string): Map<string, SplitPoint[]> {
+  const grouped = buckets.map((b) => {
+    let g: Record<string, SplitCounts> = {};
+    for (const [k, c] of Object.entries(b.splits)) g = addSplits(g, { [group(k)]: c });
+    return g;
+  });
+  const ids = [...new Set(grouped.flatMap((g) => Object.keys(g)))];
+  const secs = BUCKET_MS / 1000;
+  return new Map(
+    ids.map((id) => [
+      id,
+      buckets.map((b, i) => {
+        const c = grouped[i][id];
+        const t = new Date(b.t).toISOString();
+        if (!b.up) return { t, rps: null, errors_per_s: null, tokens_per_s: null, mean_ms: null };
+        return {
+          t,
+          rps: (c?.requests ?? 0) / secs,
+          errors_per_s: (c?.errors ?? 0) / secs,
+          tokens_per_s: (c?.tokens ?? 0) / secs,
+          mean_ms: c?.requests ? c.ms / c.requests : null,
+        };
+      }),
+    ]),
+  );
 }
 
 /** What the store holds of one workload over a window: its buckets recorded elsewhere (other hosts, earlier runs), and the buckets some host was up in. */
@@ -132,6 +221,7 @@ export function combine(parts: BucketSummary[], queue: "sum" | "max"): BucketSum
     queue_depth: queue === "sum" ? sum((s) => s.queue_depth) : Math.max(0, ...parts.map((s) => s.queue_depth)),
     prefix_routed: sum((s) => s.prefix_routed ?? 0),
     prefix_hits: sum((s) => s.prefix_hits ?? 0),
+    splits: parts.reduce((a, s) => addSplits(a, s.splits), {} as Record<string, SplitCounts>),
   };
 }
 
@@ -150,6 +240,7 @@ function summarize(b: Bucket): BucketSummary {
     queue_depth: b.queueDepth,
     prefix_routed: b.prefixRouted,
     prefix_hits: b.prefixHits,
+    splits: b.splits,
   };
   return b.carried ? combine([b.carried, own], "max") : own;
 }
@@ -240,6 +331,7 @@ export class MetricsStore {
         queueDepth: 0,
         prefixRouted: 0,
         prefixHits: 0,
+        splits: {},
       };
       list.push(b);
       list.sort((x, y) => x.t - y.t);
@@ -257,6 +349,12 @@ export class MetricsStore {
     b.outputTokens += f.usage.outputTokens;
     b.seen++;
     sample(b.latencies, b.seen, f.durationMs);
+    const k = splitKey(f.kind, f.keyId);
+    const c = (b.splits[k] ??= { requests: 0, errors: 0, tokens: 0, ms: 0 });
+    c.requests++;
+    if (!f.ok) c.errors++;
+    c.tokens += f.usage.inputTokens + f.usage.outputTokens;
+    c.ms += f.durationMs;
     if (f.firstByteMs !== null) sample(b.firstTokens, b.seen, f.firstByteMs);
     const tot = this.totals.get(f.workloadId) ?? { requests: 0, errors: 0, inputTokens: 0, outputTokens: 0 };
     tot.requests++;
@@ -320,6 +418,35 @@ export class MetricsStore {
       const parts = [mine.get(t), stored.buckets.get(t)].filter((s): s is BucketSummary => !!s);
       const s = parts.length > 1 ? combine(parts, "sum") : parts[0];
       out.push(pointOf(t, s, t >= this.firstBucket || stored.up.has(t)));
+    }
+    return out;
+  }
+
+  /**
+   * The complete buckets over the last `minutes` of some workloads together, each with its requests
+   * per key and kind (this process's from memory merged with `stored`'s) and whether some host was up.
+   */
+  splitBuckets(
+    workloadIds: string[],
+    minutes: number,
+    now = Date.now(),
+    stored: { of(id: string): StoredSeries } = { of: () => ({ buckets: new Map(), up: new Set() }) },
+  ): SplitBucket[] {
+    const { from, until } = windowOf(minutes, now);
+    const out: SplitBucket[] = [];
+    const mine = workloadIds.map(
+      (id) =>
+        new Map(
+          (this.series.get(id) ?? []).map((b) => [b.t, b.carried ? addSplits(b.splits, b.carried.splits) : b.splits]),
+        ),
+    );
+    const theirs = workloadIds.map((id) => stored.of(id));
+    for (let t = from; t < until; t += BUCKET_MS) {
+      let splits: Record<string, SplitCounts> = {};
+      for (const m of mine) splits = addSplits(splits, m.get(t));
+      for (const s of theirs) splits = addSplits(splits, s.buckets.get(t)?.splits);
+      const up = t >= this.firstBucket || theirs.some((s) => s.up.has(t)) || Object.keys(splits).length > 0;
+      out.push({ t, up, splits });
     }
     return out;
   }

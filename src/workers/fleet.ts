@@ -322,6 +322,10 @@ export class Fleet {
         reason: a.reason,
         concurrency: a.concurrency,
         gpu_indices: a.gpu_indices,
+        /** The compute backend the ready runtime reports ("CUDA", "CPU (GPU build unavailable: …)"), as the workload's view has it. */
+        backend: a.state === "ready" ? this.reports.get(a.id)?.backend : undefined,
+        /** The workload's engine (llamacpp, vllm, ollama…): Ollama's daemon picks its GPUs itself. */
+        engine: w?.backend ?? null,
         progress,
         updated_at: a.updated_at,
       });

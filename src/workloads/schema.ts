@@ -130,6 +130,7 @@ const fields = {
   worker_id: z.string().min(1).max(128).nullable(),
   gpu_resource_id: z.string().min(1).max(128).nullable(),
   nodes: z.number().int().min(1).max(MAX_NODES),
+  // A `*` in an alias is a pattern (`claude-*`), matched when no exact name is (src/dataplane/target.ts).
   aliases: z
     .array(
       z

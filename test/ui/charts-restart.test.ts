@@ -80,11 +80,11 @@ describe("charts after a restart", () => {
     const rps = page.getByRole("figure", { name: /^Requests per second\./ });
     await rps.waitFor();
     // Only traffic from before the restart exists: the busy workload's row is there, the idle one's is not.
-    await rps.locator(".u-legend tr", { hasText: "serving/busy" }).waitFor();
-    expect(await page.locator(".u-legend tr", { hasText: "serving/idle" }).count()).toBe(0);
+    await rps.locator(".u-legend tr", { hasText: "busy" }).waitFor();
+    expect(await page.locator(".u-legend tr", { hasText: "idle" }).count()).toBe(0);
     // The last latency charted is the slow answers' from before the restart, in seconds.
     const latency = page.getByRole("figure", {
-      name: /^Latency p50 \(solid\) \/ p99 \(dashed\)\. Latest: serving\/busy p50: 1\d\.\d s, serving\/busy p99: 1\d\.\d s$/,
+      name: /^Latency p50 \(solid\) \/ p99 \(dashed\)\. Latest: busy p50: 1\d\.\d s, busy p99: 1\d\.\d s$/,
     });
     await latency.waitFor();
     await until(
@@ -125,7 +125,7 @@ describe("charts after a restart", () => {
     await until(
       async () =>
         Number(await rps.getAttribute("data-x-max")) >= shown &&
-        Number(await latency.getAttribute("data-x-max")) - Number(await latency.getAttribute("data-x-min")) === 300,
+        Number(await latency.getAttribute("data-x-max")) - Number(await latency.getAttribute("data-x-min")) <= 300,
       "the 5-minute window, 30 s past the restart",
       45_000,
     );

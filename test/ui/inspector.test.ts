@@ -126,13 +126,13 @@ describe("the request inspector", () => {
     const rows = page.getByTestId("request-row");
     await until(async () => (await rows.count()) === 50, "the first page");
     const form = page.getByRole("form", { name: "Filter the requests" });
-    await form.getByLabel("Status").selectOption({ label: "Failed" });
+    await form.getByLabel("Status").selectOption({ label: "Failed or refused" });
     await form.getByRole("button", { name: "Filter" }).click();
     await until(async () => (await rows.count()) === 8, "the 8 failed requests");
     for (const text of await rows.allTextContents()) expect(text).toContain("upstream_error");
     await form.getByLabel("Status").selectOption({ label: "Any" });
     await form.getByLabel("Key").selectOption({ value: keys[1].id });
-    await form.getByLabel("Request id or model").fill("llama");
+    await form.getByLabel("Request id, trace id or model").fill("llama");
     await form.getByRole("button", { name: "Filter" }).click();
     // Odd n (key 1) with n % 4 === 0 (llama) never meet: no row.
     await page.getByTestId("no-requests").waitFor();

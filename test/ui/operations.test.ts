@@ -173,7 +173,7 @@ describe("operating inferd in the browser", () => {
     await ui.visit("/telemetry");
     await until(async () => (await page.locator(".chart canvas").count()) >= 6, "six charts");
     await page.getByRole("figure", { name: /^GPU utilisation · .* Latest: GPU 0: \d+%, GPU 1: \d+%/ }).waitFor();
-    await page.getByRole("figure", { name: /^Requests per second\. Latest: serving\/jobs/ }).waitFor();
+    await page.getByRole("figure", { name: /^Requests per second\. Latest: jobs/ }).waitFor();
     await ui.checkWidths("telemetry");
   });
 });

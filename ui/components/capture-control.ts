@@ -5,6 +5,7 @@ import { useAction, useNow } from "../lib/hooks";
 import { duration } from "../lib/format";
 import type { Workload } from "../lib/types";
 import { ErrorNote } from "./ui";
+import { useMe } from "../lib/me";
 
 /** The lengths offered, in minutes. */
 const CHOICES: [number, string][] = [
@@ -33,4 +34,13 @@ export function CaptureControl({ w, onChange }: { w: Workload; onChange(): void 
     <p class="muted small-text">Captured bodies are the prompts, files and answers as sent: they may hold personal data. They are kept as long as finished jobs are (the job retention, <code>--job-retention-hours</code>) and then deleted; only operators and admins can read them.</p>
     <${ErrorNote} error=${set.error} />
   </section>`;
+}
+
+/**
+ * What a role that may not read captured bodies (a viewer) is told in their place: who can, and what
+ * it sees instead (never that it "can change" something: reading is what is refused).
+ */
+export function BodiesNotForRole() {
+  const role = useMe()?.role ?? "viewer";
+  return html`<p class="note role-note" data-testid="bodies-role-note">Captured bodies hold the prompts and answers as sent, so only operators and admins of this project can read them. Your role (${role}) sees each request's figures and timeline.</p>`;
 }

@@ -53,6 +53,20 @@ export const axisWidth = (labels: string[], measure: (label: string) => number =
 /** The line colours, in order; a workload keeps its colour across charts. */
 export const COLORS = ["#3b82f6", "#f97316", "#10b981", "#e11d48", "#a855f7", "#eab308", "#06b6d4", "#64748b"];
 
+/**
+ * The top of an automatic value axis: a round number at least 8 % above the peak, so the highest
+ * point is drawn whole below the top edge with a tick at or above it (1 for no traffic).
+ * @example headroom(7.3) // → 8
+ * @example headroom(100) // → 120
+ */
+export function headroom(peak: number): number {
+  if (!(peak > 0)) return 1;
+  const want = peak * 1.08;
+  const step = 10 ** Math.floor(Math.log10(want));
+  const nice = [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10].find((m) => m * step >= want) ?? 10;
+  return +(nice * step).toPrecision(12);
+}
+
 /** The dash pattern of a p99 line (drawn in its p50's colour). */
 export const DASHED = [6, 4];
 
@@ -76,7 +90,9 @@ function options(lines: Line[], width: number, live: { current: Ranges }): uPlot
   const ticks = (u: uPlot, values: number[]) => {
     const scale = Math.max(Math.abs(u.scales.y.max ?? 0), Math.abs(u.scales.y.min ?? 0), ...values.map(Math.abs));
     const labels = values.map((t) => live.current.format(t, scale));
-    u.root.closest("figure")?.setAttribute("data-y-ticks", labels.join("|"));
+    const figure = u.root.closest("figure");
+    figure?.setAttribute("data-y-ticks", labels.join("|"));
+    figure?.setAttribute("data-y-top", String(u.scales.y.max ?? ""));
     return labels;
   };
   return {
@@ -87,7 +103,14 @@ function options(lines: Line[], width: number, live: { current: Ranges }): uPlot
     cursor: { drag: { x: false, y: false } },
     scales: {
       x: { time: true, range: (_u, min, max) => live.current.x ?? [min, max] },
-      y: { range: (_u, min, max) => live.current.y ?? [Math.min(0, min ?? 0), Math.max(max ?? 1, 1)] },
+      // A fixed range stays unless a value passes its top; an automatic one leaves room above the peak.
+      y: {
+        range: (_u, min, max) => {
+          const fixed = live.current.y;
+          if (fixed) return [fixed[0], (max ?? 0) > fixed[1] ? headroom(max ?? 0) : fixed[1]];
+          return [Math.min(0, min ?? 0), headroom(max ?? 0)];
+        },
+      },
     },
     // Time labels at least 60 px apart (they never touch at phone width); value labels sized to the longest.
     axes: [
@@ -161,7 +184,8 @@ export function Chart({
       return `${l.label}: ${v == null ? "no data" : live.current.format(v, v)}`;
     })
     .join(", ");
-  return html`<figure class="chart card" aria-label=${`${title}. Latest: ${latest}`} data-x-last=${x.at(-1) ?? ""} data-x-min=${xRange?.[0] ?? ""} data-x-max=${xRange?.[1] ?? ""} data-y-max=${yRange?.[1] ?? ""}>
+  const peak = Math.max(0, ...lines.flatMap((l) => l.values.filter((v): v is number => v != null)));
+  return html`<figure class="chart card" aria-label=${`${title}. Latest: ${latest}`} data-y-peak=${peak} data-x-last=${x.at(-1) ?? ""} data-x-min=${xRange?.[0] ?? ""} data-x-max=${xRange?.[1] ?? ""} data-y-max=${yRange?.[1] ?? ""}>
     <figcaption>${title}</figcaption>
     <div ref=${box} class="chart-box" data-testid="chart"></div>
   </figure>`;

@@ -171,3 +171,36 @@ export function HubSearch({
     ${current?.hits.length ? html`<ul class="hits">${current.hits.map((h) => html`<${Hit} key=${h.id} hit=${h} backend=${backend} action=${action} models=${models} />`)}</ul>` : null}
   </div>`;
 }
+
+/** A llama.cpp model field's Hugging Face repo and quantisation (`owner/repo:Q4_K_M`, `hf:owner/repo`), or undefined for a path, URL or file. */
+export function hubRepoOf(ref: string): { repo: string; quant?: string } | undefined {
+  const m = /^(?:hf:)?([A-Za-z0-9][\w.-]*\/[\w.-]+)(?::([A-Za-z0-9][\w.-]*))?$/.exec(ref.trim());
+  return m ? { repo: m[1], quant: m[2] } : undefined;
+}
+
+/**
+ * What the hub says of a llama.cpp model field's repo before the form saves it, through the same
+ * search the dashboard offers: a message when the hub has no GGUF repo of that id, or the repo has
+ * no such quantisation; undefined when it has them, or when the hub cannot tell (offline, out of
+ * reach, too many similar names to be sure).
+ * @example await hubRefProblem("nobody/Nothing-GGUF:Q4_K_M") // → 'Hugging Face has no GGUF model "nobody/Nothing-GGUF"…'
+ */
+export async function hubRefProblem(ref: string): Promise<string | undefined> {
+  const asked = hubRepoOf(ref);
+  if (!asked) return undefined;
+  let found: SearchAnswer;
+  try {
+    found = await api<SearchAnswer>(`/admin/models/search?q=${encodeURIComponent(asked.repo)}&backend=llamacpp`);
+  } catch {
+    return undefined;
+  }
+  const hit = found.hits.find((h) => h.id.toLowerCase() === asked.repo.toLowerCase());
+  if (!hit)
+    return found.hits.length >= 8
+      ? undefined
+      : `Hugging Face has no GGUF model "${asked.repo}": check the owner and name (search for it above), or give a GGUF file's path.`;
+  const labels = hit.offers.map((o) => o.label);
+  if (!asked.quant || !labels.length || labels.some((l) => l.toLowerCase() === asked.quant!.toLowerCase()))
+    return undefined;
+  return `"${hit.id}" has no ${asked.quant} quantisation; it has ${labels.join(", ")}.`;
+}

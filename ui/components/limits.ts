@@ -1,10 +1,10 @@
 /** Per-key limits, per-project token quotas and caps: a summary in words and a form that edits them. */
 import { html } from "htm/preact";
-import { useId, useRef, useState } from "preact/hooks";
+import { useEffect, useId, useRef, useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useAction } from "../lib/hooks";
 import { count } from "../lib/format";
-import type { LimitsView, ProjectLimitsView } from "../lib/types";
+import type { Info, LimitsView, ProjectLimitsView } from "../lib/types";
 import { ErrorNote, FieldError, invalidAt } from "./ui";
 
 type Field = keyof LimitsView | keyof ProjectLimitsView;
@@ -108,6 +108,52 @@ export function limitsText(l: Limits | undefined): string {
   return set.length ? set.join(" · ") : "no limits";
 }
 
+/** Default key limits by field (`GET /admin/info` → default_key_limits). */
+type Defaults = Partial<Record<Field, number>>;
+
+let defaultsOnce: Promise<Defaults> | undefined;
+
+/** The server's default key limits, read once per page load ({} until known or when unreadable). */
+export function useKeyDefaults(): Defaults {
+  const [d, setD] = useState<Defaults>({});
+  useEffect(() => {
+    defaultsOnce ??= api<Info>("/admin/info").then(
+      (i) => (i.default_key_limits ?? {}) as Defaults,
+      () => ((defaultsOnce = undefined), {}),
+    );
+    let live = true;
+    void defaultsOnce.then((x) => live && setD(x));
+    return () => void (live = false);
+  }, []);
+  return d;
+}
+
+/**
+ * The limits a key really gets: its own, and the server's default where it has none of that kind
+ * (marked "default"), as the limiter applies them.
+ * @example effectiveLimits({ rpm: null, tpm: 5000 }, { rpm: 100 }) // → [["5,000 tokens/min", false], ["100 req/min", true]]
+ */
+export function effectiveLimits(own: Limits | undefined, defaults: Defaults): [string, boolean][] {
+  const say = (f: (typeof FIELDS)[number], v: number | string) =>
+    f.say ? f.say(v) : `${count(inUnit(f.id, v) as number)} ${f.short}`;
+  return FIELDS.flatMap((f): [string, boolean][] => {
+    if (own?.[f.id] != null) return [[say(f, own[f.id]!), false]];
+    const d = defaults[f.id];
+    return d != null ? [[say(f, d), true]] : [];
+  });
+}
+
+/** A key's limits in force: its own, and the server's defaults where it has none (each marked "default"). */
+export function KeyLimitsText({ limits }: { limits: LimitsView }) {
+  const items = effectiveLimits(limits, useKeyDefaults());
+  if (!items.length) return html`<span class="limits-text" data-testid="key-limits">no limits</span>`;
+  const fromDefault = items.some(([, d]) => d);
+  return html`<span class="limits-text" data-testid="key-limits" title=${fromDefault ? "Limits marked default come from the server's default key limits (Settings → Default key limits, --default-key-limits): they apply to every key without a limit of that kind of its own." : undefined}>${items.map(
+    ([text, d], i) =>
+      html`${i ? " · " : ""}${text}${d ? html` <span class="muted limit-default">(default)</span>` : null}`,
+  )}</span>`;
+}
+
 /** The form's text for each field ("" when unset); a MiB value keeps every digit, so saving it unchanged keeps the bytes. */
 const texts = (l: Limits, fields: Field[]) =>
   Object.fromEntries(
@@ -139,6 +185,7 @@ export function LimitsForm({
   onSaved,
   onCancel,
   label = "Limits",
+  defaults = {},
 }: {
   path: string;
   limits: Limits;
@@ -146,6 +193,8 @@ export function LimitsForm({
   onSaved(): unknown;
   onCancel?(): void;
   label?: string;
+  /** The server's defaults, shown in an empty field (a key's limits). */
+  defaults?: Defaults;
 }) {
   const [vals, setVals] = useState(() => texts(limits, fields));
   const save = useAction((body: unknown) => api(path, { method: "PATCH", body }));
@@ -165,7 +214,7 @@ export function LimitsForm({
             ? html`<select name=${f.id} value=${vals[f.id]} onChange=${(e: Event) => setVals({ ...vals, [f.id]: (e.target as HTMLSelectElement).value })} ...${invalidAt(save.error, `limits.${f.id}`)}>
               ${f.choices.map(([v, text]) => html`<option value=${v}>${text}</option>`)}
             </select>`
-            : html`<input name=${f.id} inputmode=${f.unit ? "decimal" : "numeric"} pattern=${f.unit ? "[0-9]+([.][0-9]+)?" : "[0-9]*"} placeholder=${f.empty ?? "no limit"} value=${vals[f.id]}
+            : html`<input name=${f.id} inputmode=${f.unit ? "decimal" : "numeric"} pattern=${f.unit ? "[0-9]+([.][0-9]+)?" : "[0-9]*"} placeholder=${defaults[f.id] != null ? `default: ${inUnit(f.id, defaults[f.id]!)}` : (f.empty ?? "no limit")} value=${vals[f.id]}
           onInput=${(e: Event) => setVals({ ...vals, [f.id]: (e.target as HTMLInputElement).value })} ...${invalidAt(save.error, `limits.${f.id}`)} />`
         }
         <small class="muted">${f.hint}</small>
@@ -198,17 +247,18 @@ export function KeyLimitsCell({
   const [open, setOpen] = useState(0);
   const id = useId();
   const close = () => dialog.current?.close();
-  return html`<span class="limits-text">${limitsText(limits)}</span>
+  const defaults = useKeyDefaults();
+  return html`<${KeyLimitsText} limits=${limits} />
     <button type="button" class="small" aria-label=${`Edit limits of ${name}`} onClick=${() => {
       setOpen(open + 1);
       dialog.current?.showModal();
     }}>Edit limits</button>
     <dialog ref=${dialog} aria-labelledby=${id} class="limits-dialog">
       <h2 id=${id}>Limits of ${name}</h2>
-      <p class="muted">Over a limit, requests get 429 with <code>Retry-After</code> and the <code>x-ratelimit-*</code> headers OpenAI clients read. When a workload is busy, its waiting requests are shared between keys by weight. Changes apply from the next request.</p>
+      <p class="muted">Over a limit, requests get 429 with <code>Retry-After</code> and the <code>x-ratelimit-*</code> headers OpenAI clients read. When a workload is busy, its waiting requests are shared between keys by weight. Changes apply from the next request.${Object.keys(defaults).length ? " An empty field takes the server's default key limit shown in it." : ""}</p>
       ${
         open
-          ? html`<${LimitsForm} key=${open} path=${`/admin/keys/${keyId}`} limits=${limits} fields=${KEY_FIELDS} onCancel=${close}
+          ? html`<${LimitsForm} key=${open} path=${`/admin/keys/${keyId}`} limits=${limits} fields=${KEY_FIELDS} defaults=${defaults} onCancel=${close}
         onSaved=${async () => {
           close();
           await onSaved();

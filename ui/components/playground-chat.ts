@@ -154,7 +154,7 @@ export async function streamAnswer(
 export function Bubble({ t, name, workloadId }: { t: Turn; name: string; workloadId: string }) {
   const who = html`<span class="who">${t.role === "user" ? "You" : name}</span>`;
   if (t.role === "user") return html`<li class="msg user">${who}<div class="text">${t.content}</div></li>`;
-  const id = t.requestId ? html`<${RequestId} id=${t.requestId} />` : null;
+  const id = t.requestId ? html`<${RequestId} id=${t.requestId} inspect />` : null;
   if (t.error && !t.content)
     return html`<li class="msg assistant failed" role="alert">${who}<div class="text">${t.error}</div>${id}</li>`;
   return html`<li class="msg assistant">${who}

@@ -6,7 +6,8 @@
  */
 import { html } from "htm/preact";
 import { useRef, useState } from "preact/hooks";
-import type { Workload } from "../lib/types";
+import { useApi } from "../lib/hooks";
+import type { Worker, Workload } from "../lib/types";
 import {
   Bubble,
   MessageBox,
@@ -17,6 +18,27 @@ import {
   type Timing,
   type Turn,
 } from "./playground-chat";
+
+/**
+ * Why a workload cannot answer a comparison now, from its replicas' states: stopped, or every
+ * replica failed; undefined when it can (no replica yet: a request starts one).
+ * @example notComparable({ paused: false } as Workload, ["failed"]) // → "failed"
+ */
+export function notComparable(w: Pick<Workload, "paused">, states: string[]): string | undefined {
+  if (w.paused) return "stopped";
+  return states.length > 0 && states.every((s) => s === "failed") ? "failed" : undefined;
+}
+
+/**
+ * The project's other chat workloads for "Compare with", each with why it cannot be compared now
+ * (a failed or stopped one is shown, not offered), from the workers' replica lists.
+ */
+export function useCompareChoices(chats: Workload[]): { w: Workload; why?: string }[] {
+  const workers = useApi<Worker[]>(chats.length ? "/admin/workers" : null, 5000);
+  const states = (id: string) =>
+    (workers.data ?? []).flatMap((k) => k.replicas.filter((r) => r.workload_id === id).map((r) => r.state));
+  return chats.map((w) => ({ w, why: notComparable(w, states(w.id)) }));
+}
 
 /** "340 ms" under a second, else "1.2 s". */
 const ms = (v: number | undefined) =>

@@ -130,6 +130,12 @@ export function useConversations(projectId: string, workloadId: string) {
         const c = newConversation(openOf(k).params);
         return { list: [c, ...k.list], open: c.id };
       }),
+    /** Opens a new conversation holding `turns` with `params` (a request opened from the inspector). */
+    start: (turns: Conversation["turns"], params: Conversation["params"], name = "") =>
+      change((k) => {
+        const c = { ...newConversation(params), turns, name };
+        return { list: [c, ...k.list], open: c.id };
+      }),
     rename: (id: string, name: string) => edit(id, { name: name.trim() }),
     remove: (id: string) =>
       change((k) => {

@@ -71,7 +71,7 @@ export function EmbeddingsPlayground({ w }: { w: Workload }) {
       out
         ? html`<section aria-labelledby="emb-h"><h2 id="emb-h">Vectors</h2>
       <p role="status" data-testid="embed-summary">${plural(out.vectors.length, "vector")} · ${plural(dims, "dimension")}${out.tokens ? ` · ${plural(out.tokens, "token")}` : ""}</p>
-      ${out.requestId ? html`<${RequestId} id=${out.requestId} />` : null}
+      ${out.requestId ? html`<${RequestId} id=${out.requestId} inspect />` : null}
       <div class="table-wrap"><table aria-label="Vectors"><thead><tr><th scope="col">#</th><th scope="col">Text</th><th scope="col">First values</th></tr></thead>
         <tbody>${out.vectors.map(
           (v, i) =>
@@ -117,7 +117,7 @@ export function RerankPlayground({ w }: { w: Workload }) {
     ${
       out
         ? html`<section aria-labelledby="rank-h"><h2 id="rank-h">Ranking</h2>
-      ${out.requestId ? html`<${RequestId} id=${out.requestId} />` : null}
+      ${out.requestId ? html`<${RequestId} id=${out.requestId} inspect />` : null}
       <div class="table-wrap"><table aria-label="Ranking"><thead><tr><th scope="col">Rank</th><th scope="col">Score</th><th scope="col">Document</th></tr></thead>
         <tbody>${out.results.map((r, i) => html`<tr><td>${i + 1}</td><td><meter min="0" max="1" value=${Math.max(0, Math.min(1, r.relevance_score))} aria-label=${`Score of document ${r.index + 1}`}></meter> ${r.relevance_score.toFixed(4)}</td><td class="doc-text">${out.docs[r.index]}</td></tr>`)}</tbody>
       </table></div>

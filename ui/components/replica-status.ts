@@ -23,6 +23,35 @@ export interface ReplicaLike {
   updatedAt?: string;
 }
 
+/** States in which a replica has no runtime process: it runs nowhere. */
+const NOT_RUNNING = new Set(["stopped", "idle"]);
+
+/** What a placement line needs of a replica (a workload's assignment, or a worker's replica). */
+export interface Placed {
+  state: string;
+  gpu_indices: number[];
+  /** The compute backend the ready runtime reports ("CUDA", "CPU (GPU build unavailable: …)"). */
+  backend?: string | null;
+}
+
+/**
+ * Where a replica runs, in one wording for every page: the backend the agent reports wins over the
+ * GPUs it was given (one that fell back to the CPU says so, never "GPU 0"); Ollama's shared daemon
+ * picks its GPUs itself; a stopped or scaled-to-zero replica runs nowhere; a failed one names what it
+ * was given. `engine` is the workload's backend (llamacpp, vllm, ollama…).
+ * @example replicaPlace({ state: "ready", gpu_indices: [0], backend: "CPU (GPU build unavailable: x)" }) // → "CPU (GPU build unavailable: x)"
+ * @example replicaPlace({ state: "ready", gpu_indices: [0, 1], backend: "CUDA" }) // → "GPU 0, 1 · CUDA"
+ * @example replicaPlace({ state: "stopped", gpu_indices: [0] }) // → "not running"
+ */
+export function replicaPlace(r: Placed, engine?: string | null): string {
+  if (NOT_RUNNING.has(r.state)) return "not running";
+  const gpus = r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU";
+  if (r.state === "failed") return `not running (was given ${gpus === "CPU" ? "the CPU" : gpus})`;
+  if (engine === "ollama") return "GPU chosen by Ollama";
+  if (r.backend && (r.backend.startsWith("CPU") || !r.gpu_indices.length)) return r.backend;
+  return `${gpus}${r.backend ? ` · ${r.backend}` : ""}`;
+}
+
 /** The reason's look: an error when failed, a quiet note when idle or on its way. */
 const reasonClass = (state: string) =>
   state === "failed" ? "reason" : state === "idle" ? "reason reason-idle" : "reason reason-quiet";

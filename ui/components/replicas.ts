@@ -5,7 +5,7 @@ import { plural } from "../lib/format";
 import { useAction, useNow } from "../lib/hooks";
 import type { Assignment, Workload, Worker } from "../lib/types";
 import { ConfirmButton, ErrorNote } from "./ui";
-import { ReplicaStatus } from "./replica-status";
+import { replicaPlace, ReplicaStatus } from "./replica-status";
 import { can } from "../lib/me";
 
 /** Remove a replica placed by hand (its runtime stops). */
@@ -19,17 +19,6 @@ function RemoveReplica({ a, worker, onChange }: { a: Assignment; worker: string;
 /** "leader · member 0 of 2" / "member 1 of 2" (with its group endpoint, once known). */
 const memberLabel = (a: Assignment, nodes: number) =>
   `${a.node_rank === 0 ? "leader · " : ""}member ${a.node_rank} of ${nodes}${a.endpoint ? ` · ${a.endpoint}` : ""}`;
-
-/**
- * Where a replica runs: the GPUs its runtime was given (its CUDA_VISIBLE_DEVICES) and the backend the
- * runtime reports ("GPU 0 · CUDA"); one on the CPU never claims a GPU, and Ollama's shared daemon,
- * given no GPUs of its own, picks them itself.
- */
-function placeOf(a: Assignment, backend: string): string {
-  if (backend === "ollama") return "GPU chosen by Ollama";
-  if (a.backend && (a.backend.startsWith("CPU") || !a.gpu_indices.length)) return a.backend;
-  return `${a.gpu_indices.length ? `GPU ${a.gpu_indices.join(", ")}` : "CPU"}${a.backend ? ` · ${a.backend}` : ""}`;
-}
 
 /** The replicas table; the state column holds each replica's progress and, when it failed, Retry. */
 export function Replicas({ w, workers, onChange }: { w: Workload; workers: Worker[]; onChange(): unknown }) {
@@ -47,7 +36,7 @@ export function Replicas({ w, workers, onChange }: { w: Workload; workers: Worke
       <thead><tr><th scope="col">Worker</th><th scope="col">State</th><th scope="col">In flight</th>${manual ? html`<th scope="col"><span class="offscreen">Actions</span></th>` : null}</tr></thead>
       <tbody>${list.map(
         (a) => html`<tr key=${a.id}>
-        <td>${name(a.worker_id)}<div class="muted small-text"><span data-testid="replica-gpus">${placeOf(a, w.backend)}</span>${a.auto && !a.group_id ? " · automatic" : ""}</div>${a.group_id ? html`<div class="small-text" data-role="member">${memberLabel(a, w.nodes)}</div>` : null}</td>
+        <td>${name(a.worker_id)}<div class="muted small-text"><span data-testid="replica-gpus">${replicaPlace(a, w.backend)}</span>${a.auto && !a.group_id && !["stopped", "idle"].includes(a.state) ? " · automatic" : ""}</div>${a.group_id ? html`<div class="small-text" data-role="member">${memberLabel(a, w.nodes)}</div>` : null}</td>
         <td><${ReplicaStatus} now=${now} onChange=${onChange} r=${{ workloadId: w.id, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} /></td>
         <td>${a.group_id && a.node_rank > 0 ? html`<span class="muted" title="the leader receives the group's requests">—</span>` : html`<span data-testid="in-flight" title=${`${plural(a.in_flight, "request")} running of the ${plural(a.concurrency, "slot")} this replica serves at once`}>${a.in_flight} / ${a.concurrency}</span>`}</td>
         ${manual ? html`<td>${a.auto ? null : html`<${RemoveReplica} a=${a} worker=${name(a.worker_id)} onChange=${onChange} />`}</td>` : null}

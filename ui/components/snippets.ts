@@ -230,3 +230,19 @@ export function Snippets({ workload, secret }: { workload: SnippetWorkload; secr
     </section>
   </div>`;
 }
+
+/**
+ * The Anthropic SDK (Python and JavaScript) on a project: its base URL is the project's endpoint
+ * without `/v1` (the SDK appends `/v1/messages`), and it sends the key as `x-api-key`, which inferd's
+ * Messages route accepts. `key` is written in as it is (a secret, or a placeholder to replace).
+ * @example anthropicSnippets("http://10.0.0.5:8080", "acme", "qwen", "sk-1").python // → "import anthropic\n\nclient = anthropic.Anthropic(base_url=…"
+ */
+export function anthropicSnippets(origin: string, project: string, model: string, key: string) {
+  const base = `${origin}/endpoint/${project}`;
+  const m = JSON.stringify(model);
+  return {
+    base,
+    python: `import anthropic\n\nclient = anthropic.Anthropic(base_url="${base}", api_key=${JSON.stringify(key)})\nreply = client.messages.create(\n    model=${m},\n    max_tokens=256,\n    messages=[{"role": "user", "content": "Say hello"}],\n)\nprint(reply.content[0].text)`,
+    js: `import Anthropic from "@anthropic-ai/sdk";\n\nconst client = new Anthropic({ baseURL: "${base}", apiKey: ${JSON.stringify(key)} });\nconst reply = await client.messages.create({\n  model: ${m},\n  max_tokens: 256,\n  messages: [{ role: "user", content: "Say hello" }],\n});\nconsole.log(reply.content[0].type === "text" ? reply.content[0].text : reply.content[0]);`,
+  };
+}

@@ -1,4 +1,7 @@
-/** One request's timeline: a bar per span on a shared time axis (ms from arrival), with each span's attributes. */
+/**
+ * One request's timeline: a bar per span on a shared time axis (ms from arrival), with each span's
+ * attributes; the span where it failed (an `error` attribute) is drawn red.
+ */
 import { html } from "htm/preact";
 import type { RequestDetail } from "../lib/types";
 
@@ -46,7 +49,7 @@ export function Timeline({ spans, totalMs }: { spans: Span[]; totalMs: number })
       (s) => html`<div class="tl-row" role="listitem" data-testid="span">
       <span class="tl-name"><strong>${s.name}</strong> <span class="muted">${msText(s.end - s.start)} · at ${msText(s.start)}</span></span>
       <div class="tl-track">
-        <div class="tl-bar" data-testid="span-bar" title=${`${s.name}: ${msText(s.start)} → ${msText(s.end)}`}
+        <div class=${s.attrs?.error !== undefined ? "tl-bar tl-failed" : "tl-bar"} data-testid="span-bar" data-failed=${s.attrs?.error !== undefined ? "true" : undefined} title=${`${s.name}: ${msText(s.start)} → ${msText(s.end)}${s.attrs?.error !== undefined ? ` (failed: ${s.attrs.error})` : ""}`}
           style=${{ left: pct(s.start, total), width: `max(2px, ${pct(s.end - s.start, total)})` }}></div>
       </div>
       <${Attrs} attrs=${s.attrs} />

@@ -14,8 +14,8 @@ export function ErrorNote({ error }: { error?: ApiError | string | null }) {
 }
 
 /** A data-plane answer's request id, to quote in a support request or find in the logs. */
-export function RequestId({ id }: { id: string }) {
-  return html`<p class="request-id" data-testid="request-id">Request id: <samp>${id}</samp> <${CopyButton} text=${id} name="Copy the request id" /></p>`;
+export function RequestId({ id, inspect }: { id: string; inspect?: boolean }) {
+  return html`<p class="request-id" data-testid="request-id">Request id: <samp>${id}</samp> <${CopyButton} text=${id} name="Copy the request id" />${inspect ? html` <a href=${`/requests/${encodeURIComponent(id)}`} data-testid="inspect-request">Open in the inspector</a>` : null}</p>`;
 }
 
 /** The id of the note that explains an error at `field` (for aria-describedby). */

@@ -1,13 +1,14 @@
 /**
  * The forms of the Users page: a user's email, name, role and projects (new or edited), and a
- * password (set, generated, or none: then only single sign-on gets them in), with the server's
- * refusals at their field (a taken email, an unknown project, a short password).
+ * password (set, generated, or none: then only single sign-on gets them in, so without it configured
+ * a password is needed), with the server's refusals at their field (a taken email, an unknown
+ * project, a short password) and a warning for a role that would see no project.
  */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { api, ApiError } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
-import type { Project, Role, User } from "../lib/types";
+import type { Project, Role, SignInMethods, User } from "../lib/types";
 import { useMe } from "../lib/me";
 import { FieldError, FormError, invalidAt } from "./ui";
 
@@ -118,8 +119,29 @@ function RoleAndProjects({
 }
 
 /**
+ * Why a new user could never sign in, or nothing: without a password only single sign-on gets them
+ * in, and none is configured here. The form warns before Add user (single sign-on may be configured
+ * later, and a password set with Reset password), and the card after it says so again.
+ * @example cannotSignIn("", false) // → "No single sign-on is set up on this server: without a password …"
+ */
+export function cannotSignIn(password: string, sso: boolean): string | null {
+  if (password || sso) return null;
+  return "No single sign-on is set up on this server: without a password this person can never sign in. Set one (Generate makes one to pass on), or give them one later with Reset password.";
+}
+
+/**
+ * What a viewer or operator without a project meets after signing in: nothing to see. A warning,
+ * not a refusal: projects can be given later (Edit).
+ */
+export const seesNothing = (role: Role, projects: string[]) =>
+  role !== "admin" && projects.length === 0
+    ? `A ${role} sees only their projects: with none ticked they can sign in but see nothing until you add them to one (Edit).`
+    : null;
+
+/**
  * A new user (`user` absent: with email and password) or an edited one (name, role, projects).
- * `onSaved` gets the server's answer and the password that was set, to show once.
+ * `onSaved` gets the server's answer and the password that was set, to show once. A new user who
+ * could never sign in (no password, no single sign-on here) is warned of before Add user.
  */
 export function UserForm({
   user,
@@ -135,6 +157,10 @@ export function UserForm({
   const [role, setRole] = useState<Role>(user?.role ?? "viewer");
   const [projects, setProjects] = useState<string[]>(user?.projects ?? []);
   const [password, setPassword] = useState("");
+  const methods = useApi<SignInMethods>(user ? null : "/admin/session/methods");
+  const sso = !!methods.data?.oidc;
+  const never = !user && methods.data ? cannotSignIn(password, sso) : null;
+  const nothing = seesNothing(role, projects);
   const save = useAction((body: Record<string, unknown>) =>
     (user
       ? api<User>(`/admin/users/${encodeURIComponent(user.id)}`, { method: "PATCH", body })
@@ -169,8 +195,10 @@ export function UserForm({
       user
         ? null
         : html`<${PasswordField} value=${password} set=${setPassword} error=${save.error}
-      hint=${html`Optional. <strong>Without a password this person can sign in only with single sign-on.</strong> You will see the password once, to pass on.`} />`
+      hint=${sso ? html`Optional. <strong>Without a password this person can sign in only with single sign-on${methods.data?.oidc ? ` (${methods.data.oidc.label})` : ""}.</strong> You will see the password once, to pass on.` : html`No single sign-on is set up here, so they need a password to sign in. You will see it once, to pass on with the sign-in address.`} />
+      ${never ? html`<p class="note warn" role="note" data-testid="never-signs-in">${never}</p>` : null}`
     }
+    ${nothing ? html`<p class="note warn" role="note" data-testid="sees-nothing">${nothing}</p>` : null}
     <div class="actions">
       <button type="button" onClick=${onCancel}>Cancel</button>
       <button type="submit" class="primary" disabled=${save.busy || bad || (!user && !email.trim())}>${user ? "Save user" : "Add user"}</button>

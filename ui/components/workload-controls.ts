@@ -2,7 +2,7 @@
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../lib/api";
-import { useAction } from "../lib/hooks";
+import { useAction, useApi } from "../lib/hooks";
 import { ago } from "../lib/format";
 import { POLICIES, policyText } from "../lib/policy";
 import type { Workload } from "../lib/types";
@@ -46,6 +46,15 @@ function noteFor(what: "start" | "stop" | "restart", before: Workload): Note {
 }
 
 /** The buttons: Start when stopped, else Stop and Restart (a rolling restart), and a note on the last action until it is done. */
+/**
+ * What clients get while a workload is stopped: 503, except on the project base URL where its
+ * fallbacks answer in its place (the per-workload URL names it, so no fallback there).
+ */
+export const stopNote = (w: Workload): string =>
+  w.fallbacks.length
+    ? `Requests by its model name on the project base URL fall back to ${w.fallbacks.join(", ")}; requests on its own URL get 503.`
+    : "Requests get 503 meanwhile (it has no fallback workload).";
+
 export function Controls({ w, onChange }: { w: Workload; onChange(): unknown }) {
   const [note, setNote] = useState<Note | null>(null);
   const act = useAction((what: "start" | "stop" | "restart") =>
@@ -67,7 +76,7 @@ export function Controls({ w, onChange }: { w: Workload; onChange(): unknown }) 
       w.paused
         ? html`<button type="button" class="primary" disabled=${act.busy} onClick=${() => run("start")}>Start</button>`
         : html`<${ConfirmButton} class="danger" label="Stop" title=${`Stop ${w.name}?`} confirm="Stop workload" onConfirm=${() => run("stop")}
-            body=${html`<p>Its replicas stop and stay stopped until you start it again. Requests get 503 meanwhile; async jobs wait.</p>`} />
+            body=${html`<p>Its replicas stop and stay stopped until you start it again. ${stopNote(w)} Async jobs wait.</p>`} />
           <button type="button" disabled=${act.busy} onClick=${() => run("restart")}>Restart</button>`
     }
     <span class="muted" role="status" data-testid="control-note">${note?.text ?? ""}</span>
@@ -108,4 +117,30 @@ export function ScalingState({ w }: { w: Workload }) {
         : null
     }
   </section>`;
+}
+
+/**
+ * What deleting a workload takes away, said in its Delete dialog: its runtimes and endpoint, and the
+ * names clients send to the project's base URL (model name and aliases) that no other workload
+ * answers to: they get 404 `model_not_found` afterwards. Workloads falling back to it are named too.
+ */
+export function DeleteWarning({ w }: { w: Workload }) {
+  const siblings = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(w.project_slug)}/workloads`);
+  const others = (siblings.data ?? []).filter((o) => o.id !== w.id);
+  const kept = new Set(others.flatMap((o) => [o.model_name, o.slug, ...(o.aliases ?? [])]));
+  const names = [
+    ...(kept.has(w.model_name) ? [] : [{ name: w.model_name, what: "model name" }]),
+    ...(w.aliases ?? [])
+      .filter((a) => !kept.has(a))
+      .map((a) => ({ name: a, what: a.includes("*") ? "alias pattern" : "alias" })),
+  ];
+  const leaning = others.filter((o) => (o.fallbacks ?? []).includes(w.slug));
+  return html`<p>Its runtimes stop and its endpoint goes away.</p>
+    ${
+      names.length
+        ? html`<div class="warn" data-testid="delete-names"><p>Clients sending these names to the project's base URL will get <strong>404</strong> (<code>model_not_found</code>):</p>
+      <ul>${names.map((n) => html`<li><code>${n.name}</code> <span class="muted small-text">${n.what}</span></li>`)}</ul></div>`
+        : null
+    }
+    ${leaning.length ? html`<p class="warn" data-testid="delete-fallbacks">${leaning.map((o) => o.name).join(", ")} ${leaning.length === 1 ? "falls" : "fall"} back to it; that fallback goes too.</p>` : null}`;
 }

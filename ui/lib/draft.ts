@@ -272,3 +272,29 @@ export function draftFromQuery(query: URLSearchParams): Draft {
   else d = edit(d, { model_name: backend === "ollama" ? model : hub });
   return { ...d, name: backend === "llamacpp" ? modelNameOf(model) : (hub.split("/").pop() ?? hub) };
 }
+
+/** The field of a history entry's state that holds a workload form's unsaved draft. */
+const KEPT = "workloadDraft";
+
+/** What a draft is kept in: the browser's history (tests pass their own). */
+type Kept = Pick<History, "state" | "replaceState">;
+
+/**
+ * Keeps an unsaved draft in the current history entry's state, so Back to the form (or Forward, or
+ * a reload) brings it back as it was; a new visit of the form is a new entry and starts afresh.
+ * Called from the edit itself, never later: a link clicked next must find the draft already kept.
+ */
+export function keepDraft(d: Draft, h: Kept = history): void {
+  h.replaceState({ ...((h.state as Record<string, unknown> | null) ?? {}), [KEPT]: d }, "");
+}
+
+/**
+ * The draft kept in the current history entry (over an empty draft of its backend, so a draft of
+ * an older dashboard still has every field), or undefined.
+ * @example keptDraft({ state: null, replaceState() {} }) // → undefined
+ */
+export function keptDraft(h: Kept = history): Draft | undefined {
+  const d = (h.state as Record<string, unknown> | null)?.[KEPT] as Partial<Draft> | undefined;
+  if (!d || typeof d !== "object" || typeof d.backend !== "string") return undefined;
+  return { ...emptyDraft(d.backend), ...d };
+}

@@ -10,7 +10,27 @@ export interface Loaded<T> {
 }
 
 /**
- * Reads `path` (nothing when null) and again every `pollMs` while the tab is visible.
+ * How long to wait before the `attempt`th (from 0) try again of a read the server did not answer:
+ * 1 s, doubling, at most 8 s.
+ * @example retryDelay(0) // → 1000; retryDelay(5) // → 8000
+ */
+export const retryDelay = (attempt: number): number => Math.min(1000 * 2 ** attempt, 8000);
+
+/**
+ * The error of a read the server did not answer at all (it restarts, the network dropped): says
+ * that the page reconnects by itself, with the code `network`.
+ */
+export const unreachable = (delayMs: number): ApiError =>
+  new ApiError(
+    0,
+    "network",
+    `The server does not answer (it may be restarting): reconnecting, next try in ${Math.round(delayMs / 1000)} s…`,
+  );
+
+/**
+ * Reads `path` (nothing when null) and again every `pollMs` while the tab is visible. When the
+ * server does not answer (a restart), it tries again by itself with backoff (`retryDelay`) until it
+ * does, showing a "reconnecting" error meanwhile and keeping the last data.
  * @example const { data: projects, reload } = useApi<Project[]>("/admin/projects");
  */
 export function useApi<T>(path: string | null, pollMs?: number): Loaded<T> {
@@ -18,28 +38,41 @@ export function useApi<T>(path: string | null, pollMs?: number): Loaded<T> {
   const [error, setError] = useState<ApiError>();
   const current = useRef(path);
   current.current = path;
-  const reload = useCallback(async () => {
+  const retry = useRef<{ attempt: number; timer?: ReturnType<typeof setTimeout>; gone?: boolean }>({ attempt: 0 });
+  const reload = useCallback(async (): Promise<void> => {
     if (!path) return;
     try {
       const value = await api<T>(path);
       if (current.current === path) {
+        retry.current.attempt = 0;
         setData(value);
         setError(undefined);
       }
     } catch (e) {
-      if (current.current === path)
-        setError(e instanceof ApiError ? e : new ApiError(0, "network", (e as Error).message));
+      if (current.current !== path || retry.current.gone) return;
+      if (!(e instanceof TypeError)) return setError(e instanceof ApiError ? e : new ApiError(0, "error", String(e)));
+      // fetch's TypeError: no answer at all: try again by itself (a poll may get there first), never left on "Failed to fetch".
+      const wait = retryDelay(retry.current.attempt++);
+      setError(unreachable(wait));
+      clearTimeout(retry.current.timer);
+      retry.current.timer = setTimeout(() => current.current === path && void reload(), wait);
     }
   }, [path]);
   useEffect(() => {
     setData(undefined);
     setError(undefined);
+    retry.current = { attempt: 0 };
     void reload();
-    if (!pollMs) return;
-    const timer = setInterval(() => {
-      if (!document.hidden) void reload();
-    }, pollMs);
-    return () => clearInterval(timer);
+    const timer = pollMs
+      ? setInterval(() => {
+          if (!document.hidden) void reload();
+        }, pollMs)
+      : undefined;
+    return () => {
+      clearInterval(timer);
+      clearTimeout(retry.current.timer);
+      retry.current.gone = true;
+    };
   }, [reload, pollMs]);
   return { data, error, reload };
 }

@@ -15,6 +15,7 @@ import type { LocalFile, LocalModel } from "../../src/models/discover";
 import type { fitPerWorker } from "../../src/models/routes";
 import type { TransferProgress } from "../../agent/protocol";
 import type { SeriesPoint as ServerSeriesPoint } from "../../src/usage/series";
+import type { projectBatch, projectBatches } from "../../src/batches/admin-routes";
 
 /** A project (the server's own type). */
 export type Project = ProjectView;
@@ -122,6 +123,8 @@ export interface Info {
   data_dir: string;
   listen: Listen;
   allow_private_webhooks: boolean;
+  /** The limits a key gets where it has none of its own (`--default-key-limits`), by the keys' limit names. */
+  default_key_limits?: import("../../src/limits/defaults").KeyLimitDefaultsView;
   /** The command prefix of this server's start (`inferd`, `bun run start --`), for commands the dashboard prints. */
   command: string;
   ollama: { url: string; running: boolean };
@@ -237,3 +240,8 @@ export interface RequestBodies {
   response: import("../../src/inspector/service").BodyView | null;
   truncated: boolean;
 }
+
+/** A batch of a project as `GET /admin/projects/:project/batches` lists it: OpenAI's object with its workloads and files. */
+export type BatchListed = Awaited<ReturnType<typeof projectBatches>>[number];
+/** One batch with its requests' jobs (`custom_id`, workload, state, error). */
+export type BatchDetail = Awaited<ReturnType<typeof projectBatch>>;

@@ -4,10 +4,11 @@ import { noun } from "../lib/format";
 import { useApi, useNow } from "../lib/hooks";
 import type { Info, Project, Worker } from "../lib/types";
 import { ErrorNote, Loading, PageTitle } from "../components/ui";
-import { ReplicaStatus } from "../components/replica-status";
+import { replicaPlace, ReplicaStatus } from "../components/replica-status";
 import { Attention } from "../components/attention";
 import { TrafficSummary } from "../components/traffic";
 import { clusterLine } from "../components/hosts";
+import { can } from "../lib/me";
 
 /** The overview (or the first-run invitation when there is no project yet). */
 export function Overview() {
@@ -28,8 +29,12 @@ export function Overview() {
       projects.data.length === 0
         ? html`<section class="card welcome" aria-labelledby="welcome">
           <h2 id="welcome">Welcome to inferd</h2>
-          <p>Serve a model on this machine and call it with the OpenAI SDK in four short steps.</p>
-          <a class="button primary" href="/setup">Get started</a>
+          ${
+            can("project.create")
+              ? html`<p>Serve a model on this machine and call it with the OpenAI SDK in four short steps.</p>
+          <a class="button primary" href="/setup">Get started</a>`
+              : html`<p data-testid="no-projects-note">You are not in a project yet: an admin adds you to one (Users), and its workloads, keys and usage show here.</p>`
+          }
         </section>`
         : null
     }
@@ -50,7 +55,7 @@ export function Overview() {
             <tbody>${replicas.map(
               (r) => html`<tr key=${r.assignment_id}>
               <td><a href=${`/workloads/${r.workload_id}`}>${r.workload}</a></td>
-              <td>${r.worker}<div class="muted small-text">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</div></td><td><${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></td></tr>`,
+              <td>${r.worker}<div class="muted small-text" data-testid="replica-gpus">${replicaPlace(r, r.engine)}</div></td><td><${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></td></tr>`,
             )}</tbody>
           </table></div>`
       }

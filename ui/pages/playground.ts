@@ -7,14 +7,15 @@
 import { html } from "htm/preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { useApi } from "../lib/hooks";
+import { api } from "../lib/api";
 import { navigate, useLocation } from "../lib/router";
-import type { Workload } from "../lib/types";
+import type { RequestBodies, Workload } from "../lib/types";
 import { ConfirmButton, ErrorNote, Loading } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { EmbeddingsPlayground, RerankPlayground } from "../components/playground-tools";
 import { Bubble, MessageBox, ParamFields, streamAnswer, type Turn } from "../components/playground-chat";
 import { forgetGone, titleOf, useConversations, type Conversation } from "../components/playground-store";
-import { ComparePlayground } from "../components/playground-compare";
+import { ComparePlayground, useCompareChoices } from "../components/playground-compare";
 import { Can } from "../lib/me";
 
 type Conversations = ReturnType<typeof useConversations>;
@@ -52,6 +53,40 @@ function ConversationHead({ c, busy }: { c: Conversations; busy: boolean }) {
   </div>`;
 }
 
+/**
+ * A captured chat request as the playground takes it: its earlier turns, the last user message (to
+ * send again) and its parameters (system prompt, temperature, max tokens).
+ */
+async function replayOf(id: string): Promise<{ turns: Turn[]; input: string; params: Conversation["params"] }> {
+  const b = await api<RequestBodies>(`/admin/requests/${encodeURIComponent(id)}/bodies`);
+  const body = b.request?.encoding === "text" ? (JSON.parse(b.request.data) as Record<string, unknown>) : null;
+  if (!body || !Array.isArray(body.messages)) throw new Error("its body is not a chat request");
+  const text = (c: unknown): string =>
+    typeof c === "string"
+      ? c
+      : Array.isArray(c)
+        ? c
+            .map((p) => (p && typeof p === "object" && "text" in p ? String((p as { text: unknown }).text) : ""))
+            .join("")
+        : "";
+  const msgs = body.messages as { role?: string; content?: unknown }[];
+  const system = msgs.filter((m) => m.role === "system" || m.role === "developer").map((m) => text(m.content));
+  const turns: Turn[] = msgs
+    .filter((m) => m.role === "user" || m.role === "assistant")
+    .map((m) => ({ role: m.role as Turn["role"], content: text(m.content) }));
+  const last = turns[turns.length - 1]?.role === "user" ? turns.pop()!.content : "";
+  const num = (v: unknown) => (typeof v === "number" ? String(v) : "");
+  return {
+    turns,
+    input: last,
+    params: {
+      system: system.join("\n\n"),
+      temperature: num(body.temperature),
+      maxTokens: num(body.max_tokens ?? body.max_completion_tokens),
+    },
+  };
+}
+
 /** The chat playground: the kept conversations of this workload and the open one. */
 function ChatPlayground({ w }: { w: Workload }) {
   const c = useConversations(w.project_id, w.id);
@@ -62,6 +97,19 @@ function ChatPlayground({ w }: { w: Workload }) {
   const open = c.open;
   const turns = live ?? open.turns;
   useEffect(() => setStatus(""), [open.id]);
+  // Opened from a captured request in the inspector (`?from=<request>`): its messages and parameters.
+  const from = new URLSearchParams(location.search).get("from");
+  useEffect(() => {
+    if (!from) return;
+    void replayOf(from).then(
+      (r) => {
+        c.start(r.turns, r.params, `Request ${from.slice(0, 16)}`);
+        setInput(r.input);
+        setStatus("The captured request's messages are loaded: send its last message again, or edit it first.");
+      },
+      (e: Error) => setStatus(`Could not load the captured request: ${e.message}`),
+    );
+  }, [from]);
   const send = async () => {
     const history: Turn[] = [...open.turns, { role: "user", content: input.trim() }];
     const answer: Turn = { role: "assistant", content: "" };
@@ -117,7 +165,9 @@ function ChatOrCompare({ w }: { w: Workload }) {
   }, [others.data]);
   const chats = (others.data ?? []).filter((x) => x.id !== w.id && KIND[x.task_type] === "chat");
   const wanted = query.get("compare") ?? "";
-  const b = chats.find((x) => x.id === wanted);
+  const choices = useCompareChoices(chats);
+  const b = choices.find((c) => c.w.id === wanted && !c.why)?.w;
+  const unfit = choices.find((c) => c.w.id === wanted && c.why);
   const pick = (e: Event) => {
     const id = (e.target as HTMLSelectElement).value;
     navigate(`/workloads/${w.id}/playground${id ? `?compare=${encodeURIComponent(id)}` : ""}`, { replace: true });
@@ -126,9 +176,9 @@ function ChatOrCompare({ w }: { w: Workload }) {
       <label for="compare-with">Compare with</label>
       <select id="compare-with" value=${b?.id ?? ""} onChange=${pick} disabled=${!chats.length}>
         <option value="">${chats.length ? "nobody (one conversation)" : "no other chat workload in this project"}</option>
-        ${chats.map((x) => html`<option value=${x.id}>${x.name} (${x.model_name})</option>`)}
+        ${choices.map((c) => html`<option value=${c.w.id} disabled=${!!c.why}>${c.w.name} (${c.w.model_name})${c.why ? ` · ${c.why}` : ""}</option>`)}
       </select>
-      ${wanted && others.data && !b ? html`<span class="note error" role="alert">That workload is not a chat workload of this project any more.</span>` : null}
+      ${unfit ? html`<span class="note error" role="alert">${unfit.w.name} is ${unfit.why}: it cannot answer a comparison now.</span>` : wanted && others.data && !b ? html`<span class="note error" role="alert">That workload is not a chat workload of this project any more.</span>` : null}
     </div>
     ${b ? html`<${ComparePlayground} key=${b.id} a=${w} b=${b} />` : html`<${ChatPlayground} w=${w} />`}`;
 }

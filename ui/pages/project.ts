@@ -10,6 +10,7 @@ import { bytes, count, noun } from "../lib/format";
 import { ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge, Tabs } from "../components/ui";
 import { CAP_FIELDS, LimitsForm, QUOTA_FIELDS } from "../components/limits";
 import { ProjectBase } from "../components/project-base";
+import { ConnectToolButton } from "../components/connect-tool";
 import { Can } from "../lib/me";
 
 /** The project's name (from the list) and its section tabs. */
@@ -18,7 +19,7 @@ export function ProjectHead({ project, current }: { project: string; current: st
   const p = list.data?.find((x) => x.slug === project || x.id === project);
   const base = `/projects/${project}`;
   return html`<${PageTitle} sub=${html`Project · <code>${project}</code>`}>${p?.name ?? project}<//>
-    <${Tabs} current=${current} items=${[{ href: base, label: "Workloads" }, { href: `${base}/keys`, label: "Keys" }]} />`;
+    <${Tabs} current=${current} items=${[{ href: base, label: "Workloads" }, { href: `${base}/keys`, label: "Keys" }, { href: `${base}/batches`, label: "Batches" }, { href: `${base}/requests`, label: "Requests" }]} />`;
 }
 
 /** The states of a workload's replicas, from the workers' replica lists. */
@@ -116,6 +117,7 @@ export function ProjectPage({ project }: { project: string }) {
         </table></div>`
     }
     ${list.data ? html`<${ProjectBase} project=${detail.data?.slug ?? list.data[0]?.project_slug ?? project} workloads=${list.data} />` : null}
+    ${detail.data ? html`<section class="connect-open" aria-label="Connect a tool" data-testid="project-connect"><${ConnectToolButton} project=${detail.data.slug} /></section>` : null}
     <${Quotas} project=${project} p=${detail} />
     <${Caps} project=${project} p=${detail} />
     <${Can} do="project.change"><section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete project</h2>

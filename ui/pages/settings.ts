@@ -1,7 +1,8 @@
 /**
  * Settings: every setting in force with its flag, environment variable and where its value comes
- * from; the ones that can change while serving are changed here (stored, beating the flag, until
- * Reset), the others say how to restart with them.
+ * from; the ones that can change while serving come first and are changed here (stored, beating the
+ * flag, until Reset; read-only for a role that cannot save), the others are folded and say how to
+ * restart with them.
  */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
@@ -89,7 +90,7 @@ function RuntimeSetting({ s, onSaved }: { s: SettingView; onSaved(): void }) {
       <p class="muted">${s.description}</p>
       <p class="setting-now">In force: <strong data-testid="value">${text(s.value)}</strong> <span class=${`badge source-${s.source}`}>${SOURCES[s.source]}</span>
         ${s.source === "dashboard" && s.updated_at ? html` <span class="muted">by ${s.updated_by ?? "?"}, ${ago(s.updated_at)}</span>` : null}</p>
-      <${Control} s=${s} value=${value} onInput=${setValue} attrs=${invalidAt(save.error, s.key)} />
+      <${Control} s=${s} value=${value} onInput=${setValue} attrs=${{ ...invalidAt(save.error, s.key), ...guard("settings.change") }} />
       <${FieldError} error=${save.error} field=${s.key} alert />
       ${save.error && save.error.field !== s.key ? html`<${ErrorNote} error=${save.error} />` : null}
       <div class="actions">
@@ -110,7 +111,10 @@ function RestartSetting({ s, command }: { s: SettingView; command: string }) {
   </li>`;
 }
 
-/** The Settings page. */
+/** How many of these settings come from a flag or the environment rather than their default. */
+const changedCount = (list: SettingView[]) => list.filter((s) => s.source !== "default").length;
+
+/** The Settings page: the settings that change while serving first, those read at start folded. */
 export function SettingsPage() {
   const list = useApi<Settings>("/admin/settings");
   if (list.error) return html`<${ErrorNote} error=${list.error} />`;
@@ -126,6 +130,8 @@ export function SettingsPage() {
     </section>
     <section aria-labelledby="restart"><h2 id="restart">Need a restart</h2>
       <p class="muted">These are read when inferd starts: pass the flag (or set the environment variable) and restart, e.g. <code>${command} serve --port 8420</code>.</p>
-      <ul class="settings-ro">${fixed.map((s) => html`<${RestartSetting} key=${s.key} s=${s} command=${command} />`)}</ul>
+      <details class="settings-fixed" data-testid="restart-settings"><summary>Show the ${fixed.length} settings read at start${changedCount(fixed) ? ` (${changedCount(fixed)} not at their default)` : ""}</summary>
+        <ul class="settings-ro">${fixed.map((s) => html`<${RestartSetting} key=${s.key} s=${s} command=${command} />`)}</ul>
+      </details>
     </section>`;
 }

@@ -16,6 +16,8 @@ import { ModelPicker, RefNote, useModelChoices, useRefNote } from "../components
 import { ReplicaStatus } from "../components/replica-status";
 import { Snippets } from "../components/snippets";
 import { CopyButton, ErrorNote, Loading, PageTitle } from "../components/ui";
+import { ConnectToolButton } from "../components/connect-tool";
+import { can, useMe } from "../lib/me";
 
 const val = (e: Event) => (e.target as HTMLInputElement).value;
 
@@ -47,9 +49,30 @@ function goTo(patch: SetupQuery): void {
   navigate(`/setup?${query}`);
 }
 
+/**
+ * Step 1 for a role that cannot create projects (only admins can): an operator continues with a
+ * project of theirs; a viewer, who can add nothing, is told who can.
+ */
+function NoNewProject({ projects, onDone }: { projects: Project[] | undefined; onDone(p: Project): void }) {
+  const role = useMe()?.role ?? "viewer";
+  if (!can("workload.change"))
+    return html`<p class="note role-note" data-testid="setup-role-note">Your role (${role}) can only look: an operator or admin of a project adds its workloads and keys. See <a href="/projects">your projects</a>.</p>`;
+  if (!projects) return html`<${Loading} />`;
+  return html`<div data-testid="setup-role-note">
+    <p class="note role-note">Only an admin creates projects. ${projects.length ? "As an operator you set up a model in a project of yours:" : "You are not in a project yet: ask an admin to add you to one, then come back here."}</p>
+    ${projects.length ? html`<ul class="setup-projects">${projects.map((p) => html`<li><button type="button" onClick=${() => onDone(p)}>Continue with ${p.name}</button></li>`)}</ul>` : null}
+  </div>`;
+}
+
 /** Step 1: a new project (or one that exists). */
 function ProjectStep({ onDone }: { onDone(p: Project): void }) {
   const existing = useApi<Project[]>("/admin/projects");
+  if (!can("project.create")) return html`<${NoNewProject} projects=${existing.data} onDone=${onDone} />`;
+  return html`<${NewProject} existing=${existing.data} onDone=${onDone} />`;
+}
+
+/** Step 1 for an admin: a new project, or one that exists. */
+function NewProject({ existing, onDone }: { existing: Project[] | undefined; onDone(p: Project): void }) {
   const [name, setName] = useState("");
   const create = useAction((n: string) => api<Project>("/admin/projects", { body: { name: n } }));
   const submit = async (e: Event) => {
@@ -62,7 +85,7 @@ function ProjectStep({ onDone }: { onDone(p: Project): void }) {
     <label>Project name<input name="project" value=${name} onInput=${(e: Event) => setName(val(e))} placeholder="My app" /></label>
     <${ErrorNote} error=${create.error} />
     <div class="actions"><button type="submit" class="primary" disabled=${create.busy || !name.trim()}>Create project</button></div>
-    ${existing.data?.length ? html`<p class="muted">Or continue with ${existing.data.map((p, i) => html`${i ? ", " : ""}<button type="button" class="link" onClick=${() => onDone(p)}>${p.name}</button>`)}.</p>` : null}
+    ${existing?.length ? html`<p class="muted">Or continue with ${existing.map((p, i) => html`${i ? ", " : ""}<button type="button" class="link" onClick=${() => onDone(p)}>${p.name}</button>`)}.</p>` : null}
   </form>`;
 }
 
@@ -204,7 +227,18 @@ function FirstReplicas({ id }: { id: string }) {
 }
 
 /** Step 4: the secret, once (after a reload it is gone: another key can be made), and the snippets. */
-function DoneStep({ workload, secret, onNewKey }: { workload: Workload; secret?: string; onNewKey(): void }) {
+function DoneStep({
+  workload,
+  secret,
+  onNewKey,
+  keyId,
+}: {
+  workload: Workload;
+  secret?: string;
+  onNewKey(): void;
+  /** The key made in step 3: "Connect a tool" fills it in and watches its first request. */
+  keyId?: string;
+}) {
   return html`<div>
     ${
       secret
@@ -218,6 +252,9 @@ function DoneStep({ workload, secret, onNewKey }: { workload: Workload; secret?:
     <p>Call it with any OpenAI client:</p>
     <${Snippets} workload=${workload} secret=${secret} />
     <div class="actions"><a class="button" href=${`/workloads/${workload.id}/playground`}>Try it in the playground</a><a class="button primary" href=${`/workloads/${workload.id}`}>See the workload</a></div>
+    <h3>Or connect a tool</h3>
+    <p class="muted">Open WebUI, Continue, Claude Code, Codex, opencode, the SDKs or curl: its settings with your key filled in, and its first request as it arrives.</p>
+    <${ConnectToolButton} project=${workload.project_slug} keyId=${keyId} secret=${secret && keyId ? { keyId, value: secret } : undefined} />
   </div>`;
 }
 
@@ -248,7 +285,7 @@ export function Setup() {
                 ? html`<${WorkloadStep} key=${q.project} project=${project.data!} q=${q} onDone=${(w: Workload) => goTo({ workload: w.id })} />`
                 : step === 3
                   ? html`<${KeyStep} project=${project.data!} onDone=${(k: Key) => (setMade(k), goTo({ key: k.id }))} />`
-                  : html`<${DoneStep} workload=${workload.data!} secret=${made?.id === q.key ? made?.secret : undefined} onNewKey=${() => goTo({ key: undefined })} />`
+                  : html`<${DoneStep} workload=${workload.data!} secret=${made?.id === q.key ? made?.secret : undefined} keyId=${q.key} onNewKey=${() => goTo({ key: undefined })} />`
       }
     </section>`;
 }

@@ -1,11 +1,25 @@
-/** Charts over time, on one time range: GPU utilisation and memory per GPU, and per workload requests, errors, latency, time to first token, tokens and queue depth. */
+/**
+ * Charts over time, on one time range: GPU utilisation and memory per GPU, and per workload
+ * requests, errors, latency, time to first token, tokens and queue depth; or requests, tokens,
+ * errors and latency per key or per priority class (how the capacity is shared).
+ */
 import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
 import { api } from "../lib/api";
 import type { SeriesAnswer, Worker } from "../lib/types";
 import { Chart, type Line, type Range } from "../components/chart";
 import { Loading, PageTitle } from "../components/ui";
-import { RangeSelect, rangeOf, secs, SeriesCharts, useSeries } from "../components/workload-charts";
+import {
+  RangeSelect,
+  rangeOf,
+  secs,
+  SeriesCharts,
+  SplitRead,
+  SplitSelect,
+  useSeries,
+  useSplit,
+  type SplitBy,
+} from "../components/workload-charts";
 
 /** Each worker with its telemetry history, refreshed every `ms`. */
 function useHistories(ms: number): Worker[] | undefined {
@@ -84,10 +98,15 @@ function Gpus({ workers, answer }: { workers?: Worker[]; answer?: SeriesAnswer }
 /** The telemetry page. */
 export function Telemetry() {
   const [minutes, setMinutes] = useState(15);
+  const [by, setBy] = useState<SplitBy>("workload");
   const series = useSeries(minutes);
+  const split = useSplit(minutes, by === "workload" ? null : by);
   const workers = useHistories(5000);
   return html`<${PageTitle} sub="Refreshed every 5 s.">Telemetry<//>
     <div class="toolbar"><${RangeSelect} minutes=${minutes} onChange=${setMinutes} /></div>
     <section aria-labelledby="gpu-h"><h2 id="gpu-h">GPUs</h2><${Gpus} workers=${workers} answer=${series.data} /></section>
-    <section aria-labelledby="wl-h"><h2 id="wl-h">Workloads</h2><${SeriesCharts} read=${series} /></section>`;
+    <section aria-labelledby="wl-h"><h2 id="wl-h">Requests</h2>
+      <div class="toolbar"><${SplitSelect} by=${by} onChange=${setBy} /></div>
+      ${by === "workload" ? html`<${SeriesCharts} read=${series} />` : html`<${SplitRead} read=${split} />`}
+    </section>`;
 }

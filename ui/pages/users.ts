@@ -9,9 +9,10 @@ import { useId, useRef, useState } from "preact/hooks";
 import { api } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
 import { ago, when } from "../lib/format";
-import { Can } from "../lib/me";
-import type { User } from "../lib/types";
-import { ConfirmButton, ErrorNote, Loading, PageTitle, SecretOnce } from "../components/ui";
+import { Can, useMe } from "../lib/me";
+import type { SignInMethods, User } from "../lib/types";
+import { ConfirmButton, CopyButton, ErrorNote, Loading, PageTitle } from "../components/ui";
+import { clientOrigin, useListen } from "../components/listen-note";
 import { PasswordForm, UserForm } from "../components/user-form";
 import { SessionList } from "../components/sessions";
 
@@ -49,8 +50,42 @@ function DialogButton({
     </dialog>`;
 }
 
-/** A password shown once after it was set, to pass on. */
-type Fresh = { email: string; password: string };
+/** A password shown once after it was set, to pass on ("" when a user was added without one). */
+type Fresh = { email: string; password: string; userId: string };
+
+/**
+ * The one-time card after adding a user or setting a password: whose password it is (the admin's own
+ * only when it is), the sign-in address to pass on with it, or, for a user added without a password,
+ * how they sign in (single sign-on) or that they cannot until one is set.
+ */
+function PasswordOnce({ fresh, onDone }: { fresh: Fresh; onDone(): void }) {
+  const me = useMe();
+  const own = !!me?.user && me.user.id === fresh.userId;
+  const address = clientOrigin(useListen());
+  const methods = useApi<SignInMethods>(fresh.password ? null : "/admin/session/methods");
+  const id = useId();
+  const where = html`<div class="secret-row"><code class="secret-value" data-testid="signin-address">${address}</code><${CopyButton} text=${address} label="Copy address" /></div>`;
+  if (!fresh.password)
+    return html`<section class="secret" aria-labelledby=${id} data-testid="user-added">
+      <h3 id=${id}>${fresh.email} was added without a password</h3>
+      ${
+        methods.data?.oidc
+          ? html`<p>They sign in with single sign-on (${methods.data.oidc.label}) at this address:</p>${where}`
+          : methods.data
+            ? html`<p class="warn" data-testid="cannot-sign-in"><strong>They cannot sign in yet:</strong> no single sign-on is set up on this server. Give them a password with <strong>Reset password</strong> in their row.</p>`
+            : null
+      }
+      <button type="button" onClick=${onDone}>Done</button>
+    </section>`;
+  return html`<section class="secret" aria-labelledby=${id} data-testid="password-once">
+    <h3 id=${id}>${own ? "Your new password" : `Password for ${fresh.email}`}</h3>
+    <p class="warn"><strong>Copy it now: you will not see this again.</strong> inferd keeps only a hash of it.</p>
+    <div class="secret-row"><code class="secret-value" data-testid="secret">${fresh.password}</code><${CopyButton} text=${fresh.password} label="Copy password" /></div>
+    <p>${own ? "You sign in" : html`Pass it on with the sign-in address: they sign in`} at this address with ${own ? "your" : "their"} email (<code>${fresh.email}</code>) and this password.</p>
+    ${where}
+    <button type="button" onClick=${onDone}>I have copied it</button>
+  </section>`;
+}
 
 /** One user's row: what they are and the actions on them. */
 function UserRow({ u, onChanged, onPassword }: { u: User; onChanged(): unknown; onPassword(f: Fresh): void }) {
@@ -75,7 +110,7 @@ function UserRow({ u, onChanged, onPassword }: { u: User; onChanged(): unknown; 
         render=${(close: () => void) =>
           html`<${PasswordForm} user=${u} onCancel=${close} onSaved=${async (password: string) => {
             close();
-            onPassword({ email: u.email, password });
+            onPassword({ email: u.email, password, userId: u.id });
             await onChanged();
           }} />`} />
       <${DialogButton} label="Sessions" name=${`Sessions of ${u.email}`} title=${`Sessions of ${u.email}`}
@@ -103,11 +138,11 @@ function Users() {
       ) => html`<${UserForm} onCancel=${close}
         onSaved=${async (u: User, password: string) => {
           close();
-          if (password) setFresh({ email: u.email, password });
+          setFresh({ email: u.email, password, userId: u.id });
           await reload();
         }} />`} />
     </div>
-    ${fresh ? html`<${SecretOnce} secret=${fresh.password} what=${`password for ${fresh.email}`} kept="inferd keeps only a hash of it. Pass it on to them; they sign in with their email and this password." onDone=${() => setFresh(undefined)} />` : null}
+    ${fresh ? html`<${PasswordOnce} key=${`${fresh.userId}:${fresh.password}`} fresh=${fresh} onDone=${() => setFresh(undefined)} />` : null}
     ${
       list.error
         ? html`<${ErrorNote} error=${list.error} />`

@@ -8,7 +8,7 @@ import type { Info, Worker } from "../lib/types";
 import { Hosts } from "../components/hosts";
 import { ListenNote, useListen } from "../components/listen-note";
 import { Bar, CodeBlock, ConfirmButton, ErrorNote, Loading, PageTitle, StateBadge } from "../components/ui";
-import { ReplicaStatus } from "../components/replica-status";
+import { replicaPlace, ReplicaStatus } from "../components/replica-status";
 import { Can, can } from "../lib/me";
 
 type Joined = { id: string; name: string; join_token: string; join_command: string };
@@ -103,7 +103,7 @@ function WorkerCard({ w, now, onDeleted, where }: { w: Worker; now: number; onDe
         ? html`<p class="muted">None.</p>`
         : html`<ul class="replicas">${w.replicas.map(
             (r) => html`<li key=${r.assignment_id}>
-      <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <span class="muted">${r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU"}</span>
+      <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <span class="muted" data-testid="replica-gpus">${replicaPlace(r, r.engine)}</span>
       <${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></li>`,
           )}</ul>`
     }

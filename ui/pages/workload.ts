@@ -10,7 +10,7 @@ import type { Workload, Worker } from "../lib/types";
 import { ConfirmButton, ErrorNote, Loading } from "../components/ui";
 import { WorkloadHead } from "../components/workload-head";
 import { Replicas } from "../components/replicas";
-import { Controls, ScalingState } from "../components/workload-controls";
+import { Controls, DeleteWarning, ScalingState } from "../components/workload-controls";
 import { Snippets } from "../components/snippets";
 import { CodingAgents } from "../components/coding-agents";
 import { WorkloadActivity } from "../components/workload-charts";
@@ -127,7 +127,7 @@ export function WorkloadPage({ id }: { id: string }) {
     <section aria-labelledby="use"><h2 id="use">Use it</h2><${Routing} w=${w} /><${Snippets} workload=${w} /><${CodingAgents} w=${w} /></section>
     <${Can} do="workload.change" project=${w.project_slug}><section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete workload</h2>
       <${ErrorNote} error=${del.error} />
-      <${ConfirmButton} label="Delete workload" title=${`Delete ${w.name}?`} confirm="Delete workload" body=${html`<p>Its runtimes stop and its endpoint goes away.</p>`}
+      <${ConfirmButton} label="Delete workload" title=${`Delete ${w.name}?`} confirm="Delete workload" body=${html`<${DeleteWarning} w=${w} />`}
         onConfirm=${async () => (await del.run()) && navigate(`/projects/${w.project_slug}`)} />
     </section><//>`;
 }

@@ -4,8 +4,15 @@ import { useEffect, useState } from "preact/hooks";
 const listeners = new Set<() => void>();
 const notify = () => listeners.forEach((l) => l());
 
+/** Whether the page shown came from Back or Forward (not a link, a reload or a first visit). */
+let traversed = false;
+
+/** True while the page shown was reached by Back or Forward: a form may bring back what it kept. */
+export const cameBack = (): boolean => traversed;
+
 /** Goes to `to` in the app without reloading the page. */
 export function navigate(to: string, opts: { replace?: boolean } = {}): void {
+  traversed = false;
   if (opts.replace) history.replaceState(null, "", to);
   else history.pushState(null, "", to);
   notify();
@@ -37,7 +44,10 @@ export function useLocation(): { path: string; query: URLSearchParams } {
 
 /** Routes same-origin `<a href>` clicks and back/forward through `navigate`. */
 export function installRouter(): void {
-  window.addEventListener("popstate", notify);
+  window.addEventListener("popstate", () => {
+    traversed = true;
+    notify();
+  });
   document.addEventListener("click", (e) => {
     if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
     const a = (e.target as Element | null)?.closest?.("a");

@@ -3,7 +3,7 @@ import { html } from "htm/preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError } from "../lib/api";
 import { useAction, useApi } from "../lib/hooks";
-import { navigate, useLocation } from "../lib/router";
+import { cameBack, navigate, useLocation } from "../lib/router";
 import type { Info, Workload, Worker } from "../lib/types";
 import { bodyOf, draftFromQuery, draftOf, draftProblem, keepDraft, keptDraft, type Draft } from "../lib/draft";
 import { WorkloadFields } from "../components/workload-fields";
@@ -42,8 +42,9 @@ export function WorkloadNew({ project }: { project: string }) {
   const info = useApi<Info>("/admin/info");
   const workers = useApi<Worker[]>("/admin/workers");
   const others = useApi<Workload[]>(`/admin/projects/${encodeURIComponent(project)}/workloads`);
-  // Back to this form brings its unsaved draft back (kept in the history entry, see keepDraft).
-  const [d, setD] = useState<Draft>(() => keptDraft() ?? draftFromQuery(query));
+  // Back to this form brings its unsaved draft back (kept in the history entry, see keepDraft); a
+  // reload or a link starts afresh.
+  const [d, setD] = useState<Draft>(() => (cameBack() ? keptDraft() : undefined) ?? draftFromQuery(query));
   const save = useAction((body: Record<string, unknown>) =>
     api<Workload>(`/admin/projects/${encodeURIComponent(project)}/workloads`, { body }),
   );
@@ -70,7 +71,7 @@ export function WorkloadEdit({ id }: { id: string }) {
     wl.data ? `/admin/projects/${encodeURIComponent(wl.data.project_slug)}/workloads` : null,
   );
   const others = siblings.data?.filter((w) => w.id !== wl.data?.id);
-  const [d, setD] = useState<Draft | undefined>(keptDraft);
+  const [d, setD] = useState<Draft | undefined>(() => (cameBack() ? keptDraft() : undefined));
   useEffect(() => {
     if (wl.data && !d) setD(draftOf(wl.data));
   }, [wl.data]);

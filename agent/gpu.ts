@@ -113,9 +113,17 @@ export async function probeGpus(exec: Exec = realExec): Promise<GpuInfo[]> {
   return amd !== null ? parseRocmSmi(amd) : [];
 }
 
+/** The host RAM (MiB) the operator lets sleeping replicas hold on this machine (`INFERD_SLEEP_RAM_MIB`), if set. */
+function sleepRamCap(env: Record<string, string | undefined>): number | undefined {
+  const n = Number(env.INFERD_SLEEP_RAM_MIB);
+  return env.INFERD_SLEEP_RAM_MIB && Number.isInteger(n) && n >= 0 ? n : undefined;
+}
+
 /** Everything the agent reports about its machine. */
-export async function probeMachine(exec: Exec = realExec): Promise<MachineInfo> {
+export async function probeMachine(exec: Exec = realExec, env = process.env): Promise<MachineInfo> {
+  const cap = sleepRamCap(env);
   return {
+    ...(cap !== undefined ? { sleep_ram_mib: cap } : {}),
     hostname: hostname(),
     cpu_cores: cpus().length,
     ram_bytes: totalmem(),

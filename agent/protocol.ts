@@ -60,6 +60,8 @@ export const MachineInfoSchema = z.object({
   probed_at: name(),
   /** The address other members of a multi-node group reach this machine at (`--cluster-address`). */
   cluster_address: name().optional(),
+  /** Host RAM (MiB) sleeping replicas may hold here at most (`INFERD_SLEEP_RAM_MIB`; absent: half the RAM). */
+  sleep_ram_mib: count().optional(),
 });
 export type MachineInfo = z.infer<typeof MachineInfoSchema>;
 
@@ -70,6 +72,10 @@ export const REPLICA_STATES = [
   "installing",
   "starting",
   "ready",
+  /** Its process is up, its GPU memory freed (the host offers none of its slots). */
+  "sleeping",
+  /** Waking from `sleeping`: its memory coming back (the host offers none of its slots yet). */
+  "waking",
   "failed",
   "stopped",
 ] as const;
@@ -124,6 +130,13 @@ export interface ReplicaSpec {
   policy?: LaunchPolicy;
   /** Set when the workload spans machines: this member's place in its group. */
   group?: GroupSpec;
+  /**
+   * The host may put this replica to sleep: it is launched with its engine's enabling flags and
+   * environment (engines without sleep: ignored). Part of the revision.
+   */
+  sleep_mode?: boolean;
+  /** Sleep now at this level (absent: be awake). Not part of the revision: changing it never restarts the process. */
+  sleep?: 1 | 2;
 }
 
 /** How far a download is: bytes, percent, rate and estimated time left. */
@@ -166,6 +179,12 @@ export const ReplicaReportSchema = z.object({
   group_port: z.number().int().min(1).max(65535).optional(),
   /** A group member: the group generation this report is about (older ones are stale). */
   group_generation: count().optional(),
+  /** While `sleeping`: the level it sleeps at. */
+  sleep_level: z.union([z.literal(1), z.literal(2)]).optional(),
+  /** While `sleeping`: host RAM (MiB) it holds: its weights' size on disk at level 1, ~0 at level 2 (absent: unknown). */
+  host_ram_mib: z.number().int().min(0).optional(),
+  /** How long the last sleep or wake took (ms), sent with the state it led to. */
+  switch_ms: z.number().min(0).optional(),
 });
 export type ReplicaReport = z.infer<typeof ReplicaReportSchema>;
 

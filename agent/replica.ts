@@ -13,6 +13,7 @@ import type { LaunchContext, LaunchPlan } from "./runtimes/types";
 import { withoutOutput } from "./reason";
 import { listenerOwnedBy } from "./listener";
 import type { LlamaGpuBuilds } from "./runtimes/llama-gpu";
+import { refusal, runCalls, weightsMib } from "./replica-sleep";
 
 /** What a replica needs from its agent. */
 export interface ReplicaHost {
@@ -137,8 +138,15 @@ export class Replica {
     void this.emit("downloading", this.reason, p);
   }
 
-  private async emit(state: ReplicaState, reason?: string, progress?: TransferProgress): Promise<void> {
+  private async emit(
+    state: ReplicaState,
+    reason?: string,
+    progress?: TransferProgress,
+    switchMs?: number,
+  ): Promise<void> {
     if (this.stopped && state !== "stopped") return;
+    if (state !== "sleeping" && state !== "waking") this.slept = undefined;
+    this.switchMs = switchMs ?? (state === this.state ? this.switchMs : undefined);
     this.state = state;
     this.reason = reason;
     const r: ReplicaReport = {
@@ -146,7 +154,12 @@ export class Replica {
       state,
       ...(reason ? { reason } : {}),
       ...(progress ? { progress } : {}),
+      ...(this.switchMs !== undefined ? { switch_ms: this.switchMs } : {}),
     };
+    if (state === "sleeping" && this.slept) {
+      r.sleep_level = this.slept.level;
+      if (this.slept.ramMib !== undefined) r.host_ram_mib = this.slept.ramMib;
+    }
     if (this.spec.group) {
       r.group_generation = this.spec.group.generation;
       if (this.groupPort && !this.stopped) r.group_port = this.groupPort;
@@ -213,6 +226,12 @@ export class Replica {
       builtinLlama: this.host.builtinLlama,
     };
     const plan = engine.launch(ctx);
+    // With sleep_mode the runtime is started so it can sleep (the engine's flags and environment).
+    if (spec.sleep_mode && engine.sleep && plan.argv) {
+      const enabled = engine.sleep.enable(plan.argv, plan.env ?? {});
+      plan.argv = enabled.args;
+      plan.env = enabled.env;
+    }
     this.ctx = ctx;
     plan.apiKey ??= plan.argv ? engine.apiKeyOf(plan.argv, { ...ctx.env, ...plan.env }) : undefined;
     return plan;
@@ -305,6 +324,7 @@ export class Replica {
             s === "failed" ? "1;31" : "1;33",
           );
         void this.emit(toReplicaState(s), reason);
+        if (s === "ready") this.applySleep();
       },
     });
     this.supervisor.start();
@@ -460,10 +480,12 @@ export class Replica {
     }
   }
 
-  /** Applies a changed spec: a new revision restarts the runtime; a new slot count only re-reports. */
+  /** Applies a changed spec: a new revision restarts the runtime; a changed `sleep` sleeps or wakes it; a new slot count only re-reports. */
   async update(spec: ReplicaSpec): Promise<void> {
     if (spec.revision === this.spec.revision) {
+      const sleepChanged = spec.sleep !== this.spec.sleep;
       this.spec = spec;
+      if (sleepChanged) this.applySleep();
       return this.groupNews?.();
     }
     this.ring.push("\r\n\x1b[1m[inferd] the workload changed: restarting the runtime\x1b[0m\r\n");
@@ -472,6 +494,93 @@ export class Replica {
     this.spec = spec;
     this.stopped = false;
     await this.start();
+  }
+
+  /** The level the runtime sleeps at and the host RAM it holds there, while sleeping or waking. */
+  private slept?: { level: 1 | 2; ramMib?: number };
+  /** How long the last sleep or wake took (ms), reported with the state it led to. */
+  private switchMs?: number;
+  /** Sleeps and wakes run one at a time, in the order asked. */
+  private switching: Promise<void> = Promise.resolve();
+
+  /** Brings the runtime to the sleep the spec asks for (after the ones already under way). */
+  private applySleep(): void {
+    this.switching = this.switching.then(() => this.reconcileSleep()).catch(() => {});
+  }
+
+  /** Sleeps (or changes level) when the spec asks and the runtime is ready or asleep; wakes when it no longer asks. */
+  private async reconcileSleep(): Promise<void> {
+    const sleep = engineOf(this.spec.workload.backend)?.sleep;
+    const want = this.spec.sleep;
+    if (!sleep || !this.plan || this.stopped || !this.spec.sleep_mode || this.spec.group) return;
+    if (want && !sleep.levels.includes(want))
+      return this.note(
+        `[inferd] ${this.spec.workload.backend} cannot sleep at level ${want}: staying as it is`,
+        "1;33",
+      );
+    if (want && (this.state === "ready" || (this.state === "sleeping" && this.slept?.level !== want)))
+      return this.goToSleep(want);
+    if (!want && this.state === "sleeping") return this.wake();
+  }
+
+  /**
+   * Puts the runtime to sleep at `level` and reports `sleeping`; a refusal leaves it as it was, noted
+   * in the log. Asleep at another level, it is woken first (still reported sleeping: it serves
+   * nothing meanwhile): a sleep while asleep changes nothing in vLLM (docs/features/sleep_mode.md),
+   * so the weights held in host RAM are dropped only by waking and sleeping deeper.
+   */
+  private async goToSleep(level: 1 | 2): Promise<void> {
+    const engine = engineOf(this.spec.workload.backend)!;
+    const plan = this.plan!;
+    const t0 = performance.now();
+    const calls = [...(this.slept ? engine.sleep!.wake(this.slept.level) : []), ...engine.sleep!.sleep(level)];
+    const r = await runCalls(plan.baseUrl, calls, plan.apiKey);
+    if (this.stopped) return;
+    if (!r.ok) return this.note(`[inferd] the runtime did not sleep: ${refusal(r)}`, "1;33");
+    const ms = Math.round(performance.now() - t0);
+    const ramMib = level === 2 ? 0 : plan.argv ? weightsMib(engine, plan.argv) : undefined;
+    this.note(`[inferd] asleep at level ${level} (${ms} ms)`);
+    this.slept = { level, ramMib };
+    await this.emit("sleeping", undefined, undefined, ms);
+  }
+
+  /**
+   * Wakes the runtime (`waking`), waits until its readiness URLs answer and reports `ready`. A wake
+   * the runtime refuses starts its process again (a cold start, reported `starting` with why).
+   */
+  private async wake(): Promise<void> {
+    const engine = engineOf(this.spec.workload.backend)!;
+    const plan = this.plan!;
+    const level = this.slept?.level ?? 1;
+    const t0 = performance.now();
+    await this.emit("waking", undefined, undefined, undefined);
+    const r = await runCalls(plan.baseUrl, engine.sleep!.wake(level), plan.apiKey);
+    if (this.stopped) return;
+    if (!r.ok) {
+      const why = `the runtime refused to wake (${refusal(r)}): starting it again`;
+      this.note(`[inferd] ${why}`, "1;33");
+      const restarted = this.supervisor?.restartNow();
+      await this.emit("starting", why);
+      return void (await restarted);
+    }
+    try {
+      await untilOk("the runtime did not answer after waking within 60 s", this.abort.signal, () =>
+        Promise.any(
+          plan.healthUrls.map((u) =>
+            fetch(u, {
+              signal: AbortSignal.timeout(2000),
+              headers: plan.apiKey ? { authorization: `Bearer ${plan.apiKey}` } : {},
+            }).then((res) => res.ok),
+          ),
+        ),
+      );
+    } catch (e) {
+      return this.fail((e as Error).message);
+    }
+    if (this.stopped) return;
+    const ms = Math.round(performance.now() - t0);
+    this.note(`[inferd] awake (${ms} ms)`);
+    await this.emit("ready", undefined, undefined, ms);
   }
 
   /** Reports the current state again (after the host restarts or forgets). */

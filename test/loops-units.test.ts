@@ -22,8 +22,8 @@ import { Metering } from "../src/usage/meter";
 import { DeliveryLoop } from "../src/webhooks/deliver";
 import type { PostResult } from "../src/webhooks/post";
 import { autoAssign } from "../src/workers/placing";
-import { listAssignments, upsertLocalWorker } from "../src/workers/service";
-import { createWorkload, type Workload } from "../src/workloads/service";
+import { listAssignments, setAssignmentState, upsertLocalWorker } from "../src/workers/service";
+import { createWorkload, updateWorkload, type Workload } from "../src/workloads/service";
 import type { WorkloadCreate } from "../src/workloads/schema";
 import { fakeClock, until } from "./helpers/clock";
 
@@ -222,7 +222,7 @@ describe("the delivery loop", () => {
 });
 
 describe("the scaler", () => {
-  test("starts a replica for a waiting request at once and stops it after the idle timeout", async () => {
+  test("starts a replica for a waiting request at once, puts it to sleep after the idle timeout, wakes it for the next; stops it with sleep off", async () => {
     const t0 = Date.parse("2026-03-02T13:00:00Z");
     const clock = fakeClock(t0);
     // A store of its own: the other tests' workloads would be placed on its one GPU too.
@@ -249,6 +249,8 @@ describe("the scaler", () => {
         ],
         load_avg: [0, 0, 0],
         probed_at: new Date(t0).toISOString(),
+        // Room for the weights of one vLLM replica asleep (the host counts its GPU share: 0.9 × 23034 MiB).
+        sleep_ram_mib: 30_000,
       },
       "test",
     );
@@ -289,8 +291,31 @@ describe("the scaler", () => {
     expect(await desired()).toEqual(["run"]);
     await step(clock);
     expect(clock.now()).toBe(t0 + 2000);
+    // vLLM can sleep: the replica is put to sleep at level 1 (its process kept), not stopped.
+    expect(await desired()).toEqual(["sleep"]);
+    expect(scaler.view(w)).toMatchObject({ desired: 0, last_decision: { action: "put 1 replica to sleep" } });
+    expect((await listAssignments(db, w.id))[0].reason).toContain("asleep (level 1");
+
+    // The next request wakes it (the agent says `sleeping` once it slept).
+    const [a] = await listAssignments(db, w.id);
+    await setAssignmentState(db, a.id, "sleeping");
+    const again = new AbortController();
+    const second = fleet.dispatcher.acquire(w.id, again.signal).catch(() => undefined);
+    await until(async () => (await desired())[0] === "run", "the replica to wake");
+    await until(() => scaler.view(w).last_decision?.action.startsWith("waking") === true, "the wake decided");
+    again.abort();
+    await second;
+
+    // With sleep off it stops at the idle timeout, as before.
+    await updateWorkload(db, w, {
+      execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 2, sleep: false },
+    });
+    await setAssignmentState(db, a.id, "ready");
+    await step(clock);
+    await step(clock);
+    await step(clock);
     expect(await desired()).toEqual(["idle"]);
-    expect(scaler.view(w)).toMatchObject({ desired: 0, last_decision: { action: "stopped 1 replica" } });
+    expect(scaler.view(w).last_decision?.action).toBe("stopped 1 replica");
     await scaler.stop();
     expect(clock.pending()).toBe(0);
     await own.close();

@@ -41,6 +41,7 @@ const worker = (name: string, over: Partial<WorkerSnapshot> = {}): WorkerSnapsho
   clusterAddress: "10.0.0.1",
   gpus: [gpu(0)],
   ramFreeBytes: 64 * GIB,
+  sleepRamMiB: 32768,
   probedAt: PROBED,
   ...over,
 });
@@ -68,6 +69,7 @@ const workload = (id: string, over: Partial<WorkloadSnapshot> = {}): WorkloadSna
   need: {},
   pinnedWorker: null,
   pinnedGpu: null,
+  sleep: [],
   swappable: false,
   ...over,
 });

@@ -52,13 +52,20 @@ describe("autoscaling from zero", () => {
       model_name: "od",
       config: { command: "vllm serve od" },
       execution_policy: "autoscaling",
-      execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 2 },
+      // Stopped, not put to sleep (test/sleep-wake.test.ts has the sleeping).
+      execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 2, sleep: false },
     });
   });
 
   test("a new workload waits at zero (idle), and the first request through the OpenAI SDK starts it and is answered", async () => {
     const d = await detail(s, w.id);
-    expect(d.execution_params).toEqual({ min_replicas: 0, max_replicas: 1, scale_up_after_s: 10, idle_timeout_s: 2 });
+    expect(d.execution_params).toEqual({
+      min_replicas: 0,
+      max_replicas: 1,
+      scale_up_after_s: 10,
+      idle_timeout_s: 2,
+      sleep: false,
+    });
     expect(d.assignments[0]).toMatchObject({
       state: "idle",
       desired: "idle",
@@ -98,7 +105,14 @@ test("queue pressure adds replicas up to the max on free GPUs, and they drain ba
     model_name: "busy",
     config: { command: "vllm serve busy --max-num-seqs 1" },
     execution_policy: "autoscaling",
-    execution_params: { min_replicas: 0, max_replicas: 2, target_in_flight: 1, scale_up_after_s: 0, idle_timeout_s: 2 },
+    execution_params: {
+      min_replicas: 0,
+      max_replicas: 2,
+      target_in_flight: 1,
+      scale_up_after_s: 0,
+      idle_timeout_s: 2,
+      sleep: false,
+    },
   });
   const burst = Array.from({ length: 8 }, (_, i) => chat(s, w.slug, `load ${i}`));
   const two = await until(s, "a second replica ready", async () => {
@@ -118,8 +132,8 @@ test("queue pressure adds replicas up to the max on free GPUs, and they drain ba
 
 test("a schedule: replicas while a window is open; outside, requests get 503 with the reason and jobs wait for the next window", async () => {
   const s = await serve();
-  const open = { windows: [{ cron: "* * * * *" }] };
-  const closed = { windows: [{ cron: "0 0 1 1 *", timezone: "UTC" }] };
+  const open = { windows: [{ cron: "* * * * *" }], sleep: false };
+  const closed = { windows: [{ cron: "0 0 1 1 *", timezone: "UTC" }], sleep: false };
   const w = await s.createWorkload({
     name: "office",
     backend: "vllm",
@@ -164,7 +178,7 @@ test("kill -9 while scaled to zero restarts into the same state; the next reques
     model_name: "sleepy",
     config: { command: "vllm serve sleepy" },
     execution_policy: "autoscaling",
-    execution_params: { idle_timeout_s: 1 },
+    execution_params: { idle_timeout_s: 1, sleep: false },
   });
   expect((await chat(first, w.slug)).status).toBe(200);
   await until(first, "idle", async () =>

@@ -37,7 +37,8 @@ const onDemand = (name: string) =>
     model_name: name,
     config: { command: `vllm serve ${name}` },
     execution_policy: "autoscaling",
-    execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 600 },
+    // Swapped out by stopping (test/sleep-wake.test.ts has the sleeping).
+    execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 600, sleep: false },
   });
 
 describe("two workloads that cannot both fit share a GPU", () => {
@@ -211,7 +212,7 @@ test("when nothing can be swapped out the request waits, then gets the queue's 5
       model_name: "late",
       config: { command: "vllm serve late" },
       execution_policy: "autoscaling",
-      execution_params: { idle_timeout_s: 60 },
+      execution_params: { idle_timeout_s: 60, sleep: false },
     });
     const r = await small.data(w.slug, "/v1/chat/completions", {
       body: { messages: [{ role: "user", content: "hi" }] },

@@ -5,8 +5,27 @@
 import { flagValue } from "../command";
 import { SERVED_NAME_FLAGS, withServedName } from "../runtimes/args";
 import { pythonServer } from "../runtimes/openai-server";
-import type { Engine } from "./types";
+import type { Engine, EngineSleep } from "./types";
+import { withFlags } from "./vllm";
 import { atLeast } from "./version";
+
+/**
+ * SGLang's memory saver, from python/sglang/srt/entrypoints/http_server.py and server_args.py:
+ * `--enable-memory-saver` (torch_memory_saver) lets `POST /release_memory_occupation` free the
+ * weights, KV cache and CUDA graphs (body `{"tags": [...]}`, absent: all) and `POST
+ * /resume_memory_occupation` map them again; success answers 200 (`null` body), a failure 400 with
+ * `{"error": {"message": …}}`. Released weights keep their contents only with
+ * `--enable-weights-cpu-backup` (a host-RAM copy); without it they come back undefined and must be
+ * loaded again (`/update_weights_from_disk`). inferd adds both flags: one level, the weights in host
+ * RAM (level 1). The routes exist without the flags, but then free nothing. There is no "is it
+ * sleeping" route.
+ */
+export const SGLANG_SLEEP: EngineSleep = {
+  levels: [1],
+  enable: (args, env) => ({ args: withFlags(args, ["--enable-memory-saver", "--enable-weights-cpu-backup"]), env }),
+  sleep: () => [{ method: "POST", path: "/release_memory_occupation", body: {} }],
+  wake: () => [{ method: "POST", path: "/resume_memory_occupation", body: {} }],
+};
 
 /** SGLang, as the engine descriptor says it. */
 export const sglang: Engine = {
@@ -64,6 +83,7 @@ export const sglang: Engine = {
     tokenize: "generate",
   }),
   toolsOn: (args) => args.some((a) => a === "--tool-call-parser" || a.startsWith("--tool-call-parser=")),
+  sleep: SGLANG_SLEEP,
   /**
    * The command as given (e.g. `python3 -m sglang.launch_server --model-path …`) with the same port
    * rule and served-name rule as vLLM's; `sglang_version` installs that version once like vLLM's.

@@ -47,6 +47,35 @@ export interface CapacityInput {
   version?: string;
 }
 
+/** One HTTP call inferd makes to a runtime (relative to its base URL). */
+export interface RuntimeCall {
+  method: "GET" | "POST";
+  /** Path and query (`/sleep?level=1`). */
+  path: string;
+  /** A JSON body (absent: none). */
+  body?: unknown;
+}
+
+/** A sleep level: 1 holds the weights in host RAM, 2 drops them and keeps the process. */
+export type SleepLevel = 1 | 2;
+
+/**
+ * How a runtime sleeps (frees its GPU memory, keeping its process) and wakes, as the engine serves
+ * it. Absent on an engine that cannot: its replicas stop instead.
+ */
+export interface EngineSleep {
+  /** The levels it has. */
+  levels: SleepLevel[];
+  /** The command words and environment a runtime needs so it can sleep (nothing added when already there). */
+  enable(args: string[], env: Record<string, string>): { args: string[]; env: Record<string, string> };
+  /** The calls that put it to sleep at `level`, in order (each must answer 2xx). */
+  sleep(level: SleepLevel): RuntimeCall[];
+  /** The calls that wake it from `level`, in order (level 2 reads the weights again). */
+  wake(level: SleepLevel): RuntimeCall[];
+  /** How to ask whether it sleeps, when it can say. */
+  isSleeping?: { call: RuntimeCall; read(body: unknown): boolean };
+}
+
 /** One engine, as inferd drives it. */
 export interface Engine {
   /** The workload `backend` value. */
@@ -110,6 +139,13 @@ export interface Engine {
   routes(version: string | undefined): NativeRoutes;
   /** Whether the command as given lets the runtime call tools. */
   toolsOn(args: string[]): boolean;
+  /**
+   * How its runtimes sleep and wake (undefined: they cannot; they stop instead). vLLM and SGLang
+   * have it; llama.cpp does not (llama-server has no route that frees GPU memory and keeps the
+   * process: its router mode loads and unloads whole models), nor Ollama (it unloads a model itself
+   * after `keep_alive`, and a request loads it again).
+   */
+  sleep?: EngineSleep;
   /** Turns a replica spec into a launch plan. */
   launch: Launcher;
   /** The test double that stands for it (`test/fixtures/…`), for the README and doctor. */

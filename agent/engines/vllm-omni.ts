@@ -18,6 +18,9 @@ export const vllmOmni: Engine = {
   },
   install: "pip install vllm-omni, or set vllm_version on the workload and inferd installs it",
   multinode: undefined,
+  // vLLM-Omni's own server (vllm_omni's entrypoints) is not known to serve vLLM's sleep routes: its
+  // replicas stop rather than sleep until that is checked.
+  sleep: undefined,
   pinned: {
     field: "vllm_version",
     install: (version) => ({ requirement: `vllm-omni==${version}`, extra: [], prerelease: false }),

@@ -6,7 +6,7 @@ import { flagValue } from "../command";
 import { SERVED_NAME_FLAGS, withServedName } from "../runtimes/args";
 import { pythonServer } from "../runtimes/openai-server";
 import type { Launcher } from "../runtimes/types";
-import type { Engine } from "./types";
+import type { Engine, EngineSleep } from "./types";
 import { atLeast } from "./version";
 
 /** The model a `vllm serve` command loads: `--model`, else the word after `serve`. */
@@ -39,6 +39,45 @@ export const launchVllm =
       argv: withServedName(plan.argv!, engine.flags.servedName, vllmModel(plan.argv!), ctx.spec.workload.model_name),
     };
   };
+
+/** `args` with each boolean flag of `flags` appended unless already there (alone or as `--flag=…`). */
+export function withFlags(args: string[], flags: string[]): string[] {
+  const missing = flags.filter((f) => !args.some((a) => a === f || a.startsWith(`${f}=`)));
+  return missing.length ? [...args, ...missing] : args;
+}
+
+/**
+ * vLLM's sleep mode, from vllm/entrypoints/openai/api_server.py and docs/features/sleep_mode.md:
+ * `--enable-sleep-mode` (0.7.0) makes the engine allocate through its CuMem pool, and the HTTP routes
+ * are registered only when `VLLM_SERVER_DEV_MODE=1` (0.7.3; else FastAPI's 404). `POST /sleep?level=1`
+ * copies the weights to host RAM and drops the KV cache; `level=2` drops both, keeping the process and
+ * its CUDA graphs. `POST /wake_up` brings back everything slept; after level 2 the weights come back
+ * empty, so the documented wake is `/wake_up?tags=weights` (tags: 0.8.5), `POST /collective_rpc
+ * {"method":"reload_weights"}` (a dev route of the same file) and `/wake_up?tags=kv_cache`.
+ * `GET /is_sleeping` answers `{"is_sleeping": bool}`. A chat sent while it sleeps is not refused: the
+ * engine crashes on the unmapped weights (vllm-project/vllm#15483; the 503 fixes #16536 and #30186
+ * were closed unmerged), so inferd never routes to a sleeping replica.
+ */
+export const VLLM_SLEEP: EngineSleep = {
+  levels: [1, 2],
+  enable: (args, env) => ({
+    args: withFlags(args, ["--enable-sleep-mode"]),
+    env: env.VLLM_SERVER_DEV_MODE === "1" ? env : { ...env, VLLM_SERVER_DEV_MODE: "1" },
+  }),
+  sleep: (level) => [{ method: "POST", path: `/sleep?level=${level}` }],
+  wake: (level) =>
+    level === 1
+      ? [{ method: "POST", path: "/wake_up" }]
+      : [
+          { method: "POST", path: "/wake_up?tags=weights" },
+          { method: "POST", path: "/collective_rpc", body: { method: "reload_weights" } },
+          { method: "POST", path: "/wake_up?tags=kv_cache" },
+        ],
+  isSleeping: {
+    call: { method: "GET", path: "/is_sleeping" },
+    read: (body) => (body as { is_sleeping?: unknown } | null)?.is_sleeping === true,
+  },
+};
 
 /** vLLM, as the engine descriptor says it (vLLM-Omni reuses most of it). */
 export const vllm: Engine = {
@@ -82,6 +121,7 @@ export const vllm: Engine = {
   },
   routes: () => ({ tokenize: "vllm" }),
   toolsOn: (args) => args.includes("--enable-auto-tool-choice"),
+  sleep: VLLM_SLEEP,
   launch: (ctx) => launchVllm(vllm)(ctx),
   fake: "test/fixtures/bin/vllm",
 };

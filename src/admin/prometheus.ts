@@ -41,7 +41,8 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
   const e = new Exposition();
   const wls = (await listAllWorkloads(db)).map((w) => ({ w, l: { workload: `${w.project_slug}/${w.slug}` } }));
   const states = new Map<string, Map<string, number>>();
-  for (const a of await listAllAssignments(db)) {
+  const all = await listAllAssignments(db);
+  for (const a of all) {
     const counts = states.get(a.workload_id) ?? new Map<string, number>();
     counts.set(a.state, (counts.get(a.state) ?? 0) + 1);
     states.set(a.workload_id, counts);
@@ -128,6 +129,21 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
     "Replicas per workload and state.",
     wls.flatMap(({ w, l }) =>
       [...(states.get(w.id) ?? [])].map(([state, n]) => [{ ...l, state }, n] as [Record<string, string>, number]),
+    ),
+  );
+  const labelOf = new Map(wls.map(({ w, l }) => [w.id, l.workload]));
+  e.family(
+    "inferd_replica_state",
+    "gauge",
+    "1 for each replica in its state (ready, sleeping, waking, starting, idle, failed…), with what the scaler wants of it (desired: run, sleep, deep_sleep, idle).",
+    all.map((a) => [
+      { workload: labelOf.get(a.workload_id) ?? a.workload_id, replica: a.id, state: a.state, desired: a.desired },
+      1,
+    ]),
+  );
+  e.raw(
+    fleet.switches.exposition((x) =>
+      labelOf.has(x.workload) ? { workload: labelOf.get(x.workload)!, kind: x.kind } : null,
     ),
   );
   const workers = await listWorkers(db);

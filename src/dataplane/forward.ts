@@ -85,6 +85,8 @@ export async function dispatchWith(
   tl?: Timeline,
 ): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
   const queuedAt = performance.now();
+  // Its model sleeps: the wait is a wake (shown as such on its timeline).
+  const waking = tl !== undefined && dispatcher.asleep.has(workloadId);
   for (let tries = 1; ; tries++) {
     const position = tl ? dispatcher.depth(workloadId) : 0;
     const slot = await dispatcher.acquire(workloadId, signal, ticket).catch((e) => {
@@ -96,6 +98,7 @@ export async function dispatchWith(
       : undefined;
     const granted = performance.now();
     const waitedMs = granted - queuedAt;
+    if (waking) tl!.span("wake", queuedAt - tl!.t0, granted - tl!.t0);
     const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
     const abort = new AbortController();
     const onClientGone = () => abort.abort(signal.reason);

@@ -216,7 +216,7 @@ export const assignments = pgTable(
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
     /** `run`: the agent keeps the runtime up; `idle`: stopped by the scaler (scale to zero, swapped out). */
-    desired: text("desired", { enum: ["run", "idle"] })
+    desired: text("desired", { enum: ["run", "idle", "sleep", "deep_sleep"] })
       .notNull()
       .default("run"),
     /** True when `concurrency` was set by hand; otherwise the runtime's own batch capacity is used. */

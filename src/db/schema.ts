@@ -218,8 +218,11 @@ export const assignments = sqliteTable(
     reason: text("reason"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
-    /** `run`: the agent keeps the runtime up; `idle`: stopped by the scaler (scale to zero, swapped out). */
-    desired: text("desired", { enum: ["run", "idle"] })
+    /**
+     * `run`: the agent keeps the runtime up; `idle`: stopped by the scaler (scale to zero, swapped out);
+     * `sleep` / `deep_sleep`: the runtime kept but asleep at level 1 (weights in host RAM) or 2 (weights dropped).
+     */
+    desired: text("desired", { enum: ["run", "idle", "sleep", "deep_sleep"] })
       .notNull()
       .default("run"),
     /** True when `concurrency` was set by hand; otherwise the runtime's own batch capacity is used. */

@@ -118,6 +118,11 @@ export class Dispatcher {
   private waiting = new Map<string, FairQueue<Waiter>>();
   /** Prefix-aware choice for tickets with an affinity: the ring per workload and its hit counts. */
   readonly prefix = new PrefixRouter();
+  /**
+   * Workloads with a replica asleep or waking and none ready (set by the fleet from the agents'
+   * reports): a request that waits for one waits for a wake (its timeline's `wake` span).
+   */
+  readonly asleep = new Set<string>();
 
   constructor(
     private limits: QueueLimits,

@@ -64,6 +64,8 @@ export const AutoscalingParams = z
       .min(1)
       .max(7 * 86_400)
       .optional(),
+    /** An idled replica sleeps (runtime kept, GPU memory freed) rather than stops, when its engine can (default true). */
+    sleep: z.boolean().optional(),
   })
   .refine((p) => (p.max_replicas ?? 1) >= (p.min_replicas ?? 0), {
     message: "max_replicas must be at least min_replicas",
@@ -74,6 +76,8 @@ export const ScheduledParams = z.strictObject({
   windows: z.array(Window).min(1).max(50),
   replicas: z.number().int().min(1).max(64).optional(),
   min_replicas_outside: z.number().int().min(0).max(64).optional(),
+  /** A replica idled outside the windows sleeps rather than stops, when its engine can (default true). */
+  sleep: z.boolean().optional(),
 });
 
 export type FixedParams = z.infer<typeof FixedParams>;

@@ -116,8 +116,8 @@ function freeing(snap: Snapshot, worker: WorkerSnapshot, exceptWorkload: string)
     (a) =>
       a.workerId === worker.id &&
       a.workloadId !== exceptWorkload &&
-      a.desired === "idle" &&
-      (a.state !== "idle" || a.updatedAt >= worker.probedAt) &&
+      a.desired !== "run" &&
+      (a.state !== (a.desired === "idle" ? "idle" : "sleeping") || a.updatedAt >= worker.probedAt) &&
       a.state !== "pending",
   );
 }
@@ -137,7 +137,8 @@ export function room(snap: Snapshot, replicaId: string, ctx: RoomContext): Start
   const own = r && snap.workers.find((x) => x.id === r.workerId);
   const w = r && snap.workloads.get(r.workloadId);
   if (!r || !own || !w) return undefined;
-  const options = spots(snap, w, r, own);
+  // A sleeping replica wakes where its process is; another may start elsewhere.
+  const options = r.state === "sleeping" ? [{ worker: own, gpuIndices: r.gpuIndices }] : spots(snap, w, r, own);
   const open = options.find((p) => deficit(snap, w, p.worker, p.gpuIndices).size === 0);
   if (open) return { start: open };
   if (options.some((p) => freeing(snap, p.worker, w.id))) return { wait: "waiting for GPU memory being freed" };

@@ -30,9 +30,21 @@ export interface WorkerSnapshot {
   gpus: GpuSnapshot[];
   /** Free RAM as last reported (all of it when unknown): where a model fits without a GPU. */
   ramFreeBytes: number;
+  /** Host RAM (MiB) sleeping replicas may hold on it at most (`--sleep-ram-mib`, else half its RAM). */
+  sleepRamMiB: number;
   /** When the reported usage was measured (ms since the epoch; 0: never). */
   probedAt: number;
 }
+
+/**
+ * What the scaler wants of a replica: `run`; `idle` (stopped: scaled to zero, swapped out, waiting for
+ * memory); `sleep` (its runtime kept, asleep at level 1: GPU memory freed, weights held in host RAM);
+ * `deep_sleep` (level 2: weights dropped too, the process and its compiled graphs kept).
+ */
+export type Desired = "run" | "idle" | "sleep" | "deep_sleep";
+
+/** The sleep level a desired state asks for (undefined: awake or stopped). */
+export const sleepLevelOf = (d: Desired): 1 | 2 | undefined => (d === "sleep" ? 1 : d === "deep_sleep" ? 2 : undefined);
 
 /** One assigned replica (a member of a multi-node group too). */
 export interface ReplicaSnapshot {
@@ -42,8 +54,8 @@ export interface ReplicaSnapshot {
   /** GPUs it was given: how many, and which (none on a worker without GPUs). */
   gpus: number;
   gpuIndices: number[];
-  /** `run`: its agent runs it; `idle`: told to stop, or to wait for memory. */
-  desired: "run" | "idle";
+  /** `run`: its agent runs it; `idle`: told to stop, or to wait for memory; `sleep` / `deep_sleep`: kept asleep. */
+  desired: Desired;
   /** Its last state (`pending`, `downloading`, `installing`, `starting`, `ready`, `failed`, `stopped`, `idle`). */
   state: string;
   /** Placed by inferd (true) or by hand. */
@@ -62,6 +74,8 @@ export interface Need {
   text?: string;
   /** The share of each of its GPUs vLLM or SGLang preallocates whatever the model (0.9, 0.88 by default). */
   share?: number;
+  /** The model's weights alone (what a level-1 sleep holds in host RAM), when the store knows the model. */
+  weightsBytes?: number;
 }
 
 /** One workload as placement sees it. */
@@ -83,6 +97,11 @@ export interface WorkloadSnapshot {
   pinnedGpu: string | null;
   /** Whether its idle replicas may be swapped out: autoscaling down to zero, not stopped by the operator. */
   swappable: boolean;
+  /**
+   * The sleep levels an idled replica may take instead of stopping (agent/engines: vLLM 1 and 2, SGLang
+   * 1), empty when its engine cannot sleep, its policy never idles it, or `sleep: false` says not to.
+   */
+  sleep: (1 | 2)[];
 }
 
 /** Everything placement decides from. */
@@ -103,8 +122,8 @@ export function needMiB(need: Need, totalMiB: number, count: number): number {
   return need.bytes ? Math.ceil(need.bytes / Math.max(1, count) / MiB) : 0;
 }
 
-/** States of a replica whose runtime is on its way to holding its memory. */
-const STARTING = new Set(["pending", "downloading", "installing", "starting"]);
+/** States of a replica whose runtime is on its way to holding its memory (a sleeping one told to run wakes). */
+const STARTING = new Set(["pending", "downloading", "installing", "starting", "sleeping", "waking"]);
 
 /**
  * Whether a replica holds (or is about to hold) memory its worker's last report does not show:
@@ -178,4 +197,53 @@ export function note(
     const i = snap.replicas.findIndex((r) => r.id === change.set!.id);
     if (i >= 0) snap.replicas[i] = { ...snap.replicas[i], ...change.set };
   }
+}
+
+/**
+ * The host RAM (MiB) a replica of `w` holds asleep at level 1: its weights (offloaded to CPU memory),
+ * else, when the model is unknown, the GPU memory it takes on its GPUs (an upper bound of its weights).
+ * Level 2 drops the weights: it holds none.
+ * @example sleepRamMiB({ need: { weightsBytes: 4 * 1024 ** 3 } } as WorkloadSnapshot, [{ totalMiB: 24000 }]) // → 4096
+ */
+export function sleepRamMiB(w: Pick<WorkloadSnapshot, "need">, gpus: { totalMiB: number }[]): number {
+  if (w.need.weightsBytes) return Math.ceil(w.need.weightsBytes / MiB);
+  return gpus.reduce((s, g) => s + needMiB(w.need, g.totalMiB, gpus.length), 0);
+}
+
+/** The GPUs of `worker` a replica was given (its snapshots). */
+const gpusOf = (worker: WorkerSnapshot, r: ReplicaSnapshot) =>
+  worker.gpus.filter((g) => r.gpuIndices.includes(g.index));
+
+/**
+ * The ledger's host side: RAM (MiB) held on a worker by replicas asleep at level 1 (or told to be),
+ * except `exceptId`. The GPU side is `freeMemory`: a sleeping replica holds no GPU memory there
+ * (it is not `run`), a waking one does again (`run`, state `waking`).
+ */
+export function ramHeld(snap: Snapshot, worker: WorkerSnapshot, exceptId?: string): number {
+  let held = 0;
+  for (const r of snap.replicas) {
+    if (r.workerId !== worker.id || r.id === exceptId || r.desired !== "sleep") continue;
+    const w = snap.workloads.get(r.workloadId);
+    if (w) held += sleepRamMiB(w, gpusOf(worker, r));
+  }
+  return held;
+}
+
+/**
+ * How a replica told to stop running rests: asleep at level 1 when its engine and policy allow it and
+ * the worker's sleep RAM has room for its weights, else at level 2 (weights dropped) when its engine
+ * has it, else stopped (`idle`); with the reason in words ("" when it cannot sleep at all).
+ */
+export function restFor(snap: Snapshot, replicaId: string): { desired: Desired; why: string } {
+  const r = snap.replicas.find((x) => x.id === replicaId);
+  const w = r && snap.workloads.get(r.workloadId);
+  const worker = r && snap.workers.find((x) => x.id === r.workerId);
+  if (!r || !w || !worker || !w.sleep.length || r.groupId) return { desired: "idle", why: "" };
+  const need = sleepRamMiB(w, gpusOf(worker, r));
+  const held = ramHeld(snap, worker, r.id);
+  if (w.sleep.includes(1) && held + need <= worker.sleepRamMiB)
+    return { desired: "sleep", why: `asleep (level 1: its weights, ${need} MiB, held in host RAM)` };
+  const short = `host RAM for sleeping replicas is short (${held} of ${worker.sleepRamMiB} MiB held, ${need} MiB more needed)`;
+  if (w.sleep.includes(2)) return { desired: "deep_sleep", why: `asleep (level 2: weights dropped; ${short})` };
+  return { desired: "idle", why: `stopped: ${short}` };
 }

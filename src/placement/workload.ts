@@ -42,10 +42,14 @@ export function replicaGpus(w: Pick<PlacedWorkload, "backend" | "nodes" | "confi
 }
 
 /** A workload as placement sees it; `estimate` is its model's, when the store knows the model. */
-export function workloadSnapshot(w: PlacedWorkload, estimate?: { bytes: number; text: string }): WorkloadSnapshot {
+export function workloadSnapshot(
+  w: PlacedWorkload,
+  estimate?: { bytes: number; text: string; weightsBytes?: number },
+): WorkloadSnapshot {
   const share = engineOf(w.backend)?.gpuShare?.(words(w));
   const need: Need = {
     ...(estimate ? { bytes: estimate.bytes, text: estimate.text } : {}),
+    ...(estimate?.weightsBytes ? { weightsBytes: estimate.weightsBytes } : {}),
     ...(share !== undefined ? { share } : {}),
   };
   return {
@@ -62,5 +66,20 @@ export function workloadSnapshot(w: PlacedWorkload, estimate?: { bytes: number; 
       !w.paused &&
       w.execution_policy === "autoscaling" &&
       ((w.execution_params as { min_replicas?: number }).min_replicas ?? 0) === 0,
+    sleep: sleepLevels(w),
   };
+}
+
+/**
+ * The sleep levels an idled replica of `w` may take: its engine's (agent/engines: `sleep`), when its
+ * policy idles replicas (autoscaling, scheduled), it runs on one machine and `sleep: false` does not
+ * say otherwise; none for a fixed workload (it never idles) or one stopped by the operator.
+ */
+export function sleepLevels(
+  w: Pick<PlacedWorkload, "backend" | "nodes" | "paused" | "execution_policy" | "execution_params">,
+): (1 | 2)[] {
+  const levels = engineOf(w.backend)?.sleep?.levels;
+  if (!levels?.length || w.nodes > 1 || w.paused) return [];
+  if (w.execution_policy !== "autoscaling" && w.execution_policy !== "scheduled") return [];
+  return (w.execution_params as { sleep?: boolean }).sleep === false ? [] : [...levels];
 }

@@ -11,7 +11,8 @@ import { insertAssignment, moveAssignment, setAssignmentDesired, type Assignment
 import { loadSnapshot, replicaOfView } from "../workers/snapshot";
 import { pickGpus } from "../placement/replica";
 import { room, workerForAnother, type RoomContext, type Spot } from "../placement/room";
-import { note, type Snapshot } from "../placement/snapshot";
+import { note, restFor, type Desired, type Snapshot } from "../placement/snapshot";
+import { plural } from "../words";
 
 /** Starts replicas where the GPUs have room, as src/placement/room.ts decides. */
 export class Room {
@@ -34,7 +35,10 @@ export class Room {
     const snap = await loadSnapshot(this.db);
     const ctx: RoomContext = { busy: this.busy(snap), lastBusy };
     const done: string[] = [];
-    for (const a of rows.filter((x) => x.desired === "idle").slice(0, count)) {
+    // Sleeping replicas first (a wake takes a fraction of a second; a start, a cold load), level 1 before 2.
+    const rank = (d: string) => (d === "sleep" ? 0 : d === "deep_sleep" ? 1 : 2);
+    const resting = rows.filter((x) => x.desired !== "run").sort((x, y) => rank(x.desired) - rank(y.desired));
+    for (const a of resting.slice(0, count)) {
       done.push(await this.startOne(snap, a.id, reason, ctx));
       count--;
     }
@@ -65,22 +69,53 @@ export class Room {
   private async startOne(snap: Snapshot, id: string, reason: string, ctx: RoomContext): Promise<string> {
     const decision = room(snap, id, ctx);
     if (!decision) return "";
+    const asleep = snap.replicas.find((r) => r.id === id)?.state === "sleeping";
     if ("start" in decision) {
-      await this.move(snap, id, decision.start);
-      await this.desire(snap, id, "run", `starting: ${reason}`);
+      // A sleeping replica wakes where it sleeps (its process is there); another starts where there is room.
+      if (!asleep) await this.move(snap, id, decision.start);
+      await this.desire(snap, id, "run", `${asleep ? "waking" : "starting"}: ${reason}`);
+      if (asleep) return `waking replica ${id} on ${decision.start.worker.name}`;
       // What it was given: the backend the runtime really uses is the replica row's to say (it may fall back to the CPU).
       const given = decision.start.gpuIndices.length ? `GPU ${decision.start.gpuIndices.join(", ")}` : "no GPU";
       return `started replica ${id} on ${decision.start.worker.name} (given ${given})`;
     }
     if ("wait" in decision) {
-      await this.desire(snap, id, "idle", decision.wait, "pending");
+      // A sleeping replica keeps sleeping while it waits for memory (it wakes in a moment once there is room).
+      const r = snap.replicas.find((x) => x.id === id)!;
+      if (asleep) await this.desire(snap, id, r.desired, decision.wait);
+      else await this.desire(snap, id, "idle", decision.wait, "pending");
       return "";
     }
-    await this.move(snap, id, decision.swap);
+    if (!asleep) await this.move(snap, id, decision.swap);
     const label = snap.workloads.get(snap.replicas.find((r) => r.id === id)!.workloadId)!.label;
-    for (const x of decision.evict) await this.desire(snap, x.id, "idle", `swapped out for ${label}`);
-    await this.desire(snap, id, "idle", decision.why, "pending");
+    // Those swapped out sleep when they can (their memory on the GPU is freed either way).
+    for (const x of decision.evict) {
+      const rest = restFor(snap, x.id);
+      await this.desire(snap, x.id, rest.desired, `swapped out for ${label}${rest.why ? `: ${rest.why}` : ""}`);
+    }
+    if (!asleep) await this.desire(snap, id, "idle", decision.why, "pending");
     return `swapping out ${decision.names.join(", ")} for replica ${id}`;
+  }
+
+  /**
+   * Stops running `ids` (scaled down, idle, outside a schedule): each sleeps when its engine and
+   * policy allow and host RAM has room (level 1, else 2), else stops. Returns what it did.
+   */
+  async rest(ids: string[], reason: string): Promise<string> {
+    const snap = await loadSnapshot(this.db);
+    let slept = 0;
+    for (const id of ids) {
+      const rest = restFor(snap, id);
+      await this.desire(snap, id, rest.desired, rest.why ? `${reason}; ${rest.why}` : reason);
+      if (rest.desired !== "idle") slept++;
+    }
+    const stopped = ids.length - slept;
+    return [
+      slept ? `put ${plural(slept, "replica")} to sleep` : "",
+      stopped ? `stopped ${plural(stopped, "replica")}` : "",
+    ]
+      .filter(Boolean)
+      .join(", ");
   }
 
   /** Moves a replica to a spot unless it is there already. */
@@ -92,14 +127,11 @@ export class Room {
   }
 
   /** Tells a replica to run or idle (with the reason shown), in the store and the snapshot. */
-  private async desire(
-    snap: Snapshot,
-    id: string,
-    desired: "run" | "idle",
-    why: string,
-    state?: string,
-  ): Promise<void> {
+  private async desire(snap: Snapshot, id: string, desired: Desired, why: string, state?: string): Promise<void> {
     note(snap, { set: { id, desired, state: await setAssignmentDesired(this.db, id, desired, why, state) } });
+    // A runtime told to sleep takes no more requests from now (a request reaching vLLM asleep crashes
+    // it: vllm-project/vllm#15483), before its agent even hears of it.
+    if (desired === "sleep" || desired === "deep_sleep") this.fleet.dispatcher.removeTarget(id);
   }
 
   /** Running replicas with a request in flight, or whose workload has requests queued. */

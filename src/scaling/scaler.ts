@@ -250,12 +250,14 @@ export class Scaler {
     return Math.max(0, cap.room);
   }
 
-  /** Idles (or, beyond the first, removes) `count` running replicas, those without requests first. */
+  /** Puts to sleep or stops `count` running replicas, those without requests first (see `Room.rest`). */
   private async stopSome(w: Workload, running: AssignmentView[], count: number, reason: string): Promise<string> {
     const inFlight = new Map(this.fleet.dispatcher.targetsOf(w.id).map((t) => [t.id, t.inFlight]));
     const quiet = running.filter((a) => !(inFlight.get(a.id) ?? 0)).slice(0, count);
     if (quiet.length === 0) return "";
-    for (const a of quiet) await setAssignmentDesired(this.db, a.id, "idle", reason);
-    return `stopped ${plural(quiet.length, "replica")}`;
+    return this.room.rest(
+      quiet.map((a) => a.id),
+      reason,
+    );
   }
 }

@@ -6,9 +6,12 @@ import type { GroupSpec, ReplicaSpec } from "../../agent/protocol";
 import { checkLaunch, checkNodes, type LaunchPolicy } from "../../agent/launch-policy";
 import { listAllWorkloads } from "../workloads/service";
 import { groupMembers } from "./groups";
+import { sleepLevels } from "../placement/workload";
+import { sleepLevelOf } from "../placement/snapshot";
 
 /**
- * What a worker should run: one spec per assignment, with a revision that changes on edits. A
+ * What a worker should run: one spec per assignment told to run or to sleep (`sleep`: the level), with
+ * a revision that changes on edits. A
  * workload whose command a tenant set carries the launch policy, and its verdict is part of the
  * revision, so a policy tightened after launch restarts (and so stops) a runtime it no longer allows.
  * A member of a multi-node group also gets its group: its rank and the generation are part of the
@@ -18,7 +21,7 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
   const byId = new Map((await listAllWorkloads(db)).map((w) => [w.id, w]));
   const rows = (await db.select().from(assignments).where(eq(assignments.workerId, workerId))).filter((a) => {
     const w = byId.get(a.workloadId);
-    return w && a.desired === "run" && !w.paused;
+    return w && a.desired !== "idle" && !w.paused;
   });
   const groups = await groupMembers(db, [...new Set(rows.flatMap((a) => (a.groupId ? [a.groupId] : [])))]);
   return rows.map((a) => {
@@ -48,6 +51,10 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
         }
       : undefined;
     const place = group ? [group.id, group.rank, group.nodes, ...group.members.map((m) => m.address)] : [];
+    // A workload whose idled replicas may sleep runs with its engine's sleep mode on (part of the launch);
+    // whether it sleeps now is not (a change puts it to sleep or wakes it, never restarts it).
+    const sleepMode = sleepLevels(w).length > 0;
+    const level = sleepLevelOf(a.desired);
     const revision = sha256(
       JSON.stringify([
         workload.backend,
@@ -58,6 +65,7 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
         ...verdict,
         ...fresh,
         ...place,
+        ...(sleepMode ? ["sleep mode"] : []),
       ]),
     ).slice(0, 16);
     return {
@@ -69,6 +77,8 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
       revision,
       ...(guarded ? { policy: guarded } : {}),
       ...(group ? { group } : {}),
+      ...(sleepMode ? { sleep_mode: true } : {}),
+      ...(level ? { sleep: level } : {}),
     };
   });
 }

@@ -13,6 +13,7 @@ import { publicReason } from "../../agent/reason";
 import { initialDesired } from "../execution/decide";
 import type { RestartPolicy } from "../../agent/supervisor";
 import { SerialRunner } from "../../agent/serial";
+import { Histogram, LATENCY_BUCKETS } from "../usage/histogram";
 import { GroupRestarts } from "./group-restarts";
 import { recordEndpoint } from "./groups";
 import type { ScalingView } from "../execution/schema";
@@ -246,15 +247,24 @@ export class Fleet {
       }
       return;
     }
-    if (a.state !== r.state || (a.reason ?? undefined) !== r.reason) {
-      await setAssignmentState(this.db, a.id, r.state, r.reason);
+    // Asleep, a replica keeps the scaler's words for why (its agent says none).
+    const reason = r.reason ?? (r.state === "sleeping" ? (a.reason ?? undefined) : undefined);
+    if (a.state !== r.state || (a.reason ?? undefined) !== reason) {
+      await setAssignmentState(this.db, a.id, r.state, reason);
       this.verdicts.delete(a.workload_id);
+      this.timeSwitch(a, r);
+      // A replica asleep frees its GPU memory: what another replica may wait for.
+      if (r.state === "sleeping") this.scaling?.wake();
+      if (r.state === "sleeping" || r.state === "waking") this.dispatcher.asleep.add(a.workload_id);
+      else if (r.state === "ready" || r.state === "failed" || r.state === "stopped")
+        this.dispatcher.asleep.delete(a.workload_id);
     }
     this.reports.set(a.id, r);
     if (r.slots) this.slots.set(a.id, r.slots);
     if (a.group_id) return this.applyMember(workerId, a, r);
     const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
-    if (r.state === "ready" && r.base_url)
+    // Only a replica told to run takes requests (one told to sleep stops taking them at once).
+    if (r.state === "ready" && r.base_url && a.desired === "run")
       this.dispatcher.upsertTarget(
         this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id),
       );
@@ -327,10 +337,40 @@ export class Fleet {
         /** The workload's engine (llamacpp, vllm, ollama…): Ollama's daemon picks its GPUs itself. */
         engine: w?.backend ?? null,
         progress,
+        /** While asleep: the level, and the host RAM (MiB) it holds (its weights at level 1), as its agent said. */
+        sleep_level: a.state === "sleeping" ? (this.reports.get(a.id)?.sleep_level ?? null) : null,
+        host_ram_mib: a.state === "sleeping" ? (this.reports.get(a.id)?.host_ram_mib ?? null) : null,
         updated_at: a.updated_at,
       });
     }
     return out;
+  }
+
+  /** How long replicas took to become ready: a wake from sleep, or a start (`inferd_switch_seconds`). */
+  readonly switches = new Histogram(
+    "inferd_switch_seconds",
+    "Time a replica took to take requests: kind=wake from sleep (the agent's measure), kind=start from told to run to ready.",
+    LATENCY_BUCKETS,
+  );
+  /** When each replica was last seen starting (ms), for the start switches. */
+  private startedAt = new Map<string, number>();
+
+  /** Counts a replica's switch to ready: a wake (its agent timed it) or a start (since it was first seen starting). */
+  private timeSwitch(a: AssignmentView, r: ReplicaReport): void {
+    if (r.state === "pending" || r.state === "starting" || r.state === "downloading" || r.state === "installing") {
+      if (!this.startedAt.has(a.id)) this.startedAt.set(a.id, Date.now());
+      return;
+    }
+    if (r.state !== "ready") {
+      this.startedAt.delete(a.id);
+      return;
+    }
+    const started = this.startedAt.get(a.id);
+    this.startedAt.delete(a.id);
+    if (a.state === "waking" || a.state === "sleeping")
+      this.switches.observe({ workload: a.workload_id, kind: "wake" }, (r.switch_ms ?? 0) / 1000);
+    else if (started !== undefined)
+      this.switches.observe({ workload: a.workload_id, kind: "start" }, (Date.now() - started) / 1000);
   }
 
   /** Drops every replica of a worker from the dispatcher (the worker went away). */

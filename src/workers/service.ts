@@ -5,7 +5,7 @@ import { assignments, workers } from "../db/schema";
 import { AppError, conflict, notFound, validation } from "../errors";
 import { loadSnapshot } from "./snapshot";
 import { placeOn } from "../placement/replica";
-import { without, type ReplicaSnapshot } from "../placement/snapshot";
+import { without, type Desired, type ReplicaSnapshot } from "../placement/snapshot";
 import { workloadSnapshot } from "../placement/workload";
 import { isOnline } from "./online";
 import { newId, nowIso } from "../ids";
@@ -27,8 +27,8 @@ export interface AssignmentView {
   auto: boolean;
   state: ReplicaState | "idle";
   reason?: string;
-  /** `run` or `idle` (the scaler's wish; agents run only `run` replicas). */
-  desired: "run" | "idle";
+  /** `run`, `idle`, `sleep` or `deep_sleep` (the scaler's wish; agents run `run` replicas and keep sleeping ones asleep). */
+  desired: Desired;
   /** Whether `concurrency` was set by hand (else the runtime's own slots are used once known). */
   concurrency_set: boolean;
   generation: number;
@@ -202,6 +202,7 @@ export async function recordMachine(db: Db, workerId: string, machine: MachineIn
         ram_free_bytes: machine.ram_free_bytes,
         load_avg: machine.load_avg,
         probed_at: machine.probed_at,
+        ...(machine.sleep_ram_mib !== undefined ? { sleep_ram_mib: machine.sleep_ram_mib } : {}),
       }),
       lastSeenAt: nowIso(),
       clusterAddress: machine.cluster_address ?? null,
@@ -332,7 +333,7 @@ export async function insertAssignment(
     gpuIndices: number[];
     concurrency?: number;
     auto: boolean;
-    desired?: "run" | "idle";
+    desired?: Desired;
     reason?: string;
   },
 ): Promise<AssignmentView> {
@@ -401,7 +402,7 @@ export async function setAssignmentConcurrency(db: Db, id: string, concurrency: 
 }
 
 /** Replica states in which a runtime may be up (an idled one stays in them until its agent reports it stopped). */
-const ACTIVE = ["ready", "starting", "downloading", "installing"];
+const ACTIVE = ["ready", "starting", "downloading", "installing", "sleeping", "waking"];
 
 /**
  * Tells the agents to run an assignment's replica or to stop it (`idle`: scaled to zero, swapped
@@ -412,12 +413,22 @@ const ACTIVE = ["ready", "starting", "downloading", "installing"];
 export async function setAssignmentDesired(
   db: Db,
   id: string,
-  desired: "run" | "idle",
+  desired: Desired,
   reason: string,
   state?: string,
 ): Promise<string> {
   const a = await getAssignment(db, id);
-  const next = state ?? (desired === "run" ? "pending" : ACTIVE.includes(a.state) ? a.state : "idle");
+  // A sleeping replica told to run shows `sleeping` until its agent says it wakes; one told to sleep
+  // shows its state until its agent says it sleeps.
+  const next =
+    state ??
+    (desired === "run"
+      ? a.state === "sleeping" || a.state === "waking"
+        ? a.state
+        : "pending"
+      : ACTIVE.includes(a.state)
+        ? a.state
+        : "idle");
   await db.update(assignments).set({ desired, state: next, reason, updatedAt: nowIso() }).where(eq(assignments.id, id));
   return next;
 }

@@ -11,23 +11,37 @@ import { modelOfWorkload } from "../models/service";
 import { listAllWorkloads, type Workload } from "../workloads/service";
 import { isOnline } from "./online";
 import type { GpuInfo } from "../../agent/protocol";
-import { freeMemory, type ReplicaSnapshot, type Snapshot, type WorkerSnapshot } from "../placement/snapshot";
+import {
+  freeMemory,
+  type Desired,
+  type ReplicaSnapshot,
+  type Snapshot,
+  type WorkerSnapshot,
+} from "../placement/snapshot";
 import { workloadSnapshot } from "../placement/workload";
 
 /** The memory a workload's model needs with its command's context, when the store knows the model. */
-export async function workloadNeed(db: Db, w: Workload): Promise<{ bytes: number; text: string } | undefined> {
+export async function workloadNeed(
+  db: Db,
+  w: Workload,
+): Promise<{ bytes: number; text: string; weightsBytes: number } | undefined> {
   const m = await modelOfWorkload(db, w);
   if (!m) return undefined;
   const e = estimate(m.info, { context: m.context });
   return {
     bytes: e.total_bytes,
+    weightsBytes: e.weights_bytes,
     text: `${m.model} needs ~${gib(e.total_bytes)} (weights ${gib(e.weights_bytes)} + KV cache ${gib(e.kv_bytes)} for ${e.context} tokens + overhead ${gib(e.overhead_bytes)})`,
   };
 }
 
 /** A worker row as placement sees it, online or not at `now`. */
 export function workerSnapshot(row: typeof workers.$inferSelect, now: number): WorkerSnapshot {
-  const telemetry = JSON.parse(row.telemetry) as { probed_at?: string; ram_free_bytes?: number };
+  const telemetry = JSON.parse(row.telemetry) as {
+    probed_at?: string;
+    ram_free_bytes?: number;
+    sleep_ram_mib?: number;
+  };
   return {
     id: row.id,
     name: row.name,
@@ -42,6 +56,7 @@ export function workerSnapshot(row: typeof workers.$inferSelect, now: number): W
       usedMiB: g.memory_used_mib,
     })),
     ramFreeBytes: telemetry.ram_free_bytes ?? row.ramBytes,
+    sleepRamMiB: telemetry.sleep_ram_mib ?? Math.floor(row.ramBytes / 2 / 1048576),
     probedAt: Date.parse(telemetry.probed_at ?? "") || 0,
   };
 }
@@ -70,7 +85,7 @@ export function replicaOfView(a: {
   worker_id: string;
   gpus: number;
   gpu_indices: number[];
-  desired: "run" | "idle";
+  desired: Desired;
   state: string;
   auto: boolean;
   group_id: string | null;

@@ -265,7 +265,7 @@ describe("workloads in the browser", () => {
     await page.getByRole("heading", { name: "Scaled" }).waitFor();
     await textMatching(
       page.getByTestId("scaling"),
-      /Autoscaling: 0 to 2 replicas by demand; a replica without requests stops after 1 min/,
+      /Autoscaling: 0 to 2 replicas by demand; a replica without requests sleeps \(vLLM, SGLang\) or stops after 1 min/,
       "the policy in words",
     );
     const status = page.getByTestId("replica-status");

@@ -47,6 +47,8 @@ export function replicaPlace(r: Placed, engine?: string | null): string {
   if (NOT_RUNNING.has(r.state)) return "not running";
   const gpus = r.gpu_indices.length ? `GPU ${r.gpu_indices.join(", ")}` : "CPU";
   if (r.state === "failed") return `not running (was given ${gpus === "CPU" ? "the CPU" : gpus})`;
+  // Asleep: its process is kept on those GPUs, their memory freed until it wakes.
+  if (r.state === "sleeping") return `asleep on ${gpus} (GPU memory freed)`;
   if (engine === "ollama") return "GPU chosen by Ollama";
   if (r.backend && (r.backend.startsWith("CPU") || !r.gpu_indices.length)) return r.backend;
   return `${gpus}${r.backend ? ` · ${r.backend}` : ""}`;
@@ -54,7 +56,11 @@ export function replicaPlace(r: Placed, engine?: string | null): string {
 
 /** The reason's look: an error when failed, a quiet note when idle or on its way. */
 const reasonClass = (state: string) =>
-  state === "failed" ? "reason" : state === "idle" ? "reason reason-idle" : "reason reason-quiet";
+  state === "failed"
+    ? "reason"
+    : state === "idle" || state === "sleeping"
+      ? "reason reason-idle"
+      : "reason reason-quiet";
 
 /** A reason; the runtime's last output that a failure carries is folded away under it. */
 function Reason({ state, text }: { state: string; text: string }) {

@@ -36,7 +36,7 @@ export function Replicas({ w, workers, onChange }: { w: Workload; workers: Worke
       <thead><tr><th scope="col">Worker</th><th scope="col">State</th><th scope="col">In flight</th>${manual ? html`<th scope="col"><span class="offscreen">Actions</span></th>` : null}</tr></thead>
       <tbody>${list.map(
         (a) => html`<tr key=${a.id}>
-        <td>${name(a.worker_id)}<div class="muted small-text"><span data-testid="replica-gpus">${replicaPlace(a, w.backend)}</span>${a.auto && !a.group_id && !["stopped", "idle"].includes(a.state) ? " · automatic" : ""}</div>${a.group_id ? html`<div class="small-text" data-role="member">${memberLabel(a, w.nodes)}</div>` : null}</td>
+        <td>${name(a.worker_id)}<div class="muted small-text"><span data-testid="replica-gpus">${replicaPlace(a, w.backend)}</span>${a.auto && !a.group_id && !["stopped", "idle", "sleeping"].includes(a.state) ? " · automatic" : ""}</div>${a.group_id ? html`<div class="small-text" data-role="member">${memberLabel(a, w.nodes)}</div>` : null}</td>
         <td><${ReplicaStatus} now=${now} onChange=${onChange} r=${{ workloadId: w.id, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} /></td>
         <td>${a.group_id && a.node_rank > 0 ? html`<span class="muted" title="the leader receives the group's requests">—</span>` : html`<span data-testid="in-flight" title=${`${plural(a.in_flight, "request")} running of the ${plural(a.concurrency, "slot")} this replica serves at once`}>${a.in_flight} / ${a.concurrency}</span>`}</td>
         ${manual ? html`<td>${a.auto ? null : html`<${RemoveReplica} a=${a} worker=${name(a.worker_id)} onChange=${onChange} />`}</td>` : null}

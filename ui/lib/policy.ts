@@ -18,7 +18,7 @@ export const POLICIES: { id: ExecutionPolicy; label: string; hint: string }[] = 
   {
     id: "autoscaling",
     label: "Autoscaling",
-    hint: "Between a minimum and a maximum by demand; a replica without requests stops after a while (down to zero), and the next request starts one.",
+    hint: "Between a minimum and a maximum by demand; a replica without requests sleeps (vLLM, SGLang: it wakes in a moment) or stops after a while (down to zero), and the next request wakes or starts one.",
   },
   {
     id: "scheduled",
@@ -149,7 +149,8 @@ export function windowText(w: Window): string {
 export function policyText(policy: string, params: Record<string, unknown>): string {
   if (policy === "autoscaling") {
     const p = params as AutoscalingParams;
-    return `${p.min_replicas ?? 0} to ${plural(p.max_replicas ?? 1, "replica")} by demand; a replica without requests stops after ${duration(p.idle_timeout_s ?? 300)}`;
+    const rest = p.sleep === false ? "stops" : "sleeps (vLLM, SGLang) or stops";
+    return `${p.min_replicas ?? 0} to ${plural(p.max_replicas ?? 1, "replica")} by demand; a replica without requests ${rest} after ${duration(p.idle_timeout_s ?? 300)}`;
   }
   if (policy === "scheduled") {
     const p = params as ScheduledParams;

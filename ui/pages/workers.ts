@@ -13,6 +13,14 @@ import { Can, can } from "../lib/me";
 
 type Joined = { id: string; name: string; join_token: string; join_command: string };
 
+/** The host RAM the worker's sleeping replicas hold (their weights, at level 1), when any sleeps. */
+function SleepRam({ replicas }: { replicas: { state: string; host_ram_mib?: number | null }[] }) {
+  const asleep = replicas.filter((r) => r.state === "sleeping");
+  if (!asleep.length) return null;
+  const held = asleep.reduce((s, r) => s + (r.host_ram_mib ?? 0), 0);
+  return html`<p class="muted small-text" data-testid="sleep-ram">${asleep.length} asleep, holding ${mib(held)} of host RAM (they wake in a moment; stopped when RAM is needed).</p>`;
+}
+
 /**
  * Where the joining machine gets inferd: the single executable `bun run build` makes, or a clone of
  * this repository run with Bun (the same command, started by `bun run start --`).
@@ -98,12 +106,13 @@ function WorkerCard({ w, now, onDeleted, where }: { w: Worker; now: number; onDe
       )}</ul>`
     }
     <h3>Replicas</h3>
+    <${SleepRam} replicas=${w.replicas} />
     ${
       w.replicas.length === 0
         ? html`<p class="muted">None.</p>`
         : html`<ul class="replicas">${w.replicas.map(
             (r) => html`<li key=${r.assignment_id}>
-      <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <span class="muted" data-testid="replica-gpus">${replicaPlace(r, r.engine)}</span>
+      <a href=${`/workloads/${r.workload_id}`}>${r.workload}</a> <span class="muted" data-testid="replica-gpus">${replicaPlace(r, r.engine)}${r.sleep_level ? ` · level ${r.sleep_level}${r.host_ram_mib ? `, ${mib(r.host_ram_mib)} of host RAM` : ""}` : ""}</span>
       <${ReplicaStatus} now=${now} r=${{ workloadId: r.workload_id, assignmentId: r.assignment_id, state: r.state, reason: r.reason, progress: r.progress, updatedAt: r.updated_at }} /></li>`,
           )}</ul>`
     }

@@ -1,0 +1,160 @@
+#!/usr/bin/env bun
+/**
+ * Many models, few GPUs (issue 38): six vLLM models on two GPUs, each filling one GPU alone (vLLM
+ * takes 90 % of it), requests jumping between them at random, one at a time. The fake vLLM keeps
+ * the real costs: a cold start of `--cold-ms` (default 20 s, as a mid-size vLLM model loads), a
+ * level-1 wake of 300 ms and a level-2 wake of 2.5 s (vLLM's own figures put a wake 18–200× under a
+ * reload). Run twice in one go — replicas stopped and started (today's swap, `sleep: false`) and put
+ * to sleep and woken — and prints for each the line
+ *
+ *   stop/start: switches 40, TTFT of a switch p50 20.4 s p95 20.9 s, failed 0, over-commits 0, peak GPU 21600/24000 MiB, peak sleep RAM 0/65536 MiB
+ *   sleep/wake: …
+ *
+ * "A switch" is a request whose model had no ready replica when it was sent; its TTFT is the time to
+ * its first streamed token. Over-commits count the samples (every 250 ms) where a GPU's reported use
+ * exceeded its memory or the worker's sleeping replicas held more host RAM than allowed.
+ *
+ *   bun bench/switching.ts [--switches 40] [--cold-ms 20000] [--quick]
+ */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { benchProjectKey, Cleanups, percentile, startInferdForBench, type BenchInferd } from "./lib";
+
+const arg = (name: string, dflt: number) => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const QUICK = process.argv.includes("--quick");
+const SWITCHES = arg("--switches", QUICK ? 8 : 40);
+const COLD_MS = arg("--cold-ms", QUICK ? 3000 : 20_000);
+const MODELS = 6;
+/** Host RAM sleeping replicas may hold per machine: two vLLM replicas' share of an L4 (the host's upper bound of their weights). */
+const SLEEP_RAM_MIB = 65_536;
+const GPU_MIB = 24_000;
+
+interface Run {
+  ttfts: number[];
+  failed: number;
+  overCommits: number;
+  peakGpu: number;
+  peakRam: number;
+}
+
+/** Milliseconds to the first streamed token of a chat, or NaN when it failed. */
+async function streamTtft(url: string, key: string, model: string): Promise<number> {
+  const t0 = performance.now();
+  const r = await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, stream: true, max_tokens: 4, messages: [{ role: "user", content: "hi" }] }),
+  }).catch(() => undefined);
+  if (!r?.ok || !r.body) {
+    await r?.body?.cancel();
+    return Number.NaN;
+  }
+  const reader = r.body.getReader();
+  let first = Number.NaN;
+  for (;;) {
+    const { done } = await reader.read();
+    if (done) break;
+    if (Number.isNaN(first)) first = performance.now() - t0;
+  }
+  return first;
+}
+
+/** Samples the GPUs' reported use and the sleeping replicas' RAM every 250 ms until `stop`. */
+function sampler(inferd: BenchInferd, run: Run): { stop(): void } {
+  let on = true;
+  void (async () => {
+    while (on) {
+      const workers = await inferd.admin("/admin/workers").catch(() => []);
+      for (const w of workers as {
+        gpus: { memory_used_mib: number; memory_total_mib: number }[];
+        replicas: { state: string; host_ram_mib?: number | null }[];
+      }[]) {
+        const ram = w.replicas.filter((r) => r.state === "sleeping").reduce((s, r) => s + (r.host_ram_mib ?? 0), 0);
+        run.peakRam = Math.max(run.peakRam, ram);
+        if (ram > SLEEP_RAM_MIB) run.overCommits++;
+        for (const g of w.gpus) {
+          run.peakGpu = Math.max(run.peakGpu, g.memory_used_mib);
+          if (g.memory_used_mib > g.memory_total_mib) run.overCommits++;
+        }
+      }
+      await Bun.sleep(250);
+    }
+  })();
+  return { stop: () => void (on = false) };
+}
+
+/** One run: a fresh inferd, six on-demand models, `SWITCHES` requests to a model other than the last. */
+async function runOnce(sleep: boolean, seed: number): Promise<Run> {
+  const cleanups = new Cleanups();
+  const run: Run = { ttfts: [], failed: 0, overCommits: 0, peakGpu: 0, peakRam: 0 };
+  try {
+    const usage = join(process.env.TMPDIR ?? "/tmp", `switching-usage-${process.pid}-${sleep}`);
+    const ramFile = join(process.env.TMPDIR ?? "/tmp", `switching-ram-${process.pid}-${sleep}.json`);
+    writeFileSync(ramFile, JSON.stringify({ free_mib: SLEEP_RAM_MIB * 2 }));
+    const inferd = await startInferdForBench({
+      FAKE_GPUS: `2x NVIDIA L4:${GPU_MIB}`,
+      FAKE_GPU_USAGE_DIR: usage,
+      FAKE_LOAD_MS: String(COLD_MS),
+      FAKE_WAKE_MS: "300",
+      FAKE_WAKE_L2_MS: "2500",
+      FAKE_WEIGHTS_MIB: "21600",
+      FAKE_HOST_RAM_FILE: ramFile,
+      FAKE_TOKEN_MS: "5",
+      INFERD_SLEEP_RAM_MIB: String(SLEEP_RAM_MIB),
+      INFERD_QUEUE_WAIT_MS: String(COLD_MS * 4 + 60_000),
+    });
+    cleanups.add("inferd", () => inferd.stop());
+    const key = await benchProjectKey(inferd, "switching");
+    const ids: string[] = [];
+    for (let i = 0; i < MODELS; i++) {
+      const made = await inferd.admin("/admin/projects/switching/workloads", {
+        body: {
+          name: `m${i}`,
+          backend: "vllm",
+          model_name: `m${i}`,
+          config: { command: `vllm serve m${i}` },
+          execution_policy: "autoscaling",
+          execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 3600, sleep },
+        },
+      });
+      ids.push(made.id);
+    }
+    const s = sampler(inferd, run);
+    cleanups.add("sampler", async () => s.stop());
+    const url = `${inferd.url}/endpoint/switching/v1/chat/completions`;
+    let state = seed;
+    const random = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+    let last = -1;
+    let switches = 0;
+    while (switches < SWITCHES) {
+      let m = Math.floor(random() * MODELS);
+      if (m === last) m = (m + 1) % MODELS;
+      last = m;
+      const w = (await inferd.admin(`/admin/workloads/${ids[m]}`)) as { assignments: { state: string }[] };
+      const loaded = w.assignments.some((a) => a.state === "ready");
+      const t = await streamTtft(url, key, `m${m}`);
+      if (Number.isNaN(t)) run.failed++;
+      else if (!loaded) run.ttfts.push(t);
+      if (!loaded) switches++;
+    }
+    s.stop();
+  } finally {
+    await cleanups.run();
+  }
+  return run;
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+
+console.log(
+  `switching: ${MODELS} vLLM models on 2 GPUs (one fits a GPU), ${SWITCHES} switches each, cold start ${seconds(COLD_MS)}, wake 0.30 s (level 1) / 2.50 s (level 2)`,
+);
+for (const sleep of [false, true]) {
+  const r = await runOnce(sleep, 42);
+  console.log(
+    `${sleep ? "sleep/wake" : "stop/start"}: switches ${r.ttfts.length + r.failed}, TTFT of a switch p50 ${seconds(percentile(r.ttfts, 50))} p95 ${seconds(percentile(r.ttfts, 95))}, failed ${r.failed}, over-commits ${r.overCommits}, peak GPU ${r.peakGpu}/${GPU_MIB} MiB, peak sleep RAM ${r.peakRam}/${SLEEP_RAM_MIB} MiB`,
+  );
+}

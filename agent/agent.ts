@@ -178,7 +178,12 @@ export class Agent {
       llamaGpu: this.llamaGpu,
       ensureDaemon: (d, holder) => this.daemons.ensure(holder, d),
       releaseDaemon: (key, holder) => this.daemons.release(holder, key),
-      report: (r) => this.workerId && !this.stopped && this.opts.host.report(this.workerId, r),
+      report: (r) => {
+        if (!this.workerId || this.stopped) return;
+        this.opts.host.report(this.workerId, r);
+        // Memory a runtime put to sleep freed shows at once (the host may be waiting for it to wake another).
+        if (r.state === "sleeping") void this.probe();
+      },
       supervisor: { spawn: this.spawn, ...this.opts.supervisor },
       pullModel: this.pullModel,
     };

@@ -7,16 +7,17 @@
  * reload). Run twice in one go — replicas stopped and started (today's swap, `sleep: false`) and put
  * to sleep and woken — and prints for each the line
  *
- *   stop/start: switches 40, TTFT of a switch p50 20.4 s p95 20.9 s, failed 0, over-commits 0, peak GPU 21600/24000 MiB, peak sleep RAM 0/65536 MiB
+ *   stop/start: switches 40 (6 first loads), TTFT of a switch back p50 20.4 s p95 20.9 s, first loads p50 20.3 s, failed 0, over-commits 0, peak GPU 21600/24000 MiB, peak sleep RAM 0/65536 MiB
  *   sleep/wake: …
  *
  * "A switch" is a request whose model had no ready replica when it was sent; its TTFT is the time to
- * its first streamed token. Over-commits count the samples (every 250 ms) where a GPU's reported use
+ * its first streamed token. A model's first request is a cold start in both runs: switches back to a
+ * model that ran before are the ones sleeping changes (a wake instead of a start). Over-commits count the samples (every 250 ms) where a GPU's reported use
  * exceeded its memory or the worker's sleeping replicas held more host RAM than allowed.
  *
- *   bun bench/switching.ts [--switches 40] [--cold-ms 20000] [--quick]
+ *   bun bench/switching.ts [--switches 40] [--cold-ms 20000] [--only sleep|stop] [--quick]
  */
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { benchProjectKey, Cleanups, percentile, startInferdForBench, type BenchInferd } from "./lib";
 
@@ -33,7 +34,10 @@ const SLEEP_RAM_MIB = 65_536;
 const GPU_MIB = 24_000;
 
 interface Run {
+  /** TTFT of switches to a model that had run before (a wake, or a start again). */
   ttfts: number[];
+  /** TTFT of each model's first request (a cold start in both runs). */
+  firsts: number[];
   failed: number;
   overCommits: number;
   peakGpu: number;
@@ -62,19 +66,26 @@ async function streamTtft(url: string, key: string, model: string): Promise<numb
   return first;
 }
 
-/** Samples the GPUs' reported use and the sleeping replicas' RAM every 250 ms until `stop`. */
-function sampler(inferd: BenchInferd, run: Run): { stop(): void } {
+/**
+ * Samples the GPUs' reported use every 250 ms until `stop`, and the host RAM the sleeping fakes hold
+ * (what they took from `ramFile`, the machine's RAM as the fakes keep it).
+ */
+function sampler(inferd: BenchInferd, run: Run, ramFile: string): { stop(): void } {
   let on = true;
   void (async () => {
     while (on) {
       const workers = await inferd.admin("/admin/workers").catch(() => []);
-      for (const w of workers as {
-        gpus: { memory_used_mib: number; memory_total_mib: number }[];
-        replicas: { state: string; host_ram_mib?: number | null }[];
-      }[]) {
-        const ram = w.replicas.filter((r) => r.state === "sleeping").reduce((s, r) => s + (r.host_ram_mib ?? 0), 0);
-        run.peakRam = Math.max(run.peakRam, ram);
-        if (ram > SLEEP_RAM_MIB) run.overCommits++;
+      const free = (() => {
+        try {
+          return Number(JSON.parse(readFileSync(ramFile, "utf8")).free_mib);
+        } catch {
+          return SLEEP_RAM_MIB;
+        }
+      })();
+      const ram = SLEEP_RAM_MIB - free;
+      run.peakRam = Math.max(run.peakRam, ram);
+      if (ram > SLEEP_RAM_MIB) run.overCommits++;
+      for (const w of workers as { gpus: { memory_used_mib: number; memory_total_mib: number }[] }[]) {
         for (const g of w.gpus) {
           run.peakGpu = Math.max(run.peakGpu, g.memory_used_mib);
           if (g.memory_used_mib > g.memory_total_mib) run.overCommits++;
@@ -89,11 +100,12 @@ function sampler(inferd: BenchInferd, run: Run): { stop(): void } {
 /** One run: a fresh inferd, six on-demand models, `SWITCHES` requests to a model other than the last. */
 async function runOnce(sleep: boolean, seed: number): Promise<Run> {
   const cleanups = new Cleanups();
-  const run: Run = { ttfts: [], failed: 0, overCommits: 0, peakGpu: 0, peakRam: 0 };
+  const run: Run = { ttfts: [], firsts: [], failed: 0, overCommits: 0, peakGpu: 0, peakRam: 0 };
   try {
     const usage = join(process.env.TMPDIR ?? "/tmp", `switching-usage-${process.pid}-${sleep}`);
     const ramFile = join(process.env.TMPDIR ?? "/tmp", `switching-ram-${process.pid}-${sleep}.json`);
-    writeFileSync(ramFile, JSON.stringify({ free_mib: SLEEP_RAM_MIB * 2 }));
+    // One machine: both GPUs' sleeping replicas share its RAM (the host's cap and the fakes' agree).
+    writeFileSync(ramFile, JSON.stringify({ free_mib: SLEEP_RAM_MIB }));
     const inferd = await startInferdForBench({
       FAKE_GPUS: `2x NVIDIA L4:${GPU_MIB}`,
       FAKE_GPU_USAGE_DIR: usage,
@@ -122,13 +134,14 @@ async function runOnce(sleep: boolean, seed: number): Promise<Run> {
       });
       ids.push(made.id);
     }
-    const s = sampler(inferd, run);
+    const s = sampler(inferd, run, ramFile);
     cleanups.add("sampler", async () => s.stop());
     const url = `${inferd.url}/endpoint/switching/v1/chat/completions`;
     let state = seed;
     const random = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32;
     let last = -1;
     let switches = 0;
+    const seen = new Set<number>();
     while (switches < SWITCHES) {
       let m = Math.floor(random() * MODELS);
       if (m === last) m = (m + 1) % MODELS;
@@ -137,8 +150,9 @@ async function runOnce(sleep: boolean, seed: number): Promise<Run> {
       const loaded = w.assignments.some((a) => a.state === "ready");
       const t = await streamTtft(url, key, `m${m}`);
       if (Number.isNaN(t)) run.failed++;
-      else if (!loaded) run.ttfts.push(t);
+      else if (!loaded) (seen.has(m) ? run.ttfts : run.firsts).push(t);
       if (!loaded) switches++;
+      seen.add(m);
     }
     s.stop();
   } finally {
@@ -150,11 +164,13 @@ async function runOnce(sleep: boolean, seed: number): Promise<Run> {
 const seconds = (ms: number) => `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
 
 console.log(
-  `switching: ${MODELS} vLLM models on 2 GPUs (one fits a GPU), ${SWITCHES} switches each, cold start ${seconds(COLD_MS)}, wake 0.30 s (level 1) / 2.50 s (level 2)`,
+  `switching: ${MODELS} vLLM models on 2 GPUs (one fits a GPU), ${SWITCHES} switches each, cold start ${seconds(COLD_MS)}, wake 0.30 s (level 1) / 2.50 s (level 2), sleep RAM ${SLEEP_RAM_MIB} MiB`,
 );
-for (const sleep of [false, true]) {
+/** `--only sleep` or `--only stop`: one of the two runs (a long sleep/wake run without waiting hours for cold starts). */
+const only = process.argv.includes("--only") ? process.argv[process.argv.indexOf("--only") + 1] : undefined;
+for (const sleep of [false, true].filter((x) => !only || (only === "sleep") === x)) {
   const r = await runOnce(sleep, 42);
   console.log(
-    `${sleep ? "sleep/wake" : "stop/start"}: switches ${r.ttfts.length + r.failed}, TTFT of a switch p50 ${seconds(percentile(r.ttfts, 50))} p95 ${seconds(percentile(r.ttfts, 95))}, failed ${r.failed}, over-commits ${r.overCommits}, peak GPU ${r.peakGpu}/${GPU_MIB} MiB, peak sleep RAM ${r.peakRam}/${SLEEP_RAM_MIB} MiB`,
+    `${sleep ? "sleep/wake" : "stop/start"}: switches ${r.ttfts.length + r.firsts.length + r.failed} (${r.firsts.length} first loads), TTFT of a switch back p50 ${seconds(percentile(r.ttfts, 50))} p95 ${seconds(percentile(r.ttfts, 95))}, first loads p50 ${seconds(percentile(r.firsts, 50))}, failed ${r.failed}, over-commits ${r.overCommits}, peak GPU ${r.peakGpu}/${GPU_MIB} MiB, peak sleep RAM ${r.peakRam}/${SLEEP_RAM_MIB} MiB`,
   );
 }

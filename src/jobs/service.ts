@@ -104,7 +104,12 @@ export async function getJob(db: Db, workloadId: string, jobId: string): Promise
 }
 
 /** The newest jobs of a workload (for the dashboard), optionally of one status. */
-export async function listJobs(db: Db, workloadId: string, limit = 50, status?: JobRow["status"]): Promise<JobView[]> {
+export async function listJobs(
+  db: Db,
+  workloadId: string,
+  limit = 50,
+  status?: JobRow["status"],
+): Promise<(JobView & { batch: { id: string; custom_id: string | null } | null })[]> {
   const rows = await db
     .select()
     .from(jobs)
@@ -115,7 +120,11 @@ export async function listJobs(db: Db, workloadId: string, limit = 50, status?: 
     db,
     rows.map((r) => r.id),
   );
-  return rows.map((r) => view(r, ds.get(r.id) ?? []));
+  // The dashboard's list names the OpenAI batch a job is a request of, and the request's custom_id.
+  return rows.map((r) => ({
+    ...view(r, ds.get(r.id) ?? []),
+    batch: r.batchId ? { id: r.batchId, custom_id: r.customId } : null,
+  }));
 }
 
 /** Workloads that have queued jobs (read once at start; the runner keeps track after that). */

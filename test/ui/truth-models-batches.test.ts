@@ -208,6 +208,14 @@ describe("batches", () => {
     ]);
     expect(await jobs.locator(".badge").allTextContents()).toEqual(["completed", "completed"]);
     await ui.checkWidths("truth-batch-jobs");
+
+    // The workload's own list of jobs names each one's batch and custom_id too, linking the batch.
+    await ui.visit(`/workloads/${w.id}/webhooks`);
+    const named = page.getByTestId("job-batch");
+    await until(async () => (await named.count()) === 2, "the two batch jobs named");
+    expect((await named.locator("code").first().textContent()) ?? "").toMatch(/^(first|second)-question$/);
+    expect(await named.first().getByRole("link").textContent()).toBe(batch.id);
+    await ui.checkWidths("truth-workload-batch-jobs");
   });
 
   test("a batch of another project, or none, is a 404 in the contract's shape", async () => {

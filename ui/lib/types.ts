@@ -32,7 +32,7 @@ export type PingResult = PostResult;
 /** One destination's delivery of a job result. */
 export type Delivery = DeliveryView;
 /** An async job with its deliveries. */
-export type Job = JobView;
+export type Job = JobView & { batch?: { id: string; custom_id: string | null } | null };
 /** The launch preview of a workload form: the final command and the tenant policy's verdict. */
 export type LaunchPreview = Awaited<ReturnType<typeof launchPreview>>;
 /** A model in the store (pulled, downloading, registered), with its shape, estimate, users and the project it was pulled for. */

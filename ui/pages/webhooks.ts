@@ -77,7 +77,7 @@ function Attempts({ id }: { id: string }) {
 }
 
 /** Recent jobs and where their results went. */
-function Jobs({ id }: { id: string }) {
+function Jobs({ id, project }: { id: string; project: string }) {
   const jobs = useApi<Job[]>(`/admin/workloads/${id}/jobs?limit=20`, 3000);
   if (jobs.error) return html`<${ErrorNote} error=${jobs.error} />`;
   if (!jobs.data) return html`<${Loading} />`;
@@ -86,6 +86,7 @@ function Jobs({ id }: { id: string }) {
   return html`<ul class="jobs">${jobs.data.map(
     (j) => html`<li class="card">
     <div class="job-head"><code>${j.job_id}</code> <span>${j.kind}</span> <${StateBadge} state=${j.status} /> <span class="muted">${ago(j.created_at)}</span></div>
+    ${j.batch ? html`<p class="small-text" data-testid="job-batch">Request <code>${j.batch.custom_id ?? "?"}</code> of batch <a href=${`/projects/${encodeURIComponent(project)}/batches/${encodeURIComponent(j.batch.id)}`}><code>${j.batch.id}</code></a></p>` : null}
     ${j.request_id ? html`<${RequestId} id=${j.request_id} />` : null}
     ${
       j.deliveries.length === 0
@@ -141,5 +142,5 @@ export function WebhooksPage({ id }: { id: string }) {
           : html`<ul class="hooks">${hooks.data.map((h) => html`<${Destination} key=${h.id} hook=${h} onDeleted=${() => hooks.reload()} />`)}</ul>`
     }
     <h2>Jobs and deliveries</h2>
-    <${Can} do="logs.read" project=${wl.data.project_slug} note><${Jobs} id=${id} /><//>`;
+    <${Can} do="logs.read" project=${wl.data.project_slug} note><${Jobs} id=${id} project=${wl.data.project_slug} /><//>`;
 }

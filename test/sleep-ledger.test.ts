@@ -4,6 +4,7 @@ import {
   needMiB,
   ramHeld,
   restFor,
+  roomToReload,
   sleepRamMiB,
   type ReplicaSnapshot,
   type Snapshot,
@@ -195,5 +196,35 @@ describe("the memory ledger", () => {
     const d = room(snap, "asg_0", { busy: new Set(), lastBusy: () => 0 });
     expect(d && "swap" in d ? d.swap.worker.id : d).toBe("wk_0");
     expect(d && "swap" in d ? d.evict.map((x) => x.id) : []).toEqual(["asg_2"]);
+  });
+
+  test("waking from level 2 stops the least recently used level-1 sleepers when host RAM is short, then waits for them", () => {
+    const snap = world(rng(11));
+    const w0 = snap.workers[0];
+    w0.sleepRamMiB = 12_288;
+    const model = (id: string): WorkloadSnapshot => ({
+      ...snap.workloads.get(id)!,
+      sleep: [1, 2],
+      need: { bytes: 8 * GIB, weightsBytes: 6 * GIB },
+    });
+    for (const id of ["wl_0", "wl_2", "wl_4"]) snap.workloads.set(id, model(id));
+    set(snap, "asg_0", { desired: "sleep", workerId: "wk_0" }, 1);
+    set(snap, "asg_2", { desired: "sleep", workerId: "wk_0" }, 1);
+    set(snap, "asg_4", { desired: "deep_sleep", workerId: "wk_0" }, 1);
+    const lastBusy = new Map([
+      ["wl_0", 50],
+      ["wl_2", 20],
+    ]);
+    // 12288 MiB held by two sleepers: wl_4's 6144 do not fit; wl_2 was used least recently.
+    const plan = roomToReload(snap, "asg_4", (w) => lastBusy.get(w) ?? 0);
+    expect(plan && "stop" in plan ? plan.stop.map((x) => x.id) : plan).toEqual(["asg_2"]);
+    // Told to stop, it still holds its RAM until it has: the wake waits.
+    Object.assign(snap.replicas.find((x) => x.id === "asg_2")!, { desired: "idle" });
+    expect(roomToReload(snap, "asg_4", () => 0)).toEqual({ wait: expect.stringContaining("host RAM being freed") });
+    // Stopped: room.
+    Object.assign(snap.replicas.find((x) => x.id === "asg_2")!, { state: "idle" });
+    expect(roomToReload(snap, "asg_4", () => 0)).toBeUndefined();
+    // A level-1 sleeper needs nothing of it.
+    expect(roomToReload(snap, "asg_0", () => 0)).toBeUndefined();
   });
 });

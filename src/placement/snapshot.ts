@@ -247,3 +247,39 @@ export function restFor(snap: Snapshot, replicaId: string): { desired: Desired; 
   if (w.sleep.includes(2)) return { desired: "deep_sleep", why: `asleep (level 2: weights dropped; ${short})` };
   return { desired: "idle", why: `stopped: ${short}` };
 }
+
+/**
+ * What waking a replica asleep at level 2 needs of host RAM (it reads its weights back through host
+ * memory, and an engine refuses when that is short): nothing when the worker's sleep RAM has room
+ * (undefined); else the replicas asleep at level 1 there to stop for it, least recently used first
+ * (`stop`); or `wait` while some stopped for that still hold theirs. Undefined too when stopping
+ * them all would not be enough (the wake is tried; a refused one starts the runtime again).
+ */
+export function roomToReload(
+  snap: Snapshot,
+  replicaId: string,
+  lastBusy: (workloadId: string) => number,
+): { stop: ReplicaSnapshot[] } | { wait: string } | undefined {
+  const r = snap.replicas.find((x) => x.id === replicaId);
+  const w = r && snap.workloads.get(r.workloadId);
+  const worker = r && snap.workers.find((x) => x.id === r.workerId);
+  if (!r || !w || !worker || r.desired !== "deep_sleep") return undefined;
+  const mine = (x: ReplicaSnapshot) => x.workerId === worker.id && x.id !== r.id;
+  if (snap.replicas.some((x) => mine(x) && x.desired === "idle" && x.state === "sleeping"))
+    return { wait: "waiting for host RAM being freed to read its weights back" };
+  const need = sleepRamMiB(w, gpusOf(worker, r));
+  let free = worker.sleepRamMiB - ramHeld(snap, worker, r.id);
+  if (need <= free) return undefined;
+  const stop: ReplicaSnapshot[] = [];
+  const sleepers = snap.replicas
+    .filter((x) => mine(x) && x.desired === "sleep")
+    .sort((a, b) => lastBusy(a.workloadId) - lastBusy(b.workloadId));
+  for (const x of sleepers) {
+    if (free >= need) break;
+    const other = snap.workloads.get(x.workloadId);
+    if (!other) continue;
+    stop.push(x);
+    free += sleepRamMiB(other, gpusOf(worker, x));
+  }
+  return free >= need ? { stop } : undefined;
+}

@@ -11,7 +11,7 @@ import { insertAssignment, moveAssignment, setAssignmentDesired, type Assignment
 import { loadSnapshot, replicaOfView } from "../workers/snapshot";
 import { pickGpus } from "../placement/replica";
 import { room, workerForAnother, type RoomContext, type Spot } from "../placement/room";
-import { note, restFor, type Desired, type Snapshot } from "../placement/snapshot";
+import { note, restFor, roomToReload, type Desired, type Snapshot } from "../placement/snapshot";
 import { plural } from "../words";
 
 /** Starts replicas where the GPUs have room, as src/placement/room.ts decides. */
@@ -70,6 +70,16 @@ export class Room {
     const decision = room(snap, id, ctx);
     if (!decision) return "";
     const asleep = snap.replicas.find((r) => r.id === id)?.state === "sleeping";
+    if ("start" in decision && asleep) {
+      // Asleep at level 2, it reads its weights back through host RAM: older level-1 sleepers there stop for it.
+      const ram = roomToReload(snap, id, ctx.lastBusy);
+      if (ram && "wait" in ram) return "";
+      if (ram) {
+        const label = snap.workloads.get(snap.replicas.find((r) => r.id === id)!.workloadId)!.label;
+        for (const x of ram.stop) await this.desire(snap, x.id, "idle", `stopped: host RAM needed to wake ${label}`);
+        return `stopping ${ram.stop.length} sleeping replica(s) to free host RAM for replica ${id}`;
+      }
+    }
     if ("start" in decision) {
       // A sleeping replica wakes where it sleeps (its process is there); another starts where there is room.
       if (!asleep) await this.move(snap, id, decision.start);

@@ -53,7 +53,7 @@ export interface RequestRecord {
   /** Where it came from: null for an API client, `playground` for the dashboard's playground. */
   source: "playground" | null;
   /** The workloads tried before the one that answered (a fallback route), in order; empty when the first answered. */
-  fellBackFrom: FallbackTry[];
+  fellBackFrom: readonly FallbackTry[];
   tokensIn: number | null;
   tokensOut: number | null;
   queueMs: number | null;

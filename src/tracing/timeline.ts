@@ -40,8 +40,8 @@ export class Timeline {
   streamed = false;
   /** The workload being tried is not the route's last: a failure falls back to the next (set by `tryInOrder`). */
   mayFallBack = false;
-  /** The workloads tried before this one, that failed and fell back. */
-  readonly tries: FallbackTry[] = [];
+  /** The workloads tried before this one, that failed and fell back (none made until one does). */
+  tries: FallbackTry[] | null = null;
   /** The end of a failed try that may fall back, held until `tryInOrder` knows whether it did. */
   private heldEnd: (() => void) | null = null;
   /** The model the request went to (the workload's). */
@@ -82,7 +82,7 @@ export class Timeline {
    * the try is listed in the record's route, its held end dropped, and the outcome starts afresh.
    */
   fellBack(workloadId: string, status: number): void {
-    this.tries.push({ workload_id: workloadId, status: this.status || status, error_code: this.errorCode });
+    (this.tries ??= []).push({ workload_id: workloadId, status: this.status || status, error_code: this.errorCode });
     this.span("fallback", this.now(), this.now(), { from: workloadId, status: this.status || status });
     this.heldEnd = null;
     this.status = 0;

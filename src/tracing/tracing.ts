@@ -27,6 +27,9 @@ export async function loadTraceExporter(
   return startOtlpExporter(env, version);
 }
 
+/** The route of a request that did not fall back (shared: records never change it). */
+const NO_TRIES: readonly never[] = Object.freeze([]);
+
 /** Starts timelines as requests arrive and ends them into the inspector (and the exporter, when on). */
 export class Tracing {
   constructor(
@@ -84,7 +87,7 @@ export class Tracing {
       errorCode: tl.errorCode,
       errorMessage: tl.errorMessage === null ? null : cut(tl.errorMessage),
       source: tl.source,
-      fellBackFrom: tl.tries,
+      fellBackFrom: tl.tries ?? NO_TRIES,
       tokensIn: f.usage.inputTokens,
       tokensOut: f.usage.outputTokens,
       queueMs: tl.kind === "job" ? totalMs - f.durationMs + f.queueMs : f.queueMs,

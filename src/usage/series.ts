@@ -20,8 +20,12 @@ interface Bucket {
   /** Requests routed by prompt prefix, and those that went to the ring's replica (src/dispatch/prefix.ts). */
   prefixRouted: number;
   prefixHits: number;
-  /** The bucket's requests per key and kind (`splitKey`), for the charts split by key or priority. */
-  splits: Record<string, SplitCounts>;
+  /**
+   * The bucket's requests per key ("" for none), synchronous and jobs apart, for the charts split by
+   * key or priority: Maps keyed by the key id, so a request adds no string (`splitsOf` names them).
+   */
+  sync: Map<string, SplitCounts>;
+  jobs: Map<string, SplitCounts>;
   /** What a previous process of this host counted in the same bucket before it stopped. */
   carried?: BucketSummary;
 }
@@ -240,9 +244,17 @@ function summarize(b: Bucket): BucketSummary {
     queue_depth: b.queueDepth,
     prefix_routed: b.prefixRouted,
     prefix_hits: b.prefixHits,
-    splits: b.splits,
+    splits: splitsOf(b),
   };
   return b.carried ? combine([b.carried, own], "max") : own;
+}
+
+/** A bucket's split counts by split key (`splitKey`: kind and key). */
+function splitsOf(b: Bucket): Record<string, SplitCounts> {
+  const out: Record<string, SplitCounts> = {};
+  for (const [k, c] of b.sync) out[splitKey("sync", k || null)] = c;
+  for (const [k, c] of b.jobs) out[splitKey("job", k || null)] = c;
+  return out;
 }
 
 /**
@@ -331,7 +343,8 @@ export class MetricsStore {
         queueDepth: 0,
         prefixRouted: 0,
         prefixHits: 0,
-        splits: {},
+        sync: new Map(),
+        jobs: new Map(),
       };
       list.push(b);
       list.sort((x, y) => x.t - y.t);
@@ -349,8 +362,9 @@ export class MetricsStore {
     b.outputTokens += f.usage.outputTokens;
     b.seen++;
     sample(b.latencies, b.seen, f.durationMs);
-    const k = splitKey(f.kind, f.keyId);
-    const c = (b.splits[k] ??= { requests: 0, errors: 0, tokens: 0, ms: 0 });
+    const split = f.kind === "job" ? b.jobs : b.sync;
+    let c = split.get(f.keyId ?? "");
+    if (!c) split.set(f.keyId ?? "", (c = { requests: 0, errors: 0, tokens: 0, ms: 0 }));
     c.requests++;
     if (!f.ok) c.errors++;
     c.tokens += f.usage.inputTokens + f.usage.outputTokens;
@@ -437,7 +451,10 @@ export class MetricsStore {
     const mine = workloadIds.map(
       (id) =>
         new Map(
-          (this.series.get(id) ?? []).map((b) => [b.t, b.carried ? addSplits(b.splits, b.carried.splits) : b.splits]),
+          (this.series.get(id) ?? []).map((b) => [
+            b.t,
+            b.carried ? addSplits(splitsOf(b), b.carried.splits) : splitsOf(b),
+          ]),
         ),
     );
     const theirs = workloadIds.map((id) => stored.of(id));

@@ -19,6 +19,8 @@ const world = servedUi({
   FAKE_WEIGHTS_MIB: "21600",
   FAKE_HOST_RAM_FILE: ram,
   INFERD_SLEEP_RAM_MIB: "30000",
+  // A slow wake, so the playground's wait can be seen.
+  FAKE_WAKE_MS: "5000",
 });
 
 describe("sleeping replicas in the dashboard", () => {
@@ -53,8 +55,18 @@ describe("sleeping replicas in the dashboard", () => {
     await textMatching(page.getByTestId("sleep-ram"), /^1 asleep, holding/, "what the worker's sleeping replicas hold");
     await ui.checkWidths("sleeping-worker");
 
-    // A request wakes it; the page follows.
-    expect((await chat()).status).toBe(200);
+    // A question in the playground wakes it, and the wait says so.
+    await ui.visit(`/workloads/${w.id}/playground`);
+    const box = page.getByRole("textbox", { name: "Message" });
+    await box.fill("wake up");
+    await box.press("Enter");
+    await textMatching(
+      page.getByTestId("cold-start").locator("strong"),
+      /^Waking the model/,
+      "the wake in the playground",
+    );
+    await ui.checkWidths("sleeping-playground");
+    await page.locator(".msg.assistant .md").first().waitFor({ timeout: 30_000 });
     await ui.visit(`/workloads/${w.id}`);
     await page.getByTestId("replica-status").locator(".badge", { hasText: "ready" }).waitFor();
     const starts = srv.events((e) => e.event === "start" && (e.argv as string[]).includes("dozer"));

@@ -30,9 +30,11 @@ export function AnswerWait({ workloadId, since }: { workloadId: string; since: n
   const what =
     replicas.length === 0
       ? "Waiting for a replica to be placed"
-      : replicas.some((a) => a.state === "idle")
-        ? "Starting the model (it was scaled to zero)"
-        : "Waiting for the model to start";
+      : replicas.some((a) => a.state === "sleeping" || a.state === "waking")
+        ? "Waking the model (it was asleep: a moment, not a cold start)"
+        : replicas.some((a) => a.state === "idle")
+          ? "Starting the model (it was scaled to zero)"
+          : "Waiting for the model to start";
   return html`<div class="cold-start" data-testid="cold-start" aria-label="Replica progress">
     <p class="cold-start-head"><strong>${what}</strong> <span class="muted" data-testid="waited">· waiting ${duration(waited)}</span></p>
     ${replicas.map((a) => html`<${ReplicaStatus} key=${a.id} now=${now} r=${{ workloadId, assignmentId: a.id, state: a.state, reason: a.reason, progress: a.progress, updatedAt: a.updated_at }} />`)}

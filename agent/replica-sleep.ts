@@ -3,6 +3,7 @@
  * base URL, and the size of the weights a level-1 sleep holds in host RAM.
  */
 import { readdirSync, statSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Engine, RuntimeCall } from "./engines/types";
 
@@ -49,15 +50,38 @@ function bytesOnDisk(path: string, depth = 4): number | undefined {
   }
 }
 
-/** The size (MiB) of the model a command loads, from its files on disk; undefined when not a local path. */
-export function weightsMib(engine: Engine, argv: string[]): number | undefined {
+/**
+ * The size (MiB) of the model a command loads, from its files on disk: a local path, or a hub repo
+ * (`owner/name`) in the Hugging Face cache the runtime reads (`HF_HUB_CACHE`, else `HF_HOME`/hub,
+ * else ~/.cache/huggingface/hub: its newest snapshot, whose files link to the blobs); undefined when
+ * neither is on disk.
+ * @example weightsMib(vllm, ["vllm", "serve", "Qwen/Qwen3-8B"], { HF_HOME: "/models/hf" }) // → 15623
+ */
+export function weightsMib(
+  engine: Engine,
+  argv: string[],
+  env: Record<string, string | undefined> = {},
+): number | undefined {
   const flag = engine.flags.model.map((f) => argv.indexOf(f)).find((i) => i >= 0);
   const serve = argv.indexOf("serve");
   const model =
     flag !== undefined ? argv[flag + 1] : serve >= 0 && !argv[serve + 1]?.startsWith("-") ? argv[serve + 1] : undefined;
-  if (!model || !model.startsWith("/")) return undefined;
-  const bytes = bytesOnDisk(model);
+  const path = !model ? undefined : model.startsWith("/") ? model : hubSnapshot(model, env);
+  const bytes = path === undefined ? undefined : bytesOnDisk(path);
   return bytes === undefined ? undefined : Math.round(bytes / (1024 * 1024));
+}
+
+/** The newest snapshot folder of hub repo `repo` in the Hugging Face cache `env` points at, if any. */
+function hubSnapshot(repo: string, env: Record<string, string | undefined>): string | undefined {
+  if (!/^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(repo)) return undefined;
+  const home = env.HF_HOME || join(env.XDG_CACHE_HOME || join(env.HOME || homedir(), ".cache"), "huggingface");
+  const snapshots = join(env.HF_HUB_CACHE || join(home, "hub"), `models--${repo.replace("/", "--")}`, "snapshots");
+  try {
+    const all = readdirSync(snapshots).map((name) => join(snapshots, name));
+    return all.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+  } catch {
+    return undefined;
+  }
 }
 
 /** A refusal in words for the replica's report and log. */

@@ -538,7 +538,8 @@ export class Replica {
     if (this.stopped) return;
     if (!r.ok) return this.note(`[inferd] the runtime did not sleep: ${refusal(r)}`, "1;33");
     const ms = Math.round(performance.now() - t0);
-    const ramMib = level === 2 ? 0 : plan.argv ? weightsMib(engine, plan.argv) : undefined;
+    const ramMib =
+      level === 2 ? 0 : plan.argv ? weightsMib(engine, plan.argv, { ...this.host.env, ...plan.env }) : undefined;
     this.note(`[inferd] asleep at level ${level} (${ms} ms)`);
     this.slept = { level, ramMib };
     await this.emit("sleeping", undefined, undefined, ms);

@@ -1,11 +1,12 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SGLANG_SLEEP, sglang } from "../agent/engines/sglang";
 import { VLLM_SLEEP, vllm } from "../agent/engines/vllm";
 import { engineOf } from "../agent/engines";
 import type { ReplicaReport, ReplicaSpec } from "../agent/protocol";
 import { Replica, type ReplicaHost } from "../agent/replica";
+import { weightsMib } from "../agent/replica-sleep";
 import { LogRing } from "../agent/ring";
 import { fixtureEnv, freePort, readRecord } from "./fixtures";
 import { startFakeRuntime } from "./fixtures/fake-runtime";
@@ -29,6 +30,33 @@ describe("the engines' sleep calls", () => {
     expect(VLLM_SLEEP.wake(2)[1].body).toEqual({ method: "reload_weights" });
     expect(VLLM_SLEEP.isSleeping?.read({ is_sleeping: true })).toBe(true);
     expect(vllm.sleep?.levels).toEqual([1, 2]);
+  });
+
+  test("the host RAM a level-1 sleep holds is the model's size on disk: a local path, or a hub repo in the Hugging Face cache", () => {
+    const hf = tempDir("hf-cache");
+    // The cache's layout: blobs, and snapshot folders whose files link to them (huggingface_hub's file_download.py).
+    const repo = join(hf, "hub", "models--org--tiny");
+    mkdirSync(join(repo, "blobs"), { recursive: true });
+    writeFileSync(join(repo, "blobs", "aaa"), new Uint8Array(3 * 1024 * 1024));
+    for (const [snap, age] of [
+      ["old", 1000],
+      ["new", 0],
+    ] as const) {
+      mkdirSync(join(repo, "snapshots", snap), { recursive: true });
+      symlinkSync(join(repo, "blobs", "aaa"), join(repo, "snapshots", snap, "model.safetensors"));
+      if (snap === "new")
+        writeFileSync(join(repo, "snapshots", snap, "extra.safetensors"), new Uint8Array(1024 * 1024));
+      const t = new Date(Date.now() - age * 1000);
+      utimesSync(join(repo, "snapshots", snap), t, t);
+    }
+    expect(weightsMib(vllm, ["vllm", "serve", "org/tiny"], { HF_HOME: hf })).toBe(4);
+    expect(weightsMib(vllm, ["vllm", "serve", "org/tiny"], { HF_HUB_CACHE: join(hf, "hub") })).toBe(4);
+    expect(weightsMib(vllm, ["vllm", "serve", join(repo, "snapshots", "old")])).toBe(3);
+    expect(
+      weightsMib(sglang, ["python3", "-m", "sglang.launch_server", "--model-path", "org/tiny"], { HF_HOME: hf }),
+    ).toBe(4);
+    // Not on disk: unknown (the host then counts the GPU memory the replica takes).
+    expect(weightsMib(vllm, ["vllm", "serve", "org/absent"], { HF_HOME: hf })).toBeUndefined();
   });
 
   test("SGLang: the memory saver with the weights' host copy, one level; llama.cpp and Ollama cannot sleep", () => {

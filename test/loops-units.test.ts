@@ -63,6 +63,33 @@ function dispatcher(onWait: (workloadId: string) => void = () => {}): Dispatcher
 const metering = () =>
   new Metering({ usage: { record() {}, recordWorkload() {}, recordDaily() {} }, series: { observe() {} } });
 
+/** The local worker of `db`: a box with `gpus` NVIDIA L4s, free, probed at `t0`, and `sleepRamMib` of sleep RAM when given. */
+async function gpuBox(db: Store["db"], t0: number, gpus: number, sleepRamMib?: number): Promise<void> {
+  await upsertLocalWorker(
+    db,
+    {
+      hostname: "gpu-box",
+      cpu_cores: 8,
+      ram_bytes: 64 << 30,
+      ram_free_bytes: 32 << 30,
+      gpus: Array.from({ length: gpus }, (_, index) => ({
+        index,
+        uuid: `GPU-${index}`,
+        name: "NVIDIA L4",
+        vendor: "nvidia" as const,
+        memory_total_mib: 23034,
+        memory_used_mib: 0,
+        utilization_percent: 0,
+        temperature_c: null,
+      })),
+      load_avg: [0, 0, 0],
+      probed_at: new Date(t0).toISOString(),
+      ...(sleepRamMib !== undefined ? { sleep_ram_mib: sleepRamMib } : {}),
+    },
+    "test",
+  );
+}
+
 /** Runs the clock to its next timer and waits until the pass it started has ended (the next timer is set). */
 async function step(clock: ReturnType<typeof fakeClock>): Promise<void> {
   const at = clock.next()!;
@@ -228,32 +255,8 @@ describe("the scaler", () => {
     // A store of its own: the other tests' workloads would be placed on its one GPU too.
     const own = openStore(join(dir, "scaler.db"));
     const db = own.db;
-    await upsertLocalWorker(
-      db,
-      {
-        hostname: "gpu-box",
-        cpu_cores: 8,
-        ram_bytes: 64 << 30,
-        ram_free_bytes: 32 << 30,
-        gpus: [
-          {
-            index: 0,
-            uuid: "GPU-0",
-            name: "NVIDIA L4",
-            vendor: "nvidia",
-            memory_total_mib: 23034,
-            memory_used_mib: 0,
-            utilization_percent: 0,
-            temperature_c: null,
-          },
-        ],
-        load_avg: [0, 0, 0],
-        probed_at: new Date(t0).toISOString(),
-        // Room for the weights of one vLLM replica asleep (the host counts its GPU share: 0.9 × 23034 MiB).
-        sleep_ram_mib: 30_000,
-      },
-      "test",
-    );
+    // Room for the weights of one vLLM replica asleep (the host counts its GPU share: 0.9 × 23034 MiB).
+    await gpuBox(db, t0, 1, 30_000);
     const w = await workload(
       "ondemand",
       { execution_policy: "autoscaling", execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 2 } },
@@ -318,6 +321,60 @@ describe("the scaler", () => {
     expect(scaler.view(w).last_decision?.action).toBe("stopped 1 replica");
     await scaler.stop();
     expect(clock.pending()).toBe(0);
+    await own.close();
+  });
+  test("warm_with: a request for one model starts the related one too; it idles once neither is used", async () => {
+    const t0 = Date.parse("2026-03-02T15:00:00Z");
+    const clock = fakeClock(t0);
+    const own = openStore(join(dir, "preload.db"));
+    const db = own.db;
+    await gpuBox(db, t0, 2);
+    const p = await createProject(db, { name: "team" });
+    const make = (name: string, params: Record<string, unknown>) =>
+      createWorkload(db, p, {
+        name,
+        backend: "vllm",
+        model_name: name,
+        config: { command: `vllm serve ${name}` },
+        execution_policy: "autoscaling",
+        execution_params: { min_replicas: 0, max_replicas: 1, idle_timeout_s: 3, sleep: false, ...params },
+      });
+    const chat = await make("chat", {});
+    const draft = await make("draft", { warm_with: ["chat"] });
+    const lone = await make("lone", {});
+    await autoAssign(db);
+    const desired = async (w: Workload) => (await listAssignments(db, w.id)).map((a) => a.desired);
+    const fleet = {
+      dispatcher: dispatcher((id) => scaler.wake(id)),
+      exclusively: <T>(place: () => Promise<T>) => place(),
+      reconcile: async () => {},
+    };
+    const scaler: Scaler = new Scaler(db, fleet, clock);
+    scaler.start();
+    await until(() => clock.pending() === 1, "the first look to end");
+    // Nothing was used yet: nothing preloads (a workload's creation is not a use).
+    expect([await desired(chat), await desired(draft), await desired(lone)]).toEqual([["idle"], ["idle"], ["idle"]]);
+
+    // A request for chat waits: chat starts, and draft with it (before any request of its own); lone does not.
+    const leave = new AbortController();
+    const waiting = fleet.dispatcher.acquire(chat.id, leave.signal).catch(() => undefined);
+    await until(async () => (await desired(draft))[0] === "run", "draft to be preloaded");
+    expect(clock.now()).toBe(t0);
+    expect(await desired(chat)).toEqual(["run"]);
+    expect(await desired(lone)).toEqual(["idle"]);
+    expect(scaler.view(draft).reason).toBe("preloading: chat is in use (warm_with)");
+
+    // Chat's use ends; both idle out 3 s later (draft's timer counts from chat's use).
+    leave.abort();
+    await waiting;
+    await step(clock);
+    await step(clock);
+    expect(await desired(draft)).toEqual(["run"]);
+    await step(clock);
+    expect(clock.now()).toBe(t0 + 3000);
+    expect(await desired(chat)).toEqual(["idle"]);
+    expect(await desired(draft)).toEqual(["idle"]);
+    await scaler.stop();
     await own.close();
   });
 });

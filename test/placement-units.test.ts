@@ -71,6 +71,8 @@ const workload = (id: string, over: Partial<WorkloadSnapshot> = {}): WorkloadSna
   pinnedGpu: null,
   sleep: [],
   swappable: false,
+  keepWarm: false,
+  priority: 0,
   ...over,
 });
 const snapshot = (

@@ -34,6 +34,21 @@ describe("schedule windows", () => {
     expect(decideScheduled(p, T0 - min)).toMatchObject({ desired: 0, reason: "outside every schedule window" });
     expect(decideScheduled({ ...p, min_replicas_outside: 1 }, T0 - min).desired).toBe(1);
   });
+  test("warm_before_s preloads: the replicas start that long before a window opens, not earlier", () => {
+    const p = ScheduledParams.parse({
+      windows: [{ days: ["mon"], start: "09:00", end: "17:00", timezone: "Europe/Berlin" }],
+      replicas: 2,
+      warm_before_s: 120,
+    });
+    expect(decideScheduled(p, T0 - 2 * min)).toMatchObject({
+      desired: 2,
+      reason: "preloading: schedule window 1 opens within 120 s",
+    });
+    expect(decideScheduled(p, T0 - 3 * min).desired).toBe(0);
+    // At the window's end it closes as before (the lead is only before it opens).
+    expect(decideScheduled(p, T0 + 8 * 60 * min).desired).toBe(0);
+    expect(() => ScheduledParams.parse({ ...p, warm_before_s: -1 })).toThrow();
+  });
 });
 
 describe("autoscaling", () => {

@@ -6,6 +6,7 @@ import {
   restFor,
   roomToReload,
   sleepRamMiB,
+  type Desired,
   type ReplicaSnapshot,
   type Snapshot,
   type WorkerSnapshot,
@@ -59,6 +60,9 @@ function world(random: () => number): Snapshot {
       pinnedWorker: null,
       pinnedGpu: null,
       swappable: true,
+      // One in six pinned (`keep_warm`); priorities -1, 0 or 1.
+      keepWarm: random() < 1 / 6,
+      priority: Math.floor(random() * 3) - 1,
       sleep: levels[Math.floor(random() * levels.length)],
     });
     replicas.push({
@@ -110,9 +114,34 @@ function request(snap: Snapshot, id: string, now: number, lastBusy: Map<string, 
       set(snap, id, { desired: "run", ...moved }, now);
       return;
     }
-    for (const x of d.evict) set(snap, x.id, { desired: restFor(snap, x.id).desired }, now);
+    for (const x of d.evict) {
+      giveWay(snap, x, r);
+      rest(snap, x.id, now, lastBusy);
+    }
     probe(snap, now + 0.5);
   }
+}
+
+/** Fails when `x` gives way (swapped out, or stopped asleep) for `r` though pinned or of a higher priority. */
+function giveWay(snap: Snapshot, x: ReplicaSnapshot, r: ReplicaSnapshot): void {
+  const [mine, theirs] = [snap.workloads.get(x.workloadId)!, snap.workloads.get(r.workloadId)!];
+  if (mine.keepWarm) throw new Error(`${x.id} is pinned but gave way to ${r.id}`);
+  if (mine.priority > theirs.priority)
+    throw new Error(`${x.id} (priority ${mine.priority}) gave way to ${r.id} (${theirs.priority})`);
+  gaveWay++;
+}
+let gaveWay = 0;
+
+/** Rests a running replica as `restFor` says, stopping first the sleepers it names (as the scaler does). */
+function rest(snap: Snapshot, id: string, now: number, lastBusy: Map<string, number>): Desired {
+  const r = snap.replicas.find((x) => x.id === id)!;
+  const plan = restFor(snap, id, (w) => lastBusy.get(w) ?? 0);
+  for (const x of plan.stop ?? []) {
+    giveWay(snap, x, r);
+    set(snap, x.id, { desired: "idle" }, now);
+  }
+  set(snap, id, { desired: plan.desired }, now);
+  return plan.desired;
 }
 
 /** Checks the two halves of the ledger: no GPU and no worker's sleep RAM over-committed. */
@@ -145,10 +174,9 @@ describe("the memory ledger", () => {
           request(snap, r.id, now, lastBusy);
           if (wasAsleep && r.desired === "run") woke++;
         } else if (r.desired === "run") {
-          const rest = restFor(snap, r.id);
-          if (rest.desired === "sleep") slept++;
-          if (rest.desired === "deep_sleep") deep++;
-          set(snap, r.id, { desired: rest.desired }, now);
+          const desired = rest(snap, r.id, now, lastBusy);
+          if (desired === "sleep") slept++;
+          if (desired === "deep_sleep") deep++;
         }
         checkLedger(snap, seed, step);
       }
@@ -157,14 +185,21 @@ describe("the memory ledger", () => {
     expect(slept).toBeGreaterThan(100);
     expect(deep).toBeGreaterThan(10);
     expect(woke).toBeGreaterThan(100);
+    expect(gaveWay).toBeGreaterThan(100);
   });
 
-  test("a replica rests at level 1 while its weights fit the sleep RAM, then level 2, then stops", () => {
+  test("a replica rests at level 1 while its weights fit, else in the place of sleepers that give way to it, else level 2, else stops", () => {
     const random = rng(7);
     const snap = world(random);
     const w0 = snap.workers[0];
     w0.sleepRamMiB = 10_000;
-    const both: WorkloadSnapshot = { ...snap.workloads.get("wl_0")!, sleep: [1, 2], need: { weightsBytes: 6 * GIB } };
+    const both: WorkloadSnapshot = {
+      ...snap.workloads.get("wl_0")!,
+      sleep: [1, 2],
+      need: { weightsBytes: 6 * GIB },
+      keepWarm: false,
+      priority: 0,
+    };
     const one: WorkloadSnapshot = { ...both, id: "wl_2", sleep: [1] };
     snap.workloads.set("wl_0", both);
     snap.workloads.set("wl_2", one);
@@ -174,14 +209,71 @@ describe("the memory ledger", () => {
     // The first fits (6144 of 10000 MiB).
     expect(restFor(snap, "asg_0")).toMatchObject({ desired: "sleep" });
     set(snap, "asg_0", { desired: "sleep" }, 2);
-    // The second does not: an engine with level 2 drops its weights…
-    const deep = restFor(snap, "asg_4");
-    expect(deep.desired).toBe("deep_sleep");
+    // The second does not fit beside it: an engine with level 2 drops its weights (nobody is stopped)…
+    const deep = restFor(snap, "asg_4", () => 0);
+    expect(deep).toMatchObject({ desired: "deep_sleep" });
     expect(deep.why).toContain("6144 of 10000 MiB held, 6144 MiB more needed");
-    // …one without it stops.
+    // …unless it has a higher priority: then the older sleeper is stopped for it, and it sleeps at level 1.
+    snap.workloads.set("wl_4", { ...both, id: "wl_4", priority: 1 });
+    expect(restFor(snap, "asg_4", () => 0)).toMatchObject({ desired: "sleep", stop: [{ id: "asg_0" }] });
+    // An engine with level 1 only takes the place of an older sleeper of the same priority.
+    const newer = restFor(snap, "asg_2", () => 0);
+    expect(newer).toMatchObject({ desired: "sleep", stop: [{ id: "asg_0" }] });
+    expect(newer.why).toContain("1 older sleeping replica(s) stopped for it");
+    // A pinned (keep_warm) sleeper gives way to none: level 2, or stopped without it.
+    snap.workloads.set("wl_0", { ...both, keepWarm: true });
+    expect(restFor(snap, "asg_4").desired).toBe("deep_sleep");
     const stop = restFor(snap, "asg_2");
     expect(stop.desired).toBe("idle");
     expect(stop.why).toContain("host RAM for sleeping replicas is short");
+    // While a sleeper told to stop still holds its RAM, a scaled-down replica that may wait keeps running;
+    // one swapped out (its GPU is wanted now) does not wait: it stops.
+    snap.workloads.set("wl_0", both);
+    Object.assign(snap.replicas.find((x) => x.id === "asg_0")!, { desired: "idle", state: "sleeping" });
+    expect(restFor(snap, "asg_2", () => 0, true)).toMatchObject({ desired: "run" });
+    expect(restFor(snap, "asg_2", () => 0, false)).toMatchObject({ desired: "idle" });
+  });
+
+  test("swaps take replicas of lower priority first, then the least recently used, never pinned ones or for a lower priority", () => {
+    const snap = world(rng(5));
+    const model = (id: string, over: Partial<WorkloadSnapshot> = {}): WorkloadSnapshot => ({
+      ...snap.workloads.get(id)!,
+      sleep: [1],
+      need: { bytes: 20 * GIB, weightsBytes: 4 * GIB },
+      keepWarm: false,
+      priority: 0,
+      ...over,
+    });
+    snap.workers[0].gpus = [0, 1, 2].map((index) => ({ ...snap.workers[0].gpus[0], index, uuid: `GPU-${index}` }));
+    snap.workloads.set("wl_0", model("wl_0"));
+    snap.workloads.set("wl_2", model("wl_2", { priority: -1 }));
+    snap.workloads.set("wl_4", model("wl_4", { keepWarm: true }));
+    snap.workloads.set("wl_1", model("wl_1"));
+    set(snap, "asg_0", { desired: "run", workerId: "wk_0", gpuIndices: [0] }, 1);
+    set(snap, "asg_2", { desired: "run", workerId: "wk_0", gpuIndices: [1] }, 1);
+    set(snap, "asg_4", { desired: "run", workerId: "wk_0", gpuIndices: [2] }, 1);
+    set(snap, "asg_1", { desired: "sleep", workerId: "wk_0", gpuIndices: [0], auto: false }, 1);
+    for (const g of snap.workers[0].gpus) g.usedMiB = 20_480;
+    snap.workers[0].probedAt = 5;
+    // wl_2 (priority -1) goes first although wl_0 was used longer ago; wl_4 is pinned.
+    const used = new Map([
+      ["wl_0", 1],
+      ["wl_2", 9],
+      ["wl_4", 0],
+    ]);
+    const ctx = { busy: new Set<string>(), lastBusy: (w: string) => used.get(w) ?? 0 };
+    const on = (gpu: number) => {
+      for (const x of snap.replicas) if (x.id === "asg_1") x.gpuIndices = [gpu];
+      const d = room(snap, "asg_1", ctx);
+      return d && "swap" in d ? d.evict.map((x) => x.id) : "wait" in (d ?? {}) ? "wait" : d;
+    };
+    expect(on(1)).toEqual(["asg_2"]);
+    expect(on(2)).toBe("wait");
+    // A workload of priority -1 swaps out none of priority 0.
+    snap.workloads.set("wl_1", model("wl_1", { priority: -1 }));
+    expect(on(0)).toBe("wait");
+    snap.workloads.set("wl_1", model("wl_1", { priority: 0 }));
+    expect(on(0)).toEqual(["asg_0"]);
   });
 
   test("a sleeping replica wakes where it sleeps, swapping out others there rather than moving", () => {
@@ -206,6 +298,8 @@ describe("the memory ledger", () => {
       ...snap.workloads.get(id)!,
       sleep: [1, 2],
       need: { bytes: 8 * GIB, weightsBytes: 6 * GIB },
+      keepWarm: false,
+      priority: 0,
     });
     for (const id of ["wl_0", "wl_2", "wl_4"]) snap.workloads.set(id, model(id));
     set(snap, "asg_0", { desired: "sleep", workerId: "wk_0" }, 1);

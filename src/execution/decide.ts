@@ -68,14 +68,24 @@ export function windowOpen(w: Window, now: number): boolean {
   );
 }
 
-/** `scheduled`: `replicas` inside any window, `min_replicas_outside` outside. */
+/**
+ * `scheduled`: `replicas` inside any window, `min_replicas_outside` outside; with `warm_before_s`,
+ * `replicas` from that long before a window opens (preloaded, so the window starts warm).
+ */
 export function decideScheduled(p: ScheduledParams, now: number): Decision {
   const open = p.windows.findIndex((w) => windowOpen(w, now));
   const inside = p.replicas ?? DEFAULTS.scheduled.replicas;
   const outside = p.min_replicas_outside ?? DEFAULTS.scheduled.min_replicas_outside;
-  return open >= 0
-    ? { desired: inside, reason: `schedule window ${open + 1} is open`, onDemand: false }
-    : { desired: outside, reason: "outside every schedule window", onDemand: false };
+  if (open >= 0) return { desired: inside, reason: `schedule window ${open + 1} is open`, onDemand: false };
+  const lead = (p.warm_before_s ?? 0) * 1000;
+  const soon = lead > 0 ? p.windows.findIndex((w) => windowOpen(w, now + lead)) : -1;
+  if (soon >= 0)
+    return {
+      desired: inside,
+      reason: `preloading: schedule window ${soon + 1} opens within ${p.warm_before_s} s`,
+      onDemand: false,
+    };
+  return { desired: outside, reason: "outside every schedule window", onDemand: false };
 }
 
 /**

@@ -47,6 +47,14 @@ const DaysWindow = z.strictObject({
 export const Window = z.union([CronWindow, DaysWindow]);
 export type Window = z.infer<typeof Window>;
 
+/** Who gives way first when models share GPUs and host RAM (see src/placement/snapshot.ts `mayGiveWay`). */
+const GiveWay = {
+  /** Its replicas are never swapped out for another's, nor stopped asleep to free host RAM (default false). */
+  keep_warm: z.boolean().optional(),
+  /** -100…100 (default 0): lower ones give way first, and never for a lower one. */
+  priority: z.number().int().min(-100).max(100).optional(),
+};
+
 /** `fixed`: always this many replicas (today's behaviour). */
 export const FixedParams = z.strictObject({ replicas: z.number().int().min(1).max(64).optional() });
 /** `autoscaling`: between min and max replicas by queue pressure; idle ones stop after `idle_timeout_s`. */
@@ -66,6 +74,12 @@ export const AutoscalingParams = z
       .optional(),
     /** An idled replica sleeps (runtime kept, GPU memory freed) rather than stops, when its engine can (default true). */
     sleep: z.boolean().optional(),
+    /**
+     * Preload: workloads of the same project (slugs) whose use warms this one too — a request for one of
+     * them starts or wakes a replica of this one, and keeps it from idling while they are used.
+     */
+    warm_with: z.array(z.string().min(1).max(64)).max(20).optional(),
+    ...GiveWay,
   })
   .refine((p) => (p.max_replicas ?? 1) >= (p.min_replicas ?? 0), {
     message: "max_replicas must be at least min_replicas",
@@ -78,6 +92,9 @@ export const ScheduledParams = z.strictObject({
   min_replicas_outside: z.number().int().min(0).max(64).optional(),
   /** A replica idled outside the windows sleeps rather than stops, when its engine can (default true). */
   sleep: z.boolean().optional(),
+  /** Preload: the replicas start (or wake) this many seconds before a window opens (default 0). */
+  warm_before_s: z.number().int().min(0).max(86_400).optional(),
+  ...GiveWay,
 });
 
 export type FixedParams = z.infer<typeof FixedParams>;

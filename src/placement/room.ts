@@ -7,6 +7,8 @@
 import { gib } from "../models/fit";
 import {
   freeMemory,
+  givesWayFirst,
+  mayGiveWay,
   MiB,
   needMiB,
   type ReplicaSnapshot,
@@ -72,9 +74,10 @@ function spots(snap: Snapshot, w: WorkloadSnapshot, r: ReplicaSnapshot, own: Wor
 }
 
 /**
- * Which replicas of other workloads on `worker` to swap out to cover the missing memory: least
- * recently used first, only of workloads that may go to zero and with nothing in flight or queued —
- * never a `fixed` one. `covers` says whether they would be enough.
+ * Which replicas of other workloads on `worker` to swap out to cover the missing memory: lower
+ * priority first, then least recently used; only of workloads that may go to zero, are not pinned
+ * (`keep_warm`), are of no higher priority than `w`, and have nothing in flight or queued — never a
+ * `fixed` one. `covers` says whether they would be enough.
  */
 export function evictionPlan(
   snap: Snapshot,
@@ -88,11 +91,11 @@ export function evictionPlan(
       (a) =>
         a.workerId === worker.id &&
         a.desired === "run" &&
-        a.workloadId !== w.id &&
-        a.gpuIndices.some((i) => missing.has(i)),
+        a.gpuIndices.some((i) => missing.has(i)) &&
+        mayGiveWay(snap, a, w),
     )
     .filter((a) => snap.workloads.get(a.workloadId)?.swappable && !ctx.busy.has(a.id))
-    .sort((x, y) => ctx.lastBusy(x.workloadId) - ctx.lastBusy(y.workloadId));
+    .sort(givesWayFirst(snap, ctx.lastBusy));
   const left = new Map(missing);
   const rows: ReplicaSnapshot[] = [];
   for (const a of options) {

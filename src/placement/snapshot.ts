@@ -98,6 +98,13 @@ export interface WorkloadSnapshot {
   /** Whether its idle replicas may be swapped out: autoscaling down to zero, not stopped by the operator. */
   swappable: boolean;
   /**
+   * `keep_warm`: its replicas are never swapped out for another workload's, and asleep they are never
+   * stopped to free host RAM (they still sleep after their own idle timeout).
+   */
+  keepWarm: boolean;
+  /** `priority` (-100…100, default 0): replicas of a lower one give way first, and never for a lower one. */
+  priority: number;
+  /**
    * The sleep levels an idled replica may take instead of stopping (agent/engines: vLLM 1 and 2, SGLang
    * 1), empty when its engine cannot sleep, its policy never idles it, or `sleep: false` says not to.
    */
@@ -216,13 +223,16 @@ const gpusOf = (worker: WorkerSnapshot, r: ReplicaSnapshot) =>
 
 /**
  * The ledger's host side: RAM (MiB) held on a worker by replicas asleep at level 1 (or told to be),
- * except `exceptId`. The GPU side is `freeMemory`: a sleeping replica holds no GPU memory there
- * (it is not `run`), a waking one does again (`run`, state `waking`).
+ * and by those still asleep though told to stop or wake (they hold it until they have; their level is
+ * not known here, so level 1 is assumed), except `exceptId`. The GPU side is `freeMemory`: a sleeping
+ * replica holds no GPU memory there (it is not `run`), a waking one does again (`run`, state `waking`).
  */
 export function ramHeld(snap: Snapshot, worker: WorkerSnapshot, exceptId?: string): number {
   let held = 0;
   for (const r of snap.replicas) {
-    if (r.workerId !== worker.id || r.id === exceptId || r.desired !== "sleep") continue;
+    if (r.workerId !== worker.id || r.id === exceptId) continue;
+    if (r.desired !== "sleep" && !(r.desired !== "deep_sleep" && (r.state === "sleeping" || r.state === "waking")))
+      continue;
     const w = snap.workloads.get(r.workloadId);
     if (w) held += sleepRamMiB(w, gpusOf(worker, r));
   }
@@ -230,29 +240,104 @@ export function ramHeld(snap: Snapshot, worker: WorkerSnapshot, exceptId?: strin
 }
 
 /**
- * How a replica told to stop running rests: asleep at level 1 when its engine and policy allow it and
- * the worker's sleep RAM has room for its weights, else at level 2 (weights dropped) when its engine
- * has it, else stopped (`idle`); with the reason in words ("" when it cannot sleep at all).
+ * Whether replica `x` may give way (be swapped out, or stopped asleep to free host RAM) for a replica
+ * of `w`: not pinned (`keep_warm`), of no higher priority, and of another workload.
  */
-export function restFor(snap: Snapshot, replicaId: string): { desired: Desired; why: string } {
+export function mayGiveWay(snap: Snapshot, x: ReplicaSnapshot, w: Pick<WorkloadSnapshot, "id" | "priority">): boolean {
+  const other = snap.workloads.get(x.workloadId);
+  return !!other && other.id !== w.id && !other.keepWarm && other.priority <= w.priority;
+}
+
+/**
+ * The order in which replicas give way: lower priority first, then the least recently used.
+ * @example [a, b].sort(givesWayFirst(snap, lastBusy))
+ */
+export const givesWayFirst =
+  (snap: Snapshot, lastBusy: (workloadId: string) => number) =>
+  (a: ReplicaSnapshot, b: ReplicaSnapshot): number =>
+    (snap.workloads.get(a.workloadId)?.priority ?? 0) - (snap.workloads.get(b.workloadId)?.priority ?? 0) ||
+    lastBusy(a.workloadId) - lastBusy(b.workloadId);
+
+/**
+ * Replicas asleep at level 1 on `worker` that may give way for a replica of `w` (see `mayGiveWay`),
+ * in the order they do, as many as free `need` MiB beside `free`; undefined when all of them would not.
+ */
+function sleepersToStop(
+  snap: Snapshot,
+  worker: WorkerSnapshot,
+  w: WorkloadSnapshot,
+  exceptId: string,
+  free: number,
+  need: number,
+  lastBusy: (workloadId: string) => number,
+  strictlyLower = false,
+): ReplicaSnapshot[] | undefined {
+  const stop: ReplicaSnapshot[] = [];
+  const lower = (x: ReplicaSnapshot) => !strictlyLower || snap.workloads.get(x.workloadId)!.priority < w.priority;
+  const sleepers = snap.replicas
+    .filter(
+      (x) =>
+        x.workerId === worker.id && x.id !== exceptId && x.desired === "sleep" && mayGiveWay(snap, x, w) && lower(x),
+    )
+    .sort(givesWayFirst(snap, lastBusy));
+  for (const x of sleepers) {
+    if (free >= need) break;
+    stop.push(x);
+    free += sleepRamMiB(snap.workloads.get(x.workloadId)!, gpusOf(worker, x));
+  }
+  return free >= need ? stop : undefined;
+}
+
+/**
+ * How a replica told to stop running rests: asleep at level 1 when its engine and policy allow it and
+ * the worker's sleep RAM has room for its weights; else, when replicas asleep there give way to it
+ * (`stop`, see `mayGiveWay`: lower priority first, then least recently used; never pinned ones),
+ * asleep at level 1 once they are stopped — of the same priority only when its engine has no level 2
+ * (a level-2 sleep costs a slower wake; a stopped one, a cold start) —; else at level 2 (weights
+ * dropped) when its engine has it; else stopped (`idle`). With the reason in words ("" when it
+ * cannot sleep at all). While replicas stopped for host RAM still hold theirs, a
+ * replica that would need it to sleep at level 1 keeps running (`desired: "run"`) if it `mayWait` (the
+ * scaler asks again), else takes level 2 or stops.
+ * The ones in `stop` are to be stopped before it is put to sleep (the agent stops before it sleeps).
+ */
+export function restFor(
+  snap: Snapshot,
+  replicaId: string,
+  lastBusy: (workloadId: string) => number = () => 0,
+  mayWait = false,
+): { desired: Desired; why: string; stop?: ReplicaSnapshot[] } {
   const r = snap.replicas.find((x) => x.id === replicaId);
   const w = r && snap.workloads.get(r.workloadId);
   const worker = r && snap.workers.find((x) => x.id === r.workerId);
   if (!r || !w || !worker || !w.sleep.length || r.groupId) return { desired: "idle", why: "" };
   const need = sleepRamMiB(w, gpusOf(worker, r));
   const held = ramHeld(snap, worker, r.id);
-  if (w.sleep.includes(1) && held + need <= worker.sleepRamMiB)
-    return { desired: "sleep", why: `asleep (level 1: its weights, ${need} MiB, held in host RAM)` };
+  const level1 = `asleep (level 1: its weights, ${need} MiB, held in host RAM)`;
+  if (w.sleep.includes(1) && held + need <= worker.sleepRamMiB) return { desired: "sleep", why: level1 };
+  if (w.sleep.includes(1) && need <= worker.sleepRamMiB && freeingRam(snap, worker, r.id)) {
+    if (mayWait) return { desired: "run", why: "waiting for host RAM being freed to sleep" };
+  } else if (w.sleep.includes(1) && need <= worker.sleepRamMiB) {
+    const free = worker.sleepRamMiB - held;
+    const stop = sleepersToStop(snap, worker, w, r.id, free, need, lastBusy, w.sleep.includes(2));
+    if (stop?.length)
+      return { desired: "sleep", why: `${level1}; ${stop.length} older sleeping replica(s) stopped for it`, stop };
+  }
   const short = `host RAM for sleeping replicas is short (${held} of ${worker.sleepRamMiB} MiB held, ${need} MiB more needed)`;
   if (w.sleep.includes(2)) return { desired: "deep_sleep", why: `asleep (level 2: weights dropped; ${short})` };
   return { desired: "idle", why: `stopped: ${short}` };
 }
 
+/** Whether replicas on `worker` (but `exceptId`) were told to stop while asleep and still hold their host RAM. */
+const freeingRam = (snap: Snapshot, worker: WorkerSnapshot, exceptId: string) =>
+  snap.replicas.some(
+    (x) => x.workerId === worker.id && x.id !== exceptId && x.desired === "idle" && x.state === "sleeping",
+  );
+
 /**
  * What waking a replica asleep at level 2 needs of host RAM (it reads its weights back through host
  * memory, and an engine refuses when that is short): nothing when the worker's sleep RAM has room
- * (undefined); else the replicas asleep at level 1 there to stop for it, least recently used first
- * (`stop`); or `wait` while some stopped for that still hold theirs. Undefined too when stopping
+ * (undefined); else the replicas asleep at level 1 there to stop for it, those that give way first
+ * (`stop`: see `mayGiveWay`, `givesWayFirst`); or `wait` while some stopped for that still hold theirs. Undefined too when stopping
  * them all would not be enough (the wake is tried; a refused one starts the runtime again).
  */
 export function roomToReload(
@@ -264,22 +349,10 @@ export function roomToReload(
   const w = r && snap.workloads.get(r.workloadId);
   const worker = r && snap.workers.find((x) => x.id === r.workerId);
   if (!r || !w || !worker || r.desired !== "deep_sleep") return undefined;
-  const mine = (x: ReplicaSnapshot) => x.workerId === worker.id && x.id !== r.id;
-  if (snap.replicas.some((x) => mine(x) && x.desired === "idle" && x.state === "sleeping"))
-    return { wait: "waiting for host RAM being freed to read its weights back" };
+  if (freeingRam(snap, worker, r.id)) return { wait: "waiting for host RAM being freed to read its weights back" };
   const need = sleepRamMiB(w, gpusOf(worker, r));
-  let free = worker.sleepRamMiB - ramHeld(snap, worker, r.id);
+  const free = worker.sleepRamMiB - ramHeld(snap, worker, r.id);
   if (need <= free) return undefined;
-  const stop: ReplicaSnapshot[] = [];
-  const sleepers = snap.replicas
-    .filter((x) => mine(x) && x.desired === "sleep")
-    .sort((a, b) => lastBusy(a.workloadId) - lastBusy(b.workloadId));
-  for (const x of sleepers) {
-    if (free >= need) break;
-    const other = snap.workloads.get(x.workloadId);
-    if (!other) continue;
-    stop.push(x);
-    free += sleepRamMiB(other, gpusOf(worker, x));
-  }
-  return free >= need ? { stop } : undefined;
+  const stop = sleepersToStop(snap, worker, w, r.id, free, need, lastBusy);
+  return stop ? { stop } : undefined;
 }

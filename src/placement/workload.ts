@@ -66,6 +66,8 @@ export function workloadSnapshot(
       !w.paused &&
       w.execution_policy === "autoscaling" &&
       ((w.execution_params as { min_replicas?: number }).min_replicas ?? 0) === 0,
+    keepWarm: (w.execution_params as { keep_warm?: boolean }).keep_warm === true,
+    priority: (w.execution_params as { priority?: number }).priority ?? 0,
     sleep: sleepLevels(w),
   };
 }

@@ -98,34 +98,54 @@ export class Room {
     }
     if (!asleep) await this.move(snap, id, decision.swap);
     const label = snap.workloads.get(snap.replicas.find((r) => r.id === id)!.workloadId)!.label;
-    // Those swapped out sleep when they can (their memory on the GPU is freed either way).
-    for (const x of decision.evict) {
-      const rest = restFor(snap, x.id);
-      await this.desire(snap, x.id, rest.desired, `swapped out for ${label}${rest.why ? `: ${rest.why}` : ""}`);
-    }
+    // Those swapped out sleep when they can (their memory on the GPU is freed either way: one that must
+    // wait for host RAM to sleep at level 1 goes to level 2 or stops instead, so the swap does not wait).
+    for (const x of decision.evict) await this.restOne(snap, x.id, `swapped out for ${label}`, ctx.lastBusy, false);
     if (!asleep) await this.desire(snap, id, "idle", decision.why, "pending");
     return `swapping out ${decision.names.join(", ")} for replica ${id}`;
   }
 
   /**
    * Stops running `ids` (scaled down, idle, outside a schedule): each sleeps when its engine and
-   * policy allow and host RAM has room (level 1, else 2), else stops. Returns what it did.
+   * policy allow and host RAM has room (level 1, made by stopping sleepers that give way to it; else
+   * 2), else stops. Returns what it did.
    */
-  async rest(ids: string[], reason: string): Promise<string> {
+  async rest(ids: string[], reason: string, lastBusy: (workloadId: string) => number): Promise<string> {
     const snap = await loadSnapshot(this.db);
-    let slept = 0;
-    for (const id of ids) {
-      const rest = restFor(snap, id);
-      await this.desire(snap, id, rest.desired, rest.why ? `${reason}; ${rest.why}` : reason);
-      if (rest.desired !== "idle") slept++;
-    }
-    const stopped = ids.length - slept;
+    const done = { slept: 0, stopped: 0, kept: 0 };
+    for (const id of ids) done[await this.restOne(snap, id, reason, lastBusy, true)]++;
     return [
-      slept ? `put ${plural(slept, "replica")} to sleep` : "",
-      stopped ? `stopped ${plural(stopped, "replica")}` : "",
+      done.slept ? `put ${plural(done.slept, "replica")} to sleep` : "",
+      done.stopped ? `stopped ${plural(done.stopped, "replica")}` : "",
+      done.kept ? `kept ${plural(done.kept, "replica")} running until host RAM is freed to sleep` : "",
     ]
       .filter(Boolean)
       .join(", ");
+  }
+
+  /**
+   * Rests one running replica as `restFor` says: the sleepers that give way to it are stopped first
+   * (written first, so its agent stops them before it sleeps), then it sleeps or stops. When it would
+   * have to wait for host RAM, it keeps running if `mayWait` (the scaler asks again next look), else
+   * it takes the next rest that needs no wait (level 2, else stopped).
+   */
+  private async restOne(
+    snap: Snapshot,
+    id: string,
+    reason: string,
+    lastBusy: (workloadId: string) => number,
+    mayWait: boolean,
+  ): Promise<"slept" | "stopped" | "kept"> {
+    const rest = restFor(snap, id, lastBusy, mayWait);
+    if (rest.desired === "run") {
+      await this.desire(snap, id, "run", `${reason}; ${rest.why}`);
+      return "kept";
+    }
+    const label = snap.workloads.get(snap.replicas.find((r) => r.id === id)!.workloadId)!.label;
+    for (const x of rest.stop ?? [])
+      await this.desire(snap, x.id, "idle", `stopped: host RAM needed for ${label} to sleep`);
+    await this.desire(snap, id, rest.desired, rest.why ? `${reason}${mayWait ? ";" : ":"} ${rest.why}` : reason);
+    return rest.desired === "idle" ? "stopped" : "slept";
   }
 
   /** Moves a replica to a spot unless it is there already. */

@@ -33,6 +33,10 @@ export class Scaler {
   private views = new Map<string, ScalingView>();
   private busyAt = new Map<string, number>();
   private held = new Map<string, number>();
+  /** Workload ids by `<project id>/<slug>`, as of the last look (what `warm_with` names). */
+  private ids = new Map<string, string>();
+  /** When each workload last had a request queued or in flight, as seen (not its start: `busyAt` counts that too). */
+  private usedAt = new Map<string, number>();
   private stopped = false;
   /** Looks one at a time, each a second after the last; not looking before `start` (a host that does not lead never starts it) and after `standBy`. */
   private readonly looks: SerialRunner;
@@ -72,6 +76,7 @@ export class Scaler {
   /** A request or job for `workloadId` is waiting: look now (a cold start should not wait a tick). */
   wake(workloadId?: string): void {
     if (workloadId) this.busyAt.set(workloadId, this.clock.now());
+    if (workloadId) this.usedAt.set(workloadId, this.clock.now());
     this.looks.wake();
   }
 
@@ -115,7 +120,9 @@ export class Scaler {
   private async lookOnce(): Promise<void> {
     const changed = await this.fleet.exclusively(async () => {
       let any = false;
-      for (const w of await listAllWorkloads(this.db)) {
+      const all = await listAllWorkloads(this.db);
+      this.ids = new Map(all.map((w) => [`${w.project_id}/${w.slug}`, w.id]));
+      for (const w of all) {
         try {
           any = (await this.evaluate(w)) || any;
         } catch (e) {
@@ -137,6 +144,7 @@ export class Scaler {
       const targets = this.fleet.dispatcher.targetsOf(w.id);
       const inFlight = targets.reduce((s, t) => s + t.inFlight, 0);
       const queued = this.fleet.dispatcher.depth(w.id);
+      if (queued + inFlight > 0) this.usedAt.set(w.id, now);
       if (queued + inFlight > 0 || !this.busyAt.has(w.id)) this.busyAt.set(w.id, now);
       const slots = targets.length ? Math.round(targets.reduce((s, t) => s + t.capacity, 0) / targets.length) : 1;
       const load = { queued, inFlight, lastBusyAt: this.busyAt.get(w.id)!, slots };
@@ -148,7 +156,7 @@ export class Scaler {
         now,
       );
       this.memory.set(w.id, r.memory);
-      return r.decision;
+      return this.preload(w, r.decision, now);
     }
     // Replicas placed by hand are the fixed set when there are any.
     if (manual > 0) return { desired: manual, reason: "fixed policy: the replicas placed by hand", onDemand: false };
@@ -157,6 +165,29 @@ export class Scaler {
       reason: "fixed policy",
       onDemand: false,
     };
+  }
+
+  /**
+   * `warm_with`: while a workload it names has requests queued or in flight (or had within this one's
+   * idle timeout), at least one replica of `w` is wanted — started or woken ahead of its own first
+   * request — and its idle timer counts from their use too.
+   */
+  private preload(w: Workload, d: Decision, now: number): Decision {
+    const p = w.execution_params as AutoscalingParams;
+    if (!p.warm_with?.length || w.paused) return d;
+    const idleMs = (p.idle_timeout_s ?? DEFAULTS.autoscaling.idle_timeout_s) * 1000;
+    const dispatcher = this.fleet.dispatcher;
+    for (const slug of p.warm_with) {
+      const id = this.ids.get(`${w.project_id}/${slug}`);
+      if (!id || id === w.id) continue;
+      const inUse = dispatcher.depth(id) > 0 || dispatcher.targetsOf(id).some((t) => t.inFlight > 0);
+      if (inUse) this.usedAt.set(id, now);
+      const used = this.usedAt.get(id);
+      if (used === undefined || now - used >= idleMs) continue;
+      if (used > (this.busyAt.get(w.id) ?? 0)) this.busyAt.set(w.id, used);
+      if (d.desired === 0) return { desired: 1, reason: `preloading: ${slug} is in use (warm_with)`, onDemand: true };
+    }
+    return d;
   }
 
   /** Decides and acts for one workload; true when assignments changed. */
@@ -258,6 +289,7 @@ export class Scaler {
     return this.room.rest(
       quiet.map((a) => a.id),
       reason,
+      (id) => this.lastBusy(id),
     );
   }
 }

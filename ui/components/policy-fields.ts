@@ -11,7 +11,7 @@ const P = "execution_params";
 const zones = () => (Intl as { supportedValuesOf?: (key: string) => string[] }).supportedValuesOf?.("timeZone") ?? [];
 
 /** The policy's number fields. */
-type NumberName = Exclude<keyof PolicyDraft, "policy" | "windows">;
+type NumberName = Exclude<keyof PolicyDraft, "policy" | "windows" | "sleep" | "keep_warm" | "warm_with">;
 
 /** A number field of the policy, its server error shown under it. */
 function NumberField(props: {
@@ -22,14 +22,65 @@ function NumberField(props: {
   set(p: Partial<PolicyDraft>): void;
   error?: ApiError;
   min?: number;
+  max?: number;
   placeholder?: string;
 }) {
   const field = `${P}.${props.name}`;
   return html`<label>${props.label}
-    <input type="number" name=${field} min=${props.min ?? 0} step="1" value=${props.d[props.name]} placeholder=${props.placeholder}
+    <input type="number" name=${field} min=${props.min ?? 0} max=${props.max} step="1" value=${props.d[props.name]} placeholder=${props.placeholder}
       onInput=${(e: Event) => props.set({ [props.name]: val(e) })} ...${invalidAt(props.error, field)} />
     ${props.hint ? html`<small>${props.hint}</small>` : null}
     <${FieldError} error=${props.error} field=${field} /></label>`;
+}
+
+/** A yes/no of the policy, its hint beside it and its server error under it. */
+function CheckField(props: {
+  label: string;
+  hint: string;
+  name: "sleep" | "keep_warm";
+  d: PolicyDraft;
+  set(p: Partial<PolicyDraft>): void;
+  error?: ApiError;
+}) {
+  const field = `${P}.${props.name}`;
+  return html`<label class="choice">
+    <input type="checkbox" name=${field} checked=${props.d[props.name]} onChange=${(e: Event) => props.set({ [props.name]: (e.target as HTMLInputElement).checked })} ...${invalidAt(props.error, field)} />
+    <span><strong>${props.label}</strong><small>${props.hint}</small><${FieldError} error=${props.error} field=${field} /></span></label>`;
+}
+
+/** Preload: the project's workloads (slugs, comma-separated) whose use warms this one; an error at any of them shows here. */
+function WarmWith({ d, set, error }: { d: PolicyDraft; set(p: Partial<PolicyDraft>): void; error?: ApiError }) {
+  const base = `${P}.warm_with`;
+  const field = error?.field?.startsWith(`${base}.`) ? error.field : base;
+  return html`<label>Warm with
+    <input name=${base} value=${d.warm_with} spellcheck=${false} placeholder="chat, embed" onInput=${(e: Event) => set({ warm_with: val(e) })} ...${invalidAt(error, field)} />
+    <small>Slugs of other workloads of this project, comma-separated: while one of them is used, this one is started or woken too.</small>
+    <${FieldError} error=${error} field=${field} /></label>`;
+}
+
+/**
+ * How it shares GPUs and host RAM with other workloads: sleeping instead of stopping, pinning,
+ * priority, and the policy's preload (`warm_with`, `warm_before_s`).
+ */
+function SharingFields(common: { d: PolicyDraft; set(p: Partial<PolicyDraft>): void; error?: ApiError }) {
+  const scheduled = common.d.policy === "scheduled";
+  return html`<fieldset class="sharing">
+    <legend>Sharing the GPUs</legend>
+    <${CheckField} ...${common} name="sleep" label="Sleep instead of stopping (vLLM, SGLang)"
+      hint=${`An idled replica${scheduled ? " outside the windows" : ""} keeps its runtime and frees its GPU memory, and wakes in seconds; other engines stop.`} />
+    <${CheckField} ...${common} name="keep_warm" label="Keep warm"
+      hint="Never swapped out to make room for another workload, nor stopped while asleep to free host RAM." />
+    <div class="grid2">
+      <${NumberField} ...${common} name="priority" label="Priority" min=${-100} max=${100} placeholder="0"
+        hint="−100 to 100 (default 0): when GPUs or host RAM run short, lower ones give way first; none gives way to a lower one." />
+      ${
+        scheduled
+          ? html`<${NumberField} ...${common} name="warm_before_s" label="Start before a window opens (seconds)" placeholder="0"
+          hint="Starts or wakes the replicas this long before each window, so the first requests find them ready." />`
+          : html`<${WarmWith} ...${common} />`
+      }
+    </div>
+  </fieldset>`;
 }
 
 /** One window of a schedule: days with start and end, or a cron pattern; and its time zone. */
@@ -107,7 +158,8 @@ export function PolicyFields({
         <${NumberField} ...${common} name="idle_timeout_s" label="Stop an idle replica after (seconds)" min=${1} hint="No request in flight or waiting for this long." />
         <${NumberField} ...${common} name="scale_up_after_s" label="Add a replica after (seconds)" hint="How long requests must pile up past the target first." />
         <${NumberField} ...${common} name="target_in_flight" label="Target requests in flight per replica" min=${1} placeholder="the runtime's slots" />
-      </div>`
+      </div>
+      <${SharingFields} ...${common} />`
         : null
     }
     ${
@@ -126,7 +178,8 @@ export function PolicyFields({
       <div class="grid2">
         <${NumberField} ...${common} name="replicas" label="Replicas inside a window" min=${1} />
         <${NumberField} ...${common} name="min_replicas_outside" label="Replicas outside the windows" />
-      </div>`
+      </div>
+      <${SharingFields} ...${common} />`
         : null
     }
   </fieldset>`;

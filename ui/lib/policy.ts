@@ -51,6 +51,16 @@ export interface PolicyDraft {
   target_in_flight: string;
   min_replicas_outside: string;
   windows: WindowDraft[];
+  /** An idled replica sleeps rather than stops, where its engine can (the server's default: on). */
+  sleep: boolean;
+  /** Never swapped out for another workload, nor stopped asleep to free host RAM. */
+  keep_warm: boolean;
+  /** -100…100 as typed (empty: 0). */
+  priority: string;
+  /** Autoscaling: the slugs whose use warms this one, comma-separated as typed. */
+  warm_with: string;
+  /** Scheduled: seconds before a window opens to start or wake the replicas. */
+  warm_before_s: string;
 }
 
 /** The browser's time zone (what a schedule means unless another is chosen). */
@@ -77,11 +87,35 @@ export const emptyPolicy = (): PolicyDraft => ({
   target_in_flight: "",
   min_replicas_outside: "0",
   windows: [newWindow()],
+  sleep: true,
+  keep_warm: false,
+  priority: "",
+  warm_with: "",
+  warm_before_s: "",
 });
 
 /** A typed number, or nothing when empty (NaN goes to the server, which names the field). */
 const num = (s: string) => (s.trim() === "" ? undefined : Number(s));
 const txt = (v: unknown) => (v === undefined || v === null ? "" : String(v));
+
+/**
+ * The slugs of a comma-separated list, or nothing when there is none.
+ * @example slugsOf(" chat, ,embed ") // → ["chat", "embed"]
+ */
+export const slugsOf = (s: string) => {
+  const slugs = s
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
+  return slugs.length ? slugs : undefined;
+};
+
+/** What autoscaling and scheduled share: sleeping, pinning and priority, each left out at its default. */
+const giveWayOf = (d: PolicyDraft) => ({
+  sleep: d.sleep === false ? false : undefined,
+  keep_warm: d.keep_warm || undefined,
+  priority: num(d.priority),
+});
 
 /** A window as the server takes it. */
 function windowOf(w: WindowDraft): Window {
@@ -103,19 +137,23 @@ export function paramsOf(d: PolicyDraft): FixedParams | AutoscalingParams | Sche
       idle_timeout_s: num(d.idle_timeout_s),
       scale_up_after_s: num(d.scale_up_after_s),
       target_in_flight: num(d.target_in_flight),
+      warm_with: slugsOf(d.warm_with),
+      ...giveWayOf(d),
     });
   }
   return pick({
     windows: d.windows.map(windowOf),
     replicas: num(d.replicas),
     min_replicas_outside: num(d.min_replicas_outside),
+    warm_before_s: num(d.warm_before_s),
+    ...giveWayOf(d),
   });
 }
 
 /** The draft of a saved policy. */
 export function policyDraftOf(policy: string, params: Record<string, unknown>): PolicyDraft {
   const base = emptyPolicy();
-  const p = params as Partial<Record<keyof PolicyDraft, unknown>> & { windows?: Window[] };
+  const p = params as Partial<Record<keyof PolicyDraft, unknown>> & { windows?: Window[]; warm_with?: string[] };
   const windows = (p.windows ?? []).map(
     (w): WindowDraft =>
       "cron" in w
@@ -133,6 +171,11 @@ export function policyDraftOf(policy: string, params: Record<string, unknown>): 
     target_in_flight: txt(p.target_in_flight),
     min_replicas_outside: keep("min_replicas_outside"),
     windows: windows.length ? windows : base.windows,
+    sleep: p.sleep !== false,
+    keep_warm: p.keep_warm === true,
+    priority: txt(p.priority),
+    warm_with: (p.warm_with ?? []).join(", "),
+    warm_before_s: txt(p.warm_before_s),
   };
 }
 
@@ -140,6 +183,11 @@ export function policyDraftOf(policy: string, params: Record<string, unknown>): 
 export function windowText(w: Window): string {
   const tz = ` (${w.timezone ?? "UTC"})`;
   return "cron" in w ? `cron "${w.cron}"${tz}` : `${w.days.join(", ")} ${w.start}–${w.end}${tz}`;
+}
+
+/** Pinning and priority in words, e.g. "; kept warm; priority 5" (nothing at the defaults). */
+function giveWayText(p: { keep_warm?: boolean; priority?: number }): string {
+  return `${p.keep_warm ? "; kept warm" : ""}${p.priority ? `; priority ${p.priority}` : ""}`;
 }
 
 /**
@@ -150,11 +198,13 @@ export function policyText(policy: string, params: Record<string, unknown>): str
   if (policy === "autoscaling") {
     const p = params as AutoscalingParams;
     const rest = p.sleep === false ? "stops" : "sleeps (vLLM, SGLang) or stops";
-    return `${p.min_replicas ?? 0} to ${plural(p.max_replicas ?? 1, "replica")} by demand; a replica without requests ${rest} after ${duration(p.idle_timeout_s ?? 300)}`;
+    const warm = p.warm_with?.length ? `; warmed with ${p.warm_with.join(", ")}` : "";
+    return `${p.min_replicas ?? 0} to ${plural(p.max_replicas ?? 1, "replica")} by demand; a replica without requests ${rest} after ${duration(p.idle_timeout_s ?? 300)}${warm}${giveWayText(p)}`;
   }
   if (policy === "scheduled") {
     const p = params as ScheduledParams;
-    return `${plural(p.replicas ?? 1, "replica")} during ${(p.windows ?? []).map(windowText).join("; ")}, ${p.min_replicas_outside ?? 0} outside`;
+    const before = p.warm_before_s ? `; starts ${duration(p.warm_before_s)} before a window` : "";
+    return `${plural(p.replicas ?? 1, "replica")} during ${(p.windows ?? []).map(windowText).join("; ")}, ${p.min_replicas_outside ?? 0} outside${before}${giveWayText(p)}`;
   }
   return `always ${plural((params as FixedParams).replicas ?? 1, "replica")}`;
 }

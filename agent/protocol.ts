@@ -137,6 +137,13 @@ export interface ReplicaSpec {
   sleep_mode?: boolean;
   /** Sleep now at this level (absent: be awake). Not part of the revision: changing it never restarts the process. */
   sleep?: 1 | 2;
+  /**
+   * The workload's LoRA adapters (issue 39): the runtime is launched with its engine's LoRA flags
+   * (`max_rank`, `slots`) and the agent pulls each adapter, reporting where it is. For an engine that
+   * loads adapters while running, the list is not part of the revision (a new one is pulled, never a
+   * restart); for one that takes them at launch (llama.cpp) it is.
+   */
+  lora?: { max_rank: number; slots: number; adapters: { name: string; source: string }[] };
 }
 
 /** How far a download is: bytes, percent, rate and estimated time left. */
@@ -185,6 +192,13 @@ export const ReplicaReportSchema = z.object({
   host_ram_mib: z.number().int().min(0).optional(),
   /** How long the last sleep or wake took (ms), sent with the state it led to. */
   switch_ms: z.number().min(0).optional(),
+  /** The LoRA adapters pulled for it, in launch order, with their paths on this machine (what a load names). */
+  adapters: z
+    .array(z.object({ name: name(), path: text() }))
+    .max(1000)
+    .optional(),
+  /** How many adapters its runtime holds at once, from its command (past it the host unloads the least recently used). */
+  lora_slots: z.number().int().positive().max(100_000).optional(),
 });
 export type ReplicaReport = z.infer<typeof ReplicaReportSchema>;
 

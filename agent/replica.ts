@@ -14,6 +14,8 @@ import { withoutOutput } from "./reason";
 import { listenerOwnedBy } from "./listener";
 import type { LlamaGpuBuilds } from "./runtimes/llama-gpu";
 import { refusal, runCalls, weightsMib } from "./replica-sleep";
+import { pullAdapters } from "./replica-adapters";
+import type { AdapterPath } from "./engines/types";
 
 /** What a replica needs from its agent. */
 export interface ReplicaHost {
@@ -164,6 +166,11 @@ export class Replica {
       r.group_generation = this.spec.group.generation;
       if (this.groupPort && !this.stopped) r.group_port = this.groupPort;
     }
+    if (this.adapters.length) {
+      r.adapters = this.adapters;
+      const slots = this.plan?.argv && engineOf(this.spec.workload.backend)?.lora?.slots(this.plan.argv);
+      if (slots && Number.isFinite(slots)) r.lora_slots = slots;
+    }
     // The runtime's slots in every state (the dashboard's "In flight" shows them from the start).
     const slots = this.spec.group?.rank ? undefined : (this.plan?.slots ?? this.slotsHint());
     if (slots) r.slots = slots;
@@ -232,6 +239,16 @@ export class Replica {
       plan.argv = enabled.args;
       plan.env = enabled.env;
     }
+    // With adapters, the runtime is started with its engine's LoRA flags (and, for llama.cpp, the adapters).
+    if (spec.lora && engine.lora && plan.argv) {
+      const enabled = engine.lora.enable(plan.argv, plan.env ?? {}, {
+        maxRank: spec.lora.max_rank,
+        slots: spec.lora.slots,
+        adapters: this.adapters,
+      });
+      plan.argv = enabled.args;
+      plan.env = enabled.env;
+    }
     this.ctx = ctx;
     plan.apiKey ??= plan.argv ? engine.apiKeyOf(plan.argv, { ...ctx.env, ...plan.env }) : undefined;
     return plan;
@@ -260,6 +277,12 @@ export class Replica {
     } catch (e) {
       if (signal.aborted) return;
       return this.fail(`cannot get the model: ${(e as Error).message}`);
+    }
+    try {
+      this.adapters = await pullAdapters(this.spec, this.host.pullModel, signal);
+    } catch (e) {
+      if (signal.aborted) return;
+      return this.fail(`cannot get the LoRA adapters: ${(e as Error).message}`);
     }
     try {
       this.plan = await this.makePlan(models.spec);
@@ -484,8 +507,10 @@ export class Replica {
   async update(spec: ReplicaSpec): Promise<void> {
     if (spec.revision === this.spec.revision) {
       const sleepChanged = spec.sleep !== this.spec.sleep;
+      const loraChanged = JSON.stringify(spec.lora?.adapters) !== JSON.stringify(this.spec.lora?.adapters);
       this.spec = spec;
       if (sleepChanged) this.applySleep();
+      if (loraChanged) void this.refreshAdapters();
       return this.groupNews?.();
     }
     this.ring.push("\r\n\x1b[1m[inferd] the workload changed: restarting the runtime\x1b[0m\r\n");
@@ -494,6 +519,23 @@ export class Replica {
     this.spec = spec;
     this.stopped = false;
     await this.start();
+  }
+
+  /** The LoRA adapters pulled for it, in the spec's order, with their paths here. */
+  private adapters: AdapterPath[] = [];
+
+  /**
+   * Pulls adapters added to a running replica's spec (an engine that loads them while running: the
+   * host loads them on demand) and reports the new list; removed ones leave the list.
+   */
+  private async refreshAdapters(): Promise<void> {
+    try {
+      this.adapters = await pullAdapters(this.spec, this.host.pullModel, this.abort.signal, this.adapters);
+    } catch (e) {
+      if (!this.abort.signal.aborted) this.note(`[inferd] cannot get a LoRA adapter: ${(e as Error).message}`, "1;33");
+      return;
+    }
+    if (this.state === "ready") await this.emit("ready", this.reason);
   }
 
   /** The level the runtime sleeps at and the host RAM it holds there, while sleeping or waking. */

@@ -7,6 +7,7 @@ import { callOf } from "./call";
 import { traceName } from "./dataplane/table";
 import { parseJsonBody } from "./http";
 import { modelRoutes } from "./models/routes";
+import { adapterAdminRoutes, adapterControlRoutes } from "./adapters/routes";
 import { controlRoutes as replicaControlRoutes } from "./scaling/routes";
 import { actorOf, authenticateRequest, bodyDeadline } from "./auth/service";
 import { actAs } from "./audit/service";
@@ -143,6 +144,8 @@ export function createApp(deps: AppDeps) {
       .use(joinTokenRoutes(deps))
       .use(workerRoutes(deps))
       .use(modelRoutes(deps))
+      .use(adapterAdminRoutes(deps))
+      .use(adapterControlRoutes(deps))
       .use(replicaControlRoutes(deps))
       .use(auditRoutes(deps))
       .use(usageRoutes(deps))

@@ -20,6 +20,7 @@ import type { CloudWorkers } from "./cloud/service";
 import type { ByteBudget } from "./http";
 import type { JobQuota } from "./jobs/quota";
 import type { ModelManager } from "./models/manager";
+import type { Adapters } from "./adapters/service";
 import type { Scaler } from "./scaling/scaler";
 import type { Workload } from "./workloads/service";
 import type { ListenInfo } from "./admin/listen";
@@ -74,6 +75,8 @@ export interface AppDeps {
   jobQuota: JobQuota;
   /** The model store: pulls, progress, removal. */
   models: ModelManager;
+  /** Base workloads' LoRA adapters: added (pulled and checked), removed. */
+  adapters: Adapters;
   /** Execution policies made real: replicas started, stopped and swapped. */
   scaler: Scaler;
   /** The settings in force, some changeable while serving (`config` is their live view). */

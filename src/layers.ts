@@ -79,11 +79,12 @@ export const LAYERS: Layer[] = [
   },
   {
     name: "control plane",
-    says: "workloads, external providers, models, placement, the fleet of workers, scaling, remote agents, webhooks",
+    says: "workloads, external providers, models, LoRA adapters, placement, the fleet of workers, scaling, remote agents, webhooks",
     rooms: [
       "src/workloads",
       "src/providers",
       "src/models",
+      "src/adapters",
       "src/placement",
       "src/workers",
       "src/cloud",

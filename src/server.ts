@@ -1,3 +1,5 @@
+import { Adapters } from "./adapters/service";
+import { getWorkloadById } from "./workloads/service";
 import type { Config } from "./config";
 import type { Store } from "./db";
 import { openConfiguredStore } from "./store/open";
@@ -243,6 +245,7 @@ function buildServices(
     bodyBudget: new ByteBudget(Math.max(config.maxBufferedBytes, config.maxDataBodyBytes)),
     jobQuota: new JobQuota(store.db, config.maxJobBytesPerProject),
     models,
+    adapters: new Adapters(store.db, models, () => afterWorkloadChange(fleet, collector)),
     scaler,
     fleet,
     metrics,
@@ -446,6 +449,7 @@ async function startBackground(
   deps.cloud.start();
   await services.collector.mark();
   const resumed = await deps.models.resume();
+  await deps.adapters.resume((id) => getWorkloadById(deps.db, id));
   if (resumed) out(`resuming ${plural(resumed, "model download")}`);
   // With a shared store, this machine's agent also takes work from the other hosts.
   const links = store.pg ? localClusterLinks(store.db, services.cluster, VERSION) : undefined;

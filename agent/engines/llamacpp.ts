@@ -6,7 +6,8 @@
 import { readFileSync } from "node:fs";
 import { flagValue, splitCommand } from "../command";
 import { baseUrlOf, gpuEnv, vendorOfLaunch, SERVED_NAME_FLAGS, withPort, withServedName } from "../runtimes/args";
-import type { Engine } from "./types";
+import type { Engine, EngineLora } from "./types";
+import { withFlags } from "./vllm";
 
 /**
  * The key inferd sends a llama-server, as common/arg.cpp reads them (2025 builds): the first of
@@ -27,6 +28,25 @@ function llamaApiKey(args: string[], env: Record<string, string | undefined>): s
     return undefined;
   }
 }
+
+/**
+ * llama-server's LoRA serving, from common/arg.cpp and tools/server/server.cpp (b6620): adapters are
+ * given at launch (`--lora FILE`, repeated; GGUF adapters of the model's architecture, else the start
+ * fails), `--lora-init-without-apply` loads them with scale 0, and a request picks its own with a
+ * `lora: [{id, scale}]` field (ids in launch order; `GET /lora-adapters` lists them). There is no
+ * route to load one while it runs: a changed set of adapters restarts the replica.
+ */
+export const LLAMA_LORA: EngineLora = {
+  runtime: false,
+  enable: (args, env, { adapters }) => {
+    const out = [...args];
+    for (const a of adapters) if (!out.includes(a.path)) out.push("--lora", a.path);
+    return { args: withFlags(out, ["--lora-init-without-apply"]), env };
+  },
+  slots: () => Number.POSITIVE_INFINITY,
+  select: (body, _name, index) => ({ ...body, lora: [{ id: index, scale: 1 }] }),
+  notLoaded: () => false,
+};
 
 /** llama.cpp, as the engine descriptor says it. */
 export const llamacpp: Engine = {
@@ -61,6 +81,7 @@ export const llamacpp: Engine = {
   },
   routes: () => ({ messages: undefined, responses: undefined, tokenize: "llamacpp" }),
   toolsOn: (args) => args.includes("--jinja"),
+  lora: LLAMA_LORA,
   /**
    * The verbatim `llama-server` command with the port rule and, without `-a/--alias`, the workload's
    * model name as its alias (else it would call its model by its file path). When that executable is

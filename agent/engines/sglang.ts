@@ -5,8 +5,8 @@
 import { flagValue } from "../command";
 import { SERVED_NAME_FLAGS, withServedName } from "../runtimes/args";
 import { pythonServer } from "../runtimes/openai-server";
-import type { Engine, EngineSleep } from "./types";
-import { withFlags } from "./vllm";
+import type { Engine, EngineLora, EngineSleep } from "./types";
+import { withFlags, withValue } from "./vllm";
 import { atLeast } from "./version";
 
 /**
@@ -25,6 +25,34 @@ export const SGLANG_SLEEP: EngineSleep = {
   enable: (args, env) => ({ args: withFlags(args, ["--enable-memory-saver", "--enable-weights-cpu-backup"]), env }),
   sleep: () => [{ method: "POST", path: "/release_memory_occupation", body: {} }],
   wake: () => [{ method: "POST", path: "/resume_memory_occupation", body: {} }],
+};
+
+/**
+ * SGLang's LoRA serving, from python/sglang/srt/server_args.py, lora/lora_manager.py and
+ * entrypoints/http_server.py (0.5.x): `--enable-lora`; started without `--lora-paths` it needs
+ * `--max-lora-rank` and `--lora-target-modules` (`all`) to size its buffers; `--max-loras-per-batch`
+ * (default 8) and `--max-loaded-loras` (adapters held; past it a load is refused). `POST
+ * /load_lora_adapter {lora_name, lora_path}` and `/unload_lora_adapter {lora_name}` answer
+ * `{success, error_message, loaded_adapters}`; a request names its adapter in `lora_path` (the
+ * OpenAI routes take it beside `model`).
+ */
+export const SGLANG_LORA: EngineLora = {
+  runtime: true,
+  enable: (args, env, { maxRank, slots }) => {
+    let out = withFlags(args, ["--enable-lora"]);
+    out = withValue(out, "--max-lora-rank", maxRank);
+    if (flagValue(out, ["--lora-paths"]) === undefined) out = withValue(out, "--lora-target-modules", "all");
+    out = withValue(out, "--max-loras-per-batch", Math.min(slots, 8));
+    out = withValue(out, "--max-loaded-loras", slots);
+    return { args: out, env };
+  },
+  slots: (args) =>
+    Number(flagValue(args, ["--max-loaded-loras"]) ?? flagValue(args, ["--max-loras-per-batch"]) ?? 8) || 8,
+  load: (a) => [{ method: "POST", path: "/load_lora_adapter", body: { lora_name: a.name, lora_path: a.path } }],
+  unload: (name) => [{ method: "POST", path: "/unload_lora_adapter", body: { lora_name: name } }],
+  select: (body, name) => ({ ...body, lora_path: name }),
+  notLoaded: (status, body) =>
+    status === 400 && /lora/i.test(body) && /not (found|loaded)|unknown|does not exist/i.test(body),
 };
 
 /** SGLang, as the engine descriptor says it. */
@@ -84,6 +112,7 @@ export const sglang: Engine = {
   }),
   toolsOn: (args) => args.some((a) => a === "--tool-call-parser" || a.startsWith("--tool-call-parser=")),
   sleep: SGLANG_SLEEP,
+  lora: SGLANG_LORA,
   /**
    * The command as given (e.g. `python3 -m sglang.launch_server --model-path …`) with the same port
    * rule and served-name rule as vLLM's; `sglang_version` installs that version once like vLLM's.

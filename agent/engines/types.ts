@@ -76,6 +76,43 @@ export interface EngineSleep {
   isSleeping?: { call: RuntimeCall; read(body: unknown): boolean };
 }
 
+/** An adapter a replica serves: its name (what clients call) and its path on the replica's machine. */
+export interface AdapterPath {
+  name: string;
+  path: string;
+}
+
+/**
+ * How a runtime serves LoRA adapters on its base model, as the engine does it. `runtime`: adapters
+ * are loaded and unloaded while it runs (`load`/`unload`, vLLM and SGLang); otherwise they are given at
+ * launch (`enable` lists them: llama.cpp), and a changed set restarts the replica.
+ */
+export interface EngineLora {
+  runtime: boolean;
+  /**
+   * The command words and environment a runtime with adapters needs: the engine's LoRA switch, the
+   * largest rank it must take, how many it holds (`slots`), and, for launch-time engines, the adapters.
+   */
+  enable(
+    args: string[],
+    env: Record<string, string>,
+    opts: { maxRank: number; slots: number; adapters: AdapterPath[] },
+  ): { args: string[]; env: Record<string, string> };
+  /** How many adapters a runtime holds at once, from its command (past it inferd unloads the least recently used). */
+  slots(args: string[]): number;
+  /** The calls that load an adapter into a running runtime (runtime engines). */
+  load?(a: AdapterPath): RuntimeCall[];
+  /** The calls that unload it. */
+  unload?(name: string): RuntimeCall[];
+  /**
+   * The request body that asks for adapter `name` (`index`: its place in the launch list), given the
+   * body as it goes to the runtime (its `model` already the served name).
+   */
+  select(body: Record<string, unknown>, name: string, index: number): Record<string, unknown>;
+  /** Whether a runtime's answer says the adapter is not loaded there (it restarted, or evicted it): inferd loads it and tries again. */
+  notLoaded(status: number, body: string): boolean;
+}
+
 /** One engine, as inferd drives it. */
 export interface Engine {
   /** The workload `backend` value. */
@@ -146,6 +183,8 @@ export interface Engine {
    * after `keep_alive`, and a request loads it again).
    */
   sleep?: EngineSleep;
+  /** How its runtimes serve LoRA adapters (undefined: they cannot; Ollama makes an adapter a model of its own). */
+  lora?: EngineLora;
   /** Turns a replica spec into a launch plan. */
   launch: Launcher;
   /** The test double that stands for it (`test/fixtures/…`), for the README and doctor. */

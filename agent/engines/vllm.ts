@@ -6,7 +6,7 @@ import { flagValue } from "../command";
 import { SERVED_NAME_FLAGS, withServedName } from "../runtimes/args";
 import { pythonServer } from "../runtimes/openai-server";
 import type { Launcher } from "../runtimes/types";
-import type { Engine, EngineSleep } from "./types";
+import type { Engine, EngineLora, EngineSleep } from "./types";
 import { atLeast } from "./version";
 
 /** The model a `vllm serve` command loads: `--model`, else the word after `serve`. */
@@ -79,6 +79,41 @@ export const VLLM_SLEEP: EngineSleep = {
   },
 };
 
+/** `args` with `flag value` appended unless the command sets the flag already. */
+export const withValue = (args: string[], flag: string, value: string | number): string[] =>
+  flagValue(args, [flag]) === undefined ? [...args, flag, String(value)] : args;
+
+/**
+ * vLLM's LoRA serving, from vllm/engine/arg_utils.py, vllm/config/lora.py and
+ * vllm/entrypoints/openai/api_server.py + serving_models.py (0.11): `--enable-lora`, `--max-lora-rank`
+ * (default 16; a larger adapter is refused), `--max-loras` (adapters in one batch, default 1) and
+ * `--max-cpu-loras` (adapters kept in host memory, default `--max-loras`: past it vLLM evicts the least
+ * recently used and reads it from disk again on its next request). `POST /v1/load_lora_adapter
+ * {lora_name, lora_path}` and `/v1/unload_lora_adapter {lora_name}` are registered only with
+ * VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; a request names the adapter as its `model`, and an unknown
+ * one is a 404 "The model `x` does not exist.". inferd keeps at most `--max-cpu-loras` loaded per
+ * replica (what vLLM holds in memory), unloading the least recently used.
+ */
+export const VLLM_LORA: EngineLora = {
+  runtime: true,
+  // vLLM refuses --max-cpu-loras below --max-loras ("max_cpu_loras (2) must be >= max_loras (8)",
+  // vllm/config/lora.py): the one the command sets bounds the other.
+  enable: (args, env, { maxRank, slots }) => {
+    const cpu = Number(flagValue(args, ["--max-cpu-loras"])) || undefined;
+    const batch = Number(flagValue(args, ["--max-loras"])) || Math.min(cpu ?? slots, 8);
+    let out = withFlags(args, ["--enable-lora"]);
+    out = withValue(out, "--max-lora-rank", maxRank);
+    out = withValue(out, "--max-loras", batch);
+    out = withValue(out, "--max-cpu-loras", Math.max(cpu ?? slots, batch));
+    return { args: out, env: { ...env, VLLM_ALLOW_RUNTIME_LORA_UPDATING: "True" } };
+  },
+  slots: (args) => Number(flagValue(args, ["--max-cpu-loras"]) ?? flagValue(args, ["--max-loras"]) ?? 8) || 8,
+  load: (a) => [{ method: "POST", path: "/v1/load_lora_adapter", body: { lora_name: a.name, lora_path: a.path } }],
+  unload: (name) => [{ method: "POST", path: "/v1/unload_lora_adapter", body: { lora_name: name } }],
+  select: (body, name) => ({ ...body, model: name }),
+  notLoaded: (status, body) => status === 404 && /does not exist/.test(body),
+};
+
 /** vLLM, as the engine descriptor says it (vLLM-Omni reuses most of it). */
 export const vllm: Engine = {
   backend: "vllm",
@@ -122,6 +157,7 @@ export const vllm: Engine = {
   routes: () => ({ tokenize: "vllm" }),
   toolsOn: (args) => args.includes("--enable-auto-tool-choice"),
   sleep: VLLM_SLEEP,
+  lora: VLLM_LORA,
   launch: (ctx) => launchVllm(vllm)(ctx),
   fake: "test/fixtures/bin/vllm",
 };

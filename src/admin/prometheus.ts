@@ -107,6 +107,25 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
     "Requests routed by prompt prefix that went to the replica the ring named (not spilled by load), per workload.",
     prefixed.map(({ w, l }) => [l, prefix(w.id).hits]),
   );
+  const lora = wls.flatMap(({ w, l }) => {
+    const c = fleet.dispatcher.lora.get(w.id);
+    return c ? [{ l, c }] : [];
+  });
+  e.family(
+    "inferd_lora_requests_total",
+    "counter",
+    "Requests for a LoRA adapter, per workload and whether the replica they got already held the adapter (loaded: true) or loaded it for them.",
+    lora.flatMap(({ l, c }) => [
+      [{ ...l, loaded: "true" }, c.hits] as [Record<string, string>, number],
+      [{ ...l, loaded: "false" }, c.requests - c.hits] as [Record<string, string>, number],
+    ]),
+  );
+  e.family(
+    "inferd_lora_loads_total",
+    "counter",
+    "LoRA adapters loaded into a replica's runtime for a request, per workload.",
+    lora.map(({ l, c }) => [l, c.loads]),
+  );
   e.family(
     "inferd_queue_depth",
     "gauge",

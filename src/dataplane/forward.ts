@@ -1,6 +1,7 @@
 import { AppError } from "../errors";
 import { classOf, SYNC, type Dispatcher, type Slot, type Target, type Ticket, type Upstream } from "../dispatch/queue";
 import { prefixAffinity } from "../dispatch/prefix";
+import { countsOf } from "../dispatch/lora";
 import { meteredStream, usageOf, type Usage } from "./meter";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import { runtimeError, type Timeline } from "../tracing/timeline";
@@ -105,10 +106,9 @@ export async function dispatchWith(
     if (signal.aborted) onClientGone();
     signal.addEventListener("abort", onClientGone, { once: true });
     try {
-      const upstream = await attempt(
-        traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target,
-        abort.signal,
-      );
+      let target = traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target;
+      if (ticket.adapter) target = await withAdapter(dispatcher, slot, target, ticket.adapter.name, abort.signal, tl);
+      const upstream = await attempt(target, abort.signal);
       if (tl) {
         // A runtime's error answer marks the span where the request failed.
         tl.span("upstream", granted - tl.t0, tl.now(), upstream.ok ? undefined : { error: upstream.status });
@@ -154,6 +154,45 @@ function noteDispatch(
   };
   if (hit !== undefined) attrs.prefix_hit = hit;
   return tl.dispatched(granted - tl.t0, { assignmentId: target.id, workerId: target.workerId }, attrs);
+}
+
+/**
+ * `target` asking its runtime for LoRA adapter `name`: loaded first when the runtime does not hold
+ * it (the load is the request's `adapter_load` span), counted in the workload's LoRA stats, and kept
+ * in use until the slot is given back. A replica without adapters is a 503.
+ */
+async function withAdapter(
+  dispatcher: Dispatcher,
+  slot: Slot,
+  target: Target,
+  name: string,
+  signal: AbortSignal,
+  tl?: Timeline,
+): Promise<Target> {
+  const lora = slot.target.lora;
+  if (!lora)
+    throw new AppError(503, "adapter_unavailable", `this replica has no LoRA adapters yet; retry in a moment`, {
+      "retry-after": "5",
+    });
+  const counts = countsOf(dispatcher.lora, slot.target.workloadId);
+  const t0 = performance.now();
+  const { loaded, done } = await lora.acquire(name, signal);
+  counts.requests++;
+  if (!loaded) counts.hits++;
+  else {
+    counts.loads++;
+    if (counts.loadMs.push(performance.now() - t0) > 1000) counts.loadMs.shift();
+    if (tl) tl.span("adapter_load", t0 - tl.t0, tl.now(), { adapter: name });
+  }
+  const release = slot.release;
+  slot.release = () => {
+    done();
+    slot.release = release;
+    release();
+  };
+  const t: Target = Object.create(target);
+  t.send = (req, s) => target.send({ ...req, select: (body) => lora.select(body, name) }, s);
+  return t;
 }
 
 /** `target` with every request it sends carrying the trace context (the runtime's own spans join the trace). */

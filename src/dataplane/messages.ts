@@ -4,7 +4,7 @@ import { AppError, badRequest } from "../errors";
 import { engineOf } from "../../agent/engines";
 import { stableMessages } from "./stable-prompt";
 import { accounting, syncTicket, checkRoute, readJsonObject, runOnBase } from "./service";
-import { checkModel, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
+import { checkModelOrAdapter, routeOf, tryInOrder, withAdapterOf, workloadOf, type RouteBase } from "./target";
 import type { Workload } from "../workloads/service";
 import {
   dispatchWith,
@@ -100,7 +100,7 @@ async function messagesHeld(
         signal,
       );
     },
-    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))),
+    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(keyOf(request)))),
     acct.timeline,
   ).catch(unanswered(acct));
   const { upstream } = got;
@@ -152,7 +152,7 @@ export async function countTokensRoute(deps: DataplaneDeps, request: Request, ba
     };
     if (base.workload !== undefined) {
       const w = await workloadOf(deps, base.project, base.workload);
-      checkModel(w, json.model);
+      await checkModelOrAdapter(deps, request, w, json.model);
       return await count(w);
     }
     return await tryInOrder(await routeOf(deps, request, base, json.model), count, callOf(request).timeline);

@@ -34,7 +34,7 @@ export async function offeredModels(
   deps: { db: Db },
   request: Request,
   base: RouteBase,
-): Promise<{ id: string; workloads: Workload[] }[]> {
+): Promise<{ id: string; workloads: Workload[]; parent?: string }[]> {
   const [models, all] = await Promise.all([
     callableModels(deps, request, base),
     callableWorkloads(deps, request, base),
@@ -42,9 +42,10 @@ export async function offeredModels(
   const serving = await servingIds(deps.db, all);
   const fallbackServes = (w: Workload) =>
     base.workload === undefined && w.fallbacks.some((slug) => all.some((f) => f.slug === slug && serving.has(f.id)));
-  return models.flatMap(({ id, workloads }) => {
+  return models.flatMap(({ id, workloads, parent }) => {
     const up = workloads.filter((w) => serving.has(w.id));
-    if (up.length) return [{ id, workloads: up }];
-    return workloads.some(fallbackServes) ? [{ id, workloads }] : [];
+    const named = parent ? { parent } : {};
+    if (up.length) return [{ id, workloads: up, ...named }];
+    return workloads.some(fallbackServes) ? [{ id, workloads, ...named }] : [];
   });
 }

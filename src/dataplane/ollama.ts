@@ -31,7 +31,7 @@ import {
 } from "./ollama-translate";
 import { callOf } from "../call";
 import { accounting, syncTicket, readJsonObject, runOnBase, type DataplaneDeps, type ModelLookup } from "./service";
-import { routeOf, type RouteBase } from "./target";
+import { routeOf, withAdapterOf, type RouteBase } from "./target";
 import type { OllamaRouteName } from "./table";
 
 /** The routes that run on a replica. */
@@ -147,7 +147,7 @@ async function inferOn(
     w.id,
     { path: call.path, method: "POST", headers, body: null, json: call.body },
     request.signal,
-    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))),
+    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(keyOf(request)))),
     acct.timeline,
   ).catch(unanswered(acct));
   acct.waited(got.waitedMs);

@@ -4,7 +4,7 @@ import { badRequest } from "../errors";
 import { engineOf } from "../../agent/engines";
 import type { Workload } from "../workloads/service";
 import { accounting, syncTicket, runOnBase } from "./service";
-import type { RouteBase } from "./target";
+import { withAdapterOf, type RouteBase } from "./target";
 import {
   dispatchWith,
   isEventStream,
@@ -94,7 +94,7 @@ async function responsesHeld(
         signal,
       );
     },
-    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyOf(request))),
+    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(keyOf(request)))),
     acct.timeline,
   ).catch(unanswered(acct));
   const { upstream } = got;

@@ -28,11 +28,13 @@ async function modelList(deps: DataplaneDeps, request: Request, base: RouteBase)
   const models = await offeredModels(deps, request, base);
   return {
     object: "list",
-    data: models.map(({ id, workloads }) => ({
+    data: models.map(({ id, workloads, parent }) => ({
       id,
       object: "model",
       created: Math.floor(Math.min(...workloads.map((w) => Date.parse(w.created_at))) / 1000),
       owned_by: base.project,
+      // A LoRA adapter names its base model, as vLLM lists its adapters.
+      ...(parent ? { parent } : {}),
     })),
   };
 }

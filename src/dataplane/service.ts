@@ -14,7 +14,16 @@ import { SYNC, type Ticket } from "../dispatch/queue";
 import { keyOf } from "../auth/service";
 import { priorityOf, type KeyRecord } from "../keys/service";
 import { callOf } from "../call";
-import { checkModel, modelAliasesOf, routeOf, tryInOrder, workloadOf, type RouteBase } from "./target";
+import {
+  checkModel,
+  checkModelOrAdapter,
+  modelAliasesOf,
+  routeOf,
+  tryInOrder,
+  withAdapterOf,
+  workloadOf,
+  type RouteBase,
+} from "./target";
 import { uploadModel } from "../multipart";
 import type { DataRoute } from "./table";
 import { Capture } from "../tracing/capture";
@@ -102,7 +111,7 @@ export function accounting(
   const call = callOf(request);
   const tl = call.timeline;
   if (tl) {
-    tl.model = w.model_name;
+    tl.model = callOf(request).adapter ?? w.model_name;
     if (capturing(w)) {
       tl.capture = new Capture(body === undefined ? request.headers.get("content-type") : "application/json");
       tl.capture.keepRequest(body);
@@ -204,7 +213,7 @@ export async function runOnBase(
       if (tl) (tl.workloadId = w.id), (tl.projectId = w.project_id);
       checkRoute(w, toggle, what);
       const json = await readJsonObject(deps, request);
-      await lookup(json.model, (m) => checkModel(w, m));
+      await lookup(json.model, (m) => checkModelOrAdapter(deps, request, w, m));
       return await run(w, json);
     }
     const json = await readJsonObject(deps, request);
@@ -246,7 +255,7 @@ async function forwardHeld(
     if (parsed !== undefined && (!parsed || typeof parsed !== "object" || Array.isArray(parsed)))
       throw badRequest("invalid_request", "the request body must be a JSON object");
     json = (parsed as Record<string, unknown> | undefined) ?? (await readJsonObject(deps, request));
-    if (via !== "routed") checkModel(w, json.model);
+    if (via !== "routed") await checkModelOrAdapter(deps, request, w, json.model);
     headers["content-type"] = "application/json";
     const so = json.stream_options as Record<string, unknown> | undefined;
     if (
@@ -276,9 +285,14 @@ async function forwardHeld(
       modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined,
     },
     request.signal,
-    withAffinity(deps.fleet.dispatcher, w, json, syncTicket(keyId === null ? null : keyOf(request))),
+    withAffinity(
+      deps.fleet.dispatcher,
+      w,
+      json,
+      withAdapterOf(request, w, syncTicket(keyId === null ? null : keyOf(request))),
+    ),
     meter.timeline,
   ).catch((e) => unanswered(meter)(source?.failure ?? e));
   // The answer names the model as /v1/models does, whatever the runtime calls it.
-  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: w.model_name });
+  return relay(got, meter, { dropUsageOnlyChunks: injectedUsage, model: callOf(request).adapter ?? w.model_name });
 }

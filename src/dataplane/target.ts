@@ -15,6 +15,9 @@ import { AppError, badRequest, notFound } from "../errors";
 import { keyOf, canTouchWorkload } from "../auth/service";
 import { findProjectWorkloads, findWorkload, type Workload } from "../workloads/service";
 import type { Timeline } from "../tracing/timeline";
+import { callOf } from "../call";
+import type { Ticket } from "../dispatch/queue";
+import { projectAdapters, type AdapterRow } from "../adapters/service";
 
 /** The workload of a data-plane path, or 404. */
 export function workloadOf(deps: { db: Db }, project: string, workload: string): Maybe<Workload> {
@@ -51,6 +54,72 @@ export interface Route {
   workloads: Workload[];
   /** The model name the client asked for, when it named one other than `default`. */
   requested?: string;
+}
+
+declare module "../call" {
+  interface Call {
+    /** The LoRA adapter its `model` named (issue 39), once routed: the base workload serves it with that adapter. */
+    adapter?: string;
+  }
+}
+
+/**
+ * The adapter `model` names among a project's ready adapters: its name, or `<base>:<adapter>` with
+ * `<base>` a name of the adapter's workload (its model name, an alias or its slug). Undefined when
+ * it names none.
+ */
+export function adapterNamed(
+  adapters: ReadonlyMap<string, AdapterRow>,
+  ws: readonly Workload[],
+  model: string,
+): { adapter: AdapterRow; workload: Workload } | undefined {
+  if (adapters.size === 0) return undefined;
+  let a = adapters.get(model);
+  let base: string | undefined;
+  if (!a) {
+    const i = model.lastIndexOf(":");
+    if (i <= 0) return undefined;
+    a = adapters.get(model.slice(i + 1));
+    base = model.slice(0, i);
+  }
+  const w = a && ws.find((x) => x.id === a!.workloadId);
+  if (!a || !w || (base !== undefined && !namesOf(w).includes(base))) return undefined;
+  return { adapter: a, workload: w };
+}
+
+/**
+ * A route for an adapter name when `model` names one of the project's adapters the key may call
+ * (its base workload is callable); notes the adapter on the request. Undefined otherwise.
+ */
+function adapterRoute(deps: { db: Db }, request: Request, ws: Workload[], model: string): Maybe<Route | undefined> {
+  const projectId = ws[0]?.project_id;
+  if (!projectId) return undefined;
+  return andThen(projectAdapters(deps.db, projectId), (adapters) => {
+    const hit = adapterNamed(adapters, ws, model);
+    if (!hit) return undefined;
+    callOf(request).adapter = hit.adapter.name;
+    return { workloads: [hit.workload], requested: model };
+  });
+}
+
+/**
+ * `checkModel` on a workload's own base, where `model` may also name one of its adapters (noted on
+ * the request as `routeOf` does).
+ */
+export function checkModelOrAdapter(deps: { db: Db }, request: Request, w: Workload, model: unknown): Maybe<void> {
+  if (typeof model !== "string" || modelAliasesOf(w).includes(model)) return checkModel(w, model);
+  return andThen(adapterRoute(deps, request, [w], model), (r) => {
+    if (!r) checkModel(w, model);
+  });
+}
+
+/**
+ * The queue ticket of a request with the adapter its route named, when any: it goes where the adapter
+ * is loaded unless its workload routes by least load.
+ */
+export function withAdapterOf(request: Request, w: Pick<Workload, "routing">, ticket: Ticket): Ticket {
+  const name = callOf(request).adapter;
+  return name ? { ...ticket, adapter: { name, aware: w.routing !== "least_loaded" } } : ticket;
 }
 
 /** The names a workload answers to on its project's base URL, listed first to last. */
@@ -100,17 +169,29 @@ export function callableWorkloads(deps: { db: Db }, request: Request, base: Rout
 
 /**
  * The model ids the request's key may call on this base, each once, with the workloads answering
- * to it (what `/v1/models` and Ollama's `/api/tags` list).
+ * to it (what `/v1/models` and Ollama's `/api/tags` list); then the ready LoRA adapters of those
+ * workloads, each with its base as `parent`.
  */
 export function callableModels(
   deps: { db: Db },
   request: Request,
   base: RouteBase,
-): Maybe<{ id: string; workloads: Workload[] }[]> {
+): Maybe<{ id: string; workloads: Workload[]; parent?: string }[]> {
   return andThen(callableWorkloads(deps, request, base), (ws) => {
     const byId = new Map<string, Workload[]>();
     for (const w of ws) for (const id of listedNamesOf(w)) byId.set(id, [...(byId.get(id) ?? []), w]);
-    return [...byId].map(([id, workloads]) => ({ id, workloads }));
+    const models: { id: string; workloads: Workload[]; parent?: string }[] = [...byId].map(([id, workloads]) => ({
+      id,
+      workloads,
+    }));
+    if (!ws.length) return models;
+    return andThen(projectAdapters(deps.db, ws[0].project_id), (adapters) => {
+      for (const a of adapters.values()) {
+        const w = ws.find((x) => x.id === a.workloadId);
+        if (w && !byId.has(a.name)) models.push({ id: a.name, workloads: [w], parent: w.model_name });
+      }
+      return models;
+    });
   });
 }
 
@@ -149,14 +230,23 @@ export function routeOf(
   const requested = typeof model === "string" && model !== "default" ? model : undefined;
   if (base.workload !== undefined) {
     return andThen(workloadOf(deps, base.project, base.workload), (w) => {
-      checkModel(w, model);
-      return { workloads: [w], requested };
+      if (requested === undefined || modelAliasesOf(w).includes(requested)) return { workloads: [w], requested };
+      // One of its adapters, else the contract's 400.
+      return andThen(adapterRoute(deps, request, [w], requested), (r) => {
+        if (!r) checkModel(w, model);
+        return r!;
+      });
     });
   }
   return andThen(callableWorkloads(deps, request, base), (ws) => {
     let pool: Workload[];
     if (requested === undefined) pool = ws.length === 1 ? ws : [];
     else pool = answering(ws, requested);
+    if (!pool.length && requested !== undefined)
+      return andThen(adapterRoute(deps, request, ws, requested), (r) => {
+        if (!r) throw modelNotFound(base.project, model, ws);
+        return r;
+      });
     if (!pool.length) throw modelNotFound(base.project, model, ws);
     const ordered = byLoad(deps, pool);
     const seen = new Set(ordered.map((w) => w.id));

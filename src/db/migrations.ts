@@ -27,6 +27,7 @@ import m24 from "./migrations/0024_thin_pixie.sql" with { type: "text" };
 import m25 from "./migrations/0025_silky_silver_centurion.sql" with { type: "text" };
 import m26 from "./migrations/0026_secret_iron_man.sql" with { type: "text" };
 import m27 from "./migrations/0027_small_omega_red.sql" with { type: "text" };
+import m28 from "./migrations/0028_milky_korvac.sql" with { type: "text" };
 import p0 from "./migrations-pg/0000_baseline.sql" with { type: "text" };
 import p1 from "./migrations-pg/0001_change_notify.sql" with { type: "text" };
 import p2 from "./migrations-pg/0002_cluster.sql" with { type: "text" };
@@ -46,6 +47,7 @@ import p15 from "./migrations-pg/0015_flippant_cloak.sql" with { type: "text" };
 import p16 from "./migrations-pg/0016_mixed_black_panther.sql" with { type: "text" };
 import p17 from "./migrations-pg/0017_jittery_clea.sql" with { type: "text" };
 import p18 from "./migrations-pg/0018_white_rocket_raccoon.sql" with { type: "text" };
+import p19 from "./migrations-pg/0019_safe_silhouette.sql" with { type: "text" };
 
 /** Every SQLite migration in order, embedded as text so the compiled binary needs no files beside it. */
 export const MIGRATIONS: { tag: string; sql: string }[] = [
@@ -77,6 +79,7 @@ export const MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0025_silky_silver_centurion", sql: m25 },
   { tag: "0026_secret_iron_man", sql: m26 },
   { tag: "0027_small_omega_red", sql: m27 },
+  { tag: "0028_milky_korvac", sql: m28 },
 ];
 
 /** Every PostgreSQL migration in order (cluster mode), embedded likewise. */
@@ -100,4 +103,5 @@ export const PG_MIGRATIONS: { tag: string; sql: string }[] = [
   { tag: "0016_mixed_black_panther", sql: p16 },
   { tag: "0017_jittery_clea", sql: p17 },
   { tag: "0018_white_rocket_raccoon", sql: p18 },
+  { tag: "0019_safe_silhouette", sql: p19 },
 ];

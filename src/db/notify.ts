@@ -62,6 +62,7 @@ export const CHANGE_FEED: readonly FeedTable[] = [
     "hostId",
   ]),
   feedTable(pgSchema.assignments),
+  feedTable(pgSchema.adapters),
 ];
 
 /** A watched table by name. */

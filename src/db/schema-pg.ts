@@ -482,6 +482,37 @@ export const models = pgTable(
 );
 
 /**
+ * A LoRA adapter served on a base workload (issue 39): its name (what clients call, unique in the
+ * project), the model store row its files were pulled into, and what its config says (the base model
+ * it was trained on, its rank, its format). `state`: `pulling` until its files are in the store and
+ * checked, then `ready`, or `failed` with the reason (a wrong base, a rank the engine cannot take).
+ */
+export const adapters = pgTable(
+  "adapters",
+  {
+    id: text("id").primaryKey(),
+    workloadId: text("workload_id")
+      .notNull()
+      .references(() => workloads.id, { onDelete: "cascade" }),
+    projectId: text("project_id").notNull(),
+    name: text("name").notNull(),
+    /** As the user wrote it (`hf:owner/repo`, a URL, a path). */
+    source: text("source").notNull(),
+    modelId: text("model_id"),
+    state: text("state", { enum: ["pulling", "ready", "failed"] }).notNull(),
+    reason: text("reason"),
+    /** `peft` (adapter_config.json + safetensors: vLLM, SGLang) or `gguf` (llama.cpp). */
+    format: text("format"),
+    baseModel: text("base_model"),
+    rank: integer("rank"),
+    bytes: bigint("bytes", { mode: "number" }).notNull().default(0),
+    createdAt: text("created_at").notNull(),
+    createdBy: text("created_by"),
+  },
+  (t) => [uniqueIndex("adapters_project_name").on(t.projectId, t.name), index("adapters_workload").on(t.workloadId)],
+);
+
+/**
  * A model pulled because a project's workload named it (not by the admin by hand): the project it
  * counts against (`model_bytes`) and since when no workload uses it, for the collection of unused
  * ones. No foreign key to the project: a deleted project's models are still collected.

@@ -1,6 +1,7 @@
 import { AppError } from "../errors";
 import { FairQueue, type Place, type WaitClass } from "./fair";
-import { PrefixRouter } from "./prefix";
+import { hash32, LOAD_FACTOR, PrefixRouter } from "./prefix";
+import type { LoraStats, ReplicaLora } from "./lora";
 
 /**
  * A replica that can take requests: `capacity` slots (its assignment's concurrency), `inFlight`
@@ -14,6 +15,8 @@ export interface Target {
   capacity: number;
   inFlight: number;
   send(req: Upstream, signal: AbortSignal): Promise<Response>;
+  /** Its LoRA adapters, when its workload has any (./lora.ts). */
+  lora?: ReplicaLora;
 }
 
 /** A request as it goes to a runtime: path under the runtime's base URL, headers and body. */
@@ -28,6 +31,8 @@ export interface Upstream {
   source?: BodySource;
   /** For a multipart upload: the `model` values that mean this workload's model, set to the served name. */
   modelAliases?: readonly string[];
+  /** The JSON body's last change on its way to the runtime, once `model` is the served name (a LoRA adapter's selection). */
+  select?: (body: Record<string, unknown>) => Record<string, unknown>;
 }
 
 /** An upload's body, passed on as it arrives or, when a hop needs it whole, read once and kept. */
@@ -58,6 +63,11 @@ export interface Ticket {
   priority?: "interactive" | "batch";
   /** Hashes of the prompt's prefix blocks, first block first (empty or undefined: no affinity). */
   affinity?: readonly number[];
+  /**
+   * The LoRA adapter it asks for, and whether it goes where the adapter is loaded (`aware`: the
+   * workload routes by prefix, the default) or to the least-loaded replica like any request.
+   */
+  adapter?: { name: string; aware: boolean };
 }
 
 interface Waiter {
@@ -118,6 +128,8 @@ export class Dispatcher {
   private waiting = new Map<string, FairQueue<Waiter>>();
   /** Prefix-aware choice for tickets with an affinity: the ring per workload and its hit counts. */
   readonly prefix = new PrefixRouter();
+  /** Per workload: requests for a LoRA adapter, those that found it loaded, loads (./lora.ts). */
+  readonly lora: LoraStats = new Map();
   /**
    * Workloads with a replica asleep or waking and none ready (set by the fleet from the agents'
    * reports): a request that waits for one waits for a wake (its timeline's `wake` span).
@@ -138,9 +150,21 @@ export class Dispatcher {
   upsertTarget(t: Target): void {
     const old = this.targets.get(t.id);
     // Keep the same object: granted slots release on the object they were taken from.
-    if (old) Object.assign(old, { capacity: t.capacity, send: t.send, workerId: t.workerId, workloadId: t.workloadId });
+    if (old)
+      Object.assign(old, {
+        capacity: t.capacity,
+        send: t.send,
+        workerId: t.workerId,
+        workloadId: t.workloadId,
+        lora: t.lora,
+      });
     else this.targets.set(t.id, t);
     this.drain(t.workloadId);
+  }
+
+  /** A ready replica by id. */
+  targetOf(id: string): Target | undefined {
+    return this.targets.get(id);
   }
 
   /** Removes a replica (not ready any more); requests it is running finish or fail on their own. */
@@ -186,7 +210,10 @@ export class Dispatcher {
    * choice for a ticket with an affinity (the workload routes by prefix), else the least-loaded.
    */
   private freeTarget(workloadId: string, ticket?: Ticket): Target | undefined {
-    if (ticket?.affinity?.length) {
+    if (ticket?.adapter?.aware) {
+      const chosen = this.adapterTarget(workloadId, ticket.adapter.name);
+      if (chosen) return chosen;
+    } else if (ticket?.affinity?.length) {
       const chosen = this.prefix.choose(workloadId, this.targetsOf(workloadId), ticket.affinity);
       if (chosen) return chosen;
     }
@@ -196,6 +223,23 @@ export class Dispatcher {
       if (!best || t.inFlight / t.capacity < best.inFlight / best.capacity) best = t;
     }
     return best;
+  }
+
+  /**
+   * The replica for a request asking for LoRA adapter `name`: the least loaded of those that hold it,
+   * with a free slot and in flight below the bound of consistent hashing with bounded loads
+   * (./prefix.ts); when none does, the
+   * adapter's own replica on a ring of the workload's replicas (so each adapter has a home and loads
+   * spread evenly), within the same bound. Undefined: the least-loaded choice decides.
+   */
+  private adapterTarget(workloadId: string, name: string): Target | undefined {
+    const all = this.targetsOf(workloadId);
+    let total = 0;
+    for (const t of all) total += t.inFlight;
+    const bound = Math.ceil((LOAD_FACTOR * (total + 1)) / Math.max(1, all.length));
+    const holders = all.filter((t) => t.lora?.holds(name) && t.inFlight < t.capacity && t.inFlight < bound);
+    if (holders.length) return holders.reduce((a, b) => (b.inFlight / b.capacity < a.inFlight / a.capacity ? b : a));
+    return this.prefix.choose(workloadId, all, [hash32(`lora\u001e${name}`)]);
   }
 
   private grant(t: Target): Slot {

@@ -1,6 +1,8 @@
-import { eq } from "drizzle-orm";
+import { and, asc, eq, inArray } from "drizzle-orm";
 import type { Db } from "../db";
-import { assignments } from "../db/schema";
+import { adapters, assignments } from "../db/schema";
+import { maxRankFor } from "../adapters/check";
+import { engineOf } from "../../agent/engines";
 import { sha256 } from "../ids";
 import type { GroupSpec, ReplicaSpec } from "../../agent/protocol";
 import { checkLaunch, checkNodes, type LaunchPolicy } from "../../agent/launch-policy";
@@ -24,6 +26,7 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
     return w && a.desired !== "idle" && !w.paused;
   });
   const groups = await groupMembers(db, [...new Set(rows.flatMap((a) => (a.groupId ? [a.groupId] : [])))]);
+  const lora = await loraSpecs(db, new Set(rows.map((a) => a.workloadId)));
   return rows.map((a) => {
     const w = byId.get(a.workloadId)!;
     const workload = {
@@ -66,6 +69,7 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
         ...fresh,
         ...place,
         ...(sleepMode ? ["sleep mode"] : []),
+        ...loraRevision(w.backend, lora.get(w.id)),
       ]),
     ).slice(0, 16);
     return {
@@ -79,6 +83,43 @@ export async function desiredFor(db: Db, workerId: string, policy?: LaunchPolicy
       ...(group ? { group } : {}),
       ...(sleepMode ? { sleep_mode: true } : {}),
       ...(level ? { sleep: level } : {}),
+      ...(lora.has(w.id) ? { lora: lora.get(w.id) } : {}),
     };
   });
+}
+
+/**
+ * The LoRA part of the specs of `workloadIds`' replicas: their ready adapters (oldest first: llama.cpp's
+ * ids), the `--max-lora-rank` they need and the slots (none when a workload has no adapter).
+ */
+async function loraSpecs(db: Db, workloadIds: Set<string>): Promise<Map<string, NonNullable<ReplicaSpec["lora"]>>> {
+  const out = new Map<string, NonNullable<ReplicaSpec["lora"]>>();
+  if (workloadIds.size === 0) return out;
+  const rows = await db
+    .select()
+    .from(adapters)
+    .where(and(inArray(adapters.workloadId, [...workloadIds]), eq(adapters.state, "ready")))
+    .orderBy(asc(adapters.createdAt), asc(adapters.id));
+  const by = new Map<string, (typeof rows)[number][]>();
+  for (const r of rows) by.set(r.workloadId, [...(by.get(r.workloadId) ?? []), r]);
+  for (const [id, list] of by)
+    out.set(id, {
+      max_rank: maxRankFor(list.map((r) => r.rank ?? 16)) ?? 512,
+      slots: LORA_SLOTS,
+      adapters: list.map((r) => ({ name: r.name, source: r.source })),
+    });
+  return out;
+}
+
+/** Adapters a replica holds at once unless its command says otherwise (`--max-cpu-loras`, `--max-loaded-loras`). */
+const LORA_SLOTS = 8;
+
+/**
+ * What of the LoRA spec restarts a runtime: turning LoRA on and the rank it is sized for; the adapter
+ * list too for an engine that takes adapters only at launch (llama.cpp).
+ */
+function loraRevision(backend: string, lora: ReplicaSpec["lora"]): string[] {
+  if (!lora) return [];
+  const atLaunch = engineOf(backend)?.lora?.runtime === false;
+  return [`lora ${lora.max_rank}`, ...(atLaunch ? lora.adapters.map((a) => `${a.name}=${a.source}`) : [])];
 }

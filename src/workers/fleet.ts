@@ -1,5 +1,7 @@
 import type { Db } from "../db";
 import { Dispatcher, type QueueLimits, type Target, type Upstream } from "../dispatch/queue";
+import { ReplicaLora, type CallRuntime } from "../dispatch/lora";
+import { engineOf } from "../../agent/engines";
 import { log } from "../log";
 import { getWorkloadById, type Workload } from "../workloads/service";
 import { workloadUsageOf } from "../keys/service";
@@ -37,6 +39,52 @@ export type TargetFactory = (
   workloadId: string,
 ) => Target;
 
+/**
+ * A JSON body as it goes to a runtime: `model` set to the name the runtime serves, then the request's
+ * last change (a LoRA adapter's selection: src/dispatch/lora.ts).
+ */
+export function runtimeJson(
+  req: Pick<Upstream, "select">,
+  json: Record<string, unknown>,
+  served: string | undefined,
+): Record<string, unknown> {
+  const body = { ...json, model: served ?? json.model };
+  return req.select ? req.select(body) : body;
+}
+
+/**
+ * The LoRA side of a ready replica whose report lists adapters (`undefined` without): the one it had
+ * (what its runtime holds is kept across reports) with the newer list, else a new one calling the
+ * runtime through `target`.
+ */
+export function replicaLora(
+  backend: string,
+  report: ReplicaReport,
+  target: Target,
+  had: ReplicaLora | undefined,
+): ReplicaLora | undefined {
+  const engine = engineOf(backend)?.lora;
+  if (!engine || !report.adapters?.length) return undefined;
+  if (had) {
+    had.update(report.adapters);
+    return had;
+  }
+  const enc = new TextEncoder();
+  const call: CallRuntime = async (c, signal) => {
+    const r = await target.send(
+      {
+        path: c.path,
+        method: c.method,
+        headers: { "content-type": "application/json" },
+        body: c.body === undefined ? null : enc.encode(JSON.stringify(c.body)),
+      },
+      signal,
+    );
+    return { status: r.status, body: await r.text() };
+  };
+  return new ReplicaLora(engine, report.adapters, report.lora_slots ?? Number.POSITIVE_INFINITY, call);
+}
+
 /** A target that fetches a runtime on this machine's loopback. */
 export function localTarget(
   worker: { id: string },
@@ -63,7 +111,7 @@ export function localTarget(
             ? uploadStreamFor(req, req.source.stream(), served)
             : null
       ) as BodyInit | null;
-      if (req.json) body = JSON.stringify({ ...req.json, model: report.served_model ?? req.json.model });
+      if (req.json) body = JSON.stringify(runtimeJson(req, req.json, report.served_model));
       const headers = report.api_key ? { ...req.headers, authorization: `Bearer ${report.api_key}` } : req.headers;
       return fetch(base + path, { method: req.method, headers, body, signal, duplex: "half" } as RequestInit);
     },
@@ -264,11 +312,14 @@ export class Fleet {
     if (a.group_id) return this.applyMember(workerId, a, r);
     const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
     // Only a replica told to run takes requests (one told to sleep stops taking them at once).
-    if (r.state === "ready" && r.base_url && a.desired === "run")
-      this.dispatcher.upsertTarget(
-        this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id),
-      );
-    else this.dispatcher.removeTarget(a.id);
+    if (r.state === "ready" && r.base_url && a.desired === "run") {
+      const t = this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id);
+      if (r.adapters?.length) {
+        const w = await getWorkloadById(this.db, a.workload_id);
+        t.lora = w && replicaLora(w.backend, r, t, this.dispatcher.targetOf(a.id)?.lora);
+      }
+      this.dispatcher.upsertTarget(t);
+    } else this.dispatcher.removeTarget(a.id);
     this.dispatcher.failIfUnservable(a.workload_id);
   }
 

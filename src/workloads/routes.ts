@@ -131,24 +131,26 @@ function requireNamesScope(key: ReturnType<typeof keyOf>, body: WorkloadUpdate, 
     );
 }
 
+/** The workload `id` names on the control plane, checked against the request's key: its project and scope. */
+export async function keyWorkload(db: Db, request: Request, id: string): Promise<Workload> {
+  const key = keyOf(request);
+  const w = await resolveWorkload(db, id, key.projectId);
+  if (w.project_id !== key.projectId) {
+    throw forbidden(
+      "project_scope_mismatch",
+      `workload "${id}" belongs to project "${w.project_slug}", not to this key's project "${key.projectSlug}"`,
+    );
+  }
+  requireWorkloadScope(key, w.project_slug, w.slug);
+  return w;
+}
+
 /**
  * The control plane (`/api`, `ik_sdk_` keys): create, update, list, get and delete workloads of the
  * key's project. A key scoped to specific endpoints sees and changes only those, and cannot create.
  */
 export const controlRoutes = (deps: Deps) => {
-  /** The workload `:id` names, checked against the key's project and scope. */
-  const owned = async (request: Request, id: string): Promise<Workload> => {
-    const key = keyOf(request);
-    const w = await resolveWorkload(deps.db, id, key.projectId);
-    if (w.project_id !== key.projectId) {
-      throw forbidden(
-        "project_scope_mismatch",
-        `workload "${id}" belongs to project "${w.project_slug}", not to this key's project "${key.projectSlug}"`,
-      );
-    }
-    requireWorkloadScope(key, w.project_slug, w.slug);
-    return w;
-  };
+  const owned = (request: Request, id: string) => keyWorkload(deps.db, request, id);
   return new Elysia({ prefix: "/api", detail: { tags: ["control plane"] } })
     .get("/policy", () => policyView(deps.policy), {
       detail: { summary: "The launch policy: which commands this key's workloads may run" },

@@ -308,6 +308,7 @@ function startChores(config: Config, s: Services): () => void {
     setInterval(() => {
       for (const [id, depth] of deps.fleet.dispatcher.depths()) deps.metrics.sampleQueue(id, depth);
       for (const [id, counts] of deps.fleet.dispatcher.prefix.counts) deps.metrics.samplePrefix(id, counts);
+      for (const [id, counts] of deps.fleet.dispatcher.lora) deps.metrics.sampleLora(id, counts);
       deps.series.flush().catch((e) => log.warn("could not write the charts' series", e));
       void s.requests.flush();
     }, 1000),

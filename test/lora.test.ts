@@ -142,6 +142,21 @@ describe("adapters on a vLLM base", () => {
     expect(JSON.stringify(await refused.json())).toContain("ADAPTER line in a Modelfile");
   }, 120_000);
 
+  test("a tenant's key adds adapters as data: a path outside the operator's model folders is refused", async () => {
+    const api = (path: string, body?: unknown) =>
+      fetch(`${s.url}${path}`, {
+        method: body ? "POST" : "GET",
+        headers: { authorization: `Bearer ${s.sdk}`, "content-type": "application/json" },
+        body: body ? JSON.stringify(body) : undefined,
+      });
+    const refused = await api(`/api/workloads/${base.id}/adapters`, { name: "t1", source: join(dir, "alice") });
+    expect(refused.status).toBe(403);
+    const err = ((await refused.json()) as { error: { code: string; field: string } }).error;
+    expect([err.code, err.field]).toEqual(["command_not_allowed", "source"]);
+    const listed = (await (await api(`/api/workloads/${base.id}/adapters`)).json()) as { adapters: { name: string }[] };
+    expect(listed.adapters.map((a) => a.name)).toContain("alice");
+  }, 60_000);
+
   test("a removed adapter is no longer served", async () => {
     expect((await s.admin(`/admin/workloads/${base.id}/adapters/bob`, { method: "DELETE" })).status).toBe(204);
     await until("bob gone", async () =>

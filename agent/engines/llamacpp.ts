@@ -45,7 +45,6 @@ export const LLAMA_LORA: EngineLora = {
   },
   slots: () => Number.POSITIVE_INFINITY,
   select: (body, _name, index) => ({ ...body, lora: [{ id: index, scale: 1 }] }),
-  notLoaded: () => false,
 };
 
 /** llama.cpp, as the engine descriptor says it. */

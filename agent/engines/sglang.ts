@@ -51,8 +51,6 @@ export const SGLANG_LORA: EngineLora = {
   load: (a) => [{ method: "POST", path: "/load_lora_adapter", body: { lora_name: a.name, lora_path: a.path } }],
   unload: (name) => [{ method: "POST", path: "/unload_lora_adapter", body: { lora_name: name } }],
   select: (body, name) => ({ ...body, lora_path: name }),
-  notLoaded: (status, body) =>
-    status === 400 && /lora/i.test(body) && /not (found|loaded)|unknown|does not exist/i.test(body),
 };
 
 /** SGLang, as the engine descriptor says it. */

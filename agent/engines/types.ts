@@ -109,8 +109,6 @@ export interface EngineLora {
    * body as it goes to the runtime (its `model` already the served name).
    */
   select(body: Record<string, unknown>, name: string, index: number): Record<string, unknown>;
-  /** Whether a runtime's answer says the adapter is not loaded there (it restarted, or evicted it): inferd loads it and tries again. */
-  notLoaded(status: number, body: string): boolean;
 }
 
 /** One engine, as inferd drives it. */

@@ -111,7 +111,6 @@ export const VLLM_LORA: EngineLora = {
   load: (a) => [{ method: "POST", path: "/v1/load_lora_adapter", body: { lora_name: a.name, lora_path: a.path } }],
   unload: (name) => [{ method: "POST", path: "/v1/unload_lora_adapter", body: { lora_name: name } }],
   select: (body, name) => ({ ...body, model: name }),
-  notLoaded: (status, body) => status === 404 && /does not exist/.test(body),
 };
 
 /** vLLM, as the engine descriptor says it (vLLM-Omni reuses most of it). */

@@ -18,6 +18,7 @@ import { newId, nowIso } from "../ids";
 import { log } from "../log";
 import type { ModelManager, PullBy } from "../models/manager";
 import { modelOfWorkload } from "../models/service";
+import { inspectCached } from "../models/inspect";
 import type { AddressPolicy } from "../../agent/net/address";
 import { findProjectWorkloads, type Workload } from "../workloads/service";
 import { AdapterRefused, checkAgainst, readAdapter, type BaseOf } from "./check";
@@ -101,11 +102,14 @@ export async function baseOf(db: Db, w: Workload): Promise<BaseOf> {
   const model =
     ref && "repo" in ref ? ref.repo : (flagValue(words, engineOf(w.backend)?.flags.model ?? []) ?? positional);
   const stored = await modelOfWorkload(db, w).catch(() => null);
+  // A GGUF named by path that the store does not know: its own header says its architecture.
+  const local = !stored && model?.startsWith("/") ? await inspectCached(model).catch(() => null) : null;
+  const architecture = stored?.info.architecture ?? local?.architecture ?? undefined;
   const maxRank = Number(flagValue(words, ["--max-lora-rank"]));
   return {
     backend: w.backend,
     ...(model ? { model } : {}),
-    ...(stored?.info.architecture ? { architecture: stored.info.architecture } : {}),
+    ...(architecture ? { architecture } : {}),
     ...(maxRank > 0 ? { maxRank } : {}),
   };
 }

@@ -20,6 +20,9 @@ interface Bucket {
   /** Requests routed by prompt prefix, and those that went to the ring's replica (src/dispatch/prefix.ts). */
   prefixRouted: number;
   prefixHits: number;
+  /** Requests for a LoRA adapter, and those that found it loaded on their replica (src/dispatch/lora.ts). */
+  loraRequests: number;
+  loraHits: number;
   /**
    * The bucket's requests per key ("" for none), synchronous and jobs apart, for the charts split by
    * key or priority: Maps keyed by the key id, so a request adds no string (`splitsOf` names them).
@@ -84,6 +87,9 @@ export interface BucketSummary {
   /** Requests routed by prompt prefix, and those that landed on the replica the ring named (absent in rows stored before routing by prefix). */
   prefix_routed?: number;
   prefix_hits?: number;
+  /** Requests for a LoRA adapter, and those that found it loaded (absent in rows stored before adapters). */
+  lora_requests?: number;
+  lora_hits?: number;
   /** Per key and kind (`splitKey`; absent in rows stored before the split). */
   splits?: Record<string, SplitCounts>;
 }
@@ -106,6 +112,8 @@ export interface SeriesPoint {
   queue_depth: number | null;
   /** Of the requests routed by prompt prefix, the share that went to the replica the ring named; null when none was. */
   prefix_hit_rate: number | null;
+  /** Of the requests for a LoRA adapter, the share that found it loaded on their replica; null when none asked. */
+  lora_hit_rate: number | null;
 }
 
 /** One complete bucket of some workloads together: its requests per split key, and whether some host was up in it. */
@@ -225,6 +233,8 @@ export function combine(parts: BucketSummary[], queue: "sum" | "max"): BucketSum
     queue_depth: queue === "sum" ? sum((s) => s.queue_depth) : Math.max(0, ...parts.map((s) => s.queue_depth)),
     prefix_routed: sum((s) => s.prefix_routed ?? 0),
     prefix_hits: sum((s) => s.prefix_hits ?? 0),
+    lora_requests: sum((s) => s.lora_requests ?? 0),
+    lora_hits: sum((s) => s.lora_hits ?? 0),
     splits: parts.reduce((a, s) => addSplits(a, s.splits), {} as Record<string, SplitCounts>),
   };
 }
@@ -244,6 +254,8 @@ function summarize(b: Bucket): BucketSummary {
     queue_depth: b.queueDepth,
     prefix_routed: b.prefixRouted,
     prefix_hits: b.prefixHits,
+    lora_requests: b.loraRequests,
+    lora_hits: b.loraHits,
     splits: splitsOf(b),
   };
   return b.carried ? combine([b.carried, own], "max") : own;
@@ -276,6 +288,7 @@ export function pointOf(t: number, s: BucketSummary | undefined, up: boolean): S
       error_rate: null,
       queue_depth: null,
       prefix_hit_rate: null,
+      lora_hit_rate: null,
     };
   return {
     t: new Date(t).toISOString(),
@@ -289,6 +302,7 @@ export function pointOf(t: number, s: BucketSummary | undefined, up: boolean): S
     error_rate: s && s.requests ? s.errors / s.requests : 0,
     queue_depth: s?.queue_depth ?? 0,
     prefix_hit_rate: s?.prefix_routed ? (s.prefix_hits ?? 0) / s.prefix_routed : null,
+    lora_hit_rate: s?.lora_requests ? (s.lora_hits ?? 0) / s.lora_requests : null,
   };
 }
 
@@ -313,6 +327,8 @@ export class MetricsStore {
   readonly totals = new Map<string, { requests: number; errors: number; inputTokens: number; outputTokens: number }>();
   /** The prefix counts of each workload at the last `samplePrefix`. */
   private prefixSeen = new Map<string, { routed: number; hits: number }>();
+  /** The LoRA counts of each workload at the last `sampleLora`. */
+  private loraSeen = new Map<string, { requests: number; hits: number }>();
   /** The first bucket this process records (it started in it): from there on, a bucket with no traffic is a zero. */
   readonly firstBucket: number;
 
@@ -343,6 +359,8 @@ export class MetricsStore {
         queueDepth: 0,
         prefixRouted: 0,
         prefixHits: 0,
+        loraRequests: 0,
+        loraHits: 0,
         sync: new Map(),
         jobs: new Map(),
       };
@@ -398,11 +416,24 @@ export class MetricsStore {
     this.prefixSeen.set(workloadId, { ...counts });
   }
 
+  /** As `samplePrefix`, for a workload's LoRA counts (src/dispatch/lora.ts: requests for an adapter, those that found it loaded). */
+  sampleLora(workloadId: string, counts: { requests: number; hits: number }, now = Date.now()): void {
+    const last = this.loraSeen.get(workloadId) ?? { requests: 0, hits: 0 };
+    if (counts.requests === last.requests) return;
+    const b = this.bucket(workloadId, now);
+    b.loraRequests += counts.requests - last.requests;
+    b.loraHits += counts.hits - last.hits;
+    this.loraSeen.set(workloadId, { requests: counts.requests, hits: counts.hits });
+  }
+
   /** The summaries of the buckets in [from, until) that saw traffic, per workload, for the store. */
   completed(from: number, until: number): { subject: string; t: number; data: BucketSummary }[] {
     return [...this.series].flatMap(([subject, list]) =>
       list
-        .filter((b) => b.t >= from && b.t < until && (b.requests || b.queueDepth || b.prefixRouted || b.carried))
+        .filter(
+          (b) =>
+            b.t >= from && b.t < until && (b.requests || b.queueDepth || b.prefixRouted || b.loraRequests || b.carried),
+        )
         .map((b) => ({ subject, t: b.t, data: summarize(b) })),
     );
   }
@@ -473,5 +504,6 @@ export class MetricsStore {
     this.series.delete(workloadId);
     this.totals.delete(workloadId);
     this.prefixSeen.delete(workloadId);
+    this.loraSeen.delete(workloadId);
   }
 }

@@ -157,6 +157,7 @@ export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?
   const range = rangeOf(answer);
   // Only workloads routed by prompt prefix (with two replicas or more) have a hit rate.
   const prefixed = series.some(({ s }) => s.points.some((p) => p.prefix_hit_rate != null));
+  const adapted = series.some(({ s }) => s.points.some((p) => p.lora_hit_rate != null));
   return html`<div class="charts">
     <${Chart} title="Requests per second" x=${x} xRange=${range} lines=${one((p) => p.rps)} />
     <${Chart} title="Errors per second" x=${x} xRange=${range} lines=${one((p) => p.errors_per_s)} />
@@ -171,6 +172,7 @@ export function WorkloadCharts({ answer, label }: { answer: SeriesAnswer; label?
     <${Chart} title="Tokens per second" x=${x} xRange=${range} lines=${one((p) => p.tokens_per_s)} />
     <${Chart} title="Queue depth" x=${x} xRange=${range} lines=${one((p) => p.queue_depth)} />
     ${prefixed ? html`<${Chart} title="Prefix hit rate (requests on the replica holding their conversation)" x=${x} xRange=${range} yRange=${[0, 1]} format=${percent} lines=${one((p) => p.prefix_hit_rate ?? null)} />` : null}
+    ${adapted ? html`<${Chart} title="LoRA hit rate (requests whose adapter was loaded on their replica)" x=${x} xRange=${range} yRange=${[0, 1]} format=${percent} lines=${one((p) => p.lora_hit_rate ?? null)} />` : null}
   </div>`;
 }
 

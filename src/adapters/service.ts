@@ -242,8 +242,9 @@ export class Adapters {
           bytes: info.bytes,
         };
       } catch (e) {
-        if (!(e instanceof AdapterRefused)) throw e;
-        set = { state: "failed", reason: e.message, bytes: m.size_bytes };
+        // Refused by the checks, or files that cannot be read as an adapter at all (a corrupt GGUF).
+        const why = e instanceof AdapterRefused ? e.message : `its files cannot be read: ${(e as Error).message}`;
+        set = { state: "failed", reason: why, bytes: m.size_bytes };
       }
     }
     await this.db.update(adapters).set(set).where(eq(adapters.id, row.id));

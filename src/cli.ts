@@ -44,6 +44,7 @@ import { builtinLlama } from "../agent/runtimes/builtin";
 import { desktop } from "./desktop";
 import { restrictUmask, tightenDataDir } from "./perms";
 import { modelCommand } from "./models/cli";
+import { adapterCommand } from "./adapters/cli";
 import { LaunchError, launchCommand } from "./launch";
 import { userCommand } from "./users/cli";
 import { backupCommand, doctorCommand, restoreCommand } from "./store/commands";
@@ -66,6 +67,8 @@ usage:
                                        people who sign in to the dashboard (inferd user --help)
   inferd model pull <source> | list | show <id|source> | rm <id|source> [--json]
                                        get models into the store (hf:owner/repo[:QUANT], hf:owner/repo/file.gguf, https://…, a local path)
+  inferd adapters list <workload> | add <workload> <name> <source> | rm <workload> <name> [--json]
+                                       LoRA adapters of a vLLM, SGLang or llama.cpp workload (through the running server)
   inferd agent join https://HOST:PORT --token T   join a host as a remote GPU worker, then run
   inferd agent                         run as the remote worker this data dir joined before
                                        (not joined yet: joins --join-url with --join-token first)
@@ -389,7 +392,7 @@ async function serve(config: Config): Promise<void> {
 }
 
 /**
- * Runs the command line: `serve` (the default), `project`, `key`, `user`, `agent`, `backup`, `restore`,
+ * Runs the command line: `serve` (the default), `project`, `key`, `user`, `model`, `adapters`, `agent`, `backup`, `restore`,
  * `store`, `doctor`, `desktop`, `config`, `version`, `help`.
  * Returns the exit code for commands that finish; `serve` keeps running.
  */
@@ -422,6 +425,8 @@ export async function runCli(
       case "model":
         for (const a of args) if (a.startsWith("-") && a !== "--json") throw unknownFlag(a, []);
         return await withActor(CLI_ACTOR, () => modelCommand(config, args, out, err));
+      case "adapters":
+        return await adapterCommand(config, args, out, err);
       case "agent":
         beforeRunning();
         await agentCommand(config, args, out, err);

@@ -25,6 +25,8 @@ export interface EngineFace {
   command: string;
   /** Whether the workload form offers it (its workloads can be made there). */
   offered: boolean;
+  /** Whether its workloads serve LoRA adapters (the descriptor's `lora`). */
+  lora: boolean;
 }
 
 /** Every engine as the dashboard shows it, in the form's order. */
@@ -35,6 +37,7 @@ export const engineFaces = (): EngineFace[] =>
     hint: e.form?.hint ?? "",
     command: e.form?.command ?? "",
     offered: !!e.form,
+    lora: !!e.lora,
   }));
 
 /** The engine of a backend, or undefined for an unknown one. */

@@ -1,4 +1,4 @@
-/** A workload: start/stop/restart, its replicas and their states, scaling, placement, endpoint toggles, usage, its aliases and fallbacks, and snippets. */
+/** A workload: start/stop/restart, its replicas and their states, scaling, placement, endpoint toggles, LoRA adapters, usage, its aliases and fallbacks, and snippets. */
 import { html } from "htm/preact";
 import { useState } from "preact/hooks";
 import { api } from "../lib/api";
@@ -14,6 +14,7 @@ import { Controls, DeleteWarning, ScalingState } from "../components/workload-co
 import { Snippets } from "../components/snippets";
 import { CodingAgents } from "../components/coding-agents";
 import { WorkloadActivity } from "../components/workload-charts";
+import { Adapters } from "../components/adapters";
 import { NotFound } from "../components/not-found";
 import { Can, can, guard } from "../lib/me";
 
@@ -124,6 +125,7 @@ export function WorkloadPage({ id }: { id: string }) {
     <${WorkloadActivity} id=${w.id} />
     ${workers.data?.length && can("workload.change", w.project_slug) ? html`<${Place} w=${w} workers=${workers.data} onChange=${reload} />` : null}
     <${Toggles} w=${w} onChange=${reload} />
+    <${Adapters} w=${w} />
     <section aria-labelledby="use"><h2 id="use">Use it</h2><${Routing} w=${w} /><${Snippets} workload=${w} /><${CodingAgents} w=${w} /></section>
     <${Can} do="workload.change" project=${w.project_slug}><section class="danger-zone" aria-labelledby="dz"><h2 id="dz">Delete workload</h2>
       <${ErrorNote} error=${del.error} />

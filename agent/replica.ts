@@ -510,7 +510,8 @@ export class Replica {
       const loraChanged = JSON.stringify(spec.lora?.adapters) !== JSON.stringify(this.spec.lora?.adapters);
       this.spec = spec;
       if (sleepChanged) this.applySleep();
-      if (loraChanged) void this.refreshAdapters();
+      // One refresh at a time, in the order asked: an older list never lands after a newer one.
+      if (loraChanged) this.refreshing = this.refreshing.then(() => this.refreshAdapters()).catch(() => {});
       return this.groupNews?.();
     }
     this.ring.push("\r\n\x1b[1m[inferd] the workload changed: restarting the runtime\x1b[0m\r\n");
@@ -523,6 +524,8 @@ export class Replica {
 
   /** The LoRA adapters pulled for it, in the spec's order, with their paths here. */
   private adapters: AdapterPath[] = [];
+  /** The adapter refreshes under way, one after the other. */
+  private refreshing: Promise<void> = Promise.resolve();
 
   /**
    * Pulls adapters added to a running replica's spec (an engine that loads them while running: the

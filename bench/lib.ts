@@ -699,3 +699,18 @@ export async function runBenchmark(limitMs: number, body: (cleanup: Cleanups) =>
     limit.clear();
   }
 }
+
+/**
+ * A small seeded PRNG (xorshift32): the same sequence every run, for traffic both sides of a
+ * comparison replay. Numbers in [0, 1).
+ * @example const r = seededRandom(25); r() === seededRandom(25)() // → true
+ */
+export function seededRandom(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 4294967296;
+  };
+}

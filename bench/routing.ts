@@ -26,6 +26,7 @@ import {
   type BenchInferd,
   type BenchAssignment,
 } from "./lib";
+import { seededRandom as rng } from "./lib";
 
 const { quick: QUICK } = parseQuickArgs(process.argv.slice(2), "usage: bun bench/routing.ts [--quick]");
 
@@ -49,17 +50,6 @@ const THINK_MS = 200;
 const REPLICAS = 4;
 const HARD_LIMIT_MS = 5 * 60_000;
 const SEED = 25;
-
-/** A small seeded PRNG (xorshift32): the same traffic for both routings. */
-function rng(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 4294967296;
-  };
-}
 
 const VOCAB =
   "part drawer shelf order invoice bolt washer bracket hinge motor cable sensor relay switch panel frame gasket spring valve pump filter clamp nozzle fitting".split(

@@ -10,6 +10,7 @@ import type { RuntimeCall } from "../agent/engines/types";
 import { ReplicaLora } from "../src/dispatch/lora";
 import { Dispatcher, type Target } from "../src/dispatch/queue";
 import { AppError } from "../src/errors";
+import { waitFor } from "./helpers/proc";
 import { BUCKET_MS, MetricsStore } from "../src/usage/series";
 
 /** A runtime that answers each call with `answer` (default 200), recording the calls it got. */
@@ -35,12 +36,13 @@ describe("a replica's adapters", () => {
     const rt = runtime();
     const lora = new ReplicaLora(VLLM_LORA, known("a", "b", "c"), 2, rt.call);
     const [x, y] = await Promise.all([lora.acquire("a", signal), lora.acquire("a", signal)]);
-    expect([x.loaded, y.loaded]).toEqual([true, true]);
+    // One load, counted once: the second request waited for it (no hit, no load of its own).
+    expect([x.loaded, y.loaded, x.hit, y.hit]).toEqual([true, false, false, false]);
     expect(rt.calls).toEqual(["/v1/load_lora_adapter a"]);
     x.done();
     y.done();
     const b = await lora.acquire("b", signal);
-    // a is the least recently used, b is in use: c takes a's place.
+    // b is in use: c takes a's place.
     await lora.acquire("c", signal);
     expect(rt.calls.slice(1)).toEqual([
       "/v1/load_lora_adapter b",
@@ -49,7 +51,26 @@ describe("a replica's adapters", () => {
     ]);
     expect(lora.held()).toEqual(["b", "c"]);
     b.done();
-    expect((await lora.acquire("b", signal)).loaded).toBe(false);
+    expect(await lora.acquire("b", signal)).toMatchObject({ hit: true, loaded: false });
+  });
+
+  test("loads under way take slots: a load with every slot in use waits until a request gives one back", async () => {
+    const rt = runtime();
+    const lora = new ReplicaLora(VLLM_LORA, known("a", "b"), 1, rt.call);
+    const a = await lora.acquire("a", signal);
+    let got = false;
+    const b = lora.acquire("b", signal).then((x) => ((got = true), x));
+    // Everything b's acquire can do without a slot freeing has run (microtasks only, no timers involved).
+    for (let i = 0; i < 50; i++) await Promise.resolve();
+    expect(got).toBe(false);
+    a.done();
+    (await b).done();
+    expect(lora.held()).toEqual(["b"]);
+    expect(rt.calls).toEqual(["/v1/load_lora_adapter a", "/v1/unload_lora_adapter a", "/v1/load_lora_adapter b"]);
+    // A removed adapter is unloaded from the runtime.
+    const kept = lora.held()[0];
+    lora.update(known(...["a", "b"].filter((n) => n !== kept)));
+    await waitFor(async () => rt.calls.at(-1) === `/v1/unload_lora_adapter ${kept}`, { what: "the unload call" });
   });
 
   test("the engine's 'already loaded' counts as loaded; a refusal is a 502 naming the runtime's answer", async () => {
@@ -59,7 +80,7 @@ describe("a replica's adapters", () => {
       8,
       runtime(() => ({ status: 400, body: "The lora adapter 'a' has already been loaded." })).call,
     );
-    expect((await already.acquire("a", signal)).loaded).toBe(true);
+    expect(await already.acquire("a", signal)).toMatchObject({ loaded: true, hit: false });
     expect(already.holds("a")).toBe(true);
     const refused = new ReplicaLora(
       VLLM_LORA,
@@ -79,7 +100,7 @@ describe("a replica's adapters", () => {
   test("llama.cpp holds every adapter it was launched with and selects by launch index", async () => {
     const rt = runtime();
     const lora = new ReplicaLora(LLAMA_LORA, known("a", "b"), Number.POSITIVE_INFINITY, rt.call);
-    expect((await lora.acquire("b", signal)).loaded).toBe(false);
+    expect(await lora.acquire("b", signal)).toMatchObject({ hit: true, loaded: false });
     expect(rt.calls).toEqual([]);
     expect(lora.select({ model: "m" }, "b")).toEqual({ model: "m", lora: [{ id: 1, scale: 1 }] });
     expect(new ReplicaLora(VLLM_LORA, known("a"), 8, rt.call).select({ model: "m" }, "a")).toEqual({ model: "a" });

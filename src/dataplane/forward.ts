@@ -176,13 +176,14 @@ async function withAdapter(
     });
   const counts = countsOf(dispatcher.lora, slot.target.workloadId);
   const t0 = performance.now();
-  const { loaded, done } = await lora.acquire(name, signal);
+  const { hit, loaded, done } = await lora.acquire(name, signal);
   counts.requests++;
-  if (!loaded) counts.hits++;
-  else {
+  if (hit) counts.hits++;
+  // Its wait for a load (its own, or one under way that it joined) is on its timeline.
+  else if (tl) tl.span("adapter_load", t0 - tl.t0, tl.now(), { adapter: name });
+  if (loaded) {
     counts.loads++;
     if (counts.loadMs.push(performance.now() - t0) > 1000) counts.loadMs.shift();
-    if (tl) tl.span("adapter_load", t0 - tl.t0, tl.now(), { adapter: name });
   }
   const release = slot.release;
   slot.release = () => {

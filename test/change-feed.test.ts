@@ -66,9 +66,16 @@ const QUIET: Record<string, string[]> = {
 describe("the change triggers are generated from the one declaration", () => {
   const statements = changeTriggerStatements();
   const updates = updateColumns(statements);
-  const tables = [pgSchema.projects, pgSchema.apiKeys, pgSchema.workloads, pgSchema.workers, pgSchema.assignments];
+  const tables = [
+    pgSchema.projects,
+    pgSchema.apiKeys,
+    pgSchema.workloads,
+    pgSchema.workers,
+    pgSchema.assignments,
+    pgSchema.adapters,
+  ];
 
-  test("the feed watches projects, api_keys, workloads, workers and assignments", () => {
+  test("the feed watches projects, api_keys, workloads, workers, assignments and adapters", () => {
     expect(CHANGE_FEED.map((t) => t.table).sort()).toEqual(tables.map((t) => getTableName(t)).sort());
   });
 

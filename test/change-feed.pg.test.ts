@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { SQL } from "bun";
 import { eq } from "drizzle-orm";
 import { openPgStore, type Store } from "../src/db";
-import { changeVersion, listenForChanges, onChange } from "../src/db/notify";
+import { CHANGE_FEED, changeVersion, listenForChanges, onChange } from "../src/db/notify";
 import { projects } from "../src/db/schema";
 import { createKey, findKeyBySecret, setKeyLimits } from "../src/keys/service";
 import { syncTicket } from "../src/dataplane/service";
@@ -161,7 +161,7 @@ describe("the triggers follow the code", () => {
   test("every start makes them from the change feed: two per watched table, once, and a dropped one comes back", async () => {
     const db = new SQL(url);
     try {
-      expect(await count(db)).toBe(10);
+      expect(await count(db)).toBe(2 * CHANGE_FEED.length);
       const cols =
         (
           (await db`SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgname = 'api_keys_updated'`) as {
@@ -172,11 +172,11 @@ describe("the triggers follow the code", () => {
       expect(cols).toContain("weight");
       const restarted = await openPgStore(url, 2);
       await restarted.close();
-      expect(await count(db)).toBe(10);
+      expect(await count(db)).toBe(2 * CHANGE_FEED.length);
       await db`DROP TRIGGER api_keys_updated ON api_keys`;
       const again = await openPgStore(url, 2);
       await again.close();
-      expect(await count(db)).toBe(10);
+      expect(await count(db)).toBe(2 * CHANGE_FEED.length);
     } finally {
       await db.close();
     }

@@ -9,6 +9,7 @@ import { LLAMA_LORA } from "../agent/engines/llamacpp";
 import type { RuntimeCall } from "../agent/engines/types";
 import { ReplicaLora } from "../src/dispatch/lora";
 import { Dispatcher, type Target } from "../src/dispatch/queue";
+import { hash32 } from "../src/dispatch/prefix";
 import { AppError } from "../src/errors";
 import { waitFor } from "./helpers/proc";
 import { BUCKET_MS, MetricsStore } from "../src/usage/series";
@@ -144,6 +145,23 @@ describe("the dispatcher's choice for an adapter", () => {
     const s2 = await d.acquire("w", undefined, adapter("x", false));
     expect(s2.target.id).toBe("r1");
     s2.release();
+  });
+
+  test("when both hold the adapter, a conversation stays on the replica its prefix names (its earlier turns are cached there)", async () => {
+    const d = new Dispatcher({ waitMs: 1000, maxWaiting: 10 });
+    const loras = [0, 1, 2].map(() => new ReplicaLora(VLLM_LORA, known("x"), 8, runtime().call));
+    for (const l of loras) await l.acquire("x", signal);
+    loras.forEach((l, i) => d.upsertTarget(target(`r${i}`, l)));
+    // For many conversations: each goes to its prefix's replica (the one prefix routing alone picks).
+    for (let c = 0; c < 20; c++) {
+      const affinity = [hash32(`conversation ${c}`)];
+      const home = d.prefix.home("w", d.targetsOf("w"), affinity);
+      for (let turn = 0; turn < 3; turn++) {
+        const s = await d.acquire("w", undefined, { ...adapter("x"), affinity });
+        expect(s.target.id).toBe(home!);
+        s.release();
+      }
+    }
   });
 
   test("a replica holding the adapter but far busier than the rest hands the request on (bounded load)", async () => {

@@ -260,6 +260,13 @@ export class PrefixRouter {
     return undefined;
   }
 
+  /** The id of the replica the ring of `replicas` names for `affinity`, whatever its load (undefined: no affinity or replica). */
+  home(workloadId: string, replicas: readonly Replica[], affinity: readonly number[]): string | undefined {
+    if (replicas.length === 0 || affinity.length === 0) return undefined;
+    const ring = this.ringOf(workloadId, replicas);
+    return ring.members[ring.owners[seek(ring.points, mix(affinity[affinity.length - 1]))]];
+  }
+
   /** The id of the replica the ring names for `affinity` on the workload's last seen replica set (undefined: no ring yet). */
   owner(workloadId: string, affinity: readonly number[]): string | undefined {
     const ring = this.rings.get(workloadId);

@@ -211,7 +211,7 @@ export class Dispatcher {
    */
   private freeTarget(workloadId: string, ticket?: Ticket): Target | undefined {
     if (ticket?.adapter?.aware) {
-      const chosen = this.adapterTarget(workloadId, ticket.adapter.name);
+      const chosen = this.adapterTarget(workloadId, ticket.adapter.name, ticket.affinity);
       if (chosen) return chosen;
     } else if (ticket?.affinity?.length) {
       const chosen = this.prefix.choose(workloadId, this.targetsOf(workloadId), ticket.affinity);
@@ -226,18 +226,24 @@ export class Dispatcher {
   }
 
   /**
-   * The replica for a request asking for LoRA adapter `name`: the least loaded of those that hold it,
-   * with a free slot and in flight below the bound of consistent hashing with bounded loads
-   * (./prefix.ts); when none does, the
-   * adapter's own replica on a ring of the workload's replicas (so each adapter has a home and loads
-   * spread evenly), within the same bound. Undefined: the least-loaded choice decides.
+   * The replica for a request asking for LoRA adapter `name`: among those that hold it, with a free
+   * slot and in flight below the bound of consistent hashing with bounded loads (./prefix.ts), the
+   * one its conversation's prefix names when the request has an affinity and that replica is one of
+   * them (its earlier turns are cached there too), else the least loaded of them; when none holds
+   * it, the adapter's own replica on a ring of the workload's replicas (so each adapter has a home
+   * and loads spread evenly), within the same bound. Undefined: the least-loaded choice decides.
    */
-  private adapterTarget(workloadId: string, name: string): Target | undefined {
+  private adapterTarget(workloadId: string, name: string, affinity?: readonly number[]): Target | undefined {
     const all = this.targetsOf(workloadId);
     let total = 0;
     for (const t of all) total += t.inFlight;
     const bound = Math.ceil((LOAD_FACTOR * (total + 1)) / Math.max(1, all.length));
     const holders = all.filter((t) => t.lora?.holds(name) && t.inFlight < t.capacity && t.inFlight < bound);
+    if (holders.length > 1 && affinity?.length) {
+      const home = this.prefix.home(workloadId, all, affinity);
+      const own = holders.find((t) => t.id === home);
+      if (own) return own;
+    }
     if (holders.length) return holders.reduce((a, b) => (b.inFlight / b.capacity < a.inFlight / a.capacity ? b : a));
     return this.prefix.choose(workloadId, all, [hash32(`lora\u001e${name}`)]);
   }

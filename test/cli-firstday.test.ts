@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { writeTinyGguf } from "./fixtures/gguf";
-import { cleanup, runInferd, startInferd, tempDir } from "./helpers/proc";
+import { cleanup, runInferd, startInferd, tempDir, waitFor } from "./helpers/proc";
 
 afterAll(cleanup);
 
@@ -50,7 +50,12 @@ describe("inferd doctor on a data dir with a running server", () => {
     const srv = await startInferd();
     try {
       const port = new URL(srv.url).port;
-      const tlsPort = /agents join at https:\/\/[^:]+:(\d+)/.exec(srv.output())![1];
+      // The line after "listening on" may reach the pipe a moment later: wait for it.
+      const tlsPort = (
+        await waitFor(async () => /agents join at https:\/\/[^:]+:(\d+)/.exec(srv.output()) ?? undefined, {
+          what: "the agents' join line",
+        })
+      )[1];
       // No --port given to doctor: it would otherwise look at 8420 and 8421.
       const r = await runInferd({ args: ["doctor", "--data-dir", srv.dataDir] });
       expect(r.stdout).toMatch(

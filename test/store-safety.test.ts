@@ -173,10 +173,16 @@ describe("doctor and disk space", () => {
 
   test("doctor on a healthy data dir while its server runs: exit 0, the store checks ok, the ports held by that server", async () => {
     const dataDir = tempDir("doctor");
-    srv = await startInferd({ dataDir });
+    const running = await startInferd({ dataDir });
+    srv = running;
     expect((await inferd(dataDir, "backup")).code).toBe(0);
-    const port = new URL(srv.url).port;
-    const tlsPort = /agents join at https:\/\/[^:]+:(\d+)/.exec(srv.output())![1];
+    const port = new URL(running.url).port;
+    // The line after "listening on" may reach the pipe a moment later: wait for it.
+    const tlsPort = (
+      await waitFor(async () => /agents join at https:\/\/[^:]+:(\d+)/.exec(running.output()) ?? undefined, {
+        what: "the agents' join line",
+      })
+    )[1];
     const r = await inferd(dataDir, "doctor", "--port", port, "--tls-port", tlsPort);
     expect(r.code).toBe(0);
     for (const name of ["data dir", "file modes", "store", "migrations", "backups", "free disk", "certificate"]) {

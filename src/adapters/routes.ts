@@ -37,7 +37,7 @@ async function tenantAdd(deps: Deps, w: Workload, source: string, who: string | 
   return { by: { project: w.project_id }, guard, who };
 }
 
-/** The adapter list of a workload, with each one's hit counters from the replicas. */
+/** The adapter list of a workload. */
 async function list(deps: Deps, w: Workload) {
   return { adapters: (await listAdapters(deps.db, w.id)).map(adapterView) };
 }

@@ -53,22 +53,12 @@ export function runtimeJson(
 }
 
 /**
- * The LoRA side of a ready replica whose report lists adapters (`undefined` without): the one it had
- * (what its runtime holds is kept across reports) with the newer list, else a new one calling the
- * runtime through `target`.
+ * The LoRA side of a newly ready replica whose report lists adapters (`undefined` when its engine
+ * serves none), calling the runtime through `target`.
  */
-export function replicaLora(
-  backend: string,
-  report: ReplicaReport,
-  target: Target,
-  had: ReplicaLora | undefined,
-): ReplicaLora | undefined {
+export function replicaLora(backend: string, report: ReplicaReport, target: Target): ReplicaLora | undefined {
   const engine = engineOf(backend)?.lora;
   if (!engine || !report.adapters?.length) return undefined;
-  if (had) {
-    had.update(report.adapters);
-    return had;
-  }
   const enc = new TextEncoder();
   const call: CallRuntime = async (c, signal) => {
     const r = await target.send(
@@ -315,8 +305,10 @@ export class Fleet {
     if (r.state === "ready" && r.base_url && a.desired === "run") {
       const t = this.makeTarget({ id: workerId, kind: await this.kindOf(workerId) }, r, slots, a.workload_id);
       if (r.adapters?.length) {
-        const w = await getWorkloadById(this.db, a.workload_id);
-        t.lora = w && replicaLora(w.backend, r, t, this.dispatcher.targetOf(a.id)?.lora);
+        // The one it had keeps what its runtime holds and takes the newer list; a new one needs the engine.
+        const had = this.dispatcher.targetOf(a.id)?.lora;
+        had?.update(r.adapters);
+        t.lora = had ?? replicaLora((await getWorkloadById(this.db, a.workload_id))?.backend ?? "", r, t);
       }
       this.dispatcher.upsertTarget(t);
     } else this.dispatcher.removeTarget(a.id);

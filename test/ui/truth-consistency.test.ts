@@ -274,10 +274,19 @@ describe("open pages recover after a restart (item 7)", () => {
     }
     await page.setViewportSize(DESKTOP);
     ui.errors.length = 0;
-    world.srv = await startServing({ ...old.storeEnv }, ["--port", port], old.dataDir);
+    // The same port, as a restarted service has: a moment after the old process it can still be taken
+    // (sockets closing), which inferd refuses with "already in use", so that case is tried again.
+    world.srv = await waitFor(
+      () =>
+        startServing({ ...old.storeEnv }, ["--port", port], old.dataDir).catch((e: Error) => {
+          if (/already in use/.test(e.message)) return undefined;
+          throw e;
+        }),
+      { what: `inferd listening again on port ${port}`, timeoutMs: 30_000 },
+    );
     expect(world.srv.url).toBe(old.url);
     await page.getByRole("link", { name: "Serving" }).waitFor({ timeout: 30_000 });
-    expect(await page.locator("main .note.error").count()).toBe(0);
+    await until(async () => (await page.locator("main .note.error").count()) === 0, "the reconnecting note gone");
     ui.errors.length = 0;
     await ui.checkWidths("truth-reconnected");
     expect([0, 1, 2, 3, 4, 9].map(retryDelay)).toEqual([1000, 2000, 4000, 8000, 8000, 8000]);

@@ -157,7 +157,7 @@ interface Figures {
   projectRoute: { workload: number[]; project: number[] };
   throughput: { concurrency: number; direct: Run[]; inferd: Run[] }[];
   /** inferd's longest event-loop stall (ms) right after each of its throughput runs, per concurrency. */
-  stalls: Map<number, number[]>;
+  stalls: Map<number, Stall[]>;
 }
 
 /** Processes whose CPU time is reported (undefined: not known). */
@@ -168,7 +168,7 @@ async function measure(
   sides: [Side, Side],
   project: Side,
   pids: Pids,
-  stallMs: () => Promise<number>,
+  stallMs: () => Promise<Stall>,
 ): Promise<Figures> {
   const step = (what: string) => console.log(`  ${what}…`);
   step(
@@ -217,11 +217,21 @@ async function measure(
   };
 }
 
-/** The longest event-loop stall inferd reports for the last seconds (`inferd_event_loop_stall_seconds` on /metrics), in ms. */
-async function loopStallMs(inferd: BenchInferd): Promise<number> {
+/** A longest event-loop stall (ms): whole, and less the time inferd's thread waited for a CPU meanwhile. */
+interface Stall {
+  whole: number;
+  own: number;
+}
+
+/** The longest event-loop stall inferd reports for the last seconds (`inferd_event_loop_{,own_}stall_seconds` on /metrics). */
+async function loopStallMs(inferd: BenchInferd): Promise<Stall> {
   const r = await fetch(`${inferd.url}/metrics`, { headers: { authorization: `Bearer ${inferd.adminToken}` } });
-  const m = /^inferd_event_loop_stall_seconds (\S+)$/m.exec(await r.text());
-  return m ? Number(m[1]) * 1000 : NaN;
+  const text = await r.text();
+  const gauge = (name: string) => {
+    const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+    return m ? Number(m[1]) * 1000 : NaN;
+  };
+  return { whole: gauge("inferd_event_loop_stall_seconds"), own: gauge("inferd_event_loop_own_stall_seconds") };
 }
 
 /** Requests per second over every round of a side. */
@@ -295,15 +305,21 @@ function report(f: Figures): void {
   );
 
   printTable(
-    ["c", "longest stall ms", "per round"],
-    [...f.stalls].map(([c, ms]) => [c, fmt(Math.max(...ms)), ms.map((x) => fmt(x)).join(" / ")]),
-    `inferd's event loop: its longest stall in the ${STALL_WINDOW_S} s up to the end of each throughput run (a lag probe, /metrics)`,
+    ["c", "longest stall ms", "own stall ms", "per round"],
+    [...f.stalls].map(([c, s]) => [
+      c,
+      fmt(Math.max(...s.map((x) => x.whole))),
+      fmt(Math.max(...s.map((x) => x.own))),
+      s.map((x) => `${fmt(x.whole)} (${fmt(x.own)})`).join(" / "),
+    ]),
+    `inferd's event loop: its longest stall in the ${STALL_WINDOW_S} s up to the end of each throughput run (a lag probe, /metrics); own: less the time its thread waited for a CPU meanwhile (the client, the runtime and inferd share the cores)`,
   );
 
   const overhead = summarize(f.latency.inferd).p50 - summarize(f.latency.direct).p50;
   const c64 = f.throughput.find((t) => t.concurrency === 64);
   const ratio = c64 ? pooledRps(c64.inferd) / pooledRps(c64.direct) : NaN;
-  const c64Stall = Math.max(...(f.stalls.get(64) ?? [NaN]));
+  const c64Stall = Math.max(...(f.stalls.get(64) ?? [{ whole: NaN }]).map((x) => x.whole));
+  const c64Own = Math.max(...(f.stalls.get(64) ?? [{ own: NaN }]).map((x) => x.own));
   const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
   printTable(
     ["aim", "measured", "result"],
@@ -322,6 +338,11 @@ function report(f: Figures): void {
         `event loop's longest stall under c=64 load at most ${AIM_STALL_MS} ms`,
         `${fmt(c64Stall)} ms`,
         verdict(c64Stall <= AIM_STALL_MS),
+      ],
+      [
+        `of it inferd's own (less its wait for a CPU) at most ${AIM_STALL_MS} ms`,
+        `${fmt(c64Own)} ms`,
+        verdict(c64Own <= AIM_STALL_MS),
       ],
     ],
     "Aims (informational)",

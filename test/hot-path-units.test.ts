@@ -37,6 +37,38 @@ describe("the event-loop stall probe", () => {
     expect(lag.longestMs()).toBe(0);
   });
 
+  test("a stall while the thread waited for a CPU counts whole, and apart without that wait", () => {
+    const c = fakeClock();
+    let waited = 0;
+    const lag = new LoopLag(c.clock, () => waited);
+    lag.start();
+    // 12 ms late, 9 of them waiting for a CPU (other processes ran): inferd's own part is 3 ms.
+    waited += 9;
+    c.fire(12);
+    expect(lag.longestMs()).toBe(12);
+    expect(lag.longestOwnMs()).toBe(3);
+    // 6 ms late with no wait: all of it inferd's own.
+    c.fire(6);
+    expect(lag.longestMs()).toBe(12);
+    expect(lag.longestOwnMs()).toBe(6);
+    // Without a way to read the wait, the own figure is the whole stall.
+    const bare = fakeClock();
+    const plain = new LoopLag(bare.clock);
+    plain.start();
+    bare.fire(8);
+    expect(plain.longestOwnMs()).toBe(8);
+  });
+
+  test("Linux's run-queue wait of this thread is read and only grows", async () => {
+    const read = (await import("../src/usage/lag")).threadCpuWait();
+    if (process.platform !== "linux") return expect(read).toBeUndefined();
+    const first = read!();
+    expect(Number.isFinite(first)).toBe(true);
+    const deadline = performance.now() + 30;
+    while (performance.now() < deadline) Math.sqrt(Math.random());
+    expect(read!()).toBeGreaterThanOrEqual(first);
+  });
+
   test("stops probing when stopped", () => {
     const c = fakeClock();
     const lag = new LoopLag(c.clock);

@@ -93,6 +93,12 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
     `The event loop's longest stall in the last ${WINDOW_S} seconds: how long the server could answer nothing.`,
     [[{}, metering.loop.longestMs() / 1000]],
   );
+  e.family(
+    "inferd_event_loop_own_stall_seconds",
+    "gauge",
+    `The same stall less the time the server's thread waited for a CPU meanwhile (Linux; elsewhere the whole stall): what its own work held the loop.`,
+    [[{}, metering.loop.longestOwnMs() / 1000]],
+  );
   const prefixed = wls.filter(({ w }) => w.routing === "prefix");
   const prefix = (id: string) => fleet.dispatcher.prefix.counts.get(id) ?? { routed: 0, hits: 0 };
   e.family(

@@ -3,7 +3,13 @@
  * it ran. Anything synchronous that grows with traffic (a long store write, a big parse) shows here
  * as a stall every request behind it waited through. `/metrics` reports the longest in the last
  * WINDOW_S seconds (`inferd_event_loop_stall_seconds`); the data-plane benchmark prints it.
+ *
+ * A probe can also run late because the machine gave the thread no CPU (other busy processes on
+ * few cores): on Linux the thread's own run-queue wait (`/proc/thread-self/schedstat`, its second
+ * field) is read at each probe, and the stall less that wait is reported apart
+ * (`inferd_event_loop_own_stall_seconds`): what inferd's own work held the loop.
  */
+import { openSync, readSync } from "node:fs";
 import type { Clock } from "../../agent/serial";
 
 /** How often the probe asks to run (ms). */
@@ -22,19 +28,50 @@ const probeClock: Clock = {
   clearTimeout: (h) => clearTimeout(h as ReturnType<typeof setTimeout>),
 };
 
+/**
+ * The calling thread's total wait for a CPU so far (ms), from Linux's schedstat; undefined where
+ * there is none (another OS, or a kernel without it). The file is opened once, on the thread that
+ * first calls, and read again in place at each call.
+ */
+export function threadCpuWait(): (() => number) | undefined {
+  let fd: number;
+  try {
+    fd = openSync("/proc/thread-self/schedstat", "r");
+  } catch {
+    return undefined;
+  }
+  const buf = Buffer.alloc(128);
+  return () => {
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    const text = buf.toString("latin1", 0, n);
+    const start = text.indexOf(" ") + 1;
+    return Number(text.slice(start, text.indexOf(" ", start))) / 1e6;
+  };
+}
+
 /** The longest event-loop stall per second of the last WINDOW_S seconds, while started. */
 export class LoopLag {
   /** Longest stall (ms) per whole second, keyed by the second. */
   private worst = new Map<number, number>();
+  /** Longest stall (ms) per second less the thread's wait for a CPU meanwhile. */
+  private worstOwn = new Map<number, number>();
   private handle: unknown;
   private running = false;
 
-  constructor(private readonly clock: Clock = probeClock) {}
+  /**
+   * `cpuWait`: the thread's total wait for a CPU so far (ms); with the real clock and none given,
+   * Linux's (`threadCpuWait`), read on the thread that starts the probe.
+   */
+  constructor(
+    private readonly clock: Clock = probeClock,
+    private cpuWait?: () => number,
+  ) {}
 
   /** Starts probing (again a no-op while running). */
   start(): void {
     if (this.running) return;
     this.running = true;
+    if (!this.cpuWait && this.clock === probeClock) this.cpuWait = threadCpuWait();
     this.schedule();
   }
 
@@ -46,24 +83,40 @@ export class LoopLag {
 
   /** The longest stall (ms) in the last WINDOW_S seconds. */
   longestMs(): number {
+    return this.longestOf(this.worst);
+  }
+
+  /**
+   * The longest stall (ms) in the last WINDOW_S seconds less the time the thread waited for a CPU
+   * meanwhile: the part inferd's own work held the loop (the whole stall where the wait is unknown).
+   */
+  longestOwnMs(): number {
+    return this.longestOf(this.cpuWait ? this.worstOwn : this.worst);
+  }
+
+  private longestOf(worst: Map<number, number>): number {
     const since = Math.floor(this.clock.now() / 1000) - WINDOW_S;
     let max = 0;
-    for (const [second, ms] of this.worst) if (second > since && ms > max) max = ms;
+    for (const [second, ms] of worst) if (second > since && ms > max) max = ms;
     return max;
   }
 
   private schedule(): void {
     const asked = this.clock.now();
+    const waitedBefore = this.cpuWait?.() ?? 0;
     this.handle = this.clock.setTimeout(() => {
       const now = this.clock.now();
-      this.note(now, Math.max(0, now - asked - PROBE_MS));
+      const stall = Math.max(0, now - asked - PROBE_MS);
+      const second = Math.floor(now / 1000);
+      note(this.worst, second, stall);
+      if (this.cpuWait) note(this.worstOwn, second, Math.max(0, stall - (this.cpuWait() - waitedBefore)));
       if (this.running) this.schedule();
     }, PROBE_MS);
   }
+}
 
-  private note(now: number, stallMs: number): void {
-    const second = Math.floor(now / 1000);
-    if (stallMs > (this.worst.get(second) ?? 0)) this.worst.set(second, stallMs);
-    for (const s of this.worst.keys()) if (s <= second - WINDOW_S) this.worst.delete(s);
-  }
+/** Keeps `ms` as the second's worst when it is, and forgets seconds past the window. */
+function note(worst: Map<number, number>, second: number, ms: number): void {
+  if (ms > (worst.get(second) ?? 0)) worst.set(second, ms);
+  for (const s of worst.keys()) if (s <= second - WINDOW_S) worst.delete(s);
 }

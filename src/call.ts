@@ -44,7 +44,9 @@ export function pathOf(url: string): string {
 /** Starts the call of a request that just arrived (the one place a `Call` is made). */
 export function beginCall(request: Request, viaTls = false): Call {
   const given = request.headers.get("x-request-id");
-  const own = `req_${crypto.randomUUID().replaceAll("-", "")}`;
+  // Time-ordered (UUIDv7): the inspector's rows, keyed on it, are appended to the end of their
+  // index instead of landing at random places in it, which cost more as the table grew.
+  const own = `req_${Bun.randomUUIDv7().replaceAll("-", "")}`;
   const call: Call = {
     request,
     path: pathOf(request.url),

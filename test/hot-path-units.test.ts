@@ -89,3 +89,17 @@ describe("utcDay (the day of usage rows and quotas, made once per day)", () => {
     expect(utcDay(Date.UTC(2027, 0, 1, 12))).toBe("2027-01-01");
   });
 });
+
+describe("safeEqual (token hashes compared on every request)", () => {
+  test("equal only when every character is, whatever the length or alphabet", async () => {
+    const { safeEqual, sha256 } = await import("../src/ids");
+    const h = sha256("ik_live_abc");
+    expect(safeEqual(h, sha256("ik_live_abc"))).toBe(true);
+    expect(safeEqual(h, `${h.slice(0, -1)}${h.endsWith("0") ? "1" : "0"}`)).toBe(false);
+    expect(safeEqual(h, `x${h.slice(1)}`)).toBe(false);
+    expect(safeEqual(h, h.slice(0, -1))).toBe(false);
+    expect(safeEqual("", "")).toBe(true);
+    expect(safeEqual("état", "état")).toBe(true);
+    expect(safeEqual("état", "etat")).toBe(false);
+  });
+});

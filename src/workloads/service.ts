@@ -472,7 +472,8 @@ export function findWorkload(
     find = memoize(
       db,
       async (key) => {
-        const [p, w] = JSON.parse(key) as [string, string];
+        const cut = key.indexOf("\n");
+        const [p, w] = [key.slice(0, cut), key.slice(cut + 1)];
         const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
         return r && toWorkload(r.w, r.projectSlug);
       },
@@ -480,7 +481,8 @@ export function findWorkload(
     );
     workloadLookups.set(db, find);
   }
-  return find(JSON.stringify([projectSlug, workloadSlug]));
+  // A newline is in no slug: a path segment holding one names no workload, wherever it is cut.
+  return find(`${projectSlug}\n${workloadSlug}`);
 }
 
 const projectLookups = new WeakMap<Db, Lookup<Workload[]>>();

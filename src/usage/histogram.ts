@@ -16,6 +16,13 @@ export const TTFT_BUCKETS = [
 /** Tokens per second of generation. */
 export const RATE_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
 
+/** The key of a label set among a family's series. */
+export function labelKey(labels: Record<string, string>): string {
+  let key = "";
+  for (const k in labels) key += `${k}\u0000${labels[k]}\u0001`;
+  return key;
+}
+
 /** One label set's counts. */
 interface Series {
   labels: Record<string, string>;
@@ -34,11 +41,12 @@ export class Histogram {
     readonly bounds: number[],
   ) {}
 
-  /** Counts one observation (`value` in the family's unit) for a label set. */
-  observe(labels: Record<string, string>, value: number): void {
+  /**
+   * Counts one observation (`value` in the family's unit) for a label set; `key`: the set's
+   * `labelKey`, when the caller made it already (one request observes several families).
+   */
+  observe(labels: Record<string, string>, value: number, key = labelKey(labels)): void {
     if (!Number.isFinite(value) || value < 0) return;
-    let key = "";
-    for (const k in labels) key += `${k}\u0000${labels[k]}\u0001`;
     let s = this.series.get(key);
     if (!s) this.series.set(key, (s = { labels, counts: this.bounds.map(() => 0), sum: 0, count: 0 }));
     // Counts are per bucket here; the exposition makes them cumulative.

@@ -5,7 +5,7 @@
  * and the workload's usage, the daily usage, the limits, the Prometheus histograms and the
  * dashboard's series.
  */
-import { Histogram, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
+import { Histogram, labelKey, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
 import type { Timeline } from "../tracing/timeline";
 import { LoopLag } from "./lag";
 
@@ -228,11 +228,13 @@ export class Metering {
   /** Counts a finished request in the histograms, usage and series. */
   private count(f: Finished): void {
     const labels = { workload: f.workloadId, kind: f.kind };
-    this.duration.observe(labels, f.durationMs / 1000);
-    this.queueWait.observe(labels, f.queueMs / 1000);
-    if (f.firstByteMs !== null) this.firstToken.observe(labels, f.firstByteMs / 1000);
+    const key = labelKey(labels);
+    this.duration.observe(labels, f.durationMs / 1000, key);
+    this.queueWait.observe(labels, f.queueMs / 1000, key);
+    if (f.firstByteMs !== null) this.firstToken.observe(labels, f.firstByteMs / 1000, key);
     const genMs = f.durationMs - (f.firstByteMs ?? f.queueMs);
-    if (f.usage.outputTokens > 0 && genMs > 0) this.tokenRate.observe(labels, f.usage.outputTokens / (genMs / 1000));
+    if (f.usage.outputTokens > 0 && genMs > 0)
+      this.tokenRate.observe(labels, f.usage.outputTokens / (genMs / 1000), key);
     const { usage } = this.sinks;
     if (f.keyId) usage.record(f.keyId, f.usage);
     usage.recordWorkload(f.workloadId, {

@@ -158,18 +158,15 @@ interface Figures {
   throughput: { concurrency: number; direct: Run[]; inferd: Run[] }[];
   /** inferd's longest event-loop stall (ms) right after each of its throughput runs, per concurrency. */
   stalls: Map<number, Stall[]>;
+  /** inferd's JS heap allocation per request (bytes) in each of its throughput runs, per concurrency. */
+  allocation: Map<number, number[]>;
 }
 
 /** Processes whose CPU time is reported (undefined: not known). */
 type Pids = { inferd: number; runtime: number | undefined };
 
 /** Every measurement, in order: latency at concurrency 1, throughput per concurrency, streams. */
-async function measure(
-  sides: [Side, Side],
-  project: Side,
-  pids: Pids,
-  stallMs: () => Promise<Stall>,
-): Promise<Figures> {
+async function measure(sides: [Side, Side], project: Side, pids: Pids, probe: () => Promise<Probe>): Promise<Figures> {
   const step = (what: string) => console.log(`  ${what}…`);
   step(
     `project route: ${PLAN.rounds} × ${PLAN.latencyRequests} sequential requests on the workload's and the project's base URL`,
@@ -183,13 +180,20 @@ async function measure(
   );
   const throughput: Figures["throughput"] = [];
   const stalls: Figures["stalls"] = new Map();
+  const allocation: Figures["allocation"] = new Map();
   for (const c of CONCURRENCIES) {
     step(`throughput at concurrency ${c}: ${PLAN.rounds} × ${PLAN.throughputMs} ms per side`);
     const got = await alternate(sides, PLAN.rounds, async (side) => {
+      const before = side.name === "inferd" ? await probe() : undefined;
       const { result, cpuMs } = await withCpu(pids, () =>
         closedLoop({ concurrency: c, durationMs: PLAN.throughputMs, fn: () => chatOnce(side) }),
       );
-      if (side.name === "inferd") stalls.set(c, [...(stalls.get(c) ?? []), await stallMs()]);
+      if (before) {
+        const after = await probe();
+        stalls.set(c, [...(stalls.get(c) ?? []), after]);
+        const perRequest = (after.allocated - before.allocated) / Math.max(1, result.completed);
+        allocation.set(c, [...(allocation.get(c) ?? []), perRequest]);
+      }
       return { ...checked(side, result), cpuMs };
     });
     throughput.push({ concurrency: c, ...got });
@@ -214,6 +218,7 @@ async function measure(
     },
     throughput,
     stalls,
+    allocation,
   };
 }
 
@@ -223,15 +228,24 @@ interface Stall {
   own: number;
 }
 
-/** The longest event-loop stall inferd reports for the last seconds (`inferd_event_loop_{,own_}stall_seconds` on /metrics). */
-async function loopStallMs(inferd: BenchInferd): Promise<Stall> {
+/** What inferd's /metrics says of its event loop and heap: the stalls of the last seconds, and the bytes allocated so far. */
+interface Probe extends Stall {
+  allocated: number;
+}
+
+/** inferd's longest event-loop stalls of the last seconds (`inferd_event_loop_{,own_}stall_seconds`) and its heap allocation so far. */
+async function loopProbe(inferd: BenchInferd): Promise<Probe> {
   const r = await fetch(`${inferd.url}/metrics`, { headers: { authorization: `Bearer ${inferd.adminToken}` } });
   const text = await r.text();
-  const gauge = (name: string) => {
+  const value = (name: string) => {
     const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
-    return m ? Number(m[1]) * 1000 : NaN;
+    return m ? Number(m[1]) : NaN;
   };
-  return { whole: gauge("inferd_event_loop_stall_seconds"), own: gauge("inferd_event_loop_own_stall_seconds") };
+  return {
+    whole: value("inferd_event_loop_stall_seconds") * 1000,
+    own: value("inferd_event_loop_own_stall_seconds") * 1000,
+    allocated: value("inferd_heap_allocated_bytes_total"),
+  };
 }
 
 /** Requests per second over every round of a side. */
@@ -313,6 +327,12 @@ function report(f: Figures): void {
       s.map((x) => `${fmt(x.whole)} (${fmt(x.own)})`).join(" / "),
     ]),
     `inferd's event loop: its longest stall in the ${STALL_WINDOW_S} s up to the end of each throughput run (a lag probe, /metrics); own: less the time its thread waited for a CPU meanwhile (the client, the runtime and inferd share the cores)`,
+  );
+
+  printTable(
+    ["c", "KB per request", "per round"],
+    [...f.allocation].map(([c, b]) => [c, fmt(summarize(b).p50 / 1000), b.map((x) => fmt(x / 1000)).join(" / ")]),
+    "inferd's JS heap allocation per request in each throughput run (its heap's growth summed over 20 ms probes, /metrics; median of the rounds)",
   );
 
   const overhead = summarize(f.latency.inferd).p50 - summarize(f.latency.direct).p50;
@@ -413,7 +433,7 @@ async function main(): Promise<number> {
     );
     const pgMeasureBefore = pg?.cpuMs() ?? NaN;
     const t0 = performance.now();
-    const figures = await measure(sides, project, pids, () => loopStallMs(inferd!));
+    const figures = await measure(sides, project, pids, () => loopProbe(inferd!));
     if (pg?.started)
       console.log(
         `  postgres CPU while measuring: ${fmt((pg.cpuMs() - pgMeasureBefore) / ((performance.now() - t0) / 1000), 0)} ms/s (the hot path should not touch the database)`,

@@ -69,6 +69,20 @@ describe("the event-loop stall probe", () => {
     expect(read!()).toBeGreaterThanOrEqual(first);
   });
 
+  test("allocation: the heap's growth between probes is summed, a collection's drop is not subtracted", () => {
+    const c = fakeClock();
+    const sizes = [10, 15, 12, 20, 20];
+    let i = 0;
+    const lag = new LoopLag(c.clock, undefined, () => sizes[Math.min(i++, sizes.length - 1)]);
+    lag.start(); // reads 10
+    c.fire(0); // 15: +5
+    c.fire(0); // 12: a collection
+    c.fire(0); // 20: +8
+    expect(lag.allocatedBytes()).toBe(13);
+    c.fire(0); // 20: nothing new
+    expect(lag.allocatedBytes()).toBe(13);
+  });
+
   test("stops probing when stopped", () => {
     const c = fakeClock();
     const lag = new LoopLag(c.clock);

@@ -99,6 +99,12 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
     `The same stall less the time the server's thread waited for a CPU meanwhile (Linux; elsewhere the whole stall): what its own work held the loop.`,
     [[{}, metering.loop.longestOwnMs() / 1000]],
   );
+  e.family(
+    "inferd_heap_allocated_bytes_total",
+    "counter",
+    "JS heap bytes allocated since start: the heap's growth summed over 20 ms probes (what a collection freed within one is not seen).",
+    [[{}, metering.loop.allocatedBytes()]],
+  );
   const prefixed = wls.filter(({ w }) => w.routing === "prefix");
   const prefix = (id: string) => fleet.dispatcher.prefix.counts.get(id) ?? { routed: 0, hits: 0 };
   e.family(

@@ -8,7 +8,12 @@
  * few cores): on Linux the thread's own run-queue wait (`/proc/thread-self/schedstat`, its second
  * field) is read at each probe, and the stall less that wait is reported apart
  * (`inferd_event_loop_own_stall_seconds`): what inferd's own work held the loop.
+ *
+ * The same probe sums the JS heap's growth between two probes (`inferd_heap_allocated_bytes_total`):
+ * the bytes allocated, less what a collection freed in the same 20 ms (a lower bound), which the
+ * data-plane benchmark divides by the requests of a run (allocation per request).
  */
+import { heapSize } from "bun:jsc";
 import { openSync, readSync } from "node:fs";
 import type { Clock } from "../../agent/serial";
 
@@ -57,14 +62,19 @@ export class LoopLag {
   private worstOwn = new Map<number, number>();
   private handle: unknown;
   private running = false;
+  /** Heap bytes allocated since the probe started (its growth summed over probes). */
+  private allocated = 0;
+  private lastHeap = 0;
 
   /**
    * `cpuWait`: the thread's total wait for a CPU so far (ms); with the real clock and none given,
-   * Linux's (`threadCpuWait`), read on the thread that starts the probe.
+   * Linux's (`threadCpuWait`), read on the thread that starts the probe. `heap`: the JS heap's size
+   * now (bytes), JavaScriptCore's by default.
    */
   constructor(
     private readonly clock: Clock = probeClock,
     private cpuWait?: () => number,
+    private readonly heap: () => number = heapSize,
   ) {}
 
   /** Starts probing (again a no-op while running). */
@@ -72,6 +82,7 @@ export class LoopLag {
     if (this.running) return;
     this.running = true;
     if (!this.cpuWait && this.clock === probeClock) this.cpuWait = threadCpuWait();
+    this.lastHeap = this.heap();
     this.schedule();
   }
 
@@ -94,6 +105,11 @@ export class LoopLag {
     return this.longestOf(this.cpuWait ? this.worstOwn : this.worst);
   }
 
+  /** JS heap bytes allocated since the probe started: its growth summed over probes (a lower bound). */
+  allocatedBytes(): number {
+    return this.allocated;
+  }
+
   private longestOf(worst: Map<number, number>): number {
     const since = Math.floor(this.clock.now() / 1000) - WINDOW_S;
     let max = 0;
@@ -110,6 +126,9 @@ export class LoopLag {
       const second = Math.floor(now / 1000);
       note(this.worst, second, stall);
       if (this.cpuWait) note(this.worstOwn, second, Math.max(0, stall - (this.cpuWait() - waitedBefore)));
+      const heap = this.heap();
+      if (heap > this.lastHeap) this.allocated += heap - this.lastHeap;
+      this.lastHeap = heap;
       if (this.running) this.schedule();
     }, PROBE_MS);
   }

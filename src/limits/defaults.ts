@@ -13,6 +13,9 @@ const NAMES = {
 } as const;
 
 /** A key's own limits by the limiter's field names (null: none of that kind). */
+/** The limit fields (made once: the limiter applies the defaults on every request). */
+const FIELDS = Object.values(NAMES);
+
 type OwnLimits = { [F in (typeof NAMES)[keyof typeof NAMES]]: number | null };
 
 /** Default key limits by the limiter's field names (absent: none). */
@@ -53,7 +56,7 @@ export function keyLimitsProblem(items: string[]): string | null {
  */
 export function withDefaults<K extends OwnLimits>(key: K, defaults: KeyLimitDefaults): K {
   let out = key;
-  for (const field of Object.values(NAMES)) {
+  for (const field of FIELDS) {
     const d = defaults[field];
     if (d !== undefined && key[field] === null) out = { ...out, [field]: d };
   }

@@ -52,6 +52,22 @@ export interface Ticket {
 
 const MINUTE = 60_000;
 
+/** The ticket of a request whose key has no per-minute limit and no concurrency cap: no headers, nothing to give back. */
+const UNLIMITED: Ticket = Object.freeze({ headers: Object.freeze({}) as Record<string, string>, release: () => {} });
+
+/** Whether `o` has no own key. */
+function isEmpty(o: Record<string, string>): boolean {
+  for (const _ in o) return false;
+  return true;
+}
+
+/** Whether the key or its project has a token quota (per day or per month). */
+const hasQuotas = (key: LimitedKey, project: ProjectQuotas): boolean =>
+  key.tokensPerDay !== null ||
+  key.tokensPerMonth !== null ||
+  project.tokensPerDay !== null ||
+  project.tokensPerMonth !== null;
+
 /**
  * A reset time as OpenAI writes it (`1s`, `6m0s`, `20ms`).
  * @example resetText(361_000) // → "6m1s"
@@ -140,6 +156,7 @@ export class Limiter {
 
   /** Reads every count `key`'s quotas need that is not in memory yet; undefined when all are. */
   private loadAll(key: LimitedKey, project: ProjectQuotas): Promise<void> | undefined {
+    if (!hasQuotas(key, project)) return undefined;
     const day = utcDay(this.now());
     const month = day.slice(0, 7);
     const loads = [
@@ -251,6 +268,11 @@ export class Limiter {
         );
     }
     this.checkQuotas(key, project, t, headers);
+    if (key.maxConcurrent === null && key.rpm === null && key.tpm === null && isEmpty(headers)) {
+      // No limit that a ticket carries: the one shared ticket, with no headers and nothing to give back.
+      if (request) callOf(request).ticket = UNLIMITED;
+      return UNLIMITED;
+    }
     if (key.maxConcurrent !== null) this.inFlight.set(key.id, (this.inFlight.get(key.id) ?? 0) + 1);
     let released = key.maxConcurrent === null;
     const ticket: Ticket = {
@@ -267,6 +289,7 @@ export class Limiter {
 
   /** Token quotas of the key and its project, per day and per month. */
   private checkQuotas(key: LimitedKey, project: ProjectQuotas, t: number, headers: Record<string, string>): void {
+    if (!hasQuotas(key, project)) return;
     const day = utcDay(t);
     const month = day.slice(0, 7);
     const next = nextPeriods(t);
@@ -296,6 +319,7 @@ export class Limiter {
     this.shared?.addTokens(f.keyId, tokens);
     const b = this.tokens.get(f.keyId);
     if (b) b.level -= tokens;
+    if (this.used.size === 0) return;
     const day = utcDay(this.now());
     for (const k of [
       `key:${f.keyId}:${day}`,

@@ -139,12 +139,19 @@ class SliceFailed extends Error {
 
 /**
  * The inspector's sink over the store: records gather in memory and are written in batches.
- * The server flushes it every second (its chores) and once more at shutdown, after the listeners stop.
+ * The server flushes it every second (its chores) and once more at shutdown, after the listeners stop;
+ * under load a batch goes as soon as SLICE records gathered, so records do not live long in memory
+ * (each collection of young objects walks every record still held: held for a second, a busy
+ * server's were thousands, and its event loop stalled for milliseconds at each collection).
  * @example const requests = new RequestLog(db); deps.inspector = requests; setInterval(() => void requests.flush(), 1000);
  */
 export class RequestLog implements RequestSink {
   private pending: RequestRecord[] = [];
   private flushing: Promise<void> = Promise.resolve();
+  /** A flush asked for by `add` (a full slice) and not started yet. */
+  private flushAsked = false;
+  /** The last write failed: `add` leaves retries to the timer's flush. */
+  private failing = false;
   /** Records dropped unwritten because memory was full (the store could not keep up, or failed). */
   dropped = 0;
 
@@ -160,6 +167,10 @@ export class RequestLog implements RequestSink {
       this.dropped++;
     }
     this.pending.push(record);
+    if (this.pending.length >= SLICE && !this.flushAsked && !this.failing) {
+      this.flushAsked = true;
+      void this.flush();
+    }
   }
 
   /** Records waiting to be written. */
@@ -177,13 +188,16 @@ export class RequestLog implements RequestSink {
   private sqliteWriter?: SqliteWriter;
 
   private async write(): Promise<void> {
+    this.flushAsked = false;
     if (!this.pending.length) return;
     let taken = this.pending;
     this.pending = [];
     try {
       if (this.db.engine === "sqlite") await this.writeSliced(taken);
       else await batch(this.db, writes(this.db, taken));
+      this.failing = false;
     } catch (failure) {
+      this.failing = true;
       const e = failure instanceof SliceFailed ? failure.cause : failure;
       if (failure instanceof SliceFailed) taken = failure.unwritten;
       log.warn(`could not write ${plural(taken.length, "request record")} of the inspector`, e);

@@ -8,7 +8,8 @@ import type { RequestRecord } from "../src/inspector/record";
 import { tempDir, waitFor } from "./helpers/proc";
 
 const store = openStore(join(tempDir("inspector-batches"), "inferd.db"));
-afterAll(() => store.sqlite.close());
+const sqlite = store.sqlite!;
+afterAll(() => sqlite.close());
 
 let n = 0;
 /** A finished request as the data plane records it. */
@@ -42,8 +43,7 @@ const record = (): RequestRecord => {
   };
 };
 const stored = () =>
-  store.sqlite.query<{ n: number }, []>("SELECT count(*) AS n FROM request_log WHERE workload_id = 'wl_batches'").get()!
-    .n;
+  sqlite.query<{ n: number }, []>("SELECT count(*) AS n FROM request_log WHERE workload_id = 'wl_batches'").get()!.n;
 
 describe("the inspector's writer", () => {
   test("fewer records than a slice wait for the flush; a full slice is written without one", async () => {

@@ -102,7 +102,7 @@ export async function prometheusText(db: Db, fleet: Fleet, metrics: MetricsStore
   e.family(
     "inferd_heap_allocated_bytes_total",
     "counter",
-    "JS heap bytes allocated since start: the heap's growth summed over 20 ms probes (what a collection freed within one is not seen).",
+    "JS heap bytes allocated since start: the heap's growth summed over readings 100 ms apart (what a collection freed within one is not seen).",
     [[{}, metering.loop.allocatedBytes()]],
   );
   const prefixed = wls.filter(({ w }) => w.routing === "prefix");

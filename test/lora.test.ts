@@ -6,6 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
+import Anthropic from "@anthropic-ai/sdk";
+import { Ollama } from "ollama";
 import OpenAI from "openai";
 import { writePeftAdapter } from "./fixtures/adapters";
 import { cleanup, tempDir, waitFor } from "./helpers/proc";
@@ -170,5 +172,29 @@ describe("adapters on a vLLM base", () => {
         : undefined,
     );
     expect((await s.admin(`/admin/workloads/${base.id}/adapters/bob`, { method: "DELETE" })).status).toBe(404);
+  }, 60_000);
+
+  test("the Messages, Responses and Ollama routes reach an adapter by name as chat does", async () => {
+    const projectBase = `${s.url}/endpoint/${s.project}`;
+    const before = used("alice").length;
+    const anthropic = new Anthropic({ baseURL: projectBase, apiKey: s.live, maxRetries: 0 });
+    const message = await anthropic.messages.create({
+      model: "alice",
+      max_tokens: 4,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    expect(message.content[0]).toMatchObject({ type: "text" });
+    // The answer names the adapter (as chat's does), and the runtime was asked for it, not the base.
+    expect(message.model).toBe("alice");
+    expect(used("alice").length).toBe(before + 1);
+    const response = await openai.responses.create({ model: "base-7b:alice", input: "hi", max_output_tokens: 16 });
+    expect(response.output_text).toBeTruthy();
+    expect(response.model).toBe("alice");
+    expect(used("alice").length).toBe(before + 2);
+    const ollama = new Ollama({ host: projectBase, headers: { authorization: `Bearer ${s.live}` } });
+    const chat = await ollama.chat({ model: "carol", messages: [{ role: "user", content: "hi" }], stream: false });
+    expect(chat.message.content).toBeTruthy();
+    expect(chat.model).toBe("carol");
+    expect(used("carol").at(-1)).toMatchObject({ name: "carol" });
   }, 60_000);
 });

@@ -60,8 +60,9 @@ async function messagesHeld(
   json: Record<string, unknown>,
 ): Promise<Response> {
   refuseForeignMessages(w);
-  // Answers name the model as /v1/models does first, whichever name or alias the client used.
-  const servedName = w.model_name;
+  // Answers name the model as /v1/models does first, whichever name or alias the client used
+  // (an adapter by its own name, as chat completions do).
+  const servedName = callOf(request).adapter ?? w.model_name;
   const translated = messagesToChat(json, w.model_name);
   const stream = json.stream === true;
   let viaChat = false;

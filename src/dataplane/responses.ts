@@ -55,8 +55,9 @@ async function responsesHeld(
 ): Promise<Response> {
   const refused = needsStoredResponses(json);
   if (refused) throw badRequest("unsupported_parameter", refused);
-  // Answers name the model as /v1/models does first, whichever name or alias the client used.
-  const servedName = w.model_name;
+  // Answers name the model as /v1/models does first, whichever name or alias the client used
+  // (an adapter by its own name, as chat completions do).
+  const servedName = callOf(request).adapter ?? w.model_name;
   const stream = json.stream === true;
   const headers: Record<string, string> = {
     "content-type": "application/json",

@@ -195,6 +195,10 @@ describe("adapters on a vLLM base", () => {
     const chat = await ollama.chat({ model: "carol", messages: [{ role: "user", content: "hi" }], stream: false });
     expect(chat.message.content).toBeTruthy();
     expect(chat.model).toBe("carol");
+    // Ollama's tags list the adapters as /v1/models does.
+    const tags = (await ollama.list()).models.map((m) => m.name);
+    expect(tags).toEqual(expect.arrayContaining(["alice", "carol"]));
+    expect(tags).not.toContain("bob");
     expect(used("carol").at(-1)).toMatchObject({ name: "carol" });
   }, 60_000);
 });

@@ -133,9 +133,33 @@ export class Replica {
 
   private lastProgressAt = 0;
 
-  /** Reports download progress (a model pull, a runtime build), at most every PROGRESS_EVERY_MS and always at the end. */
+  /** Progress held back within PROGRESS_EVERY_MS of the last report, and the timer that reports it. */
+  private heldProgress?: TransferProgress;
+  private heldProgressTimer?: ReturnType<typeof setTimeout>;
+
+  /**
+   * Reports download progress (a model pull, a runtime build), at most every PROGRESS_EVERY_MS and
+   * always at the end. A report within the interval is held, not dropped: the latest goes out when the
+   * interval ends, so a download that stalls shows what it got, not an older figure.
+   */
   private progress(p: TransferProgress): void {
-    if (Date.now() - this.lastProgressAt < PROGRESS_EVERY_MS && p.bytes_done < p.bytes_total) return;
+    const wait = PROGRESS_EVERY_MS - (Date.now() - this.lastProgressAt);
+    if (wait > 0 && p.bytes_done < p.bytes_total) {
+      this.heldProgress = p;
+      if (!this.heldProgressTimer) {
+        this.heldProgressTimer = setTimeout(() => {
+          this.heldProgressTimer = undefined;
+          const held = this.heldProgress;
+          this.heldProgress = undefined;
+          if (held && this.state === "downloading") this.progress(held);
+        }, wait);
+        this.heldProgressTimer.unref?.();
+      }
+      return;
+    }
+    clearTimeout(this.heldProgressTimer);
+    this.heldProgressTimer = undefined;
+    this.heldProgress = undefined;
     this.lastProgressAt = Date.now();
     void this.emit("downloading", this.reason, p);
   }

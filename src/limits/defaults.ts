@@ -12,10 +12,10 @@ const NAMES = {
   tokens_per_month: "tokensPerMonth",
 } as const;
 
-/** A key's own limits by the limiter's field names (null: none of that kind). */
 /** The limit fields (made once: the limiter applies the defaults on every request). */
 const FIELDS = Object.values(NAMES);
 
+/** A key's own limits by the limiter's field names (null: none of that kind). */
 type OwnLimits = { [F in (typeof NAMES)[keyof typeof NAMES]]: number | null };
 
 /** Default key limits by the limiter's field names (absent: none). */

@@ -107,7 +107,7 @@ export class Tracing {
         `${tl.kind} ${tl.requestId ?? id}${tl.requestId && tl.requestId !== id ? ` (record ${id})` : ""} failed: ${record.status} ${record.errorCode ?? ""}${record.errorMessage ? `: ${record.errorMessage}` : ""}${record.workloadId ? ` (workload ${record.workloadId})` : ""}`,
       );
     try {
-      if (!process.env.EXP_NOSINK) this.sink.add(record);
+      this.sink.add(record);
       this.exporter?.export(record, tl);
     } catch (e) {
       log.warn(`could not keep the record of request ${tl.id}`, e);

@@ -71,6 +71,8 @@ export class LoopLag {
   private allocated = 0;
   private lastHeap = 0;
   private probes = 0;
+  /** The thread's total wait for a CPU at the last probe (ms). */
+  private lastWait = 0;
 
   /**
    * `cpuWait`: the thread's total wait for a CPU so far (ms); with the real clock and none given,
@@ -88,6 +90,7 @@ export class LoopLag {
     if (this.running) return;
     this.running = true;
     if (!this.cpuWait && this.clock === probeClock) this.cpuWait = threadCpuWait();
+    this.lastWait = this.cpuWait?.() ?? 0;
     this.lastHeap = this.heap();
     this.schedule();
   }
@@ -125,13 +128,17 @@ export class LoopLag {
 
   private schedule(): void {
     const asked = this.clock.now();
-    const waitedBefore = this.cpuWait?.() ?? 0;
     this.handle = this.clock.setTimeout(() => {
       const now = this.clock.now();
       const stall = Math.max(0, now - asked - PROBE_MS);
       const second = Math.floor(now / 1000);
       note(this.worst, second, stall);
-      if (this.cpuWait) note(this.worstOwn, second, Math.max(0, stall - (this.cpuWait() - waitedBefore)));
+      if (this.cpuWait) {
+        // One reading per probe: the wait since the last one is this probe's.
+        const waited = this.cpuWait();
+        note(this.worstOwn, second, Math.max(0, stall - (waited - this.lastWait)));
+        this.lastWait = waited;
+      }
       // The heap's size is read every HEAP_EVERY probes (it walks the heap's blocks: ~30 µs at 25 MB).
       if (++this.probes % HEAP_EVERY === 0) {
         const heap = this.heap();

@@ -332,7 +332,7 @@ function report(f: Figures): void {
   printTable(
     ["c", "KB per request", "per round"],
     [...f.allocation].map(([c, b]) => [c, fmt(summarize(b).p50 / 1000), b.map((x) => fmt(x / 1000)).join(" / ")]),
-    "inferd's JS heap allocation per request in each throughput run (its heap's growth summed over readings 100 ms apart, /metrics; median of the rounds)",
+    "inferd's JS heap allocation per request in each throughput run (its heap's growth summed over readings 500 ms apart, /metrics; median of the rounds)",
   );
 
   const overhead = summarize(f.latency.inferd).p50 - summarize(f.latency.direct).p50;

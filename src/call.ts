@@ -23,6 +23,11 @@ export interface Call {
   readonly viaTls: boolean;
   /** Request-body bytes it holds against the server's budget (../http.ts `ByteBudget`). */
   held: number;
+  /**
+   * Its JSON body as the data plane read it: the object and the text as sent, so a body the runtime
+   * takes unchanged is passed on as it came rather than printed again.
+   */
+  json?: { readonly object: Record<string, unknown>; readonly text: string };
 }
 
 const calls = new WeakMap<Request, Call>();

@@ -135,6 +135,17 @@ export class UploadSource {
 /** How deeply JSON request bodies may nest (objects and arrays); deeper ones are refused before parsing. */
 export const MAX_JSON_DEPTH = 64;
 
+/** The index of the quote closing the JSON string opened at `open` (escapes skipped); the text's length when unclosed. */
+export function stringEnd(text: string, open: number): number {
+  let i = open + 1;
+  for (; i < text.length; i++) {
+    const d = text.charCodeAt(i);
+    if (d === 92) i++;
+    else if (d === 34) break;
+  }
+  return i;
+}
+
 /**
  * The nesting depth of JSON text, stopping early once it passes `limit` (strings are skipped, so
  * brackets inside them do not count). A linear scan: far cheaper than parsing a hostile body.
@@ -145,14 +156,8 @@ export function jsonDepth(text: string, limit = Infinity): number {
   let max = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
-    if (c === 34) {
-      // a string: skip to its closing quote, past escapes
-      for (i++; i < text.length; i++) {
-        const d = text.charCodeAt(i);
-        if (d === 92) i++;
-        else if (d === 34) break;
-      }
-    } else if (c === 123 || c === 91) {
+    if (c === 34) i = stringEnd(text, i);
+    else if (c === 123 || c === 91) {
       if (++depth > max && (max = depth) > limit) return max;
     } else if (c === 125 || c === 93) depth--;
   }

@@ -8,7 +8,7 @@ import { eq, sql } from "drizzle-orm";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
 import { openPgStore, openStore, sqliteOf, type Store } from "../src/db";
-import { memoize } from "../src/db/memo";
+import { memoize, READING_MS } from "../src/db/memo";
 import { changedTables, coalesce } from "../src/db/notify";
 import { batch, exec, first } from "../src/db/raw";
 import { auditLog, projects } from "../src/db/schema";
@@ -16,13 +16,13 @@ import { storeEnv } from "./helpers/postgres";
 import { tempDir } from "./helpers/proc";
 
 /**
- * Resolves once a millisecond has passed since it was called: another connection's change is read
- * by every lookup at least a millisecond after it committed (requests arriving together share one
+ * Resolves once a reading's time has passed since it was called: another connection's change is read
+ * by every lookup at least READING_MS after it committed (requests arriving together share one
  * reading of the change counter; src/db/memo.ts).
  */
 async function pastReading(): Promise<void> {
   const from = performance.now();
-  while (performance.now() - from <= 1) await new Promise((r) => setImmediate(r));
+  while (performance.now() - from <= READING_MS) await new Promise((r) => setImmediate(r));
 }
 
 describe("changedTables: the memoised tables a statement changes", () => {
@@ -142,7 +142,7 @@ describe("a memo on the embedded SQLite store", () => {
     }
   });
 
-  test("other connections' writes elsewhere leave it alone (the inspector's writer thread, usage counters); a change to what it holds is read back by the next lookup a millisecond later", async () => {
+  test("other connections' writes elsewhere leave it alone (the inspector's writer thread, usage counters); a change to what it holds is read back by the next lookup a reading later", async () => {
     const memo = await projectMemo();
     const { file, store, at, nameOf } = memo;
     try {

@@ -1,7 +1,7 @@
 // Small parts of the request path: the event-loop stall probe behind /metrics' inferd_event_loop_stall_seconds (on a fake clock), and the cached UTC day.
 import { describe, expect, test } from "bun:test";
 import type { Clock } from "../agent/serial";
-import { LoopLag, WINDOW_S } from "../src/usage/lag";
+import { HEAP_EVERY, LoopLag, WINDOW_S } from "../src/usage/lag";
 
 /** A clock whose timers fire only when the test says, as late as it says. */
 function fakeClock() {
@@ -75,16 +75,16 @@ describe("the event-loop stall probe", () => {
     let reads = 0;
     const lag = new LoopLag(c.clock, undefined, () => sizes[Math.min(reads++, sizes.length - 1)]);
     lag.start(); // reads 10
-    // The heap is read every fifth probe (100 ms), not at each.
-    const hundredMs = () => {
-      for (let k = 0; k < 5; k++) c.fire(0);
+    // The heap is read every HEAP_EVERY-th probe (500 ms), not at each.
+    const reading = () => {
+      for (let k = 0; k < HEAP_EVERY; k++) c.fire(0);
     };
-    hundredMs(); // 15: +5
+    reading(); // 15: +5
     expect(reads).toBe(2);
-    hundredMs(); // 12: a collection
-    hundredMs(); // 20: +8
+    reading(); // 12: a collection
+    reading(); // 20: +8
     expect(lag.allocatedBytes()).toBe(13);
-    hundredMs(); // 20: nothing new
+    reading(); // 20: nothing new
     expect(lag.allocatedBytes()).toBe(13);
   });
 

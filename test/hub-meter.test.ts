@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { AgentHub } from "../src/agents/hub";
-import { meteredStream, type Usage } from "../src/dataplane/meter";
+import { meteredStream, usageOfText, type Usage } from "../src/dataplane/meter";
 import { AppError } from "../src/errors";
 
 const enc = new TextEncoder();
@@ -125,5 +125,27 @@ describe("the SSE meter", () => {
     await reader.read();
     await reader.cancel();
     expect([aborted, outcome]).toEqual([true, "cancelled"]);
+  });
+});
+
+describe("usage read from a JSON answer's text", () => {
+  test("the answer's usage object is read, however the answer around it looks", () => {
+    const vllm =
+      '{"id":"chatcmpl-1","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"the \\"usage\\": {\\"prompt_tokens\\": 99} is quoted","tool_calls":[]}}],"usage":{"prompt_tokens":3,"total_tokens":8,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":0}},"prompt_logprobs":null,"kv_transfer_params":null}';
+    expect(usageOfText(vllm)).toEqual({ inputTokens: 3, outputTokens: 5 });
+    // Pretty-printed, and Anthropic's names.
+    expect(usageOfText('{\n  "type": "message",\n  "usage" :\n  { "input_tokens": 7, "output_tokens": 2 }\n}')).toEqual(
+      {
+        inputTokens: 7,
+        outputTokens: 2,
+      },
+    );
+  });
+
+  test("an answer without a usage object has none; a broken one is not an error", () => {
+    expect(usageOfText('{"object":"usage","data":[]}')).toBeUndefined();
+    expect(usageOfText('{"usage":null}')).toBeUndefined();
+    expect(usageOfText('{"usage":{"prompt_tokens":3')).toBeUndefined();
+    expect(usageOfText("not json")).toBeUndefined();
   });
 });

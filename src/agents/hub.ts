@@ -1,7 +1,7 @@
 import { AppError } from "../errors";
 import type { Target, Upstream } from "../dispatch/queue";
 import { uploadBytesFor } from "../multipart";
-import { runtimeJson } from "../workers/fleet";
+import { runtimeText } from "../workers/fleet";
 import type { ReplicaReport, WorkMessage } from "../../agent/protocol";
 
 /** A request lost with its worker before any of its answer reached the client: safe to run elsewhere. */
@@ -57,7 +57,7 @@ export class AgentHub {
   private async submit(workerId: string, report: ReplicaReport, req: Upstream, signal: AbortSignal): Promise<Response> {
     // The agent gets the body inside its work message: an upload is read whole here (and kept).
     const body = req.json
-      ? enc.encode(JSON.stringify(runtimeJson(req, req.json, report.served_model)))
+      ? enc.encode(runtimeText(req, req.json, report.served_model))
       : req.body
         ? uploadBytesFor(req, req.body, report.served_model)
         : req.source

@@ -2,7 +2,7 @@ import { AppError } from "../errors";
 import { classOf, SYNC, type Dispatcher, type Slot, type Target, type Ticket, type Upstream } from "../dispatch/queue";
 import { prefixAffinity } from "../dispatch/prefix";
 import { countsOf } from "../dispatch/lora";
-import { meteredStream, usageOf, type Usage } from "./meter";
+import { meteredStream, usageOfText, type Usage } from "./meter";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import { runtimeError, type Timeline } from "../tracing/timeline";
 
@@ -344,9 +344,7 @@ export async function relay(
   let body: ArrayBuffer | string = bytes;
   if (type?.includes("json")) {
     const text = utf8.decode(bytes);
-    try {
-      usage = usageOf(JSON.parse(text)) ?? usage;
-    } catch {}
+    usage = usageOfText(text) ?? usage;
     const renamed = rename?.(text);
     if (renamed !== undefined && renamed !== text) body = renamed;
   }

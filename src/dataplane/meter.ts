@@ -1,3 +1,4 @@
+import { stringEnd } from "../http";
 import { bytesOf, SseDecoder, type SseEvent } from "./sse";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import type { Usage } from "../usage/meter";
@@ -19,6 +20,47 @@ export function usageOf(body: unknown): Usage | undefined {
   if (!u || typeof u !== "object") return undefined;
   const n = (v: unknown) => (typeof v === "number" && Number.isFinite(v) ? v : 0);
   return { inputTokens: n(u.prompt_tokens ?? u.input_tokens), outputTokens: n(u.completion_tokens ?? u.output_tokens) };
+}
+
+/**
+ * Reads token usage from a JSON answer's text without parsing the whole answer: the object after its
+ * last `"usage"` member (where OpenAI's, Anthropic's and the engines' answers put the answer's own
+ * usage) is parsed alone. Text that holds no such object is parsed whole, as `usageOf` reads it.
+ * @example usageOfText('{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5}}') // → {inputTokens: 3, outputTokens: 5}
+ */
+export function usageOfText(text: string): Usage | undefined {
+  const at = text.lastIndexOf('"usage"');
+  const open = at < 0 ? -1 : afterColon(text, at + 7);
+  const close = open < 0 || text.charCodeAt(open) !== 123 ? -1 : objectEnd(text, open);
+  try {
+    if (close > 0) return usageOf({ usage: JSON.parse(text.slice(open, close + 1)) });
+    return usageOf(JSON.parse(text));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The index of the first character after `i`'s whitespace, a colon and whitespace; -1 without the colon. */
+function afterColon(text: string, i: number): number {
+  while (isSpace(text.charCodeAt(i))) i++;
+  if (text.charCodeAt(i) !== 58) return -1;
+  i++;
+  while (isSpace(text.charCodeAt(i))) i++;
+  return i;
+}
+
+const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 13 || c === 9;
+
+/** The index of the `}` closing the object opened at `open` (strings skipped); -1 when it does not close. */
+function objectEnd(text: string, open: number): number {
+  let depth = 0;
+  for (let i = open; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) i = stringEnd(text, i);
+    else if (c === 123) depth++;
+    else if (c === 125 && --depth === 0) return i;
+  }
+  return -1;
 }
 
 /** Options of `meteredStream`. */

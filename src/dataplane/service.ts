@@ -5,7 +5,7 @@ import type { Limiter } from "../limits/limiter";
 import type { Metering } from "../usage/meter";
 import type { Fleet } from "../workers/fleet";
 import { AppError, badRequest } from "../errors";
-import { parseJsonBytes, readBodyLimited, UploadSource } from "../http";
+import { parseJsonBytes, readBodyLimited, UploadSource, utf8Text } from "../http";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { routesOf } from "../../agent/engines/custom";
@@ -89,10 +89,13 @@ function checkServed(w: Workload, what: string): void {
 
 /** Reads a JSON object body of the data plane (up to the data-plane body limit). */
 export async function readJsonObject(deps: DataplaneDeps, request: Request): Promise<Record<string, unknown>> {
-  const body = parseJsonBytes(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
+  const text = utf8Text(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
+  const body = parseJsonBytes(text);
   if (!body || typeof body !== "object" || Array.isArray(body))
     throw badRequest("invalid_request", "the request body must be a JSON object");
-  return body as Record<string, unknown>;
+  const object = body as Record<string, unknown>;
+  callOf(request).json = { object, text };
+  return object;
 }
 
 /**
@@ -281,6 +284,7 @@ async function forwardHeld(
       headers,
       body: null,
       json,
+      text: json && callOf(request).json?.object === json ? callOf(request).json!.text : undefined,
       source,
       modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined,
     },

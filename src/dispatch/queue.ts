@@ -27,6 +27,8 @@ export interface Upstream {
   body: Uint8Array | null;
   /** A JSON body, sent with `model` set to the name the chosen runtime serves. */
   json?: Record<string, unknown>;
+  /** `json`'s text as the client sent it (when `json` is that text unchanged): sent as it is where nothing in it changes. */
+  text?: string;
   /** A body not read yet (an upload): streamed to a local runtime, read whole for a remote agent. */
   source?: BodySource;
   /** For a multipart upload: the `model` values that mean this workload's model, set to the served name. */

@@ -103,12 +103,17 @@ export class Timeline {
     return performance.now() - this.t0;
   }
 
-  /** Adds a finished span (times in ms from arrival). */
+  /**
+   * Adds a finished span (times in ms from arrival, kept to the microsecond: a clock's full double,
+   * 0.27904499999999643, costs the record's writer more to print and store and says nothing more).
+   */
   span(name: string, start: number, end: number, attrs?: SpanRecord["attrs"]): void {
     if (this.handedOver) {
       this.spans = this.spans.slice();
       this.handedOver = false;
     }
+    start = toMicros(start);
+    end = toMicros(end);
     this.spans.push(attrs ? { name, start, end, attrs } : { name, start, end });
   }
 
@@ -196,3 +201,6 @@ export interface TraceExporter {
   /** Sends what is buffered and stops. */
   shutdown(): Promise<void>;
 }
+
+/** A time in ms rounded to the microsecond (rounding keeps order: a span never ends before it starts). */
+const toMicros = (ms: number): number => Math.round(ms * 1000) / 1000;

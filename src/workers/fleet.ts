@@ -43,13 +43,26 @@ export type TargetFactory = (
  * A JSON body as it goes to a runtime: `model` set to the name the runtime serves, then the request's
  * last change (a LoRA adapter's selection: src/dispatch/lora.ts).
  */
-export function runtimeJson(
+function runtimeJson(
   req: Pick<Upstream, "select">,
   json: Record<string, unknown>,
   served: string | undefined,
 ): Record<string, unknown> {
   const body = { ...json, model: served ?? json.model };
   return req.select ? req.select(body) : body;
+}
+
+/**
+ * The JSON body's text for a runtime serving `served`: the client's own text when the runtime serves
+ * the model it names and nothing else changes (most requests), else `runtimeJson`'s body printed.
+ */
+export function runtimeText(
+  req: Pick<Upstream, "select" | "text">,
+  json: Record<string, unknown>,
+  served: string | undefined,
+): string {
+  if (req.text !== undefined && !req.select && (served === undefined || served === json.model)) return req.text;
+  return JSON.stringify(runtimeJson(req, json, served));
 }
 
 /**
@@ -101,7 +114,7 @@ export function localTarget(
             ? uploadStreamFor(req, req.source.stream(), served)
             : null
       ) as BodyInit | null;
-      if (req.json) body = JSON.stringify(runtimeJson(req, req.json, report.served_model));
+      if (req.json) body = runtimeText(req, req.json, report.served_model);
       const headers = report.api_key ? { ...req.headers, authorization: `Bearer ${report.api_key}` } : req.headers;
       return fetch(base + path, { method: req.method, headers, body, signal, duplex: "half" } as RequestInit);
     },

@@ -376,6 +376,7 @@ export function keyOf(request: Request): KeyRecord {
 
 /** Decodes a path segment; a malformed escape is the client's error, not ours. */
 function segment(raw: string): string {
+  if (!raw.includes("%")) return raw;
   try {
     return decodeURIComponent(raw);
   } catch {

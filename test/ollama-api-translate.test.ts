@@ -373,7 +373,6 @@ describe("streams", () => {
         model: "local",
         onFirst: () => firsts++,
         onEnd: (usage, outcome) => ends.push({ usage, outcome }),
-        abort: () => {},
       },
     );
     const got = lines(await new Response(body).text());
@@ -387,18 +386,16 @@ describe("streams", () => {
     const broken = meteredNdjson(streamOf(['{"response":"a","done":false}\n'], true), {
       onFirst: () => {},
       onEnd: (_u, o) => ends.push(o),
-      abort: () => {},
     });
     expect(lines(await new Response(broken).text()).at(-1).error).toContain("broke off mid-answer");
-    let aborted = false;
-    const open = meteredNdjson(new ReadableStream({ pull() {} }), {
+    let cancelled = false;
+    const open = meteredNdjson(new ReadableStream({ pull() {}, cancel: () => void (cancelled = true) }), {
       onFirst: () => {},
       onEnd: (_u, o) => ends.push(o),
-      abort: () => (aborted = true),
     });
     await open.cancel();
     // The cancel reaches the runtime's side through the pipe a moment later.
-    await waitFor(() => aborted, { what: "the runtime aborted" });
+    await waitFor(() => cancelled, { what: "the runtime's answer cancelled" });
     expect(ends).toEqual(["error", "cancelled"]);
   });
 });

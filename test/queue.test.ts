@@ -88,6 +88,24 @@ describe("slots and the queue", () => {
     });
     expect((await ask(s, w.slug, "after")).status).toBe(200);
   });
+
+  test("a client that leaves while the runtime works on its whole (not streamed) answer aborts it there", async () => {
+    const s = await serve({ FAKE_DELAY_MS: "5000" });
+    const { w, runtime } = await slowWorkload(s, "leave-mid-answer", 1);
+    const ctrl = new AbortController();
+    const leaving = ask(s, w.slug, "take your time", ctrl.signal).catch((e) => e);
+    await waitFor(async () => (await stats(runtime)).in_flight === 1 || undefined, {
+      what: "the runtime working on it",
+    });
+    ctrl.abort();
+    await leaving;
+    await waitFor(() => s.events((e) => e.event === "aborted").length > 0 || undefined, {
+      what: "the runtime to see the abort",
+    });
+    await waitFor(async () => (await s.workload(w.id)).assignments[0].in_flight === 0 || undefined, {
+      what: "the slot released",
+    });
+  });
 });
 
 describe("failures and shutdown", () => {

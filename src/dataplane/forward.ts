@@ -84,7 +84,7 @@ export async function dispatchWith(
   attempt: Attempt,
   ticket: Ticket = SYNC,
   tl?: Timeline,
-): Promise<{ slot: Slot; upstream: Response; abort: AbortController; waitedMs: number }> {
+): Promise<{ slot: Slot; upstream: Response; waitedMs: number }> {
   const queuedAt = performance.now();
   // Its model sleeps: the wait is a wake (shown as such on its timeline).
   const waking = tl !== undefined && dispatcher.asleep.has(workloadId);
@@ -101,23 +101,20 @@ export async function dispatchWith(
     const waitedMs = granted - queuedAt;
     if (waking) tl!.span("wake", queuedAt - tl!.t0, granted - tl!.t0);
     const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
-    const abort = new AbortController();
-    const onClientGone = () => abort.abort(signal.reason);
-    if (signal.aborted) onClientGone();
-    signal.addEventListener("abort", onClientGone, { once: true });
     try {
       let target = traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target;
-      if (ticket.adapter) target = await withAdapter(dispatcher, slot, target, ticket.adapter.name, abort.signal, tl);
-      const upstream = await attempt(target, abort.signal);
+      // The caller's own signal goes with the runtime's request (a client leaving, a job cancelled,
+      // aborts it); a stream the client cancels is cut by cancelling the runtime's body.
+      if (ticket.adapter) target = await withAdapter(dispatcher, slot, target, ticket.adapter.name, signal, tl);
+      const upstream = await attempt(target, signal);
       if (tl) {
         // A runtime's error answer marks the span where the request failed.
         tl.span("upstream", granted - tl.t0, tl.now(), upstream.ok ? undefined : { error: upstream.status });
         tl.status = upstream.status;
       }
-      return { slot, upstream, abort, waitedMs };
+      return { slot, upstream, waitedMs };
     } catch (e) {
       slot.release();
-      signal.removeEventListener("abort", onClientGone);
       const err = signal.aborted
         ? new AppError(499, "client_closed", "the client went away")
         : e instanceof AppError
@@ -264,16 +261,15 @@ function modelNamer(name: string): (text: string) => string {
  * `relay` does: the slot given back, usage and outcome recorded, the answer captured as it goes.
  */
 export function relayTranslated(
-  got: { slot: Slot; upstream: Response; abort: AbortController; waitedMs: number },
+  got: { slot: Slot; upstream: Response; waitedMs: number },
   acct: Accounting,
   t: StreamTranslator & { readonly usage: Usage },
 ): Response {
-  const { slot, upstream, abort } = got;
+  const { slot, upstream } = got;
   acct.waited(got.waitedMs);
   const capture = acct.timeline?.capture;
   capture?.answerType("text/event-stream");
   const body = pipeTranslator(upstream.body!, t, {
-    abort: () => abort.abort(),
     onFirst: () => acct.firstByte(true),
     tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
     onEnd: (outcome) => {
@@ -299,11 +295,11 @@ export function relayTranslated(
  * slot is released when the body is done.
  */
 export async function relay(
-  got: { slot: Slot; upstream: Response; abort: AbortController; waitedMs: number },
+  got: { slot: Slot; upstream: Response; waitedMs: number },
   acct: Accounting,
   opts: { dropUsageOnlyChunks?: boolean; model?: string } = {},
 ): Promise<Response> {
-  const { slot, upstream, abort } = got;
+  const { slot, upstream } = got;
   acct.waited(got.waitedMs);
   const rename = opts.model === undefined ? undefined : modelNamer(opts.model);
   const capture = acct.timeline?.capture;
@@ -313,7 +309,6 @@ export async function relay(
     const body = meteredStream(upstream.body, {
       dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
       rename,
-      abort: () => abort.abort(),
       onFirst: () => acct.firstByte(true),
       tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
       onEnd: (usage, outcome) => {

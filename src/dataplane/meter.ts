@@ -69,8 +69,6 @@ export interface MeterOptions {
   dropUsageOnlyChunks: boolean;
   /** Called once, when the stream ends, is cancelled or fails, with the usage seen. */
   onEnd(usage: Usage, outcome: "done" | "cancelled" | "error"): void;
-  /** Called when the client goes away, to abort the upstream request. */
-  abort(): void;
   /** Called once, when the first event carrying data goes to the client (time to first token). */
   onFirst?(): void;
   /** Rewrites the events that go to the client (the model name they carry: see `modelNamer`). */
@@ -154,7 +152,6 @@ export function meteredStream(upstream: ReadableStream<Uint8Array>, opts: MeterO
   return pipeTranslator(upstream, meter, {
     onFirst: opts.onFirst,
     onEnd: (outcome) => opts.onEnd(meter.usage, outcome),
-    abort: opts.abort,
     tee: opts.tee,
     failure: (reason) => `the model runtime broke off mid-answer (${reason})`,
   });

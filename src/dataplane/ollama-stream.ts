@@ -183,8 +183,6 @@ export interface NdjsonMeterOptions {
   onFirst(): void;
   /** Called once, when the stream ends (`done`: a `done: true` line and no error), is cancelled or breaks. */
   onEnd(usage: Usage, outcome: "done" | "cancelled" | "error"): void;
-  /** Called when the client goes away, to abort the upstream request. */
-  abort(): void;
   /** Given each chunk as it goes to the client (the inspector's capture). */
   tee?(bytes: Uint8Array): void;
 }
@@ -221,7 +219,6 @@ export function meteredNdjson(
       }
     },
     cancel(reason) {
-      opts.abort();
       settle("cancelled");
       return reader.cancel(reason).catch(() => {});
     },

@@ -170,7 +170,7 @@ async function inferOn(
   });
 }
 
-/** A dispatched request: the replica's slot, its answer, and the controller that aborts it. */
+/** A dispatched request: the replica's slot and its answer. */
 type Got = Awaited<ReturnType<typeof dispatch>>;
 
 /** A runtime's error answer as Ollama's `{error}` with the runtime's status; the slot is freed, the request counted as failed. */
@@ -233,7 +233,6 @@ function ndjsonAnswer(
     model,
     tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
     onFirst: () => acct.firstByte(true),
-    abort: () => got.abort.abort(),
     onEnd: (usage, outcome) => {
       got.slot.release();
       acct.record(usage, outcome === "done");

@@ -22,8 +22,6 @@ export interface PipeHooks {
   onFirst?(): void;
   /** Called once, when the stream ends, is cancelled or the runtime broke off. */
   onEnd?(outcome: "done" | "cancelled" | "error"): void;
-  /** Called when the client goes away, to abort the upstream request. */
-  abort?(): void;
   /** Given each chunk as it goes to the client (the inspector's capture). */
   tee?(bytes: Uint8Array): void;
   /** The message `fail` gets when the runtime's stream breaks, from the error's own message. */
@@ -88,7 +86,6 @@ export function pipeTranslator(
       }
     },
     cancel(reason) {
-      hooks.abort?.();
       reader.cancel(reason).catch(() => {});
       end("cancelled");
     },

@@ -57,12 +57,13 @@ export class ByteBudget {
 export async function readBodyLimited(request: Request, limit: number, budget?: ByteBudget): Promise<Uint8Array> {
   const declared = Number(request.headers.get("content-length") ?? "NaN");
   if (Number.isFinite(declared) && declared > limit) throw tooLarge(limit);
-  if (!request.body) return new Uint8Array(0);
-  // A declared length within the limit: Bun reads it in one go (faster than iterating chunks).
+  // A declared length within the limit: Bun reads it in one go (faster than iterating chunks, and
+  // `request.body`, a stream made when first asked for, is never made).
   if (Number.isFinite(declared)) {
     budget?.take(request, declared);
     return request.bytes();
   }
+  if (!request.body) return new Uint8Array(0);
   const chunks: Uint8Array[] = [];
   for await (const chunk of bodyChunks(request, limit)) {
     budget?.take(request, chunk.byteLength);

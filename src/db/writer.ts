@@ -2,8 +2,9 @@
  * SQLite writes off the request thread (the inspector's rows): a worker thread with its own connection
  * inserts the rows the server hands it, one transaction per batch, so a busy second's records never
  * hold the event loop (as ./checkpoint.ts does for WAL checkpoints). The rows are built on the
- * request thread (plain value arrays, handed over as one JSON text unless they hold bytes); the worker's source is inline so the
- * compiled binary needs no file beside it. Where no worker can run, the rows are written in place.
+ * request thread (plain value arrays, handed over as one JSON text unless they hold bytes); the
+ * worker's source is inline so the compiled binary needs no file beside it. Where no worker can run,
+ * the rows are written in place.
  */
 import type { Database } from "bun:sqlite";
 

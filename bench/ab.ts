@@ -11,10 +11,10 @@
  * Without `--full` each benchmark runs with `--quick`; what follows `--` is passed to each (e.g. `--store postgres`). Benchmarks must print their figures with
  * bench/lib.ts's `printTable` (a header line, a line of dashes, rows).
  */
-import { existsSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fmt, formatTable, summarize } from "./lib";
+import { git, worktreeOf } from "./worktree";
 
 const ROOT = join(import.meta.dir, "..");
 const USAGE =
@@ -55,23 +55,6 @@ function parseArgs(argv: string[]): {
     }
   }
   return out;
-}
-
-/** Runs git in this checkout; throws with its message when it fails. */
-function git(args: string[]): string {
-  const p = Bun.spawnSync(["git", ...args], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  if (p.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${p.stderr.toString().trim()}`);
-  return p.stdout.toString().trim();
-}
-
-/** A worktree of `ref` with this checkout's node_modules; made once per commit. */
-function worktreeOf(ref: string): { dir: string; commit: string } {
-  const commit = git(["rev-parse", "--verify", `${ref}^{commit}`]);
-  const dir = join(tmpdir(), `inferd-ab-${commit.slice(0, 12)}`);
-  if (!existsSync(dir)) git(["worktree", "add", "--detach", dir, commit]);
-  const modules = join(dir, "node_modules");
-  if (!existsSync(modules)) symlinkSync(join(ROOT, "node_modules"), modules);
-  return { dir, commit };
 }
 
 /**

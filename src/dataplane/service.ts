@@ -98,6 +98,12 @@ export async function readJsonObject(deps: DataplaneDeps, request: Request): Pro
   return object;
 }
 
+/** `json`'s text as the client sent it, when `json` is the object `readJsonObject` read from it, unchanged. */
+function textAsSent(request: Request, json: Record<string, unknown>): string | undefined {
+  const sent = callOf(request).json;
+  return sent?.object === json ? sent.text : undefined;
+}
+
 /**
  * The meter of a forwarded request: its clock started when the request arrived (the auth gate
  * notes the time); its key (none for the dashboard's playground) and workload are charged at its end,
@@ -284,7 +290,7 @@ async function forwardHeld(
       headers,
       body: null,
       json,
-      text: json && callOf(request).json?.object === json ? callOf(request).json!.text : undefined,
+      text: json === undefined ? undefined : textAsSent(request, json),
       source,
       modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined,
     },

@@ -30,7 +30,6 @@ import { pruneAudit } from "./audit/service";
 import { DeliveryLoop, parseSchedule } from "./webhooks/deliver";
 import { Settings } from "./settings/service";
 import { commandHint } from "./invocation";
-import { liveKeyLimits } from "./limits/defaults";
 import { makeResolver } from "./webhooks/address";
 import { caBundle } from "./webhooks/post";
 import type { Agent } from "../agent/agent";
@@ -122,8 +121,8 @@ function buildServices(
     storeQuotas(store.db, () => usage.flush()),
     Date.now,
     shared,
-    liveKeyLimits(() => config.defaultKeyLimits),
   );
+  settings.follow("defaultKeyLimits", (items) => limiter.useDefaults(items));
   const metering = new Metering({ usage, series: metrics, limits: limiter, timelines: tracing });
   setOfflineAfter(config.workerTimeoutMs);
   const ports = { http: 0, tls: 0 };

@@ -10,7 +10,7 @@ import { splitCommand, flagValue } from "../../agent/command";
 import { engineOf } from "../../agent/engines";
 import { modelRefs } from "../../agent/model-refs";
 import type { Db } from "../db";
-import { memoize } from "../db/memo";
+import { storeLookup } from "../db/memo";
 import { first } from "../db/raw";
 import { adapters } from "../db/schema";
 import { conflict, notFound, validation } from "../errors";
@@ -64,31 +64,21 @@ export function listAdapters(db: Db, workloadId: string): Promise<AdapterRow[]> 
   return db.select().from(adapters).where(eq(adapters.workloadId, workloadId)).orderBy(asc(adapters.createdAt));
 }
 
-const lookups = new WeakMap<Db, (projectId: string) => Map<string, AdapterRow> | Promise<Map<string, AdapterRow>>>();
-
 /**
  * A project's ready adapters by name: the data plane's table for adapter names, from memory while the
  * store is unchanged (the value at once), else a promise of it.
  */
-export function projectAdapters(db: Db, projectId: string): Map<string, AdapterRow> | Promise<Map<string, AdapterRow>> {
-  let find = lookups.get(db);
-  if (!find) {
-    find = memoize(
-      db,
-      async (id) => {
-        const rows = await db
-          .select()
-          .from(adapters)
-          .where(and(eq(adapters.projectId, id), eq(adapters.state, "ready")))
-          .orderBy(asc(adapters.createdAt));
-        return new Map(rows.map((r) => [r.name, r]));
-      },
-      ["adapters"],
-    );
-    lookups.set(db, find);
-  }
-  return find(projectId);
-}
+export const projectAdapters = storeLookup(
+  async (db, projectId) => {
+    const rows = await db
+      .select()
+      .from(adapters)
+      .where(and(eq(adapters.projectId, projectId), eq(adapters.state, "ready")))
+      .orderBy(asc(adapters.createdAt));
+    return new Map(rows.map((r) => [r.name, r]));
+  },
+  ["adapters"],
+);
 
 /** What the base workload serves, for `checkAgainst`: its engine, the model its command loads, a GGUF's architecture, its own --max-lora-rank. */
 export async function baseOf(db: Db, w: Workload): Promise<BaseOf> {

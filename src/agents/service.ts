@@ -1,5 +1,5 @@
 import { eq } from "drizzle-orm";
-import { memoize, type Lookup } from "../db/memo";
+import { storeLookup } from "../db/memo";
 import type { Db } from "../db";
 import { first } from "../db/raw";
 import { workers } from "../db/schema";
@@ -73,16 +73,16 @@ export async function issueLocalCredential(db: Db, workerId: string): Promise<st
   return credential;
 }
 
-const credentialLookups = new WeakMap<Db, Lookup<typeof workers.$inferSelect | undefined>>();
+const workerByCredentialHash = storeLookup(
+  (db, hash) => first(db.select().from(workers).where(eq(workers.credentialHash, hash))),
+  ["workers"],
+);
 
 /** The remote worker an agent credential belongs to, or 401 (memoised until the store changes). */
 export async function workerByCredential(db: Db, credential: string | undefined): Promise<typeof workers.$inferSelect> {
-  let find = credentialLookups.get(db);
-  if (!find) {
-    find = memoize(db, (hash) => first(db.select().from(workers).where(eq(workers.credentialHash, hash))), ["workers"]);
-    credentialLookups.set(db, find);
-  }
-  const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX) ? await find(sha256(credential)) : undefined;
+  const row = credential?.startsWith(AGENT_CREDENTIAL_PREFIX)
+    ? await workerByCredentialHash(db, sha256(credential))
+    : undefined;
   if (!row)
     throw unauthorized(
       "invalid_agent_credential",

@@ -12,7 +12,7 @@ import { routesOf } from "../../agent/engines/custom";
 import { dispatch, relay, unanswered, withAffinity, type Accounting } from "./forward";
 import { SYNC, type Ticket } from "../dispatch/queue";
 import { keyOf } from "../auth/service";
-import { priorityOf, type KeyRecord } from "../keys/service";
+import type { KeyRecord } from "../keys/service";
 import { callOf } from "../call";
 import {
   checkModel,
@@ -135,7 +135,7 @@ export function accounting(
  */
 export function syncTicket(key: KeyRecord | null): Ticket {
   return key
-    ? { kind: "sync", keyId: key.id, weight: key.weight ?? undefined, priority: priorityOf(key.priority) ?? undefined }
+    ? { kind: "sync", keyId: key.id, weight: key.weight ?? undefined, priority: key.priority ?? undefined }
     : SYNC;
 }
 

@@ -71,6 +71,24 @@ export function memoize<V>(db: Db, load: (key: string) => Promise<V>, tables?: r
   return db.engine === "sqlite" ? sqliteMemo(db, load) : notifiedMemo(db, load, tables);
 }
 
+/** A lookup of every store: `memoize`'s, made for each store on its first use. */
+export type StoreLookup<V> = (db: Db, key: string) => V | Promise<V>;
+
+/**
+ * `memoize` for a lookup a feature offers as a function of the store: the memo of each store is made
+ * on its first call. The request path runs only this and the memo while an entry is held: `load`
+ * (the owning feature's query) runs on a miss.
+ * @example export const findKeyByHash = storeLookup((db, hash) => loadKey(db, hash), ["api_keys"]);
+ */
+export function storeLookup<V>(load: (db: Db, key: string) => Promise<V>, tables?: readonly string[]): StoreLookup<V> {
+  const memos = new WeakMap<Db, Lookup<V>>();
+  return (db, key) => {
+    let find = memos.get(db);
+    if (!find) memos.set(db, (find = memoize(db, (k) => load(db, k), tables)));
+    return find(key);
+  };
+}
+
 function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
   const stamp = sqliteStamp(db);
   const cache = new Map<string, V>();

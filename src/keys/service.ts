@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableColumns, sql } from "drizzle-orm";
 import type { Db } from "../db";
-import { memoize, type Lookup } from "../db/memo";
+import { storeLookup } from "../db/memo";
 import { first, type Statement } from "../db/raw";
 import type { KeyUsage } from "../usage/recorder";
 import { apiKeys, projects, workloadUsage } from "../db/schema";
@@ -38,14 +38,19 @@ export interface KeyView {
   limits: LimitsView;
 }
 
-/** A key row joined with its project's slug: what authentication works with. */
-export type KeyRecord = typeof apiKeys.$inferSelect & { projectSlug: string };
+/** A key's stored row with its project's slug. */
+type KeyRow = typeof apiKeys.$inferSelect & { projectSlug: string };
+
+/** A key row joined with its project's slug, its priority as the API names it: what authentication works with. */
+export type KeyRecord = Omit<KeyRow, "priority"> & {
+  priority: "interactive" | "batch" | null;
+};
 
 /** A stored priority as the API names it (null: interactive, the default). */
 export const priorityOf = (p: string | null): "interactive" | "batch" | null =>
   p === "batch" || p === "interactive" ? p : null;
 
-function view(k: KeyRecord): KeyView {
+function view(k: KeyRow | KeyRecord): KeyView {
   return {
     id: k.id,
     name: k.name,
@@ -107,6 +112,12 @@ export async function setKeyLimits(db: Db, id: string, limits: KeyLimits): Promi
 }
 
 const keyColumns = { ...getTableColumns(apiKeys), projectSlug: projects.slug };
+
+/** A key's row (with its project's slug) as the rest of inferd reads it: its priority as the API names it. */
+const keyRecordOf = (row: KeyRow): KeyRecord => ({
+  ...row,
+  priority: priorityOf(row.priority),
+});
 
 /** A key with its project's slug, by id. */
 const keyRecord = (db: Db, id: string) =>
@@ -208,8 +219,6 @@ export async function revokeKey(db: Db, id: string): Promise<KeyView> {
   return view(row);
 }
 
-const keyLookups = new WeakMap<Db, Lookup<KeyRecord | undefined>>();
-
 /**
  * Finds the live (not revoked) key whose secret is `token`, or undefined: from memory while the
  * store is unchanged (the value at once), else a promise of it.
@@ -219,25 +228,17 @@ export function findKeyBySecret(db: Db, token: string): KeyRecord | undefined | 
 }
 
 /** `findKeyBySecret` for a secret whose SHA-256 (`sha256(token)`) the caller has made already. */
-export function findKeyByHash(db: Db, hash: string): KeyRecord | undefined | Promise<KeyRecord | undefined> {
-  let find = keyLookups.get(db);
-  if (!find) {
-    find = memoize(
-      db,
-      (hash) =>
-        first(
-          db
-            .select(keyColumns)
-            .from(apiKeys)
-            .innerJoin(projects, eq(projects.id, apiKeys.projectId))
-            .where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`)),
-        ),
-      ["api_keys", "projects"],
-    );
-    keyLookups.set(db, find);
-  }
-  return find(hash);
-}
+export const findKeyByHash = storeLookup(
+  (db, hash) =>
+    first(
+      db
+        .select(keyColumns)
+        .from(apiKeys)
+        .innerJoin(projects, eq(projects.id, apiKeys.projectId))
+        .where(and(eq(apiKeys.hash, hash), sql`${apiKeys.revokedAt} IS NULL`)),
+    ).then((row) => row && keyRecordOf(row)),
+  ["api_keys", "projects"],
+);
 
 /** The write adding usage counted since the last flush to a key's counters (the usage recorder runs it). */
 export function keyUsageWrite(db: Db, keyId: string, used: KeyUsage): Statement {

@@ -12,7 +12,7 @@ const NAMES = {
   tokens_per_month: "tokensPerMonth",
 } as const;
 
-/** The limit fields (made once: the limiter applies the defaults on every request). */
+/** The limit fields (made once: the limiter applies the defaults to each key record it sees). */
 const FIELDS = Object.values(NAMES);
 
 /** A key's own limits by the limiter's field names (null: none of that kind). */
@@ -61,23 +61,6 @@ export function withDefaults<K extends OwnLimits>(key: K, defaults: KeyLimitDefa
     if (d !== undefined && key[field] === null) out = { ...out, [field]: d };
   }
   return out;
-}
-
-/**
- * `live()`'s items parsed, parsing again only when the list in force changes (the limiter asks on
- * every request). Items that do not parse (checked before they are stored) count as none.
- */
-export function liveKeyLimits(live: () => string[]): () => KeyLimitDefaults {
-  let seen: string[] | undefined;
-  let parsed: KeyLimitDefaults = {};
-  return () => {
-    const items = live();
-    if (items !== seen) {
-      seen = items;
-      parsed = keyLimitsProblem(items) ? {} : parseKeyLimits(items);
-    }
-    return parsed;
-  };
 }
 
 /** Default key limits by the names keys' limits use (`rpm`, `max_concurrent`…; absent: none). */

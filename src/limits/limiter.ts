@@ -11,7 +11,7 @@ import { AppError } from "../errors";
 import { andThen } from "../maybe";
 import type { SharedLimits } from "./shared";
 import type { Finished } from "../usage/meter";
-import { withDefaults, type KeyLimitDefaults } from "./defaults";
+import { keyLimitsProblem, parseKeyLimits, withDefaults, type KeyLimitDefaults } from "./defaults";
 import { plural } from "../words";
 
 /** What the limiter needs of a key (its row). */
@@ -107,9 +107,28 @@ export class Limiter {
     private now: () => number = Date.now,
     /** In a cluster: request, token and concurrency limits counted across the hosts (src/limits/shared.ts). */
     private shared?: SharedLimits,
-    /** The default key limits in force (`--default-key-limits`, read at each request: it may change while serving). */
-    private defaults: () => KeyLimitDefaults = () => ({}),
   ) {}
+
+  /** The default key limits in force (`--default-key-limits`): `useDefaults` sets them as the setting changes. */
+  private defaults: KeyLimitDefaults = {};
+  /** Each key record with the defaults filled in, made once per record and defaults in force. */
+  private keysWithDefaults = new WeakMap<LimitedKey, { defaults: KeyLimitDefaults; key: LimitedKey }>();
+
+  /**
+   * Applies the setting's items (`rpm=60`, …) from the next request on; items that do not parse
+   * (checked before they are stored) count as none.
+   */
+  useDefaults(items: string[]): void {
+    this.defaults = keyLimitsProblem(items) ? {} : parseKeyLimits(items);
+  }
+
+  /** `own` with the defaults in force filled in where it has no limit of its own. */
+  private withDefaults(own: LimitedKey): LimitedKey {
+    let made = this.keysWithDefaults.get(own);
+    if (made?.defaults !== this.defaults)
+      this.keysWithDefaults.set(own, (made = { defaults: this.defaults, key: withDefaults(own, this.defaults) }));
+    return made.key;
+  }
 
   private fill(map: Map<string, Bucket>, id: string, capacity: number, t: number): Bucket {
     let b = map.get(id);
@@ -149,7 +168,7 @@ export class Limiter {
    * they are read (a promise).
    */
   admit(own: LimitedKey, request?: Request): Ticket | Promise<Ticket> {
-    const key = withDefaults(own, this.defaults());
+    const key = this.withDefaults(own);
     const q = this.quotas.projectQuotas(key.projectId);
     return q instanceof Promise ? q.then((v) => this.admitWith(key, v, request)) : this.admitWith(key, q, request);
   }

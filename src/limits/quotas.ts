@@ -31,6 +31,6 @@ export function storeQuotas(db: Db, flush: () => Promise<void>): QuotaSource {
       );
       return Number(r[0]?.n ?? 0);
     },
-    projectQuotas: (id) => quotas(id),
+    projectQuotas: quotas,
   };
 }

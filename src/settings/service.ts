@@ -71,6 +71,8 @@ export class Settings {
   /** The config to hand to the running parts: runtime settings read through to the stored value. */
   readonly live: Config;
   private stored = new Map<Key, Stored>();
+  /** What `follow` asked to hear, run after each reading of the store. */
+  private followers: (() => void)[] = [];
   private readonly sources: Record<Key, SettingSource>;
 
   constructor(
@@ -83,6 +85,16 @@ export class Settings {
     for (const key of RUNTIME_KEYS)
       Object.defineProperty(live, key, { enumerable: true, get: () => this.valueOf(key) });
     this.live = live;
+  }
+
+  /** Calls `fn` with a setting's value in force now, and again after each reading of the store that changes it. */
+  follow<K extends Key>(key: K, fn: (value: Config[K]) => void): void {
+    let seen = this.live[key];
+    fn(seen);
+    this.followers.push(() => {
+      const now = this.live[key];
+      if (now !== seen) fn((seen = now));
+    });
   }
 
   /** A setting's value in force. */
@@ -111,6 +123,7 @@ export class Settings {
     }
     this.stored = next;
     setLogLevel(this.live.logLevel);
+    for (const f of this.followers) f();
   }
 
   /** Every setting with its value in force and where it comes from. */

@@ -1,6 +1,6 @@
 import { and, asc, eq } from "drizzle-orm";
 import type { Db } from "../db";
-import { memoize, type Lookup } from "../db/memo";
+import { storeLookup } from "../db/memo";
 import { first } from "../db/raw";
 import { projects, workloads } from "../db/schema";
 import { conflict, fromSchemaIssue, notFound, validation } from "../errors";
@@ -456,8 +456,6 @@ export async function getWorkloadById(db: Db, id: string): Promise<Workload | un
   return r && toWorkload(r.w, r.projectSlug);
 }
 
-const workloadLookups = new WeakMap<Db, Lookup<Workload | undefined>>();
-
 /**
  * A workload by project slug and workload slug, or undefined: the data plane's lookup, from memory
  * while the store is unchanged (the value at once), else a promise of it.
@@ -467,47 +465,31 @@ export function findWorkload(
   projectSlug: string,
   workloadSlug: string,
 ): Workload | undefined | Promise<Workload | undefined> {
-  let find = workloadLookups.get(db);
-  if (!find) {
-    find = memoize(
-      db,
-      async (key) => {
-        const cut = key.indexOf("\n");
-        const [p, w] = [key.slice(0, cut), key.slice(cut + 1)];
-        const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
-        return r && toWorkload(r.w, r.projectSlug);
-      },
-      ["workloads", "projects"],
-    );
-    workloadLookups.set(db, find);
-  }
   // A newline is in no slug: a path segment holding one names no workload, wherever it is cut.
-  return find(`${projectSlug}\n${workloadSlug}`);
+  return workloadBySlugs(db, `${projectSlug}\n${workloadSlug}`);
 }
 
-const projectLookups = new WeakMap<Db, Lookup<Workload[]>>();
+const workloadBySlugs = storeLookup(
+  async (db, key) => {
+    const cut = key.indexOf("\n");
+    const [p, w] = [key.slice(0, cut), key.slice(cut + 1)];
+    const r = await first(joined(db).where(and(eq(projects.slug, p), eq(workloads.slug, w))));
+    return r && toWorkload(r.w, r.projectSlug);
+  },
+  ["workloads", "projects"],
+);
 
 /**
  * Every workload of a project by its slug, oldest first: the project base URL's routing table,
  * from memory while the store is unchanged (the value at once), else a promise of it.
  */
-export function findProjectWorkloads(db: Db, projectSlug: string): Workload[] | Promise<Workload[]> {
-  let find = projectLookups.get(db);
-  if (!find) {
-    find = memoize(
-      db,
-      async (slug) => {
-        const rows = await joined(db)
-          .where(eq(projects.slug, slug))
-          .orderBy(asc(workloads.createdAt), asc(workloads.id));
-        return rows.map((r) => toWorkload(r.w, r.projectSlug));
-      },
-      ["workloads", "projects"],
-    );
-    projectLookups.set(db, find);
-  }
-  return find(projectSlug);
-}
+export const findProjectWorkloads = storeLookup(
+  async (db, slug) => {
+    const rows = await joined(db).where(eq(projects.slug, slug)).orderBy(asc(workloads.createdAt), asc(workloads.id));
+    return rows.map((r) => toWorkload(r.w, r.projectSlug));
+  },
+  ["workloads", "projects"],
+);
 
 /** Every workload of a project, oldest first. */
 export async function listWorkloads(db: Db, projectId: string): Promise<Workload[]> {

@@ -13,9 +13,9 @@
  *   those tables empties the memo at once (read back on the next request, as on SQLite).
  */
 import { sqliteOf, type Db } from "./index";
-import { changeCounter, localChanges, SQLITE_CHANGES_TABLE } from "./notify";
+import { changeCounter, changeCounts, SQLITE_CHANGES_TABLE } from "./notify";
 
-const stamps = new WeakMap<Db, () => string>();
+const versions = new WeakMap<Db, () => number>();
 
 /**
  * How long a reading of the change counter stands (ms): the requests arriving within it share one.
@@ -25,15 +25,14 @@ const stamps = new WeakMap<Db, () => string>();
 export const READING_MS = 10;
 
 /**
- * A cheap SQLite stamp that changes whenever what the memos hold may have changed: the store's
- * change counter (bumped by triggers on the memoised tables, whoever writes them: ./notify.ts
- * `sqliteChangeStatements`) and this process's writes to those tables (counted in memory, always
- * current). The counter is read at most once per READING_MS (10 ms), so the requests arriving together
- * share one reading; another process's write (the CLI's) is seen by every request arriving 10 ms
- * after it committed.
+ * The SQLite store's change counter (bumped by triggers on the memoised tables, whoever writes them:
+ * ./notify.ts `sqliteChangeStatements`), read at most once per READING_MS (10 ms): the requests
+ * arriving together share one reading, and another process's write (the CLI's) is seen by every
+ * request arriving 10 ms after it committed. With this process's own writes (counted in memory,
+ * always current) it tells when what the memos hold may have changed.
  */
-function sqliteStamp(db: Db): () => string {
-  let fn = stamps.get(db);
+function sqliteVersion(db: Db): () => number {
+  let fn = versions.get(db);
   if (!fn) {
     const stmt = sqliteOf(db).prepare<{ v: number }, []>(
       `SELECT version AS v FROM ${SQLITE_CHANGES_TABLE} WHERE id = 1`,
@@ -46,9 +45,9 @@ function sqliteStamp(db: Db): () => string {
         version = stmt.get()?.v ?? 0;
         at = t;
       }
-      return `${version}:${localChanges(db)}`;
+      return version;
     };
-    stamps.set(db, fn);
+    versions.set(db, fn);
   }
   return fn;
 }
@@ -90,19 +89,23 @@ export function storeLookup<V>(load: (db: Db, key: string) => Promise<V>, tables
 }
 
 function sqliteMemo<V>(db: Db, load: (key: string) => Promise<V>): Lookup<V> {
-  const stamp = sqliteStamp(db);
+  const version = sqliteVersion(db);
+  const counts = changeCounts(db);
   const cache = new Map<string, V>();
-  let seen = "";
+  let seenVersion = -1;
+  let seenLocal = -1;
   return (key) => {
-    const now = stamp();
-    if (now !== seen || cache.size > MAX_ENTRIES) {
+    const v = version();
+    const local = counts.local;
+    if (v !== seenVersion || local !== seenLocal || cache.size > MAX_ENTRIES) {
       cache.clear();
-      seen = now;
+      seenVersion = v;
+      seenLocal = local;
     }
     if (cache.has(key)) return cache.get(key)!;
-    return load(key).then((v) => {
-      if (seen === now) cache.set(key, v);
-      return v;
+    return load(key).then((value) => {
+      if (seenVersion === v && seenLocal === local) cache.set(key, value);
+      return value;
     });
   };
 }

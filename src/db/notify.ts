@@ -205,6 +205,14 @@ export function localChanges(db: StoreRef, table?: string): number {
 }
 
 /**
+ * This host's change counts of every table as a live object (`version`: heard, `local`: its own):
+ * a memo on the request path reads its fields instead of calling a function each lookup.
+ */
+export function changeCounts(db: StoreRef): Readonly<{ version: number; local: number }> {
+  return feedOf(db);
+}
+
+/**
  * The change counts of some tables (all when none named), as two readers for a memo to call on
  * each lookup: heard from any host, and made by this host. Cheap: a few additions, no lookups.
  */

@@ -34,7 +34,7 @@ import { webhookRoutes } from "./webhooks/routes";
 import { settingsRoutes } from "./settings/routes";
 import { uiRoutes } from "./ui/routes";
 import { docsRoutes } from "./docs/routes";
-import { andThen } from "./maybe";
+import { andThen } from "./db/memo";
 
 import type { AppDeps } from "./deps";
 

@@ -24,7 +24,6 @@ export const LAYERS: Layer[] = [
       "src/words.ts",
       "src/log.ts",
       "src/ids.ts",
-      "src/maybe.ts",
       "src/perms.ts",
       "src/text-table.ts",
       "src/invocation.ts",

@@ -1,5 +1,5 @@
 import type { Db } from "../db";
-import { andThen, type Maybe } from "../maybe";
+import { andThen, type Maybe } from "../db/memo";
 import { callOf } from "../call";
 import {
   addSessionRow,

@@ -8,7 +8,7 @@
  * reaches only its endpoints. Every handler of both bases (chat, Messages, Responses, Ollama…) asks
  * here, so keys, scopes and routing are the same everywhere.
  */
-import { andThen, type Maybe } from "../maybe";
+import { andThen, type Maybe } from "../db/memo";
 import type { Db } from "../db";
 import type { Fleet } from "../workers/fleet";
 import { AppError, badRequest, notFound } from "../errors";

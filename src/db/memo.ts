@@ -55,8 +55,23 @@ function sqliteVersion(db: Db): () => number {
 /** Entries kept at most before a memo starts over. */
 const MAX_ENTRIES = 10_000;
 
+/**
+ * A value ready now or later. The request path answers from memory when it can (a memoised key, a
+ * count already read) and only then falls back to the store; these keep the first case free of
+ * promises, so a request that needs no store read does not pay for one.
+ */
+export type Maybe<T> = T | Promise<T>;
+
+/**
+ * Applies `f` now when `x` is a value, or once it resolves.
+ * @example andThen(lookup(k), (v) => v.name) // → the name now, or a promise of it
+ */
+export function andThen<T, U>(x: Maybe<T>, f: (v: T) => Maybe<U>): Maybe<U> {
+  return x instanceof Promise ? x.then(f) : f(x);
+}
+
 /** A memoised lookup: the value at once when held, else a promise of it. */
-export type Lookup<V> = (key: string) => V | Promise<V>;
+export type Lookup<V> = (key: string) => Maybe<V>;
 
 /**
  * Memoises `load` on the request path while the store is unchanged (see the module comment): on
@@ -71,7 +86,7 @@ export function memoize<V>(db: Db, load: (key: string) => Promise<V>, tables?: r
 }
 
 /** A lookup of every store: `memoize`'s, made for each store on its first use. */
-export type StoreLookup<V> = (db: Db, key: string) => V | Promise<V>;
+export type StoreLookup<V> = (db: Db, key: string) => Maybe<V>;
 
 /**
  * `memoize` for a lookup a feature offers as a function of the store: the memo of each store is made

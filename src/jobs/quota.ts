@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Db } from "../db";
 import { rows } from "../db/raw";
 import { AppError } from "../errors";
-import { andThen, type Maybe } from "../maybe";
+import { andThen, type Maybe } from "../db/memo";
 
 /** How long a project's measured job bytes are trusted before they are summed again. */
 const FRESH_MS = 10_000;

@@ -8,7 +8,7 @@
 import { callOf } from "../call";
 import { utcDay } from "../ids";
 import { AppError } from "../errors";
-import { andThen } from "../maybe";
+import { andThen } from "../db/memo";
 import type { SharedLimits } from "./shared";
 import type { Finished } from "../usage/meter";
 import { keyLimitsProblem, parseKeyLimits, withDefaults, type KeyLimitDefaults } from "./defaults";

@@ -17,7 +17,7 @@ import { sql, type SQL as Query } from "drizzle-orm";
 import { pgOf, type Db } from "../db";
 import { exec, rows } from "../db/raw";
 import { log } from "../log";
-import type { Maybe } from "../maybe";
+import type { Maybe } from "../db/memo";
 
 /** How often token counts are summed across the hosts (and unused leases given back). */
 export const SYNC_MS = 250;

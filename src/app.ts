@@ -4,7 +4,6 @@ import { z } from "zod";
 import { setRetryHint } from "./errors";
 import { errorPlugin } from "./error-plugin";
 import { callOf } from "./call";
-import { traceName } from "./dataplane/table";
 import { parseJsonBody } from "./http";
 import { modelRoutes } from "./models/routes";
 import { adapterAdminRoutes, adapterControlRoutes } from "./adapters/routes";
@@ -73,14 +72,7 @@ export function createApp(deps: AppDeps) {
         const data = call.path.startsWith("/endpoint/");
         // The request's timeline (the inspector's record, a trace when tracing is on) starts at its
         // arrival; its record is keyed on inferd's own id, the client's id is kept beside it.
-        if (data)
-          call.timeline = deps.tracing.begin(
-            request,
-            traceName(request.method, call.path),
-            call.arrivedAt,
-            call.own,
-            call.id,
-          );
+        if (data) call.timeline = deps.tracing.begin(request, call.path, call.arrivedAt, call.own, call.id);
         // Who changes what, for the audit log: entered now (before any wait, so the rest of the
         // request sees it), filled in once authentication has said who it is.
         const actor = data ? undefined : actAs({ type: "anonymous", label: "anonymous", requestId: call.id });

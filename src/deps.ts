@@ -27,7 +27,7 @@ import type { ListenInfo } from "./admin/listen";
 import type { Cluster } from "./cluster/cluster";
 import type { Settings } from "./settings/service";
 import type { RequestSink } from "./inspector/record";
-import type { Tracing } from "./tracing/tracing";
+import type { Tracing } from "./tracing/timeline";
 
 /** Signals from the API to the parts that act on changes (the agents' reconcile loop). */
 export interface AppEvents {

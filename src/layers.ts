@@ -153,11 +153,6 @@ export const UPWARD: Upward[] = [
     why: "the retry schedule's check, a pure module, until settings' checks are registered by their features",
   },
   { from: "src/config.ts", to: "src/limits/defaults.ts", why: "the default key limits' check: as above" },
-  {
-    from: "src/tracing/tracing.ts",
-    to: "src/usage/meter.ts",
-    why: "the Finished type of usage/meter.ts, rewritten with the request object",
-  },
 
   {
     from: "src/inspector/routes.ts",

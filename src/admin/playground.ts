@@ -5,7 +5,7 @@ import { forwardToWorkload, type DataplaneDeps } from "../dataplane/service";
 import { dataRoute } from "../dataplane/table";
 import { resolveWorkload } from "../workloads/service";
 import { callOf } from "../call";
-import type { Tracing } from "../tracing/tracing";
+import type { Tracing } from "../tracing/timeline";
 
 /** What the dashboard's playground sends for each kind of workload. */
 const Chat = z.looseObject({ messages: z.array(z.unknown()).min(1) });

@@ -3,8 +3,8 @@
  * toggle that governs it, how its body is read, the async job kind that runs the same request, and
  * whether a batch may target it. The routes (./routes.ts), the job kinds (../jobs/kinds.ts) and
  * the Batch API's endpoints (../batches/schema.ts) are all read from here, and a request's trace
- * name is its row's (`traceName`): adding a route is adding a row. The Ollama API's routes (its own
- * dialect under `…/api/`) are listed here too.
+ * name is its path under `/v1/` (../tracing/timeline.ts `traceName`): adding a route is adding a
+ * row. The Ollama API's routes (its own dialect under `…/api/`) are listed here too.
  */
 import type { Toggle } from "../workloads/schema";
 
@@ -78,13 +78,3 @@ export const FORWARDED_ROUTES: readonly DataRoute[] = DATA_ROUTES.filter((r) => 
 
 /** The row of a path under `/v1/`. */
 export const dataRoute = (path: string): DataRoute | undefined => DATA_ROUTES.find((r) => r.path === path);
-
-/**
- * A data-plane request's route name (its trace's and the inspector's), without the
- * `/endpoint/<project>[/<workload>]` base: the method and the path from `/v1/` or `/api/` on.
- * @example traceName("POST", "/endpoint/p/w/v1/chat/completions") // → "POST /v1/chat/completions"
- */
-export function traceName(method: string, path: string): string {
-  const i = path.search(/\/(v1|api)\//);
-  return `${method} ${i < 0 ? path : path.slice(i)}`;
-}

@@ -9,7 +9,7 @@ import { KINDS } from "./kinds";
 import { buildJobData, type JobData } from "./result";
 import { claimJobs, finishJob, recoverRunningJobs, requeueJob, workloadsWithQueuedJobs } from "./service";
 import { modelAliasesOf } from "../dataplane/target";
-import type { Tracing } from "../tracing/tracing";
+import type { Tracing } from "../tracing/timeline";
 import { plural } from "../words";
 import { realClock, SerialRunner, type Clock } from "../../agent/serial";
 

@@ -6,7 +6,7 @@
  * dashboard's series.
  */
 import { Histogram, labelKey, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
-import type { Timeline } from "../tracing/timeline";
+import type { Ended, Timeline } from "../tracing/timeline";
 import { LoopLag } from "./lag";
 
 /** Token counts found in a response, in either OpenAI or Anthropic naming. */
@@ -16,17 +16,9 @@ export interface Usage {
 }
 
 /** A request or job as it ended. Times in milliseconds from its acceptance. */
-export interface Finished {
-  workloadId: string;
-  projectId: string;
-  keyId: string | null;
+export interface Finished extends Ended {
   kind: "sync" | "job";
-  ok: boolean;
   usage: Usage;
-  durationMs: number;
-  queueMs: number;
-  /** To the first token of a stream, or to the response headers; null when no response came. */
-  firstByteMs: number | null;
   /** A failed try on a route that goes on to a fallback workload: counted only if it turns out to be the answer. */
   mayFallBack?: boolean;
 }
@@ -56,7 +48,7 @@ export interface MeterSinks {
   series: { observe(f: Finished): void };
   /** Limits: concurrency slots given back, tokens charged. */
   limits?: { finished(f: Finished): void };
-  /** The request inspector and traces: a request's timeline ends here (../tracing/tracing.ts). */
+  /** The request inspector and traces: a request's timeline ends here (../tracing/timeline.ts `Tracing`). */
   timelines?: { finished(tl: Timeline, f: Finished): void };
 }
 

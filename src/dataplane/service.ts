@@ -121,7 +121,8 @@ export function accounting(
   const tl = call.timeline;
   if (tl) {
     tl.model = callOf(request).adapter ?? w.model_name;
-    if (capturing(w)) {
+    // Most workloads capture nothing (`capture_until` null): they skip the check of its time.
+    if (w.capture_until !== null && capturing(w)) {
       tl.capture = new Capture(body === undefined ? request.headers.get("content-type") : "application/json");
       tl.capture.keepRequest(body);
     }

@@ -12,6 +12,8 @@ import type { Database } from "bun:sqlite";
 export interface TableRows {
   sql: string;
   rows: unknown[][];
+  /** The caller checked that every value is text, a finite number or null (else the writer checks). */
+  plain?: boolean;
 }
 
 const WORKER_SOURCE = `import { Database } from "bun:sqlite";
@@ -40,11 +42,12 @@ let workerUrl: string | undefined;
 /** Whether every value of `tables` survives JSON as it is (text, finite numbers, null). */
 function plain(tables: TableRows[]): boolean {
   for (const t of tables)
-    for (const r of t.rows)
-      for (const v of r) {
-        const type = typeof v;
-        if (v !== null && type !== "string" && !(type === "number" && Number.isFinite(v))) return false;
-      }
+    if (!t.plain)
+      for (const r of t.rows)
+        for (const v of r) {
+          const type = typeof v;
+          if (v !== null && type !== "string" && !(type === "number" && Number.isFinite(v))) return false;
+        }
   return true;
 }
 

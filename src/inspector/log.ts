@@ -16,7 +16,7 @@ import { requestBodies, requestLog } from "../db/schema";
 import { log } from "../log";
 import type { CapturedBodies, RequestRecord, RequestSink } from "./record";
 import { plural } from "../words";
-import { SqliteWriter } from "../db/writer";
+import { SqliteWriter, type TableRows } from "../db/writer";
 
 /** Unwritten records kept in memory at most; beyond, the oldest are dropped. */
 export const MAX_PENDING = 5_000;
@@ -102,9 +102,10 @@ function writes(db: Db, records: RequestRecord[]): Statement[] {
 
 /**
  * SQLite: the insert of one row of `table` (every column, in the table's order; a repeated key is
- * kept once) and a function giving a row's values in that order, mapped as the columns map them.
+ * kept once) and a function giving rows' values in that order, mapped as the columns map them, with
+ * whether they are all plain (text, finite numbers, null: the writer then sends them as JSON text).
  */
-function rowValues<T extends SQLiteTable>(table: T): { sql: string; values: (row: T["$inferInsert"]) => unknown[] } {
+function rowValues<T extends SQLiteTable>(table: T): { sql: string; rows: (rows: T["$inferInsert"][]) => TableRows } {
   const cols = Object.entries(getTableColumns(table));
   const sql = `INSERT INTO "${getTableName(table)}" (${cols.map(([, c]) => `"${c.name}"`).join(", ")}) VALUES (${cols.map(() => "?").join(", ")}) ON CONFLICT DO NOTHING`;
   // Text and integer columns take their values as they are; only the others (booleans, blobs) are mapped.
@@ -112,14 +113,21 @@ function rowValues<T extends SQLiteTable>(table: T): { sql: string; values: (row
   const mapped = cols.map(([, c]) => (PLAIN.has(c.columnType) ? undefined : (v: unknown) => c.mapToDriverValue(v)));
   return {
     sql,
-    values: (row) => {
-      const r = row as Record<string, unknown>;
-      const values: unknown[] = new Array(keys.length);
-      for (let i = 0; i < keys.length; i++) {
-        const v = r[keys[i]];
-        values[i] = v === undefined || v === null ? null : mapped[i] ? mapped[i]!(v) : v;
-      }
-      return values;
+    rows: (rows) => {
+      let plain = true;
+      const out = rows.map((row) => {
+        const r = row as Record<string, unknown>;
+        const values: unknown[] = new Array(keys.length);
+        for (let i = 0; i < keys.length; i++) {
+          const v = r[keys[i]];
+          const value = v === undefined || v === null ? null : mapped[i] ? mapped[i]!(v) : v;
+          const type = typeof value;
+          if (value !== null && type !== "string" && !(type === "number" && Number.isFinite(value))) plain = false;
+          values[i] = value;
+        }
+        return values;
+      });
+      return { sql, rows: out, plain };
     },
   };
 }
@@ -213,10 +221,7 @@ export class RequestLog implements RequestSink {
     for (let i = 0; i < records.length; i += SLICE) {
       const slice = records.slice(i, i + SLICE);
       try {
-        await writer.write([
-          { sql: LOG_ROW.sql, rows: slice.map((r) => LOG_ROW.values(logRow(r))) },
-          { sql: BODIES_ROW.sql, rows: slice.filter(withBodies).map((r) => BODIES_ROW.values(bodiesRow(r))) },
-        ]);
+        await writer.write([LOG_ROW.rows(slice.map(logRow)), BODIES_ROW.rows(slice.filter(withBodies).map(bodiesRow))]);
       } catch (e) {
         throw new SliceFailed(records.slice(i), e);
       }

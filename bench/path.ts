@@ -1,9 +1,11 @@
 #!/usr/bin/env bun
 /**
- * The files a chat request runs: which files of `src/` run code on every chat request on the project
- * base URL, counted from line coverage. bench/path-probe.ts runs in-process inferd twice, with 10 and
- * with 40 requests after the same warm-up; a line whose count grew by at least the 30 requests between
- * them runs on every request (start-up, timers and the runtime's log grow by less). Prints, for the
+ * The files a chat request runs: which files of `src/` and `agent/` run code on every chat request on
+ * the project base URL, counted from line coverage. bench/path-probe.ts runs in-process inferd twice,
+ * with 10 and with 40 requests after the same warm-up; a line whose count grew by at least the 30
+ * requests between them runs on every request (start-up and timers grow by less). Not counted: the
+ * local agent's log pump (LOG_PUMP), which runs because the runtime prints a line per request, as
+ * vLLM's access log does, beside the request rather than on its path. Prints, for the
  * non-streamed and the streamed request, the files with how many of their lines run, and the line
  * `chat path (<kind>): N files in M folders`. With `<ref>`, measures that ref (its worktree, as
  * bench/ab.ts makes) the same way first. The count says nothing about the order in which folders
@@ -17,6 +19,8 @@ import { delimiter, join } from "node:path";
 import { REPO_ROOT } from "./lib";
 import { worktreeOf } from "./worktree";
 
+/** The agent's reading of a runtime's output (agent/supervisor.ts pumps it into agent/logfile.ts and agent/ring.ts). */
+const LOG_PUMP = new Set(["agent/supervisor.ts", "agent/logfile.ts", "agent/ring.ts"]);
 const FEW = 10;
 const MANY = 40;
 const KINDS = [
@@ -69,13 +73,13 @@ function covered(root: string, requests: number, stream: string): Map<string, Ma
   }
 }
 
-/** The src/ files with a line run at least once more per extra request, and how many such lines. */
+/** The src/ and agent/ files with a line run at least once more per extra request, and how many such lines. */
 function pathOf(root: string, stream: string): Map<string, number> {
   const few = covered(root, FEW, stream);
   const many = covered(root, MANY, stream);
   const files = new Map<string, number>();
   for (const [file, lines] of many) {
-    if (!file.startsWith("src/")) continue;
+    if (!(file.startsWith("src/") || file.startsWith("agent/")) || LOG_PUMP.has(file)) continue;
     let n = 0;
     for (const [line, count] of lines) if (count - (few.get(file)?.get(line) ?? 0) >= MANY - FEW) n++;
     if (n > 0) files.set(file, n);

@@ -76,6 +76,7 @@ const VIA_CHAT = new Set(["messages", "messages/count_tokens", "responses"]);
  * a path of its own (agent/engines/custom.ts); every other workload serves every route it has.
  */
 function checkServed(w: Workload, what: string): void {
+  if (w.backend !== "custom") return;
   const routes = routesOf(w.config);
   const route = /^[A-Z]+ \/v1\/(.+)$/.exec(what)?.[1];
   if (!routes || !route || Object.hasOwn(routes, VIA_CHAT.has(route) ? "chat/completions" : route)) return;

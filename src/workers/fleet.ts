@@ -103,8 +103,9 @@ export function localTarget(
     capacity: concurrency,
     inFlight: 0,
     send: (req: Upstream, signal: AbortSignal) => {
-      // A custom server serves only its routes, each at its own path (agent/engines/custom.ts).
-      const path = runtimePath(report.paths, req.path);
+      // A custom server serves only its routes, each at its own path (agent/engines/custom.ts);
+      // the other runtimes serve inferd's paths as they are.
+      const path = report.paths ? runtimePath(report.paths, req.path) : req.path;
       if (path === null) return Promise.resolve(notServed());
       const served = report.served_model;
       let body = (

@@ -2,7 +2,8 @@
  * SQLite writes off the request thread (the inspector's rows): a worker thread with its own connection
  * inserts the rows the server hands it, one transaction per batch, so a busy second's records never
  * hold the event loop (as ./checkpoint.ts does for WAL checkpoints). The rows are built on the
- * request thread (plain value arrays, handed over as one JSON text unless they hold bytes); the
+ * request thread (value arrays, handed over as one JSON text unless they hold bytes; JSON columns as
+ * values, printed by the worker); the
  * worker's source is inline so the compiled binary needs no file beside it. Where no worker can run,
  * the rows are written in place.
  */
@@ -12,7 +13,13 @@ import type { Database } from "bun:sqlite";
 export interface TableRows {
   sql: string;
   rows: unknown[][];
-  /** The caller checked that every value is text, a finite number or null (else the writer checks). */
+  /**
+   * The places of values the worker stores as their JSON text (an array or object; null stays null):
+   * handed over as they are, they are printed once, on the worker's thread, instead of printed on the
+   * request thread and then escaped again inside the message.
+   */
+  json?: number[];
+  /** The caller checked that every value outside `json` is text, a finite number or null (else the writer checks). */
   plain?: boolean;
 }
 
@@ -27,7 +34,15 @@ onmessage = (e) => {
     if (!db) {
       db = new Database(m.path);
       db.exec("PRAGMA busy_timeout = 5000");
-      write = db.transaction((tables) => { for (const t of tables) { const s = prepared(t.sql); for (const r of t.rows) s.run(...r); } });
+      write = db.transaction((tables) => {
+        for (const t of tables) {
+          const s = prepared(t.sql);
+          for (const r of t.rows) {
+            if (t.json) for (const i of t.json) if (r[i] !== null) r[i] = JSON.stringify(r[i]);
+            s.run(...r);
+          }
+        }
+      });
     }
     if (m.text !== undefined) write(JSON.parse(m.text));
     else if (m.tables) write(m.tables);
@@ -39,7 +54,7 @@ onmessage = (e) => {
 
 let workerUrl: string | undefined;
 
-/** Whether every value of `tables` survives JSON as it is (text, finite numbers, null). */
+/** Whether every value of `tables` survives JSON as it is (text, finite numbers, null; `json` values when the caller says so). */
 function plain(tables: TableRows[]): boolean {
   for (const t of tables)
     if (!t.plain)
@@ -86,7 +101,10 @@ export class SqliteWriter {
       (this.inPlace ??= this.sqlite.transaction((ts: TableRows[]) => {
         for (const t of ts) {
           const s = this.sqlite.query(t.sql);
-          for (const r of t.rows) s.run(...(r as never[]));
+          for (const r of t.rows) {
+            if (t.json) for (const i of t.json) if (r[i] !== null) r[i] = JSON.stringify(r[i]);
+            s.run(...(r as never[]));
+          }
         }
       }))(tables);
       return Promise.resolve();

@@ -40,8 +40,12 @@ const blob = (b: Uint8Array | null): Buffer | null =>
 /** A duration for the store's whole-millisecond columns (rounded alike, so a part never exceeds its whole). */
 const ms = (v: number | null): number | null => (v === null ? null : Math.round(v));
 
-/** The `request_log` row of a record. */
-function logRow(r: RequestRecord): typeof requestLog.$inferInsert {
+/**
+ * The `request_log` row of a record, its JSON columns (`spans`, `fell_back_from`) as text; with
+ * `structured`, as the values themselves, for the SQLite writer to print on its own thread.
+ */
+function logRow(r: RequestRecord, structured = false): typeof requestLog.$inferInsert {
+  const json: (v: unknown) => string = structured ? (v) => v as string : JSON.stringify;
   return {
     id: r.id,
     requestId: r.requestId,
@@ -56,7 +60,7 @@ function logRow(r: RequestRecord): typeof requestLog.$inferInsert {
     errorCode: r.errorCode,
     errorMessage: r.errorMessage,
     source: r.source,
-    fellBackFrom: r.fellBackFrom.length ? JSON.stringify(r.fellBackFrom) : null,
+    fellBackFrom: r.fellBackFrom.length ? json(r.fellBackFrom) : null,
     tokensIn: r.tokensIn,
     tokensOut: r.tokensOut,
     queueMs: ms(r.queueMs),
@@ -66,7 +70,7 @@ function logRow(r: RequestRecord): typeof requestLog.$inferInsert {
     workerId: r.workerId,
     hostId: r.hostId,
     traceId: r.traceId,
-    spans: JSON.stringify(r.spans),
+    spans: json(r.spans),
     captured: !!r.bodies,
   };
 }
@@ -93,7 +97,12 @@ function writes(db: Db, records: RequestRecord[]): Statement[] {
   const out: Statement[] = [];
   for (let i = 0; i < records.length; i += CHUNK) {
     const part = records.slice(i, i + CHUNK);
-    out.push(db.insert(requestLog).values(part.map(logRow)).onConflictDoNothing());
+    out.push(
+      db
+        .insert(requestLog)
+        .values(part.map((r) => logRow(r)))
+        .onConflictDoNothing(),
+    );
     const bodies = part.filter(withBodies).map(bodiesRow);
     if (bodies.length) out.push(db.insert(requestBodies).values(bodies).onConflictDoNothing());
   }
@@ -104,13 +113,19 @@ function writes(db: Db, records: RequestRecord[]): Statement[] {
  * SQLite: the insert of one row of `table` (every column, in the table's order; a repeated key is
  * kept once) and a function giving rows' values in that order, mapped as the columns map them, with
  * whether they are all plain (text, finite numbers, null: the writer then sends them as JSON text).
+ * The `json` columns' values are arrays or objects the writer prints (../db/writer.ts `json`).
  */
-function rowValues<T extends SQLiteTable>(table: T): { sql: string; rows: (rows: T["$inferInsert"][]) => TableRows } {
+function rowValues<T extends SQLiteTable>(
+  table: T,
+  json: (keyof T["$inferInsert"])[] = [],
+): { sql: string; rows: (rows: T["$inferInsert"][]) => TableRows } {
   const cols = Object.entries(getTableColumns(table));
   const sql = `INSERT INTO "${getTableName(table)}" (${cols.map(([, c]) => `"${c.name}"`).join(", ")}) VALUES (${cols.map(() => "?").join(", ")}) ON CONFLICT DO NOTHING`;
   // Text and integer columns take their values as they are; only the others (booleans, blobs) are mapped.
   const keys = cols.map(([key]) => key);
   const mapped = cols.map(([, c]) => (PLAIN.has(c.columnType) ? undefined : (v: unknown) => c.mapToDriverValue(v)));
+  const jsonAt = keys.flatMap((k, i) => (json.includes(k as keyof T["$inferInsert"]) ? [i] : []));
+  const structured = keys.map((_, i) => jsonAt.includes(i));
   return {
     sql,
     rows: (rows) => {
@@ -122,12 +137,13 @@ function rowValues<T extends SQLiteTable>(table: T): { sql: string; rows: (rows:
           const v = r[keys[i]];
           const value = v === undefined || v === null ? null : mapped[i] ? mapped[i]!(v) : v;
           const type = typeof value;
-          if (value !== null && type !== "string" && !(type === "number" && Number.isFinite(value))) plain = false;
+          if (value !== null && type !== "string" && !(type === "number" && Number.isFinite(value)) && !structured[i])
+            plain = false;
           values[i] = value;
         }
         return values;
       });
-      return { sql, rows: out, plain };
+      return { sql, rows: out, plain, json: jsonAt.length ? jsonAt : undefined };
     },
   };
 }
@@ -221,7 +237,10 @@ export class RequestLog implements RequestSink {
     for (let i = 0; i < records.length; i += SLICE) {
       const slice = records.slice(i, i + SLICE);
       try {
-        await writer.write([LOG_ROW.rows(slice.map(logRow)), BODIES_ROW.rows(slice.filter(withBodies).map(bodiesRow))]);
+        await writer.write([
+          LOG_ROW.rows(slice.map((r) => logRow(r, true))),
+          BODIES_ROW.rows(slice.filter(withBodies).map(bodiesRow)),
+        ]);
       } catch (e) {
         throw new SliceFailed(records.slice(i), e);
       }
@@ -236,7 +255,7 @@ export class RequestLog implements RequestSink {
 }
 
 /** The SQLite inserts of the inspector's two tables. */
-const LOG_ROW = rowValues(requestLog);
+const LOG_ROW = rowValues(requestLog, ["spans", "fellBackFrom"]);
 const BODIES_ROW = rowValues(requestBodies);
 
 /**

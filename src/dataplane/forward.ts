@@ -211,7 +211,7 @@ export function withAffinity(
   body: Record<string, unknown> | undefined,
   ticket: Ticket = SYNC,
 ): Ticket {
-  if (!body || w.routing !== "prefix" || dispatcher.targetsOf(w.id).length < 2) return ticket;
+  if (!body || w.routing !== "prefix" || dispatcher.replicaCount(w.id) < 2) return ticket;
   const affinity = prefixAffinity(body);
   return affinity.length ? { ...ticket, affinity } : ticket;
 }
@@ -243,15 +243,18 @@ const MODEL_FIELD = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/g;
 function modelNamer(name: string): (text: string) => string {
   const json = JSON.stringify(name);
   const inner = json.slice(1, -1);
+  const rename = (m: string, v: string) => (v === inner ? m : `"model":${json}`);
   return (text) => {
-    if (!text.includes('"model"')) return text;
-    let changed = false;
-    const out = text.replace(MODEL_FIELD, (m, v: string) => {
-      if (v === inner) return m;
-      changed = true;
-      return `"model":${json}`;
-    });
-    return changed ? out : text;
+    const at = text.indexOf('"model"');
+    if (at < 0) return text;
+    // Most texts already say `name`: they are only searched, and no new text is made.
+    MODEL_FIELD.lastIndex = at;
+    for (let m = MODEL_FIELD.exec(text); m; m = MODEL_FIELD.exec(text))
+      if (m[1] !== inner) {
+        MODEL_FIELD.lastIndex = 0;
+        return text.replace(MODEL_FIELD, rename);
+      }
+    return text;
   };
 }
 

@@ -186,6 +186,13 @@ export class Dispatcher {
     return [...this.targets.values()];
   }
 
+  /** How many ready replicas a workload has (no list is made: the data plane asks on every request). */
+  replicaCount(workloadId: string): number {
+    let n = 0;
+    for (const t of this.targets.values()) if (t.workloadId === workloadId) n++;
+    return n;
+  }
+
   /** Ready replicas of a workload. */
   targetsOf(workloadId: string): Target[] {
     return [...this.targets.values()].filter((t) => t.workloadId === workloadId);

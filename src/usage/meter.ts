@@ -217,10 +217,22 @@ export class Metering {
     }
   }
 
+  /** Each workload's histogram labels and their key, per kind (made once, not per request). */
+  private labels = new Map<
+    string,
+    Partial<Record<Finished["kind"], { labels: Record<string, string>; key: string }>>
+  >();
+
   /** Counts a finished request in the histograms, usage and series. */
   private count(f: Finished): void {
-    const labels = { workload: f.workloadId, kind: f.kind };
-    const key = labelKey(labels);
+    let kinds = this.labels.get(f.workloadId);
+    if (!kinds) this.labels.set(f.workloadId, (kinds = {}));
+    let made = kinds[f.kind];
+    if (!made) {
+      const labels = { workload: f.workloadId, kind: f.kind };
+      kinds[f.kind] = made = { labels, key: labelKey(labels) };
+    }
+    const { labels, key } = made;
     this.duration.observe(labels, f.durationMs / 1000, key);
     this.queueWait.observe(labels, f.queueMs / 1000, key);
     if (f.firstByteMs !== null) this.firstToken.observe(labels, f.firstByteMs / 1000, key);
@@ -241,6 +253,7 @@ export class Metering {
 
   /** Forgets a deleted workload's histograms. */
   drop(workloadId: string): void {
+    this.labels.delete(workloadId);
     for (const h of [this.duration, this.firstToken, this.queueWait, this.tokenRate])
       h.drop((l) => l.workload === workloadId);
   }

@@ -136,15 +136,21 @@ export class UploadSource {
 /** How deeply JSON request bodies may nest (objects and arrays); deeper ones are refused before parsing. */
 export const MAX_JSON_DEPTH = 64;
 
-/** The index of the quote closing the JSON string opened at `open` (escapes skipped); the text's length when unclosed. */
+/**
+ * The index of the quote closing the JSON string opened at `open` (escaped quotes skipped); the text's
+ * length when unclosed. It jumps from quote to quote (`indexOf`, native) instead of reading each
+ * character: a coding agent's 100 KB body is mostly strings.
+ */
 export function stringEnd(text: string, open: number): number {
-  let i = open + 1;
-  for (; i < text.length; i++) {
-    const d = text.charCodeAt(i);
-    if (d === 92) i++;
-    else if (d === 34) break;
+  let i = open;
+  for (;;) {
+    i = text.indexOf('"', i + 1);
+    if (i < 0) return text.length;
+    // Escaped when an odd number of backslashes stands right before it.
+    let b = i - 1;
+    while (b > open && text.charCodeAt(b) === 92) b--;
+    if ((i - 1 - b) % 2 === 0) return i;
   }
-  return i;
 }
 
 /**

@@ -97,6 +97,12 @@ describe("deeply nested JSON", () => {
     expect(jsonDepth('{"a":[1,{"b":"]]]}}}"}]}')).toBe(3);
     expect(jsonDepth('"[[[["')).toBe(0);
     expect(jsonDepth('["\\"[", [[]]]')).toBe(3);
+    // A quote after an escaped backslash closes the string; after an escaped quote it does not.
+    expect(jsonDepth('["a\\\\", [[]]]')).toBe(3);
+    expect(jsonDepth('["a\\\\\\"]", [[]]]')).toBe(3);
+    expect(jsonDepth('[["\\\\\\\\"], [[[]]]]')).toBe(4);
+    // An unclosed string ends the scan.
+    expect(jsonDepth('[["abc\\"')).toBe(2);
   });
 });
 

@@ -9,7 +9,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { SETTINGS } from "../src/config";
+import { loadConfig, SETTINGS } from "../src/config";
+import { openStore } from "../src/db";
+import { Settings } from "../src/settings/service";
 import { cleanup, runInferd, tempDir, waitFor } from "./helpers/proc";
 import { commandPrefix } from "../src/invocation";
 import { startServing, type Serving } from "./helpers/serving";
@@ -254,6 +256,29 @@ describe("runtime settings take effect without a restart", () => {
     expect(await setting("hfToken")).toMatchObject({ value: "set", source: "dashboard" });
     expect(JSON.stringify(await settings())).not.toContain(TOKEN);
     expect(await (await s.admin("/admin/audit?limit=1000")).text()).not.toContain(TOKEN);
+  });
+});
+
+describe("a part that follows a setting (the limiter's default key limits)", () => {
+  test("hears the value in force, then each change; a reading of the store that changes nothing stays quiet", async () => {
+    const dir = tempDir("settings-follow");
+    const store = openStore(join(dir, "inferd.db"));
+    try {
+      const { config } = loadConfig([], { INFERD_DATA_DIR: dir, INFERD_DEFAULT_KEY_LIMITS: "rpm=60" });
+      const settings = new Settings(store.db, config);
+      await settings.load();
+      const heard: string[][] = [];
+      settings.follow("defaultKeyLimits", (items) => heard.push(items));
+      expect(heard).toEqual([["rpm=60"]]);
+      await settings.change({ defaultKeyLimits: "rpm=5,max_concurrent=2" });
+      expect(heard).toEqual([["rpm=60"], ["rpm=5", "max_concurrent=2"]]);
+      await settings.load(); // as a cluster's hosts read again every 30 s: the same items
+      expect(heard).toHaveLength(2);
+      await settings.change({ defaultKeyLimits: null });
+      expect(heard.at(-1)).toEqual(["rpm=60"]);
+    } finally {
+      await store.close();
+    }
   });
 });
 

@@ -87,13 +87,18 @@ export class Settings {
     this.live = live;
   }
 
-  /** Calls `fn` with a setting's value in force now, and again after each reading of the store that changes it. */
+  /**
+   * Calls `fn` with a setting's value in force now, and again after each reading of the store that
+   * changes it (compared as JSON: a list read again is a new array with the same items).
+   */
   follow<K extends Key>(key: K, fn: (value: Config[K]) => void): void {
-    let seen = this.live[key];
-    fn(seen);
+    let seen = JSON.stringify(this.live[key]);
+    fn(this.live[key]);
     this.followers.push(() => {
-      const now = this.live[key];
-      if (now !== seen) fn((seen = now));
+      const now = JSON.stringify(this.live[key]);
+      if (now === seen) return;
+      seen = now;
+      fn(this.live[key]);
     });
   }
 

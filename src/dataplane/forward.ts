@@ -250,10 +250,7 @@ function modelNamer(name: string): (text: string) => string {
     // Most texts already say `name`: they are only searched, and no new text is made.
     MODEL_FIELD.lastIndex = at;
     for (let m = MODEL_FIELD.exec(text); m; m = MODEL_FIELD.exec(text))
-      if (m[1] !== inner) {
-        MODEL_FIELD.lastIndex = 0;
-        return text.replace(MODEL_FIELD, rename);
-      }
+      if (m[1] !== inner) return text.replace(MODEL_FIELD, rename); // replace starts from 0
     return text;
   };
 }

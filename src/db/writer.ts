@@ -3,9 +3,8 @@
  * inserts the rows the server hands it, one transaction per batch, so a busy second's records never
  * hold the event loop (as ./checkpoint.ts does for WAL checkpoints). The rows are built on the
  * request thread (value arrays, handed over as one JSON text unless they hold bytes; JSON columns as
- * values, printed by the worker); the
- * worker's source is inline so the compiled binary needs no file beside it. Where no worker can run,
- * the rows are written in place.
+ * values, printed by the worker); the worker's source is inline so the compiled binary needs no file
+ * beside it. Where no worker can run, the rows are written in place.
  */
 import type { Database } from "bun:sqlite";
 
@@ -54,15 +53,14 @@ onmessage = (e) => {
 
 let workerUrl: string | undefined;
 
-/** Whether every value of `tables` survives JSON as it is (text, finite numbers, null; `json` values when the caller says so). */
+/** Whether a value survives JSON as it is: text, a finite number or null. */
+export function jsonSafe(v: unknown): boolean {
+  return v === null || typeof v === "string" || (typeof v === "number" && Number.isFinite(v));
+}
+
+/** Whether every value of `tables` survives JSON as it is (`json` values when the caller says so). */
 function plain(tables: TableRows[]): boolean {
-  for (const t of tables)
-    if (!t.plain)
-      for (const r of t.rows)
-        for (const v of r) {
-          const type = typeof v;
-          if (v !== null && type !== "string" && !(type === "number" && Number.isFinite(v))) return false;
-        }
+  for (const t of tables) if (!t.plain) for (const r of t.rows) for (const v of r) if (!jsonSafe(v)) return false;
   return true;
 }
 

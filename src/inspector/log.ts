@@ -16,7 +16,7 @@ import { requestBodies, requestLog } from "../db/schema";
 import { log } from "../log";
 import type { CapturedBodies, RequestRecord, RequestSink } from "./record";
 import { plural } from "../words";
-import { SqliteWriter, type TableRows } from "../db/writer";
+import { jsonSafe, SqliteWriter, type TableRows } from "../db/writer";
 
 /** Unwritten records kept in memory at most; beyond, the oldest are dropped. */
 export const MAX_PENDING = 5_000;
@@ -124,8 +124,8 @@ function rowValues<T extends SQLiteTable>(
   // Text and integer columns take their values as they are; only the others (booleans, blobs) are mapped.
   const keys = cols.map(([key]) => key);
   const mapped = cols.map(([, c]) => (PLAIN.has(c.columnType) ? undefined : (v: unknown) => c.mapToDriverValue(v)));
-  const jsonAt = keys.flatMap((k, i) => (json.includes(k as keyof T["$inferInsert"]) ? [i] : []));
-  const structured = keys.map((_, i) => jsonAt.includes(i));
+  const structured = keys.map((k) => json.includes(k as keyof T["$inferInsert"]));
+  const jsonAt = keys.flatMap((_, i) => (structured[i] ? [i] : []));
   return {
     sql,
     rows: (rows) => {
@@ -136,9 +136,7 @@ function rowValues<T extends SQLiteTable>(
         for (let i = 0; i < keys.length; i++) {
           const v = r[keys[i]];
           const value = v === undefined || v === null ? null : mapped[i] ? mapped[i]!(v) : v;
-          const type = typeof value;
-          if (value !== null && type !== "string" && !(type === "number" && Number.isFinite(value)) && !structured[i])
-            plain = false;
+          if (!structured[i] && !jsonSafe(value)) plain = false;
           values[i] = value;
         }
         return values;

@@ -123,7 +123,7 @@ export class Limiter {
   }
 
   /** `own` with the defaults in force filled in where it has no limit of its own. */
-  private withDefaults(own: LimitedKey): LimitedKey {
+  private effectiveKey(own: LimitedKey): LimitedKey {
     let made = this.keysWithDefaults.get(own);
     if (made?.defaults !== this.defaults)
       this.keysWithDefaults.set(own, (made = { defaults: this.defaults, key: withDefaults(own, this.defaults) }));
@@ -168,7 +168,7 @@ export class Limiter {
    * they are read (a promise).
    */
   admit(own: LimitedKey, request?: Request): Ticket | Promise<Ticket> {
-    const key = this.withDefaults(own);
+    const key = this.effectiveKey(own);
     const q = this.quotas.projectQuotas(key.projectId);
     return q instanceof Promise ? q.then((v) => this.admitWith(key, v, request)) : this.admitWith(key, q, request);
   }

@@ -85,6 +85,8 @@ export class Settings {
     for (const key of RUNTIME_KEYS)
       Object.defineProperty(live, key, { enumerable: true, get: () => this.valueOf(key) });
     this.live = live;
+    // The log level is a setting like any other the running parts follow.
+    this.follow("logLevel", setLogLevel);
   }
 
   /**
@@ -127,7 +129,6 @@ export class Settings {
       }
     }
     this.stored = next;
-    setLogLevel(this.live.logLevel);
     for (const f of this.followers) f();
   }
 

@@ -11,6 +11,10 @@ import { startTestServer } from "../test/helpers/server";
 const REQUESTS = Number(process.env.PROBE_REQUESTS ?? 10);
 const STREAM = process.env.PROBE_STREAM === "1";
 const MODEL = "path-model";
+/** With bench/path-trace.ts preloaded: where to write the entries of `TRACED` requests. */
+const TRACE = process.env.PROBE_TRACE;
+const TRACED = 5;
+const state = globalThis as unknown as { __pathEntries?: unknown[] | null };
 
 test("chat requests on the project base URL", async () => {
   const s = await startTestServer({ INFERD_LOCAL_AGENT: "1", INFERD_RUNTIME_ENV: "FAKE_*", HF_HUB_OFFLINE: "1" });
@@ -45,6 +49,20 @@ test("chat requests on the project base URL", async () => {
       if (r.status !== 200) throw new Error(`${r.status} ${text}`);
     };
     for (let i = 0; i < 5 + REQUESTS; i++) await chat();
+    if (TRACE) {
+      // Each request's entries run until the next request starts, so its end (metering after the
+      // answer went out) is in them; the last one gets a moment for its end.
+      const traced: unknown[] = [];
+      for (let i = 0; i < TRACED; i++) {
+        if (i > 0) traced.push(state.__pathEntries);
+        state.__pathEntries = [];
+        await chat();
+      }
+      await Bun.sleep(200);
+      traced.push(state.__pathEntries);
+      state.__pathEntries = null;
+      await Bun.write(TRACE, JSON.stringify(traced));
+    }
   } finally {
     await s.close();
   }

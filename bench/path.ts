@@ -8,8 +8,15 @@
  * vLLM's access log does, beside the request rather than on its path. Prints, for the
  * non-streamed and the streamed request, the files with how many of their lines run, and the line
  * `chat path (<kind>): N files in M folders`. With `<ref>`, measures that ref (its worktree, as
- * bench/ab.ts makes) the same way first. The count says nothing about the order in which folders
- * are entered.
+ * bench/ab.ts makes) the same way first.
+ *
+ * Then how many times a request enters each folder: the probe runs again with bench/path-trace.ts
+ * preloaded, which notes each function entered and the files on the stack under it; a folder is
+ * entered when one of its functions is called while none of its code is on the stack (a callback
+ * into a folder that has not returned, as a memo's `andThen` makes, is not an entry). A call from
+ * outside src/ and agent/ (the server, a stream, a timer) enters its folder. Files directly in src/ are the folder `src`. Of five requests, the
+ * fewest entries per folder count (a timer's work can only add). Prints them and the line
+ * `folder entries (<kind>): N entries, K of M folders entered more than once`.
  *
  *   bun bench/path.ts [<ref>]
  */
@@ -17,6 +24,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from "nod
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { REPO_ROOT } from "./lib";
+import type { Entry } from "./path-trace";
 import { worktreeOf } from "./worktree";
 
 /** The agent's reading of a runtime's output (agent/supervisor.ts pumps it into agent/logfile.ts and agent/ring.ts). */
@@ -44,6 +52,19 @@ function lcov(file: string): Map<string, Map<number, number>> {
   return out;
 }
 
+/** The probe's environment. Bun finds commands on the PATH it started with: the fakes go on it here, not in the probe. */
+function probeEnv(root: string, requests: number, stream: string): Record<string, string | undefined> {
+  return {
+    ...process.env,
+    PATH: [join(root, "test/fixtures/bin"), process.env.PATH ?? ""].join(delimiter),
+    FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564",
+    FAKE_LOAD_MS: "50",
+    INFERD_LOG_LEVEL: "error",
+    PROBE_REQUESTS: String(requests),
+    PROBE_STREAM: stream,
+  };
+}
+
 /** Runs the probe in `root` with `requests` requests under coverage; returns its line counts. */
 function covered(root: string, requests: number, stream: string): Map<string, Map<number, number>> {
   const dir = mkdtempSync(join(tmpdir(), "inferd-path-"));
@@ -54,16 +75,7 @@ function covered(root: string, requests: number, stream: string): Map<string, Ma
         cwd: root,
         stdout: "pipe",
         stderr: "pipe",
-        env: {
-          ...process.env,
-          // Bun finds commands on the PATH it started with: the fakes go on it here, not in the probe.
-          PATH: [join(root, "test/fixtures/bin"), process.env.PATH ?? ""].join(delimiter),
-          FAKE_GPUS: "1x NVIDIA GeForce RTX 4090:24564",
-          FAKE_LOAD_MS: "50",
-          INFERD_LOG_LEVEL: "error",
-          PROBE_REQUESTS: String(requests),
-          PROBE_STREAM: stream,
-        },
+        env: probeEnv(root, requests, stream),
       },
     );
     const info = join(dir, "lcov.info");
@@ -91,6 +103,40 @@ function pathOf(root: string, stream: string): Map<string, number> {
 
 const folderOf = (file: string) => file.slice(0, file.lastIndexOf("/"));
 
+/** How many times one request enters each folder (the fewest of the traced requests), from bench/path-trace.ts's notes. */
+function entriesOf(root: string, stream: string): Map<string, number> {
+  const dir = mkdtempSync(join(tmpdir(), "inferd-path-"));
+  try {
+    const out = join(dir, "entries.json");
+    const p = Bun.spawnSync(["bun", "test", "--preload", "./bench/path-trace.ts", "./bench/path-probe.ts"], {
+      cwd: root,
+      stdout: "pipe",
+      stderr: "pipe",
+      // In strict code JavaScriptCore drops a caller's frame on a call in tail position: without
+      // that, a function's stack names its real caller.
+      env: { ...probeEnv(root, 0, stream), PROBE_TRACE: out, BUN_JSC_useTailCalls: "0" },
+    });
+    if (p.exitCode !== 0 || !existsSync(out))
+      throw new Error(`the traced probe failed in ${root}:\n${p.stdout.toString()}${p.stderr.toString()}`);
+    const requests = JSON.parse(readFileSync(out, "utf8")) as Entry[][];
+    const counts = requests.map((entries) => {
+      const m = new Map<string, number>();
+      for (const { file, callers } of entries) {
+        if (LOG_PUMP.has(file) || callers.some((c) => folderOf(c) === folderOf(file))) continue;
+        m.set(folderOf(file), (m.get(folderOf(file)) ?? 0) + 1);
+      }
+      return m;
+    });
+    const fewest = new Map<string, number>();
+    for (const folder of new Set(counts.flatMap((m) => [...m.keys()])))
+      fewest.set(folder, Math.min(...counts.map((m) => m.get(folder) ?? 0)));
+    for (const [folder, n] of fewest) if (n === 0) fewest.delete(folder);
+    return fewest;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** Prints one tree's path for each kind of request. */
 function report(label: string, root: string): void {
   for (const kind of KINDS) {
@@ -100,6 +146,14 @@ function report(label: string, root: string): void {
     console.log(`\n${label}, ${kind.name}:`);
     for (const f of names) console.log(`  ${f.padEnd(40)} ${String(files.get(f)).padStart(4)} lines`);
     console.log(`chat path (${kind.name}): ${names.length} files in ${folders.size} folders`);
+    const entries = entriesOf(root, kind.stream);
+    const byCount = [...entries].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+    console.log(`  entries: ${byCount.map(([f, n]) => `${f} ${n}`).join(", ")}`);
+    const total = byCount.reduce((sum, [, n]) => sum + n, 0);
+    const twice = byCount.filter(([, n]) => n > 1).length;
+    console.log(
+      `folder entries (${kind.name}): ${total} entries, ${twice} of ${byCount.length} folders entered more than once`,
+    );
   }
 }
 
@@ -111,7 +165,7 @@ if (ref?.startsWith("-")) {
 if (ref) {
   const { dir, commit } = worktreeOf(ref);
   // The probe is this tree's: an older ref may not have it.
-  copyFileSync(join(REPO_ROOT, "bench/path-probe.ts"), join(dir, "bench/path-probe.ts"));
+  for (const f of ["bench/path-probe.ts", "bench/path-trace.ts"]) copyFileSync(join(REPO_ROOT, f), join(dir, f));
   report(`${ref} (${commit.slice(0, 12)})`, dir);
 }
 report("working tree", REPO_ROOT);

@@ -141,7 +141,7 @@ export const MAX_JSON_DEPTH = 64;
  * length when unclosed. It jumps from quote to quote (`indexOf`, native) instead of reading each
  * character: a coding agent's 100 KB body is mostly strings.
  */
-export function stringEnd(text: string, open: number): number {
+function stringEnd(text: string, open: number): number {
   let i = open;
   for (;;) {
     i = text.indexOf('"', i + 1);
@@ -151,6 +151,18 @@ export function stringEnd(text: string, open: number): number {
     while (b > open && text.charCodeAt(b) === 92) b--;
     if ((i - 1 - b) % 2 === 0) return i;
   }
+}
+
+/** The index of the `}` closing the object opened at `open` (strings skipped); -1 when it does not close. */
+export function objectEnd(text: string, open: number): number {
+  let depth = 0;
+  for (let i = open; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34) i = stringEnd(text, i);
+    else if (c === 123) depth++;
+    else if (c === 125 && --depth === 0) return i;
+  }
+  return -1;
 }
 
 /**
@@ -180,6 +192,19 @@ export function utf8Text(bytes: Uint8Array, what = "the request body"): string {
   } catch {
     throw badRequest("invalid_json", `${what} is not valid UTF-8`);
   }
+}
+
+/**
+ * A request's JSON body, read within `limit` bytes (held against the server's `budget`): its text as
+ * sent and the value it parses to (clear 400s and 413s as `readBodyLimited` and `parseJsonBytes` give).
+ */
+export async function readJsonText(
+  request: Request,
+  limit: number,
+  budget?: ByteBudget,
+): Promise<{ text: string; value: unknown }> {
+  const text = utf8Text(await readBodyLimited(request, limit, budget));
+  return { text, value: parseJsonBytes(text) };
 }
 
 /**

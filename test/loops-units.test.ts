@@ -61,7 +61,11 @@ function dispatcher(onWait: (workloadId: string) => void = () => {}): Dispatcher
 
 /** Meters that count nowhere. */
 const metering = () =>
-  new Metering({ usage: { record() {}, recordWorkload() {}, recordDaily() {} }, series: { observe() {} } });
+  new Metering({
+    usage: { record() {}, recordWorkload() {}, recordDaily() {} },
+    series: { observe() {} },
+    timelines: { finished() {} },
+  });
 
 /** The local worker of `db`: a box with `gpus` NVIDIA L4s, free, probed at `t0`, and `sleepRamMib` of sleep RAM when given. */
 async function gpuBox(db: Store["db"], t0: number, gpus: number, sleepRamMib?: number): Promise<void> {

@@ -8,14 +8,22 @@ import { runtimeError, type Timeline } from "../tracing/timeline";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
 export interface Accounting {
-  /** The wait for a slot, once a replica took the request. */
-  waited(ms: number): void;
-  /** The first token of a stream (`stream`), or a whole answer's response headers. */
-  firstByte(stream?: boolean): void;
+  /** The wait for a slot (ms), once a replica took the request. */
+  queueMs: number;
+  /** When the first byte came (see `firstByte`). */
+  firstAt: number | null;
+  streamed: boolean;
   /** Ends the request (`errorCode`: why it failed, when known). */
   record(usage: Usage, ok: boolean, errorCode?: string): void;
   /** The request's timeline, where the answer is teed while its workload's capture is on. */
   readonly timeline?: Timeline;
+}
+
+/** Notes the first token of a stream (`stream`), or a whole answer's response headers, now: the first note counts. */
+export function firstByte(acct: Pick<Accounting, "firstAt" | "streamed">, stream = false): void {
+  if (acct.firstAt !== null) return;
+  acct.firstAt = performance.now();
+  acct.streamed = stream;
 }
 
 /**
@@ -107,11 +115,7 @@ export async function dispatchWith(
       // aborts it); a stream the client cancels is cut by cancelling the runtime's body.
       if (ticket.adapter) target = await withAdapter(dispatcher, slot, target, ticket.adapter.name, signal, tl);
       const upstream = await attempt(target, signal);
-      if (tl) {
-        // A runtime's error answer marks the span where the request failed.
-        tl.span("upstream", granted - tl.t0, tl.now(), upstream.ok ? undefined : { error: upstream.status });
-        tl.status = upstream.status;
-      }
+      tl?.answered(granted - tl.t0, upstream);
       return { slot, upstream, waitedMs };
     } catch (e) {
       slot.release();
@@ -143,14 +147,14 @@ function noteDispatch(
   position: number,
   hit: boolean | undefined,
 ): string | undefined {
-  tl.span("queue", queuedAt - tl.t0, granted - tl.t0, { priority: classOf(ticket), position });
+  const queue = { start: queuedAt - tl.t0, attrs: { priority: classOf(ticket), position } };
   const attrs: Record<string, string | number | boolean> = {
     replica: target.id,
     worker: target.workerId,
     routing: hit === undefined ? "least_loaded" : "prefix",
   };
   if (hit !== undefined) attrs.prefix_hit = hit;
-  return tl.dispatched(granted - tl.t0, { assignmentId: target.id, workerId: target.workerId }, attrs);
+  return tl.dispatched(queue, granted - tl.t0, { assignmentId: target.id, workerId: target.workerId }, attrs);
 }
 
 /**
@@ -266,11 +270,11 @@ export function relayTranslated(
   t: StreamTranslator & { readonly usage: Usage },
 ): Response {
   const { slot, upstream } = got;
-  acct.waited(got.waitedMs);
+  acct.queueMs = got.waitedMs;
   const capture = acct.timeline?.capture;
   capture?.answerType("text/event-stream");
   const body = pipeTranslator(upstream.body!, t, {
-    onFirst: () => acct.firstByte(true),
+    onFirst: () => firstByte(acct, true),
     tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
     onEnd: (outcome) => {
       slot.release();
@@ -300,7 +304,7 @@ export async function relay(
   opts: { dropUsageOnlyChunks?: boolean; model?: string } = {},
 ): Promise<Response> {
   const { slot, upstream } = got;
-  acct.waited(got.waitedMs);
+  acct.queueMs = got.waitedMs;
   const rename = opts.model === undefined ? undefined : modelNamer(opts.model);
   const capture = acct.timeline?.capture;
   const type = upstream.headers.get("content-type");
@@ -309,7 +313,7 @@ export async function relay(
     const body = meteredStream(upstream.body, {
       dropUsageOnlyChunks: !!opts.dropUsageOnlyChunks,
       rename,
-      onFirst: () => acct.firstByte(true),
+      onFirst: () => firstByte(acct, true),
       tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
       onEnd: (usage, outcome) => {
         slot.release();
@@ -325,7 +329,7 @@ export async function relay(
       headers: responseHeaders(upstream, type, { "cache-control": "no-cache", "x-accel-buffering": "no" }),
     });
   }
-  acct.firstByte();
+  firstByte(acct);
   let bytes: ArrayBuffer;
   try {
     bytes = await upstream.arrayBuffer();

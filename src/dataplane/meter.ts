@@ -1,4 +1,4 @@
-import { stringEnd } from "../http";
+import { objectEnd } from "../http";
 import { bytesOf, SseDecoder, type SseEvent } from "./sse";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
 import type { Usage } from "../usage/meter";
@@ -50,18 +50,6 @@ function afterColon(text: string, i: number): number {
 }
 
 const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 13 || c === 9;
-
-/** The index of the `}` closing the object opened at `open` (strings skipped); -1 when it does not close. */
-function objectEnd(text: string, open: number): number {
-  let depth = 0;
-  for (let i = open; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 34) i = stringEnd(text, i);
-    else if (c === 123) depth++;
-    else if (c === 125 && --depth === 0) return i;
-  }
-  return -1;
-}
 
 /** Options of `meteredStream`. */
 export interface MeterOptions {

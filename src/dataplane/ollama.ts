@@ -11,7 +11,15 @@ import { AppError } from "../errors";
 import { VERSION } from "../version";
 import type { Workload } from "../workloads/service";
 import type { JsonObject } from "./anthropic";
-import { dispatch, noteRuntimeError, unanswered, upstreamFailed, withAffinity, type Accounting } from "./forward";
+import {
+  dispatch,
+  firstByte,
+  noteRuntimeError,
+  unanswered,
+  upstreamFailed,
+  withAffinity,
+  type Accounting,
+} from "./forward";
 import type { Usage } from "./meter";
 import { knownModelOf, psOf, showOf, tagsOf } from "./ollama-models";
 import { ChatStreamToOllama, meteredNdjson, sseToNdjson } from "./ollama-stream";
@@ -150,7 +158,7 @@ async function inferOn(
     withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(keyOf(request)))),
     acct.timeline,
   ).catch(unanswered(acct));
-  acct.waited(got.waitedMs);
+  acct.queueMs = got.waitedMs;
   if (!got.upstream.ok) return runtimeError(got, acct);
   const timing = { arrived: callOf(request).arrivedAt, waited: got.waitedMs };
   const type = got.upstream.headers.get("content-type") ?? "";
@@ -198,7 +206,7 @@ const JSON_TYPE = "application/json;charset=utf-8";
 
 /** A whole JSON answer, read, counted (OpenAI `usage` or Ollama counts) and re-shaped. */
 async function jsonAnswer(got: Got, acct: Accounting, shape: (answer: unknown) => unknown): Promise<Response> {
-  acct.firstByte();
+  firstByte(acct);
   let text: string;
   try {
     text = await got.upstream.text();
@@ -232,7 +240,7 @@ function ndjsonAnswer(
   const metered = meteredNdjson(body, {
     model,
     tee: capture ? (bytes) => capture.keepAnswer(bytes) : undefined,
-    onFirst: () => acct.firstByte(true),
+    onFirst: () => firstByte(acct, true),
     onEnd: (usage, outcome) => {
       got.slot.release();
       acct.record(usage, outcome === "done");

@@ -1,6 +1,6 @@
 import type { Db } from "../db";
 import { AppError } from "../errors";
-import { dispatchWith, withAffinity } from "../dataplane/forward";
+import { dispatchWith, firstByte, withAffinity } from "../dataplane/forward";
 import type { Metering } from "../usage/meter";
 import { log } from "../log";
 import type { Fleet } from "../workers/fleet";
@@ -157,8 +157,8 @@ export class JobRunner {
         withAffinity(this.fleet.dispatcher, w, json, { kind: "job", keyId: job.keyId ?? undefined }),
         tl,
       );
-      meter.waited(got.waitedMs);
-      meter.firstByte();
+      meter.queueMs = got.waitedMs;
+      firstByte(meter);
       let bytes: Uint8Array;
       try {
         bytes = new Uint8Array(await got.upstream.arrayBuffer());

@@ -137,15 +137,28 @@ export class Timeline {
   }
 
   /**
-   * A replica's slot was granted at `at` (ms from arrival): opens its dispatch span and returns the
-   * `traceparent` to send the runtime (undefined when the request has no trace).
+   * A replica's slot was granted at `at` (ms from arrival) after the wait in its queue (`queue`, from
+   * its start): ends the queue span, opens the dispatch span and returns the `traceparent` to send
+   * the runtime (undefined when the request has no trace).
    */
-  dispatched(at: number, placement: Placement, attrs: Record<string, string | number | boolean>): string | undefined {
+  dispatched(
+    queue: { start: number; attrs: SpanRecord["attrs"] },
+    at: number,
+    placement: Placement,
+    attrs: Record<string, string | number | boolean>,
+  ): string | undefined {
+    this.span("queue", queue.start, at, queue.attrs);
     this.placement = placement;
     this.dispatchOpen = { start: at, attrs };
     if (!this.trace) return undefined;
     this.dispatchSpanId = randomId(8);
     return traceparentOf(this.trace, this.dispatchSpanId);
+  }
+
+  /** The runtime answered the request sent at `sent` (ms from arrival): an error answer marks the span where it failed. */
+  answered(sent: number, r: { status: number; ok: boolean }): void {
+    this.span("upstream", sent, this.now(), r.ok ? undefined : { error: r.status });
+    this.status = r.status;
   }
 
   /** The dispatch ends (the slot is given back, or the attempt failed). */
@@ -154,6 +167,20 @@ export class Timeline {
     if (!d) return;
     this.dispatchOpen = null;
     this.span("dispatch", d.start, end, error ? { ...d.attrs, error } : d.attrs);
+  }
+
+  /**
+   * The meter ended the request (times in ms from arrival): a stream's time to first token and the
+   * stream itself, the dispatch closed, the meter's own time; its error code when none was noted.
+   */
+  metered(m: Metered): void {
+    if (m.firstByte !== null && this.streamed) {
+      this.span("ttft", m.start, m.firstByte);
+      this.span("stream", m.firstByte, m.end);
+    }
+    this.closeDispatch(m.end);
+    this.span("meter", m.end, this.now());
+    if (m.errorCode && !this.errorCode) this.errorCode = m.errorCode;
   }
 
   /** The request failed with `e` before an answer came (an AppError's status, code and message, else 502). */
@@ -205,8 +232,25 @@ export class Tracing {
     return tl;
   }
 
-  /** A request (or job run) ended in the meter: its record goes to the inspector and, when on, its trace out. */
-  finished(tl: Timeline, f: Ended): void {
+  /**
+   * A request (or job run) ended: in the meter (`metered`, which closes its spans) or refused. Its
+   * record goes to the inspector and, when on, its trace out. A failed try that may fall back
+   * (`later`: what to count should it be the answer) is held on the timeline until the route knows.
+   */
+  finished(tl: Timeline, f: Ended, metered?: Metered, later?: () => void): void {
+    if (metered) tl.metered(metered);
+    if (later) {
+      tl.hold(() => {
+        later();
+        this.record(tl, f);
+      });
+      return;
+    }
+    this.record(tl, f);
+  }
+
+  /** The record of an ended timeline, to the inspector and, when on, the exporter. */
+  private record(tl: Timeline, f: Ended): void {
     const totalMs = tl.kind === "job" ? tl.now() : f.durationMs;
     const firstByte = f.firstByteMs === null ? null : f.firstByteMs + (tl.kind === "job" ? totalMs - f.durationMs : 0);
     const { id, spans } = tl.handOver();
@@ -259,6 +303,17 @@ export class Tracing {
 }
 
 /** How a request (or job run) ended, as the meter tells it (../usage/meter.ts `Finished`). Times in ms from its acceptance. */
+/** A request's end as its meter saw it, in ms from arrival (see `Timeline.metered`). */
+export interface Metered {
+  /** When the meter's clock started (a job's run, after its stored wait; a request's arrival). */
+  start: number;
+  /** Its first byte (a stream's first token), or null. */
+  firstByte: number | null;
+  end: number;
+  /** Why it failed, when the meter knows and nothing before said. */
+  errorCode?: string;
+}
+
 export interface Ended {
   workloadId: string;
   projectId: string;

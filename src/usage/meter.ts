@@ -6,7 +6,7 @@
  * dashboard's series.
  */
 import { Histogram, labelKey, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
-import type { Ended, Timeline } from "../tracing/timeline";
+import type { Ended, Metered, Timeline, Tracing } from "../tracing/timeline";
 import { LoopLag } from "./lag";
 
 /** Token counts found in a response, in either OpenAI or Anthropic naming. */
@@ -49,13 +49,23 @@ export interface MeterSinks {
   /** Limits: concurrency slots given back, tokens charged. */
   limits?: { finished(f: Finished): void };
   /** The request inspector and traces: a request's timeline ends here (../tracing/timeline.ts `Tracing`). */
-  timelines?: { finished(tl: Timeline, f: Finished): void };
+  timelines: Pick<Tracing, "finished">;
 }
 
-/** One request's clock: started when it was accepted; marks; ends once. */
+/**
+ * One request's clock: started when it was accepted. What happens to it on the way is noted in its
+ * fields (the wait for a slot, the first byte) by whoever sees it; it ends once, in `record`.
+ */
 export class RequestMeter {
-  private queueMs = 0;
-  private firstByteMs: number | null = null;
+  /** The wait for a slot (ms), noted once a replica took the request. */
+  queueMs = 0;
+  /**
+   * When (`performance.now()`) the first token of a stream, or any other answer's response headers,
+   * came; null until then (the first note counts: see ../dataplane/forward.ts `firstByte`).
+   */
+  firstAt: number | null = null;
+  /** The answer is a stream: its first byte is a first token. */
+  streamed = false;
   private ended = false;
 
   constructor(
@@ -64,8 +74,7 @@ export class RequestMeter {
     readonly projectId: string,
     readonly keyId: string | null,
     readonly kind: "sync" | "job",
-    private now: () => number = performance.now.bind(performance),
-    readonly startedAt = now(),
+    readonly startedAt = performance.now(),
     /** Given back when the request ends (the key's concurrency slot). */
     private release?: () => void,
     /** The request's timeline (none for a request the inspector does not list, e.g. the playground's). */
@@ -77,28 +86,13 @@ export class RequestMeter {
   /** The route has a fallback after this workload (read from the timeline when the try began). */
   private readonly mayFallBack: boolean;
 
-  /** The wait for a slot (ms), once a replica took the request. */
-  waited(ms: number): void {
-    this.queueMs = ms;
-  }
-
-  /** The first token of a stream (`stream`), or the response headers of any other answer (the first call counts). */
-  firstByte(stream = false): void {
-    if (this.firstByteMs !== null) return;
-    this.firstByteMs = this.now() - this.startedAt;
-    const tl = this.timeline;
-    if (tl && stream) {
-      tl.streamed = true;
-      tl.span("ttft", this.startedAt - tl.t0, this.startedAt - tl.t0 + this.firstByteMs);
-    }
-  }
-
   /** Ends the request with its usage and outcome (`errorCode`: why it failed, when known); later calls do nothing. */
   record(usage: Usage, ok: boolean, errorCode?: string): void {
     if (this.ended) return;
     this.ended = true;
     this.release?.();
-    const end = this.now();
+    const end = performance.now();
+    const firstByteMs = this.firstAt === null ? null : this.firstAt - this.startedAt;
     const f: Finished = {
       mayFallBack: !ok && this.mayFallBack,
       workloadId: this.workloadId,
@@ -109,17 +103,20 @@ export class RequestMeter {
       usage,
       durationMs: end - this.startedAt,
       queueMs: this.queueMs,
-      firstByteMs: this.firstByteMs,
+      firstByteMs,
     };
     this.metering.finish(f);
     const tl = this.timeline;
     if (!tl) return;
-    const t = (at: number) => at - tl.t0;
-    if (this.firstByteMs !== null && tl.streamed) tl.span("stream", t(this.startedAt + this.firstByteMs), t(end));
-    tl.closeDispatch(t(end));
-    tl.span("meter", t(end), tl.now());
-    if (errorCode && !tl.errorCode) tl.errorCode = errorCode;
-    this.metering.ended(tl, f);
+    if (this.streamed && firstByteMs !== null) tl.streamed = true;
+    const start = this.startedAt - tl.t0;
+    const metered = {
+      start,
+      firstByte: firstByteMs === null ? null : start + firstByteMs,
+      end: end - tl.t0,
+      errorCode,
+    };
+    this.metering.ended(tl, f, metered);
   }
 }
 
@@ -159,25 +156,19 @@ export class Metering {
     release?: () => void,
     timeline?: Timeline,
   ): RequestMeter {
-    return new RequestMeter(this, w.id, w.project_id, keyId, kind, undefined, startedAt, release, timeline);
+    return new RequestMeter(this, w.id, w.project_id, keyId, kind, startedAt, release, timeline);
   }
 
   /** Requests refused before a runtime, by `<project id> <key id> <code>` (ids "" when unknown), for `/metrics`. */
   readonly refusals = new Map<string, number>();
 
   /**
-   * A request's timeline ended (after `finish`): its record and trace go out. A failed try that may
-   * fall back is held on the timeline until the route knows whether it did (then it is counted).
+   * A request's timeline ended (after `finish`), as the meter saw it (`metered`): its record and
+   * trace go out. A failed try that may fall back is held on the timeline until the route knows
+   * whether it did; it is counted then.
    */
-  ended(tl: Timeline, f: Finished): void {
-    if (f.mayFallBack) {
-      tl.hold(() => {
-        this.count(f);
-        this.sinks.timelines?.finished(tl, f);
-      });
-      return;
-    }
-    this.sinks.timelines?.finished(tl, f);
+  ended(tl: Timeline, f: Finished, metered: Metered): void {
+    this.sinks.timelines.finished(tl, f, metered, f.mayFallBack ? () => this.count(f) : undefined);
   }
 
   /**
@@ -205,7 +196,7 @@ export class Metering {
       firstByteMs: null,
     };
     if (r.keyId) this.sinks.usage.recordDaily(f);
-    this.sinks.timelines?.finished(tl, f);
+    this.sinks.timelines.finished(tl, f);
   }
 
   /** Records a finished request everywhere (a failed try that may fall back: only its limits, for now). */

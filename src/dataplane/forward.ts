@@ -97,9 +97,11 @@ export async function dispatchWith(
   // Its model sleeps: the wait is a wake (shown as such on its timeline).
   const waking = tl !== undefined && dispatcher.asleep.has(workloadId);
   for (let tries = 1; ; tries++) {
-    const position = tl ? dispatcher.depth(workloadId) : 0;
-    const slot = await dispatcher.acquire(workloadId, signal, ticket).catch((e) => {
-      if (tl) tl.span("queue", queuedAt - tl.t0, tl.now(), { priority: classOf(ticket), position }), tl.failed(e);
+    const placed = { ahead: 0 };
+    const slot = await dispatcher.acquire(workloadId, signal, ticket, placed).catch((e) => {
+      if (tl)
+        tl.span("queue", queuedAt - tl.t0, tl.now(), { priority: classOf(ticket), position: placed.ahead }),
+          tl.failed(e);
       throw e;
     });
     const hit = ticket.affinity?.length
@@ -108,7 +110,7 @@ export async function dispatchWith(
     const granted = performance.now();
     const waitedMs = granted - queuedAt;
     if (waking) tl!.span("wake", queuedAt - tl!.t0, granted - tl!.t0);
-    const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
+    const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, placed.ahead, hit) : undefined;
     try {
       let target = traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target;
       // The caller's own signal goes with the runtime's request (a client leaving, a job cancelled,

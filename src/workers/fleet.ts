@@ -299,6 +299,10 @@ export class Fleet {
       }
       return;
     }
+    // The report is kept before its state is stored: the admin view reads the state from the store and
+    // the base URL from the report, and must not show a ready replica without its URL in between.
+    this.reports.set(a.id, r);
+    if (r.slots) this.slots.set(a.id, r.slots);
     // Asleep, a replica keeps the scaler's words for why (its agent says none).
     const reason = r.reason ?? (r.state === "sleeping" ? (a.reason ?? undefined) : undefined);
     if (a.state !== r.state || (a.reason ?? undefined) !== reason) {
@@ -311,8 +315,6 @@ export class Fleet {
       else if (r.state === "ready" || r.state === "failed" || r.state === "stopped")
         this.dispatcher.asleep.delete(a.workload_id);
     }
-    this.reports.set(a.id, r);
-    if (r.slots) this.slots.set(a.id, r.slots);
     if (a.group_id) return this.applyMember(workerId, a, r);
     const slots = a.concurrency_set ? a.concurrency : (r.slots ?? a.concurrency);
     // Only a replica told to run takes requests (one told to sleep stops taking them at once).

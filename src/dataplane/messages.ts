@@ -67,7 +67,8 @@ async function messagesHeld(
   const stream = json.stream === true;
   let viaChat = false;
   let inputTokens: number | undefined;
-  const acct = accounting(deps, request, keyOf(request).id, w, json);
+  const key = keyOf(request);
+  const acct = accounting(deps, request, key, w, json);
   // What the engine says of its own Messages route: false sends it to chat completions at once.
   const native = engineOf(w.backend)?.routes(undefined).messages;
   const got = await dispatchWith(
@@ -101,7 +102,7 @@ async function messagesHeld(
         signal,
       );
     },
-    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(keyOf(request)))),
+    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(key))),
     acct.timeline,
   ).catch(unanswered(acct));
   const { upstream } = got;

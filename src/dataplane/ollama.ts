@@ -149,13 +149,14 @@ async function inferOn(
     accept: stream ? (passthrough ? "application/x-ndjson" : "text/event-stream") : "application/json",
   };
   headers["x-request-id"] = callOf(request).id;
-  const acct = accounting(deps, request, keyOf(request).id, w, json);
+  const key = keyOf(request);
+  const acct = accounting(deps, request, key, w, json);
   const got = await dispatch(
     deps.fleet.dispatcher,
     w.id,
     { path: call.path, method: "POST", headers, body: null, json: call.body },
     request.signal,
-    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(keyOf(request)))),
+    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(key))),
     acct.timeline,
   ).catch(unanswered(acct));
   acct.queueMs = got.waitedMs;

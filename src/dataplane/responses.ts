@@ -67,7 +67,8 @@ async function responsesHeld(
   let viaChat = false;
   let names: ToolNames | undefined;
   let dropped: string[] = [];
-  const acct = accounting(deps, request, keyOf(request).id, w, json);
+  const key = keyOf(request);
+  const acct = accounting(deps, request, key, w, json);
   // What the engine says of its own Responses route: false sends it to chat completions at once.
   const native = engineOf(w.backend)?.routes(undefined).responses;
   const got = await dispatchWith(
@@ -95,7 +96,7 @@ async function responsesHeld(
         signal,
       );
     },
-    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(keyOf(request)))),
+    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(key))),
     acct.timeline,
   ).catch(unanswered(acct));
   const { upstream } = got;

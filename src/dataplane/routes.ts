@@ -43,14 +43,9 @@ async function modelList(deps: DataplaneDeps, request: Request, base: RouteBase)
 async function serve(deps: DataplaneDeps, route: DataRoute, request: Request, base: RouteBase): Promise<Response> {
   if (route.serve === "messages") return messagesRoute(deps, request, base);
   if (route.serve === "responses") return responsesRoute(deps, request, base);
-  if (base.workload === undefined) return forwardOnProject(deps, route, request, base, keyOf(request).id);
-  return forwardToWorkload(
-    deps,
-    route,
-    request,
-    await workloadOf(deps, base.project, base.workload),
-    keyOf(request).id,
-  );
+  const key = keyOf(request);
+  if (base.workload === undefined) return forwardOnProject(deps, route, request, base, key);
+  return forwardToWorkload(deps, route, request, await workloadOf(deps, base.project, base.workload), key);
 }
 
 /** The API docs' summary of each kind of route. */

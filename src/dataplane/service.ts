@@ -11,7 +11,6 @@ import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { routesOf } from "../../agent/engines/custom";
 import { dispatch, relay, unanswered, withAffinity, type Accounting } from "./forward";
 import { SYNC, type Ticket } from "../dispatch/queue";
-import { keyOf } from "../auth/service";
 import type { KeyRecord } from "../keys/service";
 import { callOf } from "../call";
 import {
@@ -113,7 +112,7 @@ function textAsSent(request: Request, json: Record<string, unknown>): string | u
 export function accounting(
   deps: DataplaneDeps,
   request: Request,
-  keyId: string | null,
+  key: KeyRecord | null,
   w: Workload,
   body?: unknown,
 ): Accounting {
@@ -127,7 +126,7 @@ export function accounting(
       tl.capture.keepRequest(body);
     }
   }
-  return deps.metering.begin(w, keyId, "sync", call.arrivedAt, call.ticket?.release, tl);
+  return deps.metering.begin(w, key?.id ?? null, "sync", call.arrivedAt, call.ticket?.release, tl);
 }
 
 /**
@@ -141,7 +140,7 @@ export function syncTicket(key: KeyRecord | null): Ticket {
 }
 
 /**
- * Forwards one synchronous request to a workload through its queue; `keyId` is charged for it.
+ * Forwards one synchronous request to a workload through its queue; `key` is charged for it.
  * The body counts against the buffered-bytes budget until the runtime has answered. `playground`
  * (the admin's, with no key) may also try a workload that otherwise only takes async jobs.
  */
@@ -150,12 +149,12 @@ export async function forwardToWorkload(
   spec: RouteSpec,
   request: Request,
   w: Workload,
-  keyId: string | null,
+  key: KeyRecord | null,
   parsed?: unknown,
   playground = false,
 ): Promise<Response> {
   try {
-    return await forwardHeld(deps, spec, request, w, keyId, parsed, playground ? "playground" : "workload");
+    return await forwardHeld(deps, spec, request, w, key, parsed, playground ? "playground" : "workload");
   } finally {
     deps.bodyBudget.release(request);
   }
@@ -170,7 +169,7 @@ export async function forwardOnProject(
   spec: RouteSpec,
   request: Request,
   base: RouteBase,
-  keyId: string,
+  key: KeyRecord,
 ): Promise<Response> {
   try {
     if (spec.body === "raw") {
@@ -179,7 +178,7 @@ export async function forwardOnProject(
       try {
         return await tryInOrder(
           route,
-          (w) => forwardHeld(deps, spec, request, w, keyId, undefined, "routed", upload.request),
+          (w) => forwardHeld(deps, spec, request, w, key, undefined, "routed", upload.request),
           callOf(request).timeline,
         );
       } finally {
@@ -190,7 +189,7 @@ export async function forwardOnProject(
     const route = await routeOf(deps, request, base, json.model);
     return await tryInOrder(
       route,
-      (w) => forwardHeld(deps, spec, request, w, keyId, json, "routed"),
+      (w) => forwardHeld(deps, spec, request, w, key, json, "routed"),
       callOf(request).timeline,
     );
   } finally {
@@ -249,7 +248,7 @@ async function forwardHeld(
   spec: RouteSpec,
   request: Request,
   w: Workload,
-  keyId: string | null,
+  key: KeyRecord | null,
   parsed: unknown,
   via: Reached,
   uploadFrom = request,
@@ -281,7 +280,7 @@ async function forwardHeld(
   const source =
     spec.body === "raw" ? new UploadSource(uploadFrom, deps.config.maxDataBodyBytes, deps.bodyBudget) : undefined;
   if (source) headers["content-type"] = request.headers.get("content-type") ?? "application/octet-stream";
-  const meter = accounting(deps, request, keyId, w, json);
+  const meter = accounting(deps, request, key, w, json);
   const got = await dispatch(
     deps.fleet.dispatcher,
     w.id,
@@ -296,12 +295,7 @@ async function forwardHeld(
       modelAliases: source ? (via === "routed" ? [...modelAliasesOf(w), ...w.aliases] : modelAliasesOf(w)) : undefined,
     },
     request.signal,
-    withAffinity(
-      deps.fleet.dispatcher,
-      w,
-      json,
-      withAdapterOf(request, w, syncTicket(keyId === null ? null : keyOf(request))),
-    ),
+    withAffinity(deps.fleet.dispatcher, w, json, withAdapterOf(request, w, syncTicket(key))),
     meter.timeline,
   ).catch((e) => unanswered(meter)(source?.failure ?? e));
   // The answer names the model as /v1/models does, whatever the runtime calls it.

@@ -195,16 +195,15 @@ export function utf8Text(bytes: Uint8Array, what = "the request body"): string {
 }
 
 /**
- * A request's JSON body, read within `limit` bytes (held against the server's `budget`): its text as
- * sent and the value it parses to (clear 400s and 413s as `readBodyLimited` and `parseJsonBytes` give).
+ * A request body that must be a JSON object: the object and its text as sent (clear 400s as
+ * `parseJsonBytes` gives, and when it is not an object).
  */
-export async function readJsonText(
-  request: Request,
-  limit: number,
-  budget?: ByteBudget,
-): Promise<{ text: string; value: unknown }> {
-  const text = utf8Text(await readBodyLimited(request, limit, budget));
-  return { text, value: parseJsonBytes(text) };
+export function jsonObjectOf(bytes: Uint8Array): { object: Record<string, unknown>; text: string } {
+  const text = utf8Text(bytes);
+  const object = parseJsonBytes(text);
+  if (!object || typeof object !== "object" || Array.isArray(object))
+    throw badRequest("invalid_request", "the request body must be a JSON object");
+  return { object: object as Record<string, unknown>, text };
 }
 
 /**

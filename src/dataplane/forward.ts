@@ -97,11 +97,9 @@ export async function dispatchWith(
   // Its model sleeps: the wait is a wake (shown as such on its timeline).
   const waking = tl !== undefined && dispatcher.asleep.has(workloadId);
   for (let tries = 1; ; tries++) {
-    const placed = { ahead: 0 };
-    const slot = await dispatcher.acquire(workloadId, signal, ticket, placed).catch((e) => {
-      if (tl)
-        tl.span("queue", queuedAt - tl.t0, tl.now(), { priority: classOf(ticket), position: placed.ahead }),
-          tl.failed(e);
+    const position = tl ? dispatcher.depth(workloadId) : 0;
+    const slot = await dispatcher.acquire(workloadId, signal, ticket).catch((e) => {
+      if (tl) tl.span("queue", queuedAt - tl.t0, tl.now(), { priority: classOf(ticket), position }), tl.failed(e);
       throw e;
     });
     const hit = ticket.affinity?.length
@@ -110,7 +108,7 @@ export async function dispatchWith(
     const granted = performance.now();
     const waitedMs = granted - queuedAt;
     if (waking) tl!.span("wake", queuedAt - tl!.t0, granted - tl!.t0);
-    const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, placed.ahead, hit) : undefined;
+    const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
     try {
       let target = traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target;
       // The caller's own signal goes with the runtime's request (a client leaving, a job cancelled,
@@ -149,14 +147,20 @@ function noteDispatch(
   position: number,
   hit: boolean | undefined,
 ): string | undefined {
-  const queue = { start: queuedAt - tl.t0, attrs: { priority: classOf(ticket), position } };
   const attrs: Record<string, string | number | boolean> = {
     replica: target.id,
     worker: target.workerId,
     routing: hit === undefined ? "least_loaded" : "prefix",
   };
   if (hit !== undefined) attrs.prefix_hit = hit;
-  return tl.dispatched(queue, granted - tl.t0, { assignmentId: target.id, workerId: target.workerId }, attrs);
+  const queue = { priority: classOf(ticket), position };
+  return tl.dispatched(
+    queuedAt - tl.t0,
+    queue,
+    granted - tl.t0,
+    { assignmentId: target.id, workerId: target.workerId },
+    attrs,
+  );
 }
 
 /**

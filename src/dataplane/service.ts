@@ -5,7 +5,7 @@ import type { Limiter } from "../limits/limiter";
 import type { Metering } from "../usage/meter";
 import type { Fleet } from "../workers/fleet";
 import { AppError, badRequest } from "../errors";
-import { readJsonText, UploadSource } from "../http";
+import { jsonObjectOf, readBodyLimited, UploadSource } from "../http";
 import type { Workload } from "../workloads/service";
 import { JOB_ONLY_TASK_TYPES, type Toggle } from "../workloads/schema";
 import { routesOf } from "../../agent/engines/custom";
@@ -89,12 +89,9 @@ function checkServed(w: Workload, what: string): void {
 
 /** Reads a JSON object body of the data plane (up to the data-plane body limit). */
 export async function readJsonObject(deps: DataplaneDeps, request: Request): Promise<Record<string, unknown>> {
-  const { text, value: body } = await readJsonText(request, deps.config.maxDataBodyBytes, deps.bodyBudget);
-  if (!body || typeof body !== "object" || Array.isArray(body))
-    throw badRequest("invalid_request", "the request body must be a JSON object");
-  const object = body as Record<string, unknown>;
-  callOf(request).json = { object, text };
-  return object;
+  const json = jsonObjectOf(await readBodyLimited(request, deps.config.maxDataBodyBytes, deps.bodyBudget));
+  callOf(request).json = json;
+  return json.object;
 }
 
 /** `json`'s text as the client sent it, when `json` is the object `readJsonObject` read from it, unchanged. */

@@ -277,10 +277,8 @@ export class Dispatcher {
    * `--queue-max` bounds the synchronous requests waiting per workload (jobs wait unbounded: their
    * runner bounds how many wait); when it is full, the key with the most requests waiting makes
    * room: a request of another key takes the place of that key's newest one (which gets the 429).
-   * `placed.ahead` is set to how many requests waited when it asked (its place in line, for its timeline).
    */
-  acquire(workloadId: string, signal?: AbortSignal, ticket: Ticket = SYNC, placed?: { ahead: number }): Promise<Slot> {
-    if (placed) placed.ahead = this.depth(workloadId);
+  acquire(workloadId: string, signal?: AbortSignal, ticket: Ticket = SYNC): Promise<Slot> {
     const kind = ticket.kind;
     const free = this.freeTarget(workloadId, ticket);
     if (free && this.depth(workloadId) === 0) return Promise.resolve(this.grant(free));

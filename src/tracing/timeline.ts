@@ -137,17 +137,18 @@ export class Timeline {
   }
 
   /**
-   * A replica's slot was granted at `at` (ms from arrival) after the wait in its queue (`queue`, from
-   * its start): ends the queue span, opens the dispatch span and returns the `traceparent` to send
+   * A replica's slot was granted at `at` (ms from arrival) after waiting in its queue from `queued`
+   * (`queueAttrs`: its class and place in line): ends the queue span, opens the dispatch span and returns the `traceparent` to send
    * the runtime (undefined when the request has no trace).
    */
   dispatched(
-    queue: { start: number; attrs: SpanRecord["attrs"] },
+    queued: number,
+    queueAttrs: SpanRecord["attrs"],
     at: number,
     placement: Placement,
     attrs: Record<string, string | number | boolean>,
   ): string | undefined {
-    this.span("queue", queue.start, at, queue.attrs);
+    this.span("queue", queued, at, queueAttrs);
     this.placement = placement;
     this.dispatchOpen = { start: at, attrs };
     if (!this.trace) return undefined;
@@ -170,17 +171,19 @@ export class Timeline {
   }
 
   /**
-   * The meter ended the request (times in ms from arrival): a stream's time to first token and the
-   * stream itself, the dispatch closed, the meter's own time; its error code when none was noted.
+   * The meter ended the request as `f` says, its clock started at `start` (ms from arrival): a
+   * stream's time to first token and the stream itself, the dispatch closed, the meter's own time;
+   * its error code when none was noted.
    */
-  metered(m: Metered): void {
-    if (m.firstByte !== null && this.streamed) {
-      this.span("ttft", m.start, m.firstByte);
-      this.span("stream", m.firstByte, m.end);
+  metered(start: number, f: Ended, errorCode: string | undefined): void {
+    const end = start + f.durationMs;
+    if (f.firstByteMs !== null && this.streamed) {
+      this.span("ttft", start, start + f.firstByteMs);
+      this.span("stream", start + f.firstByteMs, end);
     }
-    this.closeDispatch(m.end);
-    this.span("meter", m.end, this.now());
-    if (m.errorCode && !this.errorCode) this.errorCode = m.errorCode;
+    this.closeDispatch(end);
+    this.span("meter", end, this.now());
+    if (errorCode && !this.errorCode) this.errorCode = errorCode;
   }
 
   /** The request failed with `e` before an answer came (an AppError's status, code and message, else 502). */
@@ -233,12 +236,13 @@ export class Tracing {
   }
 
   /**
-   * A request (or job run) ended: in the meter (`metered`, which closes its spans) or refused. Its
+   * A request (or job run) ended: in the meter (its clock started at `meteredFrom`, ms from arrival;
+   * `Timeline.metered` closes its spans) or refused. Its
    * record goes to the inspector and, when on, its trace out. A failed try that may fall back
    * (`later`: what to count should it be the answer) is held on the timeline until the route knows.
    */
-  finished(tl: Timeline, f: Ended, metered?: Metered, later?: () => void): void {
-    if (metered) tl.metered(metered);
+  finished(tl: Timeline, f: Ended, meteredFrom?: number, errorCode?: string, later?: () => void): void {
+    if (meteredFrom !== undefined) tl.metered(meteredFrom, f, errorCode);
     if (later) {
       tl.hold(() => {
         later();
@@ -303,17 +307,6 @@ export class Tracing {
 }
 
 /** How a request (or job run) ended, as the meter tells it (../usage/meter.ts `Finished`). Times in ms from its acceptance. */
-/** A request's end as its meter saw it, in ms from arrival (see `Timeline.metered`). */
-export interface Metered {
-  /** When the meter's clock started (a job's run, after its stored wait; a request's arrival). */
-  start: number;
-  /** Its first byte (a stream's first token), or null. */
-  firstByte: number | null;
-  end: number;
-  /** Why it failed, when the meter knows and nothing before said. */
-  errorCode?: string;
-}
-
 export interface Ended {
   workloadId: string;
   projectId: string;

@@ -6,7 +6,7 @@
  * dashboard's series.
  */
 import { Histogram, labelKey, LATENCY_BUCKETS, RATE_BUCKETS, TTFT_BUCKETS } from "./histogram";
-import type { Ended, Metered, Timeline, Tracing } from "../tracing/timeline";
+import type { Ended, Timeline, Tracing } from "../tracing/timeline";
 import { LoopLag } from "./lag";
 
 /** Token counts found in a response, in either OpenAI or Anthropic naming. */
@@ -109,14 +109,7 @@ export class RequestMeter {
     const tl = this.timeline;
     if (!tl) return;
     if (this.streamed && firstByteMs !== null) tl.streamed = true;
-    const start = this.startedAt - tl.t0;
-    const metered = {
-      start,
-      firstByte: firstByteMs === null ? null : start + firstByteMs,
-      end: end - tl.t0,
-      errorCode,
-    };
-    this.metering.ended(tl, f, metered);
+    this.metering.ended(tl, f, this.startedAt - tl.t0, errorCode);
   }
 }
 
@@ -163,12 +156,13 @@ export class Metering {
   readonly refusals = new Map<string, number>();
 
   /**
-   * A request's timeline ended (after `finish`), as the meter saw it (`metered`): its record and
+   * A request's timeline ended (after `finish`), its meter's clock started at `start` (ms from its
+   * arrival), failed with `errorCode` when the meter knows why: its record and
    * trace go out. A failed try that may fall back is held on the timeline until the route knows
    * whether it did; it is counted then.
    */
-  ended(tl: Timeline, f: Finished, metered: Metered): void {
-    this.sinks.timelines.finished(tl, f, metered, f.mayFallBack ? () => this.count(f) : undefined);
+  ended(tl: Timeline, f: Finished, start: number, errorCode: string | undefined): void {
+    this.sinks.timelines.finished(tl, f, start, errorCode, f.mayFallBack ? () => this.count(f) : undefined);
   }
 
   /**

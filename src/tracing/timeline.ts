@@ -138,8 +138,8 @@ export class Timeline {
 
   /**
    * A replica's slot was granted at `at` (ms from arrival) after waiting in its queue from `queued`
-   * (`queueAttrs`: its class and place in line): ends the queue span, opens the dispatch span and returns the `traceparent` to send
-   * the runtime (undefined when the request has no trace).
+   * (`queueAttrs`: its class and place in line): ends the queue span, opens the dispatch span and
+   * returns the `traceparent` to send the runtime (undefined when the request has no trace).
    */
   dispatched(
     queued: number,
@@ -156,7 +156,10 @@ export class Timeline {
     return traceparentOf(this.trace, this.dispatchSpanId);
   }
 
-  /** The runtime answered the request sent at `sent` (ms from arrival): an error answer marks the span where it failed. */
+  /**
+   * The runtime answered the request sent at `sent` (ms from arrival): its upstream span, and its
+   * status (an error answer marks the span where it failed).
+   */
   answered(sent: number, r: { status: number; ok: boolean }): void {
     this.span("upstream", sent, this.now(), r.ok ? undefined : { error: r.status });
     this.status = r.status;
@@ -237,9 +240,9 @@ export class Tracing {
 
   /**
    * A request (or job run) ended: in the meter (its clock started at `meteredFrom`, ms from arrival;
-   * `Timeline.metered` closes its spans) or refused. Its
-   * record goes to the inspector and, when on, its trace out. A failed try that may fall back
-   * (`later`: what to count should it be the answer) is held on the timeline until the route knows.
+   * `Timeline.metered` closes its spans) or refused. Its record goes to the inspector and, when on,
+   * its trace out. A failed try that may fall back (`later`: what to count should it be the answer)
+   * is held on the timeline until the route knows.
    */
   finished(tl: Timeline, f: Ended, meteredFrom?: number, errorCode?: string, later?: () => void): void {
     if (meteredFrom !== undefined) tl.metered(meteredFrom, f, errorCode);

@@ -156,10 +156,10 @@ export class Metering {
   readonly refusals = new Map<string, number>();
 
   /**
-   * A request's timeline ended (after `finish`), its meter's clock started at `start` (ms from its
-   * arrival), failed with `errorCode` when the meter knows why: its record and
-   * trace go out. A failed try that may fall back is held on the timeline until the route knows
-   * whether it did; it is counted then.
+   * A request's timeline ended (after `finish`); its meter's clock started at `start` (ms from its
+   * arrival), and `errorCode` says why it failed when the meter knows. Its record and trace go out.
+   * A failed try that may fall back is held on the timeline until the route knows whether it did;
+   * it is counted then.
    */
   ended(tl: Timeline, f: Finished, start: number, errorCode: string | undefined): void {
     this.sinks.timelines.finished(tl, f, start, errorCode, f.mayFallBack ? () => this.count(f) : undefined);

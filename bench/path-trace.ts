@@ -14,8 +14,6 @@ import { REPO_ROOT } from "./lib";
 export interface Entry {
   file: string;
   callers: string[];
-  /** The function's name as the stack gives it. */
-  fn: string;
 }
 const state = globalThis as unknown as { __pathEntries?: Entry[] | null; __pathEnter?: (file: string) => void };
 state.__pathEntries = null;
@@ -25,14 +23,13 @@ state.__pathEnter = (file: string) => {
   const entries = state.__pathEntries;
   if (!entries) return;
   const stack = (new Error().stack ?? "").split("\n");
-  const fn = /^\s*at (?:async )?([^\s(]+)/.exec(stack[2] ?? "")?.[1] ?? "?";
   const callers: string[] = [];
   for (const frame of stack.slice(3)) {
     const m = /\(?(\/[^():]+):\d+:\d+\)?$/.exec(frame.trim());
     const f = m ? relative(REPO_ROOT, m[1]) : "";
     if (ours(f) && callers.at(-1) !== f) callers.push(f);
   }
-  entries.push({ file, callers, fn });
+  entries.push({ file, callers });
 };
 
 /** A line of Bun's printed JavaScript that opens a function body. */

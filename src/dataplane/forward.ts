@@ -12,6 +12,7 @@ export interface Accounting {
   queueMs: number;
   /** When the first byte came (see `firstByte`). */
   firstAt: number | null;
+  /** The first byte was a stream's first token. */
   streamed: boolean;
   /** Ends the request (`errorCode`: why it failed, when known). */
   record(usage: Usage, ok: boolean, errorCode?: string): void;

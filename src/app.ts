@@ -80,7 +80,10 @@ export function createApp(deps: AppDeps) {
           if (actor) Object.assign(actor, actorOf(request));
           // The key's limits, next to authentication: inference and job submissions count.
           if (data && request.method === "POST")
-            return andThen(deps.limiter.admit(call.key!, request), () => void call.timeline?.authed());
+            return andThen(deps.limiter.admit(call.key!, request), () => {
+              // Its timeline's `auth` span ends here (a mark, made a span at the request's end).
+              if (call.timeline) call.timeline.authedAt = performance.now();
+            });
         });
       })
       // Every answer carries its request id (`request-id` too, where Anthropic's SDK reads it), a

@@ -4,7 +4,7 @@ import { prefixAffinity } from "../dispatch/prefix";
 import { countsOf } from "../dispatch/lora";
 import { meteredStream, usageOfText, type Usage } from "./meter";
 import { pipeTranslator, type StreamTranslator } from "./stream-pipe";
-import { runtimeError, type Timeline } from "../tracing/timeline";
+import { runtimeError, type DispatchMarks, type Timeline } from "../tracing/timeline";
 
 /** Where a forwarded request's usage and outcome are counted (a `RequestMeter`). */
 export interface Accounting {
@@ -109,14 +109,17 @@ export async function dispatchWith(
     const granted = performance.now();
     const waitedMs = granted - queuedAt;
     if (waking) tl!.span("wake", queuedAt - tl!.t0, granted - tl!.t0);
-    const traceparent = tl ? noteDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
+    const marks = tl ? markDispatch(tl, queuedAt, granted, slot.target, ticket, position, hit) : undefined;
     try {
-      let target = traceparent ? traced(slot.target, traceparent, tl!.trace!.state) : slot.target;
+      let target = tl?.trace ? traced(slot.target, tl.traceparent(), tl.trace.state) : slot.target;
       // The caller's own signal goes with the runtime's request (a client leaving, a job cancelled,
       // aborts it); a stream the client cancels is cut by cancelling the runtime's body.
       if (ticket.adapter) target = await withAdapter(dispatcher, slot, target, ticket.adapter.name, signal, tl);
       const upstream = await attempt(target, signal);
-      tl?.answered(granted - tl.t0, upstream);
+      if (marks) {
+        marks.answeredAt = performance.now();
+        marks.answer = tl!.status = upstream.status;
+      }
       return { slot, upstream, waitedMs };
     } catch (e) {
       slot.release();
@@ -135,33 +138,35 @@ export async function dispatchWith(
 }
 
 /**
- * Notes on the timeline a slot granted on `target`: the queue wait (its class and place in line
- * when it came) and the dispatch (host, worker, replica, how it was routed); returns the
- * `traceparent` for the runtime when the request has a trace.
+ * Marks on the timeline a slot granted on `target`: the queue wait (its class and place in line
+ * when it came) and the dispatch (host, worker, replica, how it was routed), made spans at its end.
  */
-function noteDispatch(
+function markDispatch(
   tl: Timeline,
   queuedAt: number,
-  granted: number,
+  grantedAt: number,
   target: Target,
   ticket: Ticket,
   position: number,
   hit: boolean | undefined,
-): string | undefined {
+): DispatchMarks {
   const attrs: Record<string, string | number | boolean> = {
     replica: target.id,
     worker: target.workerId,
     routing: hit === undefined ? "least_loaded" : "prefix",
   };
   if (hit !== undefined) attrs.prefix_hit = hit;
-  const queue = { priority: classOf(ticket), position };
-  return tl.dispatched(
-    queuedAt - tl.t0,
-    queue,
-    granted - tl.t0,
-    { assignmentId: target.id, workerId: target.workerId },
+  tl.placement = { assignmentId: target.id, workerId: target.workerId };
+  tl.dispatch = {
+    queuedAt,
+    grantedAt,
+    queue: { priority: classOf(ticket), position },
     attrs,
-  );
+    answeredAt: 0,
+    answer: 0,
+    spanned: 0,
+  };
+  return tl.dispatch;
 }
 
 /**

@@ -23,6 +23,24 @@ export interface Placement {
   workerId: string;
 }
 
+/**
+ * A dispatch under way, as the data plane marks it (`performance.now()` times): the queue wait that
+ * led to it, the slot's replica and routing, and the runtime's answer once its headers came.
+ */
+export interface DispatchMarks {
+  queuedAt: number;
+  grantedAt: number;
+  /** The queue span's attributes: the class it waited in and its place in line when it came. */
+  queue: SpanRecord["attrs"];
+  /** The dispatch span's: replica, worker, how it was routed. */
+  attrs: Record<string, string | number | boolean>;
+  /** When the runtime's response headers came (0: not yet), and their status. */
+  answeredAt: number;
+  answer: number;
+  /** Which of its spans were made: none, `queue`, `queue` and `upstream`. */
+  spanned: 0 | 1 | 2;
+}
+
 /** A request's (or job run's) timeline, from its arrival to its end in the meter. */
 export class Timeline {
   private spans: SpanRecord[] = [];
@@ -50,12 +68,20 @@ export class Timeline {
   private heldEnd: (() => void) | null = null;
   /** The model the request went to (the workload's). */
   model: string | null = null;
+  /** The replica of the open (or last) dispatch. */
   placement: Placement | null = null;
   /** The span id of the current dispatch, the parent the runtime is told in `traceparent`. */
   dispatchSpanId: string | null = null;
   /** Bodies kept while the workload's capture is on. */
   capture: Capture | null = null;
-  private dispatchOpen: { start: number; attrs: Record<string, string | number | boolean> } | null = null;
+  /**
+   * When authentication and the key's limits were done (`performance.now()`; 0: not yet, or already
+   * a span). Set by the request path as it goes, like `dispatch`: a mark costs the path no call,
+   * and the spans are made of the marks at the end (or before the next span, to keep their order).
+   */
+  authedAt = 0;
+  /** The dispatch under way (set by the data plane once a slot is granted), its marks made spans when it closes. */
+  dispatch: DispatchMarks | null = null;
 
   constructor(
     /** When it arrived (`performance.now()`). */
@@ -112,6 +138,11 @@ export class Timeline {
    * 0.27904499999999643, costs the record's writer more to print and store and says nothing more).
    */
   span(name: string, start: number, end: number, attrs?: SpanRecord["attrs"]): void {
+    this.settle();
+    this.push(name, start, end, attrs);
+  }
+
+  private push(name: string, start: number, end: number, attrs?: SpanRecord["attrs"]): void {
     if (this.handedOver) {
       this.spans = this.spans.slice();
       this.handedOver = false;
@@ -121,56 +152,53 @@ export class Timeline {
     this.spans.push(attrs ? { name, start, end, attrs } : { name, start, end });
   }
 
+  /** The marks set since the last span, as spans: `auth`, then the open dispatch's `queue` and `upstream`. */
+  private settle(): void {
+    if (this.authedAt) {
+      this.push("auth", 0, this.authedAt - this.t0);
+      this.authedAt = 0;
+    }
+    const d = this.dispatch;
+    if (!d || d.spanned === 2) return;
+    if (d.spanned === 0) this.push("queue", d.queuedAt - this.t0, d.grantedAt - this.t0, d.queue);
+    d.spanned = 1;
+    if (!d.answeredAt) return;
+    this.push(
+      "upstream",
+      d.grantedAt - this.t0,
+      d.answeredAt - this.t0,
+      d.answer >= 200 && d.answer < 300 ? undefined : { error: d.answer },
+    );
+    d.spanned = 2;
+  }
+
   /**
    * The spans and the record id at the timeline's end: the request id (suffixed `#2`, `#3`… should a
    * request ever end twice; a fallback's tries end once, in the workload that answered).
    */
   handOver(): { id: string; spans: SpanRecord[] } {
+    this.settle();
     this.handedOver = true;
     this.ends++;
     return { id: this.ends === 1 ? this.id : `${this.id}#${this.ends}`, spans: this.spans };
   }
 
-  /** Authentication and the key's limits are done. */
-  authed(): void {
-    this.span("auth", 0, this.now());
-  }
-
   /**
-   * A replica's slot was granted at `at` (ms from arrival) after waiting in its queue from `queued`
-   * (`queueAttrs`: its class and place in line): ends the queue span, opens the dispatch span and
-   * returns the `traceparent` to send the runtime (undefined when the request has no trace).
+   * The `traceparent` to send the runtime for the open dispatch (whose span id it makes). Only for a
+   * timeline with a trace: the client sent one, or tracing is on.
    */
-  dispatched(
-    queued: number,
-    queueAttrs: SpanRecord["attrs"],
-    at: number,
-    placement: Placement,
-    attrs: Record<string, string | number | boolean>,
-  ): string | undefined {
-    this.span("queue", queued, at, queueAttrs);
-    this.placement = placement;
-    this.dispatchOpen = { start: at, attrs };
-    if (!this.trace) return undefined;
+  traceparent(): string {
     this.dispatchSpanId = randomId(8);
-    return traceparentOf(this.trace, this.dispatchSpanId);
-  }
-
-  /**
-   * The runtime answered the request sent at `sent` (ms from arrival): its upstream span, and its
-   * status (an error answer marks the span where it failed).
-   */
-  answered(sent: number, r: { status: number; ok: boolean }): void {
-    this.span("upstream", sent, this.now(), r.ok ? undefined : { error: r.status });
-    this.status = r.status;
+    return traceparentOf(this.trace!, this.dispatchSpanId);
   }
 
   /** The dispatch ends (the slot is given back, or the attempt failed). */
   closeDispatch(end = this.now(), error?: string): void {
-    const d = this.dispatchOpen;
+    const d = this.dispatch;
     if (!d) return;
-    this.dispatchOpen = null;
-    this.span("dispatch", d.start, end, error ? { ...d.attrs, error } : d.attrs);
+    this.settle();
+    this.dispatch = null;
+    this.push("dispatch", d.grantedAt - this.t0, end, error ? { ...d.attrs, error } : d.attrs);
   }
 
   /**
@@ -180,6 +208,7 @@ export class Timeline {
    */
   metered(start: number, f: Ended, errorCode: string | undefined): void {
     const end = start + f.durationMs;
+    this.settle();
     if (f.firstByteMs !== null && this.streamed) {
       this.span("ttft", start, start + f.firstByteMs);
       this.span("stream", start + f.firstByteMs, end);

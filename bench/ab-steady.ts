@@ -9,76 +9,28 @@
  *
  *   bun bench/ab-steady.ts <ref> [--rounds 10] [--seconds 4]
  */
-import { type Cleanups, cpuMsOf, fmt, percentile, printTable, REPO_ROOT, runBenchmark } from "./lib";
+import { type Cleanups, fmt, printTable, REPO_ROOT, runBenchmark } from "./lib";
+import { CONCURRENCY, chatSide, type Figures, MODEL, median, steadyArgs } from "./steady";
 import { git, worktreeOf } from "./worktree";
 
 const USAGE = "usage: bun bench/ab-steady.ts <ref> [--rounds N] [--seconds S]";
-const CONCURRENCY = 64;
-const MODEL = "bench-model";
 
-/** The command line, checked. */
-function parseArgs(argv: string[]): { ref: string; rounds: number; seconds: number } {
-  const out = { ref: "", rounds: 10, seconds: 4 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === "--rounds" && /^\d+$/.test(argv[i + 1] ?? "")) out.rounds = Math.max(2, Number(argv[++i]));
-    else if (a === "--seconds" && /^\d+(\.\d+)?$/.test(argv[i + 1] ?? "")) out.seconds = Number(argv[++i]);
-    else if (!a.startsWith("-") && !out.ref) out.ref = a;
-    else {
-      console.error(USAGE);
-      process.exit(2);
-    }
-  }
-  if (!out.ref) {
-    console.error(USAGE);
-    process.exit(2);
-  }
-  return out;
-}
-
-/** What each side's figures are: CPU µs per request, p99 ms and requests/s of every round. */
-interface Figures {
-  cpu: number[];
-  p99: number[];
-  rps: number[];
-}
-
-/** One side: a server of one tree with its workload, and a run at c=64 that reports its figures. */
+/** One side: a server of one tree with its workload (each tree's own bench/lib.ts starts it, as bench/dataplane.ts does). */
 async function side(dir: string, cleanup: Cleanups) {
-  // Each tree's own bench/lib.ts, so each starts its own tree's server (an older tree's lib works alike).
   const lib = (await import(`${dir}/bench/lib.ts`)) as typeof import("./lib");
   const inferd = await lib.startInferdForBench({ FAKE_DELAY_MS: "20", FAKE_LOAD_MS: "0" });
   cleanup.add(`the server of ${dir}`, () => inferd.stop());
   const wl = await lib.createBenchWorkload(inferd, { model: MODEL });
-  const init = {
-    method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${wl.liveKey}` },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "one two three" }], max_tokens: 8 }),
-  };
-  const url = `${wl.endpoint}/v1/chat/completions`;
-  const once = async () => {
-    const r = await fetch(url, init);
-    await r.arrayBuffer();
-    if (r.status !== 200) throw new Error(`${dir}: ${r.status}`);
-  };
-  const figures: Figures = { cpu: [], p99: [], rps: [] };
-  return {
-    figures,
-    warm: () => lib.closedLoop({ concurrency: CONCURRENCY, requests: 3000, fn: once }),
-    async run(ms: number) {
-      const before = cpuMsOf(inferd.pid) ?? Number.NaN;
-      const r = await lib.closedLoop({ concurrency: CONCURRENCY, durationMs: ms, fn: once });
-      if (r.errors) throw new Error(`${dir}: ${r.errors} failed requests`);
-      figures.cpu.push((((cpuMsOf(inferd.pid) ?? Number.NaN) - before) * 1000) / r.completed);
-      figures.p99.push(percentile(r.latencies, 99));
-      figures.rps.push(r.rps);
-    },
-  };
+  return chatSide(dir, inferd.pid, `${wl.endpoint}/v1/chat/completions`, { authorization: `Bearer ${wl.liveKey}` });
 }
 
-const median = (xs: number[]) => percentile(xs, 50);
-
-const { ref, rounds, seconds } = parseArgs(process.argv.slice(2));
+const args = steadyArgs(process.argv.slice(2), USAGE, 10);
+if (!args.ref) {
+  console.error(USAGE);
+  process.exit(2);
+}
+const { rounds, seconds } = args;
+const ref = args.ref;
 const a = worktreeOf(ref);
 const head = git(["rev-parse", "--short=12", "HEAD"]);
 const dirty = git(["status", "--porcelain", "--untracked-files=no"]) ? " + uncommitted changes" : "";

@@ -33,6 +33,10 @@ onmessage = (e) => {
     if (!db) {
       db = new Database(m.path);
       db.exec("PRAGMA busy_timeout = 5000");
+      // As the server's own connection (a per-connection setting): in WAL mode a commit is not
+      // synced to disk each time, only at checkpoints; a power cut may lose the last records, a
+      // crash of inferd none. Synced at each commit, a batch's thread waited out a sync per batch.
+      db.exec("PRAGMA synchronous = NORMAL");
       write = db.transaction((tables) => {
         for (const t of tables) {
           const s = prepared(t.sql);

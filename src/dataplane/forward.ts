@@ -118,7 +118,8 @@ export async function dispatchWith(
       const upstream = await attempt(target, signal);
       if (marks) {
         marks.answeredAt = performance.now();
-        marks.answer = tl!.status = upstream.status;
+        marks.failedWith = upstream.ok ? 0 : upstream.status;
+        tl!.status = upstream.status;
       }
       return { slot, upstream, waitedMs };
     } catch (e) {
@@ -163,7 +164,7 @@ function markDispatch(
     queue: { priority: classOf(ticket), position },
     attrs,
     answeredAt: 0,
-    answer: 0,
+    failedWith: 0,
     spanned: 0,
   };
   return tl.dispatch;

@@ -34,9 +34,9 @@ export interface DispatchMarks {
   queue: SpanRecord["attrs"];
   /** The dispatch span's: replica, worker, how it was routed. */
   attrs: Record<string, string | number | boolean>;
-  /** When the runtime's response headers came (0: not yet), and their status. */
+  /** When the runtime's response headers came (0: not yet), and their status when it was an error (0: ok). */
   answeredAt: number;
-  answer: number;
+  failedWith: number;
   /** Which of its spans were made: none, `queue`, `queue` and `upstream`. */
   spanned: 0 | 1 | 2;
 }
@@ -167,7 +167,7 @@ export class Timeline {
       "upstream",
       d.grantedAt - this.t0,
       d.answeredAt - this.t0,
-      d.answer >= 200 && d.answer < 300 ? undefined : { error: d.answer },
+      d.failedWith ? { error: d.failedWith } : undefined,
     );
     d.spanned = 2;
   }
